@@ -1,0 +1,13 @@
+/* ordo/ordo.h - everything public in one include. */
+#ifndef ORDO_ORDO_H
+#define ORDO_ORDO_H
+
+#include "ordo/alloc.h"
+#include "ordo/link.h"
+#include "ordo/signal.h"
+#include "ordo/status.h"
+#include "ordo/time.h"
+#include "ordo/timepoint.h"
+#include "ordo/version.h"
+
+#endif

@@ -1,0 +1,86 @@
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+static void *default_allocate(void *user, size_t size, size_t alignment) {
+    (void)user;
+    /* aligned_alloc wants size to be a multiple of alignment. */
+    size_t rounded = (size + alignment - 1) & ~(alignment - 1);
+    return aligned_alloc(alignment, rounded);
+}
+
+static void default_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)user;
+    (void)size;
+    (void)alignment;
+    free(block);
+}
+
+static const ordo_allocator_t default_allocator = {default_allocate, default_deallocate, NULL};
+
+static pthread_mutex_t allocator_lock = PTHREAD_MUTEX_INITIALIZER;
+static ordo_allocator_t current = {default_allocate, default_deallocate, NULL};
+static _Atomic size_t live_blocks;
+
+static size_t effective_alignment(size_t alignment) {
+    return alignment < sizeof(void *) ? sizeof(void *) : alignment;
+}
+
+void *ordo_alloc(size_t size, size_t alignment) {
+    alignment = effective_alignment(alignment);
+    if (size == 0 || (alignment & (alignment - 1)) != 0 || size > SIZE_MAX - alignment) {
+        return NULL;
+    }
+    pthread_mutex_lock(&allocator_lock);
+    ordo_allocator_t hooks = current;
+    void *block = hooks.allocate(hooks.user, size, alignment);
+    if (block) {
+        atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&allocator_lock);
+    if (block) {
+        memset(block, 0, size);
+    }
+    return block;
+}
+
+void ordo_dealloc(void *block, size_t size, size_t alignment) {
+    if (!block) {
+        return;
+    }
+    pthread_mutex_lock(&allocator_lock);
+    ordo_allocator_t hooks = current;
+    hooks.deallocate(hooks.user, block, size, effective_alignment(alignment));
+    atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&allocator_lock);
+}
+
+ordo_status_t ordo_allocator_set(const ordo_allocator_t *allocator) {
+    if (allocator && (!allocator->allocate || !allocator->deallocate)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "both allocate and deallocate must be set");
+    }
+    pthread_mutex_lock(&allocator_lock);
+    size_t live = atomic_load_explicit(&live_blocks, memory_order_relaxed);
+    if (live != 0) {
+        pthread_mutex_unlock(&allocator_lock);
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%zu blocks from the current allocator are still live", live);
+    }
+    current = allocator ? *allocator : default_allocator;
+    pthread_mutex_unlock(&allocator_lock);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_allocator_live_blocks(size_t *out_count) {
+    if (!out_count) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
+    }
+    *out_count = atomic_load_explicit(&live_blocks, memory_order_relaxed);
+    return ORDO_OK;
+}

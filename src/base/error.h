@@ -1,0 +1,22 @@
+/* Internal: raising errors with a per-thread detail message. */
+#ifndef ORDO_BASE_ERROR_H
+#define ORDO_BASE_ERROR_H
+
+#include "ordo/status.h"
+
+#if defined(__GNUC__)
+#define ORDO_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ORDO_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ORDO_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define ORDO_PRINTF(f, a)
+#define ORDO_LIKELY(x) (x)
+#define ORDO_UNLIKELY(x) (x)
+#endif
+
+/* Records "api: <formatted detail>" as this thread's error message and
+ * returns status, so a check reads: return ordo_error(ST, __func__, ...). */
+ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...)
+    ORDO_PRINTF(3, 4);
+
+#endif

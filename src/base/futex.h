@@ -1,0 +1,34 @@
+/* Internal: a thin wrapper over Linux private futexes. */
+#ifndef ORDO_BASE_FUTEX_H
+#define ORDO_BASE_FUTEX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ordo/time.h"
+
+typedef enum ordo_futex_result {
+    ORDO_FUTEX_WOKEN = 0,    /* woken, or a spurious return: re-check */
+    ORDO_FUTEX_MISMATCH = 1, /* *word != expected when called */
+    ORDO_FUTEX_TIMED_OUT = 2 /* the deadline passed */
+} ordo_futex_result_t;
+
+/* Sleeps while *word == expected, until woken or the absolute
+ * CLOCK_MONOTONIC deadline (ORDO_DEADLINE_NEVER: no limit). */
+ordo_futex_result_t ordo_futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                                    ordo_deadline_t deadline);
+
+/* Wakes up to count sleepers on word. Touches only the address, never the
+ * memory, so it is safe after the word's owner may have gone. */
+void ordo_futex_wake(_Atomic uint32_t *word, int count);
+
+/* A short pause for spin loops. */
+static inline void ordo_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

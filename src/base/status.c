@@ -1,0 +1,72 @@
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "base/error.h"
+
+#define ORDO_ERROR_MESSAGE_MAX 512
+
+static _Thread_local char error_message[ORDO_ERROR_MESSAGE_MAX];
+
+typedef struct status_info {
+    const char *name;
+    const char *description;
+} status_info_t;
+
+static const status_info_t status_table[ORDO_STATUS_COUNT_] = {
+    [ORDO_OK] = {"ORDO_OK", "success"},
+    [ORDO_ERR_INVALID_ARGUMENT] = {"ORDO_ERR_INVALID_ARGUMENT", "an argument is malformed"},
+    [ORDO_ERR_INVALID_HANDLE] = {"ORDO_ERR_INVALID_HANDLE",
+                                 "a handle is null or not a live ordo object"},
+    [ORDO_ERR_OUT_OF_RANGE] = {"ORDO_ERR_OUT_OF_RANGE", "a value is out of the accepted range"},
+    [ORDO_ERR_DESTROYED] = {"ORDO_ERR_DESTROYED", "the object was destroyed"},
+    [ORDO_ERR_TIMEOUT] = {"ORDO_ERR_TIMEOUT", "the deadline passed first"},
+    [ORDO_ERR_CANCELLED] = {"ORDO_ERR_CANCELLED", "the operation was cancelled"},
+    [ORDO_ERR_BUSY] = {"ORDO_ERR_BUSY", "the object is in a state that refuses the call"},
+    [ORDO_ERR_OUT_OF_MEMORY] = {"ORDO_ERR_OUT_OF_MEMORY", "an allocation failed"},
+    [ORDO_ERR_RESOURCE_EXHAUSTED] = {"ORDO_ERR_RESOURCE_EXHAUSTED",
+                                     "a configured limit was reached"},
+    [ORDO_ERR_DEADLOCK] = {"ORDO_ERR_DEADLOCK", "the request would close a cycle of waits"},
+    [ORDO_ERR_UNAVAILABLE] = {"ORDO_ERR_UNAVAILABLE", "the backend or device is not present"},
+    [ORDO_ERR_UNSUPPORTED] = {"ORDO_ERR_UNSUPPORTED", "the request is not supported here"},
+    [ORDO_ERR_DEVICE] = {"ORDO_ERR_DEVICE", "the device or its driver reported an error"},
+    [ORDO_ERR_ABORTED] = {"ORDO_ERR_ABORTED", "user work failed"},
+    [ORDO_ERR_NOT_FOUND] = {"ORDO_ERR_NOT_FOUND", "nothing matched the lookup"},
+    [ORDO_ERR_INTERNAL] = {"ORDO_ERR_INTERNAL", "an internal invariant broke (a bug in ordo)"},
+};
+
+static const status_info_t *status_lookup(ordo_status_t status) {
+    if ((unsigned)status >= (unsigned)ORDO_STATUS_COUNT_) {
+        return NULL;
+    }
+    return &status_table[status];
+}
+
+const char *ordo_status_name(ordo_status_t status) {
+    const status_info_t *info = status_lookup(status);
+    return info ? info->name : "ORDO_ERR_<unknown>";
+}
+
+const char *ordo_status_describe(ordo_status_t status) {
+    const status_info_t *info = status_lookup(status);
+    return info ? info->description : "not an ordo status";
+}
+
+int ordo_status_is_error(ordo_status_t status) {
+    return status != ORDO_OK && status_lookup(status) != NULL;
+}
+
+const char *ordo_error_message(void) {
+    return error_message;
+}
+
+ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
+    int used = snprintf(error_message, sizeof error_message, "%s: ", api);
+    if (used < 0 || (size_t)used >= sizeof error_message) {
+        return status;
+    }
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(error_message + used, sizeof error_message - (size_t)used, fmt, args);
+    va_end(args);
+    return status;
+}

@@ -1,0 +1,82 @@
+#include <string.h>
+
+#include "ordo/link.h"
+#include "sync/signal_internal.h"
+
+static void link_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    ordo_link_t *link = ctx;
+    ordo_signal_t *source = timepoint->signal_;
+    ordo_signal_t *target = link->target_;
+    uint64_t target_value = link->target_value_;
+    /* From here on the link belongs to its owner again. */
+    if (status == ORDO_OK) {
+        (void)ordo_signal_signal(target, target_value);
+    } else if (status == ORDO_ERR_CANCELLED) {
+        (void)ordo_signal_fail(target, ORDO_ERR_CANCELLED,
+                               "linked source signal was destroyed before reaching its value");
+    } else {
+        static const char prefix[] = "linked source failed: ";
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        size_t room = sizeof message - sizeof prefix; /* keeps the terminator */
+        size_t len = strnlen(source->message, room);
+        memcpy(message, prefix, sizeof prefix - 1);
+        memcpy(message + sizeof prefix - 1, source->message, len);
+        message[sizeof prefix - 1 + len] = '\0';
+        (void)ordo_signal_fail(target, status, message);
+    }
+    signal_release_internal(target);
+    signal_release_internal(source);
+}
+
+ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t source_value,
+                            ordo_signal_t *target, uint64_t target_value) {
+    if (!link) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
+    }
+    ordo_status_t st = signal_check(target, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (target_value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "target value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          (unsigned long long)target_value);
+    }
+    if (atomic_load_explicit(&target->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "target signal %p was destroyed",
+                          (void *)target);
+    }
+    if (__atomic_load_n(&link->timepoint_.state_, __ATOMIC_RELAXED) == TIMEPOINT_ARMED) {
+        return ordo_error(ORDO_ERR_BUSY, __func__, "link %p is armed already", (void *)link);
+    }
+    link->target_ = target;
+    link->target_value_ = target_value;
+    st = signal_check(source, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Both references last until the link fires or is cancelled: the
+     * callback may run after a caller's release (it is queued when the
+     * source fails inside another callback) and reads the source's
+     * failure message. */
+    signal_retain_internal(target);
+    signal_retain_internal(source);
+    st = ordo_timepoint_arm(&link->timepoint_, source, source_value, link_fired, link);
+    if (st != ORDO_OK) {
+        signal_release_internal(source);
+        signal_release_internal(target);
+    }
+    return st;
+}
+
+ordo_status_t ordo_link_cancel(ordo_link_t *link, ordo_cancel_result_t *out_result) {
+    if (!link) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
+    }
+    ordo_status_t st = ordo_timepoint_cancel(&link->timepoint_, out_result);
+    if (st == ORDO_OK && *out_result == ORDO_CANCEL_PREVENTED) {
+        signal_release_internal(link->timepoint_.signal_);
+        signal_release_internal(link->target_);
+    }
+    return st;
+}

@@ -1,0 +1,215 @@
+#include <string.h>
+
+#include "base/alloc.h"
+#include "sync/signal_internal.h"
+
+ordo_status_t signal_check(const ordo_signal_t *signal, const char *api) {
+    if (ORDO_UNLIKELY(!signal)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "signal is NULL");
+    }
+    if (ORDO_UNLIKELY(signal->magic != ORDO_SIGNAL_MAGIC)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
+                          "%p is not a live signal (freed, or not a signal)", (const void *)signal);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t signal_failure_status(const ordo_signal_t *signal) {
+    return signal->failure;
+}
+
+ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal) {
+    if (!out_signal) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_signal is NULL");
+    }
+    *out_signal = NULL;
+    if (initial_value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "initial value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          (unsigned long long)initial_value);
+    }
+    ordo_signal_t *signal = ordo_alloc(sizeof *signal, 64);
+    if (!signal) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a signal");
+    }
+    if (pthread_mutex_init(&signal->lock, NULL) != 0) {
+        ordo_dealloc(signal, sizeof *signal, 64);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot initialise the signal's lock");
+    }
+    signal->magic = ORDO_SIGNAL_MAGIC;
+    atomic_init(&signal->refs, 1);
+    atomic_init(&signal->state, initial_value);
+    atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
+    signal->failure = ORDO_OK;
+    *out_signal = signal;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    signal_retain_internal(signal);
+    return ORDO_OK;
+}
+
+/* Marks the signal destroyed and cancels everything armed on it. Returns
+ * ORDO_ERR_DESTROYED if it was already. */
+static ordo_status_t signal_end(ordo_signal_t *signal) {
+    due_list_t due = {0};
+    pthread_mutex_lock(&signal->lock);
+    uint64_t old = atomic_fetch_or_explicit(&signal->state, SIGNAL_DESTROYED, memory_order_seq_cst);
+    if (old & SIGNAL_DESTROYED) {
+        pthread_mutex_unlock(&signal->lock);
+        return ORDO_ERR_DESTROYED;
+    }
+    /* Timepoints due at the current value are reached, not cancelled: a
+     * producer raced with the destroy and has not dispatched them yet. */
+    signal_collect_locked(signal, old & SIGNAL_VALUE_MASK, ORDO_ERR_CANCELLED, &due);
+    pthread_mutex_unlock(&signal->lock);
+    timepoints_run(&due);
+    return ORDO_OK;
+}
+
+void signal_release_internal(ordo_signal_t *signal) {
+    if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    (void)signal_end(signal);
+    signal->magic = ORDO_SIGNAL_DEAD;
+    pthread_mutex_destroy(&signal->lock);
+    ordo_dealloc(signal, sizeof *signal, 64);
+}
+
+ordo_status_t ordo_signal_release(ordo_signal_t *signal) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    signal_release_internal(signal);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_destroy(ordo_signal_t *signal) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (signal_end(signal) != ORDO_OK) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed already",
+                          (void *)signal);
+    }
+    signal_release_internal(signal);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_value) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_value is NULL");
+    }
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    *out_value = state & SIGNAL_VALUE_MASK;
+    if (state & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    }
+    if (state & SIGNAL_FAILED) {
+        return ordo_error(signal->failure, __func__, "signal failed at value %llu: %s",
+                          (unsigned long long)*out_value, signal->message);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
+    }
+    if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+    }
+    uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    for (;;) {
+        if (ORDO_UNLIKELY(current & SIGNAL_FLAGS)) {
+            atomic_thread_fence(memory_order_acquire);
+            if (current & SIGNAL_DESTROYED) {
+                return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed",
+                                  (void *)signal);
+            }
+            return ordo_error(signal->failure, __func__, "signal failed before reaching %llu: %s",
+                              (unsigned long long)value, signal->message);
+        }
+        if (current >= value) {
+            return ORDO_OK;
+        }
+        if (atomic_compare_exchange_weak_explicit(&signal->state, &current, value,
+                                                  memory_order_seq_cst, memory_order_relaxed)) {
+            break;
+        }
+    }
+    if (atomic_load_explicit(&signal->next_wake, memory_order_seq_cst) <= value) {
+        signal_dispatch_reached(signal);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!ordo_status_is_error(status)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "status %d is not an ordo error status", (int)status);
+    }
+    due_list_t due = {0};
+    pthread_mutex_lock(&signal->lock);
+    uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    if (current & SIGNAL_DESTROYED) {
+        pthread_mutex_unlock(&signal->lock);
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    }
+    if (current & SIGNAL_FAILED) {
+        pthread_mutex_unlock(&signal->lock);
+        return ORDO_OK; /* the first failure stays */
+    }
+    signal->failure = status;
+    if (message) {
+        strncpy(signal->message, message, sizeof signal->message - 1);
+    }
+    current = atomic_fetch_or_explicit(&signal->state, SIGNAL_FAILED, memory_order_seq_cst);
+    signal_collect_locked(signal, current & SIGNAL_VALUE_MASK, status, &due);
+    pthread_mutex_unlock(&signal->lock);
+    timepoints_run(&due);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,
+                                  char *out_message, size_t message_capacity) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_status) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_status is NULL");
+    }
+    if (out_message && message_capacity == 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "message_capacity is 0 but out_message is set");
+    }
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    int failed = (state & SIGNAL_FAILED) != 0;
+    *out_status = failed ? signal->failure : ORDO_OK;
+    if (out_message) {
+        const char *text = failed ? signal->message : "";
+        size_t len = strnlen(text, message_capacity - 1);
+        memcpy(out_message, text, len);
+        out_message[len] = '\0';
+    }
+    return ORDO_OK;
+}

@@ -1,0 +1,211 @@
+/* Timepoints: arming, cancelling, and running due callbacks outside locks. */
+#include "sync/signal_internal.h"
+#include "sync/waiter.h"
+
+static void due_append(due_list_t *due, ordo_timepoint_t *tp) {
+    tp->next_ = NULL;
+    if (due->tail) {
+        due->tail->next_ = tp;
+    } else {
+        due->head = tp;
+    }
+    due->tail = tp;
+}
+
+static void list_unlink_locked(ordo_signal_t *signal, ordo_timepoint_t *tp) {
+    if (tp->prev_) {
+        tp->prev_->next_ = tp->next_;
+    } else {
+        signal->head = tp->next_;
+    }
+    if (tp->next_) {
+        tp->next_->prev_ = tp->prev_;
+    } else {
+        signal->tail = tp->prev_;
+    }
+    tp->next_ = tp->prev_ = NULL;
+}
+
+/* Sorted insert, scanning from the tail: targets mostly grow, so the common
+ * case is O(1). Equal values keep arming order. */
+static void list_insert_locked(ordo_signal_t *signal, ordo_timepoint_t *tp) {
+    ordo_timepoint_t *after = signal->tail;
+    while (after && after->value_ > tp->value_) {
+        after = after->prev_;
+    }
+    tp->prev_ = after;
+    tp->next_ = after ? after->next_ : signal->head;
+    if (tp->next_) {
+        tp->next_->prev_ = tp;
+    } else {
+        signal->tail = tp;
+    }
+    if (after) {
+        after->next_ = tp;
+    } else {
+        signal->head = tp;
+    }
+}
+
+static void refresh_next_wake_locked(ordo_signal_t *signal) {
+    uint64_t next = signal->head ? signal->head->value_ : SIGNAL_NO_WAKE;
+    atomic_store_explicit(&signal->next_wake, next, memory_order_seq_cst);
+}
+
+static void mark_due(ordo_timepoint_t *tp, ordo_status_t status, due_list_t *due) {
+    tp->status_ = status;
+    __atomic_store_n(&tp->state_, TIMEPOINT_DUE, __ATOMIC_RELAXED);
+    due_append(due, tp);
+}
+
+void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
+                           due_list_t *due) {
+    while (signal->head && (signal->head->value_ <= reached || rest != ORDO_OK)) {
+        ordo_timepoint_t *tp = signal->head;
+        list_unlink_locked(signal, tp);
+        mark_due(tp, tp->value_ <= reached ? ORDO_OK : rest, due);
+    }
+    refresh_next_wake_locked(signal);
+}
+
+void signal_dispatch_reached(ordo_signal_t *signal) {
+    due_list_t due = {0};
+    pthread_mutex_lock(&signal->lock);
+    uint64_t reached = atomic_load_explicit(&signal->state, memory_order_seq_cst);
+    signal_collect_locked(signal, reached & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+    pthread_mutex_unlock(&signal->lock);
+    timepoints_run(&due);
+}
+
+/* Callbacks that become due while this thread is already running callbacks
+ * are queued here and run by the outermost runner, so chains of links or
+ * re-arming callbacks iterate instead of recursing. */
+static _Thread_local due_list_t deferred;
+static _Thread_local int running_callbacks;
+
+static void run_one(ordo_timepoint_t *tp) {
+    /* Read everything before the call: the callback may free tp. */
+    ordo_timepoint_fn fn = tp->fn_;
+    void *ctx = tp->ctx_;
+    ordo_status_t status = tp->status_;
+    fn(ctx, status, tp);
+}
+
+void timepoints_run(due_list_t *due) {
+    /* Blocked waiters are woken first and at once, even from inside a
+     * callback: their action is an atomic store and a futex wake, and a
+     * thread blocked in a wait must not sit behind user callbacks. */
+    due_list_t user = {0};
+    for (ordo_timepoint_t *tp = due->head, *next; tp; tp = next) {
+        next = tp->next_;
+        if (tp->fn_ == waiter_timepoint_fired) {
+            run_one(tp);
+        } else {
+            due_append(&user, tp);
+        }
+    }
+    if (!user.head) {
+        return;
+    }
+    if (running_callbacks) {
+        if (deferred.tail) {
+            deferred.tail->next_ = user.head;
+        } else {
+            deferred.head = user.head;
+        }
+        deferred.tail = user.tail;
+        return;
+    }
+    running_callbacks = 1;
+    deferred = user;
+    while (deferred.head) {
+        ordo_timepoint_t *tp = deferred.head;
+        deferred.head = tp->next_;
+        if (!deferred.head) {
+            deferred.tail = NULL;
+        }
+        run_one(tp);
+    }
+    running_callbacks = 0;
+}
+
+ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *signal, uint64_t value,
+                                 ordo_timepoint_fn fn, void *ctx) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!timepoint || !fn) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          timepoint ? "fn" : "timepoint");
+    }
+    if (value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+    }
+    if (__atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED) == TIMEPOINT_ARMED) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "timepoint %p is armed already (or was not zero-initialised)",
+                          (void *)timepoint);
+    }
+    timepoint->signal_ = signal;
+    timepoint->value_ = value;
+    timepoint->fn_ = fn;
+    timepoint->ctx_ = ctx;
+
+    due_list_t due = {0};
+    pthread_mutex_lock(&signal->lock);
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    if (state & SIGNAL_DESTROYED) {
+        pthread_mutex_unlock(&signal->lock);
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    }
+    if ((state & SIGNAL_VALUE_MASK) >= value) {
+        mark_due(timepoint, ORDO_OK, &due);
+    } else if (state & SIGNAL_FAILED) {
+        mark_due(timepoint, signal->failure, &due);
+    } else {
+        __atomic_store_n(&timepoint->state_, TIMEPOINT_ARMED, __ATOMIC_RELAXED);
+        list_insert_locked(signal, timepoint);
+        refresh_next_wake_locked(signal);
+        /* Second half of the wake-up protocol: a producer that raised the
+         * value before seeing our next_wake left the dispatch to us. */
+        state = atomic_load_explicit(&signal->state, memory_order_seq_cst);
+        if ((state & SIGNAL_VALUE_MASK) >= value) {
+            signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+        }
+    }
+    pthread_mutex_unlock(&signal->lock);
+    timepoints_run(&due);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_result_t *out_result) {
+    if (!timepoint || !out_result) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          timepoint ? "out_result" : "timepoint");
+    }
+    uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED);
+    if (state == TIMEPOINT_DUE) {
+        *out_result = ORDO_CANCEL_TOO_LATE;
+        return ORDO_OK;
+    }
+    if (state != TIMEPOINT_ARMED) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "timepoint %p is not armed (never armed, or cancelled already)",
+                          (void *)timepoint);
+    }
+    ordo_signal_t *signal = timepoint->signal_;
+    pthread_mutex_lock(&signal->lock);
+    state = __atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED);
+    if (state == TIMEPOINT_ARMED) {
+        list_unlink_locked(signal, timepoint);
+        refresh_next_wake_locked(signal);
+        __atomic_store_n(&timepoint->state_, TIMEPOINT_IDLE, __ATOMIC_RELAXED);
+        *out_result = ORDO_CANCEL_PREVENTED;
+    } else {
+        *out_result = ORDO_CANCEL_TOO_LATE;
+    }
+    pthread_mutex_unlock(&signal->lock);
+    return ORDO_OK;
+}

@@ -1,0 +1,336 @@
+/* Blocking waits: ordo_signal_wait, ordo_signal_wait_all, ordo_signal_wait_any.
+ *
+ * Each wait first checks without side effects, then spins for a short,
+ * bounded time (a producer on another core often answers within it), then
+ * arms one timepoint per entry that is still pending and sleeps on a futex
+ * until a firing decides the wait or the deadline passes. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/futex.h"
+#include "sync/signal_internal.h"
+#include "sync/waiter.h"
+
+/* How long a wait spins before it sleeps. Long enough to cover a round trip
+ * to a thread running on another core, far shorter than a futex sleep and
+ * wake (tens of microseconds on a busy machine). */
+#define WAIT_SPIN_NS 4000u
+/* Checks between two reads of the clock. One pause separates two checks:
+ * a pause costs up to ~140 cycles on recent x86 cores, so batching pauses
+ * would delay noticing a reached value by microseconds. */
+#define WAIT_SPIN_BATCH 16
+/* Multi-waits of up to this many entries keep their timepoints on the stack. */
+#define WAIT_STACK_ENTRIES 64
+
+typedef enum entry_state { ENTRY_PENDING, ENTRY_REACHED, ENTRY_FAILED } entry_state_t;
+
+static entry_state_t entry_check(const ordo_signal_point_t *point, ordo_status_t *out_status) {
+    uint64_t state = atomic_load_explicit(&point->signal->state, memory_order_acquire);
+    if ((state & SIGNAL_VALUE_MASK) >= point->value && !(state & SIGNAL_DESTROYED)) {
+        return ENTRY_REACHED;
+    }
+    if (state & SIGNAL_DESTROYED) {
+        *out_status = ORDO_ERR_DESTROYED;
+        return ENTRY_FAILED;
+    }
+    if (state & SIGNAL_FAILED) {
+        *out_status = point->signal->failure;
+        return ENTRY_FAILED;
+    }
+    return ENTRY_PENDING;
+}
+
+/* The outcome of a pass over the entries without blocking. */
+typedef struct scan {
+    int decided;          /* the wait can return now */
+    ordo_status_t status; /* its result when decided */
+    size_t index;         /* the deciding entry (any: first reached or failed) */
+} scan_t;
+
+static scan_t scan_entries(const ordo_signal_point_t *points, size_t count, int any) {
+    scan_t scan = {0, ORDO_OK, count};
+    size_t reached = 0;
+    for (size_t i = 0; i < count; ++i) {
+        ordo_status_t failure = ORDO_OK;
+        entry_state_t entry = entry_check(&points[i], &failure);
+        if (entry == ENTRY_FAILED || (entry == ENTRY_REACHED && any)) {
+            scan.decided = 1;
+            scan.status = failure;
+            scan.index = i;
+            return scan;
+        }
+        reached += entry == ENTRY_REACHED;
+    }
+    scan.decided = reached == count;
+    return scan;
+}
+
+static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int any,
+                           ordo_deadline_t deadline) {
+    scan_t scan = scan_entries(points, count, any);
+    if (scan.decided) {
+        return scan;
+    }
+    uint64_t until = ordo_time_now_ns() + WAIT_SPIN_NS;
+    if (until > deadline) {
+        until = deadline;
+    }
+    for (;;) {
+        for (int i = 0; i < WAIT_SPIN_BATCH; ++i) {
+            ordo_cpu_relax();
+            scan = scan_entries(points, count, any);
+            if (scan.decided) {
+                return scan;
+            }
+        }
+        if (ordo_time_now_ns() >= until) {
+            return scan;
+        }
+    }
+}
+
+void waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    waiter_t *waiter = ctx;
+    _Atomic uint32_t *word = &waiter->word;
+    if (waiter->any || status != ORDO_OK) {
+        uint64_t index = (uint64_t)(timepoint - waiter->timepoints);
+        uint64_t expected = 0;
+        atomic_compare_exchange_strong_explicit(&waiter->decided, &expected,
+                                                ((index + 1) << 32) | (uint32_t)status,
+                                                memory_order_relaxed, memory_order_relaxed);
+    }
+    uint32_t old = atomic_fetch_add_explicit(word, 1, memory_order_acq_rel);
+    if (old & WAITER_SLEEPING) {
+        ordo_futex_wake(word, 1);
+    }
+}
+
+/* Sleeps until stop(word) holds or the deadline passes; returns 0 on the
+ * deadline. */
+static int waiter_sleep(waiter_t *waiter, int (*stop)(const waiter_t *, uint32_t, uint32_t),
+                        uint32_t armed, ordo_deadline_t deadline) {
+    for (;;) {
+        uint32_t word = atomic_load_explicit(&waiter->word, memory_order_acquire);
+        if (stop(waiter, word & WAITER_COUNT_MASK, armed)) {
+            return 1;
+        }
+        if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+            return 0;
+        }
+        if (!(word & WAITER_SLEEPING)) {
+            if (!atomic_compare_exchange_weak_explicit(&waiter->word, &word, word | WAITER_SLEEPING,
+                                                       memory_order_acq_rel,
+                                                       memory_order_acquire)) {
+                continue;
+            }
+            word |= WAITER_SLEEPING;
+        }
+        ordo_futex_wait(&waiter->word, word, deadline);
+        atomic_fetch_and_explicit(&waiter->word, ~WAITER_SLEEPING, memory_order_relaxed);
+    }
+}
+
+static int waiter_decided(const waiter_t *waiter, uint32_t fired, uint32_t armed) {
+    if (waiter->any) {
+        return fired >= 1;
+    }
+    return fired == armed || atomic_load_explicit(&waiter->decided, memory_order_acquire) != 0;
+}
+
+static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expected) {
+    (void)waiter;
+    return fired == expected;
+}
+
+/* The blocking part of every wait: arms, sleeps, disarms. Returns the wait's
+ * status and, for wait-any, the deciding index. */
+static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t count, int any,
+                                   ordo_deadline_t deadline, ordo_timepoint_t *timepoints,
+                                   size_t *out_index, const char *api) {
+    waiter_t waiter = {.timepoints = timepoints, .any = any};
+    atomic_init(&waiter.word, 0);
+    atomic_init(&waiter.decided, 0);
+    memset(timepoints, 0, count * sizeof *timepoints);
+
+    /* References keep every signal alive until its timepoint is disarmed,
+     * even if another thread destroys it meanwhile. */
+    for (size_t i = 0; i < count; ++i) {
+        signal_retain_internal(points[i].signal);
+    }
+    uint32_t armed = 0;
+    ordo_status_t arm_failure = ORDO_OK;
+    size_t arm_failure_index = count;
+    for (size_t i = 0; i < count; ++i) {
+        ordo_status_t ignored;
+        if (!any && entry_check(&points[i], &ignored) == ENTRY_REACHED) {
+            continue;
+        }
+        ordo_status_t st = ordo_timepoint_arm(&timepoints[i], points[i].signal, points[i].value,
+                                              waiter_timepoint_fired, &waiter);
+        if (st != ORDO_OK) { /* destroyed meanwhile */
+            arm_failure = st;
+            arm_failure_index = i;
+            break;
+        }
+        ++armed;
+        if (any && atomic_load_explicit(&waiter.decided, memory_order_relaxed) != 0) {
+            break; /* decided while arming: the rest need no timepoint */
+        }
+    }
+
+    if (arm_failure == ORDO_OK) {
+        (void)waiter_sleep(&waiter, waiter_decided, armed, deadline);
+    }
+
+    uint32_t prevented = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (timepoints[i].fn_ == NULL) {
+            continue; /* never armed */
+        }
+        ordo_cancel_result_t result;
+        if (ordo_timepoint_cancel(&timepoints[i], &result) == ORDO_OK &&
+            result == ORDO_CANCEL_PREVENTED) {
+            ++prevented;
+        }
+    }
+    /* Firings that were past stopping still touch the waiter: let them end. */
+    waiter_sleep(&waiter, waiter_drained, armed - prevented, ORDO_DEADLINE_NEVER);
+    for (size_t i = 0; i < count; ++i) {
+        signal_release_internal(points[i].signal);
+    }
+
+    uint64_t outcome = atomic_load_explicit(&waiter.decided, memory_order_acquire);
+    uint32_t fired = atomic_load_explicit(&waiter.word, memory_order_relaxed) & WAITER_COUNT_MASK;
+    if (outcome != 0) {
+        *out_index = (size_t)(outcome >> 32) - 1;
+        ordo_status_t status = (ordo_status_t)(uint32_t)outcome;
+        if (status == ORDO_OK) {
+            return ORDO_OK;
+        }
+        return ordo_error(status, api, "entry %zu (value %llu) %s", *out_index,
+                          (unsigned long long)points[*out_index].value,
+                          status == ORDO_ERR_CANCELLED ? "was cancelled: its signal was destroyed"
+                                                       : "failed before it was reached");
+    }
+    if (arm_failure != ORDO_OK) {
+        *out_index = arm_failure_index;
+        return ordo_error(arm_failure, api, "entry %zu: its signal was destroyed",
+                          arm_failure_index);
+    }
+    if (!any && fired == armed) {
+        return ORDO_OK; /* every entry reached, perhaps just at the deadline */
+    }
+    *out_index = count;
+    if (count == 1) {
+        uint64_t state = atomic_load_explicit(&points[0].signal->state, memory_order_relaxed);
+        return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed waiting for value %llu (at %llu)",
+                          (unsigned long long)points[0].value,
+                          (unsigned long long)(state & SIGNAL_VALUE_MASK));
+    }
+    return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed; %u of %zu entries fired in time",
+                      fired, count);
+}
+
+static ordo_status_t scan_result(const scan_t *scan, const ordo_signal_point_t *points,
+                                 size_t *out_index, const char *api) {
+    *out_index = scan->index;
+    if (scan->status == ORDO_OK) {
+        return ORDO_OK;
+    }
+    return ordo_error(scan->status, api, "entry %zu (value %llu): signal %s", scan->index,
+                      (unsigned long long)points[scan->index].value,
+                      scan->status == ORDO_ERR_DESTROYED ? "was destroyed" : "has failed");
+}
+
+static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count, int any,
+                                 ordo_deadline_t deadline, size_t *out_index, const char *api) {
+    scan_t scan = spin_entries(points, count, any, deadline);
+    if (scan.decided) {
+        return scan_result(&scan, points, out_index, api);
+    }
+    if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+        *out_index = count;
+        return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed before the %s was satisfied",
+                          any ? "wait-any" : "wait-all");
+    }
+    ordo_timepoint_t stack_timepoints[WAIT_STACK_ENTRIES];
+    ordo_timepoint_t *timepoints = stack_timepoints;
+    if (count > WAIT_STACK_ENTRIES) {
+        timepoints = ordo_alloc(count * sizeof *timepoints, 0);
+        if (!timepoints) {
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate %zu timepoints", count);
+        }
+    }
+    ordo_status_t st = wait_blocking(points, count, any, deadline, timepoints, out_index, api);
+    if (timepoints != stack_timepoints) {
+        ordo_dealloc(timepoints, count * sizeof *timepoints, 0);
+    }
+    return st;
+}
+
+static ordo_status_t check_points(const ordo_signal_point_t *points, size_t count,
+                                  const char *api) {
+    if (!points) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "points is NULL");
+    }
+    if (count == 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "count is 0");
+    }
+    if (count > ORDO_SIGNAL_WAIT_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "count %zu exceeds ORDO_SIGNAL_WAIT_MAX (%u)",
+                          count, ORDO_SIGNAL_WAIT_MAX);
+    }
+    for (size_t i = 0; i < count; ++i) {
+        ordo_status_t st = signal_check(points[i].signal, api);
+        if (st != ORDO_OK) {
+            return ordo_error(st, api, "entry %zu: %s", i,
+                              points[i].signal ? "not a live signal" : "signal is NULL");
+        }
+        if (points[i].value > ORDO_SIGNAL_VALUE_MAX) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
+                              "entry %zu: value %llu exceeds ORDO_SIGNAL_VALUE_MAX", i,
+                              (unsigned long long)points[i].value);
+        }
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadline_t deadline) {
+    if (ORDO_LIKELY(signal && signal->magic == ORDO_SIGNAL_MAGIC)) {
+        uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+        /* Reached implies value <= ORDO_SIGNAL_VALUE_MAX. */
+        if (ORDO_LIKELY((state & SIGNAL_VALUE_MASK) >= value && !(state & SIGNAL_DESTROYED))) {
+            return ORDO_OK;
+        }
+    }
+    ordo_signal_point_t point = {signal, value};
+    ordo_status_t st = check_points(&point, 1, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t index;
+    return wait_points(&point, 1, 1, deadline, &index, __func__);
+}
+
+ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,
+                                   ordo_deadline_t deadline) {
+    ordo_status_t st = check_points(points, count, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t index;
+    return wait_points(points, count, 0, deadline, &index, __func__);
+}
+
+ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t count,
+                                   ordo_deadline_t deadline, size_t *out_index) {
+    if (!out_index) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_index is NULL");
+    }
+    *out_index = count;
+    ordo_status_t st = check_points(points, count, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return wait_points(points, count, 1, deadline, out_index, __func__);
+}

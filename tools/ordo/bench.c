@@ -1,0 +1,135 @@
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+uint64_t bench_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+bench_stats_t bench_summarise(double *samples, size_t count, uint64_t ops_per_sample) {
+    bench_stats_t stats = {0, 0, 0};
+    if (count == 0) {
+        return stats;
+    }
+    qsort(samples, count, sizeof *samples, compare_double);
+    stats.median_ns =
+        count % 2 ? samples[count / 2] : (samples[count / 2 - 1] + samples[count / 2]) / 2.0;
+    size_t p90 = (count * 9) / 10;
+    stats.p90_ns = samples[p90 < count ? p90 : count - 1];
+    stats.iters = (uint64_t)count * ops_per_sample;
+    return stats;
+}
+
+static const char *cpu_model(void) {
+    static char model[128];
+    if (model[0]) {
+        return model;
+    }
+    snprintf(model, sizeof model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) {
+        return model;
+    }
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                colon += 2;
+                colon[strcspn(colon, "\n")] = '\0';
+                snprintf(model, sizeof model, "%s", colon);
+            }
+            break;
+        }
+    }
+    fclose(f);
+    return model;
+}
+
+void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
+                const bench_ratio_t *ratios, size_t ratio_count) {
+    printf("{\"name\":\"%s\",\"impl\":\"%s\",\"median_ns\":%.2f,\"p90_ns\":%.2f,\"iters\":%llu,"
+           "\"cpu\":\"%s\"",
+           name, impl, stats->median_ns, stats->p90_ns, (unsigned long long)stats->iters,
+           cpu_model());
+    if (ratio_count) {
+        printf(",\"ratio_to\":{");
+        for (size_t i = 0; i < ratio_count; ++i) {
+            printf("%s\"%s\":%.3f", i ? "," : "", ratios[i].against, ratios[i].ratio);
+        }
+        printf("}");
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
+/* The CPUs the process may use, read once before any thread is pinned
+ * (a thread created by a pinned thread inherits its single CPU). */
+static cpu_set_t allowed_cpus;
+static pthread_once_t allowed_once = PTHREAD_ONCE_INIT;
+
+static void read_allowed_cpus(void) {
+    if (sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0) {
+        CPU_ZERO(&allowed_cpus);
+    }
+}
+
+void bench_pin(int slot) {
+    pthread_once(&allowed_once, read_allowed_cpus);
+    cpu_set_t allowed = allowed_cpus;
+    int seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &allowed)) {
+            continue;
+        }
+        if (seen++ == slot) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+typedef struct pinned_start {
+    int slot;
+    void *(*fn)(void *);
+    void *arg;
+} pinned_start_t;
+
+static void *pinned_trampoline(void *p) {
+    pinned_start_t start = *(pinned_start_t *)p;
+    free(p);
+    bench_pin(start.slot);
+    return start.fn(start.arg);
+}
+
+int bench_thread_start(pthread_t *thread, int slot, void *(*fn)(void *), void *arg) {
+    pinned_start_t *start = malloc(sizeof *start);
+    if (!start) {
+        return -1;
+    }
+    *start = (pinned_start_t){slot, fn, arg};
+    if (pthread_create(thread, NULL, pinned_trampoline, start) != 0) {
+        free(start);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_selected(const bench_options_t *options, const char *name) {
+    return !options->filter || strstr(name, options->filter) != NULL;
+}

@@ -1,0 +1,51 @@
+/* The `ordo bench` harness: timing, statistics, JSON lines, pinning. */
+#ifndef ORDO_TOOL_BENCH_H
+#define ORDO_TOOL_BENCH_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bench_options {
+    const char *filter; /* run benchmarks whose name contains this; NULL: all */
+    int quick;          /* few iterations: a smoke test, not a measurement */
+} bench_options_t;
+
+/* Per-operation times of one (benchmark, implementation) pair. */
+typedef struct bench_stats {
+    double median_ns;
+    double p90_ns;
+    uint64_t iters; /* operations measured in total */
+} bench_stats_t;
+
+/* Summarises samples (each the per-operation time of a batch of
+ * ops_per_sample operations). Sorts samples in place. */
+bench_stats_t bench_summarise(double *samples, size_t count, uint64_t ops_per_sample);
+
+/* One comparison to print on a result line: median / reference median. */
+typedef struct bench_ratio {
+    const char *against;
+    double ratio;
+} bench_ratio_t;
+
+/* Prints one JSON line: name, impl, median_ns, p90_ns, iters, the host's
+ * CPU model and, when given, ratios to the baselines of the same run. */
+void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
+                const bench_ratio_t *ratios, size_t ratio_count);
+
+/* Pins the calling thread to the slot-th CPU it may run on (0 or 1), so
+ * each comparison uses the same two CPUs. Best effort. */
+void bench_pin(int slot);
+
+/* Starts fn on a thread pinned to slot. */
+int bench_thread_start(pthread_t *thread, int slot, void *(*fn)(void *), void *arg);
+
+uint64_t bench_now_ns(void);
+
+/* Each benchmark group. */
+void bench_signal_all(const bench_options_t *options);
+
+/* Non-zero when name passes the filter. */
+int bench_selected(const bench_options_t *options, const char *name);
+
+#endif

@@ -32,8 +32,11 @@ static size_t effective_alignment(size_t alignment) {
 }
 
 void *ordo_alloc(size_t size, size_t alignment) {
+    if (size == 0 || (alignment & (alignment - 1)) != 0) {
+        return NULL;
+    }
     alignment = effective_alignment(alignment);
-    if (size == 0 || (alignment & (alignment - 1)) != 0 || size > SIZE_MAX - alignment) {
+    if (size > SIZE_MAX - alignment) {
         return NULL;
     }
     pthread_mutex_lock(&allocator_lock);

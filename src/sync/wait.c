@@ -9,12 +9,19 @@
 #include "base/alloc.h"
 #include "base/futex.h"
 #include "sync/signal_internal.h"
+#include "sync/wait_tuning.h"
 #include "sync/waiter.h"
 
 /* How long a wait spins before it sleeps. Long enough to cover a round trip
  * to a thread running on another core, far shorter than a futex sleep and
  * wake (tens of microseconds on a busy machine). */
 #define WAIT_SPIN_NS 4000u
+static _Atomic uint64_t wait_spin_ns = WAIT_SPIN_NS;
+
+uint64_t sync_wait_set_spin_ns(uint64_t spin_ns) {
+    return atomic_exchange_explicit(&wait_spin_ns, spin_ns, memory_order_relaxed);
+}
+
 /* Checks between two reads of the clock. One pause separates two checks:
  * a pause costs up to ~140 cycles on recent x86 cores, so batching pauses
  * would delay noticing a reached value by microseconds. */
@@ -71,7 +78,7 @@ static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int 
     if (scan.decided) {
         return scan;
     }
-    uint64_t until = ordo_time_now_ns() + WAIT_SPIN_NS;
+    uint64_t until = ordo_time_now_ns() + atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
     if (until > deadline) {
         until = deadline;
     }

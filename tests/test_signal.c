@@ -1,0 +1,257 @@
+/* Timeline signal semantics: values, failures, deadlines, lifetime, bad
+ * input. */
+#include <string.h>
+
+#include "test_util.h"
+
+static ordo_signal_t *make(uint64_t initial) {
+    ordo_signal_t *signal = NULL;
+    assert_ok(ordo_signal_create(initial, &signal));
+    return signal;
+}
+
+static void create_query_destroy(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(42);
+    uint64_t value = 0;
+    assert_ok(ordo_signal_query(s, &value));
+    assert_int_equal(value, 42);
+    assert_ok(ordo_signal_destroy(s));
+    assert_status(ordo_signal_create(ORDO_SIGNAL_VALUE_MAX + 1, &s), ORDO_ERR_OUT_OF_RANGE);
+    assert_null(s);
+    s = make(ORDO_SIGNAL_VALUE_MAX);
+    assert_ok(ordo_signal_wait(s, ORDO_SIGNAL_VALUE_MAX, ORDO_DEADLINE_NOW));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void wait_on_reached_value_returns_at_once(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(5);
+    assert_ok(ordo_signal_wait(s, 0, ORDO_DEADLINE_NOW));
+    assert_ok(ordo_signal_wait(s, 5, ORDO_DEADLINE_NOW));
+    assert_status(ordo_signal_wait(s, 6, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void signal_lower_or_equal_is_a_noop(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(10);
+    assert_ok(ordo_signal_signal(s, 3));
+    assert_ok(ordo_signal_signal(s, 10));
+    uint64_t value;
+    assert_ok(ordo_signal_query(s, &value));
+    assert_int_equal(value, 10);
+    assert_ok(ordo_signal_signal(s, 11));
+    assert_ok(ordo_signal_query(s, &value));
+    assert_int_equal(value, 11);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+typedef struct delayed {
+    ordo_signal_t *signal;
+    uint64_t value;
+    unsigned delay_ms;
+    int fail; /* fail instead of signalling */
+} delayed_t;
+
+static void *act_later(void *arg) {
+    delayed_t *d = arg;
+    test_sleep_ms(d->delay_ms);
+    if (d->fail) {
+        (void)ordo_signal_fail(d->signal, ORDO_ERR_DEVICE, "kernel faulted");
+    } else {
+        (void)ordo_signal_signal(d->signal, d->value);
+    }
+    return NULL;
+}
+
+static void wait_then_signal_wakes_the_waiter(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    delayed_t d = {s, 3, 20, 0};
+    pthread_t t = test_thread_start(act_later, &d);
+    assert_ok(ordo_signal_wait(s, 3, test_deadline()));
+    pthread_join(t, NULL);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void fail_then_wait_returns_the_failure(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(4);
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "device lost"));
+    assert_status(ordo_signal_wait(s, 5, test_deadline()), ORDO_ERR_DEVICE);
+    assert_non_null(strstr(ordo_error_message(), "failed"));
+    /* Reached before the failure: still reached. */
+    assert_ok(ordo_signal_wait(s, 4, ORDO_DEADLINE_NOW));
+    uint64_t value = 0;
+    assert_status(ordo_signal_query(s, &value), ORDO_ERR_DEVICE);
+    assert_int_equal(value, 4);
+    assert_non_null(strstr(ordo_error_message(), "device lost"));
+    /* A failed signal does not move, and says why. */
+    assert_status(ordo_signal_signal(s, 9), ORDO_ERR_DEVICE);
+    assert_status(ordo_signal_query(s, &value), ORDO_ERR_DEVICE);
+    assert_int_equal(value, 4);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void wait_then_fail_wakes_with_the_failure(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    delayed_t d = {s, 0, 20, 1};
+    pthread_t t = test_thread_start(act_later, &d);
+    uint64_t start = ordo_time_now_ns();
+    assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_DEVICE);
+    assert_true(ordo_time_now_ns() - start < (uint64_t)TEST_WAIT_MS * 1000000u / 2);
+    pthread_join(t, NULL);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void double_failure_keeps_the_first(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, "first"));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "second"));
+    ordo_status_t failure;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
+    assert_int_equal(failure, ORDO_ERR_ABORTED);
+    assert_string_equal(message, "first");
+    /* Truncation keeps the terminator. */
+    char tiny[4];
+    assert_ok(ordo_signal_failure(s, &failure, tiny, sizeof tiny));
+    assert_string_equal(tiny, "fir");
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void failure_of_a_healthy_signal_reads_ok(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_status_t failure = ORDO_ERR_INTERNAL;
+    char message[8] = "x";
+    assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
+    assert_int_equal(failure, ORDO_OK);
+    assert_string_equal(message, "");
+    assert_ok(ordo_signal_failure(s, &failure, NULL, 0));
+    assert_status(ordo_signal_failure(s, NULL, NULL, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_signal_failure(s, &failure, message, 0), ORDO_ERR_INVALID_ARGUMENT);
+    /* Long messages are truncated, not overflowed. */
+    char longer[ORDO_SIGNAL_MESSAGE_MAX * 2];
+    memset(longer, 'm', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, longer));
+    char got[ORDO_SIGNAL_MESSAGE_MAX * 2];
+    assert_ok(ordo_signal_failure(s, &failure, got, sizeof got));
+    assert_int_equal(strlen(got), ORDO_SIGNAL_MESSAGE_MAX - 1);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void deadline_exceeded_and_not_early(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    for (int i = 0; i < 5; ++i) {
+        ordo_deadline_t deadline = ordo_deadline_after_ns(2000000ull * (uint64_t)(i + 1));
+        assert_status(ordo_signal_wait(s, 1, deadline), ORDO_ERR_TIMEOUT);
+        assert_true(ordo_time_now_ns() >= deadline);
+    }
+    /* A past deadline polls. */
+    assert_status(ordo_signal_wait(s, 1, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
+    assert_non_null(strstr(ordo_error_message(), "deadline"));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void *wait_expect_cancelled(void *arg) {
+    ordo_status_t st = ordo_signal_wait(arg, 100, test_deadline());
+    return (void *)(intptr_t)st;
+}
+
+static void destroy_wakes_blocked_waiters_with_cancelled(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    pthread_t t[3];
+    for (int i = 0; i < 3; ++i) {
+        t[i] = test_thread_start(wait_expect_cancelled, s);
+    }
+    test_sleep_ms(30);
+    assert_ok(ordo_signal_destroy(s));
+    for (int i = 0; i < 3; ++i) {
+        void *result;
+        pthread_join(t[i], &result);
+        assert_int_equal((ordo_status_t)(intptr_t)result, ORDO_ERR_CANCELLED);
+    }
+}
+
+static void references_outlive_destroy(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(1);
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_destroy(s));
+    uint64_t value;
+    assert_status(ordo_signal_query(s, &value), ORDO_ERR_DESTROYED);
+    assert_status(ordo_signal_signal(s, 2), ORDO_ERR_DESTROYED);
+    assert_status(ordo_signal_fail(s, ORDO_ERR_ABORTED, NULL), ORDO_ERR_DESTROYED);
+    assert_status(ordo_signal_wait(s, 1, ORDO_DEADLINE_NOW), ORDO_ERR_DESTROYED);
+    assert_status(ordo_signal_destroy(s), ORDO_ERR_DESTROYED);
+    assert_ok(ordo_signal_release(s));
+}
+
+static void last_release_destroys(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_release(s));
+    uint64_t value;
+    assert_ok(ordo_signal_query(s, &value));
+    assert_ok(ordo_signal_release(s));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    uint64_t value;
+    assert_status(ordo_signal_query(NULL, &value), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_signal(NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_wait(NULL, 1, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_fail(NULL, ORDO_ERR_ABORTED, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_retain(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_release(NULL), ORDO_ERR_INVALID_HANDLE);
+
+    /* Not a signal at all. */
+    uint64_t garbage[16] = {0};
+    ordo_signal_t *fake = (ordo_signal_t *)garbage;
+    assert_status(ordo_signal_signal(fake, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_wait(fake, 1, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
+
+    ordo_signal_t *s = make(0);
+    assert_status(ordo_signal_query(s, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_signal_signal(s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_signal(s, UINT64_MAX), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_wait(s, UINT64_MAX, ORDO_DEADLINE_NOW), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_fail(s, ORDO_OK, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_signal_fail(s, (ordo_status_t)12345, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    /* None of that changed the signal. */
+    assert_ok(ordo_signal_query(s, &value));
+    assert_int_equal(value, 0);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(create_query_destroy),
+        cmocka_unit_test(wait_on_reached_value_returns_at_once),
+        cmocka_unit_test(signal_lower_or_equal_is_a_noop),
+        cmocka_unit_test(wait_then_signal_wakes_the_waiter),
+        cmocka_unit_test(fail_then_wait_returns_the_failure),
+        cmocka_unit_test(wait_then_fail_wakes_with_the_failure),
+        cmocka_unit_test(double_failure_keeps_the_first),
+        cmocka_unit_test(failure_of_a_healthy_signal_reads_ok),
+        cmocka_unit_test(deadline_exceeded_and_not_early),
+        cmocka_unit_test(destroy_wakes_blocked_waiters_with_cancelled),
+        cmocka_unit_test(references_outlive_destroy),
+        cmocka_unit_test(last_release_destroys),
+        cmocka_unit_test(bad_input_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

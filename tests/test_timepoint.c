@@ -1,0 +1,354 @@
+/* Timepoints and links: firing once, cancellation, callbacks that signal,
+ * chains, failure propagation, destroy with pending timepoints. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "test_util.h"
+
+typedef struct record {
+    _Atomic int calls;
+    _Atomic int status;
+} record_t;
+
+static void record_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
+    (void)tp;
+    record_t *r = ctx;
+    atomic_store(&r->status, (int)status);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static ordo_signal_t *make(uint64_t initial) {
+    ordo_signal_t *signal = NULL;
+    assert_ok(ordo_signal_create(initial, &signal));
+    return signal;
+}
+
+static void timepoint_fires_once(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    record_t r = {0, -1};
+    assert_ok(ordo_timepoint_arm(&tp, s, 3, record_fired, &r));
+    assert_ok(ordo_signal_signal(s, 2));
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_ok(ordo_signal_signal(s, 3));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    assert_ok(ordo_signal_signal(s, 10));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, NULL));
+    assert_ok(ordo_signal_destroy(s));
+    assert_int_equal(atomic_load(&r.calls), 1);
+}
+
+static void timepoint_on_reached_value_fires_at_arming(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(5);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    record_t r = {0, -1};
+    assert_ok(ordo_timepoint_arm(&tp, s, 5, record_fired, &r));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    ordo_cancel_result_t result;
+    assert_ok(ordo_timepoint_cancel(&tp, &result));
+    assert_int_equal(result, ORDO_CANCEL_TOO_LATE);
+    /* A fired timepoint may be armed again. */
+    assert_ok(ordo_timepoint_arm(&tp, s, 6, record_fired, &r));
+    assert_ok(ordo_signal_signal(s, 6));
+    assert_int_equal(atomic_load(&r.calls), 2);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void timepoints_fire_in_value_order(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    enum { N = 6 };
+    static const uint64_t values[N] = {5, 1, 3, 3, 9, 2};
+    ordo_timepoint_t tps[N];
+    memset(tps, 0, sizeof tps);
+    record_t r[N];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_timepoint_arm(&tps[i], s, values[i], record_fired, &r[i]));
+    }
+    assert_ok(ordo_signal_signal(s, 3));
+    for (int i = 0; i < N; ++i) {
+        assert_int_equal(atomic_load(&r[i].calls), values[i] <= 3);
+    }
+    assert_ok(ordo_signal_signal(s, 9));
+    for (int i = 0; i < N; ++i) {
+        assert_int_equal(atomic_load(&r[i].calls), 1);
+    }
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void cancel_before_dispatch_prevents_the_callback(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    record_t r = {0, -1};
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, record_fired, &r));
+    ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
+    assert_ok(ordo_timepoint_cancel(&tp, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    assert_ok(ordo_signal_signal(s, 1));
+    assert_int_equal(atomic_load(&r.calls), 0);
+    /* Cancelling again is an error, not a silent success. */
+    assert_status(ordo_timepoint_cancel(&tp, &result), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* A callback that holds the dispatching thread until released. */
+typedef struct gate {
+    _Atomic int entered;
+    _Atomic int release;
+    _Atomic int calls;
+} gate_t;
+
+static void gate_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
+    (void)status;
+    (void)tp;
+    gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g->release) && ordo_time_now_ns() < deadline) {
+    }
+    atomic_fetch_add(&g->calls, 1);
+}
+
+static void *signal_to_one(void *arg) {
+    (void)ordo_signal_signal(arg, 1);
+    return NULL;
+}
+
+static void cancel_during_dispatch_reports_too_late(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    gate_t g = {0, 0, 0};
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, gate_fired, &g));
+    pthread_t t = test_thread_start(signal_to_one, s);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g.entered)) {
+        assert_true(ordo_time_now_ns() < deadline);
+    }
+    ordo_cancel_result_t result = ORDO_CANCEL_PREVENTED;
+    assert_ok(ordo_timepoint_cancel(&tp, &result));
+    assert_int_equal(result, ORDO_CANCEL_TOO_LATE);
+    atomic_store(&g.release, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&g.calls), 1);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+typedef struct relay {
+    ordo_signal_t *next;
+    uint64_t value;
+    ordo_timepoint_t follow_up;
+    record_t record;
+} relay_t;
+
+static void relay_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
+    (void)tp;
+    relay_t *relay = ctx;
+    if (status == ORDO_OK) {
+        /* Signalling another signal and arming a timepoint from a callback. */
+        (void)ordo_signal_signal(relay->next, relay->value);
+        (void)ordo_timepoint_arm(&relay->follow_up, relay->next, relay->value + 1, record_fired,
+                                 &relay->record);
+    }
+}
+
+static void callback_may_signal_and_arm(void **state) {
+    (void)state;
+    ordo_signal_t *a = make(0);
+    ordo_signal_t *b = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    relay_t relay;
+    memset(&relay, 0, sizeof relay);
+    relay.next = b;
+    relay.value = 7;
+    assert_ok(ordo_timepoint_arm(&tp, a, 1, relay_fired, &relay));
+    assert_ok(ordo_signal_signal(a, 1));
+    assert_ok(ordo_signal_wait(b, 7, ORDO_DEADLINE_NOW));
+    assert_int_equal(atomic_load(&relay.record.calls), 0);
+    assert_ok(ordo_signal_signal(b, 8));
+    assert_int_equal(atomic_load(&relay.record.calls), 1);
+    assert_ok(ordo_signal_destroy(a));
+    assert_ok(ordo_signal_destroy(b));
+}
+
+static void destroy_cancels_pending_timepoints(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tps[3];
+    memset(tps, 0, sizeof tps);
+    record_t r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_timepoint_arm(&tps[i], s, (uint64_t)i + 1, record_fired, &r[i]));
+    }
+    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_destroy(s));
+    assert_int_equal(atomic_load(&r[0].status), ORDO_OK);
+    for (int i = 1; i < 3; ++i) {
+        assert_int_equal(atomic_load(&r[i].calls), 1);
+        assert_int_equal(atomic_load(&r[i].status), ORDO_ERR_CANCELLED);
+    }
+}
+
+static void failure_reaches_pending_timepoints(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    ordo_timepoint_t late = ORDO_TIMEPOINT_INIT;
+    record_t r = {0, -1};
+    record_t r_late = {0, -1};
+    assert_ok(ordo_timepoint_arm(&tp, s, 4, record_fired, &r));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "boom"));
+    assert_int_equal(atomic_load(&r.status), ORDO_ERR_DEVICE);
+    /* Arming on a failed signal fires at once with the failure. */
+    assert_ok(ordo_timepoint_arm(&late, s, 9, record_fired, &r_late));
+    assert_int_equal(atomic_load(&r_late.status), ORDO_ERR_DEVICE);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void link_chain_carries_values_and_failures(void **state) {
+    (void)state;
+    enum { N = 5 };
+    ordo_signal_t *s[N];
+    ordo_link_t links[N - 1];
+    memset(links, 0, sizeof links);
+    for (int i = 0; i < N; ++i) {
+        s[i] = make(0);
+    }
+    for (int i = 0; i + 1 < N; ++i) {
+        assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], (uint64_t)(10 * (i + 1))));
+    }
+    assert_ok(ordo_signal_signal(s[0], 1));
+    uint64_t value;
+    assert_ok(ordo_signal_query(s[N - 1], &value));
+    assert_int_equal(value, 10 * (N - 1));
+
+    /* Re-arm for value 2 and fail the head: the failure reaches the tail. */
+    for (int i = 0; i + 1 < N; ++i) {
+        assert_ok(ordo_link_arm(&links[i], s[i], i == 0 ? 2 : 1000, s[i + 1], 1000));
+    }
+    assert_ok(ordo_signal_fail(s[0], ORDO_ERR_DEVICE, "head failed"));
+    assert_status(ordo_signal_wait(s[N - 1], 1000, test_deadline()), ORDO_ERR_DEVICE);
+    ordo_status_t failure;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(s[N - 1], &failure, message, sizeof message));
+    assert_non_null(strstr(message, "head failed"));
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_signal_destroy(s[i]));
+    }
+}
+
+static void link_source_destroyed_fails_target(void **state) {
+    (void)state;
+    ordo_signal_t *a = make(0);
+    ordo_signal_t *b = make(0);
+    ordo_link_t link;
+    memset(&link, 0, sizeof link);
+    assert_ok(ordo_link_arm(&link, a, 1, b, 1));
+    assert_ok(ordo_signal_destroy(a));
+    assert_status(ordo_signal_wait(b, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_signal_destroy(b));
+}
+
+static void link_cancel_releases_its_signals(void **state) {
+    (void)state;
+    ordo_signal_t *a = make(0);
+    ordo_signal_t *b = make(0);
+    ordo_link_t link;
+    memset(&link, 0, sizeof link);
+    assert_ok(ordo_link_arm(&link, a, 1, b, 1));
+    assert_status(ordo_link_arm(&link, a, 1, b, 1), ORDO_ERR_BUSY);
+    ordo_cancel_result_t result;
+    assert_ok(ordo_link_cancel(&link, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    assert_ok(ordo_signal_signal(a, 1));
+    assert_status(ordo_signal_wait(b, 1, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
+    assert_ok(ordo_signal_destroy(a));
+    assert_ok(ordo_signal_destroy(b));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
+/* A chain far longer than a stack could hold if dispatch recursed. */
+static void long_link_chain_does_not_recurse(void **state) {
+    (void)state;
+    enum { N = 20000 };
+    ordo_signal_t **s = calloc(N, sizeof *s);
+    ordo_link_t *links = calloc(N, sizeof *links);
+    assert_non_null(s);
+    assert_non_null(links);
+    for (int i = 0; i < N; ++i) {
+        s[i] = make(0);
+    }
+    for (int i = 0; i + 1 < N; ++i) {
+        assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], 1));
+    }
+    assert_ok(ordo_signal_signal(s[0], 1));
+    assert_ok(ordo_signal_wait(s[N - 1], 1, ORDO_DEADLINE_NOW));
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_signal_destroy(s[i]));
+    }
+    free(links);
+    free(s);
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    ordo_signal_t *s = make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    record_t r = {0, -1};
+    ordo_cancel_result_t result;
+    assert_status(ordo_timepoint_arm(NULL, s, 1, record_fired, &r), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_timepoint_arm(&tp, s, 1, NULL, &r), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_timepoint_arm(&tp, NULL, 1, record_fired, &r), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_timepoint_arm(&tp, s, ORDO_SIGNAL_VALUE_MAX + 1, record_fired, &r),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_timepoint_cancel(&tp, &result), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_timepoint_cancel(NULL, &result), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, record_fired, &r));
+    assert_status(ordo_timepoint_arm(&tp, s, 2, record_fired, &r), ORDO_ERR_BUSY);
+    assert_status(ordo_timepoint_cancel(&tp, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_timepoint_cancel(&tp, &result));
+
+    ordo_link_t link;
+    memset(&link, 0, sizeof link);
+    assert_status(ordo_link_arm(NULL, s, 1, s, 2), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_link_arm(&link, s, 1, NULL, 2), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_link_arm(&link, NULL, 1, s, 2), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_link_arm(&link, s, 1, s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_link_cancel(NULL, &result), ORDO_ERR_INVALID_ARGUMENT);
+
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_destroy(s));
+    assert_status(ordo_timepoint_arm(&tp, s, 5, record_fired, &r), ORDO_ERR_DESTROYED);
+    assert_status(ordo_link_arm(&link, s, 1, s, 2), ORDO_ERR_DESTROYED);
+    assert_ok(ordo_signal_release(s));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(timepoint_fires_once),
+        cmocka_unit_test(timepoint_on_reached_value_fires_at_arming),
+        cmocka_unit_test(timepoints_fire_in_value_order),
+        cmocka_unit_test(cancel_before_dispatch_prevents_the_callback),
+        cmocka_unit_test(cancel_during_dispatch_reports_too_late),
+        cmocka_unit_test(callback_may_signal_and_arm),
+        cmocka_unit_test(destroy_cancels_pending_timepoints),
+        cmocka_unit_test(failure_reaches_pending_timepoints),
+        cmocka_unit_test(link_chain_carries_values_and_failures),
+        cmocka_unit_test(link_source_destroyed_fails_target),
+        cmocka_unit_test(link_cancel_releases_its_signals),
+        cmocka_unit_test(long_link_chain_does_not_recurse),
+        cmocka_unit_test(bad_input_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

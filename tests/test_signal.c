@@ -4,29 +4,23 @@
 
 #include "test_util.h"
 
-static ordo_signal_t *make(uint64_t initial) {
-    ordo_signal_t *signal = NULL;
-    assert_ok(ordo_signal_create(initial, &signal));
-    return signal;
-}
-
 static void create_query_destroy(void **state) {
     (void)state;
-    ordo_signal_t *s = make(42);
+    ordo_signal_t *s = test_signal_make(42);
     uint64_t value = 0;
     assert_ok(ordo_signal_query(s, &value));
     assert_int_equal(value, 42);
     assert_ok(ordo_signal_destroy(s));
     assert_status(ordo_signal_create(ORDO_SIGNAL_VALUE_MAX + 1, &s), ORDO_ERR_OUT_OF_RANGE);
     assert_null(s);
-    s = make(ORDO_SIGNAL_VALUE_MAX);
+    s = test_signal_make(ORDO_SIGNAL_VALUE_MAX);
     assert_ok(ordo_signal_wait(s, ORDO_SIGNAL_VALUE_MAX, ORDO_DEADLINE_NOW));
     assert_ok(ordo_signal_destroy(s));
 }
 
 static void wait_on_reached_value_returns_at_once(void **state) {
     (void)state;
-    ordo_signal_t *s = make(5);
+    ordo_signal_t *s = test_signal_make(5);
     assert_ok(ordo_signal_wait(s, 0, ORDO_DEADLINE_NOW));
     assert_ok(ordo_signal_wait(s, 5, ORDO_DEADLINE_NOW));
     assert_status(ordo_signal_wait(s, 6, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
@@ -35,7 +29,7 @@ static void wait_on_reached_value_returns_at_once(void **state) {
 
 static void signal_lower_or_equal_is_a_noop(void **state) {
     (void)state;
-    ordo_signal_t *s = make(10);
+    ordo_signal_t *s = test_signal_make(10);
     assert_ok(ordo_signal_signal(s, 3));
     assert_ok(ordo_signal_signal(s, 10));
     uint64_t value;
@@ -67,7 +61,7 @@ static void *act_later(void *arg) {
 
 static void wait_then_signal_wakes_the_waiter(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     delayed_t d = {s, 3, 20, 0};
     pthread_t t = test_thread_start(act_later, &d);
     assert_ok(ordo_signal_wait(s, 3, test_deadline()));
@@ -77,7 +71,7 @@ static void wait_then_signal_wakes_the_waiter(void **state) {
 
 static void fail_then_wait_returns_the_failure(void **state) {
     (void)state;
-    ordo_signal_t *s = make(4);
+    ordo_signal_t *s = test_signal_make(4);
     assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "device lost"));
     assert_status(ordo_signal_wait(s, 5, test_deadline()), ORDO_ERR_DEVICE);
     assert_non_null(strstr(ordo_error_message(), "failed"));
@@ -96,7 +90,7 @@ static void fail_then_wait_returns_the_failure(void **state) {
 
 static void wait_then_fail_wakes_with_the_failure(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     delayed_t d = {s, 0, 20, 1};
     pthread_t t = test_thread_start(act_later, &d);
     uint64_t start = ordo_time_now_ns();
@@ -108,7 +102,7 @@ static void wait_then_fail_wakes_with_the_failure(void **state) {
 
 static void double_failure_keeps_the_first(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, "first"));
     assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "second"));
     ordo_status_t failure;
@@ -125,7 +119,7 @@ static void double_failure_keeps_the_first(void **state) {
 
 static void failure_of_a_healthy_signal_reads_ok(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_status_t failure = ORDO_ERR_INTERNAL;
     char message[8] = "x";
     assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
@@ -147,7 +141,7 @@ static void failure_of_a_healthy_signal_reads_ok(void **state) {
 
 static void deadline_exceeded_and_not_early(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     for (int i = 0; i < 5; ++i) {
         ordo_deadline_t deadline = ordo_deadline_after_ns(2000000ull * (uint64_t)(i + 1));
         assert_status(ordo_signal_wait(s, 1, deadline), ORDO_ERR_TIMEOUT);
@@ -166,7 +160,7 @@ static void *wait_expect_cancelled(void *arg) {
 
 static void destroy_wakes_blocked_waiters_with_cancelled(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     pthread_t t[3];
     for (int i = 0; i < 3; ++i) {
         t[i] = test_thread_start(wait_expect_cancelled, s);
@@ -182,7 +176,7 @@ static void destroy_wakes_blocked_waiters_with_cancelled(void **state) {
 
 static void references_outlive_destroy(void **state) {
     (void)state;
-    ordo_signal_t *s = make(1);
+    ordo_signal_t *s = test_signal_make(1);
     assert_ok(ordo_signal_retain(s));
     assert_ok(ordo_signal_destroy(s));
     uint64_t value;
@@ -196,7 +190,7 @@ static void references_outlive_destroy(void **state) {
 
 static void last_release_destroys(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     assert_ok(ordo_signal_retain(s));
     assert_ok(ordo_signal_release(s));
     uint64_t value;
@@ -224,7 +218,7 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_signal_signal(fake, 1), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_signal_wait(fake, 1, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
 
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     assert_status(ordo_signal_query(s, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_signal_signal(s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_signal_signal(s, UINT64_MAX), ORDO_ERR_OUT_OF_RANGE);

@@ -17,15 +17,9 @@ static void record_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) 
     atomic_fetch_add(&r->calls, 1);
 }
 
-static ordo_signal_t *make(uint64_t initial) {
-    ordo_signal_t *signal = NULL;
-    assert_ok(ordo_signal_create(initial, &signal));
-    return signal;
-}
-
 static void timepoint_fires_once(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
     assert_ok(ordo_timepoint_arm(&tp, s, 3, record_fired, &r));
@@ -42,7 +36,7 @@ static void timepoint_fires_once(void **state) {
 
 static void timepoint_on_reached_value_fires_at_arming(void **state) {
     (void)state;
-    ordo_signal_t *s = make(5);
+    ordo_signal_t *s = test_signal_make(5);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
     assert_ok(ordo_timepoint_arm(&tp, s, 5, record_fired, &r));
@@ -59,7 +53,7 @@ static void timepoint_on_reached_value_fires_at_arming(void **state) {
 
 static void timepoints_fire_in_value_order(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     enum { N = 6 };
     static const uint64_t values[N] = {5, 1, 3, 3, 9, 2};
     ordo_timepoint_t tps[N];
@@ -82,7 +76,7 @@ static void timepoints_fire_in_value_order(void **state) {
 
 static void cancel_before_dispatch_prevents_the_callback(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
     assert_ok(ordo_timepoint_arm(&tp, s, 1, record_fired, &r));
@@ -121,7 +115,7 @@ static void *signal_to_one(void *arg) {
 
 static void cancel_during_dispatch_reports_too_late(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     gate_t g = {0, 0, 0};
     assert_ok(ordo_timepoint_arm(&tp, s, 1, gate_fired, &g));
@@ -159,8 +153,8 @@ static void relay_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
 
 static void callback_may_signal_and_arm(void **state) {
     (void)state;
-    ordo_signal_t *a = make(0);
-    ordo_signal_t *b = make(0);
+    ordo_signal_t *a = test_signal_make(0);
+    ordo_signal_t *b = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     relay_t relay;
     memset(&relay, 0, sizeof relay);
@@ -178,7 +172,7 @@ static void callback_may_signal_and_arm(void **state) {
 
 static void destroy_cancels_pending_timepoints(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tps[3];
     memset(tps, 0, sizeof tps);
     record_t r[3];
@@ -197,7 +191,7 @@ static void destroy_cancels_pending_timepoints(void **state) {
 
 static void failure_reaches_pending_timepoints(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     ordo_timepoint_t late = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
@@ -218,7 +212,7 @@ static void link_chain_carries_values_and_failures(void **state) {
     ordo_link_t links[N - 1];
     memset(links, 0, sizeof links);
     for (int i = 0; i < N; ++i) {
-        s[i] = make(0);
+        s[i] = test_signal_make(0);
     }
     for (int i = 0; i + 1 < N; ++i) {
         assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], (uint64_t)(10 * (i + 1))));
@@ -245,10 +239,9 @@ static void link_chain_carries_values_and_failures(void **state) {
 
 static void link_source_destroyed_fails_target(void **state) {
     (void)state;
-    ordo_signal_t *a = make(0);
-    ordo_signal_t *b = make(0);
-    ordo_link_t link;
-    memset(&link, 0, sizeof link);
+    ordo_signal_t *a = test_signal_make(0);
+    ordo_signal_t *b = test_signal_make(0);
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
     assert_ok(ordo_link_arm(&link, a, 1, b, 1));
     assert_ok(ordo_signal_destroy(a));
     assert_status(ordo_signal_wait(b, 1, test_deadline()), ORDO_ERR_CANCELLED);
@@ -257,8 +250,8 @@ static void link_source_destroyed_fails_target(void **state) {
 
 static void link_cancel_releases_its_signals(void **state) {
     (void)state;
-    ordo_signal_t *a = make(0);
-    ordo_signal_t *b = make(0);
+    ordo_signal_t *a = test_signal_make(0);
+    ordo_signal_t *b = test_signal_make(0);
     ordo_link_t link;
     memset(&link, 0, sizeof link);
     assert_ok(ordo_link_arm(&link, a, 1, b, 1));
@@ -284,7 +277,7 @@ static void long_link_chain_does_not_recurse(void **state) {
     assert_non_null(s);
     assert_non_null(links);
     for (int i = 0; i < N; ++i) {
-        s[i] = make(0);
+        s[i] = test_signal_make(0);
     }
     for (int i = 0; i + 1 < N; ++i) {
         assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], 1));
@@ -300,7 +293,7 @@ static void long_link_chain_does_not_recurse(void **state) {
 
 static void bad_input_is_refused(void **state) {
     (void)state;
-    ordo_signal_t *s = make(0);
+    ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
     ordo_cancel_result_t result;

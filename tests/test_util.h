@@ -60,6 +60,12 @@ static inline void test_sleep_ms(unsigned ms) {
     nanosleep(&ts, NULL);
 }
 
+static inline ordo_signal_t *test_signal_make(uint64_t initial) {
+    ordo_signal_t *signal = NULL;
+    assert_ok(ordo_signal_create(initial, &signal));
+    return signal;
+}
+
 /* A small, fast, seeded generator: tests are reproducible. */
 static inline uint64_t test_rand(uint64_t *state) {
     uint64_t x = *state;

@@ -278,12 +278,65 @@ static void arm_cancel_race(void **state) {
     assert_ok(ordo_signal_destroy(r.signal));
 }
 
+/* ---- destroy as soon as the wait returns -------------------------------- */
+
+/* The producer may still be inside ordo_signal_signal when the consumer's
+ * wait returns; the consumer destroys the signal at once. Under
+ * AddressSanitizer any touch of the freed signal fails the test. */
+typedef struct handoff {
+    _Atomic(ordo_signal_t *) slot;
+    _Atomic int stop;
+} handoff_t;
+
+static void *handoff_producer(void *arg) {
+    handoff_t *h = arg;
+    while (!atomic_load(&h->stop)) {
+        ordo_signal_t *s = atomic_exchange(&h->slot, NULL);
+        if (s) {
+            (void)ordo_signal_signal(s, 1);
+        }
+    }
+    return NULL;
+}
+
+static void flag_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
+    (void)status;
+    (void)tp;
+    atomic_store((_Atomic int *)ctx, 1);
+}
+
+static void destroy_right_after_wait(void **state) {
+    (void)state;
+    handoff_t h = {NULL, 0};
+    pthread_t t = test_thread_start(handoff_producer, &h);
+    uint64_t rounds = test_scaled(100000);
+    for (uint64_t i = 0; i < rounds; ++i) {
+        ordo_signal_t *s = test_signal_make(0);
+        ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+        _Atomic int fired = 1;
+        if (i % 2) {
+            /* A pending timepoint makes the producer take the dispatch path. */
+            atomic_store(&fired, 0);
+            assert_ok(ordo_timepoint_arm(&tp, s, 1, flag_fired, &fired));
+        }
+        atomic_store(&h.slot, s);
+        assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+        assert_ok(ordo_signal_destroy(s));
+        /* The timepoint is ours again only once its callback has run. */
+        ordo_deadline_t deadline = test_deadline();
+        while (!atomic_load(&fired)) {
+            assert_true(ordo_time_now_ns() < deadline);
+        }
+    }
+    atomic_store(&h.stop, 1);
+    pthread_join(t, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(producers_and_consumers),
-        cmocka_unit_test(pingpong_with_spinning),
-        cmocka_unit_test(pingpong_always_sleeping),
-        cmocka_unit_test(arm_cancel_race),
+        cmocka_unit_test(producers_and_consumers),  cmocka_unit_test(pingpong_with_spinning),
+        cmocka_unit_test(pingpong_always_sleeping), cmocka_unit_test(arm_cancel_race),
+        cmocka_unit_test(destroy_right_after_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

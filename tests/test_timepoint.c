@@ -291,6 +291,54 @@ static void long_link_chain_does_not_recurse(void **state) {
     free(s);
 }
 
+typedef struct rearm_probe {
+    ordo_signal_t *source;
+    ordo_signal_t *other;
+    ordo_link_t *link;
+    ordo_status_t rearm_status;
+    ordo_cancel_result_t cancel_result;
+} rearm_probe_t;
+
+static void rearm_probe_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
+    (void)status;
+    (void)tp;
+    rearm_probe_t *probe = ctx;
+    /* The link becomes due now but runs only after this callback returns. */
+    (void)ordo_signal_signal(probe->source, 1);
+    probe->rearm_status = ordo_link_arm(probe->link, probe->other, 1, probe->other, 2);
+    (void)ordo_link_cancel(probe->link, &probe->cancel_result);
+}
+
+static void due_timepoint_cannot_be_rearmed(void **state) {
+    (void)state;
+    ordo_signal_t *trigger = test_signal_make(0);
+    ordo_signal_t *source = test_signal_make(0);
+    ordo_signal_t *target = test_signal_make(0);
+    ordo_signal_t *other = test_signal_make(0);
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&link, source, 1, target, 5));
+    rearm_probe_t probe = {source, other, &link, ORDO_OK, ORDO_CANCEL_PREVENTED};
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    assert_ok(ordo_timepoint_arm(&tp, trigger, 1, rearm_probe_fired, &probe));
+    assert_ok(ordo_signal_signal(trigger, 1));
+    assert_int_equal(probe.rearm_status, ORDO_ERR_BUSY);
+    assert_int_equal(probe.cancel_result, ORDO_CANCEL_TOO_LATE);
+    /* The link still did its job, once. */
+    assert_ok(ordo_signal_wait(target, 5, ORDO_DEADLINE_NOW));
+    assert_status(ordo_signal_wait(other, 2, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
+    /* Fired: the owner may arm it again. */
+    assert_ok(ordo_link_arm(&link, other, 1, other, 2));
+    assert_ok(ordo_signal_signal(other, 1));
+    assert_ok(ordo_signal_wait(other, 2, ORDO_DEADLINE_NOW));
+    assert_ok(ordo_signal_destroy(trigger));
+    assert_ok(ordo_signal_destroy(source));
+    assert_ok(ordo_signal_destroy(target));
+    assert_ok(ordo_signal_destroy(other));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     ordo_signal_t *s = test_signal_make(0);
@@ -341,6 +389,7 @@ int main(void) {
         cmocka_unit_test(link_source_destroyed_fails_target),
         cmocka_unit_test(link_cancel_releases_its_signals),
         cmocka_unit_test(long_link_chain_does_not_recurse),
+        cmocka_unit_test(due_timepoint_cannot_be_rearmed),
         cmocka_unit_test(bad_input_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,14 +17,18 @@
  * Values range over 0..ORDO_SIGNAL_VALUE_MAX; larger ones are refused with
  * ORDO_ERR_OUT_OF_RANGE. A blocking wait spins briefly, then sleeps on a
  * futex and is woken precisely when its own target is reached: a signal that
- * no one waits on advances with atomic operations only, no system call.
+ * no one waits on advances with one compare-and-swap, no lock, no system
+ * call, and does not touch the signal after publishing the value, so a
+ * consumer that has seen the value may destroy the signal at once.
  *
  * Lifetime: signals are reference counted. ordo_signal_create returns one
  * reference. ordo_signal_destroy ends the signal at once: every pending
  * waiter and timepoint receives ORDO_ERR_CANCELLED, later calls get
  * ORDO_ERR_DESTROYED, and the caller's reference is dropped. The memory goes
  * when the last reference does (ordo_signal_release); releasing the last
- * reference of a signal not yet destroyed destroys it first.
+ * reference of a signal not yet destroyed destroys it first. Each reference
+ * is dropped once: after one owner's destroy, the others release theirs (a
+ * second destroy is refused with ORDO_ERR_DESTROYED and drops nothing).
  *
  * Thread-safety: every function may be called from any thread on the same
  * signal concurrently, except that no call may race with the release of the
@@ -43,8 +47,8 @@
 
 ORDO_BEGIN_DECLS
 
-/* The largest value a signal can hold (2^62 - 1). */
-#define ORDO_SIGNAL_VALUE_MAX ((uint64_t)0x3fffffffffffffffULL)
+/* The largest value a signal can hold (2^60 - 1). */
+#define ORDO_SIGNAL_VALUE_MAX ((uint64_t)0x0fffffffffffffffULL)
 /* The most entries a wait-all or wait-any accepts. */
 #define ORDO_SIGNAL_WAIT_MAX 4096u
 /* Failure messages are truncated to this many bytes, terminator included. */
@@ -92,7 +96,8 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
 
 /* Waits until the value reaches value, the signal fails, or the deadline
  * passes. Returns ORDO_OK, the failure status, ORDO_ERR_TIMEOUT, or
- * ORDO_ERR_CANCELLED when the signal is destroyed during the wait. */
+ * ORDO_ERR_CANCELLED when the signal is destroyed during the wait before
+ * reaching value (ORDO_ERR_DESTROYED if it was destroyed before the call). */
 ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadline_t deadline);
 
 /* Waits until every entry is reached. Returns as soon as one entry fails,

@@ -18,7 +18,10 @@
  * a callback runs on the same thread are queued and run after it returns,
  * in order, so long chains cannot overflow the stack. A callback must not
  * block. Once the callback has been entered ordo never touches the timepoint
- * again: the callback may free or reuse its memory.
+ * again: the callback may free or reuse its memory. Until then (armed, or
+ * due with its callback not yet entered) the memory must stay valid, even
+ * if the signal is destroyed meanwhile: a destroy delivers
+ * ORDO_ERR_CANCELLED through the callback like any other outcome.
  *
  * Thread-safety: arming and cancelling one timepoint must not race with each
  * other (the owner serialises them); different timepoints are independent.

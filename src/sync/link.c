@@ -46,8 +46,10 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
         return ordo_error(ORDO_ERR_DESTROYED, __func__, "target signal %p was destroyed",
                           (void *)target);
     }
-    if (__atomic_load_n(&link->timepoint_.state_, __ATOMIC_RELAXED) == TIMEPOINT_ARMED) {
-        return ordo_error(ORDO_ERR_BUSY, __func__, "link %p is armed already", (void *)link);
+    uint32_t state = __atomic_load_n(&link->timepoint_.state_, __ATOMIC_ACQUIRE);
+    if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
+        return ordo_error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
+                          (void *)link);
     }
     link->target_ = target;
     link->target_value_ = target_value;

@@ -1,3 +1,4 @@
+#include <sched.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -12,10 +13,6 @@ ordo_status_t signal_check(const ordo_signal_t *signal, const char *api) {
                           "%p is not a live signal (freed, or not a signal)", (const void *)signal);
     }
     return ORDO_OK;
-}
-
-ordo_status_t signal_failure_status(const ordo_signal_t *signal) {
-    return signal->failure;
 }
 
 ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal) {
@@ -77,6 +74,10 @@ void signal_release_internal(ordo_signal_t *signal) {
         return;
     }
     (void)signal_end(signal);
+    /* A producer may still hold DISPATCHING: it lets go as its last touch. */
+    while (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_DISPATCHING) {
+        sched_yield();
+    }
     signal->magic = ORDO_SIGNAL_DEAD;
     pthread_mutex_destroy(&signal->lock);
     ordo_dealloc(signal, sizeof *signal, 64);
@@ -124,6 +125,17 @@ ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
     return ORDO_OK;
 }
 
+static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const char *api) {
+    /* Acquire: the failure fields were written before the flag. */
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if (state & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+    }
+    return ordo_error(signal->failure, api, "signal failed at %llu, before reaching %llu: %s",
+                      (unsigned long long)(state & SIGNAL_VALUE_MASK), (unsigned long long)value,
+                      signal->message);
+}
+
 ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
     ordo_status_t st = signal_check(signal, __func__);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
@@ -135,27 +147,24 @@ ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
     }
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     for (;;) {
-        if (ORDO_UNLIKELY(current & SIGNAL_FLAGS)) {
-            atomic_thread_fence(memory_order_acquire);
-            if (current & SIGNAL_DESTROYED) {
-                return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed",
-                                  (void *)signal);
-            }
-            return ordo_error(signal->failure, __func__, "signal failed before reaching %llu: %s",
-                              (unsigned long long)value, signal->message);
+        if (ORDO_UNLIKELY(current & SIGNAL_ENDED)) {
+            return signal_refused(signal, value, __func__);
         }
-        if (current >= value) {
+        if ((current & SIGNAL_VALUE_MASK) >= value) {
             return ORDO_OK;
         }
-        if (atomic_compare_exchange_weak_explicit(&signal->state, &current, value,
+        uint64_t flags = current & (SIGNAL_WAITERS | SIGNAL_DISPATCHING);
+        int dispatch = flags == SIGNAL_WAITERS;
+        uint64_t next = value | flags | (dispatch ? SIGNAL_DISPATCHING : 0);
+        if (atomic_compare_exchange_weak_explicit(&signal->state, &current, next,
                                                   memory_order_seq_cst, memory_order_relaxed)) {
-            break;
+            if (dispatch) {
+                signal_dispatch(signal, value);
+            }
+            /* Without DISPATCHING, the signal must not be touched any more. */
+            return ORDO_OK;
         }
     }
-    if (atomic_load_explicit(&signal->next_wake, memory_order_seq_cst) <= value) {
-        signal_dispatch_reached(signal);
-    }
-    return ORDO_OK;
 }
 
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {

@@ -1,18 +1,32 @@
 /* Internal: the timeline signal's representation, shared by the files of
  * the sync layer (signal, timepoint dispatch, waits, links).
  *
- * The whole observable state is one atomic word: the value in the low 62
- * bits, FAILED and DESTROYED in the top two. Raising the value is a CAS
- * loop that refuses to touch a word with either flag set, so a failure
- * freezes the value. Armed timepoints sit in a list sorted by value under
- * the signal's mutex; next_wake mirrors the smallest armed value so that a
- * producer decides without the lock whether anyone needs waking.
+ * The whole observable state is one atomic word:
  *
- * The wake-up protocol (no lost wake-ups): a producer publishes the value
- * with a seq_cst CAS, then reads next_wake (seq_cst). A consumer arming a
- * timepoint publishes next_wake (seq_cst), then re-reads the value (seq_cst)
- * and dispatches itself if it is reached. Of the two stores, one comes first
- * in the single total order, so at least one side sees the other's.
+ *   bit 63 FAILED       set once, under the lock; freezes the value
+ *   bit 62 DESTROYED    set once, under the lock
+ *   bit 61 WAITERS      the timepoint list is not empty (kept under the lock)
+ *   bit 60 DISPATCHING  one producer is collecting due timepoints
+ *   bits 0-59           the value
+ *
+ * Raising the value is a CAS on that word. Armed timepoints sit in a list
+ * sorted by value under the signal's mutex; next_wake mirrors the smallest
+ * armed value so a producer can skip the lock when no target is reached.
+ *
+ * No lost wake-ups: registering a timepoint and raising the value are both
+ * read-modify-writes of the same word, so one is ordered before the other.
+ * If the raise comes first, the registering thread's fetch_or returns the
+ * raised value and it collects the timepoint itself. If the registration
+ * comes first, the raise sees WAITERS. WAITERS is derived from the list (it
+ * is cleared only under the lock, when the list is empty), never cleared
+ * by a producer, so a second registration cannot be lost to a first wake.
+ *
+ * No touching freed memory: a producer that saw no WAITERS does nothing
+ * after its CAS, so a consumer that saw the value may free the signal at
+ * once. A producer that saw WAITERS takes DISPATCHING in the same CAS and
+ * holds it until it has collected; the last release waits for DISPATCHING
+ * to clear before freeing. Producers raising while DISPATCHING is held leave
+ * the collection to its holder, who re-checks the value before letting go.
  *
  * Locks: each signal has one mutex; no code holds two signal mutexes at
  * once, and no callback runs under one.
@@ -33,7 +47,9 @@
 
 #define SIGNAL_FAILED ((uint64_t)1 << 63)
 #define SIGNAL_DESTROYED ((uint64_t)1 << 62)
-#define SIGNAL_FLAGS (SIGNAL_FAILED | SIGNAL_DESTROYED)
+#define SIGNAL_WAITERS ((uint64_t)1 << 61)
+#define SIGNAL_DISPATCHING ((uint64_t)1 << 60)
+#define SIGNAL_ENDED (SIGNAL_FAILED | SIGNAL_DESTROYED)
 #define SIGNAL_VALUE_MASK ORDO_SIGNAL_VALUE_MAX
 #define SIGNAL_NO_WAKE UINT64_MAX
 
@@ -41,7 +57,8 @@
 enum {
     TIMEPOINT_IDLE = 0,  /* never armed, or cancelled */
     TIMEPOINT_ARMED = 1, /* in its signal's list */
-    TIMEPOINT_DUE = 2,   /* taken off the list; its callback runs or has run */
+    TIMEPOINT_DUE = 2,   /* off the list, its callback not yet entered */
+    TIMEPOINT_FIRED = 3, /* its callback was entered: the owner's again */
 };
 
 struct ordo_signal {
@@ -67,20 +84,23 @@ typedef struct due_list {
 /* Validates a handle for api; ORDO_OK or an error with a message. */
 ordo_status_t signal_check(const ordo_signal_t *signal, const char *api);
 
-/* Returns the status the failed signal carries, after state showed FAILED. */
-ordo_status_t signal_failure_status(const ordo_signal_t *signal);
-
 /* Under lock: moves every armed timepoint with value <= reached onto due
  * (status ORDO_OK); all remaining ones too when rest != ORDO_OK, with
- * that status. Refreshes next_wake. */
+ * that status. Refreshes next_wake and WAITERS. */
 void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
                            due_list_t *due);
 
 /* Runs the callbacks of a due list (outside every lock). */
 void timepoints_run(due_list_t *due);
 
-/* Takes the lock and runs whatever became due at the current value. */
-void signal_dispatch_reached(ordo_signal_t *signal);
+/* Called by the producer whose CAS took DISPATCHING: collects and runs
+ * whatever is due, then lets DISPATCHING go. */
+void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
+
+/* Arms a validated timepoint; no error message on failure (the only one is
+ * ORDO_ERR_DESTROYED). */
+ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                  uint64_t value, ordo_timepoint_fn fn, void *ctx);
 
 static inline void signal_retain_internal(ordo_signal_t *signal) {
     atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);

@@ -47,9 +47,14 @@ static void list_insert_locked(ordo_signal_t *signal, ordo_timepoint_t *tp) {
     }
 }
 
-static void refresh_next_wake_locked(ordo_signal_t *signal) {
+/* Publishes the list's smallest target and, when the list is empty,
+ * clears WAITERS (see the protocol in signal_internal.h). */
+static void refresh_waiters_locked(ordo_signal_t *signal) {
     uint64_t next = signal->head ? signal->head->value_ : SIGNAL_NO_WAKE;
     atomic_store_explicit(&signal->next_wake, next, memory_order_seq_cst);
+    if (!signal->head) {
+        atomic_fetch_and_explicit(&signal->state, ~SIGNAL_WAITERS, memory_order_seq_cst);
+    }
 }
 
 static void mark_due(ordo_timepoint_t *tp, ordo_status_t status, due_list_t *due) {
@@ -65,16 +70,40 @@ void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_
         list_unlink_locked(signal, tp);
         mark_due(tp, tp->value_ <= reached ? ORDO_OK : rest, due);
     }
-    refresh_next_wake_locked(signal);
+    refresh_waiters_locked(signal);
 }
 
-void signal_dispatch_reached(ordo_signal_t *signal) {
+void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
     due_list_t due = {0};
-    pthread_mutex_lock(&signal->lock);
-    uint64_t reached = atomic_load_explicit(&signal->state, memory_order_seq_cst);
-    signal_collect_locked(signal, reached & SIGNAL_VALUE_MASK, ORDO_OK, &due);
-    pthread_mutex_unlock(&signal->lock);
-    timepoints_run(&due);
+    uint64_t collected_at = 0;
+    uint64_t seen = raised_to;
+    for (;;) {
+        if (seen > collected_at &&
+            atomic_load_explicit(&signal->next_wake, memory_order_seq_cst) <= seen) {
+            pthread_mutex_lock(&signal->lock);
+            uint64_t state = atomic_load_explicit(&signal->state, memory_order_seq_cst);
+            collected_at = state & SIGNAL_VALUE_MASK;
+            signal_collect_locked(signal, collected_at, ORDO_OK, &due);
+            pthread_mutex_unlock(&signal->lock);
+        }
+        /* Let DISPATCHING go, unless producers raised the value meanwhile
+         * and left its collection to us. */
+        uint64_t state = atomic_load_explicit(&signal->state, memory_order_seq_cst);
+        for (;;) {
+            uint64_t value = state & SIGNAL_VALUE_MASK;
+            if (value > seen && (state & SIGNAL_WAITERS) && !(state & SIGNAL_ENDED)) {
+                seen = value;
+                break;
+            }
+            if (atomic_compare_exchange_weak_explicit(&signal->state, &state,
+                                                      state & ~SIGNAL_DISPATCHING,
+                                                      memory_order_seq_cst, memory_order_seq_cst)) {
+                /* The signal may be freed from here on. */
+                timepoints_run(&due);
+                return;
+            }
+        }
+    }
 }
 
 /* Callbacks that become due while this thread is already running callbacks
@@ -84,10 +113,12 @@ static _Thread_local due_list_t deferred;
 static _Thread_local int running_callbacks;
 
 static void run_one(ordo_timepoint_t *tp) {
-    /* Read everything before the call: the callback may free tp. */
+    /* Read everything before the call: from FIRED on, the timepoint is its
+     * owner's again (to re-arm or free). */
     ordo_timepoint_fn fn = tp->fn_;
     void *ctx = tp->ctx_;
     ordo_status_t status = tp->status_;
+    __atomic_store_n(&tp->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
     fn(ctx, status, tp);
 }
 
@@ -129,6 +160,41 @@ void timepoints_run(due_list_t *due) {
     running_callbacks = 0;
 }
 
+ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                  uint64_t value, ordo_timepoint_fn fn, void *ctx) {
+    timepoint->signal_ = signal;
+    timepoint->value_ = value;
+    timepoint->fn_ = fn;
+    timepoint->ctx_ = ctx;
+
+    due_list_t due = {0};
+    pthread_mutex_lock(&signal->lock);
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    if (state & SIGNAL_DESTROYED) {
+        pthread_mutex_unlock(&signal->lock);
+        return ORDO_ERR_DESTROYED;
+    }
+    if ((state & SIGNAL_VALUE_MASK) >= value) {
+        mark_due(timepoint, ORDO_OK, &due);
+    } else if (state & SIGNAL_FAILED) {
+        mark_due(timepoint, signal->failure, &due);
+    } else {
+        __atomic_store_n(&timepoint->state_, TIMEPOINT_ARMED, __ATOMIC_RELAXED);
+        list_insert_locked(signal, timepoint);
+        atomic_store_explicit(&signal->next_wake, signal->head->value_, memory_order_seq_cst);
+        /* The registration half of the protocol: this read-modify-write is
+         * ordered against every producer's CAS. A raise ordered first left
+         * the collection to us. */
+        state = atomic_fetch_or_explicit(&signal->state, SIGNAL_WAITERS, memory_order_seq_cst);
+        if ((state & SIGNAL_VALUE_MASK) >= signal->head->value_) {
+            signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+        }
+    }
+    pthread_mutex_unlock(&signal->lock);
+    timepoints_run(&due);
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *signal, uint64_t value,
                                  ordo_timepoint_fn fn, void *ctx) {
     ordo_status_t st = signal_check(signal, __func__);
@@ -143,40 +209,17 @@ ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *sig
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
                           "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
     }
-    if (__atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED) == TIMEPOINT_ARMED) {
+    uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_ACQUIRE);
+    if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
         return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "timepoint %p is armed already (or was not zero-initialised)",
-                          (void *)timepoint);
+                          "timepoint %p is %s (or was not zero-initialised)", (void *)timepoint,
+                          state == TIMEPOINT_ARMED ? "armed already"
+                                                   : "due, its callback not yet run");
     }
-    timepoint->signal_ = signal;
-    timepoint->value_ = value;
-    timepoint->fn_ = fn;
-    timepoint->ctx_ = ctx;
-
-    due_list_t due = {0};
-    pthread_mutex_lock(&signal->lock);
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_relaxed);
-    if (state & SIGNAL_DESTROYED) {
-        pthread_mutex_unlock(&signal->lock);
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    st = timepoint_arm_quiet(timepoint, signal, value, fn, ctx);
+    if (st != ORDO_OK) {
+        return ordo_error(st, __func__, "signal %p was destroyed", (void *)signal);
     }
-    if ((state & SIGNAL_VALUE_MASK) >= value) {
-        mark_due(timepoint, ORDO_OK, &due);
-    } else if (state & SIGNAL_FAILED) {
-        mark_due(timepoint, signal->failure, &due);
-    } else {
-        __atomic_store_n(&timepoint->state_, TIMEPOINT_ARMED, __ATOMIC_RELAXED);
-        list_insert_locked(signal, timepoint);
-        refresh_next_wake_locked(signal);
-        /* Second half of the wake-up protocol: a producer that raised the
-         * value before seeing our next_wake left the dispatch to us. */
-        state = atomic_load_explicit(&signal->state, memory_order_seq_cst);
-        if ((state & SIGNAL_VALUE_MASK) >= value) {
-            signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
-        }
-    }
-    pthread_mutex_unlock(&signal->lock);
-    timepoints_run(&due);
     return ORDO_OK;
 }
 
@@ -185,8 +228,8 @@ ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_res
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           timepoint ? "out_result" : "timepoint");
     }
-    uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED);
-    if (state == TIMEPOINT_DUE) {
+    uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_ACQUIRE);
+    if (state == TIMEPOINT_DUE || state == TIMEPOINT_FIRED) {
         *out_result = ORDO_CANCEL_TOO_LATE;
         return ORDO_OK;
     }
@@ -200,7 +243,7 @@ ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_res
     state = __atomic_load_n(&timepoint->state_, __ATOMIC_RELAXED);
     if (state == TIMEPOINT_ARMED) {
         list_unlink_locked(signal, timepoint);
-        refresh_next_wake_locked(signal);
+        refresh_waiters_locked(signal);
         __atomic_store_n(&timepoint->state_, TIMEPOINT_IDLE, __ATOMIC_RELAXED);
         *out_result = ORDO_CANCEL_PREVENTED;
     } else {

@@ -31,13 +31,16 @@ uint64_t sync_wait_set_spin_ns(uint64_t spin_ns) {
 
 typedef enum entry_state { ENTRY_PENDING, ENTRY_REACHED, ENTRY_FAILED } entry_state_t;
 
+/* The state of an entry once a wait is under way. Values reached before a
+ * failure or a destroy stay reached; a signal destroyed during the wait
+ * cancels it (check_points refused signals destroyed before it). */
 static entry_state_t entry_check(const ordo_signal_point_t *point, ordo_status_t *out_status) {
     uint64_t state = atomic_load_explicit(&point->signal->state, memory_order_acquire);
-    if ((state & SIGNAL_VALUE_MASK) >= point->value && !(state & SIGNAL_DESTROYED)) {
+    if ((state & SIGNAL_VALUE_MASK) >= point->value) {
         return ENTRY_REACHED;
     }
     if (state & SIGNAL_DESTROYED) {
-        *out_status = ORDO_ERR_DESTROYED;
+        *out_status = ORDO_ERR_CANCELLED;
         return ENTRY_FAILED;
     }
     if (state & SIGNAL_FAILED) {
@@ -149,8 +152,9 @@ static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expec
     return fired == expected;
 }
 
-/* The blocking part of every wait: arms, sleeps, disarms. Returns the wait's
- * status and, for wait-any, the deciding index. */
+/* The blocking part of every wait: arms, sleeps, disarms, then reads the
+ * outcome. Returns the wait's status and, for wait-any, the deciding
+ * index. */
 static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t count, int any,
                                    ordo_deadline_t deadline, ordo_timepoint_t *timepoints,
                                    size_t *out_index, const char *api) {
@@ -159,24 +163,21 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     atomic_init(&waiter.decided, 0);
     memset(timepoints, 0, count * sizeof *timepoints);
 
-    /* References keep every signal alive until its timepoint is disarmed,
-     * even if another thread destroys it meanwhile. */
+    /* References keep every signal alive until the outcome is read, even if
+     * another thread destroys one meanwhile. */
     for (size_t i = 0; i < count; ++i) {
         signal_retain_internal(points[i].signal);
     }
     uint32_t armed = 0;
-    ordo_status_t arm_failure = ORDO_OK;
-    size_t arm_failure_index = count;
+    size_t cancelled_at = count; /* an entry destroyed before it was armed */
     for (size_t i = 0; i < count; ++i) {
         ordo_status_t ignored;
         if (!any && entry_check(&points[i], &ignored) == ENTRY_REACHED) {
             continue;
         }
-        ordo_status_t st = ordo_timepoint_arm(&timepoints[i], points[i].signal, points[i].value,
-                                              waiter_timepoint_fired, &waiter);
-        if (st != ORDO_OK) { /* destroyed meanwhile */
-            arm_failure = st;
-            arm_failure_index = i;
+        if (timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
+                                waiter_timepoint_fired, &waiter) != ORDO_OK) {
+            cancelled_at = i;
             break;
         }
         ++armed;
@@ -184,14 +185,13 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
             break; /* decided while arming: the rest need no timepoint */
         }
     }
-
-    if (arm_failure == ORDO_OK) {
+    if (cancelled_at == count) {
         (void)waiter_sleep(&waiter, waiter_decided, armed, deadline);
     }
 
     uint32_t prevented = 0;
     for (size_t i = 0; i < count; ++i) {
-        if (timepoints[i].fn_ == NULL) {
+        if (__atomic_load_n(&timepoints[i].state_, __ATOMIC_ACQUIRE) == TIMEPOINT_IDLE) {
             continue; /* never armed */
         }
         ordo_cancel_result_t result;
@@ -202,40 +202,44 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     }
     /* Firings that were past stopping still touch the waiter: let them end. */
     waiter_sleep(&waiter, waiter_drained, armed - prevented, ORDO_DEADLINE_NEVER);
+
+    /* The outcome: the first firing that decided, else the signals as they
+     * are now (a value may have been raised just before the deadline with
+     * its collection still in flight), else the deadline. */
+    ordo_status_t status = ORDO_ERR_TIMEOUT;
+    uint64_t decided = atomic_load_explicit(&waiter.decided, memory_order_acquire);
+    if (decided != 0) {
+        *out_index = (size_t)(decided >> 32) - 1;
+        status = (ordo_status_t)(uint32_t)decided;
+    } else if (cancelled_at != count) {
+        *out_index = cancelled_at;
+        status = ORDO_ERR_CANCELLED;
+    } else {
+        scan_t scan = scan_entries(points, count, any);
+        *out_index = scan.index;
+        status = scan.decided ? scan.status : ORDO_ERR_TIMEOUT;
+    }
+    if (status == ORDO_ERR_TIMEOUT) {
+        uint64_t at = atomic_load_explicit(&points[0].signal->state, memory_order_relaxed);
+        *out_index = count;
+        if (count == 1) {
+            ordo_error(status, api, "deadline passed waiting for value %llu (at %llu)",
+                       (unsigned long long)points[0].value,
+                       (unsigned long long)(at & SIGNAL_VALUE_MASK));
+        } else {
+            ordo_error(status, api, "deadline passed before the %s of %zu entries was satisfied",
+                       any ? "wait-any" : "wait-all", count);
+        }
+    } else if (status != ORDO_OK) {
+        ordo_error(status, api, "entry %zu (value %llu) %s", *out_index,
+                   (unsigned long long)points[*out_index].value,
+                   status == ORDO_ERR_CANCELLED ? "was cancelled: its signal was destroyed"
+                                                : "failed before it was reached");
+    }
     for (size_t i = 0; i < count; ++i) {
         signal_release_internal(points[i].signal);
     }
-
-    uint64_t outcome = atomic_load_explicit(&waiter.decided, memory_order_acquire);
-    uint32_t fired = atomic_load_explicit(&waiter.word, memory_order_relaxed) & WAITER_COUNT_MASK;
-    if (outcome != 0) {
-        *out_index = (size_t)(outcome >> 32) - 1;
-        ordo_status_t status = (ordo_status_t)(uint32_t)outcome;
-        if (status == ORDO_OK) {
-            return ORDO_OK;
-        }
-        return ordo_error(status, api, "entry %zu (value %llu) %s", *out_index,
-                          (unsigned long long)points[*out_index].value,
-                          status == ORDO_ERR_CANCELLED ? "was cancelled: its signal was destroyed"
-                                                       : "failed before it was reached");
-    }
-    if (arm_failure != ORDO_OK) {
-        *out_index = arm_failure_index;
-        return ordo_error(arm_failure, api, "entry %zu: its signal was destroyed",
-                          arm_failure_index);
-    }
-    if (!any && fired == armed) {
-        return ORDO_OK; /* every entry reached, perhaps just at the deadline */
-    }
-    *out_index = count;
-    if (count == 1) {
-        uint64_t state = atomic_load_explicit(&points[0].signal->state, memory_order_relaxed);
-        return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed waiting for value %llu (at %llu)",
-                          (unsigned long long)points[0].value,
-                          (unsigned long long)(state & SIGNAL_VALUE_MASK));
-    }
-    return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed; %u of %zu entries fired in time",
-                      fired, count);
+    return status;
 }
 
 static ordo_status_t scan_result(const scan_t *scan, const ordo_signal_point_t *points,
@@ -246,7 +250,8 @@ static ordo_status_t scan_result(const scan_t *scan, const ordo_signal_point_t *
     }
     return ordo_error(scan->status, api, "entry %zu (value %llu): signal %s", scan->index,
                       (unsigned long long)points[scan->index].value,
-                      scan->status == ORDO_ERR_DESTROYED ? "was destroyed" : "has failed");
+                      scan->status == ORDO_ERR_CANCELLED ? "was destroyed during the wait"
+                                                         : "failed before reaching it");
 }
 
 static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count, int any,
@@ -297,6 +302,11 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
             return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
                               "entry %zu: value %llu exceeds ORDO_SIGNAL_VALUE_MAX", i,
                               (unsigned long long)points[i].value);
+        }
+        if (atomic_load_explicit(&points[i].signal->state, memory_order_relaxed) &
+            SIGNAL_DESTROYED) {
+            return ordo_error(ORDO_ERR_DESTROYED, api, "entry %zu: signal %p was destroyed", i,
+                              (void *)points[i].signal);
         }
     }
     return ORDO_OK;

@@ -312,6 +312,19 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
     return ORDO_OK;
 }
 
+/* Kept out of line so the reached case below needs no stack frame. */
+__attribute__((noinline)) static ordo_status_t wait_one_slow(ordo_signal_t *signal,
+                                                             uint64_t value,
+                                                             ordo_deadline_t deadline) {
+    ordo_signal_point_t point = {signal, value};
+    ordo_status_t st = check_points(&point, 1, "ordo_signal_wait");
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t index;
+    return wait_points(&point, 1, 1, deadline, &index, "ordo_signal_wait");
+}
+
 ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadline_t deadline) {
     if (ORDO_LIKELY(signal && signal->magic == ORDO_SIGNAL_MAGIC)) {
         uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
@@ -320,13 +333,7 @@ ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadl
             return ORDO_OK;
         }
     }
-    ordo_signal_point_t point = {signal, value};
-    ordo_status_t st = check_points(&point, 1, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    size_t index;
-    return wait_points(&point, 1, 1, deadline, &index, __func__);
+    return wait_one_slow(signal, value, deadline);
 }
 
 ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,

@@ -23,4 +23,8 @@ extern const channel_ops_t channel_futex;
 /* Pure atomic spinning: the floor. */
 extern const channel_ops_t channel_spin;
 
+/* The floor for any out-of-line wait on a reached value: a call that loads
+ * one atomic word and compares. Kept in another file so it is not inlined. */
+int channel_reached_floor(const void *word, uint64_t value);
+
 #endif

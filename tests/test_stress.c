@@ -332,11 +332,48 @@ static void destroy_right_after_wait(void **state) {
     pthread_join(t, NULL);
 }
 
+/* ---- re-arming a link as soon as it has done its job ------------------ */
+
+/* The owner sees the target signalled while the producer's thread may still
+ * be inside the link's callback; re-arming must wait (ORDO_ERR_BUSY) until
+ * the link is its owner's again. ThreadSanitizer checks the hand-over. */
+static void link_rearm_race(void **state) {
+    (void)state;
+    racer_t r = {0};
+    assert_ok(ordo_signal_create(0, &r.signal));
+    ordo_signal_t *target = test_signal_make(0);
+    pthread_t t = test_thread_start(racer_signal, &r);
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    uint64_t rounds = test_scaled(50000);
+    uint64_t busy = 0;
+    for (uint64_t i = 1; i <= rounds; ++i) {
+        uint64_t now;
+        assert_ok(ordo_signal_query(r.signal, &now));
+        ordo_deadline_t deadline = test_deadline();
+        ordo_status_t st;
+        while ((st = ordo_link_arm(&link, r.signal, now + 1, target, i)) == ORDO_ERR_BUSY) {
+            ++busy;
+            assert_true(ordo_time_now_ns() < deadline);
+        }
+        assert_ok(st);
+        assert_ok(ordo_signal_wait(target, i, deadline));
+    }
+    atomic_store(&r.stop, 1);
+    pthread_join(t, NULL);
+    print_message("  %llu re-arms refused while the link was still running\n",
+                  (unsigned long long)busy);
+    assert_ok(ordo_signal_destroy(r.signal));
+    assert_ok(ordo_signal_destroy(target));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(producers_and_consumers),  cmocka_unit_test(pingpong_with_spinning),
         cmocka_unit_test(pingpong_always_sleeping), cmocka_unit_test(arm_cancel_race),
-        cmocka_unit_test(destroy_right_after_wait),
+        cmocka_unit_test(destroy_right_after_wait), cmocka_unit_test(link_rearm_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

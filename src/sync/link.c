@@ -3,12 +3,13 @@
 #include "ordo/link.h"
 #include "sync/signal_internal.h"
 
-static void link_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     ordo_link_t *link = ctx;
     ordo_signal_t *source = timepoint->signal_;
     ordo_signal_t *target = link->target_;
     uint64_t target_value = link->target_value_;
-    /* From here on the link belongs to its owner again. */
+    /* The dispatcher marks the link FIRED (its owner's again) only after
+     * this returns; see run_one. */
     if (status == ORDO_OK) {
         (void)ordo_signal_signal(target, target_value);
     } else if (status == ORDO_ERR_CANCELLED) {
@@ -63,7 +64,7 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * failure message. */
     signal_retain_internal(target);
     signal_retain_internal(source);
-    st = ordo_timepoint_arm(&link->timepoint_, source, source_value, link_fired, link);
+    st = ordo_timepoint_arm(&link->timepoint_, source, source_value, link_timepoint_fired, link);
     if (st != ORDO_OK) {
         signal_release_internal(source);
         signal_release_internal(target);

@@ -97,6 +97,11 @@ void timepoints_run(due_list_t *due);
  * whatever is due, then lets DISPATCHING go. */
 void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
 
+/* The callback of every link's timepoint. Unlike other callbacks it runs
+ * before its timepoint is marked FIRED, so the owner cannot re-arm the link
+ * while it still reads the link's fields. */
+void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
+
 /* Arms a validated timepoint; no error message on failure (the only one is
  * ORDO_ERR_DESTROYED). */
 ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,

@@ -118,6 +118,13 @@ static void run_one(ordo_timepoint_t *tp) {
     ordo_timepoint_fn fn = tp->fn_;
     void *ctx = tp->ctx_;
     ordo_status_t status = tp->status_;
+    if (fn == link_timepoint_fired) {
+        /* Links are caller-owned but never freed by their callback; it reads
+         * the link's fields, so the owner gets it back afterwards. */
+        fn(ctx, status, tp);
+        __atomic_store_n(&tp->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
+        return;
+    }
     __atomic_store_n(&tp->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
     fn(ctx, status, tp);
 }

@@ -39,12 +39,14 @@ static entry_state_t entry_check(const ordo_signal_point_t *point, ordo_status_t
     if ((state & SIGNAL_VALUE_MASK) >= point->value) {
         return ENTRY_REACHED;
     }
-    if (state & SIGNAL_DESTROYED) {
-        *out_status = ORDO_ERR_CANCELLED;
-        return ENTRY_FAILED;
-    }
+    /* A failed signal cannot be failed again, destroyed or not: its failure
+     * came first and is the answer. */
     if (state & SIGNAL_FAILED) {
         *out_status = point->signal->failure;
+        return ENTRY_FAILED;
+    }
+    if (state & SIGNAL_DESTROYED) {
+        *out_status = ORDO_ERR_CANCELLED;
         return ENTRY_FAILED;
     }
     return ENTRY_PENDING;
@@ -141,10 +143,10 @@ static int waiter_sleep(waiter_t *waiter, int (*stop)(const waiter_t *, uint32_t
 }
 
 static int waiter_decided(const waiter_t *waiter, uint32_t fired, uint32_t armed) {
-    if (waiter->any) {
-        return fired >= 1;
+    if (atomic_load_explicit(&waiter->decided, memory_order_acquire) != 0) {
+        return 1; /* any: the first firing; all: a failure */
     }
-    return fired == armed || atomic_load_explicit(&waiter->decided, memory_order_acquire) != 0;
+    return !waiter->any && fired == armed;
 }
 
 static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expected) {
@@ -177,6 +179,20 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
         }
         if (timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
                                 waiter_timepoint_fired, &waiter) != ORDO_OK) {
+            /* Destroyed since the spin: perhaps after reaching the value,
+             * which then stays reached. */
+            ordo_status_t failure = ORDO_OK;
+            entry_state_t entry = entry_check(&points[i], &failure);
+            if (entry == ENTRY_REACHED && !any) {
+                continue;
+            }
+            if (entry == ENTRY_REACHED || failure != ORDO_ERR_CANCELLED) {
+                uint64_t expected = 0;
+                atomic_compare_exchange_strong_explicit(
+                    &waiter.decided, &expected, ((uint64_t)(i + 1) << 32) | (uint32_t)failure,
+                    memory_order_relaxed, memory_order_relaxed);
+                break;
+            }
             cancelled_at = i;
             break;
         }
@@ -313,8 +329,7 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
 }
 
 /* Kept out of line so the reached case below needs no stack frame. */
-__attribute__((noinline)) static ordo_status_t wait_one_slow(ordo_signal_t *signal,
-                                                             uint64_t value,
+__attribute__((noinline)) static ordo_status_t wait_one_slow(ordo_signal_t *signal, uint64_t value,
                                                              ordo_deadline_t deadline) {
     ordo_signal_point_t point = {signal, value};
     ordo_status_t st = check_points(&point, 1, "ordo_signal_wait");

@@ -3,9 +3,14 @@
 #define ORDO_ORDO_H
 
 #include "ordo/alloc.h"
+#include "ordo/device.h"
+#include "ordo/event.h"
+#include "ordo/event_pool.h"
 #include "ordo/link.h"
 #include "ordo/signal.h"
 #include "ordo/status.h"
+#include "ordo/stream.h"
+#include "ordo/stream_pool.h"
 #include "ordo/time.h"
 #include "ordo/timepoint.h"
 #include "ordo/version.h"

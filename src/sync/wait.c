@@ -4,6 +4,7 @@
  * bounded time (a producer on another core often answers within it), then
  * arms one timepoint per entry that is still pending and sleeps on a futex
  * until a firing decides the wait or the deadline passes. */
+#include <sched.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -22,6 +23,8 @@ uint64_t sync_wait_set_spin_ns(uint64_t spin_ns) {
     return atomic_exchange_explicit(&wait_spin_ns, spin_ns, memory_order_relaxed);
 }
 
+/* How long a wait spins before it also yields the CPU between checks. */
+#define WAIT_SPIN_ALONE_NS 1000u
 /* Checks between two reads of the clock. One pause separates two checks:
  * a pause costs up to ~140 cycles on recent x86 cores, so batching pauses
  * would delay noticing a reached value by microseconds. */
@@ -83,10 +86,10 @@ static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int 
     if (scan.decided) {
         return scan;
     }
-    uint64_t until = ordo_time_now_ns() + atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
-    if (until > deadline) {
-        until = deadline;
-    }
+    uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
+    uint64_t now = ordo_time_now_ns();
+    uint64_t until = deadline <= now || spin >= deadline - now ? deadline : now + spin;
+    uint64_t yield_after = now + WAIT_SPIN_ALONE_NS;
     for (;;) {
         for (int i = 0; i < WAIT_SPIN_BATCH; ++i) {
             ordo_cpu_relax();
@@ -95,8 +98,14 @@ static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int 
                 return scan;
             }
         }
-        if (ordo_time_now_ns() >= until) {
+        now = ordo_time_now_ns();
+        if (now >= until) {
             return scan;
+        }
+        if (now >= yield_after) {
+            /* The producer may be waiting for this very CPU (the scheduler
+             * likes to put a woken thread next to its waker): let it run. */
+            sched_yield();
         }
     }
 }

@@ -44,6 +44,12 @@ uint64_t bench_now_ns(void);
 
 /* Each benchmark group. */
 void bench_signal_all(const bench_options_t *options);
+void bench_stream_all(const bench_options_t *options);
+void bench_event_pool_generic(const bench_options_t *options);
+
+struct channel_ops;
+/* Two threads bouncing a counter through two channels; per round trip. */
+bench_stats_t bench_run_pingpong(const struct channel_ops *ops, size_t samples, uint64_t batch);
 
 /* Non-zero when name passes the filter. */
 int bench_selected(const bench_options_t *options, const char *name);

@@ -150,7 +150,6 @@ static int spin_wait(void *channel, uint64_t value) {
 const channel_ops_t channel_spin = {"spin", word_create, word_destroy, spin_set, spin_wait};
 
 __attribute__((noinline)) int channel_reached_floor(const void *word, uint64_t value) {
-    return atomic_load_explicit((const _Atomic uint64_t *)word, memory_order_acquire) >= value
-               ? 0
-               : -1;
+    return atomic_load_explicit((const _Atomic uint64_t *)word, memory_order_acquire) >= value ? 0
+                                                                                               : -1;
 }

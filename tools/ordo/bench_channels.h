@@ -5,14 +5,15 @@
 
 #include <stdint.h>
 
-typedef struct channel_ops {
+struct channel_ops {
     const char *impl;
     void *(*create)(void);
     void (*destroy)(void *channel);
     void (*set)(void *channel, uint64_t value);
     /* Returns 0 once the value is reached, -1 on error (bench aborts). */
     int (*wait)(void *channel, uint64_t value);
-} channel_ops_t;
+};
+typedef struct channel_ops channel_ops_t;
 
 /* ordo timeline signal (impl "ordo"). */
 extern const channel_ops_t channel_ordo;

@@ -47,7 +47,8 @@ static void *pingpong_responder(void *arg) {
     return NULL;
 }
 
-static bench_stats_t run_pingpong(const channel_ops_t *ops, sizes_t sz) {
+bench_stats_t bench_run_pingpong(const channel_ops_t *ops, size_t sample_count, uint64_t batch) {
+    sizes_t sz = {sample_count, batch};
     const size_t warmup = 2;
     pingpong_t pp = {ops, ops->create(), ops->create(), (sz.samples + warmup) * sz.batch};
     if (!pp.ping || !pp.pong) {
@@ -81,16 +82,20 @@ static bench_stats_t run_pingpong(const channel_ops_t *ops, sizes_t sz) {
     return stats;
 }
 
+static bench_stats_t run_pingpong_sized(const channel_ops_t *ops, sizes_t sz) {
+    return bench_run_pingpong(ops, sz.samples, sz.batch);
+}
+
 static void bench_pingpong(const bench_options_t *options, double *out_ordo_median) {
     const char *name = "signal_pingpong";
     /* Sleeping baselines are ~100x slower per round trip: fewer of them. */
-    bench_stats_t spin = run_pingpong(&channel_spin, pick(options, 50, 20000));
+    bench_stats_t spin = run_pingpong_sized(&channel_spin, pick(options, 50, 20000));
     bench_emit(name, "spin", &spin, NULL, 0);
-    bench_stats_t futex = run_pingpong(&channel_futex, pick(options, 30, 500));
+    bench_stats_t futex = run_pingpong_sized(&channel_futex, pick(options, 30, 500));
     bench_emit(name, "futex", &futex, NULL, 0);
-    bench_stats_t condvar = run_pingpong(&channel_condvar, pick(options, 30, 500));
+    bench_stats_t condvar = run_pingpong_sized(&channel_condvar, pick(options, 30, 500));
     bench_emit(name, "condvar", &condvar, NULL, 0);
-    bench_stats_t ordo = run_pingpong(&channel_ordo, pick(options, 50, 20000));
+    bench_stats_t ordo = run_pingpong_sized(&channel_ordo, pick(options, 50, 20000));
     bench_ratio_t ratios[] = {{"spin", ordo.median_ns / spin.median_ns},
                               {"futex", ordo.median_ns / futex.median_ns},
                               {"condvar", ordo.median_ns / condvar.median_ns}};

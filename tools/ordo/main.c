@@ -20,9 +20,27 @@ static void usage(FILE *out) {
 static int command_info(void) {
     printf("ordo %s\n", ordo_version());
     printf("build: %s\n", ordo_build_config());
-    printf("layers: base (status, deadlines, futex, allocator hooks), "
-           "sync (timeline signals, timepoints, links, multi-waits)\n");
-    printf("backends compiled in: none yet (the device layer and its cpu backend come next)\n");
+    const char *names[16];
+    size_t count = 0;
+    ordo_backend_list(names, 16, &count);
+    printf("backends compiled in:");
+    for (size_t i = 0; i < count && i < 16; ++i) {
+        int available = 0;
+        char reason[160] = "";
+        ordo_backend_available(names[i], &available, reason, sizeof reason);
+        printf(" %s (%s%s%s)", names[i], available ? "available" : "unavailable",
+               available ? "" : ": ", reason);
+    }
+    printf("\n");
+    ordo_device_info_t infos[16];
+    ordo_device_list(infos, 16, &count);
+    for (size_t i = 0; i < count && i < 16; ++i) {
+        const ordo_device_info_t *d = &infos[i];
+        printf("device %s: stream priorities %d (most urgent) to %d, timing events %s, "
+               "device memory %s, native timeline %s\n",
+               d->name, d->priority_greatest, d->priority_least, d->timing_events ? "yes" : "no",
+               d->device_memory ? "yes" : "no", d->native_timeline ? "yes" : "no");
+    }
     return 0;
 }
 
@@ -43,6 +61,8 @@ static int command_bench(int argc, char **argv) {
     }
     bench_pin(-1); /* reads the CPU set before any thread is pinned */
     bench_signal_all(&options);
+    bench_event_pool_generic(&options);
+    bench_stream_all(&options);
     return 0;
 }
 

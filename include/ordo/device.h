@@ -1,0 +1,96 @@
+/* ordo/device.h - backends and devices.
+ *
+ * A backend (cpu, later cuda) provides devices named "<backend>:<ordinal>"
+ * ("cpu" alone means "cpu:0"). ordo_device_open returns the process-wide
+ * runtime of that device: the first callers may race, exactly one builds
+ * it, all get the same one. A failed build leaves nothing behind, so a
+ * later call retries. ordo_device_create_owned builds a private runtime
+ * from caller-supplied parts that never aliases the shared one (for tests
+ * and custom stacks).
+ *
+ * Devices are reference counted: each open or create returns one
+ * reference, ordo_device_release drops it; streams and events keep their
+ * device alive. The shared runtime is torn down when its last reference
+ * goes, and rebuilt by the next open.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef ORDO_DEVICE_H
+#define ORDO_DEVICE_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+
+#include "ordo/event_pool.h"
+#include "ordo/status.h"
+
+ORDO_BEGIN_DECLS
+
+#define ORDO_DEVICE_NAME_MAX 32u
+
+typedef struct ordo_device ordo_device_t;
+
+/* What a device can do. Stream priorities follow CUDA's convention: a
+ * numerically lower value is more urgent; valid priorities run from
+ * priority_greatest (most urgent) to priority_least (the default). */
+typedef struct ordo_device_info {
+    char name[ORDO_DEVICE_NAME_MAX];    /* "cpu:0" */
+    char backend[ORDO_DEVICE_NAME_MAX]; /* "cpu" */
+    int ordinal;
+    int priority_least;
+    int priority_greatest;
+    int timing_events;   /* elapsed time between two timing events */
+    int device_memory;   /* memory distinct from the host's */
+    int native_timeline; /* the device itself signals/waits timeline values */
+} ordo_device_info_t;
+
+/* Caller-supplied parts of an owned runtime. */
+typedef struct ordo_device_config {
+    ordo_event_pool_config_t plain_events;
+    ordo_event_pool_config_t timing_events;
+} ordo_device_config_t;
+
+/* The defaults the shared runtimes use. */
+ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);
+
+/* The backends compiled in, in order ("cpu" first). *out_count is the
+ * total even when capacity is smaller; names are static strings. */
+ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count);
+
+/* Whether a compiled-in backend can run here; if not, why (a sentence). */
+ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
+                                     size_t reason_capacity);
+
+/* Every present device of every available backend. *out_count is the total
+ * even when capacity is smaller. */
+ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, size_t *out_count);
+
+/* The shared runtime of the named device ("cpu", "cpu:0", ...). Unknown
+ * backend: ORDO_ERR_NOT_FOUND; absent backend: ORDO_ERR_UNAVAILABLE;
+ * ordinal beyond the devices present: ORDO_ERR_OUT_OF_RANGE. */
+ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device);
+
+/* A private runtime of the named device built with config (NULL: the
+ * defaults). Never the shared one. */
+ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_config_t *config,
+                                       ordo_device_t **out_device);
+
+ordo_status_t ordo_device_retain(ordo_device_t *device);
+ordo_status_t ordo_device_release(ordo_device_t *device);
+
+ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_info);
+
+/* Non-zero in *out_shared when device is the process-wide runtime. */
+ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared);
+
+/* Statistics of the device's event pool of the given kind. */
+ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kind_t kind,
+                                           ordo_event_pool_stats_t *out_stats);
+
+/* Destroys pooled events beyond keep in each of the device's pools. */
+ordo_status_t ordo_device_event_pool_trim(ordo_device_t *device, size_t keep);
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,54 @@
+/* ordo/event.h - events: points in a stream's order.
+ *
+ * An event is recorded on a stream; it completes when the stream reaches
+ * that point. Events come from their device's event pool (create acquires,
+ * destroy releases), so recording in a loop allocates nothing. A timing
+ * event also notes when its point was reached, for ordo_event_elapsed_ns.
+ * Re-recording an event moves it to a new point.
+ *
+ * An event never recorded has no point: querying, synchronizing, waiting
+ * on it or measuring it is refused with ORDO_ERR_INVALID_ARGUMENT, never
+ * treated as complete or as a wait on nothing.
+ *
+ * Thread-safety: recording one event must not race with other calls on it;
+ * query, synchronize and stream waits on a recorded event may run from any
+ * thread.
+ */
+#ifndef ORDO_EVENT_H
+#define ORDO_EVENT_H
+
+#include "ordo/export.h"
+
+#include <stdint.h>
+
+#include "ordo/device.h"
+#include "ordo/event_pool.h"
+#include "ordo/stream.h"
+
+ORDO_BEGIN_DECLS
+
+typedef struct ordo_event ordo_event_t;
+
+ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
+                                ordo_event_t **out_event);
+
+/* Returns the event to its pool. */
+ordo_status_t ordo_event_destroy(ordo_event_t *event);
+
+ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream);
+
+/* *out_complete: 1 once the point is reached. Returns the stream's failure
+ * if it failed before the point. */
+ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete);
+
+ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline);
+
+/* Work submitted to stream after this waits for the event's point. */
+ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event);
+
+/* Nanoseconds from start's point to end's; both timing events, complete. */
+ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,72 @@
+/* ordo/event_pool.h - the policy and statistics of an event pool.
+ *
+ * Every device keeps one pool of backend events per kind, so that recording
+ * events in a loop creates nothing after warm-up. A pool starts with
+ * `initial` events, creates `growth` more at once whenever it runs dry, and
+ * never keeps more than `maximum` pooled events alive (0: no limit); past the
+ * maximum, events are still handed out, but created and destroyed one by one
+ * ("unpooled") and counted apart, so a too-small maximum shows in the
+ * statistics instead of failing the work.
+ *
+ * Statistics are exact when read while no thread uses the pool, and never
+ * torn; while threads acquire and release at the same time, each count is
+ * one the pool really passed through. high_water is exact while one thread
+ * at a time uses the pool; with several at once it is sampled (every
+ * exchange with the pool's shared store, every statistics read) and never
+ * more than a value in_use really took.
+ *
+ * Thread-safety: a pool may be used from any number of threads at once;
+ * only its destruction must not race with other calls on it.
+ */
+#ifndef ORDO_EVENT_POOL_H
+#define ORDO_EVENT_POOL_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/status.h"
+
+ORDO_BEGIN_DECLS
+
+typedef enum ordo_event_kind {
+    ORDO_EVENT_PLAIN = 0,  /* ordering only */
+    ORDO_EVENT_TIMING = 1, /* also notes when it was reached */
+} ordo_event_kind_t;
+
+typedef struct ordo_event_pool_config {
+    size_t initial; /* events created when the pool is made */
+    size_t growth;  /* events created at once when the pool is empty; >= 1 */
+    size_t maximum; /* pooled events alive at most; 0: unbounded */
+} ordo_event_pool_config_t;
+
+typedef struct ordo_event_pool_stats {
+    size_t available;            /* pooled events ready to hand out */
+    size_t in_use;               /* events handed out and not yet returned (pooled or not) */
+    size_t high_water;           /* the largest in_use seen */
+    uint64_t created_total;      /* events the backend created, pooled or not */
+    uint64_t destroyed_total;    /* events the backend destroyed, pooled or not */
+    uint64_t unpooled_created;   /* of created_total: beyond the maximum */
+    uint64_t unpooled_destroyed; /* of destroyed_total: unpooled ones returned */
+    uint64_t acquires;           /* successful acquisitions */
+    uint64_t releases;           /* successful returns */
+} ordo_event_pool_stats_t;
+
+#define ORDO_EVENT_POOL_DEFAULT_INITIAL 16
+#define ORDO_EVENT_POOL_DEFAULT_GROWTH 16
+
+/* An initializer with the default policy: 16 up front, 16 at a time, no
+ * maximum. */
+#define ORDO_EVENT_POOL_CONFIG_INIT                                                                \
+    { ORDO_EVENT_POOL_DEFAULT_INITIAL, ORDO_EVENT_POOL_DEFAULT_GROWTH, 0 }
+
+/* The default policy as a value (inline: nothing to link). */
+static inline ordo_event_pool_config_t ordo_event_pool_config_default(void) {
+    ordo_event_pool_config_t config = ORDO_EVENT_POOL_CONFIG_INIT;
+    return config;
+}
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,75 @@
+/* ordo/stream.h - in-order streams of work on a device.
+ *
+ * A stream runs what is submitted to it in submission order: host tasks,
+ * signals of timeline signals and waits on them, event records. A wait in
+ * stream order holds back only that stream. On the CPU backend each stream
+ * is a worker thread; idle workers sleep and cost nothing.
+ *
+ * Failure is sticky. A host task that returns an error fails its stream
+ * with that status: later work does not run, every signal point still
+ * pending on the stream (and every one submitted later) fails its signal
+ * with the stream's status, so work on other streams waiting on those
+ * points fails in turn; a stream whose wait sees a failed signal fails the
+ * same way. Submitting to a failed stream returns its failure (and a
+ * stream_signal then fails its signal at once, so nobody waits for it).
+ *
+ * Destroying a stream with work pending is defined: work not yet started
+ * is dropped, its signal points fail with ORDO_ERR_CANCELLED, a wait in
+ * progress is abandoned, and destroy returns once a host task already
+ * running has returned.
+ *
+ * Thread-safety: submission to one stream from many threads is safe and
+ * the submissions are ordered as their calls are; destroy must not race
+ * with submissions to the same stream.
+ */
+#ifndef ORDO_STREAM_H
+#define ORDO_STREAM_H
+
+#include "ordo/export.h"
+
+#include <stdint.h>
+
+#include "ordo/device.h"
+#include "ordo/signal.h"
+#include "ordo/status.h"
+#include "ordo/time.h"
+
+ORDO_BEGIN_DECLS
+
+typedef struct ordo_stream ordo_stream_t;
+
+/* A host task: runs in stream order; a non-OK return fails the stream.
+ * It must not wait on work queued behind it on the same stream. */
+typedef ordo_status_t (*ordo_host_fn)(void *ctx);
+
+/* priority in [info.priority_greatest, info.priority_least]. */
+ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream);
+
+ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
+
+ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
+
+/* When the stream reaches this point, signal (value). The stream holds a
+ * reference on the signal until then. */
+ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+
+/* Work submitted after this waits until signal reaches value. If the
+ * signal fails (or is destroyed) first, the stream fails with that status. */
+ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+
+/* Waits until everything submitted before the call has run. Returns the
+ * stream's failure if it failed, ORDO_ERR_TIMEOUT at the deadline. */
+ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
+
+/* ORDO_OK while healthy, else the status the stream failed with. */
+ordo_status_t ordo_stream_status(ordo_stream_t *stream);
+
+ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy);
+
+ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority);
+
+ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device);
+
+ORDO_END_DECLS
+
+#endif

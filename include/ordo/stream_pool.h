@@ -1,0 +1,56 @@
+/* ordo/stream_pool.h - a fixed set of streams handed out by workload.
+ *
+ * A pool owns compute streams and transfer streams, each class created at
+ * its own priority. ordo_stream_pool_next hands out the next stream of a
+ * class round-robin (ORDO_WORKLOAD_ANY: round-robin over all streams), so
+ * independent work spreads over the streams while transfers and compute
+ * keep their own priorities. Streams handed out are borrowed: the pool
+ * destroys them with itself.
+ *
+ * Thread-safety: ordo_stream_pool_next may be called from any thread;
+ * destroy must not race with other calls.
+ */
+#ifndef ORDO_STREAM_POOL_H
+#define ORDO_STREAM_POOL_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+
+#include "ordo/device.h"
+#include "ordo/stream.h"
+
+ORDO_BEGIN_DECLS
+
+typedef enum ordo_workload {
+    ORDO_WORKLOAD_ANY = 0,
+    ORDO_WORKLOAD_COMPUTE = 1,
+    ORDO_WORKLOAD_TRANSFER = 2,
+} ordo_workload_t;
+
+typedef struct ordo_stream_pool_config {
+    size_t compute_streams;  /* at least one stream in all */
+    int compute_priority;    /* within the device's range */
+    size_t transfer_streams; /* 0: transfers share the compute streams */
+    int transfer_priority;
+} ordo_stream_pool_config_t;
+
+typedef struct ordo_stream_pool ordo_stream_pool_t;
+
+ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
+                                      const ordo_stream_pool_config_t *config,
+                                      ordo_stream_pool_t **out_pool);
+
+ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool);
+
+/* The next stream for workload, round-robin within its class. */
+ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t workload,
+                                    ordo_stream_t **out_stream);
+
+/* How many streams serve workload. */
+ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t workload,
+                                    size_t *out_count);
+
+ORDO_END_DECLS
+
+#endif

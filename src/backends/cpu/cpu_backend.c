@@ -1,0 +1,59 @@
+/* The CPU backend: one device, "cpu:0"; streams are worker threads
+ * (cpu_stream.c). Always built, always available. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_stream.h"
+#include "hal/hal.h"
+
+static int cpu_available(char *reason, size_t reason_capacity) {
+    if (reason_capacity) {
+        reason[0] = '\0';
+    }
+    return 1;
+}
+
+static size_t cpu_device_count(void) {
+    return 1;
+}
+
+static void cpu_device_info(int ordinal, ordo_device_info_t *out_info) {
+    memset(out_info, 0, sizeof *out_info);
+    snprintf(out_info->name, sizeof out_info->name, "cpu:%d", ordinal);
+    snprintf(out_info->backend, sizeof out_info->backend, "cpu");
+    out_info->ordinal = ordinal;
+    out_info->priority_least = 0;
+    out_info->priority_greatest = CPU_PRIORITY_GREATEST;
+    out_info->timing_events = 1;
+    out_info->device_memory = 0;
+    out_info->native_timeline = 1;
+}
+
+/* The device itself keeps no state beyond the generic shell. */
+static int cpu_device_marker;
+
+static ordo_status_t cpu_device_init(ordo_device_t *device) {
+    device->impl = &cpu_device_marker;
+    return ORDO_OK;
+}
+
+static void cpu_device_fini(ordo_device_t *device) {
+    device->impl = NULL;
+}
+
+const hal_backend_t hal_cpu_backend = {
+    .name = "cpu",
+    .available = cpu_available,
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .device_init = cpu_device_init,
+    .device_fini = cpu_device_fini,
+    .stream_init = cpu_stream_init,
+    .stream_fini = cpu_stream_fini,
+    .host_task = cpu_stream_host_task,
+    .signal = cpu_stream_signal,
+    .wait = cpu_stream_wait,
+    .synchronize = cpu_stream_synchronize,
+    .status = cpu_stream_status,
+    .event_record = cpu_stream_event_record,
+};

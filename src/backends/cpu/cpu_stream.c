@@ -1,0 +1,464 @@
+/* CPU streams: each stream is an in-order worker thread.
+ *
+ * Submission: producers serialise on a one-word spinlock (`word`), take a
+ * node, number it and link it at the tail; the worker follows the links
+ * without any lock. Finished nodes go back to producers in batches through
+ * a lock-free stack that is only ever pushed to and emptied whole, so it
+ * has no ABA problem.
+ *
+ * Idle worker: it sets WORKER_SLEEPING in the same word by a CAS that
+ * requires the lock to be free, re-checks the queue, and sleeps on the
+ * word. A producer learns from its locking CAS whether the worker sleeps
+ * and wakes it after unlocking; both CASes hit one word, so either the
+ * producer sees the flag or the worker's re-check sees the node.
+ *
+ * Progress is published on `done`, a timeline signal: after each op the
+ * worker raises it to the op's number; a failure of the stream is a
+ * failure of `done`, which every event and synchronize on the stream sees.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu_stream.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "sync/signal_internal.h"
+
+#define LOCKED 1u
+#define WORKER_SLEEPING 2u
+/* How long an idle worker keeps polling before it sleeps. */
+#define IDLE_SPIN_NS 5000u
+/* Finished nodes handed back at once. */
+#define RETURN_BATCH 32
+/* Nodes are carved from slabs of this many: a burst of submissions far
+ * ahead of the worker costs one allocation per slab, not per op. */
+#define SLAB_NODES 256
+
+typedef enum op_kind { OP_TASK, OP_SIGNAL, OP_WAIT, OP_RECORD } op_kind_t;
+
+typedef struct cpu_op {
+    _Atomic(struct cpu_op *) next;
+    uint64_t seq;
+    op_kind_t kind;
+    union {
+        struct cpu_op *free_next; /* while the node is spare */
+        struct {
+            ordo_host_fn fn;
+            void *ctx;
+        } task;
+        struct {
+            ordo_signal_t *signal; /* retained until the op has run */
+            uint64_t value;
+        } point;
+        struct {
+            ordo_event_t *event;
+            uint64_t generation;
+        } record;
+    } u;
+} cpu_op_t;
+
+typedef struct cpu_slab {
+    struct cpu_slab *next;
+    cpu_op_t nodes[SLAB_NODES];
+} cpu_slab_t;
+
+typedef struct cpu_stream {
+    /* Producers' side. */
+    _Atomic uint32_t word;
+    cpu_op_t *tail;             /* under LOCKED */
+    cpu_op_t *spare;            /* under LOCKED */
+    cpu_slab_t *slabs;          /* under LOCKED; all node memory */
+    size_t slab_used;           /* nodes taken from slabs->nodes */
+    _Atomic uint64_t submitted; /* written under LOCKED */
+    /* Set once the stream has failed (or is being destroyed). Producers
+     * read this, not `done`, whose line the worker writes after every op. */
+    _Atomic int failed;
+    _Alignas(64) cpu_op_t *head;  /* the worker's: the last node it ran */
+    _Atomic(cpu_op_t *) returned; /* finished nodes, for producers */
+    ordo_signal_t *done;
+    ordo_signal_t *cancel;
+    _Atomic int stopping;
+    pthread_t worker;
+    int priority;
+} cpu_stream_t;
+
+/* ---- submission ----------------------------------------------------- */
+
+static uint32_t lock_acquire(cpu_stream_t *s) {
+    uint32_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
+    unsigned spins = 0;
+    for (;;) {
+        if (!(word & LOCKED)) {
+            if (atomic_compare_exchange_weak_explicit(&s->word, &word, word | LOCKED,
+                                                      memory_order_seq_cst, memory_order_relaxed)) {
+                return word;
+            }
+            continue;
+        }
+        if (++spins < 128) {
+            ordo_cpu_relax();
+        } else {
+            sched_yield(); /* the holder may have been preempted */
+        }
+        word = atomic_load_explicit(&s->word, memory_order_relaxed);
+    }
+}
+
+/* Only the lock holder writes the word while it is locked (the worker's
+ * CAS needs it unlocked), so a plain release store unlocks; it also clears
+ * WORKER_SLEEPING, whose owner this producer wakes. */
+static void lock_release(cpu_stream_t *s, uint32_t seen) {
+    atomic_store_explicit(&s->word, 0, memory_order_release);
+    if (seen & WORKER_SLEEPING) {
+        ordo_futex_wake(&s->word, 1);
+    }
+}
+
+static cpu_op_t *node_take_locked(cpu_stream_t *s) {
+    if (!s->spare) {
+        s->spare = atomic_exchange_explicit(&s->returned, NULL, memory_order_acquire);
+    }
+    cpu_op_t *node = s->spare;
+    if (node) {
+        s->spare = node->u.free_next;
+        return node;
+    }
+    if (!s->slabs || s->slab_used == SLAB_NODES) {
+        cpu_slab_t *slab = ordo_alloc(sizeof *slab, 64);
+        if (!slab) {
+            return NULL;
+        }
+        slab->next = s->slabs;
+        s->slabs = slab;
+        s->slab_used = 0;
+    }
+    return &s->slabs->nodes[s->slab_used++];
+}
+
+static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
+    if (ORDO_LIKELY(!atomic_load_explicit(&s->failed, memory_order_relaxed))) {
+        return ORDO_OK;
+    }
+    /* Acquire: the failure fields were written before FAILED. */
+    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
+    if (!(state & SIGNAL_FAILED)) {
+        return ORDO_OK; /* destroyed with nothing pending */
+    }
+    return ordo_error(s->done->failure, api, "the stream has failed: %s", s->done->message);
+}
+
+/* Appends op to the stream; for a record, also publishes the event's
+ * point under the lock, before the worker can reach it. */
+static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *record,
+                            const char *api) {
+    uint32_t seen = lock_acquire(s);
+    cpu_op_t *node = node_take_locked(s);
+    if (!node) {
+        lock_release(s, seen);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream operation");
+    }
+    *node = *op;
+    atomic_init(&node->next, NULL);
+    node->seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->submitted, node->seq, memory_order_release);
+    if (record) {
+        record->point = node->seq;
+    }
+    atomic_store_explicit(&s->tail->next, node, memory_order_release);
+    s->tail = node;
+    lock_release(s, seen);
+    return ORDO_OK;
+}
+
+/* ---- the worker ------------------------------------------------------- */
+
+static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what) {
+    (void)ordo_signal_fail(s->done, status, what);
+    atomic_store_explicit(&s->failed, 1, memory_order_release);
+}
+
+static void run_op(cpu_stream_t *s, cpu_op_t *op) {
+    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
+    int failed = (state & SIGNAL_FAILED) != 0;
+    switch (op->kind) {
+    case OP_TASK:
+        if (!failed) {
+            ordo_status_t st = op->u.task.fn(op->u.task.ctx);
+            if (st != ORDO_OK) {
+                char what[ORDO_SIGNAL_MESSAGE_MAX];
+                snprintf(what, sizeof what, "host task %llu returned %s",
+                         (unsigned long long)op->seq, ordo_status_name(st));
+                fail_stream(s, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+            }
+        }
+        break;
+    case OP_SIGNAL:
+        if (failed) {
+            /* A point the stream will never reach: its waiters get the
+             * stream's failure instead of hanging. */
+            (void)ordo_signal_fail(op->u.point.signal, s->done->failure, s->done->message);
+        } else {
+            (void)ordo_signal_signal(op->u.point.signal, op->u.point.value);
+        }
+        signal_release_internal(op->u.point.signal);
+        break;
+    case OP_WAIT:
+        if (!failed) {
+            ordo_signal_point_t points[2] = {{op->u.point.signal, op->u.point.value},
+                                             {s->cancel, 1}};
+            size_t index = 0;
+            ordo_status_t st = ordo_signal_wait_any(points, 2, ORDO_DEADLINE_NEVER, &index);
+            if (index == 0 && st != ORDO_OK) {
+                char what[ORDO_SIGNAL_MESSAGE_MAX];
+                snprintf(what, sizeof what, "waited-on signal %s: %s",
+                         st == ORDO_ERR_CANCELLED ? "was destroyed" : "failed",
+                         ordo_status_name(st));
+                fail_stream(s, st, what);
+            }
+        }
+        signal_release_internal(op->u.point.signal);
+        break;
+    case OP_RECORD: {
+        ordo_event_t *event = op->u.record.event;
+        if (!failed && event->kind == ORDO_EVENT_TIMING &&
+            atomic_load_explicit(&event->generation, memory_order_relaxed) ==
+                op->u.record.generation) {
+            atomic_store_explicit(&event->reached_ns, ordo_time_now_ns(), memory_order_release);
+        }
+        atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_release);
+        break;
+    }
+    }
+    /* Publishing the point; after a failure this is a refused no-op. */
+    (void)ordo_signal_signal(s->done, op->seq);
+}
+
+static void return_nodes(cpu_stream_t *s, cpu_op_t *first, cpu_op_t *last) {
+    cpu_op_t *top = atomic_load_explicit(&s->returned, memory_order_relaxed);
+    do {
+        last->u.free_next = top;
+    } while (!atomic_compare_exchange_weak_explicit(&s->returned, &top, first, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* Waits for work (or stopping): polls briefly, then sleeps. */
+static void worker_idle(cpu_stream_t *s) {
+    uint64_t until = ordo_time_now_ns() + IDLE_SPIN_NS;
+    do {
+        for (int i = 0; i < 16; ++i) {
+            if (atomic_load_explicit(&s->head->next, memory_order_acquire) ||
+                atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+                return;
+            }
+            ordo_cpu_relax();
+        }
+    } while (ordo_time_now_ns() < until);
+    uint32_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
+    if (word & LOCKED) {
+        return; /* a producer is linking a node right now */
+    }
+    if (!atomic_compare_exchange_strong_explicit(&s->word, &word, word | WORKER_SLEEPING,
+                                                 memory_order_seq_cst, memory_order_relaxed)) {
+        return;
+    }
+    if (!atomic_load_explicit(&s->head->next, memory_order_acquire) &&
+        !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+        ordo_futex_wait(&s->word, word | WORKER_SLEEPING, ORDO_DEADLINE_NEVER);
+    }
+    atomic_fetch_and_explicit(&s->word, ~WORKER_SLEEPING, memory_order_relaxed);
+}
+
+static void apply_priority(int priority) {
+    /* Best effort: a more urgent stream runs at a lower nice value where
+     * the process is allowed to set it. */
+    if (priority != 0) {
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), priority * 5);
+    }
+}
+
+static void *worker_main(void *arg) {
+    cpu_stream_t *s = arg;
+    apply_priority(s->priority);
+    cpu_op_t *batch_first = NULL;
+    cpu_op_t *batch_last = NULL;
+    int batch = 0;
+    for (;;) {
+        cpu_op_t *next = atomic_load_explicit(&s->head->next, memory_order_acquire);
+        if (!next) {
+            if (batch) {
+                return_nodes(s, batch_first, batch_last);
+                batch_first = batch_last = NULL;
+                batch = 0;
+            }
+            if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+                break;
+            }
+            worker_idle(s);
+            continue;
+        }
+        run_op(s, next);
+        cpu_op_t *finished = s->head;
+        s->head = next;
+        finished->u.free_next = batch_first;
+        batch_first = finished;
+        if (!batch_last) {
+            batch_last = finished;
+        }
+        if (++batch == RETURN_BATCH) {
+            return_nodes(s, batch_first, batch_last);
+            batch_first = batch_last = NULL;
+            batch = 0;
+        }
+    }
+    return NULL;
+}
+
+/* ---- the backend entry points ------------------------------------------- */
+
+static void stream_free(cpu_stream_t *s) {
+    while (s->slabs) {
+        cpu_slab_t *next = s->slabs->next;
+        ordo_dealloc(s->slabs, sizeof *s->slabs, 64);
+        s->slabs = next;
+    }
+    if (s->done) {
+        signal_release_internal(s->done);
+    }
+    if (s->cancel) {
+        signal_release_internal(s->cancel);
+    }
+    ordo_dealloc(s, sizeof *s, 64);
+}
+
+ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
+    cpu_stream_t *s = ordo_alloc(sizeof *s, 64);
+    cpu_op_t *stub = s ? node_take_locked(s) : NULL;
+    if (!stub) {
+        if (s) {
+            stream_free(s);
+        }
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
+                          "cannot allocate a CPU stream");
+    }
+    s->head = s->tail = stub;
+    s->priority = stream->priority;
+    if (ordo_signal_create(0, &s->done) != ORDO_OK ||
+        ordo_signal_create(0, &s->cancel) != ORDO_OK) {
+        stream_free(s);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
+                          "cannot create the stream's timelines");
+    }
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        stream_free(s);
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, "ordo_stream_create",
+                          "cannot start the stream's worker thread");
+    }
+    stream->impl = s;
+    return ORDO_OK;
+}
+
+void cpu_stream_fini(ordo_stream_t *stream) {
+    cpu_stream_t *s = stream->impl;
+    uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    uint64_t reached = 0;
+    (void)ordo_signal_query(s->done, &reached);
+    if (reached < submitted) {
+        /* Work not yet run is dropped; its points fail as cancelled. */
+        fail_stream(s, ORDO_ERR_CANCELLED, "the stream was destroyed with work pending");
+    }
+    atomic_store_explicit(&s->stopping, 1, memory_order_release);
+    (void)ordo_signal_signal(s->cancel, 1);
+    uint32_t seen = lock_acquire(s);
+    lock_release(s, seen | WORKER_SLEEPING); /* wake it whatever it does */
+    pthread_join(s->worker, NULL);
+    stream_free(s);
+    stream->impl = NULL;
+}
+
+ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
+    cpu_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, "ordo_stream_host_task");
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
+    }
+    cpu_op_t op = {.kind = OP_TASK, .u.task = {fn, ctx}};
+    return submit(s, &op, NULL, "ordo_stream_host_task");
+}
+
+ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    cpu_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, "ordo_stream_signal");
+    if (st != ORDO_OK) {
+        /* Nobody may wait for a point this stream will never reach. */
+        (void)ordo_signal_fail(signal, st, s->done->message);
+        return st;
+    }
+    signal_retain_internal(signal);
+    cpu_op_t op = {.kind = OP_SIGNAL, .u.point = {signal, value}};
+    st = submit(s, &op, NULL, "ordo_stream_signal");
+    if (st != ORDO_OK) {
+        signal_release_internal(signal);
+    }
+    return st;
+}
+
+ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    cpu_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, "ordo_stream_wait");
+    if (st != ORDO_OK) {
+        return st;
+    }
+    signal_retain_internal(signal);
+    cpu_op_t op = {.kind = OP_WAIT, .u.point = {signal, value}};
+    st = submit(s, &op, NULL, "ordo_stream_wait");
+    if (st != ORDO_OK) {
+        signal_release_internal(signal);
+    }
+    return st;
+}
+
+ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
+    cpu_stream_t *s = stream->impl;
+    uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    ordo_status_t st = ordo_signal_wait(s->done, target, deadline);
+    if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
+        return ordo_error(st, "ordo_stream_synchronize", "the stream has failed: %s",
+                          s->done->message);
+    }
+    return st;
+}
+
+ordo_status_t cpu_stream_status(ordo_stream_t *stream) {
+    return stream_failure(stream->impl, "ordo_stream_status");
+}
+
+ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
+    cpu_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, "ordo_event_record");
+    if (st != ORDO_OK) {
+        return st;
+    }
+    uint64_t generation =
+        atomic_fetch_add_explicit(&event->generation, 1, memory_order_relaxed) + 1;
+    atomic_fetch_add_explicit(&event->pending_records, 1, memory_order_relaxed);
+    cpu_op_t op = {.kind = OP_RECORD, .u.record = {event, generation}};
+    st = submit(s, &op, event, "ordo_event_record");
+    if (st != ORDO_OK) {
+        atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_relaxed);
+        return st;
+    }
+    if (event->timeline != s->done) {
+        if (event->timeline) {
+            signal_release_internal(event->timeline);
+        }
+        signal_retain_internal(s->done);
+        event->timeline = s->done;
+    }
+    return ORDO_OK;
+}

@@ -1,0 +1,20 @@
+/* Internal: CPU streams, each an in-order worker thread. */
+#ifndef ORDO_BACKENDS_CPU_STREAM_H
+#define ORDO_BACKENDS_CPU_STREAM_H
+
+#include "hal/hal.h"
+
+/* CPU stream priorities run from CPU_PRIORITY_GREATEST to 0; a more urgent
+ * stream's worker gets a lower nice value where the process may set it. */
+#define CPU_PRIORITY_GREATEST (-2)
+
+ordo_status_t cpu_stream_init(ordo_stream_t *stream);
+void cpu_stream_fini(ordo_stream_t *stream);
+ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
+ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
+ordo_status_t cpu_stream_status(ordo_stream_t *stream);
+ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
+
+#endif

@@ -1,0 +1,67 @@
+/* Internal: a pool of opaque backend events, one per (device, kind).
+ *
+ * The pool hands out the backend's own event objects (void *) and takes
+ * them back. It creates and destroys them only through the backend's
+ * callbacks, which it calls with its lock held: a callback must not call
+ * back into the same pool.
+ *
+ * Acquire and release are lock-free in the common case: each thread keeps a
+ * small cache ("magazine") of available events per pool and exchanges half
+ * of it at a time with the pool's shared depot. Releasing checks the event
+ * against the pool's registry of the events it made: a foreign event, an
+ * event released twice (even by two threads at the same instant) or a
+ * pooled/unpooled mismatch is refused with ORDO_ERR_INVALID_ARGUMENT and
+ * changes nothing.
+ *
+ * A thread that exits returns its cached events to the depot; destroying
+ * the pool reclaims the caches of threads still alive, which may go on
+ * using other pools.
+ *
+ * Thread-safety: every function but event_pool_destroy may be called
+ * concurrently on one pool; event_pool_trim reaches the calling thread's
+ * cache and the depot, not other threads' caches.
+ */
+#ifndef ORDO_CORE_EVENT_POOL_H
+#define ORDO_CORE_EVENT_POOL_H
+
+#include <stddef.h>
+
+#include "ordo/event_pool.h"
+#include "ordo/status.h"
+
+typedef struct event_pool event_pool_t;
+
+typedef struct event_pool_backend {
+    /* Creates one event of kind in *out_event; any status but ORDO_OK is a
+     * failure and leaves nothing to destroy. */
+    ordo_status_t (*create)(void *user, ordo_event_kind_t kind, void **out_event);
+    /* Destroys an event from create. */
+    void (*destroy)(void *user, void *event);
+    void *user;
+} event_pool_backend_t;
+
+/* Makes a pool of events of kind, creating config->initial of them (config
+ * NULL: ORDO_EVENT_POOL_CONFIG_INIT). If the backend fails, every event
+ * already created is destroyed and its status is returned. */
+ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
+                                const ordo_event_pool_config_t *config, event_pool_t **out_pool);
+
+/* Destroys every event and the pool; ORDO_ERR_BUSY (and nothing changes)
+ * while any event, pooled or not, is acquired and not released. */
+ordo_status_t event_pool_destroy(event_pool_t *pool);
+
+/* Hands out an event; *out_pooled is 1 for a pooled one and 0 for one made
+ * beyond the maximum, and must be passed back to event_pool_release. */
+ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_pooled);
+
+/* Returns an event from event_pool_acquire with the pooled flag it came
+ * with; an unpooled event is destroyed at once. */
+ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled);
+
+/* Destroys available events until at most keep are left (events cached by
+ * other threads are counted but not reached). */
+ordo_status_t event_pool_trim(event_pool_t *pool, size_t keep);
+
+ordo_status_t event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats);
+
+#endif

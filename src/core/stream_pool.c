@@ -1,0 +1,151 @@
+/* Stream pools: compute and transfer streams, handed out round-robin. */
+#include <stdatomic.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "hal/hal.h"
+#include "ordo/stream_pool.h"
+
+#define ORDO_STREAM_POOL_MAGIC 0x53504f4cu /* "SPOL" */
+/* More than any device runs concurrently; a bound against absurd input. */
+#define STREAM_POOL_MAX 1024
+
+struct ordo_stream_pool {
+    uint32_t magic;
+    size_t compute;  /* streams[0, compute) */
+    size_t transfer; /* streams[compute, compute + transfer) */
+    _Atomic size_t cursor[3];
+    ordo_stream_t **streams;
+};
+
+static ordo_status_t pool_check(const ordo_stream_pool_t *pool, const char *api) {
+    if (!pool || pool->magic != ORDO_STREAM_POOL_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream pool",
+                          (const void *)pool);
+    }
+    return ORDO_OK;
+}
+
+static void pool_free(ordo_stream_pool_t *pool, size_t made) {
+    for (size_t i = 0; i < made; ++i) {
+        (void)ordo_stream_destroy(pool->streams[i]);
+    }
+    ordo_dealloc(pool->streams, (pool->compute + pool->transfer) * sizeof *pool->streams, 0);
+    pool->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(pool, sizeof *pool, 0);
+}
+
+ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
+                                      const ordo_stream_pool_config_t *config,
+                                      ordo_stream_pool_t **out_pool) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!config || !out_pool) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          config ? "out_pool" : "config");
+    }
+    *out_pool = NULL;
+    size_t total = config->compute_streams + config->transfer_streams;
+    if (config->compute_streams == 0 || total > STREAM_POOL_MAX ||
+        config->transfer_streams > STREAM_POOL_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "compute streams must be 1..%d in all (got %zu compute, %zu transfer)",
+                          STREAM_POOL_MAX, config->compute_streams, config->transfer_streams);
+    }
+    const int priorities[2] = {config->compute_priority, config->transfer_priority};
+    for (int c = 0; c < 2; ++c) {
+        if (priorities[c] > device->info.priority_least ||
+            priorities[c] < device->info.priority_greatest) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                              "%s priority %d outside [%d, %d] for %s", c ? "transfer" : "compute",
+                              priorities[c], device->info.priority_greatest,
+                              device->info.priority_least, device->info.name);
+        }
+    }
+    ordo_stream_pool_t *pool = ordo_alloc(sizeof *pool, 0);
+    ordo_stream_t **streams = ordo_alloc(total * sizeof *streams, 0);
+    if (!pool || !streams) {
+        ordo_dealloc(pool, sizeof *pool, 0);
+        ordo_dealloc(streams, total * sizeof *streams, 0);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream pool");
+    }
+    pool->magic = ORDO_STREAM_POOL_MAGIC;
+    pool->compute = config->compute_streams;
+    pool->transfer = config->transfer_streams;
+    pool->streams = streams;
+    for (size_t i = 0; i < total; ++i) {
+        int priority = i < pool->compute ? config->compute_priority : config->transfer_priority;
+        st = ordo_stream_create(device, priority, &streams[i]);
+        if (st != ORDO_OK) {
+            pool_free(pool, i);
+            return st;
+        }
+    }
+    *out_pool = pool;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
+    ordo_status_t st = pool_check(pool, __func__);
+    if (st == ORDO_OK) {
+        pool_free(pool, pool->compute + pool->transfer);
+    }
+    return st;
+}
+
+/* The class serving workload: [first, first + count). */
+static ordo_status_t pool_class(const ordo_stream_pool_t *pool, ordo_workload_t workload,
+                                size_t *first, size_t *count, const char *api) {
+    switch (workload) {
+    case ORDO_WORKLOAD_ANY:
+        *first = 0;
+        *count = pool->compute + pool->transfer;
+        return ORDO_OK;
+    case ORDO_WORKLOAD_COMPUTE:
+        *first = 0;
+        *count = pool->compute;
+        return ORDO_OK;
+    case ORDO_WORKLOAD_TRANSFER:
+        /* Without transfer streams, transfers share the compute ones. */
+        *first = pool->transfer ? pool->compute : 0;
+        *count = pool->transfer ? pool->transfer : pool->compute;
+        return ORDO_OK;
+    }
+    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
+                      (int)workload);
+}
+
+ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t workload,
+                                    ordo_stream_t **out_stream) {
+    ordo_status_t st = pool_check(pool, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stream) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+    }
+    size_t first;
+    size_t count;
+    st = pool_class(pool, workload, &first, &count, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t turn = atomic_fetch_add_explicit(&pool->cursor[workload], 1, memory_order_relaxed);
+    *out_stream = pool->streams[first + turn % count];
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t workload,
+                                    size_t *out_count) {
+    ordo_status_t st = pool_check(pool, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_count) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
+    }
+    size_t first;
+    return pool_class(pool, workload, &first, out_count, __func__);
+}

@@ -1,0 +1,365 @@
+/* Devices: the backend registry, the per-(backend, ordinal) shared runtime
+ * and owned runtimes. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "hal/hal.h"
+
+static const hal_backend_t *const backends[] = {&hal_cpu_backend};
+#define BACKEND_COUNT (sizeof backends / sizeof backends[0])
+/* Shared runtimes per backend; ordinals beyond this are refused. */
+#define MAX_ORDINALS 64
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ordo_device_t *shared_devices[BACKEND_COUNT][MAX_ORDINALS];
+static int injected_build_failures;
+
+const hal_backend_t *const *hal_backends(size_t *out_count) {
+    *out_count = BACKEND_COUNT;
+    return backends;
+}
+
+void hal_inject_build_failures(int n) {
+    pthread_mutex_lock(&registry_lock);
+    injected_build_failures = n;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+ordo_status_t hal_device_check(const ordo_device_t *device, const char *api) {
+    if (!device) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "device is NULL");
+    }
+    if (device->magic != ORDO_DEVICE_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live device",
+                          (const void *)device);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
+    if (!out_config) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    out_config->plain_events = ordo_event_pool_config_default();
+    out_config->timing_events = ordo_event_pool_config_default();
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count) {
+    if (!out_count || (capacity && !out_names)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          out_count ? "out_names" : "out_count");
+    }
+    for (size_t i = 0; i < BACKEND_COUNT && i < capacity; ++i) {
+        out_names[i] = backends[i]->name;
+    }
+    *out_count = BACKEND_COUNT;
+    return ORDO_OK;
+}
+
+static const hal_backend_t *backend_find(const char *name, size_t length, size_t *out_index) {
+    for (size_t i = 0; i < BACKEND_COUNT; ++i) {
+        if (strlen(backends[i]->name) == length && strncmp(backends[i]->name, name, length) == 0) {
+            *out_index = i;
+            return backends[i];
+        }
+    }
+    return NULL;
+}
+
+ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
+                                     size_t reason_capacity) {
+    if (!backend || !out_available || (out_reason && reason_capacity == 0)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "backend and out_available must be set, and a reason buffer non-empty");
+    }
+    size_t index;
+    const hal_backend_t *b = backend_find(backend, strlen(backend), &index);
+    if (!b) {
+        return ordo_error(ORDO_ERR_NOT_FOUND, __func__, "no backend named '%s' is compiled in",
+                          backend);
+    }
+    char reason[160] = "";
+    *out_available = b->available(reason, sizeof reason);
+    if (out_reason) {
+        snprintf(out_reason, reason_capacity, "%s", reason);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, size_t *out_count) {
+    if (!out_count || (capacity && !out_infos)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          out_count ? "out_infos" : "out_count");
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < BACKEND_COUNT; ++i) {
+        char reason[160];
+        if (!backends[i]->available(reason, sizeof reason)) {
+            continue;
+        }
+        size_t n = backends[i]->device_count();
+        for (size_t d = 0; d < n; ++d, ++total) {
+            if (total < capacity) {
+                backends[i]->device_info((int)d, &out_infos[total]);
+            }
+        }
+    }
+    *out_count = total;
+    return ORDO_OK;
+}
+
+/* Parses "backend" or "backend:ordinal". */
+static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_ordinal,
+                                const char *api) {
+    if (!name) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
+    }
+    const char *colon = strchr(name, ':');
+    size_t length = colon ? (size_t)(colon - name) : strlen(name);
+    const hal_backend_t *b = backend_find(name, length, out_backend);
+    if (!b) {
+        return ordo_error(ORDO_ERR_NOT_FOUND, api, "'%s' names no compiled-in backend", name);
+    }
+    *out_ordinal = 0;
+    if (colon) {
+        char *end = NULL;
+        long ordinal = strtol(colon + 1, &end, 10);
+        if (colon[1] == '\0' || *end != '\0' || ordinal < 0) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                              "'%s': the ordinal must be a non-negative integer", name);
+        }
+        if (ordinal >= MAX_ORDINALS) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
+                              MAX_ORDINALS - 1);
+        }
+        *out_ordinal = (int)ordinal;
+    }
+    char reason[160];
+    if (!b->available(reason, sizeof reason)) {
+        return ordo_error(ORDO_ERR_UNAVAILABLE, api, "backend '%s' is not available: %s", b->name,
+                          reason);
+    }
+    size_t present = b->device_count();
+    if ((size_t)*out_ordinal >= present) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': backend '%s' has %zu device(s)", name,
+                          b->name, present);
+    }
+    return ORDO_OK;
+}
+
+/* The event pools' view of the device: they pool whole ordo_event_t. */
+static ordo_status_t pool_event_create(void *user, ordo_event_kind_t kind, void **out_event) {
+    ordo_event_t *event = ordo_alloc(sizeof *event, 0);
+    if (!event) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    event->magic = ORDO_EVENT_MAGIC;
+    event->device = user;
+    event->kind = kind;
+    *out_event = event;
+    return ORDO_OK;
+}
+
+static void pool_event_destroy(void *user, void *event) {
+    (void)user;
+    ((ordo_event_t *)event)->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(event, sizeof(ordo_event_t), 0);
+}
+
+static void device_free(ordo_device_t *device) {
+    for (int k = 0; k < 2; ++k) {
+        if (device->event_pools[k]) {
+            (void)event_pool_destroy(device->event_pools[k]);
+        }
+    }
+    if (device->impl) {
+        device->backend->device_fini(device);
+    }
+    device->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(device, sizeof *device, 0);
+}
+
+static ordo_status_t device_build(const hal_backend_t *backend, int ordinal, int shared,
+                                  const ordo_device_config_t *config, ordo_device_t **out,
+                                  const char *api) {
+    ordo_device_t *device = ordo_alloc(sizeof *device, 0);
+    if (!device) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a device");
+    }
+    device->magic = ORDO_DEVICE_MAGIC;
+    atomic_init(&device->refs, 1);
+    device->backend = backend;
+    device->shared = shared;
+    backend->device_info(ordinal, &device->info);
+    event_pool_backend_t pool_backend = {pool_event_create, pool_event_destroy, device};
+    const ordo_event_pool_config_t *configs[2] = {&config->plain_events, &config->timing_events};
+    for (int k = 0; k < 2; ++k) {
+        ordo_status_t st = event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
+                                             &device->event_pools[k]);
+        if (st != ORDO_OK) {
+            device_free(device);
+            return ordo_error(st, api, "cannot build the event pool: %s", ordo_error_message());
+        }
+    }
+    ordo_status_t st = backend->device_init(device);
+    if (st != ORDO_OK) {
+        device->impl = NULL;
+        device_free(device);
+        return st;
+    }
+    *out = device;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
+    if (!out_device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+    }
+    *out_device = NULL;
+    size_t b;
+    int ordinal;
+    ordo_status_t st = parse_name(name, &b, &ordinal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* One lock for the whole build: concurrent first callers wait for the
+     * one that builds, and a failed build leaves the slot empty. */
+    pthread_mutex_lock(&registry_lock);
+    ordo_device_t *device = shared_devices[b][ordinal];
+    if (device) {
+        atomic_fetch_add_explicit(&device->refs, 1, memory_order_relaxed);
+    } else if (injected_build_failures > 0) {
+        --injected_build_failures;
+        st = ordo_error(ORDO_ERR_DEVICE, __func__, "injected build failure (test hook)");
+    } else {
+        ordo_device_config_t config;
+        ordo_device_config_default(&config);
+        st = device_build(backends[b], ordinal, 1, &config, &device, __func__);
+        if (st == ORDO_OK) {
+            shared_devices[b][ordinal] = device;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (st == ORDO_OK) {
+        *out_device = device;
+    }
+    return st;
+}
+
+ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_config_t *config,
+                                       ordo_device_t **out_device) {
+    if (!out_device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+    }
+    *out_device = NULL;
+    size_t b;
+    int ordinal;
+    ordo_status_t st = parse_name(name, &b, &ordinal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_device_config_t defaults;
+    ordo_device_config_default(&defaults);
+    return device_build(backends[b], ordinal, 0, config ? config : &defaults, out_device, __func__);
+}
+
+ordo_status_t ordo_device_retain(ordo_device_t *device) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st == ORDO_OK) {
+        atomic_fetch_add_explicit(&device->refs, 1, memory_order_relaxed);
+    }
+    return st;
+}
+
+ordo_status_t ordo_device_release(ordo_device_t *device) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!device->shared) {
+        if (atomic_fetch_sub_explicit(&device->refs, 1, memory_order_acq_rel) == 1) {
+            device_free(device);
+        }
+        return ORDO_OK;
+    }
+    /* The registry lock orders the last release against a concurrent open
+     * that would otherwise revive a dying runtime. */
+    pthread_mutex_lock(&registry_lock);
+    int last = atomic_fetch_sub_explicit(&device->refs, 1, memory_order_acq_rel) == 1;
+    if (last) {
+        size_t count;
+        const hal_backend_t *const *all = hal_backends(&count);
+        for (size_t b = 0; b < count; ++b) {
+            if (all[b] == device->backend) {
+                shared_devices[b][device->info.ordinal] = NULL;
+            }
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (last) {
+        device_free(device);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_info) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_info) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
+    }
+    *out_info = device->info;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_shared) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_shared is NULL");
+    }
+    *out_shared = device->shared;
+    return ORDO_OK;
+}
+
+static ordo_status_t check_kind(ordo_event_kind_t kind, const char *api) {
+    if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "event kind %d is not a kind", (int)kind);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kind_t kind,
+                                           ordo_event_pool_stats_t *out_stats) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st == ORDO_OK) {
+        st = check_kind(kind, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return event_pool_stats(device->event_pools[kind], out_stats);
+}
+
+ordo_status_t ordo_device_event_pool_trim(ordo_device_t *device, size_t keep) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    for (int k = 0; k < 2; ++k) {
+        st = event_pool_trim(device->event_pools[k], keep);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    return ORDO_OK;
+}

@@ -1,0 +1,164 @@
+/* Events: pooled per device; a recorded event is a point (timeline,
+ * value) in its stream's order. */
+#include "base/error.h"
+#include "hal/hal.h"
+#include "sync/signal_internal.h"
+
+ordo_status_t hal_event_check(const ordo_event_t *event, const char *api) {
+    if (!event) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "event is NULL");
+    }
+    if (event->magic != ORDO_EVENT_MAGIC ||
+        atomic_load_explicit(&event->in_pool, memory_order_relaxed)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
+                          "%p is not a live event (destroyed, or not an event)",
+                          (const void *)event);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
+                                ordo_event_t **out_event) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_event) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_event is NULL");
+    }
+    *out_event = NULL;
+    if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
+                          (int)kind);
+    }
+    if (kind == ORDO_EVENT_TIMING && !device->info.timing_events) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__, "%s has no timing events",
+                          device->info.name);
+    }
+    void *object;
+    int pooled;
+    st = event_pool_acquire(device->event_pools[kind], &object, &pooled);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_event_t *event = object;
+    atomic_store_explicit(&event->in_pool, 0, memory_order_relaxed);
+    event->pooled = pooled;
+    event->timeline = NULL;
+    event->point = 0;
+    atomic_store_explicit(&event->reached_ns, 0, memory_order_relaxed);
+    ordo_device_retain(device);
+    *out_event = event;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_event_destroy(ordo_event_t *event) {
+    ordo_status_t st = hal_event_check(event, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_device_t *device = event->device;
+    uint32_t pending = atomic_load_explicit(&event->pending_records, memory_order_acquire);
+    if (pending) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "event %p still has %u record(s) its stream has not reached",
+                          (void *)event, pending);
+    }
+    if (event->timeline) {
+        signal_release_internal(event->timeline);
+        event->timeline = NULL;
+    }
+    atomic_store_explicit(&event->in_pool, 1, memory_order_relaxed);
+    st = event_pool_release(device->event_pools[event->kind], event, event->pooled);
+    ordo_device_release(device);
+    return st;
+}
+
+ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {
+    ordo_status_t st = hal_event_check(event, __func__);
+    if (st == ORDO_OK) {
+        st = hal_stream_check(stream, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (stream->device != event->device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "event of %s recorded on a stream of %s", event->device->info.name,
+                          stream->device->info.name);
+    }
+    return stream->device->backend->event_record(event, stream);
+}
+
+static ordo_status_t check_recorded(const ordo_event_t *event, const char *api) {
+    ordo_status_t st = hal_event_check(event, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!event->timeline) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "event %p was never recorded: it names no point to wait for",
+                          (const void *)event);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
+    ordo_status_t st = check_recorded(event, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_complete) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_complete is NULL");
+    }
+    uint64_t value = 0;
+    st = ordo_signal_query(event->timeline, &value);
+    *out_complete = value >= event->point;
+    return *out_complete ? ORDO_OK : st;
+}
+
+ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline) {
+    ordo_status_t st = check_recorded(event, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return ordo_signal_wait(event->timeline, event->point, deadline);
+}
+
+ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st == ORDO_OK) {
+        st = check_recorded(event, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return stream->device->backend->wait(stream, event->timeline, event->point);
+}
+
+ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns) {
+    ordo_status_t st = check_recorded(start, __func__);
+    if (st == ORDO_OK) {
+        st = check_recorded(end, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_ns) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ns is NULL");
+    }
+    if (start->kind != ORDO_EVENT_TIMING || end->kind != ORDO_EVENT_TIMING) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "both events must be timing events");
+    }
+    int complete;
+    if ((st = ordo_event_query(start, &complete)) != ORDO_OK || !complete ||
+        (st = ordo_event_query(end, &complete)) != ORDO_OK || !complete) {
+        return st != ORDO_OK ? st
+                             : ordo_error(ORDO_ERR_BUSY, __func__,
+                                          "an event's point has not been reached yet");
+    }
+    uint64_t a = atomic_load_explicit(&start->reached_ns, memory_order_acquire);
+    uint64_t b = atomic_load_explicit(&end->reached_ns, memory_order_acquire);
+    *out_ns = (int64_t)(b - a);
+    return ORDO_OK;
+}

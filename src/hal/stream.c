@@ -1,0 +1,161 @@
+/* Streams: validation and dispatch to the backend. */
+#include "base/alloc.h"
+#include "base/error.h"
+#include "hal/hal.h"
+#include "sync/signal_internal.h"
+
+ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api) {
+    if (!stream) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "stream is NULL");
+    }
+    if (stream->magic != ORDO_STREAM_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream",
+                          (const void *)stream);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stream) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+    }
+    *out_stream = NULL;
+    if (priority > device->info.priority_least || priority < device->info.priority_greatest) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "priority %d outside [%d (most urgent), %d] for %s", priority,
+                          device->info.priority_greatest, device->info.priority_least,
+                          device->info.name);
+    }
+    ordo_stream_t *stream = ordo_alloc(sizeof *stream, 0);
+    if (!stream) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream");
+    }
+    stream->magic = ORDO_STREAM_MAGIC;
+    stream->device = device;
+    stream->priority = priority;
+    st = device->backend->stream_init(stream);
+    if (st != ORDO_OK) {
+        stream->magic = ORDO_HAL_DEAD;
+        ordo_dealloc(stream, sizeof *stream, 0);
+        return st;
+    }
+    ordo_device_retain(device);
+    *out_stream = stream;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_device_t *device = stream->device;
+    device->backend->stream_fini(stream);
+    stream->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(stream, sizeof *stream, 0);
+    return ordo_device_release(device);
+}
+
+ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
+    }
+    if (ORDO_UNLIKELY(!fn)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+    }
+    return stream->device->backend->host_task(stream, fn, ctx);
+}
+
+static ordo_status_t check_point(ordo_signal_t *signal, uint64_t value, const char *api) {
+    ordo_status_t st = signal_check(signal, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          (unsigned long long)value);
+    }
+    if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st == ORDO_OK) {
+        st = check_point(signal, value, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return stream->device->backend->signal(stream, signal, value);
+}
+
+ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st == ORDO_OK) {
+        st = check_point(signal, value, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return stream->device->backend->wait(stream, signal, value);
+}
+
+ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return stream->device->backend->synchronize(stream, deadline);
+}
+
+ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return stream->device->backend->status(stream);
+}
+
+ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_healthy) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_healthy is NULL");
+    }
+    *out_healthy = stream->device->backend->status(stream) == ORDO_OK;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_priority) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_priority is NULL");
+    }
+    *out_priority = stream->priority;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+    }
+    *out_device = stream->device;
+    return ORDO_OK;
+}

@@ -1,0 +1,670 @@
+/* The device conformance suite: written once against the HAL, run for
+ * every backend compiled in and available here. Each backend may list
+ * tests it skips, with the reason (the CPU backend skips nothing). */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "hal/hal.h"
+#include "ordo/stream_pool.h"
+#include "test_util.h"
+
+static char device_name[ORDO_DEVICE_NAME_MAX];
+static ordo_device_t *device;
+
+typedef struct skip {
+    const char *backend;
+    const char *test;
+    const char *reason;
+} skip_t;
+
+/* Tests a backend cannot honour, and why. */
+static const skip_t skips[] = {{NULL, NULL, NULL}};
+
+static int skipped(const char *test) {
+    for (const skip_t *s = skips; s->backend; ++s) {
+        if (strncmp(device_name, s->backend, strlen(s->backend)) == 0 &&
+            strcmp(s->test, test) == 0) {
+            print_message("  skipped on %s: %s\n", device_name, s->reason);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#define SKIP_IF_LISTED()                                                                           \
+    do {                                                                                           \
+        if (skipped(__func__)) {                                                                   \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static ordo_stream_t *stream_make(void) {
+    ordo_stream_t *stream = NULL;
+    assert_ok(ordo_stream_create(device, 0, &stream));
+    return stream;
+}
+
+/* ---- host tasks used by the tests ------------------------------------- */
+
+typedef struct log {
+    _Atomic uint64_t count;
+    uint64_t order[4096];
+} log_t;
+
+typedef struct log_entry {
+    log_t *log;
+    uint64_t index;
+} log_entry_t;
+
+static ordo_status_t log_task(void *ctx) {
+    log_entry_t *e = ctx;
+    uint64_t at = atomic_fetch_add(&e->log->count, 1);
+    e->log->order[at] = e->index;
+    return ORDO_OK;
+}
+
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+typedef struct gate {
+    _Atomic int open;
+    _Atomic int entered;
+} gate_t;
+
+/* Holds its stream until the gate opens (bounded by the test deadline). */
+static ordo_status_t gate_task(void *ctx) {
+    gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g->open) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    return atomic_load(&g->open) ? ORDO_OK : ORDO_ERR_TIMEOUT;
+}
+
+static ordo_status_t sleep_20ms_task(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(20);
+    return ORDO_OK;
+}
+
+static ordo_status_t set_flag_task(void *ctx) {
+    atomic_store((_Atomic int *)ctx, 1);
+    return ORDO_OK;
+}
+
+typedef struct copy {
+    _Atomic int *from;
+    _Atomic int *to;
+} copy_t;
+
+static ordo_status_t copy_task(void *ctx) {
+    copy_t *c = ctx;
+    atomic_store(c->to, atomic_load(c->from));
+    return ORDO_OK;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static void in_order_execution(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    log_t *log = calloc(1, sizeof *log);
+    log_entry_t *entries = calloc(4096, sizeof *entries);
+    for (uint64_t i = 0; i < 4096; ++i) {
+        entries[i] = (log_entry_t){log, i};
+        assert_ok(ordo_stream_host_task(stream, log_task, &entries[i]));
+    }
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_int_equal(atomic_load(&log->count), 4096);
+    for (uint64_t i = 0; i < 4096; ++i) {
+        assert_int_equal(log->order[i], i);
+    }
+    assert_ok(ordo_stream_destroy(stream));
+    free(entries);
+    free(log);
+}
+
+static void stream_wait_orders_across_streams(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    _Atomic int produced = 0;
+    _Atomic int seen = -1;
+    _Atomic int one = 1;
+    copy_t produce = {&one, &produced};
+    copy_t consume = {&produced, &seen};
+    /* B is told to wait first; A's work is slow. */
+    assert_ok(ordo_stream_wait(b, s, 1));
+    assert_ok(ordo_stream_host_task(b, copy_task, &consume));
+    assert_ok(ordo_stream_host_task(a, sleep_20ms_task, NULL));
+    assert_ok(ordo_stream_host_task(a, copy_task, &produce));
+    assert_ok(ordo_stream_signal(a, s, 1));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_int_equal(atomic_load(&seen), 1);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void host_signal_wait_inside_stream(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    _Atomic int flag = 0;
+    assert_ok(ordo_stream_wait(stream, s, 5));
+    assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&flag));
+    assert_status(ordo_stream_synchronize(stream, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&flag), 0);
+    assert_ok(ordo_signal_signal(s, 5));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_int_equal(atomic_load(&flag), 1);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void failing_task_fails_the_stream(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    _Atomic int ran = 0;
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_ok(ordo_stream_host_task(stream, fail_task, NULL));
+    assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
+    /* The point before the failure was reached; the one after fails. */
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_int_equal(atomic_load(&ran), 0);
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    int healthy = 1;
+    assert_ok(ordo_stream_is_healthy(stream, &healthy));
+    assert_int_equal(healthy, 0);
+    /* Submitting to a failed stream returns its failure; a signal point
+     * submitted now fails at once. */
+    assert_status(ordo_stream_host_task(stream, set_flag_task, (void *)&ran), ORDO_ERR_ABORTED);
+    ordo_signal_t *later = test_signal_make(0);
+    assert_status(ordo_stream_signal(stream, later, 1), ORDO_ERR_ABORTED);
+    assert_status(ordo_signal_wait(later, 1, ORDO_DEADLINE_NOW), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    assert_ok(ordo_signal_destroy(later));
+}
+
+static void failure_propagates_to_other_streams(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_stream_t *c = stream_make();
+    ordo_signal_t *ab = test_signal_make(0);
+    ordo_signal_t *bc = test_signal_make(0);
+    ordo_signal_t *end = test_signal_make(0);
+    assert_ok(ordo_stream_wait(c, bc, 1));
+    assert_ok(ordo_stream_signal(c, end, 1));
+    assert_ok(ordo_stream_wait(b, ab, 1));
+    assert_ok(ordo_stream_signal(b, bc, 1));
+    assert_ok(ordo_stream_host_task(a, fail_task, NULL));
+    assert_ok(ordo_stream_signal(a, ab, 1));
+    /* Nothing hangs: the failure reaches the end of the chain. */
+    assert_status(ordo_signal_wait(end, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_synchronize(c, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_status(b), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_stream_destroy(c));
+    assert_ok(ordo_signal_destroy(ab));
+    assert_ok(ordo_signal_destroy(bc));
+    assert_ok(ordo_signal_destroy(end));
+}
+
+static void host_failure_fails_a_waiting_stream(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, s, 1));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "upstream broke"));
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_DEVICE);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void event_record_query_synchronize(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_event_record(event, stream));
+    int complete = 1;
+    assert_ok(ordo_event_query(event, &complete));
+    assert_int_equal(complete, 0);
+    assert_status(ordo_event_synchronize(event, ordo_deadline_after_ms(10)), ORDO_ERR_TIMEOUT);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_event_synchronize(event, test_deadline()));
+    assert_ok(ordo_event_query(event, &complete));
+    assert_int_equal(complete, 1);
+    /* Re-recording moves the event to a new point. */
+    atomic_store(&gate.open, 0);
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_event_record(event, stream));
+    assert_ok(ordo_event_query(event, &complete));
+    assert_int_equal(complete, 0);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_event_synchronize(event, test_deadline()));
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void stream_waits_on_an_event(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    _Atomic int produced = 0;
+    _Atomic int seen = -1;
+    _Atomic int one = 1;
+    copy_t produce = {&one, &produced};
+    copy_t consume = {&produced, &seen};
+    assert_ok(ordo_stream_host_task(a, sleep_20ms_task, NULL));
+    assert_ok(ordo_stream_host_task(a, copy_task, &produce));
+    assert_ok(ordo_event_record(event, a));
+    assert_ok(ordo_stream_wait_event(b, event));
+    assert_ok(ordo_stream_host_task(b, copy_task, &consume));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_int_equal(atomic_load(&seen), 1);
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+}
+
+static void timing_events_measure_elapsed_time(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_event_t *start;
+    ordo_event_t *end;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &start));
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &end));
+    assert_ok(ordo_event_record(start, stream));
+    assert_ok(ordo_stream_host_task(stream, sleep_20ms_task, NULL));
+    assert_ok(ordo_event_record(end, stream));
+    assert_ok(ordo_event_synchronize(end, test_deadline()));
+    int64_t ns = 0;
+    assert_ok(ordo_event_elapsed_ns(start, end, &ns));
+    assert_true(ns >= 20000000);
+    assert_true(ns < (int64_t)TEST_WAIT_MS * 1000000);
+    /* Plain events carry no time. */
+    ordo_event_t *plain;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &plain));
+    assert_ok(ordo_event_record(plain, stream));
+    assert_ok(ordo_event_synchronize(plain, test_deadline()));
+    assert_status(ordo_event_elapsed_ns(start, plain, &ns), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_event_destroy(plain));
+    assert_ok(ordo_event_destroy(start));
+    assert_ok(ordo_event_destroy(end));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void unrecorded_events_are_refused(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    int complete;
+    assert_status(ordo_event_query(event, &complete), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_event_synchronize(event, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_wait_event(stream, event), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "never recorded"));
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void event_pool_reuses_events(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_event_pool_stats_t before;
+    ordo_event_pool_stats_t after;
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &before));
+    ordo_event_t *events[16];
+    for (int round = 0; round < 100; ++round) {
+        for (int i = 0; i < 16; ++i) {
+            assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &events[i]));
+        }
+        for (int i = 0; i < 16; ++i) {
+            assert_ok(ordo_event_destroy(events[i]));
+        }
+    }
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &after));
+    assert_int_equal(after.in_use, before.in_use);
+    assert_true(after.created_total - before.created_total <= 16);
+    assert_true(after.high_water >= 16);
+    /* A destroyed event is refused, not corrupted. */
+    assert_status(ordo_event_destroy(events[0]), ORDO_ERR_INVALID_HANDLE);
+}
+
+/* ---- concurrency and lifetime ------------------------------------------- */
+
+#define SUBMITTERS 4
+
+typedef struct submitter {
+    ordo_stream_t *stream;
+    uint64_t tasks;
+    uint64_t next_expected; /* touched only by the stream's tasks */
+    _Atomic uint64_t out_of_order;
+    _Atomic int errors;
+} submitter_t;
+
+typedef struct ordered_ctx {
+    submitter_t *sub;
+    uint64_t index;
+} ordered_ctx_t;
+
+/* Tasks of one submitter must run in that submitter's order. */
+static ordo_status_t ordered_task(void *ctx) {
+    ordered_ctx_t *c = ctx;
+    if (c->index != c->sub->next_expected) {
+        atomic_fetch_add(&c->sub->out_of_order, 1);
+    }
+    c->sub->next_expected = c->index + 1;
+    return ORDO_OK;
+}
+
+static void *submit_many(void *arg) {
+    submitter_t *sub = arg;
+    ordered_ctx_t *ctxs = calloc(sub->tasks, sizeof *ctxs);
+    for (uint64_t i = 0; i < sub->tasks; ++i) {
+        ctxs[i] = (ordered_ctx_t){sub, i};
+        if (ordo_stream_host_task(sub->stream, ordered_task, &ctxs[i]) != ORDO_OK) {
+            atomic_fetch_add(&sub->errors, 1);
+        }
+    }
+    if (ordo_stream_synchronize(sub->stream, test_deadline()) != ORDO_OK) {
+        atomic_fetch_add(&sub->errors, 1);
+    }
+    free(ctxs);
+    return NULL;
+}
+
+static void concurrent_submission(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    submitter_t subs[SUBMITTERS];
+    pthread_t threads[SUBMITTERS];
+    for (int i = 0; i < SUBMITTERS; ++i) {
+        memset(&subs[i], 0, sizeof subs[i]);
+        subs[i].stream = stream;
+        subs[i].tasks = test_scaled(20000);
+        threads[i] = test_thread_start(submit_many, &subs[i]);
+    }
+    for (int i = 0; i < SUBMITTERS; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    for (int i = 0; i < SUBMITTERS; ++i) {
+        assert_int_equal(atomic_load(&subs[i].errors), 0);
+        assert_int_equal(atomic_load(&subs[i].out_of_order), 0);
+        assert_int_equal(subs[i].next_expected, subs[i].tasks);
+    }
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+typedef struct opener {
+    gate_t *gate;
+    unsigned delay_ms;
+} opener_t;
+
+static void *open_gate_later(void *arg) {
+    opener_t *o = arg;
+    test_sleep_ms(o->delay_ms);
+    atomic_store(&o->gate->open, 1);
+    return NULL;
+}
+
+static void destroy_with_work_pending(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    gate_t gate = {0, 0};
+    _Atomic int ran = 0;
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&gate.entered)) {
+        assert_true(ordo_time_now_ns() < deadline);
+    }
+    /* The running task finishes; what was queued behind it is dropped. */
+    opener_t opener = {&gate, 20};
+    pthread_t t = test_thread_start(open_gate_later, &opener);
+    assert_ok(ordo_stream_destroy(stream));
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&ran), 0);
+    assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void destroy_while_waiting_on_a_signal(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *never = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, never, 1));
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    test_sleep_ms(5);
+    uint64_t start = ordo_time_now_ns();
+    assert_ok(ordo_stream_destroy(stream));
+    assert_true(ordo_time_now_ns() - start < 1000000000ull);
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_signal_destroy(never));
+    assert_ok(ordo_signal_destroy(after));
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+static ordo_status_t noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
+    ordo_stream_t *stream = NULL;
+    assert_status(ordo_stream_create(NULL, 0, &stream), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_create(device, 0, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_create(device, info.priority_least + 1, &stream),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_stream_create(device, info.priority_greatest - 1, &stream),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_null(stream);
+    stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    assert_status(ordo_stream_host_task(NULL, noop_task, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_host_task(stream, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_signal(stream, NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_signal(stream, s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_stream_wait(stream, NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_wait(NULL, s, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_synchronize(NULL, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_status(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_is_healthy(stream, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_priority(stream, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_device(stream, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
+    /* A destroyed signal is refused by stream signal and wait. */
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_destroy(s));
+    assert_status(ordo_stream_signal(stream, s, 1), ORDO_ERR_DESTROYED);
+    assert_status(ordo_stream_wait(stream, s, 1), ORDO_ERR_DESTROYED);
+    assert_ok(ordo_signal_release(s));
+
+    ordo_event_t *event = NULL;
+    assert_status(ordo_event_create(NULL, ORDO_EVENT_PLAIN, &event), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_event_create(device, (ordo_event_kind_t)7, &event),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_event_create(device, ORDO_EVENT_PLAIN, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    assert_status(ordo_event_record(NULL, stream), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_event_record(event, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_ok(ordo_event_record(event, stream));
+    assert_status(ordo_event_query(event, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_event_elapsed_ns(event, event, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_wait_event(NULL, event), ORDO_ERR_INVALID_HANDLE);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    /* An event of another device runtime cannot be recorded here. */
+    ordo_device_t *owned;
+    assert_ok(ordo_device_create_owned(device_name, NULL, &owned));
+    ordo_stream_t *foreign;
+    assert_ok(ordo_stream_create(owned, 0, &foreign));
+    assert_status(ordo_event_record(event, foreign), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_stream_destroy(foreign));
+    assert_ok(ordo_device_release(owned));
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void priorities_within_range(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
+    assert_true(info.priority_greatest <= info.priority_least);
+    for (int p = info.priority_greatest; p <= info.priority_least; ++p) {
+        ordo_stream_t *stream;
+        assert_ok(ordo_stream_create(device, p, &stream));
+        int got;
+        assert_ok(ordo_stream_priority(stream, &got));
+        assert_int_equal(got, p);
+        assert_ok(ordo_stream_host_task(stream, noop_task, NULL));
+        assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+        assert_ok(ordo_stream_destroy(stream));
+    }
+}
+
+static void stream_pool_honours_classes_and_priorities(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
+    ordo_stream_pool_config_t config = {3, info.priority_greatest, 2, info.priority_least};
+    ordo_stream_pool_t *pool;
+    assert_ok(ordo_stream_pool_create(device, &config, &pool));
+    size_t n;
+    assert_ok(ordo_stream_pool_size(pool, ORDO_WORKLOAD_ANY, &n));
+    assert_int_equal(n, 5);
+    ordo_stream_t *seen[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 6; ++i) {
+        ordo_stream_t *s;
+        int priority;
+        assert_ok(ordo_stream_pool_next(pool, ORDO_WORKLOAD_COMPUTE, &s));
+        assert_ok(ordo_stream_priority(s, &priority));
+        assert_int_equal(priority, info.priority_greatest);
+        if (i < 3) {
+            seen[i] = s;
+        } else {
+            assert_ptr_equal(s, seen[i - 3]); /* round-robin */
+        }
+        assert_ok(ordo_stream_pool_next(pool, ORDO_WORKLOAD_TRANSFER, &s));
+        assert_ok(ordo_stream_priority(s, &priority));
+        assert_int_equal(priority, info.priority_least);
+        assert_ok(ordo_stream_host_task(s, noop_task, NULL));
+    }
+    assert_ptr_not_equal(seen[0], seen[1]);
+    assert_ptr_not_equal(seen[1], seen[2]);
+    ordo_stream_t *s = NULL;
+    assert_status(ordo_stream_pool_next(pool, (ordo_workload_t)9, &s), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_pool_next(NULL, ORDO_WORKLOAD_ANY, &s), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_pool_next(pool, ORDO_WORKLOAD_ANY, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_stream_pool_destroy(pool));
+
+    ordo_stream_pool_config_t bad = {0, 0, 1, 0};
+    assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
+    bad = (ordo_stream_pool_config_t){1, info.priority_greatest - 1, 0, 0};
+    assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_stream_pool_create(device, NULL, &pool), ORDO_ERR_INVALID_ARGUMENT);
+    /* Without transfer streams, transfers share the compute streams. */
+    ordo_stream_pool_config_t shared = {2, 0, 0, 0};
+    assert_ok(ordo_stream_pool_create(device, &shared, &pool));
+    assert_ok(ordo_stream_pool_size(pool, ORDO_WORKLOAD_TRANSFER, &n));
+    assert_int_equal(n, 2);
+    assert_ok(ordo_stream_pool_destroy(pool));
+}
+
+static int suite_setup(void **state) {
+    (void)state;
+    return ordo_device_open(device_name, &device) == ORDO_OK ? 0 : -1;
+}
+
+static int suite_teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(in_order_execution),
+        cmocka_unit_test(stream_wait_orders_across_streams),
+        cmocka_unit_test(host_signal_wait_inside_stream),
+        cmocka_unit_test(failing_task_fails_the_stream),
+        cmocka_unit_test(failure_propagates_to_other_streams),
+        cmocka_unit_test(host_failure_fails_a_waiting_stream),
+        cmocka_unit_test(event_record_query_synchronize),
+        cmocka_unit_test(stream_waits_on_an_event),
+        cmocka_unit_test(timing_events_measure_elapsed_time),
+        cmocka_unit_test(unrecorded_events_are_refused),
+        cmocka_unit_test(event_pool_reuses_events),
+        cmocka_unit_test(concurrent_submission),
+        cmocka_unit_test(destroy_with_work_pending),
+        cmocka_unit_test(destroy_while_waiting_on_a_signal),
+        cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(priorities_within_range),
+        cmocka_unit_test(stream_pool_honours_classes_and_priorities),
+    };
+    ordo_device_info_t infos[16];
+    size_t count = 0;
+    if (ordo_device_list(infos, 16, &count) != ORDO_OK) {
+        return 1;
+    }
+    int failures = 0;
+    for (size_t i = 0; i < count && i < 16; ++i) {
+        memcpy(device_name, infos[i].name, sizeof device_name);
+        print_message("conformance on %s\n", device_name);
+        failures += cmocka_run_group_tests_name(device_name, tests, suite_setup, suite_teardown);
+    }
+    const char *names[8];
+    size_t backends = 0;
+    ordo_backend_list(names, 8, &backends);
+    for (size_t b = 0; b < backends && b < 8; ++b) {
+        int available;
+        char reason[160];
+        ordo_backend_available(names[b], &available, reason, sizeof reason);
+        if (!available) {
+            print_message("backend %s skipped: %s\n", names[b], reason);
+        }
+    }
+    return failures;
+}

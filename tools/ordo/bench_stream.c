@@ -1,0 +1,231 @@
+/* Benchmarks of CPU streams against a hand-built task queue. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "bench_channels.h"
+#include "ordo/device.h"
+#include "ordo/stream.h"
+
+static void die(const char *what) {
+    fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
+    exit(1);
+}
+
+/* ---- the baseline: a mutex + condition variable task queue ---------- */
+
+typedef struct mq_task {
+    ordo_host_fn fn;
+    void *ctx;
+} mq_task_t;
+
+typedef struct mutex_queue {
+    pthread_mutex_t mutex;
+    pthread_cond_t has_work;
+    pthread_cond_t drained;
+    mq_task_t *ring;
+    size_t capacity; /* a power of two; grows when full */
+    size_t head;     /* next to run */
+    size_t tail;     /* next free */
+    uint64_t done;
+    uint64_t submitted;
+    int stop;
+    pthread_t worker;
+} mutex_queue_t;
+
+static void *mq_worker(void *arg) {
+    mutex_queue_t *q = arg;
+    pthread_mutex_lock(&q->mutex);
+    for (;;) {
+        while (q->head == q->tail && !q->stop) {
+            pthread_cond_wait(&q->has_work, &q->mutex);
+        }
+        if (q->head == q->tail) {
+            break;
+        }
+        mq_task_t task = q->ring[q->head++ & (q->capacity - 1)];
+        pthread_mutex_unlock(&q->mutex);
+        task.fn(task.ctx);
+        pthread_mutex_lock(&q->mutex);
+        if (++q->done == q->submitted) {
+            pthread_cond_broadcast(&q->drained);
+        }
+    }
+    pthread_mutex_unlock(&q->mutex);
+    return NULL;
+}
+
+static void mq_init(mutex_queue_t *q) {
+    pthread_mutex_init(&q->mutex, NULL);
+    pthread_cond_init(&q->has_work, NULL);
+    pthread_cond_init(&q->drained, NULL);
+    q->capacity = 1024;
+    q->ring = malloc(q->capacity * sizeof *q->ring);
+    q->head = q->tail = 0;
+    q->done = q->submitted = 0;
+    q->stop = 0;
+    if (!q->ring || bench_thread_start(&q->worker, 1, mq_worker, q) != 0) {
+        die("cannot start the baseline queue");
+    }
+}
+
+static void mq_push(mutex_queue_t *q, ordo_host_fn fn, void *ctx) {
+    pthread_mutex_lock(&q->mutex);
+    if (q->tail - q->head == q->capacity) {
+        mq_task_t *bigger = malloc(2 * q->capacity * sizeof *bigger);
+        if (!bigger) {
+            die("baseline queue out of memory");
+        }
+        for (size_t i = q->head; i != q->tail; ++i) {
+            bigger[i & (2 * q->capacity - 1)] = q->ring[i & (q->capacity - 1)];
+        }
+        free(q->ring);
+        q->ring = bigger;
+        q->capacity *= 2;
+    }
+    q->ring[q->tail++ & (q->capacity - 1)] = (mq_task_t){fn, ctx};
+    q->submitted++;
+    pthread_cond_signal(&q->has_work);
+    pthread_mutex_unlock(&q->mutex);
+}
+
+static void mq_drain(mutex_queue_t *q) {
+    pthread_mutex_lock(&q->mutex);
+    while (q->done != q->submitted) {
+        pthread_cond_wait(&q->drained, &q->mutex);
+    }
+    pthread_mutex_unlock(&q->mutex);
+}
+
+static void mq_fini(mutex_queue_t *q) {
+    pthread_mutex_lock(&q->mutex);
+    q->stop = 1;
+    pthread_cond_signal(&q->has_work);
+    pthread_mutex_unlock(&q->mutex);
+    pthread_join(q->worker, NULL);
+    free(q->ring);
+    pthread_cond_destroy(&q->drained);
+    pthread_cond_destroy(&q->has_work);
+    pthread_mutex_destroy(&q->mutex);
+}
+
+static ordo_status_t empty_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+/* ---- stream_task_chain ------------------------------------------------ */
+
+static void bench_task_chain(const bench_options_t *options, ordo_device_t *device) {
+    const char *name = "stream_task_chain";
+    const uint64_t tasks = options->quick ? 10000 : 1000000;
+    const size_t samples = options->quick ? 2 : 7;
+    double *times = calloc(samples, sizeof *times);
+    bench_pin(0);
+
+    for (size_t s = 0; s < samples; ++s) {
+        mutex_queue_t q;
+        mq_init(&q);
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t i = 0; i < tasks; ++i) {
+            mq_push(&q, empty_task, NULL);
+        }
+        mq_drain(&q);
+        times[s] = (double)(bench_now_ns() - t0) / (double)tasks;
+        mq_fini(&q);
+    }
+    bench_stats_t baseline = bench_summarise(times, samples, tasks);
+    bench_emit(name, "mutex_queue", &baseline, NULL, 0);
+
+    for (size_t s = 0; s < samples; ++s) {
+        ordo_stream_t *stream;
+        if (ordo_stream_create(device, 0, &stream) != ORDO_OK) {
+            die("cannot create a stream");
+        }
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t i = 0; i < tasks; ++i) {
+            if (ordo_stream_host_task(stream, empty_task, NULL) != ORDO_OK) {
+                die("host task refused");
+            }
+        }
+        if (ordo_stream_synchronize(stream, ordo_deadline_after_ms(300000)) != ORDO_OK) {
+            die("synchronize failed");
+        }
+        times[s] = (double)(bench_now_ns() - t0) / (double)tasks;
+        ordo_stream_destroy(stream);
+    }
+    bench_stats_t ordo = bench_summarise(times, samples, tasks);
+    bench_ratio_t ratio = {"mutex_queue", ordo.median_ns / baseline.median_ns};
+    bench_emit(name, "ordo", &ordo, &ratio, 1);
+    free(times);
+}
+
+/* ---- stream_cross_pingpong -------------------------------------------- */
+
+static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *device) {
+    const char *name = "stream_cross_pingpong";
+    const uint64_t rounds = options->quick ? 200 : 20000;
+    const size_t samples = options->quick ? 2 : 15;
+    double *times = calloc(samples, sizeof *times);
+    for (size_t s = 0; s < samples; ++s) {
+        ordo_stream_t *a;
+        ordo_stream_t *b;
+        ordo_signal_t *start;
+        ordo_signal_t *ab;
+        ordo_signal_t *ba;
+        if (ordo_stream_create(device, 0, &a) != ORDO_OK ||
+            ordo_stream_create(device, 0, &b) != ORDO_OK ||
+            ordo_signal_create(0, &start) != ORDO_OK || ordo_signal_create(0, &ab) != ORDO_OK ||
+            ordo_signal_create(0, &ba) != ORDO_OK) {
+            die("cannot set up two streams");
+        }
+        /* Everything is enqueued first, behind a start signal, so the
+         * measurement is the streams handing over to each other. */
+        ordo_stream_wait(a, start, 1);
+        for (uint64_t i = 1; i <= rounds; ++i) {
+            ordo_stream_wait(a, ba, i - 1);
+            ordo_stream_signal(a, ab, i);
+            ordo_stream_wait(b, ab, i);
+            ordo_stream_signal(b, ba, i);
+        }
+        uint64_t t0 = bench_now_ns();
+        ordo_signal_signal(start, 1);
+        if (ordo_signal_wait(ba, rounds, ordo_deadline_after_ms(300000)) != ORDO_OK) {
+            die("cross-stream ping-pong did not finish");
+        }
+        times[s] = (double)(bench_now_ns() - t0) / (double)rounds;
+        ordo_stream_destroy(a);
+        ordo_stream_destroy(b);
+        ordo_signal_destroy(start);
+        ordo_signal_destroy(ab);
+        ordo_signal_destroy(ba);
+    }
+    bench_stats_t ordo = bench_summarise(times, samples, rounds);
+    bench_stats_t reference =
+        bench_run_pingpong(&channel_ordo, options->quick ? 5 : 30, options->quick ? 20 : 20000);
+    bench_emit("signal_pingpong", "ordo", &reference, NULL, 0);
+    bench_ratio_t ratio = {"signal_pingpong/ordo", ordo.median_ns / reference.median_ns};
+    bench_emit(name, "ordo", &ordo, &ratio, 1);
+    free(times);
+}
+
+void bench_stream_all(const bench_options_t *options) {
+    int chain = bench_selected(options, "stream_task_chain");
+    int cross = bench_selected(options, "stream_cross_pingpong");
+    if (!chain && !cross) {
+        return;
+    }
+    ordo_device_t *device;
+    if (ordo_device_open("cpu", &device) != ORDO_OK) {
+        die("cannot open the cpu device");
+    }
+    if (chain) {
+        bench_task_chain(options, device);
+    }
+    if (cross) {
+        bench_cross_pingpong(options, device);
+    }
+    ordo_device_release(device);
+}

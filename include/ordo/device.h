@@ -9,9 +9,12 @@
  * and custom stacks).
  *
  * Devices are reference counted: each open or create returns one
- * reference, ordo_device_release drops it; streams and events keep their
- * device alive. The shared runtime is torn down when its last reference
- * goes, and rebuilt by the next open.
+ * reference, ordo_device_release drops it; streams keep their device alive.
+ * The shared runtime is torn down when its last reference goes, and rebuilt
+ * by the next open. Events do not hold references (creating one must stay
+ * cheap): destroy a device's events before its last release. A device
+ * released with events alive is kept allocated so those events stay valid
+ * (a leak that ordo_allocator_live_blocks shows), never freed under them.
  *
  * Thread-safety: every function may be called from any thread.
  */

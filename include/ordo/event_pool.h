@@ -8,12 +8,13 @@
  * ("unpooled") and counted apart, so a too-small maximum shows in the
  * statistics instead of failing the work.
  *
- * Statistics are exact when read while no thread uses the pool, and never
- * torn; while threads acquire and release at the same time, each count is
- * one the pool really passed through. high_water is exact while one thread
- * at a time uses the pool; with several at once it is sampled (every
- * exchange with the pool's shared store, every statistics read) and never
- * more than a value in_use really took.
+ * Statistics are exact when read while no thread is acquiring or
+ * releasing; read during such calls, the per-thread parts they are summed
+ * from may be a moment apart (in_use is never negative). high_water is
+ * exact while only one thread uses the pool; while several do, it is
+ * sampled (whenever a thread's cache trades with the pool's shared store,
+ * and at every statistics read) and never exceeds a value in_use really
+ * took.
  *
  * Thread-safety: a pool may be used from any number of threads at once;
  * only its destruction must not race with other calls on it.

@@ -13,6 +13,11 @@
  * pooled/unpooled mismatch is refused with ORDO_ERR_INVALID_ARGUMENT and
  * changes nothing.
  *
+ * With a maximum, each cache holds at most maximum / 8 events (at least
+ * one), since events idle in one thread's cache are out of the others'
+ * reach: a thread may create an unpooled event while pooled ones idle in
+ * other threads' caches.
+ *
  * A thread that exits returns its cached events to the depot; destroying
  * the pool reclaims the caches of threads still alive, which may go on
  * using other pools.

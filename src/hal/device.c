@@ -172,6 +172,18 @@ static void pool_event_destroy(void *user, void *event) {
 }
 
 static void device_free(ordo_device_t *device) {
+    /* Events do not hold device references (that would cost two atomic
+     * operations per event on the hot path). A device released while its
+     * events live is kept, so they stay safe to use and destroy: a leak
+     * that ordo_allocator_live_blocks shows, never a dangling event. */
+    for (int k = 0; k < 2; ++k) {
+        ordo_event_pool_stats_t stats;
+        if (device->event_pools[k] && event_pool_stats(device->event_pools[k], &stats) == ORDO_OK &&
+            stats.in_use > 0) {
+            device->shared = 0;
+            return;
+        }
+    }
     for (int k = 0; k < 2; ++k) {
         if (device->event_pools[k]) {
             (void)event_pool_destroy(device->event_pools[k]);
@@ -202,8 +214,10 @@ static ordo_status_t device_build(const hal_backend_t *backend, int ordinal, int
         ordo_status_t st = event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
                                              &device->event_pools[k]);
         if (st != ORDO_OK) {
+            char detail[256];
+            snprintf(detail, sizeof detail, "%s", ordo_error_message());
             device_free(device);
-            return ordo_error(st, api, "cannot build the event pool: %s", ordo_error_message());
+            return ordo_error(st, api, "cannot build the event pool: %s", detail);
         }
     }
     ordo_status_t st = backend->device_init(device);

@@ -47,7 +47,6 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     event->timeline = NULL;
     event->point = 0;
     atomic_store_explicit(&event->reached_ns, 0, memory_order_relaxed);
-    ordo_device_retain(device);
     *out_event = event;
     return ORDO_OK;
 }
@@ -69,9 +68,7 @@ ordo_status_t ordo_event_destroy(ordo_event_t *event) {
         event->timeline = NULL;
     }
     atomic_store_explicit(&event->in_pool, 1, memory_order_relaxed);
-    st = event_pool_release(device->event_pools[event->kind], event, event->pooled);
-    ordo_device_release(device);
-    return st;
+    return event_pool_release(device->event_pools[event->kind], event, event->pooled);
 }
 
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {

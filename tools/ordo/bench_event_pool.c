@@ -9,6 +9,8 @@
 
 #include "base/alloc.h"
 #include "bench.h"
+#include "ordo/device.h"
+#include "ordo/event.h"
 #include "core/event_pool.h"
 
 #define BENCH_EVENT_BYTES 64
@@ -27,7 +29,7 @@ static pool_sizes_t pool_pick(const bench_options_t *options, size_t samples, ui
     return s;
 }
 
-static void pool_fail(const char *what) {
+_Noreturn static void pool_fail(const char *what) {
     fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
     exit(1);
 }
@@ -168,6 +170,36 @@ static bench_stats_t run_pool_pair(pool_sizes_t sz) {
     return stats;
 }
 
+/* The whole public path on the CPU device: ordo_event_create/destroy,
+ * which adds handle checks and a device reference to the pool's work. */
+static bench_stats_t run_device_events(pool_sizes_t sz) {
+    ordo_device_t *device;
+    if (ordo_device_open("cpu", &device) != ORDO_OK) {
+        pool_fail("cannot open the cpu device");
+    }
+    double *samples = calloc(sz.samples, sizeof *samples);
+    if (!samples) {
+        pool_fail("out of memory");
+    }
+    unsigned failures = 0;
+    for (size_t s = 0; s < sz.samples; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            ordo_event_t *event = NULL;
+            failures += ordo_event_create(device, ORDO_EVENT_PLAIN, &event) != ORDO_OK;
+            failures += ordo_event_destroy(event) != ORDO_OK;
+        }
+        samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
+    }
+    if (failures) {
+        pool_fail("an event create or destroy failed");
+    }
+    ordo_device_release(device);
+    bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
+    free(samples);
+    return stats;
+}
+
 void bench_event_pool_generic(const bench_options_t *options) {
     int single = bench_selected(options, "event_pool");
     int pair = bench_selected(options, "event_pool_mt");
@@ -181,6 +213,9 @@ void bench_event_pool_generic(const bench_options_t *options) {
         bench_emit("event_pool", "create_destroy", &create_destroy, NULL, 0);
         bench_ratio_t ratio = {"create_destroy", ordo.median_ns / create_destroy.median_ns};
         bench_emit("event_pool", "ordo", &ordo, &ratio, 1);
+        bench_stats_t device = run_device_events(pool_pick(options, 200, 10000));
+        ratio.ratio = device.median_ns / create_destroy.median_ns;
+        bench_emit("event_pool", "ordo_event_create_destroy", &device, &ratio, 1);
     }
     if (pair) {
         bench_stats_t mt = run_pool_pair(pool_pick(options, 200, 10000));

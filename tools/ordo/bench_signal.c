@@ -22,7 +22,7 @@ static sizes_t pick(const bench_options_t *options, size_t samples, uint64_t bat
     return s;
 }
 
-static void fail_exit(const char *what) {
+_Noreturn static void fail_exit(const char *what) {
     fprintf(stderr, "ordo bench: %s\n", what);
     exit(1);
 }

@@ -9,7 +9,7 @@
 #include "ordo/device.h"
 #include "ordo/stream.h"
 
-static void die(const char *what) {
+_Noreturn static void die(const char *what) {
     fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
     exit(1);
 }

@@ -176,10 +176,15 @@ static void failing_task_fails_the_stream(void **state) {
     ordo_signal_t *before = test_signal_make(0);
     ordo_signal_t *after = test_signal_make(0);
     _Atomic int ran = 0;
+    /* The gate holds the stream until everything is submitted, so no
+     * submission meets the failure early. */
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
     assert_ok(ordo_stream_signal(stream, before, 1));
     assert_ok(ordo_stream_host_task(stream, fail_task, NULL));
     assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
     assert_ok(ordo_stream_signal(stream, after, 1));
+    atomic_store(&gate.open, 1);
     assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
     /* The point before the failure was reached; the one after fails. */
     assert_ok(ordo_signal_wait(before, 1, test_deadline()));
@@ -214,8 +219,11 @@ static void failure_propagates_to_other_streams(void **state) {
     assert_ok(ordo_stream_signal(c, end, 1));
     assert_ok(ordo_stream_wait(b, ab, 1));
     assert_ok(ordo_stream_signal(b, bc, 1));
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(a, gate_task, &gate));
     assert_ok(ordo_stream_host_task(a, fail_task, NULL));
     assert_ok(ordo_stream_signal(a, ab, 1));
+    atomic_store(&gate.open, 1);
     /* Nothing hangs: the failure reaches the end of the chain. */
     assert_status(ordo_signal_wait(end, 1, test_deadline()), ORDO_ERR_ABORTED);
     assert_status(ordo_stream_synchronize(c, test_deadline()), ORDO_ERR_ABORTED);

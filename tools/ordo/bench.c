@@ -104,6 +104,11 @@ void bench_pin(int slot) {
     }
 }
 
+void bench_unpin(void) {
+    pthread_once(&allowed_once, read_allowed_cpus);
+    pthread_setaffinity_np(pthread_self(), sizeof allowed_cpus, &allowed_cpus);
+}
+
 typedef struct pinned_start {
     int slot;
     void *(*fn)(void *);

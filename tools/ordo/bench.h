@@ -37,6 +37,9 @@ void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
  * each comparison uses the same two CPUs. Best effort. */
 void bench_pin(int slot);
 
+/* Lets the calling thread run on every CPU the process may use again. */
+void bench_unpin(void);
+
 /* Starts fn on a thread pinned to slot. */
 int bench_thread_start(pthread_t *thread, int slot, void *(*fn)(void *), void *arg);
 

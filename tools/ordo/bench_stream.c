@@ -57,7 +57,7 @@ static void *mq_worker(void *arg) {
     return NULL;
 }
 
-static void mq_init(mutex_queue_t *q) {
+static void mq_init(mutex_queue_t *q, int worker_slot) {
     pthread_mutex_init(&q->mutex, NULL);
     pthread_cond_init(&q->has_work, NULL);
     pthread_cond_init(&q->drained, NULL);
@@ -66,7 +66,7 @@ static void mq_init(mutex_queue_t *q) {
     q->head = q->tail = 0;
     q->done = q->submitted = 0;
     q->stop = 0;
-    if (!q->ring || bench_thread_start(&q->worker, 1, mq_worker, q) != 0) {
+    if (!q->ring || bench_thread_start(&q->worker, worker_slot, mq_worker, q) != 0) {
         die("cannot start the baseline queue");
     }
 }
@@ -118,7 +118,11 @@ static ordo_status_t empty_task(void *ctx) {
 
 /* ---- stream_task_chain ------------------------------------------------ */
 
-static void bench_task_chain(const bench_options_t *options, ordo_device_t *device) {
+/* Per-task time of `tasks` empty tasks through the baseline queue and
+ * through an ordo stream, the worker on CPU slot worker_slot and the
+ * submitting thread on slot 0. */
+static void task_chain(const bench_options_t *options, ordo_device_t *device, int worker_slot,
+                       const char *baseline_impl, const char *ordo_impl) {
     const char *name = "stream_task_chain";
     const uint64_t tasks = options->quick ? 10000 : 1000000;
     const size_t samples = options->quick ? 2 : 7;
@@ -127,7 +131,7 @@ static void bench_task_chain(const bench_options_t *options, ordo_device_t *devi
 
     for (size_t s = 0; s < samples; ++s) {
         mutex_queue_t q;
-        mq_init(&q);
+        mq_init(&q, worker_slot);
         uint64_t t0 = bench_now_ns();
         for (uint64_t i = 0; i < tasks; ++i) {
             mq_push(&q, empty_task, NULL);
@@ -137,13 +141,17 @@ static void bench_task_chain(const bench_options_t *options, ordo_device_t *devi
         mq_fini(&q);
     }
     bench_stats_t baseline = bench_summarise(times, samples, tasks);
-    bench_emit(name, "mutex_queue", &baseline, NULL, 0);
+    bench_emit(name, baseline_impl, &baseline, NULL, 0);
 
     for (size_t s = 0; s < samples; ++s) {
+        /* A worker thread inherits its creator's CPUs: created from
+         * worker_slot, the stream's worker runs where the baseline's does. */
         ordo_stream_t *stream;
+        bench_pin(worker_slot);
         if (ordo_stream_create(device, 0, &stream) != ORDO_OK) {
             die("cannot create a stream");
         }
+        bench_pin(0);
         uint64_t t0 = bench_now_ns();
         for (uint64_t i = 0; i < tasks; ++i) {
             if (ordo_stream_host_task(stream, empty_task, NULL) != ORDO_OK) {
@@ -156,10 +164,18 @@ static void bench_task_chain(const bench_options_t *options, ordo_device_t *devi
         times[s] = (double)(bench_now_ns() - t0) / (double)tasks;
         ordo_stream_destroy(stream);
     }
+    bench_unpin();
     bench_stats_t ordo = bench_summarise(times, samples, tasks);
-    bench_ratio_t ratio = {"mutex_queue", ordo.median_ns / baseline.median_ns};
-    bench_emit(name, "ordo", &ordo, &ratio, 1);
+    bench_ratio_t ratio = {baseline_impl, ordo.median_ns / baseline.median_ns};
+    bench_emit(name, ordo_impl, &ordo, &ratio, 1);
     free(times);
+}
+
+static void bench_task_chain(const bench_options_t *options, ordo_device_t *device) {
+    /* Worker and submitter on two CPUs (the comparison the target is set
+     * for), then sharing one (no cache line crosses cores). */
+    task_chain(options, device, 1, "mutex_queue", "ordo");
+    task_chain(options, device, 0, "mutex_queue_one_cpu", "ordo_one_cpu");
 }
 
 /* ---- stream_cross_pingpong -------------------------------------------- */
@@ -170,15 +186,20 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
     const size_t samples = options->quick ? 2 : 15;
     double *times = calloc(samples, sizeof *times);
     for (size_t s = 0; s < samples; ++s) {
-        ordo_stream_t *a;
-        ordo_stream_t *b;
-        ordo_signal_t *start;
-        ordo_signal_t *ab;
-        ordo_signal_t *ba;
-        if (ordo_stream_create(device, 0, &a) != ORDO_OK ||
-            ordo_stream_create(device, 0, &b) != ORDO_OK ||
-            ordo_signal_create(0, &start) != ORDO_OK || ordo_signal_create(0, &ab) != ORDO_OK ||
-            ordo_signal_create(0, &ba) != ORDO_OK) {
+        ordo_stream_t *a = NULL;
+        ordo_stream_t *b = NULL;
+        ordo_signal_t *start = NULL;
+        ordo_signal_t *ab = NULL;
+        ordo_signal_t *ba = NULL;
+        /* Each worker inherits its creator's CPU: A on one, B on the
+         * other, as the two threads of signal_pingpong are pinned. */
+        bench_pin(0);
+        int ok = ordo_stream_create(device, 0, &a) == ORDO_OK;
+        bench_pin(1);
+        ok = ok && ordo_stream_create(device, 0, &b) == ORDO_OK;
+        bench_unpin();
+        if (!ok || ordo_signal_create(0, &start) != ORDO_OK ||
+            ordo_signal_create(0, &ab) != ORDO_OK || ordo_signal_create(0, &ba) != ORDO_OK) {
             die("cannot set up two streams");
         }
         /* Everything is enqueued first, behind a start signal, so the
@@ -205,7 +226,7 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
     bench_stats_t ordo = bench_summarise(times, samples, rounds);
     bench_stats_t reference =
         bench_run_pingpong(&channel_ordo, options->quick ? 5 : 30, options->quick ? 20 : 20000);
-    bench_emit("signal_pingpong", "ordo", &reference, NULL, 0);
+    bench_emit(name, "signal_pingpong_reference", &reference, NULL, 0);
     bench_ratio_t ratio = {"signal_pingpong/ordo", ordo.median_ns / reference.median_ns};
     bench_emit(name, "ordo", &ordo, &ratio, 1);
     free(times);

@@ -1,10 +1,13 @@
 /* CPU streams: each stream is an in-order worker thread.
  *
- * Submission: producers serialise on a one-word spinlock (`word`), take a
- * node, number it and link it at the tail; the worker follows the links
- * without any lock. Finished nodes go back to producers in batches through
- * a lock-free stack that is only ever pushed to and emptied whole, so it
- * has no ABA problem.
+ * Submission: producers serialise on a one-word spinlock (`word`), take the
+ * next node of the current slab, number it and link it at the tail; the
+ * worker follows the links without any lock. Nodes fill a slab in order and
+ * are run in order, so when the worker steps from one slab into the next,
+ * the whole slab it left is finished: it hands the slab back to producers
+ * through a stack that is only ever pushed to and emptied whole (no ABA).
+ * The worker never writes to a node, so node memory only travels one way
+ * between the cores.
  *
  * Idle worker: it sets WORKER_SLEEPING in the same word by a CAS that
  * requires the lock to be free, re-checks the queue, and sleeps on the
@@ -34,20 +37,17 @@
 #define WORKER_SLEEPING 2u
 /* How long an idle worker keeps polling before it sleeps. */
 #define IDLE_SPIN_NS 5000u
-/* Finished nodes handed back at once. */
-#define RETURN_BATCH 32
-/* Nodes are carved from slabs of this many: a burst of submissions far
- * ahead of the worker costs one allocation per slab, not per op. */
-#define SLAB_NODES 256
+/* A slab is 16 KiB, aligned to its size so a node finds its slab by
+ * masking: a 64-byte header and 510 nodes of 32 bytes. */
+#define SLAB_BYTES 16384u
+#define SLAB_NODES 510
 
 typedef enum op_kind { OP_TASK, OP_SIGNAL, OP_WAIT, OP_RECORD } op_kind_t;
 
 typedef struct cpu_op {
     _Atomic(struct cpu_op *) next;
-    uint64_t seq;
     op_kind_t kind;
     union {
-        struct cpu_op *free_next; /* while the node is spare */
         struct {
             ordo_host_fn fn;
             void *ctx;
@@ -64,23 +64,32 @@ typedef struct cpu_op {
 } cpu_op_t;
 
 typedef struct cpu_slab {
-    struct cpu_slab *next;
+    _Alignas(64) struct cpu_slab *next_free; /* on a free stack */
+    struct cpu_slab *next_all;               /* every slab of the stream */
     cpu_op_t nodes[SLAB_NODES];
 } cpu_slab_t;
+
+_Static_assert(sizeof(cpu_op_t) == 32, "two nodes to a cache line");
+_Static_assert(sizeof(cpu_slab_t) == SLAB_BYTES, "a slab fills its alignment");
+
+static cpu_slab_t *slab_of(const cpu_op_t *node) {
+    return (cpu_slab_t *)((uintptr_t)node & ~(uintptr_t)(SLAB_BYTES - 1));
+}
 
 typedef struct cpu_stream {
     /* Producers' side. */
     _Atomic uint32_t word;
     cpu_op_t *tail;             /* under LOCKED */
-    cpu_op_t *spare;            /* under LOCKED */
-    cpu_slab_t *slabs;          /* under LOCKED; all node memory */
-    size_t slab_used;           /* nodes taken from slabs->nodes */
+    cpu_slab_t *slab;           /* under LOCKED: the slab being filled */
+    size_t slab_used;           /* under LOCKED: its nodes taken */
+    cpu_slab_t *spare;          /* under LOCKED: finished slabs to reuse */
+    cpu_slab_t *all;            /* under LOCKED: every slab, for destroy */
     _Atomic uint64_t submitted; /* written under LOCKED */
     /* Set once the stream has failed (or is being destroyed). Producers
      * read this, not `done`, whose line the worker writes after every op. */
     _Atomic int failed;
-    _Alignas(64) cpu_op_t *head;  /* the worker's: the last node it ran */
-    _Atomic(cpu_op_t *) returned; /* finished nodes, for producers */
+    _Alignas(64) cpu_op_t *head;    /* the worker's: the last node it ran */
+    _Atomic(cpu_slab_t *) returned; /* slabs the worker has finished */
     ordo_signal_t *done;
     ordo_signal_t *cancel;
     _Atomic int stopping;
@@ -121,24 +130,25 @@ static void lock_release(cpu_stream_t *s, uint32_t seen) {
 }
 
 static cpu_op_t *node_take_locked(cpu_stream_t *s) {
-    if (!s->spare) {
-        s->spare = atomic_exchange_explicit(&s->returned, NULL, memory_order_acquire);
-    }
-    cpu_op_t *node = s->spare;
-    if (node) {
-        s->spare = node->u.free_next;
-        return node;
-    }
-    if (!s->slabs || s->slab_used == SLAB_NODES) {
-        cpu_slab_t *slab = ordo_alloc(sizeof *slab, 64);
-        if (!slab) {
-            return NULL;
+    if (!s->slab || s->slab_used == SLAB_NODES) {
+        if (!s->spare) {
+            s->spare = atomic_exchange_explicit(&s->returned, NULL, memory_order_acquire);
         }
-        slab->next = s->slabs;
-        s->slabs = slab;
+        cpu_slab_t *slab = s->spare;
+        if (slab) {
+            s->spare = slab->next_free;
+        } else {
+            slab = ordo_alloc(sizeof *slab, SLAB_BYTES);
+            if (!slab) {
+                return NULL;
+            }
+            slab->next_all = s->all;
+            s->all = slab;
+        }
+        s->slab = slab;
         s->slab_used = 0;
     }
-    return &s->slabs->nodes[s->slab_used++];
+    return &s->slab->nodes[s->slab_used++];
 }
 
 static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
@@ -165,10 +175,12 @@ static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *r
     }
     *node = *op;
     atomic_init(&node->next, NULL);
-    node->seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
-    atomic_store_explicit(&s->submitted, node->seq, memory_order_release);
+    /* Ops are numbered in link order; the worker counts them the same
+     * way, so the number needs no room in the node. */
+    uint64_t seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->submitted, seq, memory_order_release);
     if (record) {
-        record->point = node->seq;
+        record->point = seq;
     }
     atomic_store_explicit(&s->tail->next, node, memory_order_release);
     s->tail = node;
@@ -183,7 +195,7 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
     atomic_store_explicit(&s->failed, 1, memory_order_release);
 }
 
-static void run_op(cpu_stream_t *s, cpu_op_t *op) {
+static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
     int failed = (state & SIGNAL_FAILED) != 0;
     switch (op->kind) {
@@ -192,8 +204,8 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op) {
             ordo_status_t st = op->u.task.fn(op->u.task.ctx);
             if (st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                snprintf(what, sizeof what, "host task %llu returned %s",
-                         (unsigned long long)op->seq, ordo_status_name(st));
+                snprintf(what, sizeof what, "host task %llu returned %s", (unsigned long long)seq,
+                         ordo_status_name(st));
                 fail_stream(s, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
             }
         }
@@ -236,14 +248,14 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op) {
     }
     }
     /* Publishing the point; after a failure this is a refused no-op. */
-    (void)ordo_signal_signal(s->done, op->seq);
+    (void)ordo_signal_signal(s->done, seq);
 }
 
-static void return_nodes(cpu_stream_t *s, cpu_op_t *first, cpu_op_t *last) {
-    cpu_op_t *top = atomic_load_explicit(&s->returned, memory_order_relaxed);
+static void return_slab(cpu_stream_t *s, cpu_slab_t *slab) {
+    cpu_slab_t *top = atomic_load_explicit(&s->returned, memory_order_relaxed);
     do {
-        last->u.free_next = top;
-    } while (!atomic_compare_exchange_weak_explicit(&s->returned, &top, first, memory_order_release,
+        slab->next_free = top;
+    } while (!atomic_compare_exchange_weak_explicit(&s->returned, &top, slab, memory_order_release,
                                                     memory_order_relaxed));
 }
 
@@ -285,35 +297,21 @@ static void apply_priority(int priority) {
 static void *worker_main(void *arg) {
     cpu_stream_t *s = arg;
     apply_priority(s->priority);
-    cpu_op_t *batch_first = NULL;
-    cpu_op_t *batch_last = NULL;
-    int batch = 0;
+    uint64_t seq = 0;
     for (;;) {
         cpu_op_t *next = atomic_load_explicit(&s->head->next, memory_order_acquire);
         if (!next) {
-            if (batch) {
-                return_nodes(s, batch_first, batch_last);
-                batch_first = batch_last = NULL;
-                batch = 0;
-            }
             if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
                 break;
             }
             worker_idle(s);
             continue;
         }
-        run_op(s, next);
-        cpu_op_t *finished = s->head;
+        run_op(s, next, ++seq);
+        cpu_slab_t *left = slab_of(s->head);
         s->head = next;
-        finished->u.free_next = batch_first;
-        batch_first = finished;
-        if (!batch_last) {
-            batch_last = finished;
-        }
-        if (++batch == RETURN_BATCH) {
-            return_nodes(s, batch_first, batch_last);
-            batch_first = batch_last = NULL;
-            batch = 0;
+        if (slab_of(next) != left) {
+            return_slab(s, left); /* every node of it has run */
         }
     }
     return NULL;
@@ -322,10 +320,10 @@ static void *worker_main(void *arg) {
 /* ---- the backend entry points ------------------------------------------- */
 
 static void stream_free(cpu_stream_t *s) {
-    while (s->slabs) {
-        cpu_slab_t *next = s->slabs->next;
-        ordo_dealloc(s->slabs, sizeof *s->slabs, 64);
-        s->slabs = next;
+    while (s->all) {
+        cpu_slab_t *next = s->all->next_all;
+        ordo_dealloc(s->all, sizeof *s->all, SLAB_BYTES);
+        s->all = next;
     }
     if (s->done) {
         signal_release_internal(s->done);

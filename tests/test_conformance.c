@@ -489,6 +489,72 @@ static void destroy_while_waiting_on_a_signal(void **state) {
     assert_ok(ordo_signal_destroy(after));
 }
 
+static void destroy_right_after_submission(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    /* Every point submitted before a destroy ends reached or failed:
+     * never pending, whatever the worker was doing when destroy came. */
+    for (int round = 0; round < (int)test_scaled(400); ++round) {
+        ordo_stream_t *stream = stream_make();
+        ordo_signal_t *s = test_signal_make(0);
+        ordo_event_t *event;
+        assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &event));
+        assert_ok(ordo_event_record(event, stream));
+        assert_ok(ordo_stream_signal(stream, s, 1));
+        assert_ok(ordo_event_destroy(event)); /* its record may be pending */
+        assert_ok(ordo_stream_destroy(stream));
+        ordo_status_t st = ordo_signal_wait(s, 1, test_deadline());
+        assert_true(st == ORDO_OK || st == ORDO_ERR_CANCELLED);
+        assert_ok(ordo_signal_destroy(s));
+    }
+    ordo_event_pool_stats_t stats;
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_TIMING, &stats));
+    assert_int_equal(stats.in_use, 0);
+}
+
+static void wait_on_a_signal_destroyed_before_the_stream_reaches_it(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *never = test_signal_make(0);
+    ordo_signal_t *reached = test_signal_make(5);
+    _Atomic int ran = 0;
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_stream_wait(stream, reached, 5));
+    assert_ok(ordo_stream_wait(stream, never, 1));
+    assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
+    assert_ok(ordo_signal_destroy(reached)); /* reached first: stays reached */
+    assert_ok(ordo_signal_destroy(never));   /* the stream holds it alive */
+    atomic_store(&gate.open, 1);
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_int_equal(atomic_load(&ran), 0);
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void event_destroyed_with_a_pending_record(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_event_pool_stats_t before;
+    ordo_event_pool_stats_t after;
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &before));
+    ordo_stream_t *stream = stream_make();
+    gate_t gate = {0, 0};
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_event_record(event, stream));
+    assert_ok(ordo_event_destroy(event));
+    assert_status(ordo_event_destroy(event), ORDO_ERR_INVALID_HANDLE);
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &after));
+    assert_int_equal(after.in_use, before.in_use + 1); /* back when reached */
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &after));
+    assert_int_equal(after.in_use, before.in_use);
+    assert_ok(ordo_stream_destroy(stream));
+}
+
 /* ---- bad input ---------------------------------------------------------- */
 
 static ordo_status_t noop_task(void *ctx) {
@@ -648,6 +714,9 @@ int main(void) {
         cmocka_unit_test(concurrent_submission),
         cmocka_unit_test(destroy_with_work_pending),
         cmocka_unit_test(destroy_while_waiting_on_a_signal),
+        cmocka_unit_test(destroy_right_after_submission),
+        cmocka_unit_test(wait_on_a_signal_destroyed_before_the_stream_reaches_it),
+        cmocka_unit_test(event_destroyed_with_a_pending_record),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(priorities_within_range),
         cmocka_unit_test(stream_pool_honours_classes_and_priorities),

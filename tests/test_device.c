@@ -56,6 +56,10 @@ static void bad_names_are_refused(void **state) {
     assert_status(ordo_device_open("cpu:", &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu:x", &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu:-1", &d), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_open("cpu:+0", &d), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_open("cpu: 0", &d), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_open("cpu:0x", &d), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_open("cpu:99999999999", &d), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_device_open(NULL, &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu", NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_create_owned("cpu:3", NULL, &d), ORDO_ERR_OUT_OF_RANGE);

@@ -32,7 +32,9 @@ typedef struct ordo_event ordo_event_t;
 ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
                                 ordo_event_t **out_event);
 
-/* Returns the event to its pool. */
+/* Returns the event to its pool: at once, or, if a record of it is still
+ * pending, when its stream passes that record. The handle is invalid from
+ * this call on. */
 ordo_status_t ordo_event_destroy(ordo_event_t *event);
 
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream);

@@ -47,9 +47,9 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                           config ? "out_pool" : "config");
     }
     *out_pool = NULL;
-    size_t total = config->compute_streams + config->transfer_streams;
-    if (config->compute_streams == 0 || total > STREAM_POOL_MAX ||
-        config->transfer_streams > STREAM_POOL_MAX) {
+    if (config->compute_streams == 0 || config->compute_streams > STREAM_POOL_MAX ||
+        config->transfer_streams > STREAM_POOL_MAX ||
+        config->compute_streams + config->transfer_streams > STREAM_POOL_MAX) {
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
                           "compute streams must be 1..%d in all (got %zu compute, %zu transfer)",
                           STREAM_POOL_MAX, config->compute_streams, config->transfer_streams);
@@ -64,6 +64,7 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                               device->info.priority_least, device->info.name);
         }
     }
+    size_t total = config->compute_streams + config->transfer_streams;
     ordo_stream_pool_t *pool = ordo_alloc(sizeof *pool, 0);
     ordo_stream_t **streams = ordo_alloc(total * sizeof *streams, 0);
     if (!pool || !streams) {

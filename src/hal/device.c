@@ -125,24 +125,25 @@ static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_
     if (!b) {
         return ordo_error(ORDO_ERR_NOT_FOUND, api, "'%s' names no compiled-in backend", name);
     }
-    *out_ordinal = 0;
-    if (colon) {
-        char *end = NULL;
-        long ordinal = strtol(colon + 1, &end, 10);
-        if (colon[1] == '\0' || *end != '\0' || ordinal < 0) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "'%s': the ordinal must be a non-negative integer", name);
-        }
-        if (ordinal >= MAX_ORDINALS) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
-                              MAX_ORDINALS - 1);
-        }
-        *out_ordinal = (int)ordinal;
-    }
     char reason[160];
     if (!b->available(reason, sizeof reason)) {
         return ordo_error(ORDO_ERR_UNAVAILABLE, api, "backend '%s' is not available: %s", b->name,
                           reason);
+    }
+    *out_ordinal = 0;
+    if (colon) {
+        /* Digits only: no sign, no blanks, no trailing text. */
+        const char *digits = colon + 1;
+        size_t n = strspn(digits, "0123456789");
+        if (n == 0 || digits[n] != '\0') {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                              "'%s': the ordinal must be a non-negative decimal integer", name);
+        }
+        if (n > 4 || strtol(digits, NULL, 10) >= MAX_ORDINALS) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
+                              MAX_ORDINALS - 1);
+        }
+        *out_ordinal = (int)strtol(digits, NULL, 10);
     }
     size_t present = b->device_count();
     if ((size_t)*out_ordinal >= present) {

@@ -1,6 +1,7 @@
 /* Events: pooled per device; a recorded event is a point (timeline,
  * value) in its stream's order. */
 #include "base/error.h"
+#include "base/futex.h"
 #include "hal/hal.h"
 #include "sync/signal_internal.h"
 
@@ -47,8 +48,60 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     event->timeline = NULL;
     event->point = 0;
     atomic_store_explicit(&event->reached_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&event->pending_records, 0, memory_order_relaxed);
     *out_event = event;
     return ORDO_OK;
+}
+
+static void stamp_lock(ordo_event_t *event) {
+    while (atomic_exchange_explicit(&event->stamp_lock, 1, memory_order_acquire)) {
+        ordo_cpu_relax();
+    }
+}
+
+static void stamp_unlock(ordo_event_t *event) {
+    atomic_store_explicit(&event->stamp_lock, 0, memory_order_release);
+}
+
+/* Back to the pool: the destroy and every pending record are done. */
+static void event_finish_destroy(ordo_event_t *event) {
+    if (event->timeline) {
+        signal_release_internal(event->timeline);
+        event->timeline = NULL;
+    }
+    (void)event_pool_release(event->device->event_pools[event->kind], event, event->pooled);
+}
+
+uint64_t hal_event_record_begin(ordo_event_t *event) {
+    atomic_fetch_add_explicit(&event->pending_records, 1, memory_order_relaxed);
+    stamp_lock(event);
+    uint64_t generation = ++event->generation;
+    stamp_unlock(event);
+    return generation;
+}
+
+void hal_event_record_abort(ordo_event_t *event, uint64_t generation) {
+    stamp_lock(event);
+    if (event->generation == generation) {
+        --event->generation; /* an earlier pending record may stamp again */
+    }
+    stamp_unlock(event);
+    atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_release);
+}
+
+void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp) {
+    if (stamp && event->kind == ORDO_EVENT_TIMING) {
+        uint64_t now = ordo_time_now_ns();
+        stamp_lock(event);
+        if (event->generation == generation) {
+            atomic_store_explicit(&event->reached_ns, now, memory_order_release);
+        }
+        stamp_unlock(event);
+    }
+    uint32_t old = atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_acq_rel);
+    if (old == (EVENT_DESTROY_REQUESTED | 1u)) {
+        event_finish_destroy(event); /* destroyed while this record was pending */
+    }
 }
 
 ordo_status_t ordo_event_destroy(ordo_event_t *event) {
@@ -56,19 +109,15 @@ ordo_status_t ordo_event_destroy(ordo_event_t *event) {
     if (st != ORDO_OK) {
         return st;
     }
-    ordo_device_t *device = event->device;
-    uint32_t pending = atomic_load_explicit(&event->pending_records, memory_order_acquire);
-    if (pending) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "event %p still has %u record(s) its stream has not reached",
-                          (void *)event, pending);
-    }
-    if (event->timeline) {
-        signal_release_internal(event->timeline);
-        event->timeline = NULL;
-    }
+    /* From here on the handle is refused; the event itself returns to its
+     * pool now, or when its stream passes its last pending record. */
     atomic_store_explicit(&event->in_pool, 1, memory_order_relaxed);
-    return event_pool_release(device->event_pools[event->kind], event, event->pooled);
+    uint32_t old = atomic_fetch_or_explicit(&event->pending_records, EVENT_DESTROY_REQUESTED,
+                                            memory_order_acq_rel);
+    if (old == 0) {
+        event_finish_destroy(event);
+    }
+    return ORDO_OK;
 }
 
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {

@@ -53,10 +53,12 @@ struct ordo_event {
     /* Timing events: CLOCK_MONOTONIC ns when the point was reached. */
     _Atomic uint64_t reached_ns;
     /* Bumped by every record; a stream stamps reached_ns only for the
-     * recording it was given. */
-    _Atomic uint64_t generation;
-    /* Records submitted and not yet passed by their stream: the event may
-     * not go back to its pool before they are. */
+     * recording it was given. Both change under stamp_lock. */
+    uint64_t generation;
+    _Atomic uint32_t stamp_lock;
+    /* Records submitted and not yet passed by their stream, plus
+     * EVENT_DESTROY_REQUESTED once destroyed: the last of the two to finish
+     * returns the event to its pool. */
     _Atomic uint32_t pending_records;
     void *impl;
 };
@@ -86,6 +88,17 @@ struct hal_backend {
 const hal_backend_t *const *hal_backends(size_t *out_count);
 
 extern const hal_backend_t hal_cpu_backend;
+
+#define EVENT_DESTROY_REQUESTED 0x80000000u
+
+/* Backend helpers for recording events (hal/event.c). A backend calls
+ * hal_event_record_begin before submitting a record (it gets the
+ * recording's generation), hal_event_record_abort if the submission
+ * failed, and hal_event_record_reached when its stream passes the record
+ * (stamp: whether the point was really reached, for timing events). */
+uint64_t hal_event_record_begin(ordo_event_t *event);
+void hal_event_record_abort(ordo_event_t *event, uint64_t generation);
+void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp);
 
 /* Handle checks raising a message for api. */
 ordo_status_t hal_device_check(const ordo_device_t *device, const char *api);

@@ -213,8 +213,13 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     case OP_SIGNAL:
         if (failed) {
             /* A point the stream will never reach: its waiters get the
-             * stream's failure instead of hanging. */
-            (void)ordo_signal_fail(op->u.point.signal, s->done->failure, s->done->message);
+             * stream's failure instead of hanging (unless another producer
+             * has reached it already: then nobody waits for it). */
+            uint64_t value = 0;
+            if (ordo_signal_query(op->u.point.signal, &value) != ORDO_OK ||
+                value < op->u.point.value) {
+                (void)ordo_signal_fail(op->u.point.signal, s->done->failure, s->done->message);
+            }
         } else {
             (void)ordo_signal_signal(op->u.point.signal, op->u.point.value);
         }
@@ -226,7 +231,16 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
                                              {s->cancel, 1}};
             size_t index = 0;
             ordo_status_t st = ordo_signal_wait_any(points, 2, ORDO_DEADLINE_NEVER, &index);
-            if (index == 0 && st != ORDO_OK) {
+            if (st == ORDO_ERR_DESTROYED) {
+                /* Destroyed before this wait began: reached values stay
+                 * reached, anything else can never come. */
+                uint64_t value =
+                    atomic_load_explicit(&op->u.point.signal->state, memory_order_acquire) &
+                    SIGNAL_VALUE_MASK;
+                st = value >= op->u.point.value ? ORDO_OK : ORDO_ERR_CANCELLED;
+                index = 0;
+            }
+            if (index != 1 && st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
                 snprintf(what, sizeof what, "waited-on signal %s: %s",
                          st == ORDO_ERR_CANCELLED ? "was destroyed" : "failed",
@@ -236,16 +250,9 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
         }
         signal_release_internal(op->u.point.signal);
         break;
-    case OP_RECORD: {
-        ordo_event_t *event = op->u.record.event;
-        if (!failed && event->kind == ORDO_EVENT_TIMING &&
-            atomic_load_explicit(&event->generation, memory_order_relaxed) ==
-                op->u.record.generation) {
-            atomic_store_explicit(&event->reached_ns, ordo_time_now_ns(), memory_order_release);
-        }
-        atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_release);
+    case OP_RECORD:
+        hal_event_record_reached(op->u.record.event, op->u.record.generation, !failed);
         break;
-    }
     }
     /* Publishing the point; after a failure this is a refused no-op. */
     (void)ordo_signal_signal(s->done, seq);
@@ -302,7 +309,11 @@ static void *worker_main(void *arg) {
         cpu_op_t *next = atomic_load_explicit(&s->head->next, memory_order_acquire);
         if (!next) {
             if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
-                break;
+                /* Submissions before the destroy are visible now. */
+                if (!atomic_load_explicit(&s->head->next, memory_order_acquire)) {
+                    break;
+                }
+                continue;
             }
             worker_idle(s);
             continue;
@@ -442,13 +453,11 @@ ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream
     if (st != ORDO_OK) {
         return st;
     }
-    uint64_t generation =
-        atomic_fetch_add_explicit(&event->generation, 1, memory_order_relaxed) + 1;
-    atomic_fetch_add_explicit(&event->pending_records, 1, memory_order_relaxed);
+    uint64_t generation = hal_event_record_begin(event);
     cpu_op_t op = {.kind = OP_RECORD, .u.record = {event, generation}};
     st = submit(s, &op, event, "ordo_event_record");
     if (st != ORDO_OK) {
-        atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_relaxed);
+        hal_event_record_abort(event, generation);
         return st;
     }
     if (event->timeline != s->done) {

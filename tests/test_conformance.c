@@ -645,6 +645,7 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     ordo_device_info_t info;
     assert_ok(ordo_device_info(device, &info));
     ordo_stream_pool_config_t config = {3, info.priority_greatest, 2, info.priority_least};
+    const ordo_stream_pool_config_t shared_config = {2, 0, 0, 0};
     ordo_stream_pool_t *pool;
     assert_ok(ordo_stream_pool_create(device, &config, &pool));
     size_t n;
@@ -673,16 +674,21 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     assert_status(ordo_stream_pool_next(pool, (ordo_workload_t)9, &s), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_stream_pool_next(NULL, ORDO_WORKLOAD_ANY, &s), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_stream_pool_next(pool, ORDO_WORKLOAD_ANY, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_pool_size(pool, ORDO_WORKLOAD_ANY, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_pool_size(NULL, ORDO_WORKLOAD_ANY, &n), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stream_pool_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_ok(ordo_stream_pool_destroy(pool));
 
     ordo_stream_pool_config_t bad = {0, 0, 1, 0};
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
+    bad = (ordo_stream_pool_config_t){SIZE_MAX, 0, 2, 0}; /* would wrap a sum */
+    assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_stream_pool_create(NULL, &shared_config, &pool), ORDO_ERR_INVALID_HANDLE);
     bad = (ordo_stream_pool_config_t){1, info.priority_greatest - 1, 0, 0};
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_stream_pool_create(device, NULL, &pool), ORDO_ERR_INVALID_ARGUMENT);
     /* Without transfer streams, transfers share the compute streams. */
-    ordo_stream_pool_config_t shared = {2, 0, 0, 0};
-    assert_ok(ordo_stream_pool_create(device, &shared, &pool));
+    assert_ok(ordo_stream_pool_create(device, &shared_config, &pool));
     assert_ok(ordo_stream_pool_size(pool, ORDO_WORKLOAD_TRANSFER, &n));
     assert_int_equal(n, 2);
     assert_ok(ordo_stream_pool_destroy(pool));

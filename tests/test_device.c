@@ -64,7 +64,30 @@ static void bad_names_are_refused(void **state) {
     assert_status(ordo_device_open("cpu", NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_create_owned("cpu:3", NULL, &d), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_device_release(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_device_retain(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_device_info(NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    int flag;
+    assert_status(ordo_device_is_shared(NULL, &flag), ORDO_ERR_INVALID_HANDLE);
+    ordo_event_pool_stats_t stats;
+    assert_status(ordo_device_event_pool_stats(NULL, ORDO_EVENT_PLAIN, &stats),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_device_event_pool_trim(NULL, 0), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_device_config_default(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    char reason[8];
+    assert_status(ordo_backend_available(NULL, &flag, reason, sizeof reason),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_backend_available("cpu", NULL, reason, sizeof reason),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    /* Garbage is not a device. */
+    uint64_t garbage[32] = {0};
+    assert_status(ordo_device_info((ordo_device_t *)garbage, NULL), ORDO_ERR_INVALID_HANDLE);
+    ordo_device_t *real;
+    assert_ok(ordo_device_open("cpu", &real));
+    assert_status(ordo_device_info(real, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_is_shared(real, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_event_pool_stats(real, ORDO_EVENT_PLAIN, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_device_release(real));
 }
 
 #define OPENERS 8

@@ -125,12 +125,12 @@ static void *wake_sleeper(void *arg) {
     return NULL;
 }
 
-static bench_stats_t run_wake(const channel_ops_t *ops, sizes_t sz) {
+/* Appends sz.samples wake-up latencies to samples. */
+static void run_wake(const channel_ops_t *ops, sizes_t sz, double *samples) {
     wake_t w = {.ops = ops, .channel = ops->create(), .rounds = sz.samples};
-    double *samples = calloc(sz.samples, sizeof *samples);
     pthread_t sleeper;
     bench_pin(0);
-    if (!w.channel || !samples || bench_thread_start(&sleeper, 1, wake_sleeper, &w) != 0) {
+    if (!w.channel || bench_thread_start(&sleeper, 1, wake_sleeper, &w) != 0) {
         fail_exit("cannot start the sleeper");
     }
     for (uint64_t i = 1; i <= w.rounds; ++i) {
@@ -144,18 +144,30 @@ static bench_stats_t run_wake(const channel_ops_t *ops, sizes_t sz) {
     }
     pthread_join(sleeper, NULL);
     ops->destroy(w.channel);
-    bench_stats_t stats = bench_summarise(samples, sz.samples, 1);
-    free(samples);
-    return stats;
 }
 
 static void bench_wake_idle(const bench_options_t *options) {
     const char *name = "signal_wake_idle";
-    bench_stats_t futex = run_wake(&channel_futex, pick(options, 2000, 1));
+    /* Each sample is one wake-up, so a noisy spell on the machine would
+     * skew whichever side ran during it: the two alternate in rounds. */
+    const size_t rounds = 10;
+    sizes_t sz = pick(options, 200, 1);
+    double *futex_samples = calloc(rounds * sz.samples, sizeof(double));
+    double *ordo_samples = calloc(rounds * sz.samples, sizeof(double));
+    if (!futex_samples || !ordo_samples) {
+        fail_exit("out of memory");
+    }
+    for (size_t r = 0; r < rounds; ++r) {
+        run_wake(&channel_futex, sz, futex_samples + r * sz.samples);
+        run_wake(&channel_ordo, sz, ordo_samples + r * sz.samples);
+    }
+    bench_stats_t futex = bench_summarise(futex_samples, rounds * sz.samples, 1);
+    bench_stats_t ordo = bench_summarise(ordo_samples, rounds * sz.samples, 1);
     bench_emit(name, "futex", &futex, NULL, 0);
-    bench_stats_t ordo = run_wake(&channel_ordo, pick(options, 2000, 1));
     bench_ratio_t ratio = {"futex", ordo.median_ns / futex.median_ns};
     bench_emit(name, "ordo", &ordo, &ratio, 1);
+    free(futex_samples);
+    free(ordo_samples);
 }
 
 /* ---- signal_set_nowait and signal_wait_reached ----------------------- */

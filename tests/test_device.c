@@ -36,6 +36,10 @@ static void names_resolve_to_one_shared_runtime(void **state) {
     assert_ok(ordo_device_open("cpu", &a));
     assert_ok(ordo_device_open("cpu:0", &b));
     assert_ptr_equal(a, b);
+    ordo_device_t *c;
+    assert_ok(ordo_device_open(ORDO_DEVICE_DEFAULT, &c));
+    assert_ptr_equal(a, c);
+    assert_ok(ordo_device_release(c));
     int shared = 0;
     assert_ok(ordo_device_is_shared(a, &shared));
     assert_true(shared);

@@ -1,7 +1,7 @@
 /* ordo/device.h - backends and devices.
  *
  * A backend (cpu, later cuda) provides devices named "<backend>:<ordinal>"
- * ("cpu" alone means "cpu:0"). ordo_device_open returns the process-wide
+ * ("cpu" alone means "cpu:0"; ORDO_DEVICE_DEFAULT names "cpu:0"). ordo_device_open returns the process-wide
  * runtime of that device: the first callers may race, exactly one builds
  * it, all get the same one. A failed build leaves nothing behind, so a
  * later call retries. ordo_device_create_owned builds a private runtime
@@ -31,6 +31,8 @@
 ORDO_BEGIN_DECLS
 
 #define ORDO_DEVICE_NAME_MAX 32u
+/* The default device: the CPU backend, always built and always present. */
+#define ORDO_DEVICE_DEFAULT "default"
 
 typedef struct ordo_device ordo_device_t;
 

@@ -119,6 +119,9 @@ static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_
     if (!name) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
     }
+    if (strcmp(name, ORDO_DEVICE_DEFAULT) == 0) {
+        name = "cpu:0";
+    }
     const char *colon = strchr(name, ':');
     size_t length = colon ? (size_t)(colon - name) : strlen(name);
     const hal_backend_t *b = backend_find(name, length, out_backend);

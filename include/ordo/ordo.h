@@ -3,6 +3,7 @@
 #define ORDO_ORDO_H
 
 #include "ordo/alloc.h"
+#include "ordo/buffer.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/event_pool.h"
@@ -13,6 +14,7 @@
 #include "ordo/stream_pool.h"
 #include "ordo/time.h"
 #include "ordo/timepoint.h"
+#include "ordo/tracker.h"
 #include "ordo/version.h"
 
 #endif

@@ -1,0 +1,37 @@
+/* ordo/buffer.h - tracked resources and their deferred reclamation.
+ *
+ * A buffer is any resource whose accesses a tracker orders (device memory,
+ * a host array, a binding): ordo keeps its access history (the last writer
+ * and the readers since), not its contents.
+ *
+ * Releasing a buffer ends its handle at once and defers its reclamation
+ * until every recorded use of it, on every stream, has completed (or its
+ * stream has failed, so the use will never run): then the tracker's
+ * reclaimer thread calls reclaim(ctx), where the caller frees the real
+ * resource. The releasing thread never blocks. A buffer no stream still
+ * uses is reclaimed at once, on the releasing thread.
+ *
+ * Thread-safety: as the tracker (externally synchronised).
+ */
+#ifndef ORDO_BUFFER_H
+#define ORDO_BUFFER_H
+
+#include "ordo/export.h"
+
+#include "ordo/tracker.h"
+
+ORDO_BEGIN_DECLS
+
+/* Frees the real resource; runs once, never under an ordo lock, never on a
+ * stream's worker or a driver thread. */
+typedef void (*ordo_reclaim_fn)(void *ctx);
+
+ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_buffer);
+
+/* reclaim may be NULL (nothing to free: the history is dropped when the
+ * uses complete). */
+ordo_status_t ordo_buffer_release(ordo_buffer_t *buffer, ordo_reclaim_fn reclaim, void *ctx);
+
+ORDO_END_DECLS
+
+#endif

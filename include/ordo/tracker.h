@@ -1,0 +1,122 @@
+/* ordo/tracker.h - automatic cross-stream ordering from buffer access.
+ *
+ * A tracker orders work across the streams of one device from what each
+ * submission reads and writes. Declare the accesses, name the stream, and
+ * the tracker emits exactly the device-side waits that make the program
+ * behave as if every submission ran in submission order:
+ *
+ * - read after write, write after read and write after write across
+ *   streams are ordered; two reads on different streams are not; accesses
+ *   on the same stream need nothing (streams run in order);
+ * - each stream keeps a frontier (a vector clock over streams) of what it
+ *   has waited for, including what it knows transitively (if A waited for B
+ *   at point 7, and B had waited for C at point 3 before that, A knows C up
+ *   to 3); a wait already implied is never emitted again, and the waits a
+ *   submission needs from one origin stream collapse into one;
+ * - waits are device-side: the host never blocks.
+ *
+ * Points: every submission on a stream gets the next point of that stream.
+ * A point is recorded on the stream (a signal of the stream's tracker
+ * timeline) only when another stream first needs it, so a stream nobody
+ * waits on pays nothing. A point recorded late covers the stream's later
+ * work too: the waiting stream may then wait a little longer than the
+ * hazard needs, never less.
+ *
+ * Buffers (ordo/buffer.h) carry the access history. Releasing a buffer
+ * defers its reclamation until every recorded use of it has completed, on
+ * the tracker's reclaimer thread, without blocking the releasing thread.
+ *
+ * Thread-safety: a tracker is externally synchronised: submit, prepare,
+ * finish, buffer create and release on one tracker must not run
+ * concurrently (wrap them in a lock if several threads submit). Metrics and
+ * drain may be called from any thread. Streams used with a tracker must
+ * outlive it.
+ */
+#ifndef ORDO_TRACKER_H
+#define ORDO_TRACKER_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/device.h"
+#include "ordo/stream.h"
+
+ORDO_BEGIN_DECLS
+
+/* The most streams one tracker orders. */
+#define ORDO_TRACKER_MAX_STREAMS 64u
+/* The most accesses one submission declares. */
+#define ORDO_TRACKER_MAX_ACCESSES 1024u
+
+typedef struct ordo_tracker ordo_tracker_t;
+typedef struct ordo_buffer ordo_buffer_t;
+
+typedef enum ordo_access_mode {
+    ORDO_ACCESS_READ = 1,
+    ORDO_ACCESS_WRITE = 2,
+    ORDO_ACCESS_READ_WRITE = 3,
+} ordo_access_mode_t;
+
+/* One declared access. The same buffer may appear more than once in a
+ * list: its modes merge (read and write make read-write). */
+typedef struct ordo_access {
+    ordo_buffer_t *buffer;
+    ordo_access_mode_t mode;
+} ordo_access_t;
+
+/* Enqueues the submission's work on stream (on the CPU backend, host
+ * tasks; on a GPU backend, kernels on the native stream). A non-OK return
+ * means nothing was enqueued: the accesses are not recorded. */
+typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
+
+typedef struct ordo_tracker_metrics {
+    uint64_t submissions;     /* finished submissions */
+    uint64_t waits_emitted;   /* device waits enqueued */
+    uint64_t waits_elided;    /* needed orderings already known, so no wait */
+    uint64_t points_recorded; /* points signalled because another stream needed them */
+    uint64_t buffers_live;    /* created and not released */
+    uint64_t reclamations_pending;
+    uint64_t reclamations_done;
+} ordo_tracker_metrics_t;
+
+/* Called for every wait the tracker emits: waiting waits until origin
+ * reaches origin_point (the recorded point that covers needed_point). For
+ * tests, traces and debugging; runs on the submitting thread. */
+typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
+                                              ordo_stream_t *origin, uint64_t origin_point,
+                                              uint64_t needed_point);
+
+ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
+
+/* Refused with ORDO_ERR_BUSY while buffers are live or reclamations are
+ * pending (ordo_tracker_drain waits for those). */
+ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
+
+/* prepare + launch + finish. */
+ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                          const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
+                          void *ctx);
+
+/* The split form, for callers who enqueue the work themselves: prepare
+ * emits the waits the accesses need on stream; enqueue the work; then
+ * finish records the accesses as the stream's next point. Every prepare
+ * must be followed by its finish, with the same stream and accesses,
+ * before the next prepare on the tracker. */
+ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                           const ordo_access_t *accesses, size_t count);
+ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                          const ordo_access_t *accesses, size_t count);
+
+ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics);
+
+/* Waits until no reclamation is pending, or the deadline. */
+ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline);
+
+ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
+                                             ordo_tracker_wait_observer_fn observer, void *ctx);
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,110 @@
+/* Buffers: access histories, release and deferred reclamation. */
+#include "base/alloc.h"
+#include "base/error.h"
+#include "core/tracker_internal.h"
+#include "sync/signal_internal.h"
+
+ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_buffer) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_buffer) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
+    }
+    ordo_buffer_t *b = ordo_alloc(sizeof *b, 0);
+    if (!b) {
+        *out_buffer = NULL;
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a buffer");
+    }
+    b->magic = ORDO_BUFFER_MAGIC;
+    b->tracker = tracker;
+    b->readers = b->inline_readers;
+    b->reader_capacity = BUFFER_INLINE_READERS;
+    atomic_store_explicit(&tracker->buffers_live,
+                          atomic_load_explicit(&tracker->buffers_live, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    *out_buffer = b;
+    return ORDO_OK;
+}
+
+void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *b) {
+    if (b->reclaim) {
+        b->reclaim(b->reclaim_ctx);
+    }
+    if (b->readers != b->inline_readers) {
+        ordo_dealloc(b->readers, ORDO_TRACKER_MAX_STREAMS * sizeof *b->readers, 0);
+    }
+    if (b->timepoints) {
+        ordo_dealloc(b->timepoints, b->timepoint_count * sizeof *b->timepoints, 0);
+    }
+    b->magic = ORDO_BUFFER_DEAD;
+    ordo_dealloc(b, sizeof *b, 0);
+    atomic_fetch_add_explicit(&tracker->reclamations_done, 1, memory_order_release);
+}
+
+/* A use of a released buffer completed (or its stream failed, so it never
+ * will run). The last one hands the buffer to the reclaimer thread: the
+ * callback runs on whatever thread reached the point, often a stream's
+ * worker, where user code must not run. */
+static void use_completed(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status;
+    (void)timepoint;
+    ordo_buffer_t *b = ctx;
+    if (atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_acq_rel) == 1) {
+        reclaimer_push(b->tracker, b);
+    }
+}
+
+ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, void *ctx) {
+    if (!b || b->magic != ORDO_BUFFER_MAGIC) {
+        return ordo_error(b && b->magic == ORDO_BUFFER_RELEASED ? ORDO_ERR_DESTROYED
+                                                                : ORDO_ERR_INVALID_HANDLE,
+                          __func__, "%p is not a live buffer%s", (void *)b,
+                          b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
+    }
+    ordo_tracker_t *tracker = b->tracker;
+    uint32_t uses = b->reader_count + (b->writer.point ? 1u : 0u);
+    ordo_timepoint_t *timepoints = NULL;
+    if (uses) {
+        timepoints = ordo_alloc(uses * sizeof *timepoints, 0);
+        if (!timepoints) {
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__,
+                              "cannot allocate the buffer's release");
+        }
+    }
+    b->magic = ORDO_BUFFER_RELEASED;
+    b->reclaim = reclaim;
+    b->reclaim_ctx = ctx;
+    b->timepoints = timepoints;
+    b->timepoint_count = uses;
+    atomic_store_explicit(&tracker->buffers_live,
+                          atomic_load_explicit(&tracker->buffers_live, memory_order_relaxed) - 1,
+                          memory_order_relaxed);
+
+    /* One guard count keeps the buffer ours while the timepoints are armed. */
+    atomic_store_explicit(&b->uses_pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tracker->reclamations_pending, 1, memory_order_relaxed);
+    for (uint32_t i = 0; i < uses; ++i) {
+        buffer_use_t use = i < b->reader_count ? b->readers[i] : b->writer;
+        tracker_stream_t *ts = tracker->streams[use.stream];
+        uint64_t reached = 0;
+        (void)ordo_signal_query(ts->timeline, &reached);
+        if (reached >= use.point) {
+            continue; /* done already */
+        }
+        /* The use must be recorded for its completion to be observable. */
+        (void)tracker_record_covering(tracker, use.stream, use.point);
+        atomic_fetch_add_explicit(&b->uses_pending, 1, memory_order_relaxed);
+        if (ordo_timepoint_arm(&timepoints[i], ts->timeline, use.point, use_completed, b) !=
+            ORDO_OK) {
+            atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_relaxed);
+        }
+    }
+    if (atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_acq_rel) == 1) {
+        /* Nothing still running: reclaim here, at once. */
+        buffer_reclaim_now(tracker, b);
+        reclaimer_finished(tracker);
+    }
+    return ORDO_OK;
+}

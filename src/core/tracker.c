@@ -1,0 +1,362 @@
+/* Trackers: per-stream frontiers, hazard analysis, minimal device waits. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "core/tracker_internal.h"
+#include "hal/hal.h"
+
+/* Single-writer counters: the tracker is externally synchronised, so a
+ * relaxed load and store suffice (readers on other threads see a value the
+ * counter really had). */
+static inline void counter_add(_Atomic uint64_t *counter, uint64_t n) {
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api) {
+    if (!tracker || tracker->magic != ORDO_TRACKER_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live tracker",
+                          (const void *)tracker);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_tracker) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_tracker is NULL");
+    }
+    *out_tracker = NULL;
+    ordo_tracker_t *tracker = ordo_alloc(sizeof *tracker, 64);
+    if (!tracker) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a tracker");
+    }
+    st = reclaimer_start(&tracker->reclaimer);
+    if (st != ORDO_OK) {
+        ordo_dealloc(tracker, sizeof *tracker, 64);
+        return ordo_error(st, __func__, "cannot start the reclaimer thread");
+    }
+    tracker->magic = ORDO_TRACKER_MAGIC;
+    tracker->device = device;
+    ordo_device_retain(device);
+    *out_tracker = tracker;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    uint64_t live = atomic_load(&tracker->buffers_live);
+    uint64_t pending = atomic_load(&tracker->reclamations_pending);
+    if (live || pending) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%llu buffer(s) still live and %llu reclamation(s) pending "
+                          "(release them, then ordo_tracker_drain)",
+                          (unsigned long long)live, (unsigned long long)pending);
+    }
+    reclaimer_stop(&tracker->reclaimer);
+    for (uint32_t i = 0; i < tracker->stream_count; ++i) {
+        (void)ordo_signal_release(tracker->streams[i]->timeline);
+        ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
+    }
+    ordo_device_t *device = tracker->device;
+    tracker->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(tracker, sizeof *tracker, 64);
+    return ordo_device_release(device);
+}
+
+/* The stream's index in the tracker, attaching it on first use. */
+static ordo_status_t stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  uint32_t *out_index, const char *api) {
+    uint32_t last = tracker->last_stream;
+    if (last < tracker->stream_count && tracker->streams[last]->stream == stream) {
+        *out_index = last;
+        return ORDO_OK;
+    }
+    for (uint32_t i = 0; i < tracker->stream_count; ++i) {
+        if (tracker->streams[i]->stream == stream) {
+            tracker->last_stream = *out_index = i;
+            return ORDO_OK;
+        }
+    }
+    ordo_status_t st = hal_stream_check(stream, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (stream->device != tracker->device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "stream of %s used with a tracker of %s", stream->device->info.name,
+                          tracker->device->info.name);
+    }
+    if (tracker->stream_count == ORDO_TRACKER_MAX_STREAMS) {
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "a tracker orders at most %u streams",
+                          ORDO_TRACKER_MAX_STREAMS);
+    }
+    tracker_stream_t *ts = ordo_alloc(sizeof *ts, 64);
+    if (!ts) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+    }
+    st = ordo_signal_create(0, &ts->timeline);
+    if (st != ORDO_OK) {
+        ordo_dealloc(ts, sizeof *ts, 64);
+        return st;
+    }
+    ts->stream = stream;
+    tracker->streams[tracker->stream_count] = ts;
+    tracker->last_stream = *out_index = tracker->stream_count++;
+    return ORDO_OK;
+}
+
+static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
+                                    size_t count, const char *api) {
+    if (count && !accesses) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                          count);
+    }
+    if (count > ORDO_TRACKER_MAX_ACCESSES) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                          ORDO_TRACKER_MAX_ACCESSES);
+    }
+    for (size_t i = 0; i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        if (!b) {
+            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
+        }
+        if (b->magic == ORDO_BUFFER_RELEASED) {
+            return ordo_error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
+                              (const void *)b);
+        }
+        if (b->magic != ORDO_BUFFER_MAGIC) {
+            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer",
+                              i, (const void *)b);
+        }
+        if (b->tracker != tracker) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                              "access %zu: buffer %p belongs to another tracker", i,
+                              (const void *)b);
+        }
+        if (accesses[i].mode < ORDO_ACCESS_READ || accesses[i].mode > ORDO_ACCESS_READ_WRITE) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode",
+                              i, (int)accesses[i].mode);
+        }
+    }
+    return ORDO_OK;
+}
+
+const tracker_record_t *tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
+                                                uint64_t point) {
+    tracker_stream_t *ts = tracker->streams[stream];
+    if (ts->recorded < point) {
+        /* Record the stream's current point: it covers `point` and carries
+         * what the stream had waited for by then. A failed stream fails
+         * the timeline instead, so its waiters fail rather than hang. */
+        uint64_t now = ts->point;
+        (void)ordo_stream_signal(ts->stream, ts->timeline, now);
+        tracker_record_t *record = &ts->records[ts->next_record];
+        ts->next_record = (ts->next_record + 1) % TRACKER_RECORDS;
+        record->point = now;
+        memcpy(record->frontier, ts->frontier, sizeof record->frontier);
+        ts->recorded = now;
+        counter_add(&tracker->points_recorded, 1);
+        return record;
+    }
+    const tracker_record_t *best = NULL;
+    for (unsigned i = 0; i < TRACKER_RECORDS; ++i) {
+        const tracker_record_t *r = &ts->records[i];
+        if (r->point >= point && (!best || r->point < best->point)) {
+            best = r;
+        }
+    }
+    return best; /* the latest record, ts->recorded >= point, is always kept */
+}
+
+/* The orderings a submission needs: per origin stream, the highest point
+ * of it that must come first. */
+typedef struct needs {
+    uint64_t mask; /* origin streams with a need */
+    uint64_t point[ORDO_TRACKER_MAX_STREAMS];
+} needs_t;
+
+static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
+    uint64_t bit = (uint64_t)1 << origin;
+    if (!(n->mask & bit)) {
+        n->mask |= bit;
+        n->point[origin] = point;
+    } else if (n->point[origin] < point) {
+        n->point[origin] = point;
+    }
+}
+
+static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
+                                    const ordo_access_t *accesses, size_t count) {
+    needs_t needs;
+    needs.mask = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        /* After a write: every access waits for it (RAW, WAW). */
+        if (b->writer.point && b->writer.stream != t) {
+            need(&needs, b->writer.stream, b->writer.point);
+        }
+        /* A write also waits for the reads since (WAR). */
+        if (accesses[i].mode & ORDO_ACCESS_WRITE) {
+            for (uint32_t r = 0; r < b->reader_count; ++r) {
+                if (b->readers[r].stream != t) {
+                    need(&needs, b->readers[r].stream, b->readers[r].point);
+                }
+            }
+        }
+    }
+    tracker_stream_t *ts = tracker->streams[t];
+    uint64_t elided = 0;
+    for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
+        uint32_t origin = (uint32_t)__builtin_ctzll(mask);
+        uint64_t point = needs.point[origin];
+        if (ts->frontier[origin] >= point) {
+            ++elided; /* already known, directly or transitively */
+            continue;
+        }
+        const tracker_record_t *record = tracker_record_covering(tracker, origin, point);
+        ordo_status_t st =
+            ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+        if (st != ORDO_OK) {
+            return st; /* this stream has failed: so will the submission */
+        }
+        for (uint32_t s = 0; s < tracker->stream_count; ++s) {
+            if (ts->frontier[s] < record->frontier[s]) {
+                ts->frontier[s] = record->frontier[s];
+            }
+        }
+        if (ts->frontier[origin] < record->point) {
+            ts->frontier[origin] = record->point;
+        }
+        counter_add(&tracker->waits_emitted, 1);
+        if (tracker->observer) {
+            tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
+                              record->point, point);
+        }
+    }
+    if (elided) {
+        counter_add(&tracker->waits_elided, elided);
+    }
+    return ORDO_OK;
+}
+
+/* Records the accesses as stream t's next point. */
+static ordo_status_t finish_locked(ordo_tracker_t *tracker, uint32_t t,
+                                   const ordo_access_t *accesses, size_t count, const char *api) {
+    uint64_t point = ++tracker->streams[t]->point;
+    for (size_t i = 0; i < count; ++i) {
+        ordo_buffer_t *b = accesses[i].buffer;
+        if (accesses[i].mode & ORDO_ACCESS_WRITE) {
+            b->writer = (buffer_use_t){t, point};
+            b->reader_count = 0;
+            continue;
+        }
+        uint32_t r = 0;
+        while (r < b->reader_count && b->readers[r].stream != t) {
+            ++r;
+        }
+        if (r == b->reader_count) {
+            if (b->reader_count == b->reader_capacity) {
+                /* At most one reader entry per stream: this grows once. */
+                buffer_use_t *grown = ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *grown, 0);
+                if (!grown) {
+                    return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot grow a reader list");
+                }
+                memcpy(grown, b->readers, b->reader_count * sizeof *grown);
+                b->readers = grown;
+                b->reader_capacity = ORDO_TRACKER_MAX_STREAMS;
+            }
+            b->reader_count++;
+        }
+        b->readers[r] = (buffer_use_t){t, point};
+    }
+    counter_add(&tracker->submissions, 1);
+    return ORDO_OK;
+}
+
+static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                           const ordo_access_t *accesses, size_t count, uint32_t *out_index,
+                           const char *api) {
+    ordo_status_t st = tracker_check(tracker, api);
+    if (st == ORDO_OK) {
+        st = check_accesses(tracker, accesses, count, api);
+    }
+    if (st == ORDO_OK) {
+        st = stream_index(tracker, stream, out_index, api);
+    }
+    return st;
+}
+
+ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                           const ordo_access_t *accesses, size_t count) {
+    uint32_t t;
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count) : st;
+}
+
+ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                          const ordo_access_t *accesses, size_t count) {
+    uint32_t t;
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    return st == ORDO_OK ? finish_locked(tracker, t, accesses, count, __func__) : st;
+}
+
+ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                          const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
+                          void *ctx) {
+    uint32_t t;
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!launch) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
+    }
+    st = prepare_locked(tracker, t, accesses, count);
+    if (st == ORDO_OK) {
+        st = launch(ctx, stream);
+    }
+    if (st != ORDO_OK) {
+        return st; /* nothing enqueued: nothing to record */
+    }
+    return finish_locked(tracker, t, accesses, count, __func__);
+}
+
+ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_metrics) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+    }
+    out_metrics->submissions = atomic_load_explicit(&tracker->submissions, memory_order_relaxed);
+    out_metrics->waits_emitted = atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed);
+    out_metrics->waits_elided = atomic_load_explicit(&tracker->waits_elided, memory_order_relaxed);
+    out_metrics->points_recorded =
+        atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed);
+    out_metrics->buffers_live = atomic_load_explicit(&tracker->buffers_live, memory_order_relaxed);
+    out_metrics->reclamations_pending =
+        atomic_load_explicit(&tracker->reclamations_pending, memory_order_acquire);
+    out_metrics->reclamations_done =
+        atomic_load_explicit(&tracker->reclamations_done, memory_order_acquire);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
+                                             ordo_tracker_wait_observer_fn observer, void *ctx) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    tracker->observer = observer;
+    tracker->observer_ctx = ctx;
+    return ORDO_OK;
+}

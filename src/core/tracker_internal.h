@@ -1,0 +1,105 @@
+/* Internal: the tracker's state, shared by tracker.c (ordering), buffer.c
+ * (histories and release) and reclaimer.c (deferred reclamation). */
+#ifndef ORDO_CORE_TRACKER_INTERNAL_H
+#define ORDO_CORE_TRACKER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ordo/buffer.h"
+#include "ordo/timepoint.h"
+#include "ordo/tracker.h"
+
+#define ORDO_TRACKER_MAGIC 0x5452434bu /* "TRCK" */
+#define ORDO_BUFFER_MAGIC 0x42554646u  /* "BUFF" */
+#define ORDO_BUFFER_RELEASED 0x52454c53u
+#define ORDO_BUFFER_DEAD 0xdeadb0ffu
+/* Recorded points each stream remembers, with the frontier it had then. */
+#define TRACKER_RECORDS 8
+/* Readers a buffer keeps inline before it allocates. */
+#define BUFFER_INLINE_READERS 4
+
+typedef struct tracker_record {
+    uint64_t point; /* 0: empty slot */
+    uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
+} tracker_record_t;
+
+typedef struct tracker_stream {
+    ordo_stream_t *stream;
+    ordo_signal_t *timeline; /* signalled to a point when it is recorded */
+    uint64_t point;          /* points handed out (finished submissions) */
+    uint64_t recorded;       /* the last recorded point */
+    /* What this stream has waited for, per origin stream, transitively. */
+    uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
+    tracker_record_t records[TRACKER_RECORDS];
+    unsigned next_record;
+} tracker_stream_t;
+
+typedef struct buffer_use {
+    uint32_t stream;
+    uint64_t point;
+} buffer_use_t;
+
+struct ordo_buffer {
+    uint32_t magic;
+    ordo_tracker_t *tracker;
+    buffer_use_t writer; /* point 0: never written */
+    uint32_t reader_count;
+    uint32_t reader_capacity;
+    buffer_use_t *readers; /* inline_readers or an allocation */
+    buffer_use_t inline_readers[BUFFER_INLINE_READERS];
+    /* Release: one timepoint per use still running, counted down. */
+    ordo_reclaim_fn reclaim;
+    void *reclaim_ctx;
+    _Atomic uint32_t uses_pending;
+    uint32_t timepoint_count;
+    ordo_timepoint_t *timepoints;
+    struct ordo_buffer *next_reclaim; /* on the reclaimer's queue */
+};
+
+typedef struct reclaimer {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t idle;
+    ordo_buffer_t *queue;
+    int stop;
+    pthread_t thread;
+} reclaimer_t;
+
+struct ordo_tracker {
+    uint32_t magic;
+    ordo_device_t *device;
+    uint32_t stream_count;
+    uint32_t last_stream; /* the index found by the last lookup */
+    tracker_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+    ordo_tracker_wait_observer_fn observer;
+    void *observer_ctx;
+    _Atomic uint64_t submissions;
+    _Atomic uint64_t waits_emitted;
+    _Atomic uint64_t waits_elided;
+    _Atomic uint64_t points_recorded;
+    _Atomic uint64_t buffers_live;
+    _Atomic uint64_t reclamations_pending;
+    _Atomic uint64_t reclamations_done;
+    reclaimer_t reclaimer;
+};
+
+ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api);
+
+/* Makes sure stream's point `point` is recorded (signals the stream's
+ * timeline at its current point if no record covers it yet) and returns the
+ * record that covers it: the smallest recorded point >= point it knows. */
+const tracker_record_t *tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
+                                                uint64_t point);
+
+ordo_status_t reclaimer_start(reclaimer_t *reclaimer);
+void reclaimer_stop(reclaimer_t *reclaimer);
+/* Hands a buffer whose uses have all completed to the reclaimer thread. */
+void reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
+/* Counts one pending reclamation as done and wakes drainers. */
+void reclaimer_finished(ordo_tracker_t *tracker);
+/* Runs reclaim and frees the buffer's history. */
+void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
+
+#endif

@@ -1,0 +1,443 @@
+/* Trackers: hazards, minimal waits, transitive knowledge, the seed's
+ * scenarios, deferred reclamation, bad input. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "ordo/buffer.h"
+#include "ordo/tracker.h"
+#include "test_util.h"
+
+static ordo_device_t *device;
+
+typedef struct observed {
+    int count;
+    ordo_stream_t *waiting[16];
+    ordo_stream_t *origin[16];
+    uint64_t point[16];
+} observed_t;
+
+static void observe(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin,
+                    uint64_t origin_point, uint64_t needed_point) {
+    observed_t *o = ctx;
+    (void)needed_point;
+    if (o->count < 16) {
+        o->waiting[o->count] = waiting;
+        o->origin[o->count] = origin;
+        o->point[o->count] = origin_point;
+    }
+    o->count++;
+}
+
+static ordo_status_t noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+static ordo_status_t launch_noop(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    return ordo_stream_host_task(stream, noop_task, NULL);
+}
+
+typedef struct fixture {
+    ordo_tracker_t *tracker;
+    ordo_stream_t *s[3];
+    ordo_buffer_t *b[4];
+    observed_t seen;
+} fixture_t;
+
+static fixture_t *fixture_make(void) {
+    fixture_t *f = calloc(1, sizeof *f);
+    assert_ok(ordo_tracker_create(device, &f->tracker));
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &f->s[i]));
+    }
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_buffer_create(f->tracker, &f->b[i]));
+    }
+    assert_ok(ordo_tracker_set_wait_observer(f->tracker, observe, &f->seen));
+    return f;
+}
+
+static void fixture_free(fixture_t *f) {
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_buffer_release(f->b[i], NULL, NULL));
+    }
+    for (int i = 0; i < 3; ++i) {
+        ordo_status_t st = ordo_stream_synchronize(f->s[i], test_deadline());
+        assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+    }
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(f->tracker));
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_destroy(f->s[i]));
+    }
+    free(f);
+}
+
+static void run(fixture_t *f, int stream, ordo_buffer_t *b, ordo_access_mode_t mode) {
+    ordo_access_t access = {b, mode};
+    assert_ok(ordo_submit(f->tracker, f->s[stream], &access, 1, launch_noop, NULL));
+}
+
+static ordo_tracker_metrics_t metrics(fixture_t *f) {
+    ordo_tracker_metrics_t m;
+    assert_ok(ordo_tracker_metrics(f->tracker, &m));
+    return m;
+}
+
+static void hazards_across_streams_get_waits(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE);
+    run(f, 1, f->b[0], ORDO_ACCESS_READ); /* RAW */
+    assert_int_equal(f->seen.count, 1);
+    assert_ptr_equal(f->seen.waiting[0], f->s[1]);
+    assert_ptr_equal(f->seen.origin[0], f->s[0]);
+    assert_int_equal(f->seen.point[0], 1);
+    run(f, 2, f->b[0], ORDO_ACCESS_READ); /* readers do not serialise */
+    assert_int_equal(f->seen.count, 2);
+    assert_ptr_equal(f->seen.waiting[1], f->s[2]);
+    assert_ptr_equal(f->seen.origin[1], f->s[0]); /* on the writer, not the reader */
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE); /* WAR on two readers */
+    assert_int_equal(f->seen.count, 4);
+    run(f, 1, f->b[1], ORDO_ACCESS_WRITE);
+    run(f, 2, f->b[1], ORDO_ACCESS_WRITE); /* WAW */
+    assert_int_equal(f->seen.count, 5);
+    assert_ptr_equal(f->seen.origin[4], f->s[1]);
+    /* Same stream: nothing. */
+    int before = f->seen.count;
+    run(f, 2, f->b[1], ORDO_ACCESS_READ_WRITE);
+    run(f, 2, f->b[1], ORDO_ACCESS_READ);
+    assert_int_equal(f->seen.count, before);
+    ordo_tracker_metrics_t m = metrics(f);
+    assert_int_equal(m.waits_emitted, 5);
+    assert_int_equal(m.submissions, 8);
+    fixture_free(f);
+}
+
+static void waits_on_one_origin_collapse(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    for (int i = 0; i < 3; ++i) {
+        run(f, 0, f->b[i], ORDO_ACCESS_WRITE);
+    }
+    ordo_access_t all[3] = {{f->b[0], ORDO_ACCESS_READ},
+                            {f->b[1], ORDO_ACCESS_READ},
+                            {f->b[2], ORDO_ACCESS_READ}};
+    assert_ok(ordo_submit(f->tracker, f->s[1], all, 3, launch_noop, NULL));
+    assert_int_equal(f->seen.count, 1);
+    assert_int_equal(f->seen.point[0], 3); /* the latest of the three */
+    fixture_free(f);
+}
+
+static void known_orderings_are_elided(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    /* The seed's last_synced: once stream 1 waited for stream 0 at point 2,
+     * a buffer stream 0 wrote at point 1 needs no wait. */
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE);
+    run(f, 0, f->b[1], ORDO_ACCESS_WRITE);
+    run(f, 1, f->b[1], ORDO_ACCESS_READ);
+    assert_int_equal(f->seen.count, 1);
+    run(f, 1, f->b[0], ORDO_ACCESS_READ);
+    assert_int_equal(f->seen.count, 1);
+    ordo_tracker_metrics_t m = metrics(f);
+    assert_int_equal(m.waits_elided, 1);
+    fixture_free(f);
+}
+
+static void transitive_knowledge_is_used(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE); /* A writes x */
+    run(f, 1, f->b[0], ORDO_ACCESS_READ);  /* B waits for A */
+    run(f, 1, f->b[1], ORDO_ACCESS_WRITE); /* B writes y */
+    run(f, 2, f->b[1], ORDO_ACCESS_READ);  /* C waits for B ... */
+    assert_int_equal(f->seen.count, 2);
+    run(f, 2, f->b[0], ORDO_ACCESS_READ); /* ... so C knows A: no wait */
+    assert_int_equal(f->seen.count, 2);
+    /* A write on C needs A's write (point 1) and B's read (point 1) of x:
+     * C knows both, through its wait for B at point 2. */
+    run(f, 2, f->b[0], ORDO_ACCESS_WRITE);
+    assert_int_equal(f->seen.count, 2);
+    ordo_tracker_metrics_t m = metrics(f);
+    assert_int_equal(m.waits_elided, 3);
+    fixture_free(f);
+}
+
+static void seed_scenarios_hold(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    /* Bindings all from the current stream: no analysis, no wait. */
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE);
+    run(f, 0, f->b[1], ORDO_ACCESS_WRITE);
+    ordo_access_t same[3] = {{f->b[0], ORDO_ACCESS_READ},
+                             {f->b[1], ORDO_ACCESS_READ},
+                             {f->b[0], ORDO_ACCESS_READ}};
+    assert_ok(ordo_submit(f->tracker, f->s[0], same, 3, launch_noop, NULL));
+    assert_int_equal(f->seen.count, 0);
+    /* A binding from a stream never synced: a wait, once. */
+    run(f, 1, f->b[2], ORDO_ACCESS_WRITE);
+    ordo_access_t mixed[3] = {{f->b[0], ORDO_ACCESS_READ},
+                              {f->b[2], ORDO_ACCESS_READ},
+                              {f->b[1], ORDO_ACCESS_READ}};
+    assert_ok(ordo_submit(f->tracker, f->s[0], mixed, 3, launch_noop, NULL));
+    assert_int_equal(f->seen.count, 1);
+    assert_ptr_equal(f->seen.origin[0], f->s[1]);
+    assert_int_equal(f->seen.point[0], 1); /* stream 1's cursor */
+    /* The other stream learnt nothing about stream 0. */
+    run(f, 1, f->b[0], ORDO_ACCESS_READ);
+    assert_int_equal(f->seen.count, 2);
+    assert_int_equal(f->seen.point[1], 4); /* stream 0's cursor: 4 submissions */
+    fixture_free(f);
+}
+
+static void duplicates_merge_to_read_write(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    run(f, 1, f->b[0], ORDO_ACCESS_READ); /* a reader on stream 1 */
+    ordo_access_t twice[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_WRITE}};
+    assert_ok(ordo_submit(f->tracker, f->s[0], twice, 2, launch_noop, NULL));
+    assert_int_equal(f->seen.count, 1); /* the write half waits for the reader */
+    run(f, 2, f->b[0], ORDO_ACCESS_READ);
+    assert_int_equal(f->seen.count, 2); /* and is now the last writer */
+    assert_ptr_equal(f->seen.origin[1], f->s[0]);
+    /* Zero accesses are allowed: ordered by the stream alone. */
+    assert_ok(ordo_submit(f->tracker, f->s[2], NULL, 0, launch_noop, NULL));
+    fixture_free(f);
+}
+
+static void split_prepare_finish(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
+    ordo_access_t r = {f->b[0], ORDO_ACCESS_READ};
+    assert_ok(ordo_prepare(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_stream_host_task(f->s[0], noop_task, NULL));
+    assert_ok(ordo_finish(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_prepare(f->tracker, f->s[1], &r, 1));
+    assert_int_equal(f->seen.count, 1);
+    assert_ok(ordo_finish(f->tracker, f->s[1], &r, 1));
+    fixture_free(f);
+}
+
+/* ---- ordering with real data ------------------------------------------- */
+
+typedef struct slot {
+    int value;
+} slot_t;
+
+typedef struct copy_job {
+    slot_t *from;
+    slot_t *to;
+    int add;
+} copy_job_t;
+
+static ordo_status_t copy_slow(void *ctx) {
+    copy_job_t *job = ctx;
+    test_sleep_ms(5);
+    job->to->value = job->from->value + job->add;
+    return ORDO_OK;
+}
+
+static ordo_status_t launch_copy(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, copy_slow, ctx);
+}
+
+static void streams_see_each_others_writes(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    slot_t x = {1};
+    slot_t y = {0};
+    slot_t z = {0};
+    copy_job_t a = {&x, &y, 10}; /* y = x + 10, on stream 0 */
+    copy_job_t b = {&y, &z, 100}; /* z = y + 100, on stream 1 */
+    copy_job_t c = {&z, &x, 1000}; /* x = z + 1000, on stream 2 */
+    ordo_access_t acc_a[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_WRITE}};
+    ordo_access_t acc_b[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_WRITE}};
+    ordo_access_t acc_c[2] = {{f->b[2], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_WRITE}};
+    assert_ok(ordo_submit(f->tracker, f->s[0], acc_a, 2, launch_copy, &a));
+    assert_ok(ordo_submit(f->tracker, f->s[1], acc_b, 2, launch_copy, &b));
+    assert_ok(ordo_submit(f->tracker, f->s[2], acc_c, 2, launch_copy, &c));
+    assert_ok(ordo_stream_synchronize(f->s[2], test_deadline()));
+    assert_int_equal(x.value, 1111);
+    fixture_free(f);
+}
+
+/* ---- deferred reclamation ---------------------------------------------- */
+
+typedef struct gate {
+    _Atomic int open;
+} gate_t;
+
+static ordo_status_t gate_task(void *ctx) {
+    gate_t *g = ctx;
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g->open) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static ordo_status_t launch_gate(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, gate_task, ctx);
+}
+
+typedef struct reclaimed {
+    _Atomic int calls;
+    _Atomic(pthread_t) thread;
+} reclaimed_t;
+
+static void on_reclaim(void *ctx) {
+    reclaimed_t *r = ctx;
+    atomic_store(&r->thread, pthread_self());
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void release_defers_until_uses_complete(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t gate = {0};
+    ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
+    reclaimed_t rec = {0};
+    uint64_t start = ordo_time_now_ns();
+    assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
+    assert_true(ordo_time_now_ns() - start < 1000000000ull); /* did not block */
+    f->b[3] = NULL;
+    test_sleep_ms(10);
+    assert_int_equal(atomic_load(&rec.calls), 0);
+    ordo_tracker_metrics_t m = metrics(f);
+    assert_int_equal(m.reclamations_pending, 1);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_false(pthread_equal(atomic_load(&rec.thread), pthread_self()));
+    m = metrics(f);
+    assert_int_equal(m.reclamations_pending, 0);
+    assert_int_equal(m.reclamations_done, 1);
+    /* An idle buffer is reclaimed at once, here. */
+    ordo_buffer_t *idle;
+    assert_ok(ordo_buffer_create(f->tracker, &idle));
+    reclaimed_t now = {0};
+    assert_ok(ordo_buffer_release(idle, on_reclaim, &now));
+    assert_int_equal(atomic_load(&now.calls), 1);
+    assert_ok(ordo_buffer_create(f->tracker, &f->b[3]));
+    fixture_free(f);
+}
+
+static void failed_stream_still_reclaims(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t gate = {0};
+    ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_submit(f->tracker, f->s[0], &w, 1, launch_gate, &gate));
+    assert_ok(ordo_stream_host_task(f->s[0], fail_task, NULL));
+    reclaimed_t rec = {0};
+    assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
+    f->b[3] = NULL;
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_ok(ordo_buffer_create(f->tracker, &f->b[3]));
+    fixture_free(f);
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_access_t ok = {f->b[0], ORDO_ACCESS_READ};
+    assert_status(ordo_submit(NULL, f->s[0], &ok, 1, launch_noop, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_submit(f->tracker, NULL, &ok, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_submit(f->tracker, f->s[0], NULL, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_submit(f->tracker, f->s[0], &ok, 1, NULL, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_submit(f->tracker, f->s[0], &ok, ORDO_TRACKER_MAX_ACCESSES + 1, launch_noop,
+                              NULL),
+                  ORDO_ERR_OUT_OF_RANGE);
+    ordo_access_t bad_mode = {f->b[0], (ordo_access_mode_t)7};
+    assert_status(ordo_submit(f->tracker, f->s[0], &bad_mode, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    ordo_access_t null_buffer = {NULL, ORDO_ACCESS_READ};
+    assert_status(ordo_prepare(f->tracker, f->s[0], &null_buffer, 1), ORDO_ERR_INVALID_HANDLE);
+    uint64_t garbage[32] = {0};
+    ordo_access_t fake = {(ordo_buffer_t *)garbage, ORDO_ACCESS_READ};
+    assert_status(ordo_finish(f->tracker, f->s[0], &fake, 1), ORDO_ERR_INVALID_HANDLE);
+    /* A buffer of another tracker. */
+    ordo_tracker_t *other;
+    ordo_buffer_t *foreign;
+    assert_ok(ordo_tracker_create(device, &other));
+    assert_ok(ordo_buffer_create(other, &foreign));
+    ordo_access_t wrong = {foreign, ORDO_ACCESS_READ};
+    assert_status(ordo_submit(f->tracker, f->s[0], &wrong, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    /* Not destroyable while buffers live. */
+    assert_status(ordo_tracker_destroy(other), ORDO_ERR_BUSY);
+    assert_ok(ordo_buffer_release(foreign, NULL, NULL));
+    assert_ok(ordo_tracker_destroy(other));
+    /* A released buffer. */
+    ordo_buffer_t *gone;
+    assert_ok(ordo_buffer_create(f->tracker, &gone));
+    gate_t gate = {0};
+    ordo_access_t w = {gone, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
+    assert_ok(ordo_buffer_release(gone, NULL, NULL)); /* pending: memory kept */
+    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_noop, NULL), ORDO_ERR_DESTROYED);
+    assert_status(ordo_buffer_release(gone, NULL, NULL), ORDO_ERR_DESTROYED);
+    atomic_store(&gate.open, 1);
+    /* A stream of another device runtime. */
+    ordo_device_t *owned;
+    ordo_stream_t *alien;
+    assert_ok(ordo_device_create_owned("cpu", NULL, &owned));
+    assert_ok(ordo_stream_create(owned, 0, &alien));
+    assert_status(ordo_submit(f->tracker, alien, &ok, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_stream_destroy(alien));
+    assert_ok(ordo_device_release(owned));
+    /* Null outputs. */
+    assert_status(ordo_tracker_create(NULL, &other), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_create(device, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_buffer_create(f->tracker, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_buffer_create(NULL, &gone), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_metrics(f->tracker, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_drain(NULL, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_buffer_release(NULL, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    /* A failing launch records nothing. */
+    fixture_free(f);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return ordo_device_open("cpu", &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(hazards_across_streams_get_waits),
+        cmocka_unit_test(waits_on_one_origin_collapse),
+        cmocka_unit_test(known_orderings_are_elided),
+        cmocka_unit_test(transitive_knowledge_is_used),
+        cmocka_unit_test(seed_scenarios_hold),
+        cmocka_unit_test(duplicates_merge_to_read_write),
+        cmocka_unit_test(split_prepare_finish),
+        cmocka_unit_test(streams_see_each_others_writes),
+        cmocka_unit_test(release_defers_until_uses_complete),
+        cmocka_unit_test(failed_stream_still_reclaims),
+        cmocka_unit_test(bad_input_is_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

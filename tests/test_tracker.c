@@ -16,8 +16,8 @@ typedef struct observed {
     uint64_t point[16];
 } observed_t;
 
-static void observe(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin,
-                    uint64_t origin_point, uint64_t needed_point) {
+static void observe(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin, uint64_t origin_point,
+                    uint64_t needed_point) {
     observed_t *o = ctx;
     (void)needed_point;
     if (o->count < 16) {
@@ -98,7 +98,7 @@ static void hazards_across_streams_get_waits(void **state) {
     assert_int_equal(f->seen.count, 2);
     assert_ptr_equal(f->seen.waiting[1], f->s[2]);
     assert_ptr_equal(f->seen.origin[1], f->s[0]); /* on the writer, not the reader */
-    run(f, 0, f->b[0], ORDO_ACCESS_WRITE); /* WAR on two readers */
+    run(f, 0, f->b[0], ORDO_ACCESS_WRITE);        /* WAR on two readers */
     assert_int_equal(f->seen.count, 4);
     run(f, 1, f->b[1], ORDO_ACCESS_WRITE);
     run(f, 2, f->b[1], ORDO_ACCESS_WRITE); /* WAW */
@@ -121,9 +121,8 @@ static void waits_on_one_origin_collapse(void **state) {
     for (int i = 0; i < 3; ++i) {
         run(f, 0, f->b[i], ORDO_ACCESS_WRITE);
     }
-    ordo_access_t all[3] = {{f->b[0], ORDO_ACCESS_READ},
-                            {f->b[1], ORDO_ACCESS_READ},
-                            {f->b[2], ORDO_ACCESS_READ}};
+    ordo_access_t all[3] = {
+        {f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}};
     assert_ok(ordo_submit(f->tracker, f->s[1], all, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 1);
     assert_int_equal(f->seen.point[0], 3); /* the latest of the three */
@@ -171,16 +170,14 @@ static void seed_scenarios_hold(void **state) {
     /* Bindings all from the current stream: no analysis, no wait. */
     run(f, 0, f->b[0], ORDO_ACCESS_WRITE);
     run(f, 0, f->b[1], ORDO_ACCESS_WRITE);
-    ordo_access_t same[3] = {{f->b[0], ORDO_ACCESS_READ},
-                             {f->b[1], ORDO_ACCESS_READ},
-                             {f->b[0], ORDO_ACCESS_READ}};
+    ordo_access_t same[3] = {
+        {f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_READ}};
     assert_ok(ordo_submit(f->tracker, f->s[0], same, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 0);
     /* A binding from a stream never synced: a wait, once. */
     run(f, 1, f->b[2], ORDO_ACCESS_WRITE);
-    ordo_access_t mixed[3] = {{f->b[0], ORDO_ACCESS_READ},
-                              {f->b[2], ORDO_ACCESS_READ},
-                              {f->b[1], ORDO_ACCESS_READ}};
+    ordo_access_t mixed[3] = {
+        {f->b[0], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}};
     assert_ok(ordo_submit(f->tracker, f->s[0], mixed, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 1);
     assert_ptr_equal(f->seen.origin[0], f->s[1]);
@@ -250,8 +247,8 @@ static void streams_see_each_others_writes(void **state) {
     slot_t x = {1};
     slot_t y = {0};
     slot_t z = {0};
-    copy_job_t a = {&x, &y, 10}; /* y = x + 10, on stream 0 */
-    copy_job_t b = {&y, &z, 100}; /* z = y + 100, on stream 1 */
+    copy_job_t a = {&x, &y, 10};   /* y = x + 10, on stream 0 */
+    copy_job_t b = {&y, &z, 100};  /* z = y + 100, on stream 1 */
     copy_job_t c = {&z, &x, 1000}; /* x = z + 1000, on stream 2 */
     ordo_access_t acc_a[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_WRITE}};
     ordo_access_t acc_b[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_WRITE}};
@@ -359,11 +356,10 @@ static void bad_input_is_refused(void **state) {
                   ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_submit(f->tracker, f->s[0], NULL, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_submit(f->tracker, f->s[0], &ok, 1, NULL, NULL),
-                  ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_submit(f->tracker, f->s[0], &ok, ORDO_TRACKER_MAX_ACCESSES + 1, launch_noop,
-                              NULL),
-                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_submit(f->tracker, f->s[0], &ok, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(
+        ordo_submit(f->tracker, f->s[0], &ok, ORDO_TRACKER_MAX_ACCESSES + 1, launch_noop, NULL),
+        ORDO_ERR_OUT_OF_RANGE);
     ordo_access_t bad_mode = {f->b[0], (ordo_access_mode_t)7};
     assert_status(ordo_submit(f->tracker, f->s[0], &bad_mode, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);

@@ -1,12 +1,12 @@
 /* ordo/device.h - backends and devices.
  *
  * A backend (cpu, later cuda) provides devices named "<backend>:<ordinal>"
- * ("cpu" alone means "cpu:0"; ORDO_DEVICE_DEFAULT names "cpu:0"). ordo_device_open returns the process-wide
- * runtime of that device: the first callers may race, exactly one builds
- * it, all get the same one. A failed build leaves nothing behind, so a
- * later call retries. ordo_device_create_owned builds a private runtime
- * from caller-supplied parts that never aliases the shared one (for tests
- * and custom stacks).
+ * ("cpu" alone means "cpu:0"; ORDO_DEVICE_DEFAULT names "cpu:0").
+ * ordo_device_open returns the process-wide runtime of that device: the
+ * first callers may race, exactly one builds it, all get the same one. A
+ * failed build leaves nothing behind, so a later call retries.
+ * ordo_device_create_owned builds a private runtime from caller-supplied
+ * parts that never aliases the shared one (for tests and custom stacks).
  *
  * Devices are reference counted: each open or create returns one
  * reference, ordo_device_release drops it; streams keep their device alive.

@@ -90,9 +90,8 @@ static ordo_status_t stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream
         return st;
     }
     if (stream->device != tracker->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "stream of %s used with a tracker of %s", stream->device->info.name,
-                          tracker->device->info.name);
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "stream of %s used with a tracker of %s",
+                          stream->device->info.name, tracker->device->info.name);
     }
     if (tracker->stream_count == ORDO_TRACKER_MAX_STREAMS) {
         return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "a tracker orders at most %u streams",
@@ -338,7 +337,8 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
     out_metrics->submissions = atomic_load_explicit(&tracker->submissions, memory_order_relaxed);
-    out_metrics->waits_emitted = atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed);
+    out_metrics->waits_emitted =
+        atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed);
     out_metrics->waits_elided = atomic_load_explicit(&tracker->waits_elided, memory_order_relaxed);
     out_metrics->points_recorded =
         atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed);

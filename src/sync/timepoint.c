@@ -176,7 +176,9 @@ ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *si
 
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    /* Acquire: a timepoint found reached here fires at once, and what it
+     * orders must see everything before the raise it observed. */
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
     if (state & SIGNAL_DESTROYED) {
         pthread_mutex_unlock(&signal->lock);
         return ORDO_ERR_DESTROYED;

@@ -1,0 +1,160 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracker_model.h"
+
+typedef struct node {
+    uint32_t stream;
+    size_t access_count;
+    model_access_t *accesses;
+    uint64_t *ancestors; /* bitset over node ids */
+} node_t;
+
+struct model {
+    uint32_t streams;
+    uint32_t max_nodes;
+    uint32_t node_count;
+    size_t words;
+    node_t *nodes;
+    uint32_t *last_on_stream; /* node id + 1, 0: none */
+    uint32_t **stream_nodes;  /* per stream: node ids by point - 1 */
+    uint32_t *stream_points;  /* submissions per stream */
+    int open;                 /* between begin and end */
+    size_t violations;
+    char first[256];
+};
+
+model_t *model_create(uint32_t streams, uint32_t max_submissions) {
+    model_t *m = calloc(1, sizeof *m);
+    m->streams = streams;
+    m->max_nodes = max_submissions;
+    m->words = (max_submissions + 63) / 64;
+    m->nodes = calloc(max_submissions, sizeof *m->nodes);
+    m->last_on_stream = calloc(streams, sizeof *m->last_on_stream);
+    m->stream_points = calloc(streams, sizeof *m->stream_points);
+    m->stream_nodes = calloc(streams, sizeof *m->stream_nodes);
+    for (uint32_t s = 0; s < streams; ++s) {
+        m->stream_nodes[s] = calloc(max_submissions, sizeof(uint32_t));
+    }
+    return m;
+}
+
+void model_free(model_t *m) {
+    for (uint32_t i = 0; i < m->node_count; ++i) {
+        free(m->nodes[i].ancestors);
+        free(m->nodes[i].accesses);
+    }
+    for (uint32_t s = 0; s < m->streams; ++s) {
+        free(m->stream_nodes[s]);
+    }
+    free(m->stream_nodes);
+    free(m->stream_points);
+    free(m->last_on_stream);
+    free(m->nodes);
+    free(m);
+}
+
+static void violation(model_t *m, const char *what) {
+    if (m->violations++ == 0) {
+        snprintf(m->first, sizeof m->first, "%s", what);
+    }
+}
+
+static int has(const uint64_t *set, uint32_t id) {
+    return (set[id / 64] >> (id % 64)) & 1u;
+}
+
+/* set |= ancestors(id) | {id} */
+static void absorb(model_t *m, uint64_t *set, uint32_t id) {
+    const uint64_t *other = m->nodes[id].ancestors;
+    for (size_t w = 0; w < m->words; ++w) {
+        set[w] |= other[w];
+    }
+    set[id / 64] |= (uint64_t)1 << (id % 64);
+}
+
+void model_begin(model_t *m, uint32_t stream, const model_access_t *accesses, size_t count) {
+    if (m->open || m->node_count == m->max_nodes || stream >= m->streams) {
+        violation(m, "model misuse: begin without end, too many submissions or bad stream");
+        return;
+    }
+    node_t *n = &m->nodes[m->node_count];
+    n->stream = stream;
+    n->access_count = count;
+    n->accesses = calloc(count ? count : 1, sizeof *n->accesses);
+    memcpy(n->accesses, accesses, count * sizeof *accesses);
+    n->ancestors = calloc(m->words, sizeof(uint64_t));
+    if (m->last_on_stream[stream]) {
+        absorb(m, n->ancestors, m->last_on_stream[stream] - 1); /* program order */
+    }
+    m->open = 1;
+}
+
+void model_on_wait(model_t *m, uint32_t waiting, uint32_t origin, uint64_t origin_point,
+                   uint64_t needed_point) {
+    node_t *n = &m->nodes[m->node_count];
+    char what[256];
+    if (!m->open || waiting != n->stream || origin >= m->streams || origin == waiting ||
+        needed_point == 0 || origin_point < needed_point ||
+        origin_point > m->stream_points[origin]) {
+        snprintf(what, sizeof what,
+                 "malformed wait: stream %u on %u, point %llu for %llu (origin has %u points)",
+                 waiting, origin, (unsigned long long)origin_point,
+                 (unsigned long long)needed_point,
+                 origin < m->streams ? m->stream_points[origin] : 0);
+        violation(m, what);
+        return;
+    }
+    uint32_t needed = m->stream_nodes[origin][needed_point - 1];
+    if (has(n->ancestors, needed)) {
+        snprintf(what, sizeof what,
+                 "redundant wait: submission %u (stream %u) already follows stream %u point %llu",
+                 m->node_count, waiting, origin, (unsigned long long)needed_point);
+        violation(m, what);
+    }
+    /* The wait orders everything up to origin_point before this node. */
+    absorb(m, n->ancestors, m->stream_nodes[origin][origin_point - 1]);
+}
+
+static int conflicts(const node_t *a, const node_t *b) {
+    for (size_t i = 0; i < a->access_count; ++i) {
+        for (size_t j = 0; j < b->access_count; ++j) {
+            if (a->accesses[i].buffer == b->accesses[j].buffer &&
+                ((a->accesses[i].mode | b->accesses[j].mode) & ORDO_ACCESS_WRITE)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+void model_end(model_t *m) {
+    if (!m->open) {
+        violation(m, "model misuse: end without begin");
+        return;
+    }
+    uint32_t id = m->node_count;
+    node_t *n = &m->nodes[id];
+    for (uint32_t e = 0; e < id; ++e) {
+        if (m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) &&
+            !has(n->ancestors, e)) {
+            char what[256];
+            snprintf(what, sizeof what,
+                     "unordered hazard: submission %u (stream %u) and %u (stream %u)", e,
+                     m->nodes[e].stream, id, n->stream);
+            violation(m, what);
+        }
+    }
+    m->stream_nodes[n->stream][m->stream_points[n->stream]++] = id;
+    m->last_on_stream[n->stream] = id + 1;
+    m->node_count++;
+    m->open = 0;
+}
+
+size_t model_violations(const model_t *m, const char **out_first) {
+    if (out_first) {
+        *out_first = m->first;
+    }
+    return m->violations;
+}

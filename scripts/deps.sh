@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ordo's build and tests need, if any is missing.
 set -euo pipefail
-packages=(cmake gcc clang make pkg-config libcmocka-dev)
+packages=(cmake gcc clang libclang-rt-14-dev make pkg-config libcmocka-dev libstarpu-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

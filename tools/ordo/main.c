@@ -63,6 +63,7 @@ static int command_bench(int argc, char **argv) {
     bench_signal_all(&options);
     bench_event_pool_generic(&options);
     bench_stream_all(&options);
+    bench_dag_all(&options);
     return 0;
 }
 

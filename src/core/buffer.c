@@ -19,8 +19,6 @@ ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_bu
     }
     b->magic = ORDO_BUFFER_MAGIC;
     b->tracker = tracker;
-    b->readers = b->inline_readers;
-    b->reader_capacity = BUFFER_INLINE_READERS;
     atomic_store_explicit(&tracker->buffers_live,
                           atomic_load_explicit(&tracker->buffers_live, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -32,8 +30,9 @@ void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     if (b->reclaim) {
         b->reclaim(b->reclaim_ctx);
     }
-    if (b->readers != b->inline_readers) {
-        ordo_dealloc(b->readers, ORDO_TRACKER_MAX_STREAMS * sizeof *b->readers, 0);
+    if (b->more_reader_points) {
+        ordo_dealloc(b->more_reader_points,
+                     ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_reader_points, 0);
     }
     if (b->timepoints) {
         ordo_dealloc(b->timepoints, b->timepoint_count * sizeof *b->timepoints, 0);
@@ -64,7 +63,8 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                           b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
     }
     ordo_tracker_t *tracker = b->tracker;
-    uint32_t uses = b->reader_count + (b->writer.point ? 1u : 0u);
+    uint32_t readers = (uint32_t)__builtin_popcountll(b->reader_mask);
+    uint32_t uses = readers + (b->writer.point ? 1u : 0u);
     ordo_timepoint_t *timepoints = NULL;
     if (uses) {
         timepoints = ordo_alloc(uses * sizeof *timepoints, 0);
@@ -85,8 +85,14 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     /* One guard count keeps the buffer ours while the timepoints are armed. */
     atomic_store_explicit(&b->uses_pending, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&tracker->reclamations_pending, 1, memory_order_relaxed);
+    uint64_t reader_mask = b->reader_mask;
     for (uint32_t i = 0; i < uses; ++i) {
-        buffer_use_t use = i < b->reader_count ? b->readers[i] : b->writer;
+        buffer_use_t use = b->writer;
+        if (i < readers) {
+            use.stream = (uint32_t)__builtin_ctzll(reader_mask);
+            use.point = buffer_reader_point(b, use.stream);
+            reader_mask &= reader_mask - 1;
+        }
         tracker_stream_t *ts = tracker->streams[use.stream];
         uint64_t reached = 0;
         (void)ordo_signal_query(ts->timeline, &reached);

@@ -112,37 +112,45 @@ static ordo_status_t stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream
     return ORDO_OK;
 }
 
+/* Explains why access i is refused (the slow path of check_accesses). */
+static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_access_t *access,
+                                    size_t i, const char *api) {
+    const ordo_buffer_t *b = access->buffer;
+    if (!b) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
+    }
+    if (b->magic == ORDO_BUFFER_RELEASED) {
+        return ordo_error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
+                          (const void *)b);
+    }
+    if (b->magic != ORDO_BUFFER_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer", i,
+                          (const void *)b);
+    }
+    if (b->tracker != tracker) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "access %zu: buffer %p belongs to another tracker", i, (const void *)b);
+    }
+    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
+                      (int)access->mode);
+}
+
 static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
                                     size_t count, const char *api) {
-    if (count && !accesses) {
+    if (ORDO_UNLIKELY(count && !accesses)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
                           count);
     }
-    if (count > ORDO_TRACKER_MAX_ACCESSES) {
+    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
                           ORDO_TRACKER_MAX_ACCESSES);
     }
     for (size_t i = 0; i < count; ++i) {
         const ordo_buffer_t *b = accesses[i].buffer;
-        if (!b) {
-            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
-        }
-        if (b->magic == ORDO_BUFFER_RELEASED) {
-            return ordo_error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
-                              (const void *)b);
-        }
-        if (b->magic != ORDO_BUFFER_MAGIC) {
-            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer",
-                              i, (const void *)b);
-        }
-        if (b->tracker != tracker) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "access %zu: buffer %p belongs to another tracker", i,
-                              (const void *)b);
-        }
-        if (accesses[i].mode < ORDO_ACCESS_READ || accesses[i].mode > ORDO_ACCESS_READ_WRITE) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode",
-                              i, (int)accesses[i].mode);
+        /* One test for the common case; the reason only on refusal. */
+        if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
+                          (unsigned)accesses[i].mode - 1u > 2u)) {
+            return access_refused(tracker, &accesses[i], i, api);
         }
     }
     return ORDO_OK;
@@ -204,10 +212,10 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
         }
         /* A write also waits for the reads since (WAR). */
         if (accesses[i].mode & ORDO_ACCESS_WRITE) {
-            for (uint32_t r = 0; r < b->reader_count; ++r) {
-                if (b->readers[r].stream != t) {
-                    need(&needs, b->readers[r].stream, b->readers[r].point);
-                }
+            for (uint64_t readers = b->reader_mask & ~((uint64_t)1 << t); readers;
+                 readers &= readers - 1) {
+                uint32_t r = (uint32_t)__builtin_ctzll(readers);
+                need(&needs, r, buffer_reader_point(b, r));
             }
         }
     }
@@ -254,27 +262,23 @@ static ordo_status_t finish_locked(ordo_tracker_t *tracker, uint32_t t,
         ordo_buffer_t *b = accesses[i].buffer;
         if (accesses[i].mode & ORDO_ACCESS_WRITE) {
             b->writer = (buffer_use_t){t, point};
-            b->reader_count = 0;
+            b->reader_mask = 0;
             continue;
         }
-        uint32_t r = 0;
-        while (r < b->reader_count && b->readers[r].stream != t) {
-            ++r;
-        }
-        if (r == b->reader_count) {
-            if (b->reader_count == b->reader_capacity) {
-                /* At most one reader entry per stream: this grows once. */
-                buffer_use_t *grown = ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *grown, 0);
-                if (!grown) {
-                    return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot grow a reader list");
+        if (t < BUFFER_INLINE_READERS) {
+            b->reader_points[t] = point;
+        } else {
+            if (!b->more_reader_points) {
+                b->more_reader_points =
+                    ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_reader_points, 0);
+                if (!b->more_reader_points) {
+                    return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                                      "cannot grow a buffer's reader points");
                 }
-                memcpy(grown, b->readers, b->reader_count * sizeof *grown);
-                b->readers = grown;
-                b->reader_capacity = ORDO_TRACKER_MAX_STREAMS;
             }
-            b->reader_count++;
+            b->more_reader_points[t] = point;
         }
-        b->readers[r] = (buffer_use_t){t, point};
+        b->reader_mask |= (uint64_t)1 << t;
     }
     counter_add(&tracker->submissions, 1);
     return ORDO_OK;

@@ -17,8 +17,9 @@
 #define ORDO_BUFFER_DEAD 0xdeadb0ffu
 /* Recorded points each stream remembers, with the frontier it had then. */
 #define TRACKER_RECORDS 8
-/* Readers a buffer keeps inline before it allocates. */
-#define BUFFER_INLINE_READERS 4
+/* Streams whose latest read a buffer keeps inline (indexed by stream);
+ * reads from streams beyond them go to an array allocated on first use. */
+#define BUFFER_INLINE_READERS 8
 
 typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
@@ -45,10 +46,11 @@ struct ordo_buffer {
     uint32_t magic;
     ordo_tracker_t *tracker;
     buffer_use_t writer; /* point 0: never written */
-    uint32_t reader_count;
-    uint32_t reader_capacity;
-    buffer_use_t *readers; /* inline_readers or an allocation */
-    buffer_use_t inline_readers[BUFFER_INLINE_READERS];
+    /* The streams that read since the last write, and each one's latest
+     * read point, indexed by stream: no search on the submission path. */
+    uint64_t reader_mask;
+    uint64_t reader_points[BUFFER_INLINE_READERS];
+    uint64_t *more_reader_points; /* ORDO_TRACKER_MAX_STREAMS entries, or NULL */
     /* Release: one timepoint per use still running, counted down. */
     ordo_reclaim_fn reclaim;
     void *reclaim_ctx;
@@ -86,6 +88,11 @@ struct ordo_tracker {
 };
 
 ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api);
+
+/* The latest read point of stream s on b (s in b->reader_mask). */
+static inline uint64_t buffer_reader_point(const ordo_buffer_t *b, uint32_t s) {
+    return s < BUFFER_INLINE_READERS ? b->reader_points[s] : b->more_reader_points[s];
+}
 
 /* Makes sure stream's point `point` is recorded (signals the stream's
  * timeline at its current point if no record covers it yet) and returns the

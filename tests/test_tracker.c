@@ -218,6 +218,41 @@ static void split_prepare_finish(void **state) {
     fixture_free(f);
 }
 
+static void many_streams_read_then_one_writes(void **state) {
+    (void)state;
+    enum { N = 10 }; /* beyond the readers a buffer keeps inline */
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_stream_t *streams[N];
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &streams[i]));
+    }
+    observed_t seen = {0};
+    assert_ok(ordo_tracker_set_wait_observer(tracker, observe, &seen));
+    ordo_buffer_t *b;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    ordo_access_t w = {b, ORDO_ACCESS_WRITE};
+    ordo_access_t r = {b, ORDO_ACCESS_READ};
+    assert_ok(ordo_submit(tracker, streams[0], &w, 1, launch_noop, NULL));
+    for (int i = 1; i < N; ++i) {
+        assert_ok(ordo_submit(tracker, streams[i], &r, 1, launch_noop, NULL));
+    }
+    assert_int_equal(seen.count, N - 1); /* each reader waits for the writer */
+    assert_ok(ordo_submit(tracker, streams[N - 1], &w, 1, launch_noop, NULL));
+    /* The writer on the last stream waits for the other eight readers; the
+     * writer on stream 0 is known through any of them. */
+    assert_int_equal(seen.count, (N - 1) + (N - 2));
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_stream_synchronize(streams[i], test_deadline()));
+    }
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_stream_destroy(streams[i]));
+    }
+}
+
 /* ---- ordering with real data ------------------------------------------- */
 
 typedef struct slot {
@@ -430,6 +465,7 @@ int main(void) {
         cmocka_unit_test(seed_scenarios_hold),
         cmocka_unit_test(duplicates_merge_to_read_write),
         cmocka_unit_test(split_prepare_finish),
+        cmocka_unit_test(many_streams_read_then_one_writes),
         cmocka_unit_test(streams_see_each_others_writes),
         cmocka_unit_test(release_defers_until_uses_complete),
         cmocka_unit_test(failed_stream_still_reclaims),

@@ -162,17 +162,22 @@ static void emit_metrics(const char *name, const bench_stats_t *ordo,
 /* Where the streams' workers run (a worker inherits the CPU of the thread
  * that creates its stream); the submitter always runs on CPU slot 0.
  *
- * LAYOUT_SUBMITTER_ALONE, the `ordo` lines: every worker on slot 1, so the
- * submitter keeps a CPU of its own, as in stream_task_chain. OpenMP's team
- * of two likewise has its creating thread on one CPU and the other thread
- * running the tasks on the other.
+ * LAYOUT_SUBMITTER_ALONE: every worker on slot 1, so the submitter keeps a
+ * CPU of its own, as in stream_task_chain. The `ordo` line of one-stream
+ * benchmarks, the `ordo_one_cpu` line of two-stream ones (both workers
+ * then share one CPU, and every hand-over between them is a switch).
  *
- * LAYOUT_SPREAD, the `ordo_spread` lines of two-stream benchmarks: stream
- * 0's worker on slot 1 and stream 1's on slot 0, one worker per CPU as
- * StarPU's two workers are bound, the submitter sharing slot 0. */
+ * LAYOUT_SPREAD, the `ordo` line of two-stream benchmarks: stream 0's
+ * worker on slot 1 and stream 1's on slot 0, one worker per CPU as the
+ * peers' two threads are bound, the submitter sharing slot 0. */
 typedef enum dag_layout { LAYOUT_SUBMITTER_ALONE, LAYOUT_SPREAD, LAYOUT_COUNT } dag_layout_t;
 
-static const char *const layout_impls[LAYOUT_COUNT] = {"ordo", "ordo_spread"};
+static const char *layout_impl(dag_layout_t layout, unsigned streams) {
+    if (streams == 1) {
+        return "ordo";
+    }
+    return layout == LAYOUT_SPREAD ? "ordo" : "ordo_one_cpu";
+}
 
 static void streams_create(ordo_device_t *device, ordo_stream_t **streams, unsigned count,
                            dag_layout_t layout) {
@@ -582,7 +587,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
                     (bench_ratio_t){peer_names[p], ordo.median_ns / peers[p].median_ns};
             }
         }
-        bench_emit(c->name, layout_impls[l], &ordo, ratios, ratio_count);
+        bench_emit(c->name, layout_impl((dag_layout_t)l, c->streams), &ordo, ratios, ratio_count);
         if (l == LAYOUT_SUBMITTER_ALONE) {
             /* The tracker decides alike in every layout. */
             emit_metrics(c->name, &ordo, &o[l].measured);

@@ -380,6 +380,33 @@ static void failed_stream_still_reclaims(void **state) {
     fixture_free(f);
 }
 
+static void failed_stream_does_not_imply_other_uses(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t long_read = {0};
+    /* A long read on stream 0. */
+    ordo_access_t r = {f->b[3], ORDO_ACCESS_READ};
+    assert_ok(ordo_submit(f->tracker, f->s[0], &r, 1, launch_gate, &long_read));
+    /* Stream 1 fails, then writes the buffer: its wait for the read is
+     * skipped, as everything on a failed stream is. */
+    assert_ok(ordo_stream_host_task(f->s[1], fail_task, NULL));
+    assert_status(ordo_stream_synchronize(f->s[1], test_deadline()), ORDO_ERR_ABORTED);
+    ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
+    ordo_status_t st = ordo_submit(f->tracker, f->s[1], &w, 1, launch_noop, NULL);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+    reclaimed_t rec = {0};
+    assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
+    f->b[3] = NULL;
+    /* The read on stream 0 still runs: the buffer must outlive it. */
+    test_sleep_ms(20);
+    assert_int_equal(atomic_load(&rec.calls), 0);
+    atomic_store(&long_read.open, 1);
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_ok(ordo_buffer_create(f->tracker, &f->b[3]));
+    fixture_free(f);
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 
 static void bad_input_is_refused(void **state) {
@@ -469,6 +496,7 @@ int main(void) {
         cmocka_unit_test(streams_see_each_others_writes),
         cmocka_unit_test(release_defers_until_uses_complete),
         cmocka_unit_test(failed_stream_still_reclaims),
+        cmocka_unit_test(failed_stream_does_not_imply_other_uses),
         cmocka_unit_test(bad_input_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,8 +5,8 @@
  * and the readers since), not its contents.
  *
  * Releasing a buffer ends its handle at once and defers its reclamation
- * until every recorded use of it, on every stream, has completed (or its
- * stream has failed, so the use will never run): then the tracker's
+ * until the last use of it on every stream that ever used it has completed
+ * (or its stream has failed, so the use will never run): then the tracker's
  * reclaimer thread calls reclaim(ctx), where the caller frees the real
  * resource. The releasing thread never blocks. A buffer no stream still
  * uses is reclaimed at once, on the releasing thread.

@@ -28,9 +28,10 @@
  *
  * Thread-safety: a tracker is externally synchronised: submit, prepare,
  * finish, buffer create and release on one tracker must not run
- * concurrently (wrap them in a lock if several threads submit). Metrics and
- * drain may be called from any thread. Streams used with a tracker must
- * outlive it.
+ * concurrently (wrap them in a lock if several threads submit); nor may
+ * setting the wait observer. Metrics and drain may be called from any
+ * thread, except drain from a reclaim callback (it would wait for itself).
+ * Streams used with a tracker must outlive it.
  */
 #ifndef ORDO_TRACKER_H
 #define ORDO_TRACKER_H
@@ -83,7 +84,8 @@ typedef struct ordo_tracker_metrics {
 
 /* Called for every wait the tracker emits: waiting waits until origin
  * reaches origin_point (the recorded point that covers needed_point). For
- * tests, traces and debugging; runs on the submitting thread. */
+ * tests, traces and debugging; runs on the submitting thread. Set it while
+ * no submission runs. */
 typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
                                               ordo_stream_t *origin, uint64_t origin_point,
                                               uint64_t needed_point);

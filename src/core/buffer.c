@@ -30,9 +30,9 @@ void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     if (b->reclaim) {
         b->reclaim(b->reclaim_ctx);
     }
-    if (b->more_reader_points) {
-        ordo_dealloc(b->more_reader_points,
-                     ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_reader_points, 0);
+    if (b->more_last_points) {
+        ordo_dealloc(b->more_last_points, ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points,
+                     0);
     }
     if (b->timepoints) {
         ordo_dealloc(b->timepoints, b->timepoint_count * sizeof *b->timepoints, 0);
@@ -63,8 +63,30 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                           b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
     }
     ordo_tracker_t *tracker = b->tracker;
-    uint32_t readers = (uint32_t)__builtin_popcountll(b->reader_mask);
-    uint32_t uses = readers + (b->writer.point ? 1u : 0u);
+    /* Every stream's last use: a later use on another stream implies an
+     * earlier one only if that stream really waited, and a failed stream
+     * never does. Uses already complete need no timepoint. */
+    uint32_t uses = 0;
+    buffer_use_t pending[ORDO_TRACKER_MAX_STREAMS];
+    for (uint64_t mask = b->use_mask; mask; mask &= mask - 1) {
+        uint32_t s = (uint32_t)__builtin_ctzll(mask);
+        uint64_t point = buffer_last_point(b, s);
+        uint64_t reached = 0;
+        (void)ordo_signal_query(tracker->streams[s]->timeline, &reached);
+        if (reached < point) {
+            pending[uses++] = (buffer_use_t){s, point};
+        }
+    }
+    /* Record them first: if that fails nothing has changed. */
+    for (uint32_t i = 0; i < uses; ++i) {
+        const tracker_record_t *record;
+        ordo_status_t st =
+            tracker_record_covering(tracker, pending[i].stream, pending[i].point, &record);
+        if (st != ORDO_OK) {
+            return ordo_error(st, __func__, "cannot record a use of the buffer: %s",
+                              ordo_error_message());
+        }
+    }
     ordo_timepoint_t *timepoints = NULL;
     if (uses) {
         timepoints = ordo_alloc(uses * sizeof *timepoints, 0);
@@ -83,29 +105,14 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                           memory_order_relaxed);
 
     /* One guard count keeps the buffer ours while the timepoints are armed. */
-    atomic_store_explicit(&b->uses_pending, 1, memory_order_relaxed);
+    atomic_store_explicit(&b->uses_pending, 1 + uses, memory_order_relaxed);
     atomic_fetch_add_explicit(&tracker->reclamations_pending, 1, memory_order_relaxed);
-    uint64_t reader_mask = b->reader_mask;
     for (uint32_t i = 0; i < uses; ++i) {
-        buffer_use_t use = b->writer;
-        if (i < readers) {
-            use.stream = (uint32_t)__builtin_ctzll(reader_mask);
-            use.point = buffer_reader_point(b, use.stream);
-            reader_mask &= reader_mask - 1;
-        }
-        tracker_stream_t *ts = tracker->streams[use.stream];
-        uint64_t reached = 0;
-        (void)ordo_signal_query(ts->timeline, &reached);
-        if (reached >= use.point) {
-            continue; /* done already */
-        }
-        /* The use must be recorded for its completion to be observable. */
-        (void)tracker_record_covering(tracker, use.stream, use.point);
-        atomic_fetch_add_explicit(&b->uses_pending, 1, memory_order_relaxed);
-        if (ordo_timepoint_arm(&timepoints[i], ts->timeline, use.point, use_completed, b) !=
-            ORDO_OK) {
-            atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_relaxed);
-        }
+        ordo_signal_t *timeline = tracker->streams[pending[i].stream]->timeline;
+        /* Timelines live as long as the tracker, which cannot be destroyed
+         * with reclamations pending, so arming cannot fail; if it ever did,
+         * keeping the buffer (a leak) is safer than freeing it early. */
+        (void)ordo_timepoint_arm(&timepoints[i], timeline, pending[i].point, use_completed, b);
     }
     if (atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_acq_rel) == 1) {
         /* Nothing still running: reclaim here, at once. */

@@ -39,12 +39,20 @@ ordo_status_t reclaimer_start(reclaimer_t *r) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (pthread_mutex_init(&r->lock, NULL) != 0 || pthread_cond_init(&r->wake, NULL) != 0 ||
-        pthread_cond_init(&r->idle, &attr) != 0) {
-        pthread_condattr_destroy(&attr);
+    int made = 0;
+    made += pthread_mutex_init(&r->lock, NULL) == 0;
+    made += made == 1 && pthread_cond_init(&r->wake, NULL) == 0;
+    made += made == 2 && pthread_cond_init(&r->idle, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+    if (made != 3) {
+        if (made >= 2) {
+            pthread_cond_destroy(&r->wake);
+        }
+        if (made >= 1) {
+            pthread_mutex_destroy(&r->lock);
+        }
         return ORDO_ERR_RESOURCE_EXHAUSTED;
     }
-    pthread_condattr_destroy(&attr);
     if (pthread_create(&r->thread, NULL, reclaimer_main, tracker) != 0) {
         pthread_cond_destroy(&r->idle);
         pthread_cond_destroy(&r->wake);

@@ -156,22 +156,30 @@ static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_ac
     return ORDO_OK;
 }
 
-const tracker_record_t *tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
-                                                uint64_t point) {
+ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
+                                      const tracker_record_t **out_record) {
     tracker_stream_t *ts = tracker->streams[stream];
     if (ts->recorded < point) {
         /* Record the stream's current point: it covers `point` and carries
-         * what the stream had waited for by then. A failed stream fails
-         * the timeline instead, so its waiters fail rather than hang. */
+         * what the stream had waited for by then. */
         uint64_t now = ts->point;
-        (void)ordo_stream_signal(ts->stream, ts->timeline, now);
+        ordo_status_t st = ordo_stream_signal(ts->stream, ts->timeline, now);
+        if (st != ORDO_OK) {
+            uint64_t value = 0;
+            if (ordo_signal_query(ts->timeline, &value) == ORDO_OK) {
+                return st; /* not enqueued, timeline healthy: nothing recorded */
+            }
+            /* The stream has failed and so has the timeline: waiters fail
+             * rather than hang, which is all a record must give them. */
+        }
         tracker_record_t *record = &ts->records[ts->next_record];
         ts->next_record = (ts->next_record + 1) % TRACKER_RECORDS;
         record->point = now;
         memcpy(record->frontier, ts->frontier, sizeof record->frontier);
         ts->recorded = now;
         counter_add(&tracker->points_recorded, 1);
-        return record;
+        *out_record = record;
+        return ORDO_OK;
     }
     const tracker_record_t *best = NULL;
     for (unsigned i = 0; i < TRACKER_RECORDS; ++i) {
@@ -180,7 +188,8 @@ const tracker_record_t *tracker_record_covering(ordo_tracker_t *tracker, uint32_
             best = r;
         }
     }
-    return best; /* the latest record, ts->recorded >= point, is always kept */
+    *out_record = best; /* the latest record, ts->recorded >= point, is always kept */
+    return ORDO_OK;
 }
 
 /* The orderings a submission needs: per origin stream, the highest point
@@ -215,7 +224,7 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
             for (uint64_t readers = b->reader_mask & ~((uint64_t)1 << t); readers;
                  readers &= readers - 1) {
                 uint32_t r = (uint32_t)__builtin_ctzll(readers);
-                need(&needs, r, buffer_reader_point(b, r));
+                need(&needs, r, buffer_last_point(b, r));
             }
         }
     }
@@ -228,9 +237,12 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
             ++elided; /* already known, directly or transitively */
             continue;
         }
-        const tracker_record_t *record = tracker_record_covering(tracker, origin, point);
-        ordo_status_t st =
-            ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+        const tracker_record_t *record = NULL;
+        ordo_status_t st = tracker_record_covering(tracker, origin, point, &record);
+        if (st != ORDO_OK) {
+            return st;
+        }
+        st = ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
         if (st != ORDO_OK) {
             return st; /* this stream has failed: so will the submission */
         }
@@ -254,34 +266,49 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
     return ORDO_OK;
 }
 
-/* Records the accesses as stream t's next point. */
-static ordo_status_t finish_locked(ordo_tracker_t *tracker, uint32_t t,
-                                   const ordo_access_t *accesses, size_t count, const char *api) {
-    uint64_t point = ++tracker->streams[t]->point;
+/* Allocates what recording accesses on stream t will need, so that the
+ * recording itself cannot fail after the work was enqueued. */
+static ordo_status_t reserve_locked(uint32_t t, const ordo_access_t *accesses, size_t count,
+                                    const char *api) {
+    if (t < BUFFER_INLINE_READERS) {
+        return ORDO_OK;
+    }
     for (size_t i = 0; i < count; ++i) {
         ordo_buffer_t *b = accesses[i].buffer;
+        if (!b->more_last_points) {
+            b->more_last_points =
+                ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points, 0);
+            if (!b->more_last_points) {
+                return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                                  "cannot grow a buffer's per-stream points");
+            }
+        }
+    }
+    return ORDO_OK;
+}
+
+/* Records the accesses as stream t's next point; cannot fail once
+ * reserve_locked has succeeded for them. */
+static void finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses,
+                          size_t count) {
+    uint64_t point = ++tracker->streams[t]->point;
+    uint64_t bit = (uint64_t)1 << t;
+    for (size_t i = 0; i < count; ++i) {
+        ordo_buffer_t *b = accesses[i].buffer;
+        if (t < BUFFER_INLINE_READERS) {
+            b->last_points[t] = point;
+        } else {
+            b->more_last_points[t] = point;
+        }
+        b->use_mask |= bit;
         if (accesses[i].mode & ORDO_ACCESS_WRITE) {
             b->writer = (buffer_use_t){t, point};
             b->reader_mask = 0;
-            continue;
-        }
-        if (t < BUFFER_INLINE_READERS) {
-            b->reader_points[t] = point;
         } else {
-            if (!b->more_reader_points) {
-                b->more_reader_points =
-                    ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_reader_points, 0);
-                if (!b->more_reader_points) {
-                    return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                                      "cannot grow a buffer's reader points");
-                }
-            }
-            b->more_reader_points[t] = point;
+            b->reader_mask |= bit;
         }
-        b->reader_mask |= (uint64_t)1 << t;
     }
     counter_add(&tracker->submissions, 1);
-    return ORDO_OK;
 }
 
 static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -301,6 +328,9 @@ ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (st == ORDO_OK) {
+        st = reserve_locked(t, accesses, count, __func__);
+    }
     return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count) : st;
 }
 
@@ -308,28 +338,37 @@ ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
-    return st == ORDO_OK ? finish_locked(tracker, t, accesses, count, __func__) : st;
+    if (st == ORDO_OK) {
+        st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
+    }
+    if (st == ORDO_OK) {
+        finish_locked(tracker, t, accesses, count);
+    }
+    return st;
 }
 
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx) {
-    uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
     if (!launch) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
     }
-    st = prepare_locked(tracker, t, accesses, count);
+    uint32_t t;
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (st == ORDO_OK) {
+        st = reserve_locked(t, accesses, count, __func__);
+    }
+    if (st == ORDO_OK) {
+        st = prepare_locked(tracker, t, accesses, count);
+    }
     if (st == ORDO_OK) {
         st = launch(ctx, stream);
     }
     if (st != ORDO_OK) {
         return st; /* nothing enqueued: nothing to record */
     }
-    return finish_locked(tracker, t, accesses, count, __func__);
+    finish_locked(tracker, t, accesses, count);
+    return ORDO_OK;
 }
 
 ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics) {

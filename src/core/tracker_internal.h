@@ -46,11 +46,16 @@ struct ordo_buffer {
     uint32_t magic;
     ordo_tracker_t *tracker;
     buffer_use_t writer; /* point 0: never written */
-    /* The streams that read since the last write, and each one's latest
-     * read point, indexed by stream: no search on the submission path. */
+    /* Each stream's latest access point (read or write), indexed by stream:
+     * no search on the submission path. reader_mask: the streams that read
+     * since the last write (their points are those reads: hazards).
+     * use_mask: every stream that ever accessed the buffer (release waits
+     * for each one's last use: a failed stream never waited for anything,
+     * so an earlier use elsewhere is not implied by its later one). */
     uint64_t reader_mask;
-    uint64_t reader_points[BUFFER_INLINE_READERS];
-    uint64_t *more_reader_points; /* ORDO_TRACKER_MAX_STREAMS entries, or NULL */
+    uint64_t use_mask;
+    uint64_t last_points[BUFFER_INLINE_READERS];
+    uint64_t *more_last_points; /* ORDO_TRACKER_MAX_STREAMS entries, or NULL */
     /* Release: one timepoint per use still running, counted down. */
     ordo_reclaim_fn reclaim;
     void *reclaim_ctx;
@@ -89,16 +94,19 @@ struct ordo_tracker {
 
 ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api);
 
-/* The latest read point of stream s on b (s in b->reader_mask). */
-static inline uint64_t buffer_reader_point(const ordo_buffer_t *b, uint32_t s) {
-    return s < BUFFER_INLINE_READERS ? b->reader_points[s] : b->more_reader_points[s];
+/* The latest access point of stream s on b (s in b->use_mask). */
+static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
+    return s < BUFFER_INLINE_READERS ? b->last_points[s] : b->more_last_points[s];
 }
 
 /* Makes sure stream's point `point` is recorded (signals the stream's
- * timeline at its current point if no record covers it yet) and returns the
- * record that covers it: the smallest recorded point >= point it knows. */
-const tracker_record_t *tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
-                                                uint64_t point);
+ * timeline at its current point if no record covers it yet) and gives the
+ * record that covers it: the smallest recorded point >= point it knows.
+ * Fails (and records nothing) only if the signal could not be enqueued on a
+ * healthy stream; on a failed stream the record fails its timeline, which
+ * is what its waiters need. */
+ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
+                                      const tracker_record_t **out_record);
 
 ordo_status_t reclaimer_start(reclaimer_t *reclaimer);
 void reclaimer_stop(reclaimer_t *reclaimer);

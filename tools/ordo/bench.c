@@ -5,6 +5,22 @@
 #include <time.h>
 
 #include "bench.h"
+#include "ordo/status.h"
+
+bench_sizes_t bench_pick(const bench_options_t *options, size_t samples, uint64_t batch) {
+    bench_sizes_t s = {samples, batch};
+    if (options->quick) {
+        s.samples = samples < 10 ? samples : 10;
+        s.batch = batch < 20 ? batch : 20;
+    }
+    return s;
+}
+
+_Noreturn void bench_fail(const char *what) {
+    const char *detail = ordo_error_message();
+    fprintf(stderr, "ordo bench: %s%s%s\n", what, detail[0] ? ": " : "", detail);
+    exit(1);
+}
 
 uint64_t bench_now_ns(void) {
     struct timespec ts;

@@ -11,6 +11,19 @@ typedef struct bench_options {
     int quick;          /* few iterations: a smoke test, not a measurement */
 } bench_options_t;
 
+/* How many samples of how many operations a benchmark measures. */
+typedef struct bench_sizes {
+    size_t samples;
+    uint64_t batch;
+} bench_sizes_t;
+
+/* The sizes to use: as given, or tiny under --quick. */
+bench_sizes_t bench_pick(const bench_options_t *options, size_t samples, uint64_t batch);
+
+/* Reports what failed (with ordo's last error message, if any) and exits:
+ * a benchmark that cannot run correctly measures nothing. */
+_Noreturn void bench_fail(const char *what);
+
 /* Per-operation times of one (benchmark, implementation) pair. */
 typedef struct bench_stats {
     double median_ns;

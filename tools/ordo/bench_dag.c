@@ -23,11 +23,6 @@
 #include <starpu.h>
 #endif
 
-_Noreturn static void die(const char *what) {
-    fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
-    exit(1);
-}
-
 _Noreturn static void wrong(const char *name, const char *impl) {
     fprintf(stderr, "ordo bench: %s: %s computed a wrong result (tasks ran out of order)\n", name,
             impl);
@@ -86,7 +81,7 @@ static void work_init(dag_work_t *w, const dag_case_t *c, uint64_t tasks) {
     w->slots = aligned_alloc(64, w->slot_count * sizeof *w->slots);
     w->chain = c->shape == DAG_CHAIN ? malloc((size_t)tasks * sizeof *w->chain) : NULL;
     if (!w->slots || (c->shape == DAG_CHAIN && !w->chain)) {
-        die("out of memory");
+        bench_fail("out of memory");
     }
     memset(w->slots, 0, w->slot_count * sizeof *w->slots);
     for (size_t i = 0; i < w->slot_count; ++i) {
@@ -184,7 +179,7 @@ static void streams_create(ordo_device_t *device, ordo_stream_t **streams, unsig
     for (unsigned k = 0; k < count; ++k) {
         bench_pin(layout == LAYOUT_SPREAD && k % 2 ? 0 : 1);
         if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
-            die("cannot create a stream");
+            bench_fail("cannot create a stream");
         }
     }
     bench_pin(0);
@@ -193,7 +188,7 @@ static void streams_create(ordo_device_t *device, ordo_stream_t **streams, unsig
 static void streams_synchronize(ordo_stream_t **streams, unsigned count) {
     for (unsigned k = 0; k < count; ++k) {
         if (ordo_stream_synchronize(streams[k], ordo_deadline_after_ms(300000)) != ORDO_OK) {
-            die("synchronize failed");
+            bench_fail("synchronize failed");
         }
     }
 }
@@ -204,15 +199,15 @@ static void ordo_setup(dag_ordo_t *o, ordo_device_t *device, const dag_work_t *w
     o->stream_count = w->c->streams;
     streams_create(device, o->streams, o->stream_count, layout);
     if (ordo_tracker_create(device, &o->tracker) != ORDO_OK) {
-        die("cannot create a tracker");
+        bench_fail("cannot create a tracker");
     }
     o->buffers = malloc(w->slot_count * sizeof *o->buffers);
     if (!o->buffers) {
-        die("out of memory");
+        bench_fail("out of memory");
     }
     for (size_t i = 0; i < w->slot_count; ++i) {
         if (ordo_buffer_create(o->tracker, &o->buffers[i]) != ORDO_OK) {
-            die("cannot create a buffer");
+            bench_fail("cannot create a buffer");
         }
     }
 }
@@ -221,12 +216,12 @@ static void tracker_teardown(ordo_tracker_t *tracker, ordo_buffer_t **buffers, s
                              ordo_stream_t **streams, unsigned stream_count) {
     for (size_t i = 0; i < count; ++i) {
         if (ordo_buffer_release(buffers[i], NULL, NULL) != ORDO_OK) {
-            die("cannot release a buffer");
+            bench_fail("cannot release a buffer");
         }
     }
     if (ordo_tracker_drain(tracker, ordo_deadline_after_ms(300000)) != ORDO_OK ||
         ordo_tracker_destroy(tracker) != ORDO_OK) {
-        die("cannot destroy the tracker");
+        bench_fail("cannot destroy the tracker");
     }
     for (unsigned k = 0; k < stream_count; ++k) {
         ordo_stream_destroy(streams[k]);
@@ -267,7 +262,7 @@ static double ordo_sample(dag_ordo_t *o, dag_work_t *w) {
         for (uint64_t i = 0; i < w->tasks; ++i) {
             if (ordo_submit(o->tracker, o->streams[i % n], &access, 1, launch_chain,
                             &w->chain[i]) != ORDO_OK) {
-                die("submission refused");
+                bench_fail("submission refused");
             }
         }
     } else {
@@ -275,7 +270,7 @@ static double ordo_sample(dag_ordo_t *o, dag_work_t *w) {
             const ordo_access_t access = {o->buffers[i], ORDO_ACCESS_WRITE};
             if (ordo_submit(o->tracker, o->streams[i % n], &access, 1, launch_independent,
                             &w->slots[i]) != ORDO_OK) {
-                die("submission refused");
+                bench_fail("submission refused");
             }
         }
     }
@@ -449,7 +444,7 @@ static struct starpu_codelet starpu_independent_codelet = {
 static starpu_data_handle_t *starpu_register(dag_work_t *w) {
     starpu_data_handle_t *handles = malloc(w->slot_count * sizeof *handles);
     if (!handles) {
-        die("out of memory");
+        bench_fail("out of memory");
     }
     for (size_t i = 0; i < w->slot_count; ++i) {
         starpu_vector_data_register(&handles[i], STARPU_MAIN_RAM, (uintptr_t)w->slots[i].v,
@@ -549,7 +544,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
     for (int t = 0; t < PEER_COUNT + LAYOUT_COUNT; ++t) {
         times[t] = calloc(samples, sizeof(double));
         if (!times[t]) {
-            die("out of memory");
+            bench_fail("out of memory");
         }
     }
     /* ordo and the peers alternate sample by sample, so a noisy spell on
@@ -638,18 +633,18 @@ static void hazard_run(const bench_options_t *options, ordo_device_t *device, un
     streams_create(device, streams, HAZARD_STREAMS, LAYOUT_SUBMITTER_ALONE);
     ordo_tracker_t *tracker;
     if (ordo_tracker_create(device, &tracker) != ORDO_OK) {
-        die("cannot create a tracker");
+        bench_fail("cannot create a tracker");
     }
     ordo_buffer_t *pool[HAZARD_POOL];
     for (unsigned b = 0; b < HAZARD_POOL; ++b) {
         if (ordo_buffer_create(tracker, &pool[b]) != ORDO_OK) {
-            die("cannot create a buffer");
+            bench_fail("cannot create a buffer");
         }
     }
     ordo_access_t *pattern = malloc((size_t)HAZARD_PATTERN * n * sizeof *pattern);
     double *times = calloc(samples, sizeof *times);
     if (!pattern || !times) {
-        die("out of memory");
+        bench_fail("out of memory");
     }
     uint64_t rng = 0x9e3779b97f4a7c15u;
     for (unsigned k = 0; k < HAZARD_PATTERN; ++k) {
@@ -686,7 +681,7 @@ static void hazard_run(const bench_options_t *options, ordo_device_t *device, un
             const ordo_access_t *list = &pattern[(size_t)k * n];
             if (ordo_prepare(tracker, stream, list, n) != ORDO_OK ||
                 ordo_finish(tracker, stream, list, n) != ORDO_OK) {
-                die("prepare or finish refused");
+                bench_fail("prepare or finish refused");
             }
         }
         uint64_t elapsed = bench_now_ns() - t0;
@@ -728,7 +723,7 @@ void bench_dag_all(const bench_options_t *options) {
     }
     ordo_device_t *device;
     if (ordo_device_open("cpu", &device) != ORDO_OK) {
-        die("cannot open the cpu device");
+        bench_fail("cannot open the cpu device");
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         if (bench_selected(options, cases[i].name)) {

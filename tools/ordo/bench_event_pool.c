@@ -15,25 +15,6 @@
 
 #define BENCH_EVENT_BYTES 64
 
-typedef struct pool_sizes {
-    size_t samples;
-    uint64_t batch;
-} pool_sizes_t;
-
-static pool_sizes_t pool_pick(const bench_options_t *options, size_t samples, uint64_t batch) {
-    pool_sizes_t s = {samples, batch};
-    if (options->quick) {
-        s.samples = samples < 10 ? samples : 10;
-        s.batch = batch < 20 ? batch : 20;
-    }
-    return s;
-}
-
-_Noreturn static void pool_fail(const char *what) {
-    fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
-    exit(1);
-}
-
 static ordo_status_t host_event_create(void *user, ordo_event_kind_t kind, void **out_event) {
     (void)user;
     (void)kind;
@@ -55,13 +36,13 @@ static const event_pool_backend_t host_backend = {host_event_create, host_event_
 static event_pool_t *pool_open(void) {
     event_pool_t *pool;
     if (event_pool_create(&host_backend, ORDO_EVENT_PLAIN, NULL, &pool) != ORDO_OK) {
-        pool_fail("cannot create an event pool");
+        bench_fail("cannot create an event pool");
     }
     return pool;
 }
 
 /* Times sz.samples batches of acquire+release on pool into samples. */
-static void pool_cycle(event_pool_t *pool, pool_sizes_t sz, double *samples) {
+static void pool_cycle(event_pool_t *pool, bench_sizes_t sz, double *samples) {
     const size_t warmup = 2;
     unsigned failures = 0;
     for (size_t s = 0; s < sz.samples + warmup; ++s) {
@@ -77,18 +58,18 @@ static void pool_cycle(event_pool_t *pool, pool_sizes_t sz, double *samples) {
         }
     }
     if (failures) {
-        pool_fail("an acquire or release failed");
+        bench_fail("an acquire or release failed");
     }
 }
 
 /* ---- event_pool: one thread ------------------------------------------ */
 
-static bench_stats_t run_create_destroy(pool_sizes_t sz) {
+static bench_stats_t run_create_destroy(bench_sizes_t sz) {
     /* Through the same function pointers the pool would call. */
     const event_pool_backend_t *volatile backend = &host_backend;
     double *samples = calloc(sz.samples, sizeof *samples);
     if (!samples) {
-        pool_fail("out of memory");
+        bench_fail("out of memory");
     }
     unsigned failures = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
@@ -101,23 +82,23 @@ static bench_stats_t run_create_destroy(pool_sizes_t sz) {
         samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
     }
     if (failures) {
-        pool_fail("the backend failed to create an event");
+        bench_fail("the backend failed to create an event");
     }
     bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
     free(samples);
     return stats;
 }
 
-static bench_stats_t run_pool_single(pool_sizes_t sz) {
+static bench_stats_t run_pool_single(bench_sizes_t sz) {
     event_pool_t *pool = pool_open();
     double *samples = calloc(sz.samples, sizeof *samples);
     if (!samples) {
-        pool_fail("out of memory");
+        bench_fail("out of memory");
     }
     bench_pin(0);
     pool_cycle(pool, sz, samples);
     if (event_pool_destroy(pool) != ORDO_OK) {
-        pool_fail("cannot destroy the event pool");
+        bench_fail("cannot destroy the event pool");
     }
     bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
     free(samples);
@@ -128,7 +109,7 @@ static bench_stats_t run_pool_single(pool_sizes_t sz) {
 
 typedef struct pool_worker {
     event_pool_t *pool;
-    pool_sizes_t sz;
+    bench_sizes_t sz;
     double *samples;
     _Atomic int *ready;
 } pool_worker_t;
@@ -143,11 +124,11 @@ static void *pool_worker_run(void *arg) {
     return NULL;
 }
 
-static bench_stats_t run_pool_pair(pool_sizes_t sz) {
+static bench_stats_t run_pool_pair(bench_sizes_t sz) {
     event_pool_t *pool = pool_open();
     double *samples = calloc(2 * sz.samples, sizeof *samples);
     if (!samples) {
-        pool_fail("out of memory");
+        bench_fail("out of memory");
     }
     _Atomic int ready = 0;
     pool_worker_t workers[2];
@@ -155,7 +136,7 @@ static bench_stats_t run_pool_pair(pool_sizes_t sz) {
     for (int i = 0; i < 2; ++i) {
         workers[i] = (pool_worker_t){pool, sz, samples + (size_t)i * sz.samples, &ready};
         if (bench_thread_start(&threads[i], i, pool_worker_run, &workers[i]) != 0) {
-            pool_fail("cannot start a worker");
+            bench_fail("cannot start a worker");
         }
     }
     for (int i = 0; i < 2; ++i) {
@@ -163,7 +144,7 @@ static bench_stats_t run_pool_pair(pool_sizes_t sz) {
     }
     /* The workers have exited: their cached events are back in the pool. */
     if (event_pool_destroy(pool) != ORDO_OK) {
-        pool_fail("cannot destroy the event pool");
+        bench_fail("cannot destroy the event pool");
     }
     bench_stats_t stats = bench_summarise(samples, 2 * sz.samples, sz.batch);
     free(samples);
@@ -172,14 +153,14 @@ static bench_stats_t run_pool_pair(pool_sizes_t sz) {
 
 /* The whole public path on the CPU device: ordo_event_create/destroy,
  * which adds handle checks and a device reference to the pool's work. */
-static bench_stats_t run_device_events(pool_sizes_t sz) {
+static bench_stats_t run_device_events(bench_sizes_t sz) {
     ordo_device_t *device;
     if (ordo_device_open("cpu", &device) != ORDO_OK) {
-        pool_fail("cannot open the cpu device");
+        bench_fail("cannot open the cpu device");
     }
     double *samples = calloc(sz.samples, sizeof *samples);
     if (!samples) {
-        pool_fail("out of memory");
+        bench_fail("out of memory");
     }
     unsigned failures = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
@@ -192,7 +173,7 @@ static bench_stats_t run_device_events(pool_sizes_t sz) {
         samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
     }
     if (failures) {
-        pool_fail("an event create or destroy failed");
+        bench_fail("an event create or destroy failed");
     }
     ordo_device_release(device);
     bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
@@ -207,18 +188,18 @@ void bench_event_pool_generic(const bench_options_t *options) {
         return;
     }
     /* Both lines are judged against the baseline of the same run. */
-    bench_stats_t create_destroy = run_create_destroy(pool_pick(options, 200, 10000));
-    bench_stats_t ordo = run_pool_single(pool_pick(options, 200, 10000));
+    bench_stats_t create_destroy = run_create_destroy(bench_pick(options, 200, 10000));
+    bench_stats_t ordo = run_pool_single(bench_pick(options, 200, 10000));
     if (single) {
         bench_emit("event_pool", "create_destroy", &create_destroy, NULL, 0);
         bench_ratio_t ratio = {"create_destroy", ordo.median_ns / create_destroy.median_ns};
         bench_emit("event_pool", "ordo", &ordo, &ratio, 1);
-        bench_stats_t device = run_device_events(pool_pick(options, 200, 10000));
+        bench_stats_t device = run_device_events(bench_pick(options, 200, 10000));
         ratio.ratio = device.median_ns / create_destroy.median_ns;
         bench_emit("event_pool", "ordo_event_create_destroy", &device, &ratio, 1);
     }
     if (pair) {
-        bench_stats_t mt = run_pool_pair(pool_pick(options, 200, 10000));
+        bench_stats_t mt = run_pool_pair(bench_pick(options, 200, 10000));
         bench_ratio_t ratios[] = {{"event_pool/ordo", mt.median_ns / ordo.median_ns},
                                   {"create_destroy", mt.median_ns / create_destroy.median_ns}};
         bench_emit("event_pool_mt", "ordo", &mt, ratios, 2);

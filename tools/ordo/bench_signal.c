@@ -8,25 +8,6 @@
 #include "bench_channels.h"
 #include "ordo/signal.h"
 
-typedef struct sizes {
-    size_t samples;
-    uint64_t batch;
-} sizes_t;
-
-static sizes_t pick(const bench_options_t *options, size_t samples, uint64_t batch) {
-    sizes_t s = {samples, batch};
-    if (options->quick) {
-        s.samples = samples < 10 ? samples : 10;
-        s.batch = batch < 20 ? batch : 20;
-    }
-    return s;
-}
-
-_Noreturn static void fail_exit(const char *what) {
-    fprintf(stderr, "ordo bench: %s\n", what);
-    exit(1);
-}
-
 /* ---- signal_pingpong ------------------------------------------------- */
 
 typedef struct pingpong {
@@ -40,7 +21,7 @@ static void *pingpong_responder(void *arg) {
     pingpong_t *pp = arg;
     for (uint64_t i = 1; i <= pp->rounds; ++i) {
         if (pp->ops->wait(pp->ping, i) != 0) {
-            fail_exit("responder wait failed");
+            bench_fail("responder wait failed");
         }
         pp->ops->set(pp->pong, i);
     }
@@ -48,17 +29,17 @@ static void *pingpong_responder(void *arg) {
 }
 
 bench_stats_t bench_run_pingpong(const channel_ops_t *ops, size_t sample_count, uint64_t batch) {
-    sizes_t sz = {sample_count, batch};
+    bench_sizes_t sz = {sample_count, batch};
     const size_t warmup = 2;
     pingpong_t pp = {ops, ops->create(), ops->create(), (sz.samples + warmup) * sz.batch};
     if (!pp.ping || !pp.pong) {
-        fail_exit("cannot create a channel");
+        bench_fail("cannot create a channel");
     }
     double *samples = calloc(sz.samples, sizeof *samples);
     pthread_t responder;
     bench_pin(0);
     if (!samples || bench_thread_start(&responder, 1, pingpong_responder, &pp) != 0) {
-        fail_exit("cannot start the responder");
+        bench_fail("cannot start the responder");
     }
     uint64_t i = 0;
     for (size_t s = 0; s < sz.samples + warmup; ++s) {
@@ -67,7 +48,7 @@ bench_stats_t bench_run_pingpong(const channel_ops_t *ops, size_t sample_count, 
             ++i;
             ops->set(pp.ping, i);
             if (ops->wait(pp.pong, i) != 0) {
-                fail_exit("initiator wait failed");
+                bench_fail("initiator wait failed");
             }
         }
         if (s >= warmup) {
@@ -82,20 +63,20 @@ bench_stats_t bench_run_pingpong(const channel_ops_t *ops, size_t sample_count, 
     return stats;
 }
 
-static bench_stats_t run_pingpong_sized(const channel_ops_t *ops, sizes_t sz) {
+static bench_stats_t run_pingpong_sized(const channel_ops_t *ops, bench_sizes_t sz) {
     return bench_run_pingpong(ops, sz.samples, sz.batch);
 }
 
 static void bench_pingpong(const bench_options_t *options, double *out_ordo_median) {
     const char *name = "signal_pingpong";
     /* Sleeping baselines are ~100x slower per round trip: fewer of them. */
-    bench_stats_t spin = run_pingpong_sized(&channel_spin, pick(options, 50, 20000));
+    bench_stats_t spin = run_pingpong_sized(&channel_spin, bench_pick(options, 50, 20000));
     bench_emit(name, "spin", &spin, NULL, 0);
-    bench_stats_t futex = run_pingpong_sized(&channel_futex, pick(options, 30, 500));
+    bench_stats_t futex = run_pingpong_sized(&channel_futex, bench_pick(options, 30, 500));
     bench_emit(name, "futex", &futex, NULL, 0);
-    bench_stats_t condvar = run_pingpong_sized(&channel_condvar, pick(options, 30, 500));
+    bench_stats_t condvar = run_pingpong_sized(&channel_condvar, bench_pick(options, 30, 500));
     bench_emit(name, "condvar", &condvar, NULL, 0);
-    bench_stats_t ordo = run_pingpong_sized(&channel_ordo, pick(options, 50, 20000));
+    bench_stats_t ordo = run_pingpong_sized(&channel_ordo, bench_pick(options, 50, 20000));
     bench_ratio_t ratios[] = {{"spin", ordo.median_ns / spin.median_ns},
                               {"futex", ordo.median_ns / futex.median_ns},
                               {"condvar", ordo.median_ns / condvar.median_ns}};
@@ -117,7 +98,7 @@ static void *wake_sleeper(void *arg) {
     wake_t *w = arg;
     for (uint64_t i = 1; i <= w->rounds; ++i) {
         if (w->ops->wait(w->channel, i) != 0) {
-            fail_exit("sleeper wait failed");
+            bench_fail("sleeper wait failed");
         }
         atomic_store(&w->woke_at, bench_now_ns());
         atomic_store(&w->acked, i);
@@ -126,12 +107,12 @@ static void *wake_sleeper(void *arg) {
 }
 
 /* Appends sz.samples wake-up latencies to samples. */
-static void run_wake(const channel_ops_t *ops, sizes_t sz, double *samples) {
+static void run_wake(const channel_ops_t *ops, bench_sizes_t sz, double *samples) {
     wake_t w = {.ops = ops, .channel = ops->create(), .rounds = sz.samples};
     pthread_t sleeper;
     bench_pin(0);
     if (!w.channel || bench_thread_start(&sleeper, 1, wake_sleeper, &w) != 0) {
-        fail_exit("cannot start the sleeper");
+        bench_fail("cannot start the sleeper");
     }
     for (uint64_t i = 1; i <= w.rounds; ++i) {
         struct timespec idle = {0, 500000}; /* the waiter is deep asleep by now */
@@ -151,11 +132,11 @@ static void bench_wake_idle(const bench_options_t *options) {
     /* Each sample is one wake-up, so a noisy spell on the machine would
      * skew whichever side ran during it: the two alternate in rounds. */
     const size_t rounds = 10;
-    sizes_t sz = pick(options, 200, 1);
+    bench_sizes_t sz = bench_pick(options, 200, 1);
     double *futex_samples = calloc(rounds * sz.samples, sizeof(double));
     double *ordo_samples = calloc(rounds * sz.samples, sizeof(double));
     if (!futex_samples || !ordo_samples) {
-        fail_exit("out of memory");
+        bench_fail("out of memory");
     }
     for (size_t r = 0; r < rounds; ++r) {
         run_wake(&channel_futex, sz, futex_samples + r * sz.samples);
@@ -182,7 +163,7 @@ static void atomic_fetch_max_u64(_Atomic uint64_t *word, uint64_t value) {
 
 static void bench_set_nowait(const bench_options_t *options) {
     const char *name = "signal_set_nowait";
-    sizes_t sz = pick(options, 200, 10000);
+    bench_sizes_t sz = bench_pick(options, 200, 10000);
     double *samples = calloc(sz.samples, sizeof *samples);
     _Atomic uint64_t word = 0;
     uint64_t v = 0;
@@ -198,7 +179,7 @@ static void bench_set_nowait(const bench_options_t *options) {
 
     ordo_signal_t *signal;
     if (ordo_signal_create(0, &signal) != ORDO_OK) {
-        fail_exit("cannot create a signal");
+        bench_fail("cannot create a signal");
     }
     v = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
@@ -217,7 +198,7 @@ static void bench_set_nowait(const bench_options_t *options) {
 
 static void bench_wait_reached(const bench_options_t *options) {
     const char *name = "signal_wait_reached";
-    sizes_t sz = pick(options, 200, 10000);
+    bench_sizes_t sz = bench_pick(options, 200, 10000);
     double *samples = calloc(sz.samples, sizeof *samples);
     _Atomic uint64_t word = 100;
     unsigned misses = 0;
@@ -229,14 +210,14 @@ static void bench_wait_reached(const bench_options_t *options) {
         samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
     }
     if (misses) {
-        fail_exit("the floor's word was not reached");
+        bench_fail("the floor's word was not reached");
     }
     bench_stats_t floor = bench_summarise(samples, sz.samples, sz.batch);
     bench_emit(name, "call", &floor, NULL, 0);
 
     ordo_signal_t *signal;
     if (!samples || ordo_signal_create(100, &signal) != ORDO_OK) {
-        fail_exit("cannot create a signal");
+        bench_fail("cannot create a signal");
     }
     ordo_deadline_t deadline = ordo_deadline_after_ms(1000);
     unsigned failures = 0;
@@ -249,7 +230,7 @@ static void bench_wait_reached(const bench_options_t *options) {
     }
     ordo_signal_destroy(signal);
     if (failures) {
-        fail_exit("a wait on a reached value failed");
+        bench_fail("a wait on a reached value failed");
     }
     bench_stats_t ordo = bench_summarise(samples, sz.samples, sz.batch);
     bench_ratio_t ratio = {"call", ordo.median_ns / floor.median_ns};
@@ -277,7 +258,7 @@ static void *any64_producer(void *arg) {
     for (uint64_t i = 1; i <= a->rounds; ++i) {
         ordo_signal_signal(a->signals[any64_pick(i)], i);
         if (ordo_signal_wait(a->ack, i, a->deadline) != ORDO_OK) {
-            fail_exit("producer wait failed");
+            bench_fail("producer wait failed");
         }
     }
     return NULL;
@@ -285,24 +266,24 @@ static void *any64_producer(void *arg) {
 
 static void bench_wait_any64(const bench_options_t *options, double ordo_pingpong_median) {
     const char *name = "signal_wait_any64";
-    sizes_t sz = pick(options, 50, 5000);
+    bench_sizes_t sz = bench_pick(options, 50, 5000);
     const size_t warmup = 2;
     any64_t a = {.rounds = (sz.samples + warmup) * sz.batch,
                  .deadline = ordo_deadline_after_ms(300000)};
     for (size_t j = 0; j < ANY_COUNT; ++j) {
         if (ordo_signal_create(0, &a.signals[j]) != ORDO_OK) {
-            fail_exit("cannot create a signal");
+            bench_fail("cannot create a signal");
         }
     }
     if (ordo_signal_create(0, &a.ack) != ORDO_OK) {
-        fail_exit("cannot create a signal");
+        bench_fail("cannot create a signal");
     }
     double *samples = calloc(sz.samples, sizeof *samples);
     ordo_signal_point_t points[ANY_COUNT];
     pthread_t producer;
     bench_pin(0);
     if (!samples || bench_thread_start(&producer, 1, any64_producer, &a) != 0) {
-        fail_exit("cannot start the producer");
+        bench_fail("cannot start the producer");
     }
     uint64_t i = 0;
     for (size_t s = 0; s < sz.samples + warmup; ++s) {
@@ -315,7 +296,7 @@ static void bench_wait_any64(const bench_options_t *options, double ordo_pingpon
             size_t index;
             if (ordo_signal_wait_any(points, ANY_COUNT, a.deadline, &index) != ORDO_OK ||
                 index != any64_pick(i)) {
-                fail_exit("wait-any returned the wrong entry");
+                bench_fail("wait-any returned the wrong entry");
             }
             ordo_signal_signal(a.ack, i);
         }

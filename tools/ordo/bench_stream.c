@@ -9,11 +9,6 @@
 #include "ordo/device.h"
 #include "ordo/stream.h"
 
-_Noreturn static void die(const char *what) {
-    fprintf(stderr, "ordo bench: %s: %s\n", what, ordo_error_message());
-    exit(1);
-}
-
 /* ---- the baseline: a mutex + condition variable task queue ---------- */
 
 typedef struct mq_task {
@@ -67,7 +62,7 @@ static void mq_init(mutex_queue_t *q, int worker_slot) {
     q->done = q->submitted = 0;
     q->stop = 0;
     if (!q->ring || bench_thread_start(&q->worker, worker_slot, mq_worker, q) != 0) {
-        die("cannot start the baseline queue");
+        bench_fail("cannot start the baseline queue");
     }
 }
 
@@ -76,7 +71,7 @@ static void mq_push(mutex_queue_t *q, ordo_host_fn fn, void *ctx) {
     if (q->tail - q->head == q->capacity) {
         mq_task_t *bigger = malloc(2 * q->capacity * sizeof *bigger);
         if (!bigger) {
-            die("baseline queue out of memory");
+            bench_fail("baseline queue out of memory");
         }
         for (size_t i = q->head; i != q->tail; ++i) {
             bigger[i & (2 * q->capacity - 1)] = q->ring[i & (q->capacity - 1)];
@@ -129,7 +124,7 @@ static void task_chain(const bench_options_t *options, ordo_device_t *device, in
     double *baseline_times = calloc(samples, sizeof(double));
     double *ordo_times = calloc(samples, sizeof(double));
     if (!baseline_times || !ordo_times) {
-        die("out of memory");
+        bench_fail("out of memory");
     }
     /* The two alternate sample by sample, so a noisy spell on the machine
      * hits both. */
@@ -150,17 +145,17 @@ static void task_chain(const bench_options_t *options, ordo_device_t *device, in
         ordo_stream_t *stream;
         bench_pin(worker_slot);
         if (ordo_stream_create(device, 0, &stream) != ORDO_OK) {
-            die("cannot create a stream");
+            bench_fail("cannot create a stream");
         }
         bench_pin(0);
         t0 = bench_now_ns();
         for (uint64_t i = 0; i < tasks; ++i) {
             if (ordo_stream_host_task(stream, empty_task, NULL) != ORDO_OK) {
-                die("host task refused");
+                bench_fail("host task refused");
             }
         }
         if (ordo_stream_synchronize(stream, ordo_deadline_after_ms(300000)) != ORDO_OK) {
-            die("synchronize failed");
+            bench_fail("synchronize failed");
         }
         ordo_times[s] = (double)(bench_now_ns() - t0) / (double)tasks;
         ordo_stream_destroy(stream);
@@ -204,7 +199,7 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
         bench_unpin();
         if (!ok || ordo_signal_create(0, &start) != ORDO_OK ||
             ordo_signal_create(0, &ab) != ORDO_OK || ordo_signal_create(0, &ba) != ORDO_OK) {
-            die("cannot set up two streams");
+            bench_fail("cannot set up two streams");
         }
         /* Everything is enqueued first, behind a start signal, so the
          * measurement is the streams handing over to each other. */
@@ -218,7 +213,7 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
         uint64_t t0 = bench_now_ns();
         ordo_signal_signal(start, 1);
         if (ordo_signal_wait(ba, rounds, ordo_deadline_after_ms(300000)) != ORDO_OK) {
-            die("cross-stream ping-pong did not finish");
+            bench_fail("cross-stream ping-pong did not finish");
         }
         times[s] = (double)(bench_now_ns() - t0) / (double)rounds;
         ordo_stream_destroy(a);
@@ -244,7 +239,7 @@ void bench_stream_all(const bench_options_t *options) {
     }
     ordo_device_t *device;
     if (ordo_device_open("cpu", &device) != ORDO_OK) {
-        die("cannot open the cpu device");
+        bench_fail("cannot open the cpu device");
     }
     if (chain) {
         bench_task_chain(options, device);

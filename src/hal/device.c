@@ -18,11 +18,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ordo_device_t *shared_devices[BACKEND_COUNT][MAX_ORDINALS];
 static int injected_build_failures;
 
-const hal_backend_t *const *hal_backends(size_t *out_count) {
-    *out_count = BACKEND_COUNT;
-    return backends;
-}
-
 void hal_inject_build_failures(int n) {
     pthread_mutex_lock(&registry_lock);
     injected_build_failures = n;
@@ -200,9 +195,10 @@ static void device_free(ordo_device_t *device) {
     ordo_dealloc(device, sizeof *device, 0);
 }
 
-static ordo_status_t device_build(const hal_backend_t *backend, int ordinal, int shared,
+static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
                                   const ordo_device_config_t *config, ordo_device_t **out,
                                   const char *api) {
+    const hal_backend_t *backend = backends[backend_index];
     ordo_device_t *device = ordo_alloc(sizeof *device, 0);
     if (!device) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a device");
@@ -210,6 +206,7 @@ static ordo_status_t device_build(const hal_backend_t *backend, int ordinal, int
     device->magic = ORDO_DEVICE_MAGIC;
     atomic_init(&device->refs, 1);
     device->backend = backend;
+    device->backend_index = backend_index;
     device->shared = shared;
     backend->device_info(ordinal, &device->info);
     event_pool_backend_t pool_backend = {pool_event_create, pool_event_destroy, device};
@@ -257,7 +254,7 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
     } else {
         ordo_device_config_t config;
         ordo_device_config_default(&config);
-        st = device_build(backends[b], ordinal, 1, &config, &device, __func__);
+        st = device_build(b, ordinal, 1, &config, &device, __func__);
         if (st == ORDO_OK) {
             shared_devices[b][ordinal] = device;
         }
@@ -283,7 +280,7 @@ ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_confi
     }
     ordo_device_config_t defaults;
     ordo_device_config_default(&defaults);
-    return device_build(backends[b], ordinal, 0, config ? config : &defaults, out_device, __func__);
+    return device_build(b, ordinal, 0, config ? config : &defaults, out_device, __func__);
 }
 
 ordo_status_t ordo_device_retain(ordo_device_t *device) {
@@ -310,13 +307,7 @@ ordo_status_t ordo_device_release(ordo_device_t *device) {
     pthread_mutex_lock(&registry_lock);
     int last = atomic_fetch_sub_explicit(&device->refs, 1, memory_order_acq_rel) == 1;
     if (last) {
-        size_t count;
-        const hal_backend_t *const *all = hal_backends(&count);
-        for (size_t b = 0; b < count; ++b) {
-            if (all[b] == device->backend) {
-                shared_devices[b][device->info.ordinal] = NULL;
-            }
-        }
+        shared_devices[device->backend_index][device->info.ordinal] = NULL;
     }
     pthread_mutex_unlock(&registry_lock);
     if (last) {

@@ -27,6 +27,7 @@ struct ordo_device {
     uint32_t magic;
     _Atomic uint32_t refs;
     const hal_backend_t *backend;
+    size_t backend_index; /* in the registry's table */
     int shared;
     ordo_device_info_t info;
     event_pool_t *event_pools[2]; /* indexed by ordo_event_kind_t */
@@ -83,9 +84,6 @@ struct hal_backend {
     /* Records event on stream: sets event->timeline and event->point. */
     ordo_status_t (*event_record)(ordo_event_t *event, ordo_stream_t *stream);
 };
-
-/* The compiled-in backends, "cpu" first. */
-const hal_backend_t *const *hal_backends(size_t *out_count);
 
 extern const hal_backend_t hal_cpu_backend;
 

@@ -152,7 +152,7 @@ static bench_stats_t run_pool_pair(bench_sizes_t sz) {
 }
 
 /* The whole public path on the CPU device: ordo_event_create/destroy,
- * which adds handle checks and a device reference to the pool's work. */
+ * which adds handle checks to the pool's work. */
 static bench_stats_t run_device_events(bench_sizes_t sz) {
     ordo_device_t *device;
     if (ordo_device_open("cpu", &device) != ORDO_OK) {

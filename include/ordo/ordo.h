@@ -8,6 +8,7 @@
 #include "ordo/event.h"
 #include "ordo/event_pool.h"
 #include "ordo/link.h"
+#include "ordo/memory.h"
 #include "ordo/signal.h"
 #include "ordo/status.h"
 #include "ordo/stream.h"

@@ -83,6 +83,12 @@ struct hal_backend {
     ordo_status_t (*status)(ordo_stream_t *stream);
     /* Records event on stream: sets event->timeline and event->point. */
     ordo_status_t (*event_record)(ordo_event_t *event, ordo_stream_t *stream);
+    /* Device memory: bytes > 0, alignment a power of two. ORDO_ERR_OUT_OF_MEMORY
+     * (with a message) when the device has none to give. mem_free runs on
+     * any thread that is not a driver's, never under an ordo lock. */
+    ordo_status_t (*mem_alloc)(ordo_device_t *device, size_t bytes, size_t alignment,
+                               void **out_ptr);
+    void (*mem_free)(ordo_device_t *device, void *ptr, size_t bytes);
 };
 
 extern const hal_backend_t hal_cpu_backend;

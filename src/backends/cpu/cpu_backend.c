@@ -1,9 +1,11 @@
 /* The CPU backend: one device, "cpu:0"; streams are worker threads
  * (cpu_stream.c). Always built, always available. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_stream.h"
+#include "base/error.h"
 #include "hal/hal.h"
 
 static int cpu_available(char *reason, size_t reason_capacity) {
@@ -41,6 +43,28 @@ static void cpu_device_fini(ordo_device_t *device) {
     device->impl = NULL;
 }
 
+/* Device memory of the CPU backend is host memory. */
+static ordo_status_t cpu_mem_alloc(ordo_device_t *device, size_t bytes, size_t alignment,
+                                   void **out_ptr) {
+    if (alignment < sizeof(void *)) {
+        alignment = sizeof(void *);
+    }
+    void *ptr = NULL;
+    int err = posix_memalign(&ptr, alignment, bytes);
+    if (err) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                          "%s cannot allocate %zu bytes aligned to %zu: %s", device->info.name,
+                          bytes, alignment, strerror(err));
+    }
+    *out_ptr = ptr;
+    return ORDO_OK;
+}
+
+static void cpu_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
+    (void)device, (void)bytes;
+    free(ptr);
+}
+
 const hal_backend_t hal_cpu_backend = {
     .name = "cpu",
     .available = cpu_available,
@@ -56,4 +80,6 @@ const hal_backend_t hal_cpu_backend = {
     .synchronize = cpu_stream_synchronize,
     .status = cpu_stream_status,
     .event_record = cpu_stream_event_record,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
 };

@@ -1,0 +1,185 @@
+/* ordo/memory.h - stream-ordered memory: resources, blocks, use tracking.
+ *
+ * A memory resource hands out blocks on a stream and takes them back on a
+ * stream. Stream-ordered means:
+ * - a block allocated on stream S is usable on S at once (work enqueued on
+ *   S after the allocation may touch it);
+ * - a block deallocated on S is dead after the work enqueued on S before
+ *   the call; the resource reuses its memory only once every recorded use
+ *   of it is ordered before the reuse. No call blocks the host.
+ *
+ * Resources stack: a base resource (direct, pool) at the bottom, adaptors
+ * (budget, statistics, logging, guard) on top, each forwarding to the one
+ * below (its upstream). Use the top of a stack for every call; a block
+ * must go back to the stack it came from.
+ *
+ * Use tracking. A resource that supports it (the pool) keeps each block's
+ * access history in a tracker (ordo/tracker.h): prepare_use/finish_use
+ * order a submission's access to the block exactly as ordo_prepare and
+ * ordo_finish do, and the same history decides when the block's memory may
+ * be reused. The block's buffer (ordo_block_buffer) can go straight into
+ * an ordo_submit access list. record_use is for callers who only know that
+ * a stream touched the block: it extends the block's lifetime to that
+ * stream's current point without ordering anything. The direct resource
+ * keeps no history and refuses use tracking with ORDO_ERR_UNSUPPORTED:
+ * with it, ordering across streams is the caller's (as with cudaFreeAsync).
+ *
+ * Sizes: a request of zero bytes is refused (ORDO_ERR_INVALID_ARGUMENT);
+ * alignment is zero (the default, 256 bytes) or a power of two up to
+ * ORDO_MEM_MAX_ALIGNMENT; requests above ORDO_MEM_MAX_BYTES are refused
+ * with ORDO_ERR_OUT_OF_RANGE. An allocation the backend cannot satisfy
+ * fails with ORDO_ERR_OUT_OF_MEMORY.
+ *
+ * Thread-safety: every resource may be called from any thread; each base
+ * resource serialises its own state. A pool shares its tracker's lock
+ * (ordo_tracker_lock): other threads that call the tracker directly while a
+ * pool on it is in use must hold that lock around their calls.
+ */
+#ifndef ORDO_MEMORY_H
+#define ORDO_MEMORY_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/buffer.h"
+#include "ordo/device.h"
+#include "ordo/status.h"
+#include "ordo/stream.h"
+#include "ordo/time.h"
+#include "ordo/tracker.h"
+
+ORDO_BEGIN_DECLS
+
+#define ORDO_MEM_DEFAULT_ALIGNMENT 256u
+#define ORDO_MEM_MAX_ALIGNMENT ((size_t)1 << 21)
+#define ORDO_MEM_MAX_BYTES ((size_t)1 << 46)
+/* The tag of allocations that name none. Tags are caller-chosen labels
+ * (statistics and reports are kept per tag). */
+#define ORDO_MEM_TAG_NONE 0u
+/* Tags are below this. */
+#define ORDO_MEM_MAX_TAGS 64u
+
+typedef struct ordo_mem_resource ordo_mem_resource_t;
+typedef struct ordo_block ordo_block_t;
+
+typedef struct ordo_block_info {
+    void *ptr;                     /* the usable memory */
+    size_t bytes;                  /* as requested */
+    size_t alignment;              /* of ptr */
+    uint32_t tag;                  /* as requested */
+    ordo_stream_t *stream;         /* the stream it was allocated on */
+    ordo_mem_resource_t *resource; /* the resource that made the block */
+} ordo_block_info_t;
+
+/* Allocates bytes on stream. out_ptr may be NULL (ordo_block_ptr gives it
+ * later). */
+ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
+                                ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block,
+                                void **out_ptr);
+
+/* Deallocates block on stream: dead after the work enqueued on stream so
+ * far. The handle ends now. Freeing a block twice, a block of another
+ * resource stack, or on a stream of another device is refused without
+ * touching anything (the guard adaptor also catches a handle reused after
+ * its memory was handed out again). */
+ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream);
+
+/* Bytes handed out and not yet freed, plus bytes whose stream-ordered free
+ * has not happened yet. Exact after ordo_mem_reap_pending. */
+ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t *out_bytes);
+
+/* Completes the frees whose stream points have been reached and waits,
+ * until the deadline, for those still pending. ORDO_ERR_TIMEOUT leaves the
+ * rest pending. */
+ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
+
+ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int *out_supported);
+
+/* Before enqueuing work on stream that accesses block: emits the device
+ * waits the access needs. Then enqueue the work, then finish_use. */
+ordo_status_t ordo_mem_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                   ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t ordo_mem_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream, ordo_access_mode_t mode);
+
+/* stream touched block in work enqueued so far: the block's memory is not
+ * reused before that work completes. Orders nothing else. */
+ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream);
+
+/* Destroys a resource (not its upstream). Refused with ORDO_ERR_BUSY while
+ * blocks are outstanding or adaptors stand on it. */
+ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource);
+
+ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_info);
+ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr);
+
+/* The tracked buffer of a block of a use-tracking resource, for ordo_submit
+ * access lists. It belongs to the block: do not release it. */
+ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_buffer);
+
+/* --- Base resources --- */
+
+/* Backend allocate and free, no pooling: every allocation is a fresh
+ * backend allocation, every free returns memory to the backend once its
+ * stream reaches the free. The mode to run sanitizers and memory checkers
+ * against. No use tracking. */
+ordo_status_t ordo_mem_direct_create(ordo_device_t *device, ordo_mem_resource_t **out_resource);
+
+/* What a pool does when a free block could be reused on the allocating
+ * stream only after uses the stream has not yet waited for. */
+typedef enum ordo_mem_reuse_policy {
+    /* Emit a device wait on the allocating stream for those uses (no host
+     * block) and reuse the block. */
+    ORDO_MEM_REUSE_WAIT = 0,
+    /* Leave the block for later and take another (growing if needed). */
+    ORDO_MEM_REUSE_OTHER_BLOCK = 1,
+} ordo_mem_reuse_policy_t;
+
+typedef struct ordo_mem_pool_config {
+    ordo_mem_reuse_policy_t reuse;
+    /* Bytes the pool reserves from upstream at a time (at least the
+     * request). Default 2 MiB. */
+    size_t chunk_bytes;
+    /* Bytes the pool may keep reserved while unused; free chunks above it
+     * go back upstream when they are settled. Default: unlimited. */
+    uint64_t release_threshold;
+} ordo_mem_pool_config_t;
+
+ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config);
+
+typedef struct ordo_mem_pool_stats {
+    uint64_t bytes_reserved; /* held from upstream */
+    uint64_t bytes_in_use;   /* in blocks handed out (rounded sizes) */
+    uint64_t chunks;         /* upstream allocations held */
+    uint64_t reuses_same_stream;
+    uint64_t reuses_known;   /* another stream's free, already ordered */
+    uint64_t reuses_waited;  /* another stream's free, after a device wait */
+    uint64_t blocks_skipped; /* passed over by the OTHER_BLOCK policy */
+    uint64_t grows;          /* upstream allocations made */
+    uint64_t splits;
+    uint64_t merges;
+    uint64_t trims; /* chunks given back upstream */
+} ordo_mem_pool_stats_t;
+
+/* A stream-ordered pool over upstream (a direct resource, or any stack).
+ * Its blocks are tracked buffers of tracker, and their reuse across
+ * streams is decided from the tracker's frontiers. config may be NULL
+ * (defaults). The pool keeps upstream and tracker referenced by pointer:
+ * destroy the pool first. */
+ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t *upstream,
+                                   const ordo_mem_pool_config_t *config,
+                                   ordo_mem_resource_t **out_resource);
+
+ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *pool, ordo_mem_pool_stats_t *out_stats);
+
+/* Gives settled free chunks back upstream until at most keep_bytes stay
+ * reserved (or no settled free chunk is left). */
+ordo_status_t ordo_mem_pool_trim(ordo_mem_resource_t *pool, uint64_t keep_bytes);
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,222 @@
+/* The direct resource: one backend allocation per block, freed when the
+ * deallocating stream reaches the free. No pooling, no use tracking. */
+#include <pthread.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "hal/hal.h"
+#include "mem/resource.h"
+#include "ordo/timepoint.h"
+
+typedef struct direct_resource direct_resource_t;
+
+typedef struct direct_block {
+    ordo_block_t base; /* first: the handle */
+    direct_resource_t *owner;
+    /* A stream-ordered free: the timeline the stream signals at the free
+     * point (held until the descriptor is reused) and its timepoint. */
+    ordo_signal_t *free_timeline;
+    ordo_timepoint_t free_timepoint;
+    struct direct_block *next; /* descriptor free list */
+} direct_block_t;
+
+struct direct_resource {
+    ordo_mem_resource_t base;
+    pthread_mutex_t lock; /* guards descriptors */
+    /* Descriptors are recycled, never freed before the resource, so a
+     * stale handle reads a valid (freed-marked) header. */
+    direct_block_t *descriptors;
+    _Atomic uint64_t bytes_outstanding;
+    _Atomic uint64_t blocks_live; /* handed out or free pending */
+    _Atomic uint32_t frees_pending;
+};
+
+static direct_block_t *descriptor_take(direct_resource_t *d) {
+    pthread_mutex_lock(&d->lock);
+    direct_block_t *b = d->descriptors;
+    if (b) {
+        d->descriptors = b->next;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (!b) {
+        return ordo_alloc(sizeof *b, 0);
+    }
+    if (b->free_timeline) {
+        (void)ordo_signal_release(b->free_timeline);
+        b->free_timeline = NULL;
+    }
+    return b;
+}
+
+static void descriptor_put(direct_resource_t *d, direct_block_t *b) {
+    pthread_mutex_lock(&d->lock);
+    b->next = d->descriptors;
+    d->descriptors = b;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static ordo_status_t direct_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                     ordo_block_t **out_block) {
+    direct_resource_t *d = (direct_resource_t *)resource;
+    direct_block_t *b = descriptor_take(d);
+    if (!b) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                          "cannot allocate a block descriptor");
+    }
+    void *ptr = NULL;
+    ordo_device_t *device = resource->device;
+    ordo_status_t st = device->backend->mem_alloc(device, request->bytes, request->alignment, &ptr);
+    if (st != ORDO_OK) {
+        descriptor_put(d, b);
+        return st;
+    }
+    b->owner = d;
+    b->base.tag = request->tag;
+    b->base.ptr = ptr;
+    b->base.bytes = request->bytes;
+    b->base.alignment = request->alignment;
+    b->base.stream = request->stream;
+    b->base.resource = resource;
+    atomic_fetch_add_explicit(&d->blocks_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->bytes_outstanding, request->bytes, memory_order_relaxed);
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    *out_block = &b->base;
+    return ORDO_OK;
+}
+
+static void free_now(direct_resource_t *d, direct_block_t *b) {
+    ordo_device_t *device = d->base.device;
+    device->backend->mem_free(device, b->base.ptr, b->base.bytes);
+    atomic_fetch_sub_explicit(&d->bytes_outstanding, b->base.bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&d->blocks_live, 1, memory_order_release);
+    descriptor_put(d, b);
+}
+
+/* The stream reached the free (or failed, or was destroyed: then nothing
+ * of it runs any more either): give the memory back. frees_pending drops
+ * last: after it the resource may be destroyed, and only the futex wake,
+ * which touches no memory, follows. */
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    direct_block_t *b = ctx;
+    direct_resource_t *d = b->owner;
+    free_now(d, b);
+    atomic_fetch_sub_explicit(&d->frees_pending, 1, memory_order_release);
+    ordo_futex_wake(&d->frees_pending, 1 << 30);
+}
+
+static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                       ordo_stream_t *stream) {
+    direct_resource_t *d = (direct_resource_t *)resource;
+    direct_block_t *b = (direct_block_t *)block;
+    uint32_t expected = ORDO_BLOCK_MAGIC;
+    if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
+                          "block %p (tag %u) was already deallocated", (void *)block, block->tag);
+    }
+    if (!stream) {
+        free_now(d, b);
+        return ORDO_OK;
+    }
+    ordo_signal_t *timeline = NULL;
+    ordo_status_t st = ordo_signal_create(0, &timeline);
+    if (st != ORDO_OK) {
+        atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+        return st;
+    }
+    b->free_timeline = timeline;
+    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+    atomic_fetch_add_explicit(&d->frees_pending, 1, memory_order_relaxed);
+    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
+    /* On a failed stream the signal fails at once and the timepoint frees
+     * the block now: no work of that stream runs any more. */
+    (void)ordo_stream_signal(stream, timeline, 1);
+    return ORDO_OK;
+}
+
+static uint64_t direct_bytes_outstanding(ordo_mem_resource_t *resource) {
+    direct_resource_t *d = (direct_resource_t *)resource;
+    return atomic_load_explicit(&d->bytes_outstanding, memory_order_relaxed);
+}
+
+static ordo_status_t direct_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    direct_resource_t *d = (direct_resource_t *)resource;
+    for (;;) {
+        uint32_t pending = atomic_load_explicit(&d->frees_pending, memory_order_acquire);
+        if (!pending) {
+            return ORDO_OK;
+        }
+        if (ordo_futex_wait(&d->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
+            atomic_load_explicit(&d->frees_pending, memory_order_acquire)) {
+            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                              "%u stream-ordered free(s) still pending at the deadline",
+                              atomic_load_explicit(&d->frees_pending, memory_order_relaxed));
+        }
+    }
+}
+
+static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
+    direct_resource_t *d = (direct_resource_t *)resource;
+    uint64_t live = atomic_load_explicit(&d->blocks_live, memory_order_acquire) +
+                    atomic_load_explicit(&d->frees_pending, memory_order_acquire);
+    if (live) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                          "the direct resource still has %llu block(s) outstanding or with a "
+                          "free pending (%llu bytes)",
+                          (unsigned long long)live,
+                          (unsigned long long)atomic_load(&d->bytes_outstanding));
+    }
+    while (d->descriptors) {
+        direct_block_t *b = d->descriptors;
+        d->descriptors = b->next;
+        if (b->free_timeline) {
+            (void)ordo_signal_release(b->free_timeline);
+        }
+        ordo_dealloc(b, sizeof *b, 0);
+    }
+    pthread_mutex_destroy(&d->lock);
+    ordo_device_t *device = resource->device;
+    mem_resource_fini(resource);
+    ordo_dealloc(d, sizeof *d, 0);
+    return ordo_device_release(device);
+}
+
+static const mem_resource_ops_t direct_ops = {
+    .kind = "direct",
+    .allocate = direct_allocate,
+    .deallocate = direct_deallocate,
+    .bytes_outstanding = direct_bytes_outstanding,
+    .reap_pending = direct_reap_pending,
+    .supports_use_tracking = mem_no_use_tracking,
+    .prepare_use = mem_refuse_prepare_use,
+    .finish_use = mem_refuse_finish_use,
+    .record_use = mem_refuse_record_use,
+    .block_buffer = mem_no_block_buffer,
+    .destroy = direct_destroy,
+};
+
+ordo_status_t ordo_mem_direct_create(ordo_device_t *device, ordo_mem_resource_t **out_resource) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    if (!device->backend->mem_alloc) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__, "%s has no device memory",
+                          device->info.name);
+    }
+    direct_resource_t *d = ordo_alloc(sizeof *d, 0);
+    if (!d) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a resource");
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    (void)ordo_device_retain(device);
+    mem_resource_init(&d->base, &direct_ops, device, NULL);
+    *out_resource = &d->base;
+    return ORDO_OK;
+}

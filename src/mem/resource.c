@@ -1,0 +1,348 @@
+/* Memory resources: the public entry points validate, then dispatch
+ * through the resource's vtable. */
+#include "mem/resource.h"
+
+#include "base/error.h"
+#include "hal/hal.h"
+
+void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
+                       ordo_device_t *device, ordo_mem_resource_t *upstream) {
+    resource->magic = ORDO_RESOURCE_MAGIC;
+    resource->ops = ops;
+    resource->device = device;
+    resource->upstream = upstream;
+    atomic_init(&resource->dependents, 0);
+    if (upstream) {
+        atomic_fetch_add_explicit(&upstream->dependents, 1, memory_order_relaxed);
+    }
+}
+
+void mem_resource_fini(ordo_mem_resource_t *resource) {
+    if (resource->upstream) {
+        atomic_fetch_sub_explicit(&resource->upstream->dependents, 1, memory_order_relaxed);
+    }
+    resource->magic = ORDO_HAL_DEAD;
+}
+
+ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api) {
+    if (!resource) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "memory resource is NULL");
+    }
+    if (resource->magic != ORDO_RESOURCE_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
+                          "%p is not a live memory resource (destroyed, or not a resource)",
+                          (const void *)resource);
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t check_stream(const ordo_mem_resource_t *resource, ordo_stream_t *stream,
+                                  const char *api) {
+    ordo_status_t st = hal_stream_check(stream, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (stream->device != resource->device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "stream of %s used with a memory resource of %s",
+                          stream->device->info.name, resource->device->info.name);
+    }
+    return ORDO_OK;
+}
+
+/* block must be live and belong to resource's stack (made by resource or
+ * by one of the resources below it). */
+static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo_block_t *block,
+                                 const char *api) {
+    if (!block) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
+    }
+    uint32_t magic = atomic_load_explicit(&block->magic, memory_order_acquire);
+    if (magic == ORDO_BLOCK_FREED) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
+                          (const void *)block, block->tag);
+    }
+    if (magic != ORDO_BLOCK_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
+                          (const void *)block);
+    }
+    for (const ordo_mem_resource_t *r = resource; r; r = r->upstream) {
+        if (block->resource == r) {
+            return ORDO_OK;
+        }
+    }
+    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                      "block %p (tag %u) belongs to another resource stack (%s %p), not to "
+                      "this %s resource",
+                      (const void *)block, block->tag, block->resource->ops->kind,
+                      (const void *)block->resource, resource->ops->kind);
+}
+
+ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
+                                ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block,
+                                void **out_ptr) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_block) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_block is NULL");
+    }
+    *out_block = NULL;
+    if (out_ptr) {
+        *out_ptr = NULL;
+    }
+    if ((st = check_stream(resource, stream, __func__)) != ORDO_OK) {
+        return st;
+    }
+    if (bytes == 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "a zero-byte allocation is refused (tag %u)", tag);
+    }
+    if (bytes > ORDO_MEM_MAX_BYTES) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "%zu bytes (tag %u) is more than the %zu bytes one allocation may ask",
+                          bytes, tag, (size_t)ORDO_MEM_MAX_BYTES);
+    }
+    if (alignment == 0) {
+        alignment = ORDO_MEM_DEFAULT_ALIGNMENT;
+    }
+    if ((alignment & (alignment - 1)) || alignment > ORDO_MEM_MAX_ALIGNMENT) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "alignment %zu is not a power of two up to %zu", alignment,
+                          (size_t)ORDO_MEM_MAX_ALIGNMENT);
+    }
+    if (tag >= ORDO_MEM_MAX_TAGS) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "tag %u is not below %u", tag,
+                          ORDO_MEM_MAX_TAGS);
+    }
+    mem_request_t request = {bytes, alignment, stream, tag};
+    ordo_block_t *block = NULL;
+    st = mem_allocate(resource, &request, &block);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    *out_block = block;
+    if (out_ptr) {
+        *out_ptr = block->ptr;
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st == ORDO_OK) {
+        st = check_block(resource, block, __func__);
+    }
+    if (st == ORDO_OK) {
+        st = check_stream(resource, stream, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return mem_deallocate(resource, block, stream);
+}
+
+ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t *out_bytes) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_bytes) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_bytes is NULL");
+    }
+    *out_bytes = resource->ops->bytes_outstanding(resource);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return resource->ops->reap_pending(resource, deadline);
+}
+
+ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int *out_supported) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_supported) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_supported is NULL");
+    }
+    *out_supported = resource->ops->supports_use_tracking(resource);
+    return ORDO_OK;
+}
+
+static ordo_status_t check_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                               ordo_stream_t *stream, const char *api) {
+    ordo_status_t st = mem_resource_check(resource, api);
+    if (st == ORDO_OK) {
+        st = check_block(resource, block, api);
+    }
+    if (st == ORDO_OK) {
+        st = check_stream(resource, stream, api);
+    }
+    return st;
+}
+
+static ordo_status_t check_mode(ordo_access_mode_t mode, const char *api) {
+    if ((unsigned)mode - 1u > 2u) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access mode %d is not a mode",
+                          (int)mode);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                   ordo_stream_t *stream, ordo_access_mode_t mode) {
+    ordo_status_t st = check_use(resource, block, stream, __func__);
+    if (st == ORDO_OK) {
+        st = check_mode(mode, __func__);
+    }
+    return st != ORDO_OK ? st : resource->ops->prepare_use(resource, block, stream, mode);
+}
+
+ordo_status_t ordo_mem_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream, ordo_access_mode_t mode) {
+    ordo_status_t st = check_use(resource, block, stream, __func__);
+    if (st == ORDO_OK) {
+        st = check_mode(mode, __func__);
+    }
+    return st != ORDO_OK ? st : resource->ops->finish_use(resource, block, stream, mode);
+}
+
+ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream) {
+    ordo_status_t st = check_use(resource, block, stream, __func__);
+    return st != ORDO_OK ? st : resource->ops->record_use(resource, block, stream);
+}
+
+ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    uint32_t dependents = atomic_load_explicit(&resource->dependents, memory_order_acquire);
+    if (dependents) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%u resource(s) stand on this %s resource: destroy them first",
+                          dependents, resource->ops->kind);
+    }
+    return resource->ops->destroy(resource);
+}
+
+static ordo_status_t check_block_handle(const ordo_block_t *block, const char *api) {
+    if (!block) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
+    }
+    if (atomic_load_explicit(&block->magic, memory_order_acquire) != ORDO_BLOCK_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
+                          (const void *)block);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_info) {
+    ordo_status_t st = check_block_handle(block, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_info) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
+    }
+    *out_info = (ordo_block_info_t){block->ptr, block->bytes,  block->alignment,
+                                    block->tag, block->stream, block->resource};
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr) {
+    ordo_status_t st = check_block_handle(block, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_ptr) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ptr is NULL");
+    }
+    *out_ptr = block->ptr;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_buffer) {
+    ordo_status_t st = check_block_handle(block, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_buffer) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
+    }
+    ordo_mem_resource_t *resource = block->resource;
+    *out_buffer = resource->ops->block_buffer(resource, block);
+    if (!*out_buffer) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__,
+                          "block %p comes from a %s resource, which keeps no access history "
+                          "(use tracking unsupported)",
+                          (const void *)block, resource->ops->kind);
+    }
+    return ORDO_OK;
+}
+
+/* --- Forwarding and refusing helpers --- */
+
+uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *r) {
+    return r->upstream->ops->bytes_outstanding(r->upstream);
+}
+ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *r, ordo_deadline_t deadline) {
+    return r->upstream->ops->reap_pending(r->upstream, deadline);
+}
+int mem_forward_supports_use_tracking(ordo_mem_resource_t *r) {
+    return r->upstream->ops->supports_use_tracking(r->upstream);
+}
+ordo_status_t mem_forward_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                      ordo_stream_t *stream, ordo_access_mode_t mode) {
+    return r->upstream->ops->prepare_use(r->upstream, block, stream, mode);
+}
+ordo_status_t mem_forward_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                     ordo_stream_t *stream, ordo_access_mode_t mode) {
+    return r->upstream->ops->finish_use(r->upstream, block, stream, mode);
+}
+ordo_status_t mem_forward_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    return r->upstream->ops->record_use(r->upstream, block, stream);
+}
+ordo_buffer_t *mem_forward_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
+    return r->upstream->ops->block_buffer(r->upstream, block);
+}
+
+int mem_no_use_tracking(ordo_mem_resource_t *r) {
+    (void)r;
+    return 0;
+}
+
+static ordo_status_t refuse(const ordo_mem_resource_t *r, const char *what) {
+    return ordo_error(ORDO_ERR_UNSUPPORTED, what,
+                      "use tracking is unsupported by the %s resource: it keeps no access "
+                      "history (order cross-stream uses yourself, or use a pool)",
+                      r->ops->kind);
+}
+ordo_status_t mem_refuse_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                     ordo_stream_t *stream, ordo_access_mode_t mode) {
+    (void)block, (void)stream, (void)mode;
+    return refuse(r, "ordo_mem_prepare_use");
+}
+ordo_status_t mem_refuse_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                    ordo_stream_t *stream, ordo_access_mode_t mode) {
+    (void)block, (void)stream, (void)mode;
+    return refuse(r, "ordo_mem_finish_use");
+}
+ordo_status_t mem_refuse_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                    ordo_stream_t *stream) {
+    (void)block, (void)stream;
+    return refuse(r, "ordo_mem_record_use");
+}
+ordo_buffer_t *mem_no_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
+    (void)r, (void)block;
+    return NULL;
+}

@@ -1,0 +1,110 @@
+/* Internal: memory resources. A resource is a struct that begins with
+ * struct ordo_mem_resource and a vtable; a block begins with struct
+ * ordo_block. The public entry points (resource.c) validate arguments once;
+ * a resource calls its upstream through the mem_* helpers below, which do
+ * not validate again. */
+#ifndef ORDO_MEM_RESOURCE_H
+#define ORDO_MEM_RESOURCE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/memory.h"
+
+#define ORDO_RESOURCE_MAGIC 0x4d454d52u /* "MEMR" */
+#define ORDO_BLOCK_MAGIC 0x424c4f4bu    /* "BLOK" */
+#define ORDO_BLOCK_FREED 0x46524545u    /* "FREE": deallocated, handle ended */
+
+/* One allocation request, validated: bytes in [1, ORDO_MEM_MAX_BYTES],
+ * alignment a power of two in [1, ORDO_MEM_MAX_ALIGNMENT] (the default
+ * already applied), stream a live stream of the resource's device. */
+typedef struct mem_request {
+    size_t bytes;
+    size_t alignment;
+    ordo_stream_t *stream;
+    uint32_t tag;
+} mem_request_t;
+
+typedef struct mem_resource_ops {
+    const char *kind; /* "direct", "pool", "budget", ... */
+    ordo_status_t (*allocate)(ordo_mem_resource_t *resource, const mem_request_t *request,
+                              ordo_block_t **out_block);
+    /* stream may be NULL: the caller guarantees no work still uses the
+     * block (used by pools giving settled chunks back). */
+    ordo_status_t (*deallocate)(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                ordo_stream_t *stream);
+    uint64_t (*bytes_outstanding)(ordo_mem_resource_t *resource);
+    ordo_status_t (*reap_pending)(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
+    int (*supports_use_tracking)(ordo_mem_resource_t *resource);
+    ordo_status_t (*prepare_use)(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                 ordo_stream_t *stream, ordo_access_mode_t mode);
+    ordo_status_t (*finish_use)(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                ordo_stream_t *stream, ordo_access_mode_t mode);
+    ordo_status_t (*record_use)(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                ordo_stream_t *stream);
+    /* The tracked buffer of block, or NULL. */
+    ordo_buffer_t *(*block_buffer)(ordo_mem_resource_t *resource, const ordo_block_t *block);
+    /* Frees the resource; ORDO_ERR_BUSY (with a message) while it cannot. */
+    ordo_status_t (*destroy)(ordo_mem_resource_t *resource);
+} mem_resource_ops_t;
+
+struct ordo_mem_resource {
+    uint32_t magic;
+    const mem_resource_ops_t *ops;
+    ordo_device_t *device;
+    ordo_mem_resource_t *upstream; /* NULL for a base resource */
+    _Atomic uint32_t dependents;   /* resources standing on this one */
+};
+
+struct ordo_block {
+    _Atomic uint32_t magic; /* ORDO_BLOCK_MAGIC while live */
+    uint32_t tag;
+    void *ptr;
+    size_t bytes;
+    size_t alignment;
+    ordo_stream_t *stream;
+    ordo_mem_resource_t *resource; /* the resource that made this block */
+};
+
+/* Fills the common header; resource->upstream gains a dependent. */
+void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
+                       ordo_device_t *device, ordo_mem_resource_t *upstream);
+/* Undoes mem_resource_init (the memory is the caller's to free). */
+void mem_resource_fini(ordo_mem_resource_t *resource);
+
+ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
+
+/* Calls into a resource without validating again. */
+static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,
+                                         ordo_block_t **out_block) {
+    return r->ops->allocate(r, request, out_block);
+}
+static inline ordo_status_t mem_deallocate(ordo_mem_resource_t *r, ordo_block_t *block,
+                                           ordo_stream_t *stream) {
+    return r->ops->deallocate(r, block, stream);
+}
+
+/* For adaptors: forward everything but allocate/deallocate unchanged. */
+uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *resource);
+ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
+int mem_forward_supports_use_tracking(ordo_mem_resource_t *resource);
+ordo_status_t mem_forward_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                      ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t mem_forward_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t mem_forward_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream);
+ordo_buffer_t *mem_forward_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block);
+
+/* For base resources without use tracking. */
+int mem_no_use_tracking(ordo_mem_resource_t *resource);
+ordo_status_t mem_refuse_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t mem_refuse_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                    ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t mem_refuse_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                    ordo_stream_t *stream);
+ordo_buffer_t *mem_no_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block);
+
+#endif

@@ -28,8 +28,10 @@
  *
  * Thread-safety: a tracker is externally synchronised: submit, prepare,
  * finish, buffer create and release on one tracker must not run
- * concurrently (wrap them in a lock if several threads submit); nor may
- * setting the wait observer. Metrics and drain may be called from any
+ * concurrently; nor may setting the wait observer. ordo_tracker_lock is
+ * the lock to use when several threads submit: memory pools on the
+ * tracker take it themselves (it is recursive, so a launch function called
+ * under it may allocate from such a pool). Metrics and drain may be called from any
  * thread, except drain from a reclaim callback (it would wait for itself).
  * Streams used with a tracker must outlive it.
  */
@@ -115,6 +117,12 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
 
 /* Waits until no reclamation is pending, or the deadline. */
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline);
+
+/* The tracker's recursive lock: a thread may take it again while it holds
+ * it; each lock needs its unlock. Unlocking a lock the thread does not hold
+ * is refused. */
+ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker);
+ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker);
 
 ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
                                              ordo_tracker_wait_observer_fn observer, void *ctx);

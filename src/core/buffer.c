@@ -62,6 +62,12 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                           __func__, "%p is not a live buffer%s", (void *)b,
                           b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
     }
+    if (b->pool_owned) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "buffer %p belongs to a memory pool's block: deallocate the block "
+                          "instead",
+                          (void *)b);
+    }
     ordo_tracker_t *tracker = b->tracker;
     /* Every stream's last use: a later use on another stream implies an
      * earlier one only if that stream really waited, and a failed stream

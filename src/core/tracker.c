@@ -42,6 +42,7 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
     }
     tracker->magic = ORDO_TRACKER_MAGIC;
     tracker->device = device;
+    ordo_rlock_init(&tracker->lock);
     ordo_device_retain(device);
     *out_tracker = tracker;
     return ORDO_OK;
@@ -51,6 +52,11 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     ordo_status_t st = tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
+    }
+    uint32_t pools = atomic_load(&tracker->pools);
+    if (pools) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%u memory pool(s) still use the tracker: destroy them first", pools);
     }
     uint64_t live = atomic_load(&tracker->buffers_live);
     uint64_t pending = atomic_load(&tracker->reclamations_pending);
@@ -72,8 +78,8 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
 }
 
 /* The stream's index in the tracker, attaching it on first use. */
-static ordo_status_t stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                  uint32_t *out_index, const char *api) {
+ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                   uint32_t *out_index, const char *api) {
     uint32_t last = tracker->last_stream;
     if (last < tracker->stream_count && tracker->streams[last]->stream == stream) {
         *out_index = last;
@@ -209,6 +215,38 @@ static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
     }
 }
 
+ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                               uint64_t point) {
+    tracker_stream_t *ts = tracker->streams[t];
+    if (ts->frontier[origin] >= point) {
+        counter_add(&tracker->waits_elided, 1); /* known, directly or transitively */
+        return ORDO_OK;
+    }
+    const tracker_record_t *record = NULL;
+    ordo_status_t st = tracker_record_covering(tracker, origin, point, &record);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    st = ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    for (uint32_t s = 0; s < tracker->stream_count; ++s) {
+        if (ts->frontier[s] < record->frontier[s]) {
+            ts->frontier[s] = record->frontier[s];
+        }
+    }
+    if (ts->frontier[origin] < record->point) {
+        ts->frontier[origin] = record->point;
+    }
+    counter_add(&tracker->waits_emitted, 1);
+    if (tracker->observer) {
+        tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
+                          record->point, point);
+    }
+    return ORDO_OK;
+}
+
 static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
                                     const ordo_access_t *accesses, size_t count) {
     needs_t needs;
@@ -228,40 +266,12 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
             }
         }
     }
-    tracker_stream_t *ts = tracker->streams[t];
-    uint64_t elided = 0;
     for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);
-        uint64_t point = needs.point[origin];
-        if (ts->frontier[origin] >= point) {
-            ++elided; /* already known, directly or transitively */
-            continue;
-        }
-        const tracker_record_t *record = NULL;
-        ordo_status_t st = tracker_record_covering(tracker, origin, point, &record);
-        if (st != ORDO_OK) {
-            return st;
-        }
-        st = ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+        ordo_status_t st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
         if (st != ORDO_OK) {
             return st; /* this stream has failed: so will the submission */
         }
-        for (uint32_t s = 0; s < tracker->stream_count; ++s) {
-            if (ts->frontier[s] < record->frontier[s]) {
-                ts->frontier[s] = record->frontier[s];
-            }
-        }
-        if (ts->frontier[origin] < record->point) {
-            ts->frontier[origin] = record->point;
-        }
-        counter_add(&tracker->waits_emitted, 1);
-        if (tracker->observer) {
-            tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
-                              record->point, point);
-        }
-    }
-    if (elided) {
-        counter_add(&tracker->waits_elided, elided);
     }
     return ORDO_OK;
 }
@@ -319,7 +329,7 @@ static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
         st = check_accesses(tracker, accesses, count, api);
     }
     if (st == ORDO_OK) {
-        st = stream_index(tracker, stream, out_index, api);
+        st = tracker_stream_index(tracker, stream, out_index, api);
     }
     return st;
 }
@@ -401,5 +411,26 @@ ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
     }
     tracker->observer = observer;
     tracker->observer_ctx = ctx;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st == ORDO_OK) {
+        ordo_rlock_lock(&tracker->lock);
+    }
+    return st;
+}
+
+ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!ordo_rlock_held(&tracker->lock)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "the calling thread does not hold the tracker's lock");
+    }
+    ordo_rlock_unlock(&tracker->lock);
     return ORDO_OK;
 }

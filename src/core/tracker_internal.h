@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/rlock.h"
 #include "ordo/buffer.h"
 #include "ordo/timepoint.h"
 #include "ordo/tracker.h"
@@ -45,6 +46,9 @@ typedef struct buffer_use {
 struct ordo_buffer {
     uint32_t magic;
     ordo_tracker_t *tracker;
+    /* Non-zero for a buffer embedded in a pool's block: the pool owns its
+     * life, ordo_buffer_release refuses it. */
+    uint32_t pool_owned;
     buffer_use_t writer; /* point 0: never written */
     /* Each stream's latest access point (read or write), indexed by stream:
      * no search on the submission path. reader_mask: the streams that read
@@ -90,6 +94,9 @@ struct ordo_tracker {
     _Atomic uint64_t reclamations_pending;
     _Atomic uint64_t reclamations_done;
     reclaimer_t reclaimer;
+    /* ordo_tracker_lock; taken by the memory pools on this tracker. */
+    ordo_rlock_t lock;
+    _Atomic uint32_t pools; /* memory pools standing on the tracker */
 };
 
 ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api);
@@ -105,6 +112,25 @@ static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
  * Fails (and records nothing) only if the signal could not be enqueued on a
  * healthy stream; on a failed stream the record fails its timeline, which
  * is what its waiters need. */
+/* The stream's index in the tracker, attaching it on first use (checks
+ * the handle and its device then). */
+ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                   uint32_t *out_index, const char *api);
+
+/* Orders stream t after origin's point `point`: nothing if t's frontier
+ * knows it already (counted elided), else one device wait on the record
+ * covering it (counted emitted; t's frontier learns the record's). */
+ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                               uint64_t point);
+
+/* Hands out stream t's next point for an access with no submission of its
+ * own (a block's birth or free, a recorded use): any record that covers
+ * it is enqueued after the call, so it covers everything enqueued on the
+ * stream before. */
+static inline uint64_t tracker_new_point(ordo_tracker_t *tracker, uint32_t t) {
+    return ++tracker->streams[t]->point;
+}
+
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record);
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu_stream.h"
 #include "base/error.h"
@@ -48,6 +49,14 @@ static ordo_status_t cpu_mem_alloc(ordo_device_t *device, size_t bytes, size_t a
                                    void **out_ptr) {
     if (alignment < sizeof(void *)) {
         alignment = sizeof(void *);
+    }
+    /* More than the machine has can never succeed: say so plainly rather
+     * than ask the C library (or a sanitizer's allocator) for it. */
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0 && bytes / (size_t)page_size >= (size_t)pages) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                          "%s cannot allocate %zu bytes: the machine has %zu bytes of memory",
+                          device->info.name, bytes, (size_t)pages * (size_t)page_size);
     }
     void *ptr = NULL;
     int err = posix_memalign(&ptr, alignment, bytes);

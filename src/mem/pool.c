@@ -1,0 +1,1006 @@
+/* The stream-ordered pool.
+ *
+ * Memory comes from upstream in chunks, which are split into blocks and
+ * coalesced again. Every block embeds a tracked buffer: its access history
+ * in the pool's tracker. Allocation is a write by the allocating stream at a
+ * fresh point of it (the block's birth), so any later use on another stream
+ * is ordered after the allocation and, through the allocating stream's
+ * frontier, after whatever the reuse itself waited for.
+ *
+ * Freeing computes the block's death frontier: the last use on every stream
+ * that the freeing stream has not already waited for, plus a fresh point of
+ * the freeing stream itself. A free block is reusable on stream T once T's
+ * frontier covers every entry (an entry on T itself is covered: T runs in
+ * order). That is a comparison of a few integers; nothing is polled. When
+ * no covered block fits, the policy decides: emit device waits on T for the
+ * entries it lacks (ORDO_MEM_REUSE_WAIT) or leave the block and take or
+ * grow another (ORDO_MEM_REUSE_OTHER_BLOCK).
+ *
+ * Free blocks sit in bins by affinity (the stream that freed them, or
+ * "settled" once every entry is known complete) and size class. The host
+ * checks completion (settles) only in reap_pending, trim and destroy, and
+ * before growing when upstream is out of memory.
+ *
+ * All state is guarded by the tracker's lock. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "core/tracker_internal.h"
+#include "hal/hal.h"
+#include "mem/resource.h"
+
+#define POOL_UNIT ((size_t)ORDO_MEM_DEFAULT_ALIGNMENT)
+#define POOL_CLASSES 152
+#define POOL_CLASS_WORDS 3
+#define POOL_DEATH_MAX 6
+#define POOL_SETTLED ORDO_TRACKER_MAX_STREAMS
+#define POOL_AFFINITIES (ORDO_TRACKER_MAX_STREAMS + 1)
+/* Blocks of one size class looked at before moving on. */
+#define POOL_SCAN 8
+#define POOL_SLAB_BLOCKS 64
+#define POOL_DEFAULT_CHUNK ((size_t)2 << 20)
+
+typedef struct pool_death {
+    uint32_t stream;
+    uint64_t point;
+} pool_death_t;
+
+typedef struct pool_chunk {
+    ordo_block_t *upstream_block;
+    char *base;
+    size_t size;
+    struct pool_chunk *prev, *next;
+} pool_chunk_t;
+
+typedef struct pool_block {
+    ordo_block_t base; /* first: the handle */
+    ordo_buffer_t history;
+    pool_chunk_t *chunk;
+    struct pool_block *addr_prev, *addr_next; /* neighbours in the chunk */
+    struct pool_block *bin_prev, *bin_next;   /* free: its bin; spare: the spare list */
+    char *start;
+    size_t size;
+    uint8_t is_free;
+    uint8_t affinity;
+    uint8_t cls;
+    uint8_t death_count;
+    pool_death_t death[POOL_DEATH_MAX];
+} pool_block_t;
+
+typedef struct pool_bins {
+    uint64_t nonempty[POOL_CLASS_WORDS];
+    pool_block_t *head[POOL_CLASSES];
+} pool_bins_t;
+
+typedef struct pool_slab {
+    struct pool_slab *next;
+    pool_block_t blocks[POOL_SLAB_BLOCKS];
+} pool_slab_t;
+
+typedef struct pool {
+    ordo_mem_resource_t base;
+    ordo_tracker_t *tracker;
+    ordo_mem_pool_config_t config;
+    pool_bins_t *bins[POOL_AFFINITIES];
+    uint32_t free_count[POOL_AFFINITIES];
+    uint64_t affinity_mask; /* streams whose bins hold a free block */
+    pool_chunk_t *chunks;
+    pool_block_t *spare;
+    pool_slab_t *slabs;
+    uint64_t blocks_out;
+    _Atomic uint64_t bytes_outstanding;
+    ordo_mem_pool_stats_t stats;
+} pool_t;
+
+/* --- Size classes: exact below 16 units, then four per power of two --- */
+
+static unsigned class_of(size_t units) {
+    if (units <= 16) {
+        return (unsigned)units - 1;
+    }
+    unsigned e = 63u - (unsigned)__builtin_clzll(units);
+    unsigned sub = (unsigned)(units >> (e - 2)) & 3u;
+    return 16u + (e - 4u) * 4u + sub;
+}
+
+/* --- Bins --- */
+
+static void bin_insert(pool_t *p, pool_block_t *b) {
+    pool_bins_t *bins = p->bins[b->affinity];
+    unsigned c = class_of(b->size / POOL_UNIT);
+    b->cls = (uint8_t)c;
+    b->bin_prev = NULL;
+    b->bin_next = bins->head[c];
+    if (b->bin_next) {
+        b->bin_next->bin_prev = b;
+    }
+    bins->head[c] = b;
+    bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
+    if (p->free_count[b->affinity]++ == 0 && b->affinity < POOL_SETTLED) {
+        p->affinity_mask |= (uint64_t)1 << b->affinity;
+    }
+}
+
+static void bin_remove(pool_t *p, pool_block_t *b) {
+    pool_bins_t *bins = p->bins[b->affinity];
+    if (b->bin_prev) {
+        b->bin_prev->bin_next = b->bin_next;
+    } else {
+        bins->head[b->cls] = b->bin_next;
+        if (!b->bin_next) {
+            bins->nonempty[b->cls / 64] &= ~((uint64_t)1 << (b->cls % 64));
+        }
+    }
+    if (b->bin_next) {
+        b->bin_next->bin_prev = b->bin_prev;
+    }
+    if (--p->free_count[b->affinity] == 0 && b->affinity < POOL_SETTLED) {
+        p->affinity_mask &= ~((uint64_t)1 << b->affinity);
+    }
+}
+
+static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) {
+    if (!p->bins[affinity]) {
+        p->bins[affinity] = ordo_alloc(sizeof(pool_bins_t), 64);
+        if (!p->bins[affinity]) {
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bins");
+        }
+    }
+    return ORDO_OK;
+}
+
+/* --- Descriptors --- */
+
+static pool_block_t *descriptor_take(pool_t *p) {
+    if (!p->spare) {
+        pool_slab_t *slab = ordo_alloc(sizeof *slab, 64);
+        if (!slab) {
+            return NULL;
+        }
+        slab->next = p->slabs;
+        p->slabs = slab;
+        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+            pool_block_t *b = &slab->blocks[i];
+            b->history.tracker = p->tracker;
+            b->history.pool_owned = 1;
+            b->history.magic = ORDO_BUFFER_RELEASED;
+            b->bin_next = p->spare;
+            p->spare = b;
+        }
+    }
+    pool_block_t *b = p->spare;
+    p->spare = b->bin_next;
+    return b;
+}
+
+static void descriptor_put(pool_t *p, pool_block_t *b) {
+    atomic_store_explicit(&b->base.magic, 0, memory_order_relaxed);
+    b->history.magic = ORDO_BUFFER_RELEASED;
+    b->bin_next = p->spare;
+    p->spare = b;
+}
+
+/* --- Death frontiers --- */
+
+/* Non-zero when stream t may reuse b without waiting: t has waited for
+ * every use in b's death frontier (an entry on t itself: t runs in order). */
+static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
+    const uint64_t *frontier = p->tracker->streams[t]->frontier;
+    for (unsigned i = 0; i < b->death_count; ++i) {
+        uint32_t s = b->death[i].stream;
+        if (s != t && frontier[s] < b->death[i].point) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Non-zero when the host knows the entry complete: its point reached, or
+ * its stream failed (a failed stream runs nothing more). */
+static int death_settled(const pool_t *p, const pool_death_t *d) {
+    const tracker_stream_t *ts = p->tracker->streams[d->stream];
+    uint64_t value = 0;
+    if (ordo_signal_query(ts->timeline, &value) != ORDO_OK) {
+        return 1; /* the timeline failed: so did the stream */
+    }
+    return value >= d->point || ordo_stream_status(ts->stream) != ORDO_OK;
+}
+
+/* Merges b's frontier into into (maximum per stream); zero if the result
+ * has more entries than a block keeps. */
+static int death_merge(pool_death_t *into, uint8_t *count, const pool_block_t *b) {
+    if (*count == 1 && b->death_count == 1 && into[0].stream == b->death[0].stream) {
+        if (into[0].point < b->death[0].point) {
+            into[0].point = b->death[0].point; /* the common case: one stream */
+        }
+        return 1;
+    }
+    pool_death_t merged[POOL_DEATH_MAX];
+    unsigned n = *count;
+    memcpy(merged, into, n * sizeof *merged);
+    for (unsigned i = 0; i < b->death_count; ++i) {
+        unsigned j = 0;
+        while (j < n && merged[j].stream != b->death[i].stream) {
+            ++j;
+        }
+        if (j < n) {
+            if (merged[j].point < b->death[i].point) {
+                merged[j].point = b->death[i].point;
+            }
+        } else if (n == POOL_DEATH_MAX) {
+            return 0;
+        } else {
+            merged[n++] = b->death[i];
+        }
+    }
+    memcpy(into, merged, n * sizeof *merged);
+    *count = (uint8_t)n;
+    return 1;
+}
+
+/* --- Splitting and coalescing --- */
+
+/* Cuts b down to units, the rest becoming a free block with b's affinity
+ * and frontier. */
+static void split(pool_t *p, pool_block_t *b, size_t size) {
+    if (b->size - size < POOL_UNIT) {
+        return;
+    }
+    pool_block_t *rest = descriptor_take(p);
+    if (!rest) {
+        return; /* keep the whole block: correct, just larger */
+    }
+    rest->chunk = b->chunk;
+    rest->start = b->start + size;
+    rest->size = b->size - size;
+    rest->addr_prev = b;
+    rest->addr_next = b->addr_next;
+    if (b->addr_next) {
+        b->addr_next->addr_prev = rest;
+    }
+    b->addr_next = rest;
+    b->size = size;
+    rest->is_free = 1;
+    rest->affinity = b->affinity;
+    rest->death_count = b->death_count;
+    memcpy(rest->death, b->death, sizeof rest->death);
+    bin_insert(p, rest);
+    ++p->stats.splits;
+}
+
+/* Absorbs the free neighbour next (b's addr_next) into b, both out of
+ * their bins. */
+static void absorb(pool_t *p, pool_block_t *b, pool_block_t *next) {
+    b->size += next->size;
+    b->addr_next = next->addr_next;
+    if (next->addr_next) {
+        next->addr_next->addr_prev = b;
+    }
+    descriptor_put(p, next);
+    ++p->stats.merges;
+}
+
+/* Merges free b (not in a bin) with its free neighbours whose frontiers
+ * fit together (the merged frontier is the maximum of both, so reusing the
+ * merged block waits for every use of either), then bins it under b's
+ * affinity: the freeing stream, whose next allocations likely fit it. A
+ * settled block that absorbs an unsettled one takes that one's affinity:
+ * the settled bins hold only blocks with nothing pending. */
+static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
+    uint8_t affinity = b->affinity;
+    pool_block_t *prev = b->addr_prev;
+    if (prev && prev->is_free == 1 && death_merge(b->death, &b->death_count, prev)) {
+        if (affinity == POOL_SETTLED) {
+            affinity = prev->affinity;
+        }
+        bin_remove(p, prev);
+        prev->death_count = b->death_count;
+        memcpy(prev->death, b->death, sizeof prev->death);
+        absorb(p, prev, b);
+        b = prev;
+    }
+    pool_block_t *next = b->addr_next;
+    if (next && next->is_free == 1 && death_merge(b->death, &b->death_count, next)) {
+        if (affinity == POOL_SETTLED) {
+            affinity = next->affinity;
+        }
+        bin_remove(p, next);
+        absorb(p, b, next);
+    }
+    b->affinity = affinity;
+    bin_insert(p, b);
+}
+
+/* --- Settling and trimming (explicit calls only) --- */
+
+/* Drops the death entries the host knows complete; blocks left with none
+ * move to the settled bins. */
+static void settle_all(pool_t *p) {
+    for (unsigned a = 0; a < POOL_SETTLED; ++a) {
+        if (!p->free_count[a]) {
+            continue;
+        }
+        /* Collect first: moving blocks changes the lists being walked. */
+        pool_bins_t *bins = p->bins[a];
+        pool_block_t *done = NULL;
+        for (unsigned c = 0; c < POOL_CLASSES; ++c) {
+            for (pool_block_t *b = bins->head[c], *next; b; b = next) {
+                next = b->bin_next;
+                unsigned kept = 0;
+                for (unsigned i = 0; i < b->death_count; ++i) {
+                    if (!death_settled(p, &b->death[i])) {
+                        b->death[kept++] = b->death[i];
+                    }
+                }
+                b->death_count = (uint8_t)kept;
+                if (!kept) {
+                    bin_remove(p, b);
+                    b->is_free = 2; /* out of its bin: not to be merged yet */
+                    b->bin_next = done;
+                    done = b;
+                }
+            }
+        }
+        while (done) {
+            pool_block_t *b = done;
+            done = b->bin_next;
+            b->is_free = 1;
+            b->affinity = POOL_SETTLED;
+            coalesce_and_bin(p, b);
+        }
+    }
+}
+
+static void chunk_unlink(pool_t *p, pool_chunk_t *chunk) {
+    if (chunk->prev) {
+        chunk->prev->next = chunk->next;
+    } else {
+        p->chunks = chunk->next;
+    }
+    if (chunk->next) {
+        chunk->next->prev = chunk->prev;
+    }
+}
+
+/* Gives settled, wholly free chunks back upstream while more than keep
+ * bytes are reserved. */
+static void trim_to(pool_t *p, uint64_t keep) {
+    for (pool_chunk_t *chunk = p->chunks, *next; chunk && p->stats.bytes_reserved > keep;
+         chunk = next) {
+        next = chunk->next;
+        pool_block_t *whole = NULL;
+        pool_bins_t *settled = p->bins[POOL_SETTLED];
+        if (!settled || !p->free_count[POOL_SETTLED]) {
+            return;
+        }
+        /* A wholly free chunk is one settled block of the chunk's size. */
+        unsigned c = class_of(chunk->size / POOL_UNIT);
+        for (pool_block_t *b = settled->head[c]; b; b = b->bin_next) {
+            if (b->chunk == chunk && b->size == chunk->size) {
+                whole = b;
+                break;
+            }
+        }
+        if (!whole) {
+            continue;
+        }
+        bin_remove(p, whole);
+        descriptor_put(p, whole);
+        chunk_unlink(p, chunk);
+        p->stats.bytes_reserved -= chunk->size;
+        --p->stats.chunks;
+        ++p->stats.trims;
+        (void)mem_deallocate(p->base.upstream, chunk->upstream_block, NULL);
+        ordo_dealloc(chunk, sizeof *chunk, 0);
+    }
+}
+
+/* --- Allocation --- */
+
+/* The first block of bins that fits size (and, unless any_frontier, that
+ * t may reuse without waiting): the class of size first, then larger
+ * classes, at most POOL_SCAN blocks per class. *out_uncovered gets the
+ * first fitting block t could reuse only after waiting, if none yet. */
+static pool_block_t *bins_find(const pool_t *p, const pool_bins_t *bins, size_t size, uint32_t t,
+                               pool_block_t **out_uncovered) {
+    /* Best fit among the first POOL_SCAN blocks of the size's own class,
+     * then of the first larger class holding a block t may take. */
+    unsigned c = class_of(size / POOL_UNIT);
+    pool_block_t *best = NULL;
+    unsigned scanned = 0;
+    for (pool_block_t *b = bins->head[c]; b && scanned < POOL_SCAN; b = b->bin_next, ++scanned) {
+        if (b->size >= size && (!best || b->size < best->size)) {
+            if (covered(p, b, t)) {
+                best = b;
+            } else if (!*out_uncovered) {
+                *out_uncovered = b;
+            }
+        }
+    }
+    if (best) {
+        return best;
+    }
+    for (unsigned w = (c + 1) / 64; w < POOL_CLASS_WORDS; ++w) {
+        uint64_t bits = bins->nonempty[w];
+        if (w == (c + 1) / 64) {
+            bits &= ~(uint64_t)0 << ((c + 1) % 64);
+        }
+        for (; bits; bits &= bits - 1) {
+            unsigned k = w * 64 + (unsigned)__builtin_ctzll(bits);
+            scanned = 0;
+            for (pool_block_t *b = bins->head[k]; b && scanned < POOL_SCAN;
+                 b = b->bin_next, ++scanned) {
+                if (!best || b->size < best->size) {
+                    if (covered(p, b, t)) {
+                        best = b;
+                    } else if (!*out_uncovered) {
+                        *out_uncovered = b;
+                    }
+                }
+            }
+            if (best) {
+                return best;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A free block for size on stream t: freed on t, settled, or freed on
+ * another stream and already ordered before t; else, by policy, one t
+ * must first wait for (its waits are emitted here) or none. */
+static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block) {
+    pool_block_t *uncovered = NULL;
+    pool_block_t *b = NULL;
+    if (p->free_count[t]) {
+        b = bins_find(p, p->bins[t], size, t, &uncovered);
+        if (b) {
+            ++p->stats.reuses_same_stream;
+        }
+    }
+    if (!b && p->free_count[POOL_SETTLED]) {
+        b = bins_find(p, p->bins[POOL_SETTLED], size, t, &uncovered);
+        if (b) {
+            ++p->stats.reuses_known;
+        }
+    }
+    for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
+        b = bins_find(p, p->bins[__builtin_ctzll(mask)], size, t, &uncovered);
+        if (b) {
+            ++p->stats.reuses_known;
+        }
+    }
+    if (!b && uncovered) {
+        if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
+            ++p->stats.blocks_skipped;
+        } else {
+            /* Order t after the uses it lacks, on the device. Entries of a
+             * failed stream need nothing: it runs no more work. */
+            for (unsigned i = 0; i < uncovered->death_count; ++i) {
+                const pool_death_t *d = &uncovered->death[i];
+                if (d->stream == t || p->tracker->streams[t]->frontier[d->stream] >= d->point ||
+                    ordo_stream_status(p->tracker->streams[d->stream]->stream) != ORDO_OK) {
+                    continue;
+                }
+                ordo_status_t st = tracker_wait_for(p->tracker, t, d->stream, d->point);
+                if (st != ORDO_OK) {
+                    return st;
+                }
+            }
+            b = uncovered;
+            ++p->stats.reuses_waited;
+        }
+    }
+    *out_block = b;
+    return ORDO_OK;
+}
+
+/* Takes a chunk of at least size from upstream, as one free block born on
+ * stream t (so other streams reuse it only once ordered after t). */
+static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *stream,
+                          pool_block_t **out_block) {
+    size_t chunk_size = size > p->config.chunk_bytes ? size : p->config.chunk_bytes;
+    pool_chunk_t *chunk = ordo_alloc(sizeof *chunk, 0);
+    pool_block_t *b = descriptor_take(p);
+    if (!chunk || !b) {
+        if (chunk) {
+            ordo_dealloc(chunk, sizeof *chunk, 0);
+        }
+        if (b) {
+            descriptor_put(p, b);
+        }
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                          "cannot allocate the pool's bookkeeping");
+    }
+    mem_request_t request = {chunk_size, POOL_UNIT, stream, ORDO_MEM_TAG_NONE};
+    ordo_status_t st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
+    if (st != ORDO_OK) {
+        ordo_dealloc(chunk, sizeof *chunk, 0);
+        descriptor_put(p, b);
+        return st;
+    }
+    chunk->base = chunk->upstream_block->ptr;
+    chunk->size = chunk_size;
+    chunk->prev = NULL;
+    chunk->next = p->chunks;
+    if (p->chunks) {
+        p->chunks->prev = chunk;
+    }
+    p->chunks = chunk;
+    b->chunk = chunk;
+    b->start = chunk->base;
+    b->size = chunk_size;
+    b->addr_prev = b->addr_next = NULL;
+    b->is_free = 1;
+    b->affinity = (uint8_t)t;
+    b->death_count = 1;
+    b->death[0] = (pool_death_t){t, tracker_new_point(p->tracker, t)};
+    bin_insert(p, b);
+    p->stats.bytes_reserved += chunk_size;
+    ++p->stats.chunks;
+    ++p->stats.grows;
+    *out_block = b;
+    return ORDO_OK;
+}
+
+static ordo_status_t history_reserve(pool_block_t *b, uint32_t t, const char *api) {
+    if (t >= BUFFER_INLINE_READERS && !b->history.more_last_points) {
+        b->history.more_last_points =
+            ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->history.more_last_points, 0);
+        if (!b->history.more_last_points) {
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                              "cannot grow a block's per-stream points");
+        }
+    }
+    return ORDO_OK;
+}
+
+static void history_set_last(pool_block_t *b, uint32_t t, uint64_t point) {
+    if (t < BUFFER_INLINE_READERS) {
+        b->history.last_points[t] = point;
+    } else {
+        b->history.more_last_points[t] = point;
+    }
+    b->history.use_mask |= (uint64_t)1 << t;
+}
+
+static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *request,
+                                          ordo_block_t **out_block) {
+    static const char api[] = "ordo_mem_allocate";
+    uint32_t t;
+    ordo_status_t st = tracker_stream_index(p->tracker, request->stream, &t, api);
+    if (st == ORDO_OK) {
+        st = bins_ensure(p, t, api);
+    }
+    if (st == ORDO_OK) {
+        st = bins_ensure(p, POOL_SETTLED, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t extra = request->alignment > POOL_UNIT ? request->alignment - POOL_UNIT : 0;
+    if (request->bytes > ORDO_MEM_MAX_BYTES - extra - POOL_UNIT) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu bytes aligned to %zu is too large",
+                          request->bytes, request->alignment);
+    }
+    size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
+    pool_block_t *b = NULL;
+    if ((st = find_free(p, size, t, &b)) != ORDO_OK) {
+        return st;
+    }
+    if (!b) {
+        st = grow(p, size, t, request->stream, &b);
+        if (st == ORDO_ERR_OUT_OF_MEMORY) {
+            /* Give back what has settled and try once more. */
+            settle_all(p);
+            trim_to(p, 0);
+            if ((st = find_free(p, size, t, &b)) == ORDO_OK && !b) {
+                st = grow(p, size, t, request->stream, &b);
+            }
+        }
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    if ((st = history_reserve(b, t, api)) != ORDO_OK) {
+        return st;
+    }
+    bin_remove(p, b);
+    split(p, b, size);
+    b->is_free = 0;
+    /* Birth: a write by t at a fresh point of t. */
+    uint64_t point = tracker_new_point(p->tracker, t);
+    b->history.writer = (buffer_use_t){t, point};
+    b->history.reader_mask = 0;
+    b->history.use_mask = 0;
+    history_set_last(b, t, point);
+    b->history.magic = ORDO_BUFFER_MAGIC;
+    uintptr_t aligned =
+        ((uintptr_t)b->start + request->alignment - 1) & ~((uintptr_t)request->alignment - 1);
+    b->base.ptr = (void *)aligned;
+    b->base.bytes = request->bytes;
+    b->base.alignment = request->alignment;
+    b->base.tag = request->tag;
+    b->base.stream = request->stream;
+    b->base.resource = &p->base;
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    p->stats.bytes_in_use += b->size;
+    ++p->blocks_out;
+    atomic_store_explicit(&p->bytes_outstanding,
+                          atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) +
+                              request->bytes,
+                          memory_order_relaxed);
+    *out_block = &b->base;
+    return ORDO_OK;
+}
+
+static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                   ordo_block_t **out_block) {
+    pool_t *p = (pool_t *)resource;
+    ordo_rlock_lock(&p->tracker->lock);
+    ordo_status_t st = pool_allocate_locked(p, request, out_block);
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
+/* --- Deallocation --- */
+
+static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
+    uint32_t s;
+    ordo_status_t st = tracker_stream_index(p->tracker, stream, &s, api);
+    if (st == ORDO_OK) {
+        st = bins_ensure(p, s, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Under the lock: a racing second free of the block sees FREED. */
+    if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
+                          (void *)b, b->base.tag);
+    }
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
+    /* The death frontier: each use the freeing stream has not waited for,
+     * and the free itself on s, which implies the uses s already knows. */
+    const uint64_t *frontier = p->tracker->streams[s]->frontier;
+    pool_death_t entries[ORDO_TRACKER_MAX_STREAMS];
+    unsigned n = 0;
+    uint64_t others = b->history.use_mask & ~((uint64_t)1 << s);
+    for (uint64_t mask = others; mask; mask &= mask - 1) {
+        uint32_t u = (uint32_t)__builtin_ctzll(mask);
+        uint64_t point = buffer_last_point(&b->history, u);
+        if (frontier[u] < point) {
+            entries[n++] = (pool_death_t){u, point};
+        }
+    }
+    /* More than a block keeps: s waits for the surplus on the device, so
+     * its free point implies them. A failed s cannot wait (nor will its
+     * free point ever be reached): refused, the block stays live. */
+    while (n > POOL_DEATH_MAX - 1) {
+        --n;
+        st = tracker_wait_for(p->tracker, s, entries[n].stream, entries[n].point);
+        if (st != ORDO_OK) {
+            atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+            return ordo_error(st, api,
+                              "block %p (tag %u) was used on more streams than the freeing "
+                              "stream knows, and that stream cannot wait for them: %s",
+                              (void *)b, b->base.tag, ordo_error_message());
+        }
+    }
+    entries[n++] = (pool_death_t){s, tracker_new_point(p->tracker, s)};
+    b->history.magic = ORDO_BUFFER_RELEASED;
+    b->is_free = 1;
+    b->affinity = (uint8_t)s;
+    b->death_count = (uint8_t)n;
+    memcpy(b->death, entries, n * sizeof *entries);
+    p->stats.bytes_in_use -= b->size;
+    --p->blocks_out;
+    atomic_store_explicit(&p->bytes_outstanding,
+                          atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
+                              b->base.bytes,
+                          memory_order_relaxed);
+    coalesce_and_bin(p, b);
+    return ORDO_OK;
+}
+
+static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    pool_t *p = (pool_t *)resource;
+    if (!stream) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                          "a pool's block is freed on a stream");
+    }
+    ordo_rlock_lock(&p->tracker->lock);
+    ordo_status_t st = pool_deallocate_locked(p, (pool_block_t *)block, stream);
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
+/* --- Use tracking --- */
+
+static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                              ordo_stream_t *stream, ordo_access_mode_t mode, int finish) {
+    pool_t *p = (pool_t *)resource;
+    pool_block_t *b = (pool_block_t *)block;
+    ordo_access_t access = {&b->history, mode};
+    ordo_rlock_lock(&p->tracker->lock);
+    ordo_status_t st = finish ? ordo_finish(p->tracker, stream, &access, 1)
+                              : ordo_prepare(p->tracker, stream, &access, 1);
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
+static ordo_status_t pool_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                      ordo_stream_t *stream, ordo_access_mode_t mode) {
+    return pool_use(resource, block, stream, mode, 0);
+}
+
+static ordo_status_t pool_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, ordo_access_mode_t mode) {
+    return pool_use(resource, block, stream, mode, 1);
+}
+
+static ordo_status_t pool_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_record_use";
+    pool_t *p = (pool_t *)resource;
+    pool_block_t *b = (pool_block_t *)block;
+    ordo_rlock_lock(&p->tracker->lock);
+    uint32_t t;
+    ordo_status_t st = tracker_stream_index(p->tracker, stream, &t, api);
+    if (st == ORDO_OK) {
+        st = history_reserve(b, t, api);
+    }
+    if (st == ORDO_OK) {
+        history_set_last(b, t, tracker_new_point(p->tracker, t));
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
+static ordo_buffer_t *pool_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block) {
+    (void)resource;
+    return &((pool_block_t *)block)->history;
+}
+
+static int pool_supports_use_tracking(ordo_mem_resource_t *resource) {
+    (void)resource;
+    return 1;
+}
+
+static uint64_t pool_bytes_outstanding(ordo_mem_resource_t *resource) {
+    return atomic_load_explicit(&((pool_t *)resource)->bytes_outstanding, memory_order_relaxed);
+}
+
+/* --- Reaping, trimming, destroying --- */
+
+/* Waits (outside the lock) until every free block's uses have completed,
+ * then settles them and trims to the release threshold. */
+static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    static const char api[] = "ordo_mem_reap_pending";
+    pool_t *p = (pool_t *)resource;
+    ordo_signal_point_t points[ORDO_TRACKER_MAX_STREAMS];
+    size_t count = 0;
+    ordo_status_t st = ORDO_OK;
+    ordo_rlock_lock(&p->tracker->lock);
+    settle_all(p);
+    /* What is still pending, per stream: the highest point, recorded. */
+    uint64_t need[ORDO_TRACKER_MAX_STREAMS] = {0};
+    for (unsigned a = 0; a < POOL_SETTLED; ++a) {
+        for (unsigned c = 0; p->free_count[a] && c < POOL_CLASSES; ++c) {
+            for (pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
+                for (unsigned i = 0; i < b->death_count; ++i) {
+                    if (need[b->death[i].stream] < b->death[i].point) {
+                        need[b->death[i].stream] = b->death[i].point;
+                    }
+                }
+            }
+        }
+    }
+    for (uint32_t s = 0; s < p->tracker->stream_count && st == ORDO_OK; ++s) {
+        if (!need[s]) {
+            continue;
+        }
+        const tracker_record_t *record = NULL;
+        st = tracker_record_covering(p->tracker, s, need[s], &record);
+        if (st == ORDO_OK) {
+            ordo_signal_t *timeline = p->tracker->streams[s]->timeline;
+            (void)ordo_signal_retain(timeline);
+            points[count++] = (ordo_signal_point_t){timeline, record->point};
+        }
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+    ordo_status_t waited = ORDO_OK;
+    for (size_t i = 0; i < count; ++i) {
+        if (st == ORDO_OK && waited != ORDO_ERR_TIMEOUT) {
+            ordo_status_t w = ordo_signal_wait(points[i].signal, points[i].value, deadline);
+            if (w == ORDO_ERR_TIMEOUT) {
+                waited = w;
+            }
+            /* A failed stream's uses will never run: settled below. */
+        }
+        (void)ordo_signal_release(points[i].signal);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_rlock_lock(&p->tracker->lock);
+    settle_all(p);
+    if (p->config.release_threshold != UINT64_MAX) {
+        trim_to(p, p->stats.bytes_in_use + p->config.release_threshold);
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+    if (waited == ORDO_ERR_TIMEOUT) {
+        return ordo_error(ORDO_ERR_TIMEOUT, api,
+                          "uses of freed blocks were still running at the deadline");
+    }
+    return ORDO_OK;
+}
+
+static void pool_free_everything(pool_t *p) {
+    while (p->chunks) {
+        pool_chunk_t *chunk = p->chunks;
+        p->chunks = chunk->next;
+        (void)mem_deallocate(p->base.upstream, chunk->upstream_block, NULL);
+        ordo_dealloc(chunk, sizeof *chunk, 0);
+    }
+    while (p->slabs) {
+        pool_slab_t *slab = p->slabs;
+        p->slabs = slab->next;
+        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+            if (slab->blocks[i].history.more_last_points) {
+                ordo_dealloc(slab->blocks[i].history.more_last_points,
+                             ORDO_TRACKER_MAX_STREAMS * sizeof(uint64_t), 0);
+            }
+        }
+        ordo_dealloc(slab, sizeof *slab, 64);
+    }
+    for (unsigned a = 0; a < POOL_AFFINITIES; ++a) {
+        if (p->bins[a]) {
+            ordo_dealloc(p->bins[a], sizeof(pool_bins_t), 64);
+        }
+    }
+}
+
+static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
+    static const char api[] = "ordo_mem_resource_destroy";
+    pool_t *p = (pool_t *)resource;
+    ordo_tracker_t *tracker = p->tracker;
+    ordo_rlock_lock(&tracker->lock);
+    if (p->blocks_out) {
+        ordo_rlock_unlock(&tracker->lock);
+        return ordo_error(ORDO_ERR_BUSY, api, "the pool still has %llu block(s) handed out",
+                          (unsigned long long)p->blocks_out);
+    }
+    settle_all(p);
+    uint32_t unsettled = 0;
+    for (unsigned a = 0; a < POOL_SETTLED; ++a) {
+        unsettled += p->free_count[a];
+    }
+    if (unsettled) {
+        ordo_rlock_unlock(&tracker->lock);
+        return ordo_error(ORDO_ERR_BUSY, api,
+                          "%u free block(s) may still be used by work on the streams "
+                          "(ordo_mem_reap_pending waits for it)",
+                          unsettled);
+    }
+    pool_free_everything(p);
+    mem_resource_fini(resource);
+    atomic_fetch_sub_explicit(&tracker->pools, 1, memory_order_release);
+    ordo_rlock_unlock(&tracker->lock);
+    ordo_dealloc(p, sizeof *p, 64);
+    return ORDO_OK;
+}
+
+static const mem_resource_ops_t pool_ops = {
+    .kind = "pool",
+    .allocate = pool_allocate,
+    .deallocate = pool_deallocate,
+    .bytes_outstanding = pool_bytes_outstanding,
+    .reap_pending = pool_reap_pending,
+    .supports_use_tracking = pool_supports_use_tracking,
+    .prepare_use = pool_prepare_use,
+    .finish_use = pool_finish_use,
+    .record_use = pool_record_use,
+    .block_buffer = pool_block_buffer,
+    .destroy = pool_destroy,
+};
+
+static int is_pool(const ordo_mem_resource_t *resource) {
+    return resource->ops == &pool_ops;
+}
+
+ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config) {
+    if (!out_config) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_mem_pool_config_t){ORDO_MEM_REUSE_WAIT, POOL_DEFAULT_CHUNK, UINT64_MAX};
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t *upstream,
+                                   const ordo_mem_pool_config_t *config,
+                                   ordo_mem_resource_t **out_resource) {
+    ordo_status_t st = tracker_check(tracker, __func__);
+    if (st == ORDO_OK) {
+        st = mem_resource_check(upstream, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    if (upstream->device != tracker->device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "upstream allocates on %s but the tracker orders streams of %s",
+                          upstream->device->info.name, tracker->device->info.name);
+    }
+    ordo_mem_pool_config_t cfg;
+    (void)ordo_mem_pool_config_default(&cfg);
+    if (config) {
+        if ((unsigned)config->reuse > ORDO_MEM_REUSE_OTHER_BLOCK) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "reuse policy %d is not one",
+                              (int)config->reuse);
+        }
+        if (config->chunk_bytes > ORDO_MEM_MAX_BYTES) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "chunk_bytes %zu is too large",
+                              config->chunk_bytes);
+        }
+        cfg = *config;
+        if (!cfg.chunk_bytes) {
+            cfg.chunk_bytes = POOL_DEFAULT_CHUNK;
+        }
+        cfg.chunk_bytes = (cfg.chunk_bytes + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
+    }
+    pool_t *p = ordo_alloc(sizeof *p, 64);
+    if (!p) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a pool");
+    }
+    p->tracker = tracker;
+    p->config = cfg;
+    atomic_fetch_add_explicit(&tracker->pools, 1, memory_order_relaxed);
+    mem_resource_init(&p->base, &pool_ops, tracker->device, upstream);
+    *out_resource = &p->base;
+    return ORDO_OK;
+}
+
+static ordo_status_t pool_check(ordo_mem_resource_t *resource, const char *api) {
+    ordo_status_t st = mem_resource_check(resource, api);
+    if (st == ORDO_OK && !is_pool(resource)) {
+        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a pool",
+                        (void *)resource, resource->ops->kind);
+    }
+    return st;
+}
+
+ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *resource, ordo_mem_pool_stats_t *out_stats) {
+    ordo_status_t st = pool_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stats) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+    }
+    pool_t *p = (pool_t *)resource;
+    ordo_rlock_lock(&p->tracker->lock);
+    *out_stats = p->stats;
+    ordo_rlock_unlock(&p->tracker->lock);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_pool_trim(ordo_mem_resource_t *resource, uint64_t keep_bytes) {
+    ordo_status_t st = pool_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    pool_t *p = (pool_t *)resource;
+    ordo_rlock_lock(&p->tracker->lock);
+    settle_all(p);
+    trim_to(p, keep_bytes);
+    ordo_rlock_unlock(&p->tracker->lock);
+    return ORDO_OK;
+}

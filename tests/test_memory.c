@@ -1,0 +1,645 @@
+/* Stream-ordered memory: the direct resource, the pool (reuse decided from
+ * frontiers, splitting and coalescing, trimming), use tracking, bad input,
+ * and a randomized cross-stream test with real data that counts every
+ * block handed out while another stream could still touch it. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "ordo/memory.h"
+#include "test_util.h"
+
+static ordo_device_t *device;
+
+static int setup(void **state) {
+    (void)state;
+    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+static ordo_stream_t *stream_make(void) {
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(device, 0, &s));
+    return s;
+}
+
+static ordo_status_t wait_signal_task(void *ctx) {
+    return ordo_signal_wait(ctx, 1, test_deadline());
+}
+
+/* --- Direct resource --- */
+
+static void direct_allocates_and_frees_in_stream_order(void **state) {
+    (void)state;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *s = stream_make();
+    ordo_block_t *block = NULL;
+    void *ptr = NULL;
+    assert_ok(ordo_mem_allocate(direct, 1000, 0, s, 3, &block, &ptr));
+    assert_non_null(ptr);
+    assert_int_equal((uintptr_t)ptr % ORDO_MEM_DEFAULT_ALIGNMENT, 0);
+    memset(ptr, 0xab, 1000);
+    ordo_block_info_t info;
+    assert_ok(ordo_block_info(block, &info));
+    assert_int_equal(info.bytes, 1000);
+    assert_int_equal(info.tag, 3);
+    assert_ptr_equal(info.stream, s);
+    uint64_t out = 0;
+    assert_ok(ordo_mem_bytes_outstanding(direct, &out));
+    assert_int_equal(out, 1000);
+
+    /* Hold the stream: the free waits behind the held work. */
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_host_task(s, wait_signal_task, gate));
+    assert_ok(ordo_mem_deallocate(direct, block, s));
+    assert_status(ordo_mem_reap_pending(direct, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
+    assert_ok(ordo_mem_bytes_outstanding(direct, &out));
+    assert_int_equal(out, 1000);
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(direct, &out));
+    assert_int_equal(out, 0);
+
+    /* Large alignment honoured. */
+    assert_ok(ordo_mem_allocate(direct, 64, 4096, s, 0, &block, &ptr));
+    assert_int_equal((uintptr_t)ptr % 4096, 0);
+    assert_ok(ordo_mem_deallocate(direct, block, s));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_signal_release(gate));
+    assert_ok(ordo_mem_resource_destroy(direct));
+}
+
+static void direct_refuses_use_tracking(void **state) {
+    (void)state;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *s = stream_make();
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(direct, 64, 0, s, 0, &block, NULL));
+    int supported = 1;
+    assert_ok(ordo_mem_supports_use_tracking(direct, &supported));
+    assert_int_equal(supported, 0);
+    assert_status(ordo_mem_record_use(direct, block, s), ORDO_ERR_UNSUPPORTED);
+    assert_non_null(strstr(ordo_error_message(), "unsupported"));
+    assert_status(ordo_mem_prepare_use(direct, block, s, ORDO_ACCESS_READ), ORDO_ERR_UNSUPPORTED);
+    assert_status(ordo_mem_finish_use(direct, block, s, ORDO_ACCESS_READ), ORDO_ERR_UNSUPPORTED);
+    ordo_buffer_t *buffer = NULL;
+    assert_status(ordo_block_buffer(block, &buffer), ORDO_ERR_UNSUPPORTED);
+    /* Deallocation still works. */
+    assert_ok(ordo_mem_deallocate(direct, block, s));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_mem_resource_destroy(direct));
+}
+
+/* --- Pool fixture --- */
+
+typedef struct pool_fixture {
+    ordo_tracker_t *tracker;
+    ordo_mem_resource_t *direct;
+    ordo_mem_resource_t *pool;
+    ordo_stream_t *s[4];
+} pool_fixture_t;
+
+static void pool_fixture_make(pool_fixture_t *f, ordo_mem_reuse_policy_t policy,
+                              size_t chunk_bytes) {
+    memset(f, 0, sizeof *f);
+    assert_ok(ordo_tracker_create(device, &f->tracker));
+    assert_ok(ordo_mem_direct_create(device, &f->direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.reuse = policy;
+    if (chunk_bytes) {
+        config.chunk_bytes = chunk_bytes;
+    }
+    assert_ok(ordo_mem_pool_create(f->tracker, f->direct, &config, &f->pool));
+    for (int i = 0; i < 4; ++i) {
+        f->s[i] = stream_make();
+    }
+}
+
+static void pool_fixture_free(pool_fixture_t *f) {
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_synchronize(f->s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f->pool, test_deadline()));
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f->pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(f->pool));
+    assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(f->direct, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(f->direct));
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_destroy(f->s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f->tracker));
+}
+
+static void pool_reuses_on_the_freeing_stream_at_once(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_block_t *a = NULL, *b = NULL;
+    void *pa = NULL, *pb = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 1, &a, &pa));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 1, &b, &pb));
+    assert_ptr_equal(pa, pb);
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.reuses_same_stream, 1);
+    assert_int_equal(stats.grows, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    pool_fixture_free(&f);
+}
+
+static void pool_cross_stream_reuse_follows_frontiers(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_tracker_metrics_t m0, m1;
+    ordo_block_t *a = NULL, *b = NULL;
+    void *pa = NULL, *pb = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 8192, 0, f.s[0], 0, &a, &pa));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    /* s1 never waited for s0: reuse needs a device wait. */
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    assert_ok(ordo_mem_allocate(f.pool, 8192, 0, f.s[1], 0, &b, &pb));
+    assert_ptr_equal(pa, pb);
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    assert_int_equal(m1.waits_emitted - m0.waits_emitted, 1);
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.reuses_waited, 1);
+
+    /* Freed on s1, reused on s2 after s2 waited for s1 (through a use):
+     * known, no new wait. */
+    ordo_buffer_t *buffer = NULL;
+    assert_ok(ordo_block_buffer(b, &buffer));
+    assert_ok(ordo_mem_prepare_use(f.pool, b, f.s[2], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_finish_use(f.pool, b, f.s[2], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[2]));
+    ordo_block_t *c = NULL;
+    void *pc = NULL;
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    assert_ok(ordo_mem_allocate(f.pool, 8192, 0, f.s[2], 0, &c, &pc));
+    assert_ptr_equal(pc, pa);
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    assert_int_equal(m1.waits_emitted, m0.waits_emitted);
+    assert_ok(ordo_mem_deallocate(f.pool, c, f.s[2]));
+    pool_fixture_free(&f);
+}
+
+static void pool_other_block_policy_does_not_wait(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 64 * 1024);
+    ordo_block_t *a = NULL, *b = NULL;
+    void *pa = NULL, *pb = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 64 * 1024, 0, f.s[0], 0, &a, &pa));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    ordo_tracker_metrics_t m0, m1;
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    assert_ok(ordo_mem_allocate(f.pool, 64 * 1024, 0, f.s[1], 0, &b, &pb));
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    assert_ptr_not_equal(pa, pb);
+    assert_int_equal(m1.waits_emitted, m0.waits_emitted);
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.blocks_skipped, 1);
+    assert_int_equal(stats.grows, 2);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[1]));
+    /* Once settled (reaped), the first block is anyone's. */
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    assert_ok(ordo_mem_allocate(f.pool, 64 * 1024, 0, f.s[3], 0, &a, &pa));
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.grows, 2);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[3]));
+    pool_fixture_free(&f);
+}
+
+static void pool_splits_coalesces_and_trims(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 1 << 20);
+    ordo_block_t *blocks[8];
+    void *ptrs[8];
+    for (int i = 0; i < 8; ++i) {
+        assert_ok(ordo_mem_allocate(f.pool, 100 * 1024, 0, f.s[0], 0, &blocks[i], &ptrs[i]));
+    }
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.chunks, 1);
+    assert_true(stats.splits >= 7);
+    for (int i = 0; i < 8; ++i) {
+        assert_ok(ordo_mem_deallocate(f.pool, blocks[i], f.s[0]));
+    }
+    /* Everything merged back: one block of the whole chunk. */
+    ordo_block_t *big = NULL;
+    void *pbig = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 1 << 20, 0, f.s[0], 0, &big, &pbig));
+    assert_ptr_equal(pbig, ptrs[0]);
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.chunks, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, big, f.s[0]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    assert_ok(ordo_mem_pool_trim(f.pool, 0));
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_reserved, 0);
+    assert_int_equal(stats.trims, 1);
+    pool_fixture_free(&f);
+}
+
+static void pool_release_threshold_gives_memory_back(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    memset(&f, 0, sizeof f);
+    assert_ok(ordo_tracker_create(device, &f.tracker));
+    assert_ok(ordo_mem_direct_create(device, &f.direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 256 * 1024;
+    config.release_threshold = 256 * 1024;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.direct, &config, &f.pool));
+    for (int i = 0; i < 4; ++i) {
+        f.s[i] = stream_make();
+    }
+    ordo_block_t *blocks[4];
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_mem_allocate(f.pool, 256 * 1024, 0, f.s[i], 0, &blocks[i], NULL));
+    }
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_mem_deallocate(f.pool, blocks[i], f.s[i]));
+    }
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_reserved, 256 * 1024);
+    pool_fixture_free(&f);
+}
+
+typedef struct fill {
+    uint32_t *words;
+    size_t count;
+    uint32_t value;
+    _Atomic int *errors;
+} fill_t;
+
+static ordo_status_t fill_task(void *ctx) {
+    fill_t *f = ctx;
+    test_sleep_ms(2);
+    for (size_t i = 0; i < f->count; ++i) {
+        f->words[i] = f->value;
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t check_task(void *ctx) {
+    fill_t *f = ctx;
+    for (size_t i = 0; i < f->count; ++i) {
+        if (f->words[i] != f->value) {
+            atomic_fetch_add(f->errors, 1);
+            break;
+        }
+    }
+    return ORDO_OK;
+}
+
+static void pool_use_tracking_orders_real_data(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    _Atomic int errors = 0;
+    ordo_block_t *block = NULL;
+    uint32_t *words = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 0, &block, (void **)&words));
+    int supported = 0;
+    assert_ok(ordo_mem_supports_use_tracking(f.pool, &supported));
+    assert_int_equal(supported, 1);
+    fill_t write = {words, 1024, 7, &errors};
+    fill_t read = {words, 1024, 7, &errors};
+    /* Written on s1 (slowly), read on s2: the read must wait. */
+    assert_ok(ordo_mem_prepare_use(f.pool, block, f.s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f.s[1], fill_task, &write));
+    assert_ok(ordo_mem_finish_use(f.pool, block, f.s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_mem_prepare_use(f.pool, block, f.s[2], ORDO_ACCESS_READ));
+    assert_ok(ordo_stream_host_task(f.s[2], check_task, &read));
+    assert_ok(ordo_mem_finish_use(f.pool, block, f.s[2], ORDO_ACCESS_READ));
+    /* Freed on s0 while s1 and s2 may still run: a reuse on s3 waits. */
+    assert_ok(ordo_mem_deallocate(f.pool, block, f.s[0]));
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[3], 0, &again, (void **)&words2));
+    assert_ptr_equal(words2, words);
+    fill_t clobber = {words2, 1024, 9, &errors};
+    assert_ok(ordo_stream_host_task(f.s[3], fill_task, &clobber));
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    assert_int_equal(atomic_load(&errors), 0);
+    assert_int_equal(words2[0], 9);
+    /* The block's buffer works in an access list, and is not released
+     * through the tracker. */
+    ordo_buffer_t *buffer = NULL;
+    assert_ok(ordo_block_buffer(again, &buffer));
+    assert_status(ordo_buffer_release(buffer, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_mem_record_use(f.pool, again, f.s[1]));
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[3]));
+    /* A freed block's buffer is refused by the tracker. */
+    ordo_access_t access = {buffer, ORDO_ACCESS_READ};
+    assert_status(ordo_prepare(f.tracker, f.s[0], &access, 1), ORDO_ERR_DESTROYED);
+    pool_fixture_free(&f);
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_block_t *block = NULL;
+    void *ptr = NULL;
+    ordo_stream_t *s = f.s[0];
+    assert_status(ordo_mem_allocate(NULL, 64, 0, s, 0, &block, &ptr), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_allocate(f.pool, 0, 0, s, 0, &block, &ptr), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "zero-byte"));
+    assert_status(ordo_mem_allocate(f.pool, SIZE_MAX, 0, s, 0, &block, &ptr),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_mem_allocate(f.pool, 64, 3, s, 0, &block, &ptr), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_allocate(f.pool, 64, (size_t)1 << 30, s, 0, &block, &ptr),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, s, ORDO_MEM_MAX_TAGS, &block, &ptr),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, NULL, 0, &block, &ptr), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, s, 0, NULL, &ptr), ORDO_ERR_INVALID_ARGUMENT);
+    /* An absurd size the pool cannot get from upstream. */
+    assert_status(ordo_mem_allocate(f.direct, ORDO_MEM_MAX_BYTES, 0, s, 0, &block, &ptr),
+                  ORDO_ERR_OUT_OF_MEMORY);
+
+    /* A stream of another device. */
+    ordo_device_t *other = NULL;
+    assert_ok(ordo_device_create_owned("cpu:0", NULL, &other));
+    ordo_stream_t *foreign = NULL;
+    assert_ok(ordo_stream_create(other, 0, &foreign));
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, foreign, 0, &block, &ptr),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, s, 0, &block, &ptr));
+    assert_status(ordo_mem_deallocate(f.pool, block, foreign), ORDO_ERR_INVALID_ARGUMENT);
+
+    /* A block of another resource stack. */
+    ordo_mem_resource_t *other_direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &other_direct));
+    ordo_block_t *stranger = NULL;
+    assert_ok(ordo_mem_allocate(other_direct, 64, 0, s, 0, &stranger, NULL));
+    assert_status(ordo_mem_deallocate(f.pool, stranger, s), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "another resource"));
+    assert_ok(ordo_mem_deallocate(other_direct, stranger, s));
+    assert_status(ordo_mem_deallocate(other_direct, stranger, s), ORDO_ERR_INVALID_HANDLE);
+
+    /* Freeing twice; the pool's block is intact for its next owner. */
+    assert_ok(ordo_mem_deallocate(f.pool, block, s));
+    assert_status(ordo_mem_deallocate(f.pool, block, s), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "already deallocated"));
+    assert_status(ordo_mem_deallocate(f.pool, NULL, s), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_block_ptr(block, &ptr), ORDO_ERR_INVALID_HANDLE);
+
+    /* Modes, outputs, pool-only calls, busy destroys. */
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, s, 0, &block, &ptr));
+    assert_status(ordo_mem_prepare_use(f.pool, block, s, (ordo_access_mode_t)0),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_bytes_outstanding(f.pool, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_supports_use_tracking(f.pool, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    ordo_mem_pool_stats_t stats;
+    assert_status(ordo_mem_pool_stats(f.direct, &stats), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_pool_trim(f.direct, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_resource_destroy(f.pool), ORDO_ERR_BUSY);
+    assert_status(ordo_mem_resource_destroy(f.direct), ORDO_ERR_BUSY); /* the pool stands on it */
+    assert_status(ordo_tracker_destroy(f.tracker), ORDO_ERR_BUSY);
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.reuse = (ordo_mem_reuse_policy_t)7;
+    ordo_mem_resource_t *bad = NULL;
+    assert_status(ordo_mem_pool_create(f.tracker, f.direct, &config, &bad),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_pool_create(f.tracker, NULL, NULL, &bad), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_unlock(f.tracker), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_mem_deallocate(f.pool, block, s));
+
+    assert_ok(ordo_mem_reap_pending(other_direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(other_direct));
+    assert_ok(ordo_stream_destroy(foreign));
+    assert_ok(ordo_device_release(other));
+    pool_fixture_free(&f);
+}
+
+/* --- Randomized cross-stream reuse with real data ---
+ *
+ * Blocks are written and read by host tasks on random streams (ordered by
+ * the tracker through the blocks' buffers), freed on random streams while
+ * those tasks may still be queued, and reallocated at once elsewhere. A
+ * task stamps the whole block with (owner, version) and readers verify the
+ * stamp their submission expects; each task also checks, on entry and on
+ * exit, that its block generation is still current: a block handed out
+ * while an earlier owner's task could still touch it shows up as a wrong
+ * stamp or a stale generation. */
+
+#define RAND_STREAMS 4
+#define RAND_SLOTS 24
+
+typedef struct rand_block {
+    ordo_block_t *block;
+    uint32_t *words;
+    size_t count;
+    uint32_t owner;   /* a fresh number per allocation */
+    uint32_t version; /* of the last write submitted */
+} rand_block_t;
+
+typedef struct rand_task {
+    uint32_t *words;
+    size_t count;
+    uint32_t stamp;
+    int write;
+    unsigned spin;
+    _Atomic int *errors;
+} rand_task_t;
+
+static uint32_t stamp_of(uint32_t owner, uint32_t version) {
+    return owner * 1000003u + version;
+}
+
+static ordo_status_t rand_task_run(void *ctx) {
+    rand_task_t *t = ctx;
+    for (volatile unsigned i = 0; i < t->spin; ++i) {
+    }
+    if (t->write) {
+        for (size_t i = 0; i < t->count; ++i) {
+            t->words[i] = t->stamp;
+        }
+    }
+    for (size_t i = 0; i < t->count; ++i) {
+        if (t->words[i] != t->stamp) {
+            atomic_fetch_add(t->errors, 1);
+            break;
+        }
+    }
+    free(t);
+    return ORDO_OK;
+}
+
+static ordo_status_t rand_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, rand_task_run, ctx);
+}
+
+static void run_random_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsigned steps) {
+    pool_fixture_t f;
+    pool_fixture_make(&f, policy, 256 * 1024);
+    _Atomic int errors = 0;
+    rand_block_t slots[RAND_SLOTS];
+    memset(slots, 0, sizeof slots);
+    uint32_t next_owner = 1;
+    uint64_t rng = seed;
+    for (unsigned step = 0; step < steps; ++step) {
+        unsigned i = (unsigned)(test_rand(&rng) % RAND_SLOTS);
+        ordo_stream_t *s = f.s[test_rand(&rng) % RAND_STREAMS];
+        rand_block_t *slot = &slots[i];
+        unsigned action = (unsigned)(test_rand(&rng) % 8);
+        if (!slot->block) {
+            size_t bytes = 64 + (size_t)(test_rand(&rng) % (48 * 1024));
+            assert_ok(
+                ordo_mem_allocate(f.pool, bytes, 0, s, 0, &slot->block, (void **)&slot->words));
+            slot->count = bytes / sizeof(uint32_t);
+            slot->owner = next_owner++;
+            slot->version = 0;
+            action = 0; /* first a write */
+        } else if (action == 7) {
+            assert_ok(ordo_mem_deallocate(f.pool, slot->block, s));
+            slot->block = NULL;
+            continue;
+        }
+        rand_task_t *t = malloc(sizeof *t);
+        assert_non_null(t);
+        t->words = slot->words;
+        t->count = slot->count;
+        t->write = action < 3;
+        if (t->write) {
+            ++slot->version;
+        }
+        t->stamp = stamp_of(slot->owner, slot->version);
+        t->spin = (unsigned)(test_rand(&rng) % 20000);
+        t->errors = &errors;
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_block_buffer(slot->block, &buffer));
+        ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
+        assert_ok(ordo_tracker_lock(f.tracker));
+        assert_ok(ordo_submit(f.tracker, s, &access, 1, rand_launch, t));
+        assert_ok(ordo_tracker_unlock(f.tracker));
+    }
+    for (unsigned i = 0; i < RAND_SLOTS; ++i) {
+        if (slots[i].block) {
+            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % RAND_STREAMS]));
+        }
+    }
+    for (int i = 0; i < RAND_STREAMS; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    if (atomic_load(&errors)) {
+        fail_msg("seed %llu (policy %d): %d task(s) saw memory another owner touched",
+                 (unsigned long long)seed, (int)policy, atomic_load(&errors));
+    }
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_true(stats.reuses_same_stream + stats.reuses_known + stats.reuses_waited > 0);
+    pool_fixture_free(&f);
+}
+
+static void random_cross_stream_reuse_is_safe(void **state) {
+    (void)state;
+    const char *env = getenv("ORDO_MEM_PROGRAMS");
+    unsigned programs = env ? (unsigned)strtoul(env, NULL, 10) : (unsigned)test_scaled(24);
+    for (unsigned p = 0; p < programs; ++p) {
+        run_random_program(p % 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
+                           0x9e3779b97f4a7c15ull * (p + 1), 600);
+    }
+}
+
+/* --- Concurrent allocation: exact accounting --- */
+
+typedef struct churn {
+    ordo_mem_resource_t *pool;
+    ordo_stream_t *stream;
+    uint64_t seed;
+    unsigned rounds;
+} churn_t;
+
+static void *churn_main(void *arg) {
+    churn_t *c = arg;
+    ordo_block_t *held[16] = {0};
+    for (unsigned r = 0; r < c->rounds; ++r) {
+        unsigned i = (unsigned)(test_rand(&c->seed) % 16);
+        if (held[i]) {
+            if (ordo_mem_deallocate(c->pool, held[i], c->stream) != ORDO_OK) {
+                return (void *)1;
+            }
+            held[i] = NULL;
+        } else {
+            size_t bytes = 64 + (size_t)(test_rand(&c->seed) % 20000);
+            if (ordo_mem_allocate(c->pool, bytes, 0, c->stream, 0, &held[i], NULL) != ORDO_OK) {
+                return (void *)1;
+            }
+        }
+    }
+    for (unsigned i = 0; i < 16; ++i) {
+        if (held[i] && ordo_mem_deallocate(c->pool, held[i], c->stream) != ORDO_OK) {
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static void concurrent_allocation_is_exact(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    churn_t churn[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; ++i) {
+        churn[i] = (churn_t){f.pool, f.s[i % 2], 1234u + (uint64_t)i, (unsigned)test_scaled(20000)};
+        threads[i] = test_thread_start(churn_main, &churn[i]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        void *result = NULL;
+        pthread_join(threads[i], &result);
+        assert_null(result);
+    }
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 0);
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_in_use, 0);
+    pool_fixture_free(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(direct_allocates_and_frees_in_stream_order),
+        cmocka_unit_test(direct_refuses_use_tracking),
+        cmocka_unit_test(pool_reuses_on_the_freeing_stream_at_once),
+        cmocka_unit_test(pool_cross_stream_reuse_follows_frontiers),
+        cmocka_unit_test(pool_other_block_policy_does_not_wait),
+        cmocka_unit_test(pool_splits_coalesces_and_trims),
+        cmocka_unit_test(pool_release_threshold_gives_memory_back),
+        cmocka_unit_test(pool_use_tracking_orders_real_data),
+        cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(random_cross_stream_reuse_is_safe),
+        cmocka_unit_test(concurrent_allocation_is_exact),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -360,6 +360,46 @@ static void pool_use_tracking_orders_real_data(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A block reused on s0 after a device wait for its old user on s1, then
+ * written on s2: s2 learns the old use through s0's allocation (a write
+ * by s0), so its write lands after s1's slow one. */
+static void reuse_orders_third_streams_after_old_uses(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    _Atomic int errors = 0;
+    ordo_block_t *block = NULL;
+    uint32_t *words = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[1], 0, &block, (void **)&words));
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_host_task(f.s[1], wait_signal_task, gate));
+    fill_t old_write = {words, 1024, 1, &errors};
+    assert_ok(ordo_mem_prepare_use(f.pool, block, f.s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f.s[1], fill_task, &old_write));
+    assert_ok(ordo_mem_finish_use(f.pool, block, f.s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_mem_deallocate(f.pool, block, f.s[1]));
+
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 0, &again, (void **)&words2));
+    assert_ptr_equal(words2, words);
+    fill_t new_write = {words2, 1024, 2, &errors};
+    assert_ok(ordo_mem_prepare_use(f.pool, again, f.s[2], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
+    assert_ok(ordo_mem_finish_use(f.pool, again, f.s[2], ORDO_ACCESS_WRITE));
+    /* s2 is held behind s1's old write, which is held by the gate. */
+    test_sleep_ms(20);
+    assert_int_equal(words2[0] == 2, 0);
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
+    assert_int_equal(words2[0], 2);
+    assert_int_equal(words2[1023], 2);
+    assert_int_equal(atomic_load(&errors), 0);
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
+    assert_ok(ordo_signal_release(gate));
+    pool_fixture_free(&f);
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     pool_fixture_t f;
@@ -637,6 +677,7 @@ int main(void) {
         cmocka_unit_test(pool_splits_coalesces_and_trims),
         cmocka_unit_test(pool_release_threshold_gives_memory_back),
         cmocka_unit_test(pool_use_tracking_orders_real_data),
+        cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),

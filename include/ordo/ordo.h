@@ -15,6 +15,7 @@
 #include "ordo/stream_pool.h"
 #include "ordo/time.h"
 #include "ordo/timepoint.h"
+#include "ordo/trace.h"
 #include "ordo/tracker.h"
 #include "ordo/version.h"
 

@@ -3,6 +3,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/trace.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 
@@ -240,6 +241,17 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
         ts->frontier[origin] = record->point;
     }
     counter_add(&tracker->waits_emitted, 1);
+    if (trace_on()) {
+        trace_event_t e = {ordo_time_now_ns(),
+                           0,
+                           ts->stream,
+                           NULL,
+                           (uint64_t)(uintptr_t)tracker->streams[origin]->timeline,
+                           record->point,
+                           TRACE_WAIT_EMITTED,
+                           0};
+        trace_record(&e);
+    }
     if (tracker->observer) {
         tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
                           record->point, point);

@@ -26,6 +26,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/trace.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/resource.h"
@@ -635,11 +636,27 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     return ORDO_OK;
 }
 
+/* The memory-in-use counter of a trace (under the lock: in order). */
+static void trace_in_use(const pool_t *p) {
+    if (trace_on()) {
+        trace_event_t e = {ordo_time_now_ns(),
+                           0,
+                           NULL,
+                           "pool bytes in use",
+                           (uint64_t)(uintptr_t)p,
+                           p->stats.bytes_in_use,
+                           TRACE_COUNTER,
+                           0};
+        trace_record(&e);
+    }
+}
+
 static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
                                    ordo_block_t **out_block) {
     pool_t *p = (pool_t *)resource;
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = pool_allocate_locked(p, request, out_block);
+    trace_in_use(p);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }
@@ -714,6 +731,7 @@ static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t
     }
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = pool_deallocate_locked(p, (pool_block_t *)block, stream);
+    trace_in_use(p);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }

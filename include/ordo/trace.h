@@ -1,0 +1,69 @@
+/* ordo/trace.h - timeline traces of what ordo does.
+ *
+ * While tracing is on, ordo records what its streams run and what it
+ * inserts between them, and ordo_trace_stop writes it as Chrome trace-event
+ * JSON (open it in https://ui.perfetto.dev or chrome://tracing):
+ * - one track per stream (named after the stream and its device), with a
+ *   slice for each piece of work it ran (host tasks, waits);
+ * - a flow arrow for every cross-stream wait a tracker inserted, from the
+ *   point the origin stream signalled to the point the waiting stream
+ *   passed its wait;
+ * - an instant for every signal a stream reached;
+ * - counters of memory in use, per pool;
+ * - slices and instants the program adds itself (ordo_trace_slice_begin
+ *   and friends) on its threads' tracks.
+ *
+ * Recording appends to a per-thread buffer: no lock, no allocation except a
+ * new chunk every few thousand events. When tracing is off, each hook costs
+ * one relaxed load and a predicted branch.
+ *
+ * Thread-safety: start and stop must not race each other; everything else
+ * may be called from any thread at any time (records made while tracing is
+ * off are dropped).
+ */
+#ifndef ORDO_TRACE_H
+#define ORDO_TRACE_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/status.h"
+
+ORDO_BEGIN_DECLS
+
+typedef struct ordo_trace_config {
+    /* Events kept at most; later ones are dropped and counted. 0: the
+     * default, 4 Mi events (about 200 MiB). */
+    uint64_t max_events;
+} ordo_trace_config_t;
+
+typedef struct ordo_trace_stats {
+    uint64_t events;  /* recorded */
+    uint64_t dropped; /* beyond max_events */
+    uint64_t flows;   /* tracker waits written as flow arrows */
+} ordo_trace_stats_t;
+
+/* Starts recording (config may be NULL). ORDO_ERR_BUSY if already on. */
+ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
+
+/* Stops recording and writes the trace to path (NULL: discards it). The
+ * recorded events are freed either way. out_stats may be NULL.
+ * ORDO_ERR_INVALID_ARGUMENT if tracing is off. */
+ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
+
+/* Non-zero in *out_on while recording. */
+ordo_status_t ordo_trace_is_on(int *out_on);
+
+/* The program's own marks, on the calling thread's track. name must stay
+ * valid until ordo_trace_stop (a string literal, typically). Slices nest;
+ * each begin needs its end on the same thread. */
+ordo_status_t ordo_trace_slice_begin(const char *name);
+ordo_status_t ordo_trace_slice_end(void);
+ordo_status_t ordo_trace_instant(const char *name);
+ordo_status_t ordo_trace_counter(const char *name, int64_t value);
+
+ORDO_END_DECLS
+
+#endif

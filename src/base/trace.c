@@ -1,0 +1,470 @@
+/* Trace recording into per-thread chunks, and the Chrome trace-event JSON
+ * export (ordo/trace.h).
+ *
+ * Stop versus a recorder on another thread: the recorder marks its thread
+ * busy, then checks that tracing is on (both sequentially consistent);
+ * stop turns tracing off, then waits until no thread is busy. Either the
+ * recorder sees tracing off, or stop sees it busy and waits for it. Thread
+ * records are kept for the life of the process (reused by later traces), so
+ * a recorder never touches freed memory; chunks are freed by stop. */
+#include "base/trace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "ordo/time.h"
+#include "ordo/trace.h"
+
+#define TRACE_CHUNK_EVENTS 4096u
+#define TRACE_DEFAULT_MAX ((uint64_t)4 << 20)
+#define TRACE_MAX_DEPTH 64
+
+typedef struct trace_chunk {
+    struct trace_chunk *next;
+    uint32_t used;
+    trace_event_t events[TRACE_CHUNK_EVENTS];
+} trace_chunk_t;
+
+typedef struct trace_thread {
+    struct trace_thread *next;
+    _Atomic uint32_t busy;
+    uint32_t tid;
+    trace_chunk_t *head, *tail;
+    uint64_t dropped;
+    uint32_t depth; /* open program slices */
+} trace_thread_t;
+
+_Atomic uint32_t trace_enabled;
+
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static trace_thread_t *threads;
+static _Atomic uint64_t events_reserved;
+static uint64_t events_max;
+static uint64_t trace_origin_ns;
+static _Atomic uint32_t generation;
+static _Thread_local trace_thread_t *this_thread __attribute__((tls_model("initial-exec")));
+
+uint32_t trace_generation(void) {
+    return atomic_load_explicit(&generation, memory_order_relaxed);
+}
+
+static trace_thread_t *thread_record(void) {
+    if (this_thread) {
+        return this_thread;
+    }
+    trace_thread_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        return NULL;
+    }
+    t->tid = (uint32_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&threads_lock);
+    t->next = threads;
+    threads = t;
+    pthread_mutex_unlock(&threads_lock);
+    return this_thread = t;
+}
+
+/* A chunk with room, or NULL when the trace is full. */
+static trace_chunk_t *chunk_with_room(trace_thread_t *t) {
+    if (t->tail && t->tail->used < TRACE_CHUNK_EVENTS) {
+        return t->tail;
+    }
+    uint64_t taken =
+        atomic_fetch_add_explicit(&events_reserved, TRACE_CHUNK_EVENTS, memory_order_relaxed);
+    if (taken >= events_max) {
+        return NULL;
+    }
+    trace_chunk_t *chunk = malloc(sizeof *chunk);
+    if (!chunk) {
+        return NULL;
+    }
+    chunk->next = NULL;
+    chunk->used = 0;
+    if (t->tail) {
+        t->tail->next = chunk;
+    } else {
+        t->head = chunk;
+    }
+    t->tail = chunk;
+    return chunk;
+}
+
+void trace_record(const trace_event_t *event) {
+    trace_thread_t *t = thread_record();
+    if (!t) {
+        return;
+    }
+    atomic_store_explicit(&t->busy, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&trace_enabled, memory_order_seq_cst)) {
+        trace_chunk_t *chunk = chunk_with_room(t);
+        if (chunk) {
+            trace_event_t *e = &chunk->events[chunk->used++];
+            *e = *event;
+            e->tid = t->tid;
+        } else {
+            ++t->dropped;
+        }
+    }
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
+
+ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
+    if (atomic_load(&trace_enabled)) {
+        return ordo_error(ORDO_ERR_BUSY, __func__, "tracing is on already");
+    }
+    events_max = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
+    atomic_store(&events_reserved, 0);
+    trace_origin_ns = ordo_time_now_ns();
+    atomic_fetch_add(&generation, 1);
+    atomic_store(&trace_enabled, 1);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_trace_is_on(int *out_on) {
+    if (!out_on) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_on is NULL");
+    }
+    *out_on = (int)atomic_load(&trace_enabled);
+    return ORDO_OK;
+}
+
+static ordo_status_t record_mark(trace_kind_t kind, const char *name, int64_t value,
+                                 const char *api) {
+    if (kind != TRACE_THREAD_END && !name) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
+    }
+    if (!trace_on()) {
+        return ORDO_OK;
+    }
+    trace_thread_t *t = thread_record();
+    if (!t) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a thread's trace");
+    }
+    if (kind == TRACE_THREAD_BEGIN) {
+        ++t->depth;
+    } else if (kind == TRACE_THREAD_END) {
+        if (!t->depth) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                              "no slice of this thread is open in this trace");
+        }
+        --t->depth;
+    }
+    trace_event_t e = {ordo_time_now_ns(), 0, t, name, 0, (uint64_t)value, kind, 0};
+    trace_record(&e);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_trace_slice_begin(const char *name) {
+    return record_mark(TRACE_THREAD_BEGIN, name, 0, __func__);
+}
+
+ordo_status_t ordo_trace_slice_end(void) {
+    return record_mark(TRACE_THREAD_END, NULL, 0, __func__);
+}
+
+ordo_status_t ordo_trace_instant(const char *name) {
+    return record_mark(TRACE_INSTANT, name, 0, __func__);
+}
+
+ordo_status_t ordo_trace_counter(const char *name, int64_t value) {
+    return record_mark(TRACE_COUNTER, name, value, __func__);
+}
+
+/* --- Export --- */
+
+typedef struct export_state {
+    trace_event_t *events;
+    size_t count;
+    /* Stream tracks numbered in order of first appearance. */
+    const void **tracks;
+    size_t track_count;
+    FILE *out;
+    int first;
+    uint64_t flows;
+} export_state_t;
+
+static int by_time(const void *x, const void *y) {
+    const trace_event_t *a = x, *b = y;
+    if (a->ts != b->ts) {
+        return a->ts < b->ts ? -1 : 1;
+    }
+    /* Ties: a track's name first, a thread's slice end before a begin. */
+    if (a->kind != b->kind) {
+        return a->kind == TRACE_TRACK   ? -1
+               : b->kind == TRACE_TRACK ? 1
+                                        : (int)a->kind - (int)b->kind;
+    }
+    return 0;
+}
+
+/* Signal points and waits sorted by (signal, value) for the flow join. */
+static int by_point(const void *x, const void *y) {
+    const trace_event_t *a = *(trace_event_t *const *)x, *b = *(trace_event_t *const *)y;
+    if (a->a != b->a) {
+        return a->a < b->a ? -1 : 1;
+    }
+    if (a->b != b->b) {
+        return a->b < b->b ? -1 : 1;
+    }
+    return a->track == b->track ? 0 : (uintptr_t)a->track < (uintptr_t)b->track ? -1 : 1;
+}
+
+static size_t track_number(export_state_t *x, const void *track) {
+    for (size_t i = 0; i < x->track_count; ++i) {
+        if (x->tracks[i] == track) {
+            return i + 1;
+        }
+    }
+    x->tracks[x->track_count++] = track;
+    return x->track_count;
+}
+
+/* name as the inside of a JSON string (quotes, backslashes and control
+ * characters escaped), cut to fit buf. */
+static const char *json_text(const char *name, char *buf, size_t capacity) {
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c && n + 7 < capacity; ++c) {
+        if (*c == '"' || *c == '\\') {
+            buf[n++] = '\\';
+            buf[n++] = (char)*c;
+        } else if (*c < 0x20) {
+            n += (size_t)snprintf(buf + n, capacity - n, "\\u%04x", *c);
+        } else {
+            buf[n++] = (char)*c;
+        }
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static double micros(uint64_t ns) {
+    return (double)(ns - trace_origin_ns) / 1000.0;
+}
+
+static void emit(export_state_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(export_state_t *x, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fputs(x->first ? "\n" : ",\n", x->out);
+    x->first = 0;
+    vfprintf(x->out, fmt, args);
+    va_end(args);
+}
+
+/* Stream tracks are threads 1..n of process 1; the program's threads are
+ * their own thread ids in process 2. */
+static void write_event(export_state_t *x, const trace_event_t *e) {
+    size_t track = e->kind <= TRACE_TRACK ? track_number(x, e->track) : 0;
+    char name[256];
+    if (e->name) {
+        json_text(e->name, name, sizeof name);
+    }
+    switch ((trace_kind_t)e->kind) {
+    case TRACE_SLICE:
+        emit(x, "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\"}",
+             track, micros(e->ts), (double)e->dur / 1000.0, name);
+        break;
+    case TRACE_WAIT:
+        emit(x,
+             "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"wait\","
+             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             track, micros(e->ts), (double)e->dur / 1000.0, (unsigned long long)e->a,
+             (unsigned long long)e->b);
+        break;
+    case TRACE_SIGNAL:
+        emit(x,
+             "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"signal\","
+             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             track, micros(e->ts), (double)e->dur / 1000.0, (unsigned long long)e->a,
+             (unsigned long long)e->b);
+        emit(x,
+             "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"name\":\"reached "
+             "%llu\",\"args\":{\"signal\":\"0x%llx\"}}",
+             track, micros(e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
+        break;
+    case TRACE_TRACK: {
+        char device[17];
+        memcpy(device, &e->a, 8);
+        memcpy(device + 8, &e->b, 8);
+        device[16] = '\0';
+        emit(x,
+             "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{\"name\":"
+             "\"stream %zu (%s, priority %lld)\"}}",
+             track, track, device, (long long)(int64_t)e->dur);
+        break;
+    }
+    case TRACE_THREAD_BEGIN:
+        emit(x, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}", e->tid,
+             micros(e->ts), name);
+        break;
+    case TRACE_THREAD_END:
+        emit(x, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", e->tid, micros(e->ts));
+        break;
+    case TRACE_INSTANT:
+        emit(x, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}",
+             e->tid, micros(e->ts), name);
+        break;
+    case TRACE_COUNTER:
+        if (e->a) {
+            emit(x,
+                 "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"%s 0x%llx\",\"args\":{\"value\":"
+                 "%lld}}",
+                 micros(e->ts), name, (unsigned long long)e->a, (long long)(int64_t)e->b);
+        } else {
+            emit(x,
+                 "{\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"name\":\"%s\",\"args\":{\"value\":%lld}}",
+                 micros(e->ts), name, (long long)(int64_t)e->b);
+        }
+        break;
+    case TRACE_WAIT_EMITTED:
+        break; /* written as flows */
+    }
+}
+
+/* A flow arrow per tracker-inserted wait whose both ends were recorded: from
+ * the origin stream's signal slice to the end of the waiting stream's wait. */
+static void write_flows(export_state_t *x) {
+    trace_event_t **signals = malloc(x->count * sizeof *signals);
+    trace_event_t **waits = malloc(x->count * sizeof *waits);
+    size_t ns = 0, nw = 0;
+    if (!signals || !waits) {
+        free(signals);
+        free(waits);
+        return;
+    }
+    for (size_t i = 0; i < x->count; ++i) {
+        if (x->events[i].kind == TRACE_SIGNAL) {
+            signals[ns++] = &x->events[i];
+        } else if (x->events[i].kind == TRACE_WAIT) {
+            waits[nw++] = &x->events[i];
+        }
+    }
+    qsort(signals, ns, sizeof *signals, by_point);
+    qsort(waits, nw, sizeof *waits, by_point);
+    for (size_t i = 0; i < x->count; ++i) {
+        const trace_event_t *e = &x->events[i];
+        if (e->kind != TRACE_WAIT_EMITTED) {
+            continue;
+        }
+        trace_event_t key = *e, *keyp = &key;
+        key.track = NULL;
+        /* The signal: any track; the wait: on the waiting stream's track. */
+        trace_event_t **lo = signals, **hi = signals + ns;
+        while (lo < hi) {
+            trace_event_t **mid = lo + (hi - lo) / 2;
+            if ((*mid)->a < e->a || ((*mid)->a == e->a && (*mid)->b < e->b)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo == signals + ns || (*lo)->a != e->a || (*lo)->b != e->b) {
+            continue;
+        }
+        const trace_event_t *signal = *lo;
+        key.track = e->track;
+        trace_event_t **found = bsearch(&keyp, waits, nw, sizeof *waits, by_point);
+        if (!found) {
+            continue;
+        }
+        const trace_event_t *wait = *found;
+        uint64_t id = ++x->flows;
+        emit(x,
+             "{\"ph\":\"s\",\"id\":%llu,\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"name\":\"inserted "
+             "wait\",\"cat\":\"ordo\"}",
+             (unsigned long long)id, track_number(x, signal->track), micros(signal->ts));
+        emit(x,
+             "{\"ph\":\"f\",\"bp\":\"e\",\"id\":%llu,\"pid\":1,\"tid\":%zu,\"ts\":%.3f,"
+             "\"name\":\"inserted wait\",\"cat\":\"ordo\"}",
+             (unsigned long long)id, track_number(x, wait->track),
+             micros(wait->ts + (wait->dur ? wait->dur - 1 : 0)));
+    }
+    free(signals);
+    free(waits);
+}
+
+static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t count,
+                                 uint64_t *out_flows) {
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "cannot open %s: %s", path,
+                          strerror(errno));
+    }
+    export_state_t x = {events, count, calloc(count + 1, sizeof(void *)), 0, out, 1, 0};
+    if (!x.tracks) {
+        fclose(out);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
+    }
+    qsort(events, count, sizeof *events, by_time);
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    emit(&x, "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ordo "
+             "streams\"}}");
+    emit(&x, "{\"ph\":\"M\",\"pid\":2,\"name\":\"process_name\",\"args\":{\"name\":\"program "
+             "threads\"}}");
+    for (size_t i = 0; i < count; ++i) {
+        write_event(&x, &events[i]);
+    }
+    write_flows(&x);
+    fputs("\n]}\n", out);
+    free(x.tracks);
+    *out_flows = x.flows;
+    if (fclose(out) != 0) {
+        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s", path);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
+    if (!atomic_exchange(&trace_enabled, 0)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tracing is not on");
+    }
+    pthread_mutex_lock(&threads_lock);
+    size_t count = 0;
+    uint64_t dropped = 0;
+    for (trace_thread_t *t = threads; t; t = t->next) {
+        while (atomic_load(&t->busy)) {
+            ordo_cpu_relax();
+        }
+        for (trace_chunk_t *c = t->head; c; c = c->next) {
+            count += c->used;
+        }
+        dropped += t->dropped;
+    }
+    trace_event_t *events = path ? malloc((count ? count : 1) * sizeof *events) : NULL;
+    size_t n = 0;
+    for (trace_thread_t *t = threads; t; t = t->next) {
+        for (trace_chunk_t *c = t->head, *next; c; c = next) {
+            next = c->next;
+            if (events) {
+                memcpy(events + n, c->events, c->used * sizeof *events);
+                n += c->used;
+            }
+            free(c);
+        }
+        t->head = t->tail = NULL;
+        t->dropped = 0;
+        t->depth = 0;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    ordo_status_t st = ORDO_OK;
+    uint64_t flows = 0;
+    if (path && !events) {
+        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot gather %zu events", count);
+    } else if (path) {
+        st = write_trace(path, events, n, &flows);
+    }
+    free(events);
+    if (out_stats) {
+        *out_stats = (ordo_trace_stats_t){count, dropped, flows};
+    }
+    return st;
+}

@@ -1,0 +1,45 @@
+/* Internal: trace recording hooks (ordo/trace.h). Each hook site checks
+ * trace_on() first: one relaxed load while tracing is off. */
+#ifndef ORDO_BASE_TRACE_H
+#define ORDO_BASE_TRACE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef enum trace_kind {
+    TRACE_SLICE = 1,    /* a piece of work on track: ts, dur, name */
+    TRACE_WAIT,         /* a stream's wait on (a: signal, b: value): ts, dur */
+    TRACE_SIGNAL,       /* a stream reached (a: signal, b: value): ts, dur */
+    TRACE_WAIT_EMITTED, /* a tracker made track wait for (a: signal, b: value) */
+    TRACE_TRACK,        /* names a stream's track: a, b: device name, dur: priority */
+    TRACE_THREAD_BEGIN, /* the program's own slice on its thread: name */
+    TRACE_THREAD_END,
+    TRACE_INSTANT, /* name */
+    TRACE_COUNTER, /* name, a: owner (0: none), b: value */
+} trace_kind_t;
+
+typedef struct trace_event {
+    uint64_t ts;
+    uint64_t dur;
+    const void *track;
+    const char *name;
+    uint64_t a;
+    uint64_t b;
+    uint32_t kind;
+    uint32_t tid; /* the recording thread */
+} trace_event_t;
+
+extern _Atomic uint32_t trace_enabled;
+
+static inline int trace_on(void) {
+    return __builtin_expect(atomic_load_explicit(&trace_enabled, memory_order_relaxed) != 0, 0);
+}
+
+/* Appends one event (call only when trace_on()). */
+void trace_record(const trace_event_t *event);
+
+/* The trace's generation: bumped by every start, so a stream can tell
+ * whether it has named its track in the current trace yet. */
+uint32_t trace_generation(void);
+
+#endif

@@ -58,7 +58,9 @@ ordo_status_t ordo_trace_is_on(int *out_on);
 
 /* The program's own marks, on the calling thread's track. name must stay
  * valid until ordo_trace_stop (a string literal, typically). Slices nest;
- * each begin needs its end on the same thread. */
+ * each begin needs its end on the same thread. An end whose begin came
+ * before the trace started is ignored; slices open when the trace stops end
+ * with it. */
 ordo_status_t ordo_trace_slice_begin(const char *name);
 ordo_status_t ordo_trace_slice_end(void);
 ordo_status_t ordo_trace_instant(const char *name);

@@ -2,11 +2,15 @@
  * export (ordo/trace.h).
  *
  * Stop versus a recorder on another thread: the recorder marks its thread
- * busy, then checks that tracing is on (both sequentially consistent);
- * stop turns tracing off, then waits until no thread is busy. Either the
- * recorder sees tracing off, or stop sees it busy and waits for it. Thread
- * records are kept for the life of the process (reused by later traces), so
- * a recorder never touches freed memory; chunks are freed by stop. */
+ * busy, then checks that tracing is on; stop turns tracing off, then waits
+ * until no thread is busy. Either the recorder sees tracing off, or stop
+ * sees it busy and waits for it — provided the recorder's store and load
+ * are not reordered. Rather than pay a full fence on every record, stop
+ * issues membarrier(PRIVATE_EXPEDITED), which runs a full barrier on every
+ * thread of the process (an asymmetric fence); where membarrier is
+ * unavailable, recorders fence themselves. Thread records are kept for the
+ * life of the process (reused by later traces), so a recorder never touches
+ * freed memory; chunks are freed by stop. */
 #include "base/trace.h"
 
 #include <errno.h>
@@ -15,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -44,12 +51,18 @@ typedef struct trace_thread {
 } trace_thread_t;
 
 _Atomic uint32_t trace_enabled;
+/* Recorders fence themselves (membarrier unavailable). */
+static _Atomic int recorders_fence = 1;
 
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static trace_thread_t *threads;
 static _Atomic uint64_t events_reserved;
 static uint64_t events_max;
-static uint64_t trace_origin_ns;
+/* Clock readings at start and stop map ticks to nanoseconds. */
+static uint64_t origin_ticks, origin_ns;
+static double ns_per_tick = 1.0;
+/* Shortest span to calibrate ticks against the clock over. */
+#define TRACE_CALIBRATION_NS 5000000ull
 static _Atomic uint32_t generation;
 static _Thread_local trace_thread_t *this_thread __attribute__((tls_model("initial-exec")));
 
@@ -83,8 +96,11 @@ static trace_chunk_t *chunk_with_room(trace_thread_t *t) {
     if (taken >= events_max) {
         return NULL;
     }
-    trace_chunk_t *chunk = malloc(sizeof *chunk);
-    if (!chunk) {
+    /* Pre-faulted in one call: first touches of a fresh chunk would
+     * otherwise fault page by page inside the recording. */
+    trace_chunk_t *chunk = mmap(NULL, sizeof *chunk, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (chunk == MAP_FAILED) {
         return NULL;
     }
     chunk->next = NULL;
@@ -98,32 +114,56 @@ static trace_chunk_t *chunk_with_room(trace_thread_t *t) {
     return chunk;
 }
 
-void trace_record(const trace_event_t *event) {
-    trace_thread_t *t = thread_record();
-    if (!t) {
-        return;
+/* Marks t busy and gives the slot for its next event, or NULL (t no
+ * longer busy) when tracing is off or the trace is full. */
+static inline trace_event_t *slot_begin(trace_thread_t *t) {
+    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&recorders_fence, memory_order_relaxed)) {
+        atomic_thread_fence(memory_order_seq_cst);
+    } else {
+        atomic_signal_fence(memory_order_seq_cst); /* stop's membarrier fences us */
     }
-    atomic_store_explicit(&t->busy, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&trace_enabled, memory_order_seq_cst)) {
+    if (atomic_load_explicit(&trace_enabled, memory_order_acquire)) {
         trace_chunk_t *chunk = chunk_with_room(t);
         if (chunk) {
-            trace_event_t *e = &chunk->events[chunk->used++];
-            *e = *event;
-            e->tid = t->tid;
-        } else {
-            ++t->dropped;
+            return &chunk->events[chunk->used++];
         }
+        ++t->dropped;
     }
     atomic_store_explicit(&t->busy, 0, memory_order_release);
+    return NULL;
+}
+
+static inline void slot_end(trace_thread_t *t) {
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
+
+void trace_record(const trace_event_t *event) {
+    trace_thread_t *t = thread_record();
+    trace_event_t *e = t ? slot_begin(t) : NULL;
+    if (e) {
+        *e = *event;
+        e->tid = t->tid;
+        slot_end(t);
+    }
+}
+
+static long membarrier_call(int command) {
+    return syscall(SYS_membarrier, command, 0, 0);
 }
 
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
     if (atomic_load(&trace_enabled)) {
         return ordo_error(ORDO_ERR_BUSY, __func__, "tracing is on already");
     }
+    if (atomic_load(&recorders_fence) &&
+        membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+        atomic_store(&recorders_fence, 0);
+    }
     events_max = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
     atomic_store(&events_reserved, 0);
-    trace_origin_ns = ordo_time_now_ns();
+    origin_ns = ordo_time_now_ns();
+    origin_ticks = trace_now();
     atomic_fetch_add(&generation, 1);
     atomic_store(&trace_enabled, 1);
     return ORDO_OK;
@@ -153,13 +193,15 @@ static ordo_status_t record_mark(trace_kind_t kind, const char *name, int64_t va
         ++t->depth;
     } else if (kind == TRACE_THREAD_END) {
         if (!t->depth) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "no slice of this thread is open in this trace");
+            return ORDO_OK; /* its begin came before this trace started */
         }
         --t->depth;
     }
-    trace_event_t e = {ordo_time_now_ns(), 0, t, name, 0, (uint64_t)value, kind, 0};
-    trace_record(&e);
+    trace_event_t *e = slot_begin(t);
+    if (e) {
+        *e = (trace_event_t){trace_now(), 0, t, name, 0, (uint64_t)value, kind, t->tid};
+        slot_end(t);
+    }
     return ORDO_OK;
 }
 
@@ -190,7 +232,27 @@ typedef struct export_state {
     FILE *out;
     int first;
     uint64_t flows;
+    /* Program threads with slices open, and how many. */
+    uint32_t open_tids[256];
+    uint32_t open_depth[256];
+    size_t open_count;
 } export_state_t;
+
+/* Counts a program thread's open slices (the first 256 threads). */
+static void open_slices_add(export_state_t *x, uint32_t tid, int delta) {
+    size_t i = 0;
+    while (i < x->open_count && x->open_tids[i] != tid) {
+        ++i;
+    }
+    if (i == x->open_count) {
+        if (i == 256) {
+            return;
+        }
+        x->open_tids[x->open_count++] = tid;
+        x->open_depth[i] = 0;
+    }
+    x->open_depth[i] = (uint32_t)((int)x->open_depth[i] + delta);
+}
 
 static int by_time(const void *x, const void *y) {
     const trace_event_t *a = x, *b = y;
@@ -246,8 +308,28 @@ static const char *json_text(const char *name, char *buf, size_t capacity) {
     return buf;
 }
 
-static double micros(uint64_t ns) {
-    return (double)(ns - trace_origin_ns) / 1000.0;
+/* Microseconds since the start of the trace (ticks may precede it by a
+ * hair on another CPU: clamped). */
+static double micros(uint64_t ticks) {
+    return ticks <= origin_ticks ? 0.0 : (double)(ticks - origin_ticks) * ns_per_tick / 1000.0;
+}
+
+static double duration_micros(uint64_t ticks) {
+    return (double)ticks * ns_per_tick / 1000.0;
+}
+
+/* Ticks per nanosecond over the whole trace (at least a few ms of it). */
+static void calibrate(void) {
+    uint64_t now_ns = ordo_time_now_ns();
+    while (now_ns - origin_ns < TRACE_CALIBRATION_NS) {
+        uint64_t left = origin_ns + TRACE_CALIBRATION_NS - now_ns;
+        struct timespec pause = {0, (long)left};
+        nanosleep(&pause, NULL);
+        now_ns = ordo_time_now_ns();
+    }
+    uint64_t ticks = trace_now();
+    ns_per_tick =
+        ticks > origin_ticks ? (double)(now_ns - origin_ns) / (double)(ticks - origin_ticks) : 1.0;
 }
 
 static void emit(export_state_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -271,20 +353,20 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
     switch ((trace_kind_t)e->kind) {
     case TRACE_SLICE:
         emit(x, "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\"}",
-             track, micros(e->ts), (double)e->dur / 1000.0, name);
+             track, micros(e->ts), duration_micros(e->dur), name);
         break;
     case TRACE_WAIT:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"wait\","
              "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
-             track, micros(e->ts), (double)e->dur / 1000.0, (unsigned long long)e->a,
+             track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         break;
     case TRACE_SIGNAL:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"signal\","
              "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
-             track, micros(e->ts), (double)e->dur / 1000.0, (unsigned long long)e->a,
+             track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         emit(x,
              "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"name\":\"reached "
@@ -303,10 +385,12 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
         break;
     }
     case TRACE_THREAD_BEGIN:
+        open_slices_add(x, e->tid, 1);
         emit(x, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}", e->tid,
              micros(e->ts), name);
         break;
     case TRACE_THREAD_END:
+        open_slices_add(x, e->tid, -1);
         emit(x, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", e->tid, micros(e->ts));
         break;
     case TRACE_INSTANT:
@@ -399,7 +483,13 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "cannot open %s: %s", path,
                           strerror(errno));
     }
-    export_state_t x = {events, count, calloc(count + 1, sizeof(void *)), 0, out, 1, 0};
+    export_state_t x;
+    memset(&x, 0, sizeof x);
+    x.events = events;
+    x.count = count;
+    x.tracks = calloc(count + 1, sizeof(void *));
+    x.out = out;
+    x.first = 1;
     if (!x.tracks) {
         fclose(out);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
@@ -412,6 +502,14 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
              "threads\"}}");
     for (size_t i = 0; i < count; ++i) {
         write_event(&x, &events[i]);
+    }
+    /* Slices still open when tracing stopped end with the trace. */
+    uint64_t end = count ? events[count - 1].ts : origin_ticks;
+    for (size_t i = 0; i < x.open_count; ++i) {
+        for (uint32_t d = 0; d < x.open_depth[i]; ++d) {
+            emit(&x, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", x.open_tids[i],
+                 micros(end));
+        }
     }
     write_flows(&x);
     fputs("\n]}\n", out);
@@ -426,6 +524,9 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     if (!atomic_exchange(&trace_enabled, 0)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tracing is not on");
+    }
+    if (!atomic_load(&recorders_fence)) {
+        (void)membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
     }
     pthread_mutex_lock(&threads_lock);
     size_t count = 0;
@@ -448,7 +549,7 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
                 memcpy(events + n, c->events, c->used * sizeof *events);
                 n += c->used;
             }
-            free(c);
+            munmap(c, sizeof *c);
         }
         t->head = t->tail = NULL;
         t->dropped = 0;
@@ -457,6 +558,9 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     pthread_mutex_unlock(&threads_lock);
     ordo_status_t st = ORDO_OK;
     uint64_t flows = 0;
+    if (path) {
+        calibrate();
+    }
     if (path && !events) {
         st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot gather %zu events", count);
     } else if (path) {

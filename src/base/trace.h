@@ -6,6 +6,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "ordo/time.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 typedef enum trace_kind {
     TRACE_SLICE = 1,    /* a piece of work on track: ts, dur, name */
     TRACE_WAIT,         /* a stream's wait on (a: signal, b: value): ts, dur */
@@ -18,6 +24,8 @@ typedef enum trace_kind {
     TRACE_COUNTER, /* name, a: owner (0: none), b: value */
 } trace_kind_t;
 
+/* Event times are trace ticks (trace_now), converted to nanoseconds at
+ * export against CLOCK_MONOTONIC readings taken at start and stop. */
 typedef struct trace_event {
     uint64_t ts;
     uint64_t dur;
@@ -33,6 +41,16 @@ extern _Atomic uint32_t trace_enabled;
 
 static inline int trace_on(void) {
     return __builtin_expect(atomic_load_explicit(&trace_enabled, memory_order_relaxed) != 0, 0);
+}
+
+/* The time stamp of an event: the invariant TSC where there is one (about
+ * half the cost of a vDSO clock read), else CLOCK_MONOTONIC nanoseconds. */
+static inline uint64_t trace_now(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    return ordo_time_now_ns();
+#endif
 }
 
 /* Appends one event (call only when trace_on()). */

@@ -242,7 +242,7 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     }
     counter_add(&tracker->waits_emitted, 1);
     if (trace_on()) {
-        trace_event_t e = {ordo_time_now_ns(),
+        trace_event_t e = {trace_now(),
                            0,
                            ts->stream,
                            NULL,

@@ -639,7 +639,7 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
 /* The memory-in-use counter of a trace (under the lock: in order). */
 static void trace_in_use(const pool_t *p) {
     if (trace_on()) {
-        trace_event_t e = {ordo_time_now_ns(),
+        trace_event_t e = {trace_now(),
                            0,
                            NULL,
                            "pool bytes in use",

@@ -1,0 +1,86 @@
+/* trace_overhead: the cost of one recorded event (ordo_trace_instant while
+ * a trace records) and of the same call while tracing is off, against an
+ * empty loop of the same shape (the off case must be within noise of it). */
+#include <stdlib.h>
+
+#include "base/trace.h"
+#include "bench.h"
+#include "ordo/trace.h"
+
+/* What one event's time stamp alone costs here: the floor of recording. */
+static bench_stats_t run_timestamps(bench_sizes_t sz) {
+    double *samples = calloc(sz.samples, sizeof *samples);
+    if (!samples) {
+        bench_fail("out of memory");
+    }
+    volatile uint64_t sink = 0;
+    for (size_t s = 0; s < sz.samples; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            sink += trace_now();
+        }
+        samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
+    }
+    (void)sink;
+    bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
+    free(samples);
+    return stats;
+}
+
+static bench_stats_t run_marks(bench_sizes_t sz, int call) {
+    double *samples = calloc(sz.samples, sizeof *samples);
+    if (!samples) {
+        bench_fail("out of memory");
+    }
+    ordo_status_t (*volatile mark)(const char *) = ordo_trace_instant;
+    volatile unsigned sink = 0;
+    for (size_t s = 0; s < sz.samples; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            if (call) {
+                sink += (unsigned)mark("mark");
+            } else {
+                sink += (unsigned)k;
+            }
+        }
+        samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
+    }
+    (void)sink;
+    bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
+    free(samples);
+    return stats;
+}
+
+void bench_trace_all(const bench_options_t *options) {
+    if (!bench_selected(options, "trace_overhead")) {
+        return;
+    }
+    int on = 0;
+    if (ordo_trace_is_on(&on) != ORDO_OK || on) {
+        return; /* the program is being traced itself (--trace): not measurable */
+    }
+    bench_sizes_t sz = bench_pick(options, 31, 20000);
+    bench_pin(0);
+    bench_stats_t empty = run_marks(sz, 0);
+    bench_stats_t off = run_marks(sz, 1);
+    bench_stats_t stamp = run_timestamps(sz);
+    /* Enough room for every mark: the cost measured is recording, not
+     * dropping. */
+    ordo_trace_config_t config = {(uint64_t)(sz.samples * sz.batch) + 8192};
+    if (ordo_trace_start(&config) != ORDO_OK) {
+        bench_fail("cannot start a trace");
+    }
+    bench_stats_t recording = run_marks(sz, 1);
+    ordo_trace_stats_t stats;
+    if (ordo_trace_stop(NULL, &stats) != ORDO_OK || stats.dropped) {
+        bench_fail("the trace dropped events");
+    }
+    bench_unpin();
+    bench_emit("trace_overhead", "empty_loop", &empty, NULL, 0);
+    bench_ratio_t r_off = {"empty_loop", off.median_ns / empty.median_ns};
+    bench_emit("trace_overhead", "off", &off, &r_off, 1);
+    bench_emit("trace_overhead", "timestamp", &stamp, NULL, 0);
+    bench_ratio_t r_on[2] = {{"off", recording.median_ns / off.median_ns},
+                             {"timestamp", recording.median_ns / stamp.median_ns}};
+    bench_emit("trace_overhead", "recording", &recording, r_on, 2);
+}

@@ -27,6 +27,8 @@ static bench_stats_t run_timestamps(bench_sizes_t sz) {
     return stats;
 }
 
+/* call: 0 an empty loop, 1 ordo_trace_instant, 2 the check every internal
+ * hook site makes (recording an event only while tracing is on). */
 static bench_stats_t run_marks(bench_sizes_t sz, int call) {
     double *samples = calloc(sz.samples, sizeof *samples);
     if (!samples) {
@@ -37,8 +39,14 @@ static bench_stats_t run_marks(bench_sizes_t sz, int call) {
     for (size_t s = 0; s < sz.samples; ++s) {
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
-            if (call) {
+            if (call == 1) {
                 sink += (unsigned)mark("mark");
+            } else if (call == 2) {
+                if (trace_on()) {
+                    trace_event_t e = {trace_now(), 0, NULL, "hook", 0, k, TRACE_INSTANT, 0};
+                    trace_record(&e);
+                }
+                sink += (unsigned)k;
             } else {
                 sink += (unsigned)k;
             }
@@ -63,6 +71,7 @@ void bench_trace_all(const bench_options_t *options) {
     bench_pin(0);
     bench_stats_t empty = run_marks(sz, 0);
     bench_stats_t off = run_marks(sz, 1);
+    bench_stats_t hook_off = run_marks(sz, 2);
     bench_stats_t stamp = run_timestamps(sz);
     /* Enough room for every mark: the cost measured is recording, not
      * dropping. */
@@ -77,6 +86,8 @@ void bench_trace_all(const bench_options_t *options) {
     }
     bench_unpin();
     bench_emit("trace_overhead", "empty_loop", &empty, NULL, 0);
+    bench_ratio_t r_hook = {"empty_loop", hook_off.median_ns / empty.median_ns};
+    bench_emit("trace_overhead", "hook_off", &hook_off, &r_hook, 1);
     bench_ratio_t r_off = {"empty_loop", off.median_ns / empty.median_ns};
     bench_emit("trace_overhead", "off", &off, &r_off, 1);
     bench_emit("trace_overhead", "timestamp", &stamp, NULL, 0);

@@ -65,6 +65,7 @@ static int command_bench(int argc, char **argv) {
     bench_stream_all(&options);
     bench_dag_all(&options);
     bench_memory_all(&options);
+    bench_barrier_all(&options);
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #define ORDO_ORDO_H
 
 #include "ordo/alloc.h"
+#include "ordo/barrier.h"
 #include "ordo/buffer.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
@@ -10,6 +11,7 @@
 #include "ordo/link.h"
 #include "ordo/memory.h"
 #include "ordo/signal.h"
+#include "ordo/stall.h"
 #include "ordo/status.h"
 #include "ordo/stream.h"
 #include "ordo/stream_pool.h"

@@ -53,6 +53,8 @@ ORDO_BEGIN_DECLS
 #define ORDO_SIGNAL_WAIT_MAX 4096u
 /* Failure messages are truncated to this many bytes, terminator included. */
 #define ORDO_SIGNAL_MESSAGE_MAX 160u
+/* Signal names are truncated to this many bytes, terminator included. */
+#define ORDO_SIGNAL_NAME_MAX 48u
 
 typedef struct ordo_signal ordo_signal_t;
 
@@ -112,6 +114,17 @@ ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t cou
  * ORDO_ERR_TIMEOUT at the deadline (*out_index is then count). */
 ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline, size_t *out_index);
+
+/* Names the signal for diagnostics (stall reports, ordo/stall.h): name is
+ * copied, truncated to ORDO_SIGNAL_NAME_MAX - 1 bytes; NULL or "" clears
+ * it. Refused with ORDO_ERR_DESTROYED on a destroyed signal. Costs nothing
+ * on signal, wait or query. */
+ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name);
+
+/* Copies the signal's name into out_name (truncated to capacity bytes,
+ * terminator included), or, when it has none, its address ("0x55d0c3a0").
+ * Works on a destroyed signal whose memory a reference still holds. */
+ordo_status_t ordo_signal_name(ordo_signal_t *signal, char *out_name, size_t capacity);
 
 ORDO_END_DECLS
 

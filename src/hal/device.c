@@ -191,6 +191,7 @@ static void device_free(ordo_device_t *device) {
     if (device->impl) {
         device->backend->device_fini(device);
     }
+    pthread_mutex_destroy(&device->streams_lock);
     device->magic = ORDO_HAL_DEAD;
     ordo_dealloc(device, sizeof *device, 0);
 }
@@ -202,6 +203,10 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
     ordo_device_t *device = ordo_alloc(sizeof *device, 0);
     if (!device) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a device");
+    }
+    if (pthread_mutex_init(&device->streams_lock, NULL) != 0) {
+        ordo_dealloc(device, sizeof *device, 0);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
     }
     device->magic = ORDO_DEVICE_MAGIC;
     atomic_init(&device->refs, 1);

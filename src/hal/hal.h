@@ -3,10 +3,15 @@
  * work. Everything above this layer is written once against the shells.
  *
  * Lock order: registry_lock (hal/device.c) before any backend lock; it is
- * never held while user code runs. */
+ * never held while user code runs. A device's streams_lock (its registry
+ * of live streams, hal/stream.c) is never held together with
+ * registry_lock; it is taken before a backend's stream lock (a stall
+ * report snapshots each stream's queue under it) and never while user
+ * code or an allocation runs. */
 #ifndef ORDO_HAL_HAL_H
 #define ORDO_HAL_HAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +37,17 @@ struct ordo_device {
     ordo_device_info_t info;
     event_pool_t *event_pools[2]; /* indexed by ordo_event_kind_t */
     void *impl;
+    /* The registry of live streams, in creation order: stall reports walk
+     * it, barriers check their members against it. */
+    pthread_mutex_t streams_lock;
+    ordo_stream_t *streams_head; /* under streams_lock */
+    ordo_stream_t *streams_tail; /* under streams_lock */
+    size_t stream_count;         /* under streams_lock */
+    uint64_t stream_ids;         /* under streams_lock: the last id given */
+    /* Bumped (under streams_lock) by every stream destroy: a holder of
+     * stream pointers that saw the same value before knows none of them
+     * was destroyed since. */
+    _Atomic uint64_t streams_epoch;
 };
 
 struct ordo_stream {
@@ -39,7 +55,38 @@ struct ordo_stream {
     ordo_device_t *device;
     int priority;
     void *impl;
+    /* The device's registry (under device->streams_lock). */
+    ordo_stream_t *registry_prev;
+    ordo_stream_t *registry_next;
+    uint64_t id; /* unique within the device, never reused */
 };
+
+/* One wait or signal still queued on a stream (a stall report's view). */
+typedef enum hal_pending_kind { HAL_PENDING_WAIT, HAL_PENDING_SIGNAL } hal_pending_kind_t;
+
+typedef struct hal_pending_op {
+    hal_pending_kind_t kind;
+    ordo_signal_t *signal; /* retained by the snapshot */
+    uint64_t value;
+    /* The op's number on its stream: the stream's progress timeline
+     * reaches seq once the op has run. */
+    uint64_t seq;
+} hal_pending_op_t;
+
+/* A stream's queue at one moment. The caller supplies ops and capacity;
+ * the backend fills the rest. Release with hal_stream_snapshot_release. */
+typedef struct hal_stream_snapshot {
+    hal_pending_op_t *ops; /* in: room for capacity entries */
+    size_t capacity;
+    size_t count;            /* waits and signals not yet run, in stream order */
+    int truncated;           /* more were queued than capacity */
+    int in_wait;             /* ops[0] is the wait the stream is running now */
+    ordo_status_t status;    /* the stream's failure, or ORDO_OK */
+    ordo_signal_t *progress; /* retained: the timeline that reaches an op's seq
+                              * when the op has run (event waits wait on it) */
+    uint64_t completed;      /* ops run */
+    uint64_t submitted;      /* ops submitted */
+} hal_stream_snapshot_t;
 
 struct ordo_event {
     uint32_t magic;
@@ -89,6 +136,12 @@ struct hal_backend {
     ordo_status_t (*mem_alloc)(ordo_device_t *device, size_t bytes, size_t alignment,
                                void **out_ptr);
     void (*mem_free)(ordo_device_t *device, void *ptr, size_t bytes);
+    /* Fills snapshot with the waits and signals still queued on stream,
+     * retaining each signal. Must not hold the stream back (the CPU
+     * backend holds only its producers' lock, for a walk of the queue)
+     * and must not allocate or run user code. NULL: the backend cannot
+     * show its queues (stall reports skip its streams). */
+    void (*stream_snapshot)(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 };
 
 extern const hal_backend_t hal_cpu_backend;
@@ -108,6 +161,16 @@ void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stam
 ordo_status_t hal_device_check(const ordo_device_t *device, const char *api);
 ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api);
 ordo_status_t hal_event_check(const ordo_event_t *event, const char *api);
+
+/* Drops the references a snapshot holds (outside every lock: a last
+ * release may run callbacks). */
+void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);
+
+/* The index of the first of streams[i] (never dereferenced) that is not a
+ * live stream of device with id ids[i], or count when all are. Takes
+ * streams_lock once. */
+size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
+                               const uint64_t *ids, size_t count);
 
 /* For tests: make the next n shared-runtime builds fail. */
 void hal_inject_build_failures(int n);

@@ -15,6 +15,72 @@ ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api) {
     return ORDO_OK;
 }
 
+/* ---- the device's registry of live streams ------------------------------ */
+
+static void registry_add(ordo_device_t *device, ordo_stream_t *stream) {
+    pthread_mutex_lock(&device->streams_lock);
+    stream->id = ++device->stream_ids;
+    stream->registry_next = NULL;
+    stream->registry_prev = device->streams_tail;
+    if (device->streams_tail) {
+        device->streams_tail->registry_next = stream;
+    } else {
+        device->streams_head = stream;
+    }
+    device->streams_tail = stream;
+    ++device->stream_count;
+    pthread_mutex_unlock(&device->streams_lock);
+}
+
+static void registry_remove(ordo_device_t *device, ordo_stream_t *stream) {
+    pthread_mutex_lock(&device->streams_lock);
+    if (stream->registry_prev) {
+        stream->registry_prev->registry_next = stream->registry_next;
+    } else {
+        device->streams_head = stream->registry_next;
+    }
+    if (stream->registry_next) {
+        stream->registry_next->registry_prev = stream->registry_prev;
+    } else {
+        device->streams_tail = stream->registry_prev;
+    }
+    stream->registry_prev = stream->registry_next = NULL;
+    --device->stream_count;
+    atomic_fetch_add_explicit(&device->streams_epoch, 1, memory_order_release);
+    pthread_mutex_unlock(&device->streams_lock);
+}
+
+size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
+                               const uint64_t *ids, size_t count) {
+    size_t i = 0;
+    pthread_mutex_lock(&device->streams_lock);
+    for (; i < count; ++i) {
+        const ordo_stream_t *live = device->streams_head;
+        while (live && live != streams[i]) {
+            live = live->registry_next;
+        }
+        /* The id tells a new stream at a recycled address from the old. */
+        if (!live || live->id != ids[i]) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&device->streams_lock);
+    return i;
+}
+
+void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
+    for (size_t i = 0; i < snapshot->count; ++i) {
+        signal_release_internal(snapshot->ops[i].signal);
+    }
+    snapshot->count = 0;
+    if (snapshot->progress) {
+        signal_release_internal(snapshot->progress);
+        snapshot->progress = NULL;
+    }
+}
+
+/* ---- public entry points ------------------------------------------------ */
+
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream) {
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
@@ -44,6 +110,7 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
         return st;
     }
     ordo_device_retain(device);
+    registry_add(device, stream);
     *out_stream = stream;
     return ORDO_OK;
 }
@@ -54,6 +121,9 @@ ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
         return st;
     }
     ordo_device_t *device = stream->device;
+    /* Out of the registry first: a stall report snapshotting the stream
+     * holds streams_lock, so the backend's teardown waits for it. */
+    registry_remove(device, stream);
     device->backend->stream_fini(stream);
     stream->magic = ORDO_HAL_DEAD;
     ordo_dealloc(stream, sizeof *stream, 0);

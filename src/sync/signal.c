@@ -1,4 +1,5 @@
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -220,5 +221,50 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
         memcpy(out_message, text, len);
         out_message[len] = '\0';
     }
+    return ORDO_OK;
+}
+
+void signal_name_set_internal(ordo_signal_t *signal, const char *name) {
+    pthread_mutex_lock(&signal->lock);
+    size_t len = name ? strnlen(name, sizeof signal->name - 1) : 0;
+    memcpy(signal->name, name ? name : "", len);
+    signal->name[len] = '\0';
+    pthread_mutex_unlock(&signal->lock);
+}
+
+void signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity) {
+    pthread_mutex_lock(&signal->lock);
+    if (signal->name[0]) {
+        size_t len = strnlen(signal->name, capacity - 1);
+        memcpy(out, signal->name, len);
+        out[len] = '\0';
+    } else {
+        snprintf(out, capacity, "%p", (void *)signal);
+    }
+    pthread_mutex_unlock(&signal->lock);
+}
+
+ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    }
+    signal_name_set_internal(signal, name);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_signal_name(ordo_signal_t *signal, char *out_name, size_t capacity) {
+    ordo_status_t st = signal_check(signal, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_name || capacity == 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
+                          out_name ? "capacity is 0" : "out_name is NULL");
+    }
+    signal_name_get_internal(signal, out_name, capacity);
     return ORDO_OK;
 }

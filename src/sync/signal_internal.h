@@ -73,6 +73,9 @@ struct ordo_signal {
     /* Written once, under lock, before FAILED is published. */
     ordo_status_t failure;
     char message[ORDO_SIGNAL_MESSAGE_MAX];
+    /* Under lock: a name for diagnostics ("" when none). Cold: nothing on
+     * the value's paths reads it. */
+    char name[ORDO_SIGNAL_NAME_MAX];
 };
 
 /* A list of due timepoints, linked through next_, each with status_ set. */
@@ -112,5 +115,11 @@ static inline void signal_retain_internal(ordo_signal_t *signal) {
 }
 
 void signal_release_internal(ordo_signal_t *signal);
+
+/* Sets the name without the checks (name may be NULL). */
+void signal_name_set_internal(ordo_signal_t *signal, const char *name);
+
+/* Copies the name, or the address when none, into out (capacity > 0). */
+void signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity);
 
 #endif

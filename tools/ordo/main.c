@@ -66,6 +66,7 @@ static int command_bench(int argc, char **argv) {
     bench_dag_all(&options);
     bench_memory_all(&options);
     bench_trace_all(&options);
+    bench_barrier_all(&options);
     return 0;
 }
 

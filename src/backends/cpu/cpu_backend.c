@@ -89,6 +89,7 @@ const hal_backend_t hal_cpu_backend = {
     .synchronize = cpu_stream_synchronize,
     .status = cpu_stream_status,
     .event_record = cpu_stream_event_record,
+    .stream_snapshot = cpu_stream_snapshot,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
 };

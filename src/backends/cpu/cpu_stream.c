@@ -18,6 +18,10 @@
  * Progress is published on `done`, a timeline signal: after each op the
  * worker raises it to the op's number; a failure of the stream is a
  * failure of `done`, which every event and synchronize on the stream sees.
+ *
+ * Snapshots (stall reports): under the producers' lock no slab can be
+ * recycled, so a reader may walk from the worker's head to the tail while
+ * the worker keeps running; each node carries the low bits of its number.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -47,6 +51,9 @@ typedef enum op_kind { OP_TASK, OP_SIGNAL, OP_WAIT, OP_RECORD } op_kind_t;
 typedef struct cpu_op {
     _Atomic(struct cpu_op *) next;
     op_kind_t kind;
+    /* The low 32 bits of the op's number (in the padding): a snapshot
+     * rebuilds the number from `submitted` without counting nodes. */
+    uint32_t seq32;
     union {
         struct {
             ordo_host_fn fn;
@@ -88,7 +95,10 @@ typedef struct cpu_stream {
     /* Set once the stream has failed (or is being destroyed). Producers
      * read this, not `done`, whose line the worker writes after every op. */
     _Atomic int failed;
-    _Alignas(64) cpu_op_t *head;    /* the worker's: the last node it ran */
+    /* The last node the worker ran. Only the worker writes it; it is
+     * atomic (relaxed: a plain move) so a snapshot may read it under the
+     * producers' lock, where no node can be recycled. */
+    _Alignas(64) _Atomic(cpu_op_t *) head;
     _Atomic(cpu_slab_t *) returned; /* slabs the worker has finished */
     ordo_signal_t *done;
     ordo_signal_t *cancel;
@@ -176,8 +186,9 @@ static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *r
     *node = *op;
     atomic_init(&node->next, NULL);
     /* Ops are numbered in link order; the worker counts them the same
-     * way, so the number needs no room in the node. */
+     * way, so only a snapshot needs the (truncated) number in the node. */
     uint64_t seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
+    node->seq32 = (uint32_t)seq;
     atomic_store_explicit(&s->submitted, seq, memory_order_release);
     if (record) {
         record->point = seq;
@@ -258,6 +269,11 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     (void)ordo_signal_signal(s->done, seq);
 }
 
+/* Only the worker writes head, so its own loads need no ordering. */
+static inline cpu_op_t *worker_head(cpu_stream_t *s) {
+    return atomic_load_explicit(&s->head, memory_order_relaxed);
+}
+
 static void return_slab(cpu_stream_t *s, cpu_slab_t *slab) {
     cpu_slab_t *top = atomic_load_explicit(&s->returned, memory_order_relaxed);
     do {
@@ -271,7 +287,7 @@ static void worker_idle(cpu_stream_t *s) {
     uint64_t until = ordo_time_now_ns() + IDLE_SPIN_NS;
     do {
         for (int i = 0; i < 16; ++i) {
-            if (atomic_load_explicit(&s->head->next, memory_order_acquire) ||
+            if (atomic_load_explicit(&worker_head(s)->next, memory_order_acquire) ||
                 atomic_load_explicit(&s->stopping, memory_order_acquire)) {
                 return;
             }
@@ -286,7 +302,7 @@ static void worker_idle(cpu_stream_t *s) {
                                                  memory_order_seq_cst, memory_order_relaxed)) {
         return;
     }
-    if (!atomic_load_explicit(&s->head->next, memory_order_acquire) &&
+    if (!atomic_load_explicit(&worker_head(s)->next, memory_order_acquire) &&
         !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
         ordo_futex_wait(&s->word, word | WORKER_SLEEPING, ORDO_DEADLINE_NEVER);
     }
@@ -306,11 +322,11 @@ static void *worker_main(void *arg) {
     apply_priority(s->priority);
     uint64_t seq = 0;
     for (;;) {
-        cpu_op_t *next = atomic_load_explicit(&s->head->next, memory_order_acquire);
+        cpu_op_t *next = atomic_load_explicit(&worker_head(s)->next, memory_order_acquire);
         if (!next) {
             if (atomic_load_explicit(&s->stopping, memory_order_acquire)) {
                 /* Submissions before the destroy are visible now. */
-                if (!atomic_load_explicit(&s->head->next, memory_order_acquire)) {
+                if (!atomic_load_explicit(&worker_head(s)->next, memory_order_acquire)) {
                     break;
                 }
                 continue;
@@ -319,8 +335,10 @@ static void *worker_main(void *arg) {
             continue;
         }
         run_op(s, next, ++seq);
-        cpu_slab_t *left = slab_of(s->head);
-        s->head = next;
+        cpu_slab_t *left = slab_of(worker_head(s));
+        /* Before the slab goes back: a snapshot that finds a recycled slab
+         * (through the producers' lock) also sees head past it. */
+        atomic_store_explicit(&s->head, next, memory_order_relaxed);
         if (slab_of(next) != left) {
             return_slab(s, left); /* every node of it has run */
         }
@@ -355,7 +373,8 @@ ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
                           "cannot allocate a CPU stream");
     }
-    s->head = s->tail = stub;
+    atomic_init(&s->head, stub);
+    s->tail = stub;
     s->priority = stream->priority;
     if (ordo_signal_create(0, &s->done) != ORDO_OK ||
         ordo_signal_create(0, &s->cancel) != ORDO_OK) {
@@ -363,6 +382,9 @@ ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
                           "cannot create the stream's timelines");
     }
+    char name[ORDO_SIGNAL_NAME_MAX];
+    snprintf(name, sizeof name, "progress of stream %p", (void *)stream);
+    signal_name_set_internal(s->done, name);
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         stream_free(s);
         return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, "ordo_stream_create",
@@ -468,4 +490,47 @@ ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream
         event->timeline = s->done;
     }
     return ORDO_OK;
+}
+
+void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
+    cpu_stream_t *s = stream->impl;
+    snapshot->count = 0;
+    snapshot->truncated = 0;
+    snapshot->in_wait = 0;
+    signal_retain_internal(s->done);
+    snapshot->progress = s->done;
+    /* The producers' lock: while it is held no slab is recycled, so the
+     * walk from the worker's head to the tail reads stable nodes (the
+     * worker never writes one). The worker keeps running meanwhile. */
+    uint32_t seen = lock_acquire(s);
+    uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_relaxed);
+    cpu_op_t *node = atomic_load_explicit(&s->head, memory_order_relaxed);
+    /* Read after head: anything run since head was read is skipped by
+     * number, so a stale head only lengthens the walk. */
+    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
+    uint64_t completed = state & SIGNAL_VALUE_MASK;
+    while ((node = atomic_load_explicit(&node->next, memory_order_acquire)) != NULL) {
+        uint64_t seq = submitted - (uint32_t)((uint32_t)submitted - node->seq32);
+        if (seq <= completed || (node->kind != OP_WAIT && node->kind != OP_SIGNAL)) {
+            continue;
+        }
+        if (snapshot->count == snapshot->capacity) {
+            snapshot->truncated = 1;
+            break;
+        }
+        hal_pending_op_t *op = &snapshot->ops[snapshot->count++];
+        op->kind = node->kind == OP_WAIT ? HAL_PENDING_WAIT : HAL_PENDING_SIGNAL;
+        op->signal = node->u.point.signal;
+        op->value = node->u.point.value;
+        op->seq = seq;
+        /* The op holds a reference until it has run; this one keeps the
+         * signal alive for the snapshot's reader. */
+        signal_retain_internal(op->signal);
+    }
+    lock_release(s, seen);
+    snapshot->completed = completed;
+    snapshot->submitted = submitted;
+    snapshot->status = (state & SIGNAL_FAILED) ? s->done->failure : ORDO_OK;
+    snapshot->in_wait = snapshot->count > 0 && snapshot->ops[0].kind == HAL_PENDING_WAIT &&
+                        snapshot->ops[0].seq == completed + 1 && !(state & SIGNAL_FAILED);
 }

@@ -16,5 +16,6 @@ ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint
 ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 ordo_status_t cpu_stream_status(ordo_stream_t *stream);
 ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
+void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 
 #endif

@@ -1,0 +1,110 @@
+/* ordo/stall.h - why is this hung? Stall reports of a device's streams.
+ *
+ * A stall report looks at every live stream of a device and lists those
+ * blocked in a wait: the signal and value each waits for, the signal's
+ * current value, and whether work already enqueued on the device's streams
+ * can still reach that value.
+ *
+ * How reachability is decided: the report takes a snapshot of every
+ * stream's queued waits and signals, then simulates forward from the
+ * signals' current values: a queued signal raises its signal's simulated
+ * value, a stream passes a wait once the simulated value reaches it (or
+ * the signal has failed: the wait then fails the stream, which releases
+ * it too), and a stream's own progress rises as it passes its operations
+ * (so waits on events are followed as well). This repeats until nothing
+ * moves. A wait passed in the simulation is REACHABLE, and the report
+ * names the stream whose queued signal releases it and the value it
+ * signals. A wait still blocked at the end is UNREACHABLE: no work
+ * enqueued on this device reaches it, so only something outside the
+ * device's queues can release it (a host signal, a link, another device,
+ * a failure) - a deadlock if nothing will, which the waiters' own
+ * deadlines turn into ORDO_ERR_TIMEOUT instead of a hang.
+ *
+ * The simulation assumes that host tasks already enqueued return; a host
+ * task that itself blocks is not seen. A stream running a host task, an
+ * idle stream and a failed stream are not blocked and are not listed.
+ * When one stream has more than ORDO_STALL_MAX_PENDING waits and signals
+ * queued, the report sees only the first ones: a wait the seen work does
+ * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE.
+ *
+ * Cost and safety: the snapshot holds, for each stream in turn, only the
+ * lock its producers take to enqueue (the streams keep running while it
+ * is taken), allocates nothing under a lock and runs no user code under
+ * one. A report is a moment's picture: streams move on while it is read.
+ *
+ * Thread-safety: any thread, concurrently with anything else on the
+ * device, including from a watchdog while the device is hung.
+ */
+#ifndef ORDO_STALL_H
+#define ORDO_STALL_H
+
+#include "ordo/export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/device.h"
+#include "ordo/signal.h"
+#include "ordo/status.h"
+#include "ordo/stream.h"
+
+ORDO_BEGIN_DECLS
+
+/* Per stream, the most queued waits and signals a report inspects. */
+#define ORDO_STALL_MAX_PENDING 4096u
+
+typedef enum ordo_stall_reach {
+    ORDO_STALL_UNREACHABLE = 0, /* no enqueued work reaches the value */
+    ORDO_STALL_REACHABLE = 1,   /* releasing_stream's queued work reaches it */
+    ORDO_STALL_UNKNOWN = 2,     /* a queue was too long to see whole */
+} ordo_stall_reach_t;
+
+/* One blocked stream. The pointers identify objects for the reader (and
+ * compare with the caller's own); the report holds no reference, so they
+ * may dangle once the wait ends: do not signal through them blindly. */
+typedef struct ordo_stall_entry {
+    ordo_stream_t *stream; /* the blocked stream */
+    int stream_priority;
+    /* What it waits for: signal reaching waited_value. For a wait on an
+     * event (ordo_stream_wait_event), the signal is the recording stream's
+     * progress timeline, internal to ordo: signal is then NULL and
+     * progress_of names the recording stream. */
+    ordo_signal_t *signal;
+    ordo_stream_t *progress_of;
+    char signal_name[ORDO_SIGNAL_NAME_MAX]; /* its name, else its address */
+    uint64_t waited_value;
+    uint64_t current_value;
+    ordo_stall_reach_t reach;
+    /* REACHABLE: the stream whose queued operation releases the wait, and
+     * the value that operation brings the signal to (for a progress wait:
+     * the point the stream reaches). release_fails: that stream has failed
+     * or will fail first, so the release is a failure propagating (the
+     * blocked stream then fails too). NULL / 0 otherwise. */
+    ordo_stream_t *releasing_stream;
+    uint64_t releasing_value;
+    int release_fails;
+} ordo_stall_entry_t;
+
+/* Fills out_entries with up to capacity blocked streams, in the order the
+ * streams were created; *out_count receives how many are blocked even when
+ * capacity is smaller (out_entries may be NULL when capacity is 0). */
+ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_entries,
+                                size_t capacity, size_t *out_count);
+
+/* The same report as text, one line per blocked stream ("" when none),
+ * each ending in '\n', for a watchdog's log, e.g.
+ *
+ *   stream 0x5581e0 (priority 0) waits for signal "X" to reach 1 (now 0):
+ *   UNREACHABLE by enqueued work - only a host signal, a link or a failure
+ *   can release it (a deadlock if none comes)
+ *
+ * (on one line). The text is truncated to capacity - 1 bytes and always
+ * terminated when capacity > 0; *out_len receives the full length (without
+ * the terminator) even when truncated, so a caller may size a buffer with
+ * capacity 0 and out_text NULL, and retry. */
+ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
+                                       size_t *out_len);
+
+ORDO_END_DECLS
+
+#endif

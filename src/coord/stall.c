@@ -1,0 +1,522 @@
+/* Stall reports: snapshot every live stream's queued waits and signals
+ * through the HAL, then simulate forward to a fixpoint to decide which
+ * blocked waits the enqueued work can still release (see ordo/stall.h).
+ *
+ * Locks: the device's streams_lock is held while the streams are
+ * snapshotted, one after the other (each snapshot takes only that stream's
+ * producers' lock); nothing is allocated and no user code runs under
+ * either. Signal references taken by the snapshots are dropped after every
+ * lock is released. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "hal/hal.h"
+#include "ordo/stall.h"
+#include "sync/signal_internal.h"
+
+/* Room for waits and signals per stream in the first attempt; streams
+ * with more get ORDO_STALL_MAX_PENDING in a second one. */
+#define FIRST_CAPACITY 64u
+#define NONE SIZE_MAX
+
+typedef struct sim_stream {
+    ordo_stream_t *stream;
+    uint64_t id;
+    int priority;
+    int seen; /* the backend can snapshot its queue */
+    hal_stream_snapshot_t snap;
+    size_t *sig;     /* per op: index into the signal table */
+    size_t pos;      /* simulation: ops passed */
+    int failed;      /* failed, or fails in the simulation */
+    size_t progress; /* index of its progress timeline, or NONE */
+    /* Who released the first op, if it was passed. */
+    size_t releaser;
+    uint64_t released_to;
+    int release_fails;
+} sim_stream_t;
+
+typedef struct sim_signal {
+    ordo_signal_t *signal;
+    uint64_t actual;    /* value at the snapshot */
+    int actual_ended;   /* failed or destroyed at the snapshot */
+    uint64_t value;     /* simulated */
+    int ended;          /* simulated: failed */
+    size_t raiser;      /* stream that last raised (or failed) it, or NONE */
+    uint64_t raised_to; /* the value it raised it to */
+    size_t progress_of; /* stream whose progress timeline this is, or NONE */
+} sim_signal_t;
+
+typedef struct stall_set {
+    size_t count; /* streams */
+    sim_stream_t *streams;
+    size_t slots;          /* streams allocated */
+    hal_pending_op_t *ops; /* every stream's slice */
+    size_t op_slots;
+    size_t *op_sig;
+    sim_signal_t *signals;
+    size_t signal_slots;
+    size_t signal_count;
+    int any_truncated;
+} stall_set_t;
+
+/* Zero-filled arrays through the allocator hooks; NULL on overflow. */
+static void *array_alloc(size_t count, size_t size) {
+    if (count == 0) {
+        count = 1;
+    }
+    if (count > SIZE_MAX / size) {
+        return NULL;
+    }
+    return ordo_alloc(count * size, 0);
+}
+
+static void array_free(void *array, size_t count, size_t size) {
+    if (array) {
+        ordo_dealloc(array, (count ? count : 1) * size, 0);
+    }
+}
+
+static void set_release(stall_set_t *set) {
+    for (size_t i = 0; i < set->count; ++i) {
+        if (set->streams[i].seen) {
+            hal_stream_snapshot_release(&set->streams[i].snap);
+        }
+    }
+    array_free(set->streams, set->slots, sizeof *set->streams);
+    array_free(set->ops, set->op_slots, sizeof *set->ops);
+    array_free(set->op_sig, set->signal_slots, sizeof *set->op_sig);
+    array_free(set->signals, set->signal_slots, sizeof *set->signals);
+    memset(set, 0, sizeof *set);
+}
+
+static int id_listed(const uint64_t *ids, size_t count, uint64_t id) {
+    for (size_t i = 0; i < count; ++i) {
+        if (ids[i] == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Snapshots every live stream of device into set. Allocation happens
+ * between lock holds: if the registry grew meanwhile the attempt is
+ * repeated with more room, and if queues did not fit in FIRST_CAPACITY,
+ * once more with ORDO_STALL_MAX_PENDING for those streams (by id). */
+static ordo_status_t collect(ordo_device_t *device, stall_set_t *set, const char *api) {
+    uint64_t *grown = NULL; /* ids of the streams given the larger room */
+    size_t grown_count = 0;
+    int final = 0;
+    size_t slack = 4;
+    for (;;) {
+        pthread_mutex_lock(&device->streams_lock);
+        size_t slots = device->stream_count + slack;
+        pthread_mutex_unlock(&device->streams_lock);
+        memset(set, 0, sizeof *set);
+        set->slots = slots;
+        set->op_slots =
+            slots * FIRST_CAPACITY + grown_count * (ORDO_STALL_MAX_PENDING - FIRST_CAPACITY);
+        set->streams = array_alloc(set->slots, sizeof *set->streams);
+        set->ops = array_alloc(set->op_slots, sizeof *set->ops);
+        if (!set->streams || !set->ops) {
+            set_release(set);
+            array_free(grown, grown_count, sizeof *grown);
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                              "cannot allocate a snapshot of %zu streams", slots);
+        }
+        pthread_mutex_lock(&device->streams_lock);
+        int fits = device->stream_count <= slots;
+        if (fits) {
+            size_t i = 0, offset = 0;
+            for (ordo_stream_t *s = device->streams_head; s; s = s->registry_next, ++i) {
+                sim_stream_t *t = &set->streams[i];
+                t->stream = s;
+                t->id = s->id;
+                t->priority = s->priority;
+                size_t capacity =
+                    id_listed(grown, grown_count, s->id) ? ORDO_STALL_MAX_PENDING : FIRST_CAPACITY;
+                /* Each listed id is one stream, so this never overflows
+                 * the room counted; checked all the same. */
+                if (capacity > set->op_slots - offset) {
+                    capacity = FIRST_CAPACITY;
+                }
+                t->snap.ops = set->ops + offset;
+                t->snap.capacity = capacity;
+                offset += capacity;
+                if (device->backend->stream_snapshot) {
+                    device->backend->stream_snapshot(s, &t->snap);
+                    t->seen = 1;
+                    set->any_truncated |= t->snap.truncated;
+                }
+            }
+            set->count = i;
+        }
+        pthread_mutex_unlock(&device->streams_lock);
+        if (!fits) {
+            set_release(set);
+            slack *= 2;
+            continue;
+        }
+        if (!set->any_truncated || final) {
+            array_free(grown, grown_count, sizeof *grown);
+            return ORDO_OK;
+        }
+        /* One more attempt, with room for the streams that overflowed. */
+        array_free(grown, grown_count, sizeof *grown);
+        grown_count = 0;
+        for (size_t i = 0; i < set->count; ++i) {
+            grown_count += set->streams[i].snap.truncated;
+        }
+        grown = array_alloc(grown_count, sizeof *grown);
+        if (!grown) {
+            set_release(set);
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a snapshot");
+        }
+        for (size_t i = 0, k = 0; i < set->count; ++i) {
+            if (set->streams[i].snap.truncated) {
+                grown[k++] = set->streams[i].id;
+            }
+        }
+        set_release(set);
+        final = 1;
+    }
+}
+
+static int pointer_order(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (ordo_signal_t *const *)a;
+    uintptr_t y = (uintptr_t) * (ordo_signal_t *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t signal_index(const stall_set_t *set, const ordo_signal_t *signal) {
+    size_t lo = 0, hi = set->signal_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)set->signals[mid].signal < (uintptr_t)signal) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* The distinct signals of every snapshot, sorted by address, with their
+ * values read now (each is retained by a snapshot). */
+static ordo_status_t build_signals(stall_set_t *set, const char *api) {
+    size_t total = 0;
+    for (size_t i = 0; i < set->count; ++i) {
+        total += set->streams[i].snap.count + 1;
+    }
+    ordo_signal_t **all = array_alloc(total, sizeof *all);
+    set->signal_slots = total;
+    set->signals = array_alloc(total, sizeof *set->signals);
+    set->op_sig = array_alloc(total, sizeof *set->op_sig);
+    if (!all || !set->signals || !set->op_sig) {
+        array_free(all, total, sizeof *all);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the stall analysis");
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < set->count; ++i) {
+        const hal_stream_snapshot_t *snap = &set->streams[i].snap;
+        for (size_t k = 0; k < snap->count; ++k) {
+            all[n++] = snap->ops[k].signal;
+        }
+        if (snap->progress) {
+            all[n++] = snap->progress;
+        }
+    }
+    qsort(all, n, sizeof *all, pointer_order);
+    size_t unique = 0;
+    for (size_t k = 0; k < n; ++k) {
+        if (unique == 0 || set->signals[unique - 1].signal != all[k]) {
+            sim_signal_t *g = &set->signals[unique++];
+            g->signal = all[k];
+            uint64_t state = atomic_load_explicit(&all[k]->state, memory_order_acquire);
+            g->actual = state & SIGNAL_VALUE_MASK;
+            g->actual_ended = (state & SIGNAL_ENDED) != 0;
+            g->value = g->actual;
+            g->ended = g->actual_ended;
+            g->raiser = NONE;
+            g->progress_of = NONE;
+        }
+    }
+    set->signal_count = unique;
+    array_free(all, total, sizeof *all);
+    size_t at = 0;
+    for (size_t i = 0; i < set->count; ++i) {
+        sim_stream_t *t = &set->streams[i];
+        t->sig = set->op_sig + at;
+        at += t->snap.count;
+        for (size_t k = 0; k < t->snap.count; ++k) {
+            t->sig[k] = signal_index(set, t->snap.ops[k].signal);
+        }
+        t->progress = NONE;
+        if (t->snap.progress) {
+            t->progress = signal_index(set, t->snap.progress);
+            set->signals[t->progress].progress_of = i;
+        }
+        t->failed = t->snap.status != ORDO_OK;
+        t->releaser = NONE;
+    }
+    return ORDO_OK;
+}
+
+static int raise_to(sim_signal_t *g, uint64_t value, size_t by, int fails) {
+    if (g->value >= value || g->ended) {
+        return 0;
+    }
+    if (fails) {
+        g->ended = 1;
+    } else {
+        g->value = value;
+    }
+    g->raiser = by;
+    g->raised_to = value;
+    return 1;
+}
+
+/* Runs stream i forward as far as the simulated signals allow. Returns
+ * whether anything moved. */
+static int advance(stall_set_t *set, size_t i) {
+    sim_stream_t *t = &set->streams[i];
+    if (!t->seen) {
+        return 0;
+    }
+    int moved = 0;
+    const hal_stream_snapshot_t *snap = &t->snap;
+    while (t->pos < snap->count) {
+        const hal_pending_op_t *op = &snap->ops[t->pos];
+        sim_signal_t *g = &set->signals[t->sig[t->pos]];
+        if (op->kind == HAL_PENDING_WAIT) {
+            /* A failed stream skips its waits. A wait on a failed signal
+             * not yet at the value fails the stream: released, too. */
+            if (!t->failed) {
+                if (g->value < op->value && !g->ended) {
+                    break;
+                }
+                if (t->pos == 0) {
+                    t->releaser = g->raiser;
+                    t->released_to = g->raised_to;
+                    t->release_fails = g->value < op->value;
+                }
+                if (g->value < op->value) {
+                    /* The stream fails here; the points before stay
+                     * reached. */
+                    if (t->progress != NONE) {
+                        moved |= raise_to(&set->signals[t->progress], op->seq - 1, i, 0);
+                    }
+                    t->failed = 1;
+                }
+            }
+        } else {
+            moved |= raise_to(g, op->value, i, t->failed);
+        }
+        ++t->pos;
+        moved = 1;
+    }
+    if (t->progress != NONE) {
+        sim_signal_t *g = &set->signals[t->progress];
+        uint64_t reached = t->pos < snap->count ? snap->ops[t->pos].seq - 1
+                           : snap->truncated    ? snap->ops[snap->count - 1].seq
+                                                : snap->submitted;
+        moved |= raise_to(g, t->failed ? ORDO_SIGNAL_VALUE_MAX : reached, i, t->failed);
+    }
+    return moved;
+}
+
+static void simulate(stall_set_t *set) {
+    int moved = 1;
+    while (moved) {
+        moved = 0;
+        for (size_t i = 0; i < set->count; ++i) {
+            moved |= advance(set, i);
+        }
+    }
+}
+
+/* Whether a truncated queue was run past everything it showed: its unseen
+ * work might release anything. */
+static int unseen_work_pending(const stall_set_t *set) {
+    for (size_t i = 0; i < set->count; ++i) {
+        const sim_stream_t *t = &set->streams[i];
+        if (t->seen && t->snap.truncated && t->pos == t->snap.count) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The whole report into a fresh array of *out_slots entries (array_free
+ * it). */
+static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out_entries,
+                                 size_t *out_count, size_t *out_slots, const char *api) {
+    *out_entries = NULL;
+    *out_count = 0;
+    *out_slots = 0;
+    stall_set_t set;
+    ordo_status_t st = collect(device, &set, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    st = build_signals(&set, api);
+    ordo_stall_entry_t *entries = NULL;
+    if (st == ORDO_OK) {
+        entries = array_alloc(set.count, sizeof *entries);
+        if (!entries) {
+            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the report");
+        }
+    }
+    if (st != ORDO_OK) {
+        set_release(&set);
+        return st;
+    }
+    simulate(&set);
+    int unseen = unseen_work_pending(&set);
+    size_t n = 0;
+    for (size_t i = 0; i < set.count; ++i) {
+        const sim_stream_t *t = &set.streams[i];
+        if (!t->seen || !t->snap.in_wait || t->snap.status != ORDO_OK) {
+            continue;
+        }
+        const hal_pending_op_t *op = &t->snap.ops[0];
+        const sim_signal_t *g = &set.signals[t->sig[0]];
+        if (g->actual >= op->value || g->actual_ended) {
+            continue; /* released as the snapshot was taken */
+        }
+        ordo_stall_entry_t *e = &entries[n++];
+        e->stream = t->stream;
+        e->stream_priority = t->priority;
+        if (g->progress_of != NONE) {
+            e->progress_of = set.streams[g->progress_of].stream;
+        } else {
+            e->signal = g->signal;
+        }
+        signal_name_get_internal(g->signal, e->signal_name, sizeof e->signal_name);
+        e->waited_value = op->value;
+        e->current_value = g->actual;
+        if (t->pos > 0) {
+            e->reach = ORDO_STALL_REACHABLE;
+            e->releasing_stream = t->releaser != NONE ? set.streams[t->releaser].stream : NULL;
+            e->releasing_value = t->released_to;
+            e->release_fails = t->release_fails;
+        } else {
+            e->reach = unseen ? ORDO_STALL_UNKNOWN : ORDO_STALL_UNREACHABLE;
+        }
+    }
+    *out_entries = entries;
+    *out_count = n;
+    *out_slots = set.count;
+    set_release(&set);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_entries,
+                                size_t capacity, size_t *out_count) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_count || (capacity && !out_entries)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          out_count ? "out_entries" : "out_count");
+    }
+    ordo_stall_entry_t *entries;
+    size_t count, slots;
+    st = stall_build(device, &entries, &count, &slots, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    for (size_t i = 0; i < count && i < capacity; ++i) {
+        out_entries[i] = entries[i];
+    }
+    *out_count = count;
+    array_free(entries, slots, sizeof *entries);
+    return ORDO_OK;
+}
+
+/* Appends formatted text at *len, keeping what fits in the buffer. */
+static void append(char *text, size_t capacity, size_t *len, const char *fmt, ...)
+    ORDO_PRINTF(4, 5);
+
+static void append(char *text, size_t capacity, size_t *len, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    char *at = *len < capacity ? text + *len : NULL;
+    int n = vsnprintf(at, at ? capacity - *len : 0, fmt, args);
+    va_end(args);
+    if (n > 0) {
+        *len += (size_t)n;
+    }
+}
+
+static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
+    append(text, capacity, len, "stream %p (priority %d) waits for ", (void *)e->stream,
+           e->stream_priority);
+    if (e->progress_of) {
+        append(text, capacity, len,
+               "stream %p to reach point %llu (now %llu; an event wait): ", (void *)e->progress_of,
+               (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
+    } else {
+        append(text, capacity, len, "signal \"%s\" to reach %llu (now %llu): ", e->signal_name,
+               (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
+    }
+    switch (e->reach) {
+    case ORDO_STALL_REACHABLE:
+        if (e->release_fails) {
+            append(text, capacity, len,
+                   "released by a failure propagating from stream %p (this wait will fail)",
+                   (void *)e->releasing_stream);
+        } else if (e->progress_of && e->progress_of == e->releasing_stream) {
+            append(text, capacity, len, "released when stream %p reaches point %llu",
+                   (void *)e->releasing_stream, (unsigned long long)e->releasing_value);
+        } else {
+            append(text, capacity, len, "released when stream %p signals %llu",
+                   (void *)e->releasing_stream, (unsigned long long)e->releasing_value);
+        }
+        break;
+    case ORDO_STALL_UNREACHABLE:
+        append(text, capacity, len,
+               "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "
+               "release it (a deadlock if none comes)");
+        break;
+    default:
+        append(text, capacity, len,
+               "UNKNOWN - a stream has more than %u waits and signals queued, beyond what the "
+               "report inspects",
+               ORDO_STALL_MAX_PENDING);
+        break;
+    }
+    append(text, capacity, len, "\n");
+}
+
+ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
+                                       size_t *out_len) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_len || (capacity && !out_text)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          out_len ? "out_text" : "out_len");
+    }
+    ordo_stall_entry_t *entries;
+    size_t count, slots;
+    st = stall_build(device, &entries, &count, &slots, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t len = 0;
+    if (capacity) {
+        out_text[0] = '\0';
+    }
+    for (size_t i = 0; i < count; ++i) {
+        format_entry(&entries[i], out_text, capacity, &len);
+    }
+    array_free(entries, slots, sizeof *entries);
+    *out_len = len;
+    return ORDO_OK;
+}

@@ -1,0 +1,587 @@
+/* Cross-stream barriers: real data ordered across 2-8 streams by the
+ * device form (both schemes, reusable and one-shot), no host block, the
+ * host synchronize and its timing, failure propagation, bad input. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#define MAX_STREAMS 8
+#define ROUNDS 12
+
+static ordo_device_t *device;
+
+static int setup(void **state) {
+    (void)state;
+    return ordo_device_open("cpu", &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+static void streams_make(ordo_stream_t **streams, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &streams[i]));
+    }
+}
+
+static void streams_destroy(ordo_stream_t **streams, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        assert_ok(ordo_stream_destroy(streams[i]));
+    }
+}
+
+static void sleep_us(unsigned us) {
+    struct timespec ts = {0, (long)us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- real data across the barrier ------------------------------------- */
+
+/* Plain (non-atomic) cells: only the barrier orders the writers before
+ * the readers, which ThreadSanitizer checks. */
+typedef struct board {
+    size_t n;
+    int cells[MAX_STREAMS][ROUNDS];
+    _Atomic int wrong;
+    _Atomic int reads;
+} board_t;
+
+typedef struct cell_task {
+    board_t *board;
+    size_t stream;
+    size_t round;
+} cell_task_t;
+
+static ordo_status_t write_cell(void *ctx) {
+    cell_task_t *t = ctx;
+    /* Uneven work, so an unordered reader would run ahead of a writer. */
+    sleep_us((unsigned)((t->stream * 7 + t->round * 3) % 5) * 150);
+    t->board->cells[t->stream][t->round] = (int)(t->round + 1);
+    return ORDO_OK;
+}
+
+static ordo_status_t read_cells(void *ctx) {
+    cell_task_t *t = ctx;
+    for (size_t j = 0; j < t->board->n; ++j) {
+        if (t->board->cells[j][t->round] != (int)(t->round + 1)) {
+            atomic_fetch_add(&t->board->wrong, 1);
+        }
+    }
+    atomic_fetch_add(&t->board->reads, 1);
+    return ORDO_OK;
+}
+
+typedef enum mode { MODE_AUTO, MODE_HUB, MODE_ALL, MODE_ONCE } board_mode_t;
+
+static void run_board(size_t n, board_mode_t mode) {
+    ordo_stream_t *streams[MAX_STREAMS];
+    streams_make(streams, n);
+    board_t *board = calloc(1, sizeof *board);
+    cell_task_t *tasks = calloc(n * ROUNDS, sizeof *tasks);
+    board->n = n;
+    ordo_barrier_t *barrier = NULL;
+    static const ordo_barrier_scheme_t schemes[] = {
+        ORDO_BARRIER_SCHEME_AUTO, ORDO_BARRIER_SCHEME_HUB, ORDO_BARRIER_SCHEME_ALL_TO_ALL};
+    if (mode != MODE_ONCE) {
+        assert_ok(ordo_barrier_create(streams, n, schemes[mode], &barrier));
+    }
+    for (size_t r = 0; r < ROUNDS; ++r) {
+        for (size_t i = 0; i < n; ++i) {
+            tasks[r * n + i] = (cell_task_t){board, i, r};
+            assert_ok(ordo_stream_host_task(streams[i], write_cell, &tasks[r * n + i]));
+        }
+        if (barrier) {
+            assert_ok(ordo_barrier_arrive(barrier));
+        } else {
+            assert_ok(ordo_barrier_streams(streams, n));
+        }
+        for (size_t i = 0; i < n; ++i) {
+            assert_ok(ordo_stream_host_task(streams[i], read_cells, &tasks[r * n + i]));
+        }
+    }
+    uint64_t ns = 0;
+    assert_ok(ordo_barrier_synchronize_streams(streams, n, test_deadline(), &ns));
+    assert_int_equal(atomic_load(&board->reads), (int)(n * ROUNDS));
+    if (atomic_load(&board->wrong) != 0) {
+        fail_msg("%d reads saw a cell not yet written (n=%zu, mode=%d)", atomic_load(&board->wrong),
+                 n, (int)mode);
+    }
+    if (barrier) {
+        assert_ok(ordo_barrier_destroy(barrier));
+    }
+    streams_destroy(streams, n);
+    free(tasks);
+    free(board);
+}
+
+static void barrier_orders_real_data(void **state) {
+    (void)state;
+    for (size_t n = 2; n <= MAX_STREAMS; ++n) {
+        for (int mode = MODE_AUTO; mode <= MODE_ONCE; ++mode) {
+            run_board(n, (board_mode_t)mode);
+        }
+    }
+}
+
+/* ---- the device form does not block the host --------------------------- */
+
+static ordo_status_t count_task(void *ctx) {
+    atomic_fetch_add((_Atomic int *)ctx, 1);
+    return ORDO_OK;
+}
+
+/* If the calls under test blocked the host, this thread opens the gate
+ * after the test deadline, so the test fails on its timing instead of
+ * hanging. */
+typedef struct rescue {
+    ordo_signal_t *gate;
+    uint64_t value;
+    ordo_signal_t *done;
+} rescue_t;
+
+static void *rescuer(void *arg) {
+    rescue_t *r = arg;
+    if (ordo_signal_wait(r->done, 1, test_deadline()) == ORDO_ERR_TIMEOUT) {
+        (void)ordo_signal_signal(r->gate, r->value);
+    }
+    return NULL;
+}
+
+/* Polls the stall report until it lists want streams (bounded). */
+static size_t report_until(ordo_stall_entry_t *entries, size_t capacity, size_t want) {
+    size_t count = 0;
+    ordo_deadline_t deadline = test_deadline();
+    do {
+        assert_ok(ordo_stall_report(device, entries, capacity, &count));
+        if (count == want) {
+            break;
+        }
+        test_sleep_ms(1);
+    } while (ordo_time_now_ns() < deadline);
+    return count;
+}
+
+static void device_barrier_does_not_block(void **state) {
+    (void)state;
+    enum { N = 4 };
+    ordo_stream_t *streams[N];
+    streams_make(streams, N);
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_signal_set_name(gate, "gate"));
+    _Atomic int before = 0, after = 0;
+    for (int scheme = ORDO_BARRIER_SCHEME_HUB; scheme <= ORDO_BARRIER_SCHEME_ALL_TO_ALL; ++scheme) {
+        ordo_barrier_t *barrier;
+        assert_ok(ordo_barrier_create(streams, N, (ordo_barrier_scheme_t)scheme, &barrier));
+        uint64_t g = (uint64_t)scheme;
+        /* Every stream but the last is held by the gate, which only this
+         * thread (or the rescuer) opens; the last runs up to the barrier. */
+        for (size_t i = 0; i < N; ++i) {
+            if (i + 1 < N) {
+                assert_ok(ordo_stream_wait(streams[i], gate, g));
+            }
+            assert_ok(ordo_stream_host_task(streams[i], count_task, &before));
+        }
+        rescue_t rescue = {gate, g, test_signal_make(0)};
+        pthread_t thread = test_thread_start(rescuer, &rescue);
+        uint64_t t0 = ordo_time_now_ns();
+        assert_ok(ordo_barrier_arrive(barrier));
+        assert_ok(ordo_barrier_streams(streams, N));
+        for (size_t i = 0; i < N; ++i) {
+            assert_ok(ordo_stream_host_task(streams[i], count_task, &after));
+        }
+        uint64_t took = ordo_time_now_ns() - t0;
+        /* The calls returned while the streams are still held. */
+        assert_true(took < (uint64_t)TEST_WAIT_MS * 1000000ull / 2);
+        uint64_t gate_value = 0;
+        assert_ok(ordo_signal_query(gate, &gate_value));
+        assert_true(gate_value < g);
+        /* A stall report explains the hold: three streams wait for the
+         * host's gate (no queued work reaches it); the free stream waits
+         * at the barrier for the held ones, so its wait is not reachable
+         * by enqueued work either. */
+        ordo_stall_entry_t entries[N];
+        size_t count = report_until(entries, N, N);
+        assert_int_equal(count, N);
+        assert_int_equal(atomic_load(&before), (int)(g - 1) * N + 1);
+        assert_int_equal(atomic_load(&after), (int)(g - 1) * N);
+        size_t gated = 0;
+        for (size_t i = 0; i < count; ++i) {
+            assert_int_equal(entries[i].reach, ORDO_STALL_UNREACHABLE);
+            if (entries[i].signal == gate) {
+                assert_string_equal(entries[i].signal_name, "gate");
+                ++gated;
+            } else {
+                assert_ptr_equal(entries[i].stream, streams[N - 1]);
+                assert_non_null(strstr(entries[i].signal_name, "barrier"));
+            }
+        }
+        assert_int_equal(gated, N - 1);
+        assert_ok(ordo_signal_signal(rescue.done, 1));
+        pthread_join(thread, NULL);
+        assert_ok(ordo_signal_destroy(rescue.done));
+        assert_ok(ordo_signal_signal(gate, g));
+        uint64_t ns = 0;
+        assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));
+        assert_int_equal(atomic_load(&before), (int)g * N);
+        assert_int_equal(atomic_load(&after), (int)g * N);
+        assert_ok(ordo_stall_report(device, entries, N, &count));
+        assert_int_equal(count, 0);
+        assert_ok(ordo_barrier_destroy(barrier));
+    }
+    assert_ok(ordo_signal_destroy(gate));
+    streams_destroy(streams, N);
+}
+
+/* ---- host synchronize ---------------------------------------------------- */
+
+static ordo_status_t sleep_20ms(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(20);
+    return ORDO_OK;
+}
+
+static void synchronize_reports_its_time(void **state) {
+    (void)state;
+    enum { N = 3 };
+    ordo_stream_t *streams[N];
+    streams_make(streams, N);
+    ordo_barrier_t *barrier;
+    assert_ok(ordo_barrier_create(streams, N, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    const uint64_t bound = (uint64_t)TEST_WAIT_MS * 1000000ull;
+
+    /* Idle streams: quick, but not free. */
+    uint64_t ns = 0;
+    assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));
+    assert_true(ns > 0 && ns < bound);
+    ns = 0;
+    assert_ok(ordo_barrier_synchronize_streams(streams, N, test_deadline(), &ns));
+    assert_true(ns > 0 && ns < bound);
+
+    /* Busy streams: at least the longest stream's work. */
+    for (int form = 0; form < 2; ++form) {
+        for (size_t i = 0; i < N; ++i) {
+            assert_ok(ordo_stream_host_task(streams[i], sleep_20ms, NULL));
+        }
+        ns = 0;
+        if (form == 0) {
+            assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));
+        } else {
+            assert_ok(ordo_barrier_synchronize_streams(streams, N, test_deadline(), &ns));
+        }
+        assert_true(ns >= 15000000ull);
+        assert_true(ns < bound);
+    }
+
+    /* A held stream: the deadline, not a hang; the time is reported. */
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(streams[1], gate, 1));
+    ns = 0;
+    assert_status(ordo_barrier_synchronize(barrier, ordo_deadline_after_ms(30), &ns),
+                  ORDO_ERR_TIMEOUT);
+    assert_true(ns >= 25000000ull && ns < bound);
+    ns = 0;
+    assert_status(ordo_barrier_synchronize_streams(streams, N, ordo_deadline_after_ms(30), &ns),
+                  ORDO_ERR_TIMEOUT);
+    assert_true(ns >= 25000000ull && ns < bound);
+    /* NULL out_elapsed_ns is allowed. */
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
+    assert_ok(ordo_barrier_synchronize_streams(streams, N, test_deadline(), NULL));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_barrier_destroy(barrier));
+    streams_destroy(streams, N);
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void failure_propagates(void **state) {
+    (void)state;
+    enum { N = 4 };
+    for (int scheme = ORDO_BARRIER_SCHEME_HUB; scheme <= ORDO_BARRIER_SCHEME_ALL_TO_ALL; ++scheme) {
+        for (size_t failing = 0; failing < N; failing += N - 1) {
+            ordo_stream_t *streams[N];
+            streams_make(streams, N);
+            ordo_barrier_t *barrier;
+            assert_ok(ordo_barrier_create(streams, N, (ordo_barrier_scheme_t)scheme, &barrier));
+            _Atomic int after = 0;
+            assert_ok(ordo_stream_host_task(streams[failing], fail_task, NULL));
+            /* The failing task may or may not have run yet. */
+            ordo_status_t st = ordo_barrier_arrive(barrier);
+            assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+            for (size_t i = 0; i < N; ++i) {
+                st = ordo_stream_host_task(streams[i], count_task, &after);
+                assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+            }
+            assert_status(ordo_barrier_synchronize(barrier, test_deadline(), NULL),
+                          ORDO_ERR_ABORTED);
+            assert_status(ordo_barrier_synchronize_streams(streams, N, test_deadline(), NULL),
+                          ORDO_ERR_ABORTED);
+            /* Every stream failed through the barrier; no work after it ran. */
+            for (size_t i = 0; i < N; ++i) {
+                assert_status(ordo_stream_status(streams[i]), ORDO_ERR_ABORTED);
+            }
+            assert_int_equal(atomic_load(&after), 0);
+            /* The barrier stays failed. */
+            assert_status(ordo_barrier_arrive(barrier), ORDO_ERR_ABORTED);
+            assert_ok(ordo_barrier_destroy(barrier));
+            streams_destroy(streams, N);
+        }
+    }
+}
+
+static void synchronize_waits_for_healthy_streams(void **state) {
+    (void)state;
+    ordo_stream_t *streams[2];
+    streams_make(streams, 2);
+    assert_ok(ordo_stream_host_task(streams[0], fail_task, NULL));
+    assert_ok(ordo_stream_host_task(streams[1], sleep_20ms, NULL));
+    uint64_t ns = 0;
+    assert_status(ordo_barrier_synchronize_streams(streams, 2, test_deadline(), &ns),
+                  ORDO_ERR_ABORTED);
+    assert_true(ns >= 15000000ull);
+    assert_ok(ordo_stream_status(streams[1]));
+    /* The reusable form: a stream failed before the barrier was made. */
+    ordo_barrier_t *barrier;
+    assert_ok(ordo_barrier_create(streams, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_ok(ordo_stream_host_task(streams[1], sleep_20ms, NULL));
+    ns = 0;
+    assert_status(ordo_barrier_synchronize(barrier, test_deadline(), &ns), ORDO_ERR_ABORTED);
+    assert_true(ns >= 15000000ull);
+    assert_ok(ordo_barrier_destroy(barrier));
+    streams_destroy(streams, 2);
+}
+
+/* ---- sets: duplicates, one stream, many streams --------------------------- */
+
+static void duplicates_merge(void **state) {
+    (void)state;
+    ordo_stream_t *streams[2];
+    streams_make(streams, 2);
+    ordo_stream_t *listed[5] = {streams[0], streams[1], streams[0], streams[1], streams[1]};
+    ordo_barrier_t *barrier;
+    assert_ok(ordo_barrier_create(listed, 5, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    size_t count = 0;
+    assert_ok(ordo_barrier_stream_count(barrier, &count));
+    assert_int_equal(count, 2);
+    board_t *board = calloc(1, sizeof *board);
+    board->n = 2;
+    cell_task_t tasks[2] = {{board, 0, 0}, {board, 1, 0}};
+    for (size_t i = 0; i < 2; ++i) {
+        assert_ok(ordo_stream_host_task(streams[i], write_cell, &tasks[i]));
+    }
+    assert_ok(ordo_barrier_arrive(barrier));
+    assert_ok(ordo_barrier_streams(listed, 5));
+    for (size_t i = 0; i < 2; ++i) {
+        assert_ok(ordo_stream_host_task(streams[i], read_cells, &tasks[i]));
+    }
+    assert_ok(ordo_barrier_synchronize_streams(listed, 5, test_deadline(), NULL));
+    assert_int_equal(atomic_load(&board->reads), 2);
+    assert_int_equal(atomic_load(&board->wrong), 0);
+    free(board);
+    assert_ok(ordo_barrier_destroy(barrier));
+
+    /* A set of one stream is valid. */
+    assert_ok(ordo_barrier_create(streams, 1, ORDO_BARRIER_SCHEME_HUB, &barrier));
+    assert_ok(ordo_barrier_arrive(barrier));
+    assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
+    assert_ok(ordo_barrier_destroy(barrier));
+    assert_ok(ordo_barrier_streams(streams, 1));
+    streams_destroy(streams, 2);
+}
+
+typedef struct tally {
+    _Atomic int *written;
+    int expected;
+    _Atomic int *wrong;
+} tally_t;
+
+static ordo_status_t bump(void *ctx) {
+    atomic_fetch_add(((tally_t *)ctx)->written, 1);
+    return ORDO_OK;
+}
+
+static ordo_status_t check_all(void *ctx) {
+    tally_t *t = ctx;
+    if (atomic_load(t->written) < t->expected) {
+        atomic_fetch_add(t->wrong, 1);
+    }
+    return ORDO_OK;
+}
+
+static void many_streams(void **state) {
+    (void)state;
+    enum { N = 64, ROUNDS_MANY = 3 };
+    ordo_stream_t **streams = calloc(N, sizeof *streams);
+    streams_make(streams, N);
+    _Atomic int written = 0, wrong = 0;
+    tally_t tallies[ROUNDS_MANY];
+    for (int scheme = ORDO_BARRIER_SCHEME_HUB; scheme <= ORDO_BARRIER_SCHEME_ALL_TO_ALL; ++scheme) {
+        atomic_store(&written, 0);
+        ordo_barrier_t *barrier;
+        assert_ok(ordo_barrier_create(streams, N, (ordo_barrier_scheme_t)scheme, &barrier));
+        for (int r = 0; r < ROUNDS_MANY; ++r) {
+            tallies[r] = (tally_t){&written, (r + 1) * N, &wrong};
+            for (size_t i = 0; i < N; ++i) {
+                assert_ok(ordo_stream_host_task(streams[i], bump, &tallies[r]));
+            }
+            assert_ok(ordo_barrier_arrive(barrier));
+            for (size_t i = 0; i < N; ++i) {
+                assert_ok(ordo_stream_host_task(streams[i], check_all, &tallies[r]));
+            }
+        }
+        assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
+        assert_int_equal(atomic_load(&wrong), 0);
+        assert_int_equal(atomic_load(&written), ROUNDS_MANY * N);
+        assert_ok(ordo_barrier_destroy(barrier));
+    }
+    streams_destroy(streams, N);
+    free(streams);
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    ordo_stream_t *streams[2];
+    streams_make(streams, 2);
+    ordo_barrier_t *barrier = NULL;
+    ordo_stream_t *with_null[2] = {streams[0], NULL};
+    ordo_signal_t *not_a_stream = test_signal_make(0);
+    ordo_stream_t *with_garbage[2] = {streams[0], (ordo_stream_t *)(void *)not_a_stream};
+    ordo_stream_t *too_many[ORDO_BARRIER_MAX_STREAMS + 1];
+    for (size_t i = 0; i <= ORDO_BARRIER_MAX_STREAMS; ++i) {
+        too_many[i] = streams[i % 2];
+    }
+    ordo_device_t *owned;
+    assert_ok(ordo_device_create_owned("cpu", NULL, &owned));
+    ordo_stream_t *foreign;
+    assert_ok(ordo_stream_create(owned, 0, &foreign));
+    ordo_stream_t *mixed[2] = {streams[0], foreign};
+
+    /* Creation. */
+    assert_status(ordo_barrier_create(streams, 2, ORDO_BARRIER_SCHEME_AUTO, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_create(NULL, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_create(streams, 0, ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_create(too_many, ORDO_BARRIER_MAX_STREAMS + 1,
+                                      ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_barrier_create(with_null, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_create(with_garbage, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_create(mixed, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_create(streams, 2, (ordo_barrier_scheme_t)9, &barrier),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_null(barrier);
+    /* The full set size is accepted (duplicates merge). */
+    assert_ok(ordo_barrier_create(too_many, ORDO_BARRIER_MAX_STREAMS, ORDO_BARRIER_SCHEME_AUTO,
+                                  &barrier));
+    assert_ok(ordo_barrier_destroy(barrier));
+
+    /* The one-shot forms refuse the same sets. */
+    uint64_t ns = 0;
+    ordo_stream_t *const *sets[] = {NULL, with_null, with_garbage, mixed};
+    const ordo_status_t want[] = {ORDO_ERR_INVALID_ARGUMENT, ORDO_ERR_INVALID_HANDLE,
+                                  ORDO_ERR_INVALID_HANDLE, ORDO_ERR_INVALID_ARGUMENT};
+    for (size_t k = 0; k < 4; ++k) {
+        assert_status(ordo_barrier_streams(sets[k], 2), want[k]);
+        assert_status(ordo_barrier_synchronize_streams(sets[k], 2, test_deadline(), &ns), want[k]);
+    }
+    assert_status(ordo_barrier_streams(streams, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_synchronize_streams(streams, 0, test_deadline(), &ns),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_barrier_streams(too_many, ORDO_BARRIER_MAX_STREAMS + 1),
+                  ORDO_ERR_OUT_OF_RANGE);
+
+    /* Handles. */
+    size_t count;
+    assert_status(ordo_barrier_arrive(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_synchronize(NULL, test_deadline(), &ns), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_stream_count(NULL, &count), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_barrier_arrive((ordo_barrier_t *)(void *)not_a_stream),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_ok(ordo_barrier_create(streams, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_status(ordo_barrier_stream_count(barrier, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_barrier_destroy(barrier));
+
+    /* A member destroyed after the barrier was made: refused, without
+     * touching the freed stream. */
+    ordo_stream_t *doomed[3];
+    streams_make(doomed, 3);
+    assert_ok(ordo_barrier_create(doomed, 3, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_ok(ordo_barrier_arrive(barrier));
+    assert_ok(ordo_stream_destroy(doomed[1]));
+    assert_status(ordo_barrier_arrive(barrier), ORDO_ERR_DESTROYED);
+    assert_status(ordo_barrier_synchronize(barrier, test_deadline(), &ns), ORDO_ERR_DESTROYED);
+    /* A new stream (perhaps at the same address) does not revive it. */
+    ordo_stream_t *fresh;
+    assert_ok(ordo_stream_create(device, 0, &fresh));
+    assert_status(ordo_barrier_arrive(barrier), ORDO_ERR_DESTROYED);
+    assert_ok(ordo_barrier_destroy(barrier));
+    assert_ok(ordo_stream_destroy(fresh));
+    /* Destroying an unrelated stream does not disturb a barrier. */
+    assert_ok(ordo_barrier_create(streams, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_ok(ordo_stream_destroy(doomed[0]));
+    assert_ok(ordo_barrier_arrive(barrier));
+    assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));
+    assert_ok(ordo_barrier_destroy(barrier));
+    assert_ok(ordo_stream_destroy(doomed[2]));
+
+    assert_ok(ordo_stream_destroy(foreign));
+    assert_ok(ordo_device_release(owned));
+    assert_ok(ordo_signal_destroy(not_a_stream));
+    streams_destroy(streams, 2);
+}
+
+/* Destroying a barrier with its operations still queued: they keep their
+ * timelines alive and still run. */
+static void destroy_with_operations_queued(void **state) {
+    (void)state;
+    ordo_stream_t *streams[3];
+    streams_make(streams, 3);
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(streams[0], gate, 1));
+    ordo_barrier_t *barrier;
+    assert_ok(ordo_barrier_create(streams, 3, ORDO_BARRIER_SCHEME_HUB, &barrier));
+    assert_ok(ordo_barrier_arrive(barrier));
+    assert_ok(ordo_barrier_destroy(barrier));
+    _Atomic int after = 0;
+    for (size_t i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_host_task(streams[i], count_task, &after));
+    }
+    test_sleep_ms(5);
+    assert_int_equal(atomic_load(&after), 0);
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_barrier_synchronize_streams(streams, 3, test_deadline(), NULL));
+    assert_int_equal(atomic_load(&after), 3);
+    assert_ok(ordo_signal_destroy(gate));
+    streams_destroy(streams, 3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(barrier_orders_real_data),
+        cmocka_unit_test(device_barrier_does_not_block),
+        cmocka_unit_test(synchronize_reports_its_time),
+        cmocka_unit_test(failure_propagates),
+        cmocka_unit_test(synchronize_waits_for_healthy_streams),
+        cmocka_unit_test(duplicates_merge),
+        cmocka_unit_test(many_streams),
+        cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(destroy_with_operations_queued),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

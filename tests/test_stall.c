@@ -1,0 +1,582 @@
+/* Stall reports: a deliberate cycle of waits reported as unreachable and
+ * released by a host signal or after the test's own deadlines; reachable
+ * waits name the stream that releases them (through chains, event waits
+ * and failures); idle and busy streams are not reported; long queues;
+ * signal names; bad input; reports taken while streams come and go. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static ordo_device_t *device;
+
+static int setup(void **state) {
+    (void)state;
+    return ordo_device_create_owned("cpu", NULL, &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+static ordo_stream_t *stream_make(int priority) {
+    ordo_stream_t *stream = NULL;
+    assert_ok(ordo_stream_create(device, priority, &stream));
+    return stream;
+}
+
+static ordo_signal_t *named_signal(const char *name) {
+    ordo_signal_t *signal = test_signal_make(0);
+    assert_ok(ordo_signal_set_name(signal, name));
+    return signal;
+}
+
+/* Polls the report until it lists want streams; returns the last count. */
+static size_t report_until(ordo_stall_entry_t *entries, size_t capacity, size_t want) {
+    size_t count = 0;
+    ordo_deadline_t deadline = test_deadline();
+    do {
+        assert_ok(ordo_stall_report(device, entries, capacity, &count));
+        if (count == want) {
+            break;
+        }
+        test_sleep_ms(1);
+    } while (ordo_time_now_ns() < deadline);
+    return count;
+}
+
+static const ordo_stall_entry_t *entry_of(const ordo_stall_entry_t *entries, size_t count,
+                                          const ordo_stream_t *stream) {
+    for (size_t i = 0; i < count; ++i) {
+        if (entries[i].stream == stream) {
+            return &entries[i];
+        }
+    }
+    fail_msg("stream %p is not in the report", (const void *)stream);
+    return NULL;
+}
+
+static char *report_text(void) {
+    size_t len = 0;
+    assert_ok(ordo_stall_report_format(device, NULL, 0, &len));
+    char *text = calloc(1, len + 256);
+    size_t again = 0;
+    assert_ok(ordo_stall_report_format(device, text, len + 256, &again));
+    return text;
+}
+
+static size_t lines_of(const char *text) {
+    size_t n = 0;
+    for (; *text; ++text) {
+        n += *text == '\n';
+    }
+    return n;
+}
+
+/* Holds its stream (busy in a host task, not in a wait) until opened;
+ * bounded by the test deadline. */
+typedef struct gate {
+    _Atomic int open;
+    _Atomic int entered;
+} gate_t;
+
+static ordo_status_t gate_task(void *ctx) {
+    gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g->open) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    return atomic_load(&g->open) ? ORDO_OK : ORDO_ERR_TIMEOUT;
+}
+
+static void gate_wait_entered(gate_t *g) {
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g->entered) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    assert_true(atomic_load(&g->entered));
+}
+
+/* ---- the cycle ------------------------------------------------------------ */
+
+typedef struct cycle {
+    ordo_stream_t *a, *b;
+    ordo_signal_t *x, *y;
+} cycle_t;
+
+/* A waits for X, which B signals after it waits for Y, which A signals
+ * after its wait: neither can move. */
+static cycle_t cycle_make(void) {
+    cycle_t c = {stream_make(0), stream_make(-1), named_signal("X"), named_signal("Y")};
+    assert_ok(ordo_stream_wait(c.a, c.x, 1));
+    assert_ok(ordo_stream_signal(c.a, c.y, 1));
+    assert_ok(ordo_stream_wait(c.b, c.y, 1));
+    assert_ok(ordo_stream_signal(c.b, c.x, 1));
+    return c;
+}
+
+static void cycle_check_reported(const cycle_t *c) {
+    ordo_stall_entry_t entries[4];
+    assert_int_equal(report_until(entries, 4, 2), 2);
+    /* In creation order. */
+    assert_ptr_equal(entries[0].stream, c->a);
+    assert_ptr_equal(entries[1].stream, c->b);
+    assert_int_equal(entries[0].stream_priority, 0);
+    assert_int_equal(entries[1].stream_priority, -1);
+    assert_ptr_equal(entries[0].signal, c->x);
+    assert_ptr_equal(entries[1].signal, c->y);
+    assert_string_equal(entries[0].signal_name, "X");
+    assert_string_equal(entries[1].signal_name, "Y");
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(entries[i].waited_value, 1);
+        assert_int_equal(entries[i].current_value, 0);
+        assert_int_equal(entries[i].reach, ORDO_STALL_UNREACHABLE);
+        assert_null(entries[i].releasing_stream);
+        assert_null(entries[i].progress_of);
+    }
+    char *text = report_text();
+    assert_int_equal(lines_of(text), 2);
+    assert_non_null(strstr(text, "\"X\" to reach 1 (now 0)"));
+    assert_non_null(strstr(text, "\"Y\" to reach 1 (now 0)"));
+    assert_non_null(strstr(text, "UNREACHABLE"));
+    print_message("%s", text);
+    free(text);
+}
+
+static void cycle_destroy(cycle_t *c) {
+    assert_ok(ordo_stream_destroy(c->a));
+    assert_ok(ordo_stream_destroy(c->b));
+    assert_ok(ordo_signal_destroy(c->x));
+    assert_ok(ordo_signal_destroy(c->y));
+}
+
+static void cycle_released_by_host_signal(void **state) {
+    (void)state;
+    cycle_t c = cycle_make();
+    cycle_check_reported(&c);
+    assert_ok(ordo_signal_signal(c.x, 1));
+    assert_ok(ordo_stream_synchronize(c.a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(c.b, test_deadline()));
+    size_t count = 99;
+    assert_ok(ordo_stall_report(device, NULL, 0, &count));
+    assert_int_equal(count, 0);
+    char *text = report_text();
+    assert_string_equal(text, "");
+    free(text);
+    cycle_destroy(&c);
+}
+
+/* The test's own waits end at their deadlines instead of hanging; the
+ * report still explains why; a watchdog then fails the signal, and the
+ * failure travels round the cycle. */
+static void cycle_survives_deadlines(void **state) {
+    (void)state;
+    cycle_t c = cycle_make();
+    assert_status(ordo_stream_synchronize(c.a, ordo_deadline_after_ms(30)), ORDO_ERR_TIMEOUT);
+    ordo_stream_t *both[2] = {c.a, c.b};
+    uint64_t ns = 0;
+    assert_status(ordo_barrier_synchronize_streams(both, 2, ordo_deadline_after_ms(30), &ns),
+                  ORDO_ERR_TIMEOUT);
+    assert_status(ordo_signal_wait(c.y, 1, ordo_deadline_after_ms(10)), ORDO_ERR_TIMEOUT);
+    cycle_check_reported(&c);
+    assert_ok(ordo_signal_fail(c.x, ORDO_ERR_ABORTED, "watchdog: X never came"));
+    assert_status(ordo_stream_synchronize(c.a, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_synchronize(c.b, test_deadline()), ORDO_ERR_ABORTED);
+    size_t count = 99;
+    assert_ok(ordo_stall_report(device, NULL, 0, &count));
+    assert_int_equal(count, 0);
+    cycle_destroy(&c);
+
+    /* Destroying a stalled stream also takes it out of the report. */
+    c = cycle_make();
+    cycle_check_reported(&c);
+    assert_ok(ordo_stream_destroy(c.a));
+    /* A's queued signal of Y fails as cancelled; B fails in turn. */
+    assert_status(ordo_stream_synchronize(c.b, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_stall_report(device, NULL, 0, &count));
+    assert_int_equal(count, 0);
+    assert_ok(ordo_stream_destroy(c.b));
+    assert_ok(ordo_signal_destroy(c.x));
+    assert_ok(ordo_signal_destroy(c.y));
+}
+
+/* A stream waiting for itself: only the host can release it. */
+static void self_wait_is_unreachable(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0);
+    ordo_signal_t *x = named_signal("self");
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_signal(a, x, 1));
+    ordo_stall_entry_t entries[2];
+    assert_int_equal(report_until(entries, 2, 1), 1);
+    assert_int_equal(entries[0].reach, ORDO_STALL_UNREACHABLE);
+    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_signal_destroy(x));
+}
+
+/* ---- reachable waits -------------------------------------------------------- */
+
+static void reachable_wait_names_its_releaser(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0);
+    ordo_stream_t *b = stream_make(0);
+    ordo_signal_t *x = named_signal("frame ready");
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_wait(a, x, 2));
+    assert_ok(ordo_stream_host_task(b, gate_task, &gate));
+    assert_ok(ordo_stream_signal(b, x, 1));
+    assert_ok(ordo_stream_signal(b, x, 2));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[2];
+    /* B runs a host task: busy, not blocked, so not listed. */
+    assert_int_equal(report_until(entries, 2, 1), 1);
+    assert_ptr_equal(entries[0].stream, a);
+    assert_ptr_equal(entries[0].signal, x);
+    assert_int_equal(entries[0].waited_value, 2);
+    assert_int_equal(entries[0].reach, ORDO_STALL_REACHABLE);
+    assert_ptr_equal(entries[0].releasing_stream, b);
+    assert_int_equal(entries[0].releasing_value, 2);
+    assert_int_equal(entries[0].release_fails, 0);
+    char *text = report_text();
+    char expected[128];
+    snprintf(expected, sizeof expected, "released when stream %p signals 2", (void *)b);
+    assert_non_null(strstr(text, expected));
+    assert_non_null(strstr(text, "\"frame ready\""));
+    print_message("%s", text);
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    size_t count = 99;
+    assert_ok(ordo_stall_report(device, entries, 2, &count));
+    assert_int_equal(count, 0);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(x));
+}
+
+/* C (busy) signals Y; B waits for Y, then signals X; A waits for X; D
+ * waits for an event recorded on B after its signal. The fixpoint
+ * releases all three, each by the right stream. */
+static void chains_and_event_waits(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0), *b = stream_make(0), *c = stream_make(0),
+                  *d = stream_make(0);
+    ordo_signal_t *x = named_signal("X"), *y = named_signal("Y");
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_wait(b, y, 1));
+    assert_ok(ordo_stream_signal(b, x, 1));
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_event_record(event, b));
+    assert_ok(ordo_stream_wait_event(d, event));
+    assert_ok(ordo_stream_host_task(c, gate_task, &gate));
+    assert_ok(ordo_stream_signal(c, y, 1));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[4];
+    size_t count = report_until(entries, 4, 3);
+    assert_int_equal(count, 3);
+    const ordo_stall_entry_t *ea = entry_of(entries, count, a);
+    const ordo_stall_entry_t *eb = entry_of(entries, count, b);
+    const ordo_stall_entry_t *ed = entry_of(entries, count, d);
+    assert_int_equal(ea->reach, ORDO_STALL_REACHABLE);
+    assert_ptr_equal(ea->releasing_stream, b);
+    assert_int_equal(eb->reach, ORDO_STALL_REACHABLE);
+    assert_ptr_equal(eb->releasing_stream, c);
+    assert_int_equal(ed->reach, ORDO_STALL_REACHABLE);
+    assert_null(ed->signal);
+    assert_ptr_equal(ed->progress_of, b);
+    assert_ptr_equal(ed->releasing_stream, b);
+    assert_int_equal(ed->waited_value, 3); /* B's third operation */
+    assert_int_equal(ed->current_value, 0);
+    assert_true(ed->releasing_value >= 3);
+    char *text = report_text();
+    char expected[128];
+    snprintf(expected, sizeof expected, "waits for stream %p to reach point 3", (void *)b);
+    assert_non_null(strstr(text, expected));
+    print_message("%s", text);
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(d, test_deadline()));
+    assert_ok(ordo_stall_report(device, entries, 4, &count));
+    assert_int_equal(count, 0);
+    assert_ok(ordo_event_destroy(event));
+    ordo_stream_t *all[4] = {a, b, c, d};
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_destroy(all[i]));
+    }
+    assert_ok(ordo_signal_destroy(x));
+    assert_ok(ordo_signal_destroy(y));
+}
+
+/* C will fail at a wait on a failed signal, so its queued signal of Y
+ * fails Y; B's wait for Y is released by that failure, and so is A's wait
+ * for X, which B would signal. */
+static void failures_release_as_failures(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0), *b = stream_make(0), *c = stream_make(0);
+    ordo_signal_t *x = named_signal("X"), *y = named_signal("Y"), *f = named_signal("broken");
+    assert_ok(ordo_signal_fail(f, ORDO_ERR_DEVICE, "the device fell over"));
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_wait(b, y, 1));
+    assert_ok(ordo_stream_signal(b, x, 1));
+    assert_ok(ordo_stream_host_task(c, gate_task, &gate));
+    assert_ok(ordo_stream_wait(c, f, 1));
+    assert_ok(ordo_stream_signal(c, y, 1));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[3];
+    size_t count = report_until(entries, 3, 2);
+    assert_int_equal(count, 2);
+    const ordo_stall_entry_t *ea = entry_of(entries, count, a);
+    const ordo_stall_entry_t *eb = entry_of(entries, count, b);
+    assert_int_equal(eb->reach, ORDO_STALL_REACHABLE);
+    assert_ptr_equal(eb->releasing_stream, c);
+    assert_int_equal(eb->release_fails, 1);
+    assert_int_equal(ea->reach, ORDO_STALL_REACHABLE);
+    assert_ptr_equal(ea->releasing_stream, b);
+    assert_int_equal(ea->release_fails, 1);
+    char *text = report_text();
+    assert_non_null(strstr(text, "failure propagating"));
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_status(ordo_stream_synchronize(a, test_deadline()), ORDO_ERR_DEVICE);
+    assert_ok(ordo_stall_report(device, entries, 3, &count));
+    assert_int_equal(count, 0);
+    ordo_stream_t *all[3] = {a, b, c};
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_destroy(all[i]));
+    }
+    assert_ok(ordo_signal_destroy(x));
+    assert_ok(ordo_signal_destroy(y));
+    assert_ok(ordo_signal_destroy(f));
+}
+
+/* ---- what is not reported -------------------------------------------------- */
+
+static void idle_and_busy_streams_are_not_reported(void **state) {
+    (void)state;
+    ordo_stream_t *idle = stream_make(0);
+    ordo_stream_t *busy = stream_make(0);
+    ordo_stream_t *passed = stream_make(0);
+    ordo_signal_t *reached = test_signal_make(5);
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(busy, gate_task, &gate));
+    assert_ok(ordo_stream_wait(passed, reached, 5));
+    assert_ok(ordo_stream_synchronize(passed, test_deadline()));
+    gate_wait_entered(&gate);
+    size_t count = 99;
+    ordo_stall_entry_t entries[3];
+    assert_ok(ordo_stall_report(device, entries, 3, &count));
+    assert_int_equal(count, 0);
+    char *text = report_text();
+    assert_string_equal(text, "");
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_stream_synchronize(busy, test_deadline()));
+    assert_ok(ordo_stream_destroy(idle));
+    assert_ok(ordo_stream_destroy(busy));
+    assert_ok(ordo_stream_destroy(passed));
+    assert_ok(ordo_signal_destroy(reached));
+}
+
+/* More queued signals than a report inspects: a wait only that unseen
+ * work could release is UNKNOWN, not UNREACHABLE. */
+static void long_queue_is_unknown(void **state) {
+    (void)state;
+    enum { MANY = ORDO_STALL_MAX_PENDING + 100 };
+    ordo_stream_t *a = stream_make(0), *b = stream_make(0);
+    ordo_signal_t *x = named_signal("X"), *busywork = test_signal_make(0);
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_host_task(b, gate_task, &gate));
+    for (uint64_t v = 1; v <= MANY; ++v) {
+        assert_ok(ordo_stream_signal(b, busywork, v));
+    }
+    assert_ok(ordo_stream_signal(b, x, 1));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[2];
+    assert_int_equal(report_until(entries, 2, 1), 1);
+    assert_int_equal(entries[0].reach, ORDO_STALL_UNKNOWN);
+    char *text = report_text();
+    assert_non_null(strstr(text, "UNKNOWN"));
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(x));
+    assert_ok(ordo_signal_destroy(busywork));
+}
+
+/* ---- names and bad input ---------------------------------------------------- */
+
+static void signal_names(void **state) {
+    (void)state;
+    ordo_signal_t *s = test_signal_make(0);
+    char name[ORDO_SIGNAL_NAME_MAX];
+    char address[32];
+    snprintf(address, sizeof address, "%p", (void *)s);
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_string_equal(name, address);
+    assert_ok(ordo_signal_set_name(s, "weights uploaded"));
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_string_equal(name, "weights uploaded");
+    char small[8];
+    assert_ok(ordo_signal_name(s, small, sizeof small));
+    assert_string_equal(small, "weights");
+    char longer[ORDO_SIGNAL_NAME_MAX * 2];
+    memset(longer, 'n', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_ok(ordo_signal_set_name(s, longer));
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_int_equal(strlen(name), ORDO_SIGNAL_NAME_MAX - 1);
+    assert_ok(ordo_signal_set_name(s, NULL));
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_string_equal(name, address);
+    assert_ok(ordo_signal_set_name(s, "x"));
+    assert_ok(ordo_signal_set_name(s, ""));
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_string_equal(name, address);
+
+    assert_status(ordo_signal_set_name(NULL, "x"), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_name(NULL, name, sizeof name), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_name(s, NULL, sizeof name), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_signal_name(s, name, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_signal_set_name(s, "kept"));
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_destroy(s));
+    assert_status(ordo_signal_set_name(s, "late"), ORDO_ERR_DESTROYED);
+    assert_ok(ordo_signal_name(s, name, sizeof name));
+    assert_string_equal(name, "kept");
+    assert_ok(ordo_signal_release(s));
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    ordo_stall_entry_t entries[2];
+    size_t count = 0;
+    char text[16];
+    size_t len = 0;
+    ordo_signal_t *not_a_device = test_signal_make(0);
+    assert_status(ordo_stall_report(NULL, entries, 2, &count), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stall_report((ordo_device_t *)(void *)not_a_device, entries, 2, &count),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stall_report(device, NULL, 2, &count), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stall_report(device, entries, 2, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stall_report_format(NULL, text, sizeof text, &len), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_stall_report_format(device, NULL, sizeof text, &len),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stall_report_format(device, text, sizeof text, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_signal_destroy(not_a_device));
+
+    /* Too small: truncated and terminated; the full length is reported.
+     * Too few entries: the count is still the total. */
+    ordo_stream_t *a = stream_make(0), *b = stream_make(0);
+    ordo_signal_t *x = named_signal("X");
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_wait(b, x, 1));
+    assert_int_equal(report_until(entries, 2, 2), 2);
+    assert_ok(ordo_stall_report(device, entries, 1, &count));
+    assert_int_equal(count, 2);
+    assert_ok(ordo_stall_report_format(device, text, sizeof text, &len));
+    assert_true(len > sizeof text);
+    assert_int_equal(strlen(text), sizeof text - 1);
+    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(x));
+}
+
+/* ---- reports while streams come, go and work -------------------------------- */
+
+typedef struct churn {
+    _Atomic int stop;
+    _Atomic int rounds;
+} churn_t;
+
+static void *churner(void *arg) {
+    churn_t *c = arg;
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&c->stop) && ordo_time_now_ns() < deadline) {
+        ordo_stream_t *s = NULL;
+        ordo_signal_t *x = NULL;
+        if (ordo_stream_create(device, 0, &s) != ORDO_OK || ordo_signal_create(0, &x) != ORDO_OK) {
+            break;
+        }
+        /* A wait that the same stream's later signal cannot release, then
+         * destroy with the wait in progress or pending. */
+        (void)ordo_stream_wait(s, x, 1);
+        for (uint64_t v = 2; v < 40; ++v) {
+            (void)ordo_stream_signal(s, x, v);
+        }
+        if (atomic_load(&c->rounds) % 2) {
+            (void)ordo_signal_signal(x, 1);
+        }
+        (void)ordo_stream_destroy(s);
+        (void)ordo_signal_destroy(x);
+        atomic_fetch_add(&c->rounds, 1);
+    }
+    return NULL;
+}
+
+static void reports_while_streams_churn(void **state) {
+    (void)state;
+    churn_t churn = {0, 0};
+    ordo_stream_t *steady = stream_make(0);
+    ordo_signal_t *x = named_signal("steady");
+    assert_ok(ordo_stream_wait(steady, x, 1));
+    pthread_t thread = test_thread_start(churner, &churn);
+    const int reports = (int)test_scaled(400);
+    const int rounds = (int)test_scaled(40);
+    ordo_stall_entry_t entries[8];
+    ordo_deadline_t deadline = test_deadline();
+    for (int i = 0;
+         (i < reports || atomic_load(&churn.rounds) < rounds) && ordo_time_now_ns() < deadline;
+         ++i) {
+        size_t count = 0;
+        assert_ok(ordo_stall_report(device, entries, 8, &count));
+        assert_true(count <= 2);
+        if (i % 16 == 0) {
+            char *text = report_text();
+            free(text);
+        }
+    }
+    atomic_store(&churn.stop, 1);
+    pthread_join(thread, NULL);
+    assert_true(atomic_load(&churn.rounds) >= rounds);
+    ordo_stall_entry_t *e = NULL;
+    size_t count = report_until(entries, 8, 1);
+    assert_int_equal(count, 1);
+    e = &entries[0];
+    assert_ptr_equal(e->stream, steady);
+    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_stream_synchronize(steady, test_deadline()));
+    assert_ok(ordo_stream_destroy(steady));
+    assert_ok(ordo_signal_destroy(x));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cycle_released_by_host_signal),
+        cmocka_unit_test(cycle_survives_deadlines),
+        cmocka_unit_test(self_wait_is_unreachable),
+        cmocka_unit_test(reachable_wait_names_its_releaser),
+        cmocka_unit_test(chains_and_event_waits),
+        cmocka_unit_test(failures_release_as_failures),
+        cmocka_unit_test(idle_and_busy_streams_are_not_reported),
+        cmocka_unit_test(long_queue_is_unknown),
+        cmocka_unit_test(signal_names),
+        cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(reports_while_streams_churn),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -35,6 +35,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "base/trace.h"
 #include "sync/signal_internal.h"
 
 #define LOCKED 1u
@@ -105,6 +106,8 @@ typedef struct cpu_stream {
     _Atomic int stopping;
     pthread_t worker;
     int priority;
+    ordo_stream_t *shell;      /* the public stream: its trace track */
+    uint32_t trace_generation; /* the trace its track was last named in */
 } cpu_stream_t;
 
 /* ---- submission ----------------------------------------------------- */
@@ -206,7 +209,42 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
     atomic_store_explicit(&s->failed, 1, memory_order_release);
 }
 
+/* Records the op just run (started at `start`, in trace ticks) on the
+ * stream's track, naming the track first in a new trace. */
+static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start) {
+    uint32_t generation = trace_generation();
+    if (s->trace_generation != generation) {
+        s->trace_generation = generation;
+        trace_event_t track = {
+            start, (uint64_t)(int64_t)s->priority, s->shell, NULL, 0, 0, TRACE_TRACK, 0};
+        memcpy(&track.a, s->shell->device->info.name, 8); /* 16 bytes of the name */
+        memcpy(&track.b, s->shell->device->info.name + 8, 8);
+        trace_record(&track);
+    }
+    trace_event_t e = {start, trace_now() - start, s->shell, NULL, 0, 0, TRACE_SLICE, 0};
+    switch (op->kind) {
+    case OP_TASK:
+        e.name = "host task";
+        break;
+    case OP_SIGNAL:
+        e.kind = TRACE_SIGNAL;
+        e.a = (uint64_t)(uintptr_t)op->u.point.signal;
+        e.b = op->u.point.value;
+        break;
+    case OP_WAIT:
+        e.kind = TRACE_WAIT;
+        e.a = (uint64_t)(uintptr_t)op->u.point.signal;
+        e.b = op->u.point.value;
+        break;
+    case OP_RECORD:
+        e.name = "event record";
+        break;
+    }
+    trace_record(&e);
+}
+
 static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
+    uint64_t trace_start = trace_on() ? trace_now() : 0;
     uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
     int failed = (state & SIGNAL_FAILED) != 0;
     switch (op->kind) {
@@ -266,6 +304,9 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
         break;
     }
     /* Publishing the point; after a failure this is a refused no-op. */
+    if (trace_start) {
+        trace_op(s, op, trace_start);
+    }
     (void)ordo_signal_signal(s->done, seq);
 }
 
@@ -376,6 +417,7 @@ ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
     atomic_init(&s->head, stub);
     s->tail = stub;
     s->priority = stream->priority;
+    s->shell = stream;
     if (ordo_signal_create(0, &s->done) != ORDO_OK ||
         ordo_signal_create(0, &s->cancel) != ORDO_OK) {
         stream_free(s);

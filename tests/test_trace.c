@@ -1,0 +1,219 @@
+/* Traces: a real multi-stream program traced and its JSON validated (well
+ * formed, flows with both ends, timestamps monotonic per track); marks;
+ * limits; start/stop misuse; recording threads racing stop. */
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ordo/memory.h"
+#include "ordo/trace.h"
+#include "test_util.h"
+
+#define TRACE_CHECK_NO_MAIN
+#include "trace_check.c"
+
+static ordo_device_t *device;
+
+static int setup(void **state) {
+    (void)state;
+    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+static void temp_path(char *path, size_t capacity, const char *what) {
+    snprintf(path, capacity, "/tmp/ordo-test-trace-%s-%d.json", what, (int)getpid());
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc(1, (size_t)size + 1);
+    assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    return text;
+}
+
+static ordo_status_t busy_task(void *ctx) {
+    (void)ctx;
+    for (volatile int i = 0; i < 20000; ++i) {
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t launch(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    return ordo_stream_host_task(stream, busy_task, NULL);
+}
+
+static void traced_program_is_valid(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "program");
+    assert_ok(ordo_trace_start(NULL));
+    int on = 0;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 1);
+
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *direct = NULL, *pool = NULL;
+    ordo_stream_t *s[3];
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &s[i]));
+    }
+    assert_ok(ordo_trace_slice_begin("submit \"phase\" 1"));
+    ordo_block_t *blocks[4];
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_mem_allocate(pool, 4096, 0, s[0], 1, &blocks[i], NULL));
+    }
+    /* A chain across the streams: each step reads what the last wrote. */
+    for (int step = 0; step < 40; ++step) {
+        ordo_buffer_t *in = NULL, *out = NULL;
+        assert_ok(ordo_block_buffer(blocks[step % 4], &in));
+        assert_ok(ordo_block_buffer(blocks[(step + 1) % 4], &out));
+        ordo_access_t accesses[2] = {{in, ORDO_ACCESS_READ}, {out, ORDO_ACCESS_WRITE}};
+        assert_ok(ordo_submit(tracker, s[step % 3], accesses, 2, launch, NULL));
+        assert_ok(ordo_trace_counter("steps", step));
+    }
+    assert_ok(ordo_trace_instant("submitted"));
+    assert_ok(ordo_trace_slice_end());
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_mem_deallocate(pool, blocks[i], s[i % 3]));
+    }
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_synchronize(s[i], test_deadline()));
+    }
+    ordo_tracker_metrics_t metrics;
+    assert_ok(ordo_tracker_metrics(tracker, &metrics));
+
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    assert_true(stats.events > 100);
+    assert_int_equal(stats.dropped, 0);
+    /* Every wait the tracker inserted became a flow arrow. */
+    assert_true(metrics.waits_emitted > 0);
+    assert_int_equal(stats.flows, metrics.waits_emitted);
+    char *text = read_file(path);
+    assert_non_null(strstr(text, "\"thread_name\""));
+    assert_non_null(strstr(text, "stream 1 (cpu:0, priority 0)"));
+    assert_non_null(strstr(text, "\"name\":\"host task\""));
+    assert_non_null(strstr(text, "pool bytes in use"));
+    assert_non_null(strstr(text, "submit \\\"phase\\\" 1"));
+    free(text);
+    remove(path);
+
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_destroy(s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(tracker));
+}
+
+static void limits_and_misuse(void **state) {
+    (void)state;
+    /* Marks while off are accepted and dropped. */
+    assert_ok(ordo_trace_instant("nobody sees this"));
+    assert_status(ordo_trace_stop(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_trace_instant(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_trace_is_on(NULL), ORDO_ERR_INVALID_ARGUMENT);
+
+    ordo_trace_config_t config = {10};
+    assert_ok(ordo_trace_start(&config));
+    assert_status(ordo_trace_start(NULL), ORDO_ERR_BUSY);
+    assert_ok(ordo_trace_slice_end()); /* no begin in this trace: ignored */
+    for (int i = 0; i < 10000; ++i) {
+        assert_ok(ordo_trace_instant("many"));
+    }
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(NULL, &stats));
+    /* A whole chunk is the unit of the limit: at most one chunk kept. */
+    assert_true(stats.events <= 4096);
+    assert_true(stats.events + stats.dropped == 10000);
+
+    char path[128];
+    temp_path(path, sizeof path, "empty");
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_stop(path, &stats));
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid empty trace: %s", summary);
+    }
+    remove(path);
+
+    assert_ok(ordo_trace_start(NULL));
+    assert_status(ordo_trace_stop("/nonexistent-dir/trace.json", NULL), ORDO_ERR_INVALID_ARGUMENT);
+}
+
+typedef struct recorder {
+    _Atomic int *stop;
+    uint64_t marks;
+} recorder_t;
+
+static void *record_main(void *arg) {
+    recorder_t *r = arg;
+    while (!atomic_load(r->stop)) {
+        (void)ordo_trace_slice_begin("work");
+        (void)ordo_trace_counter("n", (int64_t)r->marks);
+        (void)ordo_trace_slice_end();
+        ++r->marks;
+    }
+    return NULL;
+}
+
+/* Threads keep recording while traces start and stop under them. */
+static void stop_races_recorders(void **state) {
+    (void)state;
+    _Atomic int stop = 0;
+    recorder_t recorders[3];
+    pthread_t threads[3];
+    for (int i = 0; i < 3; ++i) {
+        recorders[i] = (recorder_t){&stop, 0};
+        threads[i] = test_thread_start(record_main, &recorders[i]);
+    }
+    char path[128];
+    temp_path(path, sizeof path, "race");
+    for (int round = 0; round < (int)test_scaled(40); ++round) {
+        assert_ok(ordo_trace_start(NULL));
+        test_sleep_ms(1);
+        ordo_trace_stats_t stats;
+        assert_ok(ordo_trace_stop(round % 4 == 0 ? path : NULL, &stats));
+        if (round % 4 == 0) {
+            char summary[256];
+            if (!check(path, summary, sizeof summary)) {
+                fail_msg("round %d: invalid trace: %s", round, summary);
+            }
+        }
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    remove(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(traced_program_is_valid),
+        cmocka_unit_test(limits_and_misuse),
+        cmocka_unit_test(stop_races_recorders),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,388 @@
+/* trace_check FILE: validates a Chrome trace-event JSON file as ordo writes
+ * it. The file must be well-formed JSON with a traceEvents array; every
+ * event must have a phase; timed events must have a numeric ts, and on each
+ * track (pid, tid) the timestamps must not go back; every flow start ("s")
+ * must have exactly one finish ("f") with the same id and the reverse; and
+ * slices opened with "B" must be closed with "E" on the same track.
+ * Prints a one-line summary; exits non-zero with the reason otherwise. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct parser {
+    const char *p;
+    const char *end;
+    const char *error;
+} parser_t;
+
+typedef struct event {
+    char ph[4];
+    double ts;
+    int has_ts;
+    long long pid, tid, id;
+    int has_id;
+} event_t;
+
+static void skip_space(parser_t *x) {
+    while (x->p < x->end && isspace((unsigned char)*x->p)) {
+        ++x->p;
+    }
+}
+
+static int parse_fail(parser_t *x, const char *why) {
+    if (!x->error) {
+        x->error = why;
+    }
+    return 0;
+}
+
+static int parse_value(parser_t *x, int depth);
+
+/* A string; its first out_capacity-1 bytes (unescaped enough for keys and
+ * phases) go to out. */
+static int parse_string(parser_t *x, char *out, size_t out_capacity) {
+    size_t n = 0;
+    if (x->p >= x->end || *x->p != '"') {
+        return parse_fail(x, "expected a string");
+    }
+    for (++x->p; x->p < x->end && *x->p != '"'; ++x->p) {
+        if ((unsigned char)*x->p < 0x20) {
+            return parse_fail(x, "control character in a string");
+        }
+        if (*x->p == '\\') {
+            ++x->p;
+            if (x->p >= x->end || !strchr("\"\\/bfnrtu", *x->p)) {
+                return parse_fail(x, "bad escape in a string");
+            }
+            if (*x->p == 'u') {
+                for (int i = 0; i < 4; ++i) {
+                    if (++x->p >= x->end || !isxdigit((unsigned char)*x->p)) {
+                        return parse_fail(x, "bad \\u escape");
+                    }
+                }
+            }
+        }
+        if (out && n + 1 < out_capacity) {
+            out[n++] = *x->p;
+        }
+    }
+    if (x->p >= x->end) {
+        return parse_fail(x, "unterminated string");
+    }
+    ++x->p;
+    if (out) {
+        out[n] = '\0';
+    }
+    return 1;
+}
+
+static int parse_number(parser_t *x, double *out) {
+    char *stop = NULL;
+    double v = strtod(x->p, &stop);
+    if (stop == x->p || stop > x->end) {
+        return parse_fail(x, "expected a number");
+    }
+    x->p = stop;
+    if (out) {
+        *out = v;
+    }
+    return 1;
+}
+
+static int parse_literal(parser_t *x, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(x->end - x->p) < n || memcmp(x->p, word, n) != 0) {
+        return parse_fail(x, "unexpected token");
+    }
+    x->p += n;
+    return 1;
+}
+
+static int parse_composite(parser_t *x, int depth, char open) {
+    char close = open == '{' ? '}' : ']';
+    ++x->p;
+    skip_space(x);
+    if (x->p < x->end && *x->p == close) {
+        ++x->p;
+        return 1;
+    }
+    for (;;) {
+        skip_space(x);
+        if (open == '{') {
+            if (!parse_string(x, NULL, 0)) {
+                return 0;
+            }
+            skip_space(x);
+            if (x->p >= x->end || *x->p++ != ':') {
+                return parse_fail(x, "expected ':'");
+            }
+        }
+        if (!parse_value(x, depth + 1)) {
+            return 0;
+        }
+        skip_space(x);
+        if (x->p < x->end && *x->p == ',') {
+            ++x->p;
+            continue;
+        }
+        if (x->p < x->end && *x->p == close) {
+            ++x->p;
+            return 1;
+        }
+        return parse_fail(x, "expected ',' or a closing bracket");
+    }
+}
+
+static int parse_value(parser_t *x, int depth) {
+    if (depth > 64) {
+        return parse_fail(x, "nested too deeply");
+    }
+    skip_space(x);
+    if (x->p >= x->end) {
+        return parse_fail(x, "unexpected end");
+    }
+    switch (*x->p) {
+    case '{':
+    case '[':
+        return parse_composite(x, depth, *x->p);
+    case '"':
+        return parse_string(x, NULL, 0);
+    case 't':
+        return parse_literal(x, "true");
+    case 'f':
+        return parse_literal(x, "false");
+    case 'n':
+        return parse_literal(x, "null");
+    default:
+        return parse_number(x, NULL);
+    }
+}
+
+/* One event object: the fields the checks need, the rest skipped. */
+static int parse_event(parser_t *x, event_t *e) {
+    memset(e, 0, sizeof *e);
+    skip_space(x);
+    if (x->p >= x->end || *x->p != '{') {
+        return parse_fail(x, "an event is not an object");
+    }
+    ++x->p;
+    for (;;) {
+        char key[16];
+        skip_space(x);
+        if (!parse_string(x, key, sizeof key)) {
+            return 0;
+        }
+        skip_space(x);
+        if (x->p >= x->end || *x->p++ != ':') {
+            return parse_fail(x, "expected ':'");
+        }
+        skip_space(x);
+        double v = 0;
+        if (!strcmp(key, "ph")) {
+            if (!parse_string(x, e->ph, sizeof e->ph)) {
+                return 0;
+            }
+        } else if (!strcmp(key, "ts") || !strcmp(key, "pid") || !strcmp(key, "tid") ||
+                   !strcmp(key, "id")) {
+            if (!parse_number(x, &v)) {
+                return 0;
+            }
+            if (!strcmp(key, "ts")) {
+                e->ts = v, e->has_ts = 1;
+            } else if (!strcmp(key, "pid")) {
+                e->pid = (long long)v;
+            } else if (!strcmp(key, "tid")) {
+                e->tid = (long long)v;
+            } else {
+                e->id = (long long)v, e->has_id = 1;
+            }
+        } else if (!parse_value(x, 1)) {
+            return 0;
+        }
+        skip_space(x);
+        if (x->p < x->end && *x->p == ',') {
+            ++x->p;
+            continue;
+        }
+        if (x->p < x->end && *x->p == '}') {
+            ++x->p;
+            return e->ph[0] ? 1 : parse_fail(x, "an event has no phase");
+        }
+        return parse_fail(x, "expected ',' or '}' in an event");
+    }
+}
+
+typedef struct track {
+    long long pid, tid;
+    double last_ts;
+    long open_slices;
+} track_t;
+
+static int check(const char *path, char *summary, size_t capacity) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(summary, capacity, "cannot open %s", path);
+        return 0;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (!text || got != (size_t)size) {
+        free(text);
+        snprintf(summary, capacity, "cannot read %s", path);
+        return 0;
+    }
+    parser_t whole = {text, text + size, NULL};
+    int ok = parse_value(&whole, 0);
+    skip_space(&whole);
+    if (ok && whole.p != whole.end) {
+        ok = parse_fail(&whole, "text after the JSON value");
+    }
+    if (!ok) {
+        snprintf(summary, capacity, "not well-formed JSON at byte %ld: %s", (long)(whole.p - text),
+                 whole.error);
+        free(text);
+        return 0;
+    }
+    const char *array = strstr(text, "\"traceEvents\"");
+    const char *bracket = array ? strchr(array, '[') : NULL;
+    if (!bracket) {
+        snprintf(summary, capacity, "no traceEvents array");
+        free(text);
+        return 0;
+    }
+    parser_t x = {bracket + 1, text + size, NULL};
+    size_t capacity_tracks = 64, track_count = 0, events = 0, flow_cap = 1024;
+    track_t *tracks = calloc(capacity_tracks, sizeof *tracks);
+    long long *starts = calloc(flow_cap, sizeof *starts),
+              *finishes = calloc(flow_cap, sizeof *finishes);
+    size_t nstarts = 0, nfinishes = 0;
+    const char *problem = NULL;
+    char detail[160] = "";
+    for (;;) {
+        skip_space(&x);
+        if (x.p < x.end && *x.p == ']') {
+            break;
+        }
+        event_t e;
+        if (!parse_event(&x, &e)) {
+            problem = x.error;
+            break;
+        }
+        ++events;
+        skip_space(&x);
+        if (x.p < x.end && *x.p == ',') {
+            ++x.p;
+        }
+        if (!strcmp(e.ph, "M")) {
+            continue;
+        }
+        if (!e.has_ts) {
+            snprintf(detail, sizeof detail, "a '%s' event has no ts", e.ph);
+            problem = detail;
+            break;
+        }
+        if (!strcmp(e.ph, "C")) {
+            continue; /* counters are per process, not per track */
+        }
+        size_t t = 0;
+        while (t < track_count && (tracks[t].pid != e.pid || tracks[t].tid != e.tid)) {
+            ++t;
+        }
+        if (t == track_count) {
+            if (track_count == capacity_tracks) {
+                capacity_tracks *= 2;
+                tracks = realloc(tracks, capacity_tracks * sizeof *tracks);
+            }
+            tracks[track_count++] = (track_t){e.pid, e.tid, e.ts, 0};
+        }
+        if (!strcmp(e.ph, "s") || !strcmp(e.ph, "f")) {
+            /* Flows are written after the slices: checked by id below. */
+            if (!e.has_id) {
+                snprintf(detail, sizeof detail, "a flow event has no id");
+                problem = detail;
+                break;
+            }
+            if (nstarts == flow_cap || nfinishes == flow_cap) {
+                flow_cap *= 2;
+                starts = realloc(starts, flow_cap * sizeof *starts);
+                finishes = realloc(finishes, flow_cap * sizeof *finishes);
+            }
+            if (e.ph[0] == 's') {
+                starts[nstarts++] = e.id;
+            } else {
+                finishes[nfinishes++] = e.id;
+            }
+            continue;
+        }
+        if (e.ts < tracks[t].last_ts) {
+            snprintf(detail, sizeof detail, "track (%lld, %lld) goes back in time: %.3f after %.3f",
+                     e.pid, e.tid, e.ts, tracks[t].last_ts);
+            problem = detail;
+            break;
+        }
+        tracks[t].last_ts = e.ts;
+        if (!strcmp(e.ph, "B")) {
+            ++tracks[t].open_slices;
+        } else if (!strcmp(e.ph, "E") && --tracks[t].open_slices < 0) {
+            snprintf(detail, sizeof detail, "track (%lld, %lld) ends a slice it never began", e.pid,
+                     e.tid);
+            problem = detail;
+            break;
+        }
+    }
+    for (size_t t = 0; !problem && t < track_count; ++t) {
+        if (tracks[t].open_slices) {
+            snprintf(detail, sizeof detail, "track (%lld, %lld) leaves %ld slice(s) open",
+                     tracks[t].pid, tracks[t].tid, tracks[t].open_slices);
+            problem = detail;
+        }
+    }
+    /* Each id once among the starts, once among the finishes. */
+    for (size_t i = 0; !problem && i < nstarts; ++i) {
+        size_t started = 0, finished = 0;
+        for (size_t j = 0; j < nstarts; ++j) {
+            started += starts[j] == starts[i];
+        }
+        for (size_t j = 0; j < nfinishes; ++j) {
+            finished += finishes[j] == starts[i];
+        }
+        if (started != 1 || finished != 1) {
+            snprintf(detail, sizeof detail, "flow %lld has %zu start(s) and %zu finish(es)",
+                     starts[i], started, finished);
+            problem = detail;
+        }
+    }
+    if (!problem && nfinishes != nstarts) {
+        snprintf(detail, sizeof detail, "%zu flow finishes for %zu starts", nfinishes, nstarts);
+        problem = detail;
+    }
+    if (problem) {
+        snprintf(summary, capacity, "%s", problem);
+    } else {
+        snprintf(summary, capacity, "%zu events on %zu tracks, %zu flows", events, track_count,
+                 nstarts);
+    }
+    free(tracks);
+    free(starts);
+    free(finishes);
+    free(text);
+    return problem == NULL;
+}
+
+#ifndef TRACE_CHECK_NO_MAIN
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: trace_check FILE\n");
+        return 2;
+    }
+    char summary[256];
+    int ok = check(argv[1], summary, sizeof summary);
+    printf("trace_check: %s: %s\n", argv[1], summary);
+    return ok ? 0 : 1;
+}
+#endif

@@ -191,6 +191,11 @@ static void device_free(ordo_device_t *device) {
     if (device->impl) {
         device->backend->device_fini(device);
     }
+    hal_device_attachment_t *budget =
+        atomic_load_explicit(&device->mem_budget, memory_order_acquire);
+    if (budget) {
+        budget->destroy(budget);
+    }
     device->magic = ORDO_HAL_DEAD;
     ordo_dealloc(device, sizeof *device, 0);
 }

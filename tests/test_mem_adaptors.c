@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "hal/hal.h"
+#include "mem/resource.h"
 #include "test_util.h"
 
 /* --- Fixture: the CPU device, two streams, a direct resource --- */
@@ -404,11 +405,8 @@ static void statistics_count_per_tag(void **state) {
     (void)state;
     env_t e;
     env_open(&e);
-    ordo_mem_resource_t *budget = NULL;
     ordo_mem_resource_t *s = NULL;
-    ordo_mem_budget_config_t config = {.reap_wait_ns = 0};
-    assert_ok(ordo_mem_budget_create(e.direct, &config, &budget));
-    assert_ok(ordo_mem_statistics_create(budget, &s));
+    assert_ok(ordo_mem_statistics_create(e.direct, &s));
     ordo_block_t *b[4];
     alloc_ok(s, 100, e.s[0], 3, &b[0]);
     alloc_ok(s, 200, e.s[0], 3, &b[1]);
@@ -439,13 +437,21 @@ static void statistics_count_per_tag(void **state) {
     assert_int_equal(st.tags[3].peak_blocks, 2);
 
     /* Refused by upstream: counted as failed, nothing else moves. */
+    ordo_mem_resource_t *budget = NULL;
+    ordo_mem_resource_t *s2 = NULL;
+    ordo_mem_budget_config_t config = {.reap_wait_ns = 0};
+    assert_ok(ordo_mem_budget_create(e.direct, &config, &budget));
+    assert_ok(ordo_mem_statistics_create(budget, &s2));
     assert_ok(ordo_mem_budget_set_limit(e.device, 1024));
     ordo_block_t *big = NULL;
-    assert_status(ordo_mem_allocate(s, 4096, 0, e.s[0], 3, &big, NULL), ORDO_ERR_OUT_OF_MEMORY);
-    assert_ok(ordo_mem_statistics_get(s, &st));
-    assert_int_equal(st.failed_allocations, 1);
-    assert_int_equal(st.overall.total_blocks, 4);
+    assert_status(ordo_mem_allocate(s2, 4096, 0, e.s[0], 3, &big, NULL), ORDO_ERR_OUT_OF_MEMORY);
+    ordo_mem_statistics_t st2;
+    assert_ok(ordo_mem_statistics_get(s2, &st2));
+    assert_int_equal(st2.failed_allocations, 1);
+    assert_int_equal(st2.overall.total_blocks, 0);
     assert_ok(ordo_mem_budget_set_limit(e.device, ORDO_MEM_BUDGET_UNLIMITED));
+    assert_ok(ordo_mem_resource_destroy(s2));
+    assert_ok(ordo_mem_resource_destroy(budget));
 
     /* A block of the resource below, freed through the adaptor: refused
      * when the adaptor counts less of that tag. */
@@ -463,7 +469,6 @@ static void statistics_count_per_tag(void **state) {
     assert_int_equal(st.overall.current_blocks, 0);
     assert_int_equal(outstanding(s), 0);
     assert_ok(ordo_mem_resource_destroy(s));
-    assert_ok(ordo_mem_resource_destroy(budget));
     env_close(&e);
 }
 
@@ -840,6 +845,12 @@ static void logging_writes_whole_lines_and_replays(void **state) {
         assert_ok(ordo_mem_deallocate(l, keep[i], e.s[i & 1]));
     }
     assert_int_equal(outstanding(l), 0);
+    /* A block of the resource below is not the adaptor's to free. */
+    ordo_block_t *under = NULL;
+    alloc_ok(e.direct, 8, e.s[0], 0, &under);
+    assert_status(ordo_mem_deallocate(l, under, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
+    assert_contains(ordo_error_message(), "not allocated through this logging adaptor");
+    assert_ok(ordo_mem_deallocate(e.direct, under, e.s[0]));
     assert_ok(ordo_mem_resource_destroy(l));
     fclose(file);
 
@@ -1199,6 +1210,108 @@ static void guard_catches_use_after_free_at_eviction(void **state) {
     env_close(&e);
 }
 
+/* A pass-through resource that claims use tracking and records what the
+ * guard above forwards to it. */
+typedef struct tracking {
+    ordo_mem_resource_t base;
+    const ordo_block_t *used;
+    ordo_access_mode_t mode;
+    ordo_stream_t *freed_on;
+    int uses;
+} tracking_t;
+
+static ordo_status_t tracking_allocate(ordo_mem_resource_t *r, const mem_request_t *request,
+                                       ordo_block_t **out_block) {
+    return mem_allocate(r->upstream, request, out_block);
+}
+
+static ordo_status_t tracking_deallocate(ordo_mem_resource_t *r, ordo_block_t *block,
+                                         ordo_stream_t *stream) {
+    ((tracking_t *)r)->freed_on = stream;
+    return mem_deallocate(r->upstream, block, stream);
+}
+
+static int tracking_supported(ordo_mem_resource_t *r) {
+    (void)r;
+    return 1;
+}
+
+static ordo_status_t tracking_prepare(ordo_mem_resource_t *r, ordo_block_t *block,
+                                      ordo_stream_t *stream, ordo_access_mode_t mode) {
+    (void)stream;
+    tracking_t *t = (tracking_t *)r;
+    t->used = block;
+    t->mode = mode;
+    t->uses++;
+    return ORDO_OK;
+}
+
+static ordo_status_t tracking_record(ordo_mem_resource_t *r, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    return tracking_prepare(r, block, stream, ORDO_ACCESS_READ_WRITE);
+}
+
+static ordo_status_t tracking_destroy(ordo_mem_resource_t *r) {
+    mem_resource_fini(r);
+    return ORDO_OK;
+}
+
+static const mem_resource_ops_t tracking_ops = {
+    .kind = "tracking",
+    .allocate = tracking_allocate,
+    .deallocate = tracking_deallocate,
+    .bytes_outstanding = mem_forward_bytes_outstanding,
+    .reap_pending = mem_forward_reap_pending,
+    .supports_use_tracking = tracking_supported,
+    .prepare_use = tracking_prepare,
+    .finish_use = tracking_prepare,
+    .record_use = tracking_record,
+    .block_buffer = mem_forward_block_buffer,
+    .destroy = tracking_destroy,
+};
+
+/* Over an upstream that tracks uses, the guard forwards use calls with the
+ * upstream block and gives quarantined memory back on a stream of its own
+ * (so recorded uses still order its reuse). */
+static void guard_over_a_use_tracking_upstream(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    tracking_t t;
+    memset(&t, 0, sizeof t);
+    mem_resource_init(&t.base, &tracking_ops, e.device, e.direct);
+    ordo_mem_resource_t *g = NULL;
+    assert_ok(ordo_mem_guard_create(&t.base, NULL, &g));
+    int supported = 0;
+    assert_ok(ordo_mem_supports_use_tracking(g, &supported));
+    assert_true(supported);
+    ordo_block_t *b = NULL;
+    alloc_ok(g, 100, e.s[0], 1, &b);
+    assert_ok(ordo_mem_prepare_use(g, b, e.s[1], ORDO_ACCESS_WRITE));
+    assert_non_null(t.used);
+    assert_ptr_not_equal(t.used, b);
+    ordo_block_info_t inner;
+    assert_ok(ordo_block_info(t.used, &inner));
+    assert_ptr_equal(inner.resource, e.direct);
+    assert_true(inner.bytes > 100);
+    assert_int_equal(t.mode, ORDO_ACCESS_WRITE);
+    assert_ok(ordo_mem_finish_use(g, b, e.s[1], ORDO_ACCESS_READ));
+    assert_int_equal(t.mode, ORDO_ACCESS_READ);
+    assert_ok(ordo_mem_record_use(g, b, e.s[0]));
+    assert_int_equal(t.uses, 3);
+    assert_ok(ordo_mem_deallocate(g, b, e.s[0]));
+    assert_int_equal(outstanding(g), 0);
+    assert_null(t.freed_on); /* still in quarantine */
+    assert_ok(ordo_mem_guard_drain(g));
+    assert_non_null(t.freed_on);
+    assert_ptr_not_equal(t.freed_on, e.s[0]);
+    assert_ptr_not_equal(t.freed_on, e.s[1]);
+    assert_int_equal(outstanding(e.direct), 0);
+    assert_ok(ordo_mem_resource_destroy(g));
+    assert_ok(ordo_mem_resource_destroy(&t.base));
+    env_close(&e);
+}
+
 /* --- Stacks under concurrency --- */
 
 static void stacked_adaptors_stay_exact_under_concurrency(void **state) {
@@ -1289,6 +1402,7 @@ int main(void) {
         cmocka_unit_test(guard_catches_foreign_free),
         cmocka_unit_test(guard_catches_use_after_free),
         cmocka_unit_test(guard_catches_use_after_free_at_eviction),
+        cmocka_unit_test(guard_over_a_use_tracking_upstream),
         cmocka_unit_test(stacked_adaptors_stay_exact_under_concurrency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,10 +44,16 @@ ORDO_BEGIN_DECLS
  * many threads allocate at once. A deallocation keeps its charge until its
  * stream reaches the free (the memory may still be in use until then): the
  * charge drops when that point is reached, or at once for a free that names
- * no stream. Over the limit, the adaptor reaps its upstream's pending frees
- * (waiting at most reap_wait_ns), retries once, then fails with
- * ORDO_ERR_OUT_OF_MEMORY and a message naming the request (bytes, tag,
- * stream), the limit and what is held.
+ * no stream. Over the limit, the adaptor reaps its upstream and lets the
+ * frees already queued on the device's budget complete, retrying as each
+ * does, for at most reap_wait_ns; then it fails with ORDO_ERR_OUT_OF_MEMORY
+ * and a message naming the request (bytes, tag, stream), the limit and
+ * what is held (and how much of it only waits for its streams).
+ *
+ * A block must come back through the adaptor it was allocated through: an
+ * adaptor refuses (ORDO_ERR_INVALID_ARGUMENT) a free it can tell was not
+ * its own, such as a block allocated from a resource below it, but cannot
+ * tell in every case (statistics and logging likewise).
  *
  * Over a pool, the budget limits the bytes handed out to callers; under a
  * pool, the bytes the pool reserves from the device.
@@ -178,7 +184,8 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * - double frees and foreign frees (a block of another stack, or of a
  *   resource below the guard): the guard keeps its block headers, so a
  *   stale handle reads a header the guard still owns; a header is reused
- *   only after quarantine_blocks + retired_headers later frees.
+ *   only after at least retired_headers later frees (plus those the
+ *   quarantine still holds).
  * Each finding is counted, raised as the error of the call that found it
  * (ORDO_ERR_CORRUPTED for overwrites; the validation error for bad frees)
  * with a message naming the tag, the block, its size and what was found,

@@ -122,10 +122,25 @@ static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_bloc
     uint32_t tag = block->tag;
     uint64_t seq = next_seq(l);
     uint64_t t = ordo_time_now_ns();
-    ordo_status_t st = mem_deallocate(resource->upstream, block, stream);
-    if (st == ORDO_OK) {
-        atomic_fetch_sub_explicit(&l->blocks_live, 1, memory_order_relaxed);
+    ordo_status_t st;
+    uint64_t live = atomic_load_explicit(&l->blocks_live, memory_order_relaxed);
+    do {
+        if (!live) {
+            /* Only catches the plainest case: nothing of ours is live. */
+            st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                            "block %p (tag %u) was not allocated through this logging adaptor "
+                            "(none of its blocks is live): give a block back to the stack it "
+                            "came from",
+                            (void *)block, tag);
+            goto logged;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    st = mem_deallocate(resource->upstream, block, stream);
+    if (st != ORDO_OK) {
+        atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
     }
+logged:
     log_line(l, seq, t, "deallocate", st, " stream=%p bytes=%zu align=%zu tag=%u block=%p",
              (void *)stream, bytes, alignment, tag, (void *)block);
     return st;

@@ -1091,6 +1091,7 @@ static void guard_catches_double_free(void **state) {
     assert_int_equal(r.quarantined_blocks, 0);
     assert_status(ordo_mem_deallocate(top, b, e.s[1]), ORDO_ERR_INVALID_HANDLE);
     assert_contains(ordo_error_message(), "tag 7: double free of a 100-byte block");
+    assert_contains(ordo_error_message(), "its memory went back upstream");
     assert_int_equal(collected_count(&c), 1);
     assert_int_equal(c.last.finding, ORDO_MEM_GUARD_DOUBLE_FREE);
     assert_int_equal(c.last.tag, 7);

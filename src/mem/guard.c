@@ -613,11 +613,15 @@ static void guard_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource
         uint32_t tag = b->base.tag;
         size_t bytes = b->base.bytes;
         uint64_t serial = b->serial;
+        uint32_t where = b->state;
         pthread_mutex_unlock(&g->lock);
+        const char *now = where == GUARD_PENDING       ? "its free is still pending on its stream"
+                          : where == GUARD_QUARANTINED ? "it is in quarantine"
+                                                       : "its memory went back upstream";
         finding(&f, ORDO_MEM_GUARD_DOUBLE_FREE, tag, bytes, block, serial,
-                "tag %u: %s of a %zu-byte block after it was freed (block #%" PRIu64 " %p): %s",
+                "tag %u: %s of a %zu-byte block after it was freed (block #%" PRIu64 " %p; %s)",
                 tag, strcmp(use, "free") == 0 ? "double free" : "use", bytes, serial,
-                (const void *)block, "the handle ended at its first free");
+                (const void *)block, now);
     } else {
         for (ordo_mem_resource_t *r = top; r; r = r->upstream) {
             if (r->ops != &guard_ops) {

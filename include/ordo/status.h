@@ -56,6 +56,9 @@ typedef enum ordo_status {
     ORDO_ERR_NOT_FOUND = 15,
     /* An invariant of ordo itself was broken: a bug, please report it. */
     ORDO_ERR_INTERNAL = 16,
+    /* Memory was written where it must not be: outside a block, or in a
+     * freed block (found by a checking resource such as the guard). */
+    ORDO_ERR_CORRUPTED = 17,
     ORDO_STATUS_COUNT_ /* not a status: one past the last */
 } ordo_status_t;
 

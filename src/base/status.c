@@ -32,6 +32,8 @@ static const status_info_t status_table[ORDO_STATUS_COUNT_] = {
     [ORDO_ERR_ABORTED] = {"ORDO_ERR_ABORTED", "user work failed"},
     [ORDO_ERR_NOT_FOUND] = {"ORDO_ERR_NOT_FOUND", "nothing matched the lookup"},
     [ORDO_ERR_INTERNAL] = {"ORDO_ERR_INTERNAL", "an internal invariant broke (a bug in ordo)"},
+    [ORDO_ERR_CORRUPTED] = {"ORDO_ERR_CORRUPTED",
+                            "memory outside a block or in a freed block was overwritten"},
 };
 
 static const status_info_t *status_lookup(ordo_status_t status) {

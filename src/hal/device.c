@@ -192,6 +192,11 @@ static void device_free(ordo_device_t *device) {
         device->backend->device_fini(device);
     }
     pthread_mutex_destroy(&device->streams_lock);
+    hal_device_attachment_t *budget =
+        atomic_load_explicit(&device->mem_budget, memory_order_acquire);
+    if (budget) {
+        budget->destroy(budget);
+    }
     device->magic = ORDO_HAL_DEAD;
     ordo_dealloc(device, sizeof *device, 0);
 }

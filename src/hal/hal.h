@@ -28,6 +28,14 @@
 
 typedef struct hal_backend hal_backend_t;
 
+/* State a layer above the HAL keeps per device: made on first use (set
+ * with a compare-exchange from NULL, so racing first users agree on one),
+ * freed with the device through its own destroy. */
+typedef struct hal_device_attachment hal_device_attachment_t;
+struct hal_device_attachment {
+    void (*destroy)(hal_device_attachment_t *self);
+};
+
 struct ordo_device {
     uint32_t magic;
     _Atomic uint32_t refs;
@@ -36,6 +44,8 @@ struct ordo_device {
     int shared;
     ordo_device_info_t info;
     event_pool_t *event_pools[2]; /* indexed by ordo_event_kind_t */
+    /* The memory budget account of the device (src/mem/budget.c). */
+    _Atomic(hal_device_attachment_t *) mem_budget;
     void *impl;
     /* The registry of live streams, in creation order: stall reports walk
      * it, barriers check their members against it. */

@@ -53,16 +53,18 @@ static ordo_status_t check_stream(const ordo_mem_resource_t *resource, ordo_stre
 /* block must be live and belong to resource's stack (made by resource or
  * by one of the resources below it). */
 static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo_block_t *block,
-                                 const char *api) {
+                                 mem_refusal_t *out_why, const char *api) {
     if (!block) {
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
     }
     uint32_t magic = atomic_load_explicit(&block->magic, memory_order_acquire);
     if (magic == ORDO_BLOCK_FREED) {
+        *out_why = MEM_REFUSED_FREED;
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
                           (const void *)block, block->tag);
     }
     if (magic != ORDO_BLOCK_MAGIC) {
+        *out_why = MEM_REFUSED_NOT_LIVE;
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
                           (const void *)block);
     }
@@ -71,11 +73,25 @@ static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo
             return ORDO_OK;
         }
     }
+    *out_why = MEM_REFUSED_FOREIGN;
     return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
                       "block %p (tag %u) belongs to another resource stack (%s %p), not to "
                       "this %s resource",
                       (const void *)block, block->tag, block->resource->ops->kind,
                       (const void *)block->resource, resource->ops->kind);
+}
+
+/* Tells the checking resources of the stack that block was refused. */
+static ordo_status_t block_refused(ordo_mem_resource_t *resource, const ordo_block_t *block,
+                                   mem_refusal_t why, ordo_status_t status, const char *api) {
+    if (block) {
+        for (ordo_mem_resource_t *r = resource; r; r = r->upstream) {
+            if (r->ops->block_refused) {
+                r->ops->block_refused(r, resource, block, why, status, api);
+            }
+        }
+    }
+    return status;
 }
 
 ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
@@ -132,13 +148,14 @@ ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, siz
 ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                   ordo_stream_t *stream) {
     ordo_status_t st = mem_resource_check(resource, __func__);
-    if (st == ORDO_OK) {
-        st = check_block(resource, block, __func__);
-    }
-    if (st == ORDO_OK) {
-        st = check_stream(resource, stream, __func__);
-    }
     if (st != ORDO_OK) {
+        return st;
+    }
+    mem_refusal_t why = MEM_REFUSED_NOT_LIVE;
+    if ((st = check_block(resource, block, &why, __func__)) != ORDO_OK) {
+        return block_refused(resource, block, why, st, __func__);
+    }
+    if ((st = check_stream(resource, stream, __func__)) != ORDO_OK) {
         return st;
     }
     return mem_deallocate(resource, block, stream);
@@ -179,13 +196,14 @@ ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int 
 static ordo_status_t check_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                ordo_stream_t *stream, const char *api) {
     ordo_status_t st = mem_resource_check(resource, api);
-    if (st == ORDO_OK) {
-        st = check_block(resource, block, api);
+    if (st != ORDO_OK) {
+        return st;
     }
-    if (st == ORDO_OK) {
-        st = check_stream(resource, stream, api);
+    mem_refusal_t why = MEM_REFUSED_NOT_LIVE;
+    if ((st = check_block(resource, block, &why, api)) != ORDO_OK) {
+        return block_refused(resource, block, why, st, api);
     }
-    return st;
+    return check_stream(resource, stream, api);
 }
 
 static ordo_status_t check_mode(ordo_access_mode_t mode, const char *api) {

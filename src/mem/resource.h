@@ -26,6 +26,13 @@ typedef struct mem_request {
     uint32_t tag;
 } mem_request_t;
 
+/* Why a public entry point refused a block (see block_refused). */
+typedef enum mem_refusal {
+    MEM_REFUSED_FREED = 0,    /* its header says it was deallocated */
+    MEM_REFUSED_NOT_LIVE = 1, /* not a block header at all */
+    MEM_REFUSED_FOREIGN = 2,  /* a live block of another stack */
+} mem_refusal_t;
+
 typedef struct mem_resource_ops {
     const char *kind; /* "direct", "pool", "budget", ... */
     ordo_status_t (*allocate)(ordo_mem_resource_t *resource, const mem_request_t *request,
@@ -47,6 +54,16 @@ typedef struct mem_resource_ops {
     ordo_buffer_t *(*block_buffer)(ordo_mem_resource_t *resource, const ordo_block_t *block);
     /* Frees the resource; ORDO_ERR_BUSY (with a message) while it cannot. */
     ordo_status_t (*destroy)(ordo_mem_resource_t *resource);
+    /* Optional (NULL: none). A public entry point (api) called on top
+     * refused block, a non-NULL pointer, with status because of why; the
+     * error message is set. Called for each resource of top's stack, from
+     * top down, that has the hook, so checking adaptors count and report
+     * what was refused above them. It may replace the message, never the
+     * status; it must not dereference block unless it knows the memory
+     * (why == MEM_REFUSED_FOREIGN: a live header, as validation read). */
+    void (*block_refused)(ordo_mem_resource_t *resource, ordo_mem_resource_t *top,
+                          const ordo_block_t *block, mem_refusal_t why, ordo_status_t status,
+                          const char *api);
 } mem_resource_ops_t;
 
 struct ordo_mem_resource {

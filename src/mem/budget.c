@@ -1,0 +1,428 @@
+/* The budget adaptor: every budget adaptor of a device charges one
+ * account kept on the device; an allocation reserves its charge before
+ * asking upstream, so the charged total never exceeds the limit. A
+ * stream-ordered free keeps its charge until its stream reaches the free
+ * (the memory may still be in use until then); a timepoint on a timeline
+ * the stream signals right after the upstream free drops it. */
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "hal/hal.h"
+#include "mem/resource.h"
+#include "ordo/memory_adaptors.h"
+#include "ordo/timepoint.h"
+
+/* The per-device account. */
+typedef struct budget_account {
+    hal_device_attachment_t base;
+    _Atomic uint64_t limit;
+    _Atomic uint64_t charged;
+    _Atomic uint64_t charged_pending;
+    _Atomic uint64_t peak_charged;
+    _Atomic uint64_t refused;
+    _Atomic uint32_t frees_pending; /* of every budget adaptor of the device */
+} budget_account_t;
+
+typedef struct budget_resource budget_resource_t;
+
+/* A stream-ordered free whose charge is still held. Recycled, like the
+ * direct resource's descriptors: the timeline is released when the record
+ * is reused (never from inside its own timepoint's callback). */
+typedef struct budget_free {
+    budget_resource_t *owner;
+    uint64_t charge;
+    ordo_signal_t *timeline;
+    ordo_timepoint_t timepoint;
+    struct budget_free *next;
+} budget_free_t;
+
+struct budget_resource {
+    ordo_mem_resource_t base;
+    budget_account_t *account;
+    uint64_t reap_wait_ns;
+    pthread_mutex_t lock; /* guards records (a leaf) */
+    budget_free_t *records;
+    _Atomic uint64_t blocks_live;  /* handed out through this adaptor */
+    _Atomic uint64_t charged_live; /* their charges */
+    _Atomic uint32_t frees_pending;
+};
+
+static const mem_resource_ops_t budget_ops;
+
+static void account_destroy(hal_device_attachment_t *self) {
+    ordo_dealloc(self, sizeof(budget_account_t), 0);
+}
+
+/* The device's account, made on first use. NULL only when create is 0 and
+ * none exists, or when the host is out of memory. */
+static budget_account_t *account_get(ordo_device_t *device, int create) {
+    hal_device_attachment_t *a = atomic_load_explicit(&device->mem_budget, memory_order_acquire);
+    if (a || !create) {
+        return (budget_account_t *)a;
+    }
+    budget_account_t *fresh = ordo_alloc(sizeof *fresh, 0);
+    if (!fresh) {
+        return NULL;
+    }
+    fresh->base.destroy = account_destroy;
+    atomic_init(&fresh->limit, ORDO_MEM_BUDGET_UNLIMITED);
+    hal_device_attachment_t *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&device->mem_budget, &expected, &fresh->base,
+                                                memory_order_acq_rel, memory_order_acquire)) {
+        return fresh;
+    }
+    ordo_dealloc(fresh, sizeof *fresh, 0); /* another first user won */
+    return (budget_account_t *)expected;
+}
+
+static uint64_t charge_of(size_t bytes, size_t alignment) {
+    uint64_t granule = alignment > ORDO_MEM_BUDGET_GRANULE ? alignment : ORDO_MEM_BUDGET_GRANULE;
+    return ((uint64_t)bytes + granule - 1) / granule * granule;
+}
+
+static void raise_peak(_Atomic uint64_t *peak, uint64_t value) {
+    uint64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+    while (seen < value && !atomic_compare_exchange_weak_explicit(
+                               peak, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* Reserves charge if the limit allows: never exceeded, whatever races. */
+static int account_reserve(budget_account_t *a, uint64_t charge) {
+    uint64_t held = atomic_load_explicit(&a->charged, memory_order_relaxed);
+    for (;;) {
+        uint64_t limit = atomic_load_explicit(&a->limit, memory_order_relaxed);
+        if (charge > limit || held > limit - charge) {
+            return 0;
+        }
+        if (atomic_compare_exchange_weak_explicit(&a->charged, &held, held + charge,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            raise_peak(&a->peak_charged, held + charge);
+            return 1;
+        }
+    }
+}
+
+static void account_release(budget_account_t *a, uint64_t charge) {
+    atomic_fetch_sub_explicit(&a->charged, charge, memory_order_relaxed);
+}
+
+static ordo_status_t budget_reap(budget_resource_t *b, ordo_deadline_t deadline) {
+    ordo_status_t st = mem_forward_reap_pending(&b->base, deadline);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    for (;;) {
+        uint32_t pending = atomic_load_explicit(&b->frees_pending, memory_order_acquire);
+        if (!pending) {
+            return ORDO_OK;
+        }
+        if (ordo_futex_wait(&b->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
+            atomic_load_explicit(&b->frees_pending, memory_order_acquire)) {
+            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                              "%u stream-ordered free(s) still pending at the deadline",
+                              atomic_load_explicit(&b->frees_pending, memory_order_relaxed));
+        }
+    }
+}
+
+/* Over the limit: lets frees already queued complete, upstream's and
+ * every budget adaptor's of the device, retrying as each completes, for at
+ * most reap_wait_ns. */
+static int reserve_after_frees(budget_resource_t *b, uint64_t charge) {
+    budget_account_t *a = b->account;
+    ordo_deadline_t deadline = ordo_deadline_after_ns(b->reap_wait_ns);
+    (void)mem_forward_reap_pending(&b->base, deadline);
+    for (;;) {
+        uint32_t pending = atomic_load_explicit(&a->frees_pending, memory_order_acquire);
+        if (account_reserve(a, charge)) {
+            return 1;
+        }
+        if (!pending ||
+            ordo_futex_wait(&a->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT) {
+            return account_reserve(a, charge);
+        }
+    }
+}
+
+static ordo_status_t budget_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                     ordo_block_t **out_block) {
+    budget_resource_t *b = (budget_resource_t *)resource;
+    budget_account_t *a = b->account;
+    uint64_t charge = charge_of(request->bytes, request->alignment);
+    if (!account_reserve(a, charge)) {
+        if (!reserve_after_frees(b, charge)) {
+            atomic_fetch_add_explicit(&a->refused, 1, memory_order_relaxed);
+            uint64_t limit = atomic_load_explicit(&a->limit, memory_order_relaxed);
+            uint64_t held = atomic_load_explicit(&a->charged, memory_order_relaxed);
+            uint64_t pending = atomic_load_explicit(&a->charged_pending, memory_order_relaxed);
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                              "memory budget of %s exceeded: a request of %zu bytes (charged "
+                              "%" PRIu64 ", alignment %zu, tag %u, stream %p) does not fit "
+                              "the limit of %" PRIu64 " bytes: %" PRIu64 " bytes are held, %" PRIu64
+                              " of them by frees their streams have not reached yet",
+                              resource->device->info.name, request->bytes, charge,
+                              request->alignment, request->tag, (void *)request->stream, limit,
+                              held, pending);
+        }
+    }
+    ordo_status_t st = mem_allocate(resource->upstream, request, out_block);
+    if (st != ORDO_OK) {
+        account_release(a, charge);
+        return st;
+    }
+    atomic_fetch_add_explicit(&b->blocks_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->charged_live, charge, memory_order_relaxed);
+    return ORDO_OK;
+}
+
+static budget_free_t *record_take(budget_resource_t *b) {
+    pthread_mutex_lock(&b->lock);
+    budget_free_t *r = b->records;
+    if (r) {
+        b->records = r->next;
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (!r) {
+        return ordo_alloc(sizeof *r, 0);
+    }
+    if (r->timeline) {
+        (void)ordo_signal_release(r->timeline);
+        r->timeline = NULL;
+    }
+    return r;
+}
+
+static void record_put(budget_resource_t *b, budget_free_t *r) {
+    pthread_mutex_lock(&b->lock);
+    r->next = b->records;
+    b->records = r;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The stream reached the free (or failed, or was destroyed: nothing of it
+ * runs any more either). frees_pending drops last: after it the adaptor
+ * may be destroyed, and only the futex wake, which touches no memory of
+ * it, follows. */
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    budget_free_t *r = ctx;
+    budget_resource_t *b = r->owner;
+    budget_account_t *a = b->account; /* the device outlives the adaptor */
+    uint64_t charge = r->charge;
+    atomic_fetch_sub_explicit(&a->charged_pending, charge, memory_order_relaxed);
+    account_release(a, charge);
+    record_put(b, r);
+    atomic_fetch_sub_explicit(&a->frees_pending, 1, memory_order_release);
+    ordo_futex_wake(&a->frees_pending, 1 << 30);
+    atomic_fetch_sub_explicit(&b->frees_pending, 1, memory_order_release);
+    ordo_futex_wake(&b->frees_pending, 1 << 30);
+}
+
+/* Takes charge off this adaptor's live charges; 0 if it holds less (the
+ * block was not allocated through this adaptor). */
+static int live_release(budget_resource_t *b, uint64_t charge) {
+    uint64_t live = atomic_load_explicit(&b->charged_live, memory_order_relaxed);
+    do {
+        if (live < charge) {
+            return 0;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&b->charged_live, &live, live - charge,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    atomic_fetch_sub_explicit(&b->blocks_live, 1, memory_order_relaxed);
+    return 1;
+}
+
+static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                       ordo_stream_t *stream) {
+    budget_resource_t *b = (budget_resource_t *)resource;
+    /* Read before upstream ends the handle. */
+    uint64_t charge = charge_of(block->bytes, block->alignment);
+    uint32_t tag = block->tag;
+    if (!live_release(b, charge)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                          "block %p (tag %u, %zu bytes) was not allocated through this budget "
+                          "adaptor (it holds %" PRIu64 " bytes of charges): give a block back "
+                          "to the stack it came from",
+                          (void *)block, tag, block->bytes,
+                          atomic_load_explicit(&b->charged_live, memory_order_relaxed));
+    }
+    budget_free_t *r = NULL;
+    ordo_signal_t *timeline = NULL;
+    ordo_status_t st = ORDO_OK;
+    if (stream) {
+        r = record_take(b);
+        if (!r) {
+            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_deallocate",
+                            "cannot allocate a pending-free record");
+        } else if ((st = ordo_signal_create(0, &timeline)) != ORDO_OK) {
+            record_put(b, r);
+        }
+    }
+    if (st == ORDO_OK) {
+        st = mem_deallocate(resource->upstream, block, stream);
+        if (st != ORDO_OK && r) {
+            (void)ordo_signal_release(timeline);
+            record_put(b, r);
+        }
+    }
+    if (st != ORDO_OK) {
+        atomic_fetch_add_explicit(&b->charged_live, charge, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->blocks_live, 1, memory_order_relaxed);
+        return st;
+    }
+    if (!stream) {
+        account_release(b->account, charge);
+        return ORDO_OK;
+    }
+    r->owner = b;
+    r->charge = charge;
+    r->timeline = timeline;
+    r->timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+    atomic_fetch_add_explicit(&b->account->charged_pending, charge, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->frees_pending, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->account->frees_pending, 1, memory_order_relaxed);
+    (void)ordo_timepoint_arm(&r->timepoint, timeline, 1, free_point_reached, r);
+    /* Signalled right after the upstream free in the stream's order. A
+     * stream that cannot take the signal fails it, and the charge drops at
+     * once: no more of that stream's work runs. */
+    st = ordo_stream_signal(stream, timeline, 1);
+    if (st != ORDO_OK) {
+        (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t budget_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    return budget_reap((budget_resource_t *)resource, deadline);
+}
+
+static ordo_status_t budget_destroy(ordo_mem_resource_t *resource) {
+    budget_resource_t *b = (budget_resource_t *)resource;
+    uint64_t live = atomic_load_explicit(&b->blocks_live, memory_order_acquire);
+    uint32_t pending = atomic_load_explicit(&b->frees_pending, memory_order_acquire);
+    if (live || pending) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                          "the budget adaptor still has %" PRIu64 " block(s) outstanding (%" PRIu64
+                          " bytes charged) and %u free(s) pending",
+                          live, atomic_load_explicit(&b->charged_live, memory_order_relaxed),
+                          pending);
+    }
+    while (b->records) {
+        budget_free_t *r = b->records;
+        b->records = r->next;
+        if (r->timeline) {
+            (void)ordo_signal_release(r->timeline);
+        }
+        ordo_dealloc(r, sizeof *r, 0);
+    }
+    pthread_mutex_destroy(&b->lock);
+    mem_resource_fini(resource);
+    ordo_dealloc(b, sizeof *b, 0);
+    return ORDO_OK;
+}
+
+static const mem_resource_ops_t budget_ops = {
+    .kind = "budget",
+    .allocate = budget_allocate,
+    .deallocate = budget_deallocate,
+    .bytes_outstanding = mem_forward_bytes_outstanding,
+    .reap_pending = budget_reap_pending,
+    .supports_use_tracking = mem_forward_supports_use_tracking,
+    .prepare_use = mem_forward_prepare_use,
+    .finish_use = mem_forward_finish_use,
+    .record_use = mem_forward_record_use,
+    .block_buffer = mem_forward_block_buffer,
+    .destroy = budget_destroy,
+};
+
+ordo_status_t ordo_mem_budget_config_default(ordo_mem_budget_config_t *out_config) {
+    if (!out_config) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_mem_budget_config_t){.reap_wait_ns = ORDO_MEM_BUDGET_REAP_WAIT_NS};
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_budget_set_limit(ordo_device_t *device, uint64_t bytes) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    budget_account_t *a = account_get(device, 1);
+    if (!a) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the budget account");
+    }
+    atomic_store_explicit(&a->limit, bytes, memory_order_relaxed);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats_t *out_stats) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stats) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+    }
+    budget_account_t *a = account_get(device, 0);
+    if (!a) {
+        *out_stats = (ordo_mem_budget_stats_t){.limit = ORDO_MEM_BUDGET_UNLIMITED};
+        return ORDO_OK;
+    }
+    *out_stats = (ordo_mem_budget_stats_t){
+        .limit = atomic_load_explicit(&a->limit, memory_order_relaxed),
+        .charged = atomic_load_explicit(&a->charged, memory_order_relaxed),
+        .charged_pending = atomic_load_explicit(&a->charged_pending, memory_order_relaxed),
+        .peak_charged = atomic_load_explicit(&a->peak_charged, memory_order_relaxed),
+        .refused = atomic_load_explicit(&a->refused, memory_order_relaxed),
+    };
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    budget_account_t *a = account_get(device, 0);
+    if (a) {
+        /* A charge racing with the reset raises the peak again itself. */
+        atomic_store_explicit(&a->peak_charged,
+                              atomic_load_explicit(&a->charged, memory_order_relaxed),
+                              memory_order_relaxed);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
+                                     const ordo_mem_budget_config_t *config,
+                                     ordo_mem_resource_t **out_resource) {
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    ordo_status_t st = mem_resource_check(upstream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_mem_budget_config_t defaults;
+    (void)ordo_mem_budget_config_default(&defaults);
+    if (!config) {
+        config = &defaults;
+    }
+    budget_account_t *a = account_get(upstream->device, 1);
+    budget_resource_t *b = a ? ordo_alloc(sizeof *b, 0) : NULL;
+    if (!b) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a budget adaptor");
+    }
+    b->account = a;
+    b->reap_wait_ns = config->reap_wait_ns;
+    pthread_mutex_init(&b->lock, NULL);
+    mem_resource_init(&b->base, &budget_ops, upstream->device, upstream);
+    *out_resource = &b->base;
+    return ORDO_OK;
+}

@@ -1,0 +1,826 @@
+/* The guard adaptor: canaries around every block, fresh and poison fills,
+ * a quarantine of freed blocks, and a registry of its own block headers.
+ *
+ * A block's life: LIVE (handed out) -> PENDING (deallocated; its stream
+ * has not reached the free yet, so work may still touch the memory) ->
+ * QUARANTINED (the stream reached the free: poisoned, held) -> RETIRED
+ * (memory given back upstream; the header kept so a stale handle still
+ * reads "freed") -> FREE (the header may be handed out again). Headers
+ * live in slabs that are freed only with the guard, so a stale handle
+ * never points at freed memory while the guard lives.
+ *
+ * Findings are collected under the lock or by the thread that owns the
+ * block, and reported (counted, raised, passed to the callback) with no
+ * lock held. Memory is read only while its block is in a state that keeps
+ * it: under the lock for live and quarantined blocks, or by the one thread
+ * that took a block out of the quarantine. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "hal/hal.h"
+#include "mem/resource.h"
+#include "ordo/memory_adaptors.h"
+#include "ordo/timepoint.h"
+
+enum guard_state {
+    GUARD_LIVE = 1,
+    GUARD_PENDING,
+    GUARD_QUARANTINED,
+    GUARD_EVICTING,
+    GUARD_RETIRED,
+    GUARD_FREE,
+};
+
+#define GUARD_SLAB_BLOCKS 64
+/* Findings one call collects before it reports them. */
+#define GUARD_FINDINGS_INLINE 4
+
+typedef struct guard_resource guard_resource_t;
+
+typedef struct guard_block {
+    ordo_block_t base; /* first: the handle */
+    guard_resource_t *owner;
+    ordo_block_t *inner; /* upstream's block; NULL once given back */
+    size_t front;        /* from inner->ptr to base.ptr: the front canary */
+    size_t inner_bytes;  /* front canary + bytes + rear canary */
+    uint64_t serial;     /* allocation number, names the block in reports */
+    uint32_t state;      /* enum guard_state, under the lock */
+    /* Bit per finding already reported for this block (each once). */
+    _Atomic uint32_t reported;
+    ordo_signal_t *free_timeline;
+    ordo_timepoint_t free_timepoint;
+    struct guard_block *prev, *next; /* live list; FIFOs and free list use next */
+} guard_block_t;
+
+typedef struct guard_slab {
+    struct guard_slab *next;
+    guard_block_t blocks[GUARD_SLAB_BLOCKS];
+} guard_slab_t;
+
+typedef struct guard_fifo {
+    guard_block_t *head, *tail;
+    size_t count;
+} guard_fifo_t;
+
+typedef struct finding {
+    ordo_mem_guard_finding_t kind;
+    uint32_t tag;
+    size_t bytes;
+    const ordo_block_t *block;
+    uint64_t serial;
+    char message[ORDO_MEM_GUARD_MESSAGE_MAX];
+} finding_t;
+
+/* Findings of one call: a few inline, more on the heap. */
+typedef struct findings {
+    finding_t inline_[GUARD_FINDINGS_INLINE];
+    finding_t *items;
+    size_t count, capacity;
+    size_t dropped; /* no memory to keep them: counted, not passed on */
+} findings_t;
+
+struct guard_resource {
+    ordo_mem_resource_t base;
+    ordo_mem_guard_config_t config;
+    /* Quarantined memory goes back upstream as a free on this stream when
+     * upstream tracks uses (so uses on other streams still order its
+     * reuse); NULL otherwise: a settled free. */
+    ordo_stream_t *release_stream;
+    pthread_mutex_t lock; /* everything below but the atomics; a leaf */
+    guard_slab_t *slabs;
+    guard_block_t *free_headers;
+    guard_block_t *live; /* doubly linked */
+    guard_fifo_t quarantine;
+    uint64_t quarantined_bytes;
+    guard_fifo_t retired;
+    uint64_t next_serial;
+    uint64_t live_blocks;
+    uint64_t pending_blocks;
+    uint64_t counts[ORDO_MEM_GUARD_FINDING_COUNT_];
+    uint64_t total;
+    char last_message[ORDO_MEM_GUARD_MESSAGE_MAX];
+    _Atomic uint64_t bytes_outstanding; /* callers' bytes, live or pending */
+    _Atomic uint32_t frees_pending;
+};
+
+static const mem_resource_ops_t guard_ops;
+
+/* --- Findings --- */
+
+static void findings_init(findings_t *f) {
+    f->items = f->inline_;
+    f->count = 0;
+    f->capacity = GUARD_FINDINGS_INLINE;
+    f->dropped = 0;
+}
+
+static void findings_fini(findings_t *f) {
+    if (f->items != f->inline_) {
+        ordo_dealloc(f->items, f->capacity * sizeof *f->items, 0);
+    }
+}
+
+static finding_t *findings_add(findings_t *f) {
+    if (f->count == f->capacity) {
+        size_t capacity = f->capacity * 2;
+        finding_t *grown = ordo_alloc(capacity * sizeof *grown, 0);
+        if (!grown) {
+            f->dropped++;
+            return NULL;
+        }
+        memcpy(grown, f->items, f->count * sizeof *grown);
+        findings_fini(f);
+        f->items = grown;
+        f->capacity = capacity;
+    }
+    return &f->items[f->count++];
+}
+
+static void finding_v(findings_t *f, ordo_mem_guard_finding_t kind, uint32_t tag, size_t bytes,
+                      const ordo_block_t *block, uint64_t serial, const char *fmt, va_list args) {
+    finding_t *x = findings_add(f);
+    if (!x) {
+        return;
+    }
+    *x = (finding_t){kind, tag, bytes, block, serial, ""};
+    vsnprintf(x->message, sizeof x->message, fmt, args);
+}
+
+static void finding(findings_t *f, ordo_mem_guard_finding_t kind, uint32_t tag, size_t bytes,
+                    const ordo_block_t *block, uint64_t serial, const char *fmt, ...)
+    ORDO_PRINTF(7, 8);
+
+static void finding(findings_t *f, ordo_mem_guard_finding_t kind, uint32_t tag, size_t bytes,
+                    const ordo_block_t *block, uint64_t serial, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    finding_v(f, kind, tag, bytes, block, serial, fmt, args);
+    va_end(args);
+}
+
+/* Counts the findings (under the lock). */
+static void findings_count_locked(guard_resource_t *g, const findings_t *f) {
+    for (size_t i = 0; i < f->count; ++i) {
+        g->counts[f->items[i].kind]++;
+        g->total++;
+        snprintf(g->last_message, sizeof g->last_message, "%s", f->items[i].message);
+    }
+    g->total += f->dropped;
+}
+
+/* Passes the findings to the callback (no lock held) and frees them. */
+static void findings_report(guard_resource_t *g, findings_t *f) {
+    ordo_mem_guard_report_fn report = g->config.report;
+    for (size_t i = 0; report && i < f->count; ++i) {
+        const finding_t *x = &f->items[i];
+        ordo_mem_guard_detection_t d = {x->kind, x->tag, x->bytes, x->block, x->serial, x->message};
+        report(g->config.report_user, &d);
+    }
+    findings_fini(f);
+}
+
+/* Counts, reports and frees the findings of a call made without the lock. */
+static void findings_publish(guard_resource_t *g, findings_t *f) {
+    if (f->count || f->dropped) {
+        pthread_mutex_lock(&g->lock);
+        findings_count_locked(g, f);
+        pthread_mutex_unlock(&g->lock);
+    }
+    findings_report(g, f);
+}
+
+/* --- Memory checks (the caller keeps the block's memory alive) --- */
+
+static uint8_t *inner_ptr(const guard_block_t *b) {
+    return b->inner->ptr;
+}
+
+/* Reports each canary overwrite of b not reported before. */
+static void check_canaries(guard_block_t *b, findings_t *f) {
+    const uint8_t *p = inner_ptr(b);
+    size_t i = 0;
+    while (i < b->front && p[i] == ORDO_MEM_GUARD_CANARY) {
+        ++i;
+    }
+    uint32_t bit = 1u << ORDO_MEM_GUARD_UNDERFLOW;
+    if (i < b->front && !(atomic_fetch_or(&b->reported, bit) & bit)) {
+        finding(f, ORDO_MEM_GUARD_UNDERFLOW, b->base.tag, b->base.bytes, &b->base, b->serial,
+                "tag %u: %zu bytes before the start of a %zu-byte block overwritten (block "
+                "#%" PRIu64 " %p)",
+                b->base.tag, b->front - i, b->base.bytes, b->serial, (void *)&b->base);
+    }
+    const uint8_t *rear = p + b->front + b->base.bytes;
+    size_t rear_bytes = b->inner_bytes - b->front - b->base.bytes;
+    size_t j = rear_bytes;
+    while (j > 0 && rear[j - 1] == ORDO_MEM_GUARD_CANARY) {
+        --j;
+    }
+    bit = 1u << ORDO_MEM_GUARD_OVERFLOW;
+    if (j > 0 && !(atomic_fetch_or(&b->reported, bit) & bit)) {
+        finding(f, ORDO_MEM_GUARD_OVERFLOW, b->base.tag, b->base.bytes, &b->base, b->serial,
+                "tag %u: %zu bytes after the end of a %zu-byte block overwritten (block "
+                "#%" PRIu64 " %p)",
+                b->base.tag, j, b->base.bytes, b->serial, (void *)&b->base);
+    }
+}
+
+/* Reports a write to quarantined b (its poison changed), once. */
+static void check_poison(guard_block_t *b, findings_t *f) {
+    const uint8_t *p = inner_ptr(b);
+    size_t first = SIZE_MAX, last = 0, changed = 0;
+    for (size_t i = 0; i < b->inner_bytes; ++i) {
+        if (p[i] != ORDO_MEM_GUARD_POISON) {
+            first = first == SIZE_MAX ? i : first;
+            last = i;
+            ++changed;
+        }
+    }
+    uint32_t bit = 1u << ORDO_MEM_GUARD_USE_AFTER_FREE;
+    if (changed && !(atomic_fetch_or(&b->reported, bit) & bit)) {
+        /* Offsets from the caller's start: negative in the front canary. */
+        finding(f, ORDO_MEM_GUARD_USE_AFTER_FREE, b->base.tag, b->base.bytes, &b->base, b->serial,
+                "tag %u: a %zu-byte block was written after its free: %zu byte(s) changed "
+                "between offsets %lld and %lld of the block (block #%" PRIu64 " %p)",
+                b->base.tag, b->base.bytes, changed, (long long)first - (long long)b->front,
+                (long long)last - (long long)b->front, b->serial, (void *)&b->base);
+    }
+}
+
+/* --- Headers --- */
+
+static guard_block_t *header_take_locked(guard_resource_t *g) {
+    if (!g->free_headers) {
+        guard_slab_t *slab = ordo_alloc(sizeof *slab, 0);
+        if (!slab) {
+            return NULL;
+        }
+        slab->next = g->slabs;
+        g->slabs = slab;
+        for (size_t i = 0; i < GUARD_SLAB_BLOCKS; ++i) {
+            guard_block_t *b = &slab->blocks[i];
+            atomic_init(&b->base.magic, ORDO_BLOCK_FREED);
+            b->owner = g;
+            b->state = GUARD_FREE;
+            b->next = g->free_headers;
+            g->free_headers = b;
+        }
+    }
+    guard_block_t *b = g->free_headers;
+    g->free_headers = b->next;
+    return b;
+}
+
+/* Whether p is one of g's headers (without reading p). */
+static int header_is_ours_locked(const guard_resource_t *g, const void *p) {
+    uintptr_t at = (uintptr_t)p;
+    for (const guard_slab_t *s = g->slabs; s; s = s->next) {
+        uintptr_t first = (uintptr_t)&s->blocks[0];
+        if (at >= first && at < (uintptr_t)&s->blocks[GUARD_SLAB_BLOCKS]) {
+            return (at - first) % sizeof(guard_block_t) == 0;
+        }
+    }
+    return 0;
+}
+
+static int header_is_ours(guard_resource_t *g, const void *p) {
+    pthread_mutex_lock(&g->lock);
+    int ours = header_is_ours_locked(g, p);
+    pthread_mutex_unlock(&g->lock);
+    return ours;
+}
+
+static void fifo_push(guard_fifo_t *q, guard_block_t *b) {
+    b->next = NULL;
+    if (q->tail) {
+        q->tail->next = b;
+    } else {
+        q->head = b;
+    }
+    q->tail = b;
+    q->count++;
+}
+
+static guard_block_t *fifo_pop(guard_fifo_t *q) {
+    guard_block_t *b = q->head;
+    if (b) {
+        q->head = b->next;
+        if (!q->head) {
+            q->tail = NULL;
+        }
+        q->count--;
+    }
+    return b;
+}
+
+static void live_unlink_locked(guard_resource_t *g, guard_block_t *b) {
+    if (b->prev) {
+        b->prev->next = b->next;
+    } else {
+        g->live = b->next;
+    }
+    if (b->next) {
+        b->next->prev = b->prev;
+    }
+    b->prev = b->next = NULL;
+}
+
+/* --- Leaving the quarantine --- */
+
+/* Checks the poison of b (taken out of the quarantine by this thread),
+ * gives its memory back upstream and retires its header. */
+static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) {
+    check_poison(b, f);
+    /* A settled free, or one on the release stream: neither fails for a
+     * live upstream block. */
+    (void)mem_deallocate(g->base.upstream, b->inner, g->release_stream);
+    pthread_mutex_lock(&g->lock);
+    b->inner = NULL;
+    b->state = GUARD_RETIRED;
+    fifo_push(&g->retired, b);
+    while (g->retired.count > g->config.retired_headers) {
+        guard_block_t *old = fifo_pop(&g->retired);
+        old->state = GUARD_FREE;
+        old->next = g->free_headers;
+        g->free_headers = old;
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* Releases quarantined blocks, oldest first, while the quarantine is over
+ * its bounds (all = 1: until it is empty). */
+static void evict(guard_resource_t *g, int all, findings_t *f) {
+    for (;;) {
+        pthread_mutex_lock(&g->lock);
+        guard_block_t *b = NULL;
+        if (g->quarantine.count && (all || g->quarantine.count > g->config.quarantine_blocks ||
+                                    g->quarantined_bytes > g->config.quarantine_bytes)) {
+            b = fifo_pop(&g->quarantine);
+            g->quarantined_bytes -= b->inner_bytes;
+            b->state = GUARD_EVICTING;
+        }
+        pthread_mutex_unlock(&g->lock);
+        if (!b) {
+            return;
+        }
+        release_block(g, b, f);
+    }
+}
+
+/* --- Allocation --- */
+
+static size_t round_up(size_t n, size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                    ordo_block_t **out_block) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    size_t front = round_up(g->config.canary_bytes, request->alignment);
+    size_t rear = g->config.canary_bytes;
+    if (request->bytes > ORDO_MEM_MAX_BYTES - front - rear) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, "ordo_mem_allocate",
+                          "%zu bytes (tag %u) with the guard's %zu canary bytes is more than "
+                          "one allocation may ask",
+                          request->bytes, request->tag, front + rear);
+    }
+    pthread_mutex_lock(&g->lock);
+    guard_block_t *b = header_take_locked(g);
+    pthread_mutex_unlock(&g->lock);
+    if (!b) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                          "cannot allocate the guard's block headers");
+    }
+    if (b->free_timeline) {
+        (void)ordo_signal_release(b->free_timeline);
+        b->free_timeline = NULL;
+    }
+    mem_request_t inner_request = *request;
+    inner_request.bytes = front + request->bytes + rear;
+    ordo_block_t *inner = NULL;
+    ordo_status_t st = mem_allocate(resource->upstream, &inner_request, &inner);
+    if (st != ORDO_OK) {
+        pthread_mutex_lock(&g->lock);
+        b->next = g->free_headers;
+        g->free_headers = b;
+        pthread_mutex_unlock(&g->lock);
+        return st;
+    }
+    uint8_t *p = inner->ptr;
+    memset(p, ORDO_MEM_GUARD_CANARY, front);
+    memset(p + front, ORDO_MEM_GUARD_FRESH, request->bytes);
+    memset(p + front + request->bytes, ORDO_MEM_GUARD_CANARY, rear);
+    b->inner = inner;
+    b->front = front;
+    b->inner_bytes = inner_request.bytes;
+    atomic_store_explicit(&b->reported, 0, memory_order_relaxed);
+    b->base.tag = request->tag;
+    b->base.ptr = p + front;
+    b->base.bytes = request->bytes;
+    b->base.alignment = request->alignment;
+    b->base.stream = request->stream;
+    b->base.resource = resource;
+    pthread_mutex_lock(&g->lock);
+    b->serial = ++g->next_serial;
+    b->state = GUARD_LIVE;
+    b->prev = NULL;
+    b->next = g->live;
+    if (g->live) {
+        g->live->prev = b;
+    }
+    g->live = b;
+    g->live_blocks++;
+    pthread_mutex_unlock(&g->lock);
+    atomic_fetch_add_explicit(&g->bytes_outstanding, request->bytes, memory_order_relaxed);
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    *out_block = &b->base;
+    return ORDO_OK;
+}
+
+/* --- Deallocation --- */
+
+/* The first finding's message as the error of api. */
+static ordo_status_t raise_first(const findings_t *f, ordo_status_t status, const char *api) {
+    return ordo_error(status, api, "guard: %s", f->count ? f->items[0].message : "(no memory)");
+}
+
+/* A block that is not one of the guard's own, refused by the guard. */
+static ordo_status_t refuse_foreign(guard_resource_t *g, ordo_block_t *block, const char *api) {
+    findings_t f;
+    findings_init(&f);
+    finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, block->tag, block->bytes, block, 0,
+            "tag %u: block %p (%zu bytes) was allocated from the %s resource below the guard, "
+            "not through the guard",
+            block->tag, (void *)block, block->bytes, block->resource->ops->kind);
+    ordo_status_t st = raise_first(&f, ORDO_ERR_INVALID_ARGUMENT, api);
+    findings_publish(g, &f);
+    return st;
+}
+
+/* The stream reached b's free (or failed, or was destroyed: then nothing
+ * of it runs any more either): check, poison, quarantine. frees_pending
+ * drops last: after it the guard may be destroyed. */
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    guard_block_t *b = ctx;
+    guard_resource_t *g = b->owner;
+    findings_t f;
+    findings_init(&f);
+    check_canaries(b, &f); /* what the stream's own work overwrote */
+    memset(inner_ptr(b), ORDO_MEM_GUARD_POISON, b->inner_bytes);
+    size_t bytes = b->base.bytes;
+    pthread_mutex_lock(&g->lock);
+    b->state = GUARD_QUARANTINED;
+    g->pending_blocks--;
+    fifo_push(&g->quarantine, b);
+    g->quarantined_bytes += b->inner_bytes;
+    pthread_mutex_unlock(&g->lock);
+    atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
+    evict(g, 0, &f);
+    findings_publish(g, &f);
+    atomic_fetch_sub_explicit(&g->frees_pending, 1, memory_order_release);
+    ordo_futex_wake(&g->frees_pending, 1 << 30);
+}
+
+static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                      ordo_stream_t *stream) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    if (block->resource != resource) {
+        return refuse_foreign(g, block, "ordo_mem_deallocate");
+    }
+    guard_block_t *b = (guard_block_t *)block;
+    ordo_signal_t *timeline = NULL;
+    if (stream) {
+        ordo_status_t st = ordo_signal_create(0, &timeline);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    findings_t f;
+    findings_init(&f);
+    uint32_t expected = ORDO_BLOCK_MAGIC;
+    if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        /* Another thread freed it between validation and here. */
+        if (timeline) {
+            (void)ordo_signal_release(timeline);
+        }
+        finding(&f, ORDO_MEM_GUARD_DOUBLE_FREE, block->tag, block->bytes, block, b->serial,
+                "tag %u: double free of a %zu-byte block (block #%" PRIu64 " %p)", block->tag,
+                block->bytes, b->serial, (void *)block);
+        ordo_status_t st = raise_first(&f, ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate");
+        findings_publish(g, &f);
+        return st;
+    }
+    check_canaries(b, &f); /* what the host overwrote so far */
+    pthread_mutex_lock(&g->lock);
+    live_unlink_locked(g, b);
+    b->state = GUARD_PENDING;
+    g->live_blocks--;
+    g->pending_blocks++;
+    pthread_mutex_unlock(&g->lock);
+    ordo_status_t st =
+        f.count ? raise_first(&f, ORDO_ERR_CORRUPTED, "ordo_mem_deallocate") : ORDO_OK;
+    findings_publish(g, &f);
+    atomic_fetch_add_explicit(&g->frees_pending, 1, memory_order_relaxed);
+    if (!stream) {
+        free_point_reached(b, ORDO_OK, NULL);
+        return st;
+    }
+    /* After the arm, b may be quarantined and reused by other threads. */
+    b->free_timeline = timeline;
+    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
+    ordo_status_t signalled = ordo_stream_signal(stream, timeline, 1);
+    if (signalled != ORDO_OK) {
+        (void)ordo_signal_fail(timeline, signalled, "the free's stream refused its signal");
+    }
+    return st;
+}
+
+/* --- Forwarded calls --- */
+
+static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    return atomic_load_explicit(&g->bytes_outstanding, memory_order_relaxed);
+}
+
+static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    for (;;) {
+        uint32_t pending = atomic_load_explicit(&g->frees_pending, memory_order_acquire);
+        if (!pending) {
+            break;
+        }
+        if (ordo_futex_wait(&g->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
+            atomic_load_explicit(&g->frees_pending, memory_order_acquire)) {
+            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                              "%u stream-ordered free(s) still pending at the deadline",
+                              atomic_load_explicit(&g->frees_pending, memory_order_relaxed));
+        }
+    }
+    return mem_forward_reap_pending(resource, deadline);
+}
+
+static ordo_status_t guard_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                       ordo_stream_t *stream, ordo_access_mode_t mode) {
+    if (block->resource != resource) {
+        return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_prepare_use");
+    }
+    return mem_forward_prepare_use(resource, ((guard_block_t *)block)->inner, stream, mode);
+}
+
+static ordo_status_t guard_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                      ordo_stream_t *stream, ordo_access_mode_t mode) {
+    if (block->resource != resource) {
+        return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_finish_use");
+    }
+    return mem_forward_finish_use(resource, ((guard_block_t *)block)->inner, stream, mode);
+}
+
+static ordo_status_t guard_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                      ordo_stream_t *stream) {
+    if (block->resource != resource) {
+        return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_record_use");
+    }
+    return mem_forward_record_use(resource, ((guard_block_t *)block)->inner, stream);
+}
+
+static ordo_buffer_t *guard_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block) {
+    (void)resource;
+    const ordo_block_t *inner = ((const guard_block_t *)block)->inner;
+    return inner->resource->ops->block_buffer(inner->resource, inner);
+}
+
+/* The topmost guard of top's stack reports blocks no guard of the stack
+ * owns; each guard reports its own. */
+static void guard_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource_t *top,
+                                const ordo_block_t *block, mem_refusal_t why, ordo_status_t status,
+                                const char *api) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    findings_t f;
+    findings_init(&f);
+    const char *use = strcmp(api, "ordo_mem_deallocate") == 0 ? "free" : "use";
+    if (why != MEM_REFUSED_FOREIGN && header_is_ours(g, block)) {
+        /* Our header: its memory is ours, and it says freed. */
+        const guard_block_t *b = (const guard_block_t *)block;
+        pthread_mutex_lock(&g->lock);
+        uint32_t tag = b->base.tag;
+        size_t bytes = b->base.bytes;
+        uint64_t serial = b->serial;
+        uint32_t where = b->state;
+        pthread_mutex_unlock(&g->lock);
+        const char *now = where == GUARD_PENDING       ? "its free is still pending on its stream"
+                          : where == GUARD_QUARANTINED ? "it is in quarantine"
+                                                       : "its memory went back upstream";
+        finding(&f, ORDO_MEM_GUARD_DOUBLE_FREE, tag, bytes, block, serial,
+                "tag %u: %s of a %zu-byte block after it was freed (block #%" PRIu64 " %p; %s)",
+                tag, strcmp(use, "free") == 0 ? "double free" : "use", bytes, serial,
+                (const void *)block, now);
+    } else {
+        for (ordo_mem_resource_t *r = top; r; r = r->upstream) {
+            if (r->ops != &guard_ops) {
+                continue;
+            }
+            if (r != resource && why != MEM_REFUSED_FOREIGN &&
+                header_is_ours((guard_resource_t *)r, block)) {
+                return; /* that guard reports its own header */
+            }
+        }
+        for (ordo_mem_resource_t *r = top; r != resource; r = r->upstream) {
+            if (r->ops == &guard_ops) {
+                return; /* a guard above reports it */
+            }
+        }
+        if (why == MEM_REFUSED_FOREIGN) {
+            finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, block->tag, block->bytes, block, 0,
+                    "tag %u: foreign %s: block %p (%zu bytes) belongs to another resource "
+                    "stack (%s %p)",
+                    block->tag, use, (const void *)block, block->bytes, block->resource->ops->kind,
+                    (void *)block->resource);
+        } else {
+            finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, 0, 0, block, 0, "foreign %s: %p is %s", use,
+                    (const void *)block,
+                    why == MEM_REFUSED_FREED
+                        ? "a freed block that is not one of this stack's guard blocks"
+                        : "not a live block");
+        }
+    }
+    (void)raise_first(&f, status, api);
+    findings_publish(g, &f);
+}
+
+/* --- Destroy, check, drain --- */
+
+static ordo_status_t guard_destroy(ordo_mem_resource_t *resource) {
+    guard_resource_t *g = (guard_resource_t *)resource;
+    pthread_mutex_lock(&g->lock);
+    uint64_t live = g->live_blocks;
+    uint64_t pending = g->pending_blocks;
+    pthread_mutex_unlock(&g->lock);
+    uint32_t frees = atomic_load_explicit(&g->frees_pending, memory_order_acquire);
+    if (live || pending || frees) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                          "the guard still has %" PRIu64 " block(s) outstanding and %" PRIu64
+                          " free(s) pending (%" PRIu64 " bytes)",
+                          live, pending,
+                          atomic_load_explicit(&g->bytes_outstanding, memory_order_relaxed));
+    }
+    /* A last check of the quarantine; its findings go to the callback. */
+    findings_t f;
+    findings_init(&f);
+    evict(g, 1, &f);
+    findings_publish(g, &f);
+    if (g->release_stream) {
+        (void)ordo_stream_destroy(g->release_stream);
+    }
+    while (g->slabs) {
+        guard_slab_t *slab = g->slabs;
+        g->slabs = slab->next;
+        for (size_t i = 0; i < GUARD_SLAB_BLOCKS; ++i) {
+            if (slab->blocks[i].free_timeline) {
+                (void)ordo_signal_release(slab->blocks[i].free_timeline);
+            }
+        }
+        ordo_dealloc(slab, sizeof *slab, 0);
+    }
+    pthread_mutex_destroy(&g->lock);
+    mem_resource_fini(resource);
+    ordo_dealloc(g, sizeof *g, 0);
+    return ORDO_OK;
+}
+
+static const mem_resource_ops_t guard_ops = {
+    .kind = "guard",
+    .allocate = guard_allocate,
+    .deallocate = guard_deallocate,
+    .bytes_outstanding = guard_bytes_outstanding,
+    .reap_pending = guard_reap_pending,
+    .supports_use_tracking = mem_forward_supports_use_tracking,
+    .prepare_use = guard_prepare_use,
+    .finish_use = guard_finish_use,
+    .record_use = guard_record_use,
+    .block_buffer = guard_block_buffer,
+    .destroy = guard_destroy,
+    .block_refused = guard_block_refused,
+};
+
+static ordo_status_t guard_check_handle(ordo_mem_resource_t *resource, const char *api) {
+    ordo_status_t st = mem_resource_check(resource, api);
+    if (st == ORDO_OK && resource->ops != &guard_ops) {
+        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a guard",
+                        (void *)resource, resource->ops->kind);
+    }
+    return st;
+}
+
+ordo_status_t ordo_mem_guard_check(ordo_mem_resource_t *resource,
+                                   ordo_mem_guard_report_t *out_report) {
+    ordo_status_t st = guard_check_handle(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    guard_resource_t *g = (guard_resource_t *)resource;
+    findings_t f;
+    findings_init(&f);
+    pthread_mutex_lock(&g->lock);
+    for (guard_block_t *b = g->live; b; b = b->next) {
+        check_canaries(b, &f);
+    }
+    for (guard_block_t *b = g->quarantine.head; b; b = b->next) {
+        check_poison(b, &f);
+    }
+    findings_count_locked(g, &f);
+    if (out_report) {
+        *out_report = (ordo_mem_guard_report_t){
+            .total = g->total,
+            .live_blocks = g->live_blocks,
+            .pending_blocks = g->pending_blocks,
+            .quarantined_blocks = g->quarantine.count,
+            .quarantined_bytes = g->quarantined_bytes,
+        };
+        memcpy(out_report->findings, g->counts, sizeof g->counts);
+        snprintf(out_report->last_message, sizeof out_report->last_message, "%s", g->last_message);
+    }
+    pthread_mutex_unlock(&g->lock);
+    st = f.count || f.dropped ? raise_first(&f, ORDO_ERR_CORRUPTED, __func__) : ORDO_OK;
+    findings_report(g, &f);
+    return st;
+}
+
+ordo_status_t ordo_mem_guard_drain(ordo_mem_resource_t *resource) {
+    ordo_status_t st = guard_check_handle(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    guard_resource_t *g = (guard_resource_t *)resource;
+    findings_t f;
+    findings_init(&f);
+    evict(g, 1, &f);
+    st = f.count || f.dropped ? raise_first(&f, ORDO_ERR_CORRUPTED, __func__) : ORDO_OK;
+    findings_publish(g, &f);
+    return st;
+}
+
+ordo_status_t ordo_mem_guard_config_default(ordo_mem_guard_config_t *out_config) {
+    if (!out_config) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_mem_guard_config_t){
+        .canary_bytes = 64,
+        .quarantine_blocks = 1024,
+        .quarantine_bytes = (uint64_t)64 << 20,
+        .retired_headers = 4096,
+    };
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
+                                    const ordo_mem_guard_config_t *config,
+                                    ordo_mem_resource_t **out_resource) {
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    ordo_status_t st = mem_resource_check(upstream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_mem_guard_config_t defaults;
+    (void)ordo_mem_guard_config_default(&defaults);
+    if (!config) {
+        config = &defaults;
+    }
+    if (config->canary_bytes == 0 || config->canary_bytes > ORDO_MEM_MAX_ALIGNMENT) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "canary_bytes %zu is not in [1, %zu]",
+                          config->canary_bytes, (size_t)ORDO_MEM_MAX_ALIGNMENT);
+    }
+    ordo_device_t *device = upstream->device;
+    if (device->info.device_memory) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__,
+                          "the guard reads block memory from the host, and the memory of %s is "
+                          "not host-readable",
+                          device->info.name);
+    }
+    guard_resource_t *g = ordo_alloc(sizeof *g, 0);
+    if (!g) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a guard");
+    }
+    g->config = *config;
+    if (upstream->ops->supports_use_tracking(upstream)) {
+        st = ordo_stream_create(device, device->info.priority_least, &g->release_stream);
+        if (st != ORDO_OK) {
+            ordo_dealloc(g, sizeof *g, 0);
+            return st;
+        }
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    mem_resource_init(&g->base, &guard_ops, device, upstream);
+    *out_resource = &g->base;
+    return ORDO_OK;
+}

@@ -1,0 +1,306 @@
+/* The logging adaptor: one line per call, formatted on the stack and
+ * written with a single write, so concurrent lines never mix. A sequence
+ * number gives the replay order: an allocation takes its number once
+ * upstream has handed the block out, a deallocation before it gives the
+ * block back, so a handle's reuse always numbers after its free. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "hal/hal.h"
+#include "mem/resource.h"
+#include "ordo/memory_adaptors.h"
+
+#define LOG_LINE_MAX 512
+
+typedef struct logging_resource {
+    ordo_mem_resource_t base;
+    FILE *file; /* the caller's, or NULL */
+    int fd;     /* ours (a path), or -1 */
+    _Atomic uint64_t seq;
+    _Atomic uint64_t lines;
+    _Atomic uint64_t failed_lines;
+    _Atomic uint64_t blocks_live;
+} logging_resource_t;
+
+static const mem_resource_ops_t logging_ops;
+
+static long thread_id(void) {
+    return (long)syscall(SYS_gettid);
+}
+
+static uint64_t next_seq(logging_resource_t *l) {
+    return atomic_fetch_add_explicit(&l->seq, 1, memory_order_relaxed);
+}
+
+static const char *mode_name(ordo_access_mode_t mode) {
+    switch (mode) {
+    case ORDO_ACCESS_READ:
+        return "read";
+    case ORDO_ACCESS_WRITE:
+        return "write";
+    default:
+        return "read_write";
+    }
+}
+
+static void write_line(logging_resource_t *l, const char *line, size_t length) {
+    int ok;
+    if (l->file) {
+        /* One fwrite is atomic against other stdio calls on the stream;
+         * the flush keeps the log whole if the process dies. */
+        flockfile(l->file);
+        ok = fwrite(line, 1, length, l->file) == length && fflush(l->file) == 0;
+        funlockfile(l->file);
+    } else {
+        ssize_t n;
+        do {
+            n = write(l->fd, line, length);
+        } while (n < 0 && errno == EINTR);
+        ok = n == (ssize_t)length;
+    }
+    atomic_fetch_add_explicit(ok ? &l->lines : &l->failed_lines, 1, memory_order_relaxed);
+}
+
+/* Writes "ordo-mem seq=.. t_ns=.. thread=.. op=<op> <fields> status=..". */
+static void log_line(logging_resource_t *l, uint64_t seq, uint64_t t_ns, const char *op,
+                     ordo_status_t status, const char *fmt, ...) ORDO_PRINTF(6, 7);
+
+static void log_line(logging_resource_t *l, uint64_t seq, uint64_t t_ns, const char *op,
+                     ordo_status_t status, const char *fmt, ...) {
+    char line[LOG_LINE_MAX];
+    int n =
+        snprintf(line, sizeof line, "ordo-mem seq=%" PRIu64 " t_ns=%" PRIu64 " thread=%ld op=%s",
+                 seq, t_ns, thread_id(), op);
+    if (n > 0 && (size_t)n < sizeof line && fmt) {
+        va_list args;
+        va_start(args, fmt);
+        int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, args);
+        va_end(args);
+        n = m < 0 ? -1 : n + m;
+    }
+    if (n > 0 && (size_t)n < sizeof line) {
+        int m =
+            snprintf(line + n, sizeof line - (size_t)n, " status=%s\n", ordo_status_name(status));
+        n = m < 0 ? -1 : n + m;
+    }
+    if (n < 0 || (size_t)n >= sizeof line) {
+        atomic_fetch_add_explicit(&l->failed_lines, 1, memory_order_relaxed);
+        return;
+    }
+    write_line(l, line, (size_t)n);
+}
+
+static ordo_status_t logging_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                      ordo_block_t **out_block) {
+    logging_resource_t *l = (logging_resource_t *)resource;
+    ordo_block_t *block = NULL;
+    ordo_status_t st = mem_allocate(resource->upstream, request, &block);
+    uint64_t seq = next_seq(l);
+    uint64_t t = ordo_time_now_ns();
+    if (st == ORDO_OK) {
+        atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
+    }
+    log_line(l, seq, t, "allocate", st, " stream=%p bytes=%zu align=%zu tag=%u block=%p",
+             (void *)request->stream, request->bytes, request->alignment, request->tag,
+             (void *)block);
+    *out_block = block;
+    return st;
+}
+
+static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                        ordo_stream_t *stream) {
+    logging_resource_t *l = (logging_resource_t *)resource;
+    size_t bytes = block->bytes;
+    size_t alignment = block->alignment;
+    uint32_t tag = block->tag;
+    uint64_t seq = next_seq(l);
+    uint64_t t = ordo_time_now_ns();
+    ordo_status_t st;
+    uint64_t live = atomic_load_explicit(&l->blocks_live, memory_order_relaxed);
+    do {
+        if (!live) {
+            /* Only catches the plainest case: nothing of ours is live. */
+            st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                            "block %p (tag %u) was not allocated through this logging adaptor "
+                            "(none of its blocks is live): give a block back to the stack it "
+                            "came from",
+                            (void *)block, tag);
+            goto logged;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    st = mem_deallocate(resource->upstream, block, stream);
+    if (st != ORDO_OK) {
+        atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
+    }
+logged:
+    log_line(l, seq, t, "deallocate", st, " stream=%p bytes=%zu align=%zu tag=%u block=%p",
+             (void *)stream, bytes, alignment, tag, (void *)block);
+    return st;
+}
+
+static ordo_status_t logging_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
+    logging_resource_t *l = (logging_resource_t *)resource;
+    ordo_status_t st = mem_forward_reap_pending(resource, deadline);
+    uint64_t seq = next_seq(l);
+    log_line(l, seq, ordo_time_now_ns(), "reap", st, " outstanding=%" PRIu64,
+             mem_forward_bytes_outstanding(resource));
+    return st;
+}
+
+static void log_use(logging_resource_t *l, const char *op, ordo_status_t st, ordo_block_t *block,
+                    ordo_stream_t *stream, const char *mode) {
+    uint64_t seq = next_seq(l);
+    log_line(l, seq, ordo_time_now_ns(), op, st, " stream=%p bytes=%zu tag=%u block=%p mode=%s",
+             (void *)stream, block->bytes, block->tag, (void *)block, mode);
+}
+
+static ordo_status_t logging_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                         ordo_stream_t *stream, ordo_access_mode_t mode) {
+    ordo_status_t st = mem_forward_prepare_use(resource, block, stream, mode);
+    log_use((logging_resource_t *)resource, "prepare_use", st, block, stream, mode_name(mode));
+    return st;
+}
+
+static ordo_status_t logging_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                        ordo_stream_t *stream, ordo_access_mode_t mode) {
+    ordo_status_t st = mem_forward_finish_use(resource, block, stream, mode);
+    log_use((logging_resource_t *)resource, "finish_use", st, block, stream, mode_name(mode));
+    return st;
+}
+
+static ordo_status_t logging_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                        ordo_stream_t *stream) {
+    ordo_status_t st = mem_forward_record_use(resource, block, stream);
+    log_use((logging_resource_t *)resource, "record_use", st, block, stream, "none");
+    return st;
+}
+
+/* A call refused by validation never reaches the adaptor: log it here. */
+static void logging_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource_t *top,
+                                  const ordo_block_t *block, mem_refusal_t why,
+                                  ordo_status_t status, const char *api) {
+    (void)top;
+    static const char *const reasons[] = {"freed", "not_a_block", "foreign"};
+    logging_resource_t *l = (logging_resource_t *)resource;
+    const char *op = strncmp(api, "ordo_mem_", 9) == 0 ? api + 9 : api;
+    uint64_t seq = next_seq(l);
+    log_line(l, seq, ordo_time_now_ns(), op, status, " block=%p refused=%s", (const void *)block,
+             reasons[why]);
+}
+
+static ordo_status_t logging_destroy(ordo_mem_resource_t *resource) {
+    logging_resource_t *l = (logging_resource_t *)resource;
+    uint64_t live = atomic_load_explicit(&l->blocks_live, memory_order_acquire);
+    if (live) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                          "the logging adaptor still has %" PRIu64 " block(s) outstanding", live);
+    }
+    if (l->fd >= 0) {
+        (void)close(l->fd);
+    }
+    mem_resource_fini(resource);
+    ordo_dealloc(l, sizeof *l, 0);
+    return ORDO_OK;
+}
+
+static const mem_resource_ops_t logging_ops = {
+    .kind = "logging",
+    .allocate = logging_allocate,
+    .deallocate = logging_deallocate,
+    .bytes_outstanding = mem_forward_bytes_outstanding,
+    .reap_pending = logging_reap_pending,
+    .supports_use_tracking = mem_forward_supports_use_tracking,
+    .prepare_use = logging_prepare_use,
+    .finish_use = logging_finish_use,
+    .record_use = logging_record_use,
+    .block_buffer = mem_forward_block_buffer,
+    .destroy = logging_destroy,
+    .block_refused = logging_block_refused,
+};
+
+static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int fd,
+                                  ordo_mem_resource_t **out_resource, const char *api) {
+    logging_resource_t *l = ordo_alloc(sizeof *l, 0);
+    if (!l) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a logging adaptor");
+    }
+    l->file = file;
+    l->fd = fd;
+    atomic_init(&l->seq, 1);
+    mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
+    log_line(l, 0, ordo_time_now_ns(), "open", ORDO_OK, " version=1 device=%s upstream=%s",
+             upstream->device->info.name, upstream->ops->kind);
+    *out_resource = &l->base;
+    return ORDO_OK;
+}
+
+static ordo_status_t check_create(ordo_mem_resource_t *upstream, ordo_mem_resource_t **out_resource,
+                                  const char *api) {
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    return mem_resource_check(upstream, api);
+}
+
+ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
+                                      ordo_mem_resource_t **out_resource) {
+    ordo_status_t st = check_create(upstream, out_resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!file) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "file is NULL");
+    }
+    return logging_make(upstream, file, -1, out_resource, __func__);
+}
+
+ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
+                                           ordo_mem_resource_t **out_resource) {
+    ordo_status_t st = check_create(upstream, out_resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!path || !*path) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "path is %s",
+                          path ? "empty" : "NULL");
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "cannot open '%s' for appending: %s",
+                          path, strerror(errno));
+    }
+    st = logging_make(upstream, NULL, fd, out_resource, __func__);
+    if (st != ORDO_OK) {
+        (void)close(fd);
+    }
+    return st;
+}
+
+ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
+                                     ordo_mem_logging_stats_t *out_stats) {
+    ordo_status_t st = mem_resource_check(resource, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (resource->ops != &logging_ops) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "%p is a %s resource, not a logging adaptor", (void *)resource,
+                          resource->ops->kind);
+    }
+    if (!out_stats) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+    }
+    logging_resource_t *l = (logging_resource_t *)resource;
+    out_stats->lines = atomic_load_explicit(&l->lines, memory_order_relaxed);
+    out_stats->failed_lines = atomic_load_explicit(&l->failed_lines, memory_order_relaxed);
+    return ORDO_OK;
+}

@@ -47,7 +47,10 @@ typedef struct trace_thread {
     uint32_t tid;
     trace_chunk_t *head, *tail;
     uint64_t dropped;
-    uint32_t depth; /* open program slices */
+    /* Open program slices in trace depth_generation; only the owning
+     * thread touches these two. */
+    uint32_t depth;
+    uint32_t depth_generation;
 } trace_thread_t;
 
 _Atomic uint32_t trace_enabled;
@@ -189,6 +192,11 @@ static ordo_status_t record_mark(trace_kind_t kind, const char *name, int64_t va
     if (!t) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a thread's trace");
     }
+    uint32_t current = atomic_load_explicit(&generation, memory_order_relaxed);
+    if (t->depth_generation != current) {
+        t->depth_generation = current; /* a new trace: nothing open in it */
+        t->depth = 0;
+    }
     if (kind == TRACE_THREAD_BEGIN) {
         ++t->depth;
     } else if (kind == TRACE_THREAD_END) {
@@ -238,34 +246,42 @@ typedef struct export_state {
     size_t open_count;
 } export_state_t;
 
-/* Counts a program thread's open slices (the first 256 threads). */
-static void open_slices_add(export_state_t *x, uint32_t tid, int delta) {
+/* Counts a program thread's open slices (the first 256 threads); zero for
+ * an end with nothing open. */
+static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
     size_t i = 0;
     while (i < x->open_count && x->open_tids[i] != tid) {
         ++i;
     }
     if (i == x->open_count) {
         if (i == 256) {
-            return;
+            return delta > 0;
         }
         x->open_tids[x->open_count++] = tid;
         x->open_depth[i] = 0;
     }
+    if (delta < 0 && !x->open_depth[i]) {
+        return 0;
+    }
     x->open_depth[i] = (uint32_t)((int)x->open_depth[i] + delta);
+    return 1;
 }
 
+/* Export order: by time, and in recording order at equal times. Each
+ * thread's events were made non-decreasing in time when gathered, so every
+ * track keeps its recording order (a thread that moved between CPUs whose
+ * time stamp counters differ slightly cannot appear to go back). */
+typedef struct sort_key {
+    uint64_t ts;
+    size_t index;
+} sort_key_t;
+
 static int by_time(const void *x, const void *y) {
-    const trace_event_t *a = x, *b = y;
+    const sort_key_t *a = x, *b = y;
     if (a->ts != b->ts) {
         return a->ts < b->ts ? -1 : 1;
     }
-    /* Ties: a track's name first, a thread's slice end before a begin. */
-    if (a->kind != b->kind) {
-        return a->kind == TRACE_TRACK   ? -1
-               : b->kind == TRACE_TRACK ? 1
-                                        : (int)a->kind - (int)b->kind;
-    }
-    return 0;
+    return a->index < b->index ? -1 : a->index > b->index;
 }
 
 /* Signal points and waits sorted by (signal, value) for the flow join. */
@@ -385,12 +401,14 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
         break;
     }
     case TRACE_THREAD_BEGIN:
-        open_slices_add(x, e->tid, 1);
+        (void)open_slices_add(x, e->tid, 1);
         emit(x, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}", e->tid,
              micros(e->ts), name);
         break;
     case TRACE_THREAD_END:
-        open_slices_add(x, e->tid, -1);
+        if (!open_slices_add(x, e->tid, -1)) {
+            break; /* its begin was not recorded */
+        }
         emit(x, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,\"ts\":%.3f}", e->tid, micros(e->ts));
         break;
     case TRACE_INSTANT:
@@ -494,7 +512,25 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
         fclose(out);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
     }
-    qsort(events, count, sizeof *events, by_time);
+    sort_key_t *keys = malloc((count ? count : 1) * sizeof *keys);
+    trace_event_t *sorted = malloc((count ? count : 1) * sizeof *sorted);
+    if (!keys || !sorted) {
+        free(keys);
+        free(sorted);
+        free(x.tracks);
+        fclose(out);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
+    }
+    for (size_t i = 0; i < count; ++i) {
+        keys[i] = (sort_key_t){events[i].ts, i};
+    }
+    qsort(keys, count, sizeof *keys, by_time);
+    for (size_t i = 0; i < count; ++i) {
+        sorted[i] = events[keys[i].index];
+    }
+    memcpy(events, sorted, count * sizeof *events);
+    free(keys);
+    free(sorted);
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
     emit(&x, "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"ordo "
              "streams\"}}");
@@ -543,17 +579,21 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     trace_event_t *events = path ? malloc((count ? count : 1) * sizeof *events) : NULL;
     size_t n = 0;
     for (trace_thread_t *t = threads; t; t = t->next) {
+        uint64_t last = 0;
         for (trace_chunk_t *c = t->head, *next; c; c = next) {
             next = c->next;
-            if (events) {
-                memcpy(events + n, c->events, c->used * sizeof *events);
-                n += c->used;
+            for (uint32_t i = 0; events && i < c->used; ++i) {
+                trace_event_t *e = &events[n++];
+                *e = c->events[i];
+                if (e->ts < last) {
+                    e->ts = last; /* see by_time */
+                }
+                last = e->ts;
             }
             munmap(c, sizeof *c);
         }
         t->head = t->tail = NULL;
         t->dropped = 0;
-        t->depth = 0;
     }
     pthread_mutex_unlock(&threads_lock);
     ordo_status_t st = ORDO_OK;

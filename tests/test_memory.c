@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ordo/memory.h"
+#include "ordo/memory_adaptors.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -667,6 +668,68 @@ static void concurrent_allocation_is_exact(void **state) {
     pool_fixture_free(&f);
 }
 
+/* --- The device's default stack --- */
+
+static void device_memory_stack_is_configurable(void **state) {
+    (void)state;
+    ordo_stream_t *s = stream_make();
+    /* The shared runtime's stack: budget and statistics by default. */
+    ordo_mem_resource_t *memory = NULL, *again = NULL;
+    assert_ok(ordo_device_memory(device, &memory));
+    assert_ok(ordo_device_memory(device, &again));
+    assert_ptr_equal(memory, again);
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(memory, 1000, 0, s, 5, &block, NULL));
+    ordo_mem_statistics_t stats;
+    assert_ok(ordo_mem_statistics_get(memory, &stats));
+    assert_int_equal(stats.tags[5].current_bytes, 1000);
+    assert_ok(ordo_mem_deallocate(memory, block, s));
+    assert_ok(ordo_mem_reap_pending(memory, test_deadline()));
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(memory, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_stream_destroy(s));
+
+    /* An owned runtime with its own stack: a guard over a 1 MiB budget. */
+    ordo_device_config_t config;
+    assert_ok(ordo_device_config_default(&config));
+    config.memory.adaptors = ORDO_DEVICE_MEMORY_GUARD | ORDO_DEVICE_MEMORY_BUDGET;
+    config.memory.budget_bytes = 1 << 20;
+    ordo_device_t *owned = NULL;
+    assert_ok(ordo_device_create_owned("cpu:0", &config, &owned));
+    ordo_stream_t *os = NULL;
+    assert_ok(ordo_stream_create(owned, 0, &os));
+    assert_ok(ordo_device_memory(owned, &memory));
+    assert_status(ordo_mem_allocate(memory, 2 << 20, 0, os, 0, &block, NULL),
+                  ORDO_ERR_OUT_OF_MEMORY);
+    assert_ok(ordo_mem_allocate(memory, 100, 0, os, 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(memory, block, os));
+    assert_status(ordo_mem_deallocate(memory, block, os), ORDO_ERR_INVALID_HANDLE);
+    assert_ok(ordo_stream_destroy(os));
+    assert_ok(ordo_device_release(owned)); /* tears the stack down */
+
+    /* ORDO_MEMORY chooses the shared runtimes' stack; a bad one is refused. */
+    setenv("ORDO_MEMORY", "direct,guard,budget=2M,log=/tmp/x.log", 1);
+    assert_ok(ordo_device_config_default(&config));
+    assert_int_equal(config.memory.adaptors, ORDO_DEVICE_MEMORY_GUARD | ORDO_DEVICE_MEMORY_BUDGET |
+                                                 ORDO_DEVICE_MEMORY_LOGGING);
+    assert_int_equal(config.memory.budget_bytes, 2 << 20);
+    assert_string_equal(config.memory.log_path, "/tmp/x.log");
+    setenv("ORDO_MEMORY", "statistics,bogus", 1);
+    assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "bogus"));
+    setenv("ORDO_MEMORY", "budget=12Q", 1);
+    assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    unsetenv("ORDO_MEMORY");
+    config.memory.adaptors = 0x100;
+    assert_status(ordo_device_create_owned("cpu:0", &config, &owned), ORDO_ERR_INVALID_ARGUMENT);
+    config.memory.adaptors = ORDO_DEVICE_MEMORY_LOGGING;
+    config.memory.log_path[0] = '\0';
+    assert_status(ordo_device_create_owned("cpu:0", &config, &owned), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_device_memory(NULL, &memory), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_device_memory(device, NULL), ORDO_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_allocates_and_frees_in_stream_order),
@@ -681,6 +744,7 @@ int main(void) {
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),
+        cmocka_unit_test(device_memory_stack_is_configurable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,6 +24,7 @@
 #include "ordo/export.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ordo/event_pool.h"
 #include "ordo/status.h"
@@ -50,13 +51,35 @@ typedef struct ordo_device_info {
     int native_timeline; /* the device itself signals/waits timeline values */
 } ordo_device_info_t;
 
+/* The adaptors of a device's default memory stack (ordo/memory.h,
+ * ordo_device_memory). The stack is the direct resource with, from the
+ * bottom up, whichever of these are chosen: budget, logging, statistics,
+ * guard. */
+#define ORDO_DEVICE_MEMORY_BUDGET 1u
+#define ORDO_DEVICE_MEMORY_LOGGING 2u
+#define ORDO_DEVICE_MEMORY_STATISTICS 4u
+#define ORDO_DEVICE_MEMORY_GUARD 8u
+#define ORDO_DEVICE_MEMORY_LOG_PATH_MAX 256u
+
+typedef struct ordo_device_memory_config {
+    uint32_t adaptors;     /* ORDO_DEVICE_MEMORY_* bits */
+    uint64_t budget_bytes; /* with BUDGET: the device's limit (0: unlimited) */
+    char log_path[ORDO_DEVICE_MEMORY_LOG_PATH_MAX]; /* with LOGGING */
+} ordo_device_memory_config_t;
+
 /* Caller-supplied parts of an owned runtime. */
 typedef struct ordo_device_config {
     ordo_event_pool_config_t plain_events;
     ordo_event_pool_config_t timing_events;
+    ordo_device_memory_config_t memory;
 } ordo_device_config_t;
 
-/* The defaults the shared runtimes use. */
+/* The defaults the shared runtimes use. The memory stack defaults to
+ * budget (unlimited) and statistics; the environment variable ORDO_MEMORY
+ * replaces that choice with a comma-separated list of "budget[=BYTES]"
+ * (K, M, G suffixes), "statistics", "guard", "log=PATH", or "direct" for
+ * none (the plain direct resource, the mode for memory checkers). An
+ * unparsable ORDO_MEMORY is refused with its reason. */
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);
 
 /* The backends compiled in, in order ("cpu" first). *out_count is the

@@ -121,6 +121,14 @@ ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr);
  * access lists. It belongs to the block: do not release it. */
 ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_buffer);
 
+/* The device's default memory stack: the direct resource under the
+ * adaptors its configuration chooses (ordo_device_config_t.memory for an
+ * owned runtime; ORDO_MEMORY or the defaults, budget and statistics, for a
+ * shared one), built on first use and torn down with the device. Use it as
+ * it is, or as the upstream of a pool. Blocks still outstanding when the
+ * device goes are leaked, never freed under their owner. */
+ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **out_resource);
+
 /* --- Base resources --- */
 
 /* Backend allocate and free, no pooling: every allocation is a fresh

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "hal/hal.h"
+#include "mem/device_memory.h"
 
 static const hal_backend_t *const backends[] = {&hal_cpu_backend};
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])
@@ -41,7 +42,7 @@ ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
     }
     out_config->plain_events = ordo_event_pool_config_default();
     out_config->timing_events = ordo_event_pool_config_default();
-    return ORDO_OK;
+    return device_memory_config_default(&out_config->memory, __func__);
 }
 
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count) {
@@ -188,6 +189,8 @@ static void device_free(ordo_device_t *device) {
             (void)event_pool_destroy(device->event_pools[k]);
         }
     }
+    device_memory_teardown(device);
+    pthread_mutex_destroy(&device->memory_lock);
     if (device->impl) {
         device->backend->device_fini(device);
     }
@@ -213,6 +216,12 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
         ordo_dealloc(device, sizeof *device, 0);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
     }
+    if (pthread_mutex_init(&device->memory_lock, NULL) != 0) {
+        pthread_mutex_destroy(&device->streams_lock);
+        ordo_dealloc(device, sizeof *device, 0);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
+    }
+    device->memory_config = config->memory;
     device->magic = ORDO_DEVICE_MAGIC;
     atomic_init(&device->refs, 1);
     device->backend = backend;
@@ -262,8 +271,11 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
         --injected_build_failures;
         st = ordo_error(ORDO_ERR_DEVICE, __func__, "injected build failure (test hook)");
     } else {
+        /* The memory stack of a shared runtime is read from ORDO_MEMORY
+         * when first used (ordo_device_memory), so a bad value does not
+         * stop the device from opening. */
         ordo_device_config_t config;
-        ordo_device_config_default(&config);
+        (void)ordo_device_config_default(&config);
         st = device_build(b, ordinal, 1, &config, &device, __func__);
         if (st == ORDO_OK) {
             shared_devices[b][ordinal] = device;
@@ -289,7 +301,14 @@ ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_confi
         return st;
     }
     ordo_device_config_t defaults;
-    ordo_device_config_default(&defaults);
+    if (config) {
+        st = device_memory_config_check(&config->memory, __func__);
+    } else {
+        st = ordo_device_config_default(&defaults);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
     return device_build(b, ordinal, 0, config ? config : &defaults, out_device, __func__);
 }
 

@@ -46,6 +46,11 @@ struct ordo_device {
     event_pool_t *event_pools[2]; /* indexed by ordo_event_kind_t */
     /* The memory budget account of the device (src/mem/budget.c). */
     _Atomic(hal_device_attachment_t *) mem_budget;
+    /* The default memory stack (src/mem/device_memory.c): built on first
+     * use under memory_lock, torn down before the backend's device_fini. */
+    _Atomic(struct ordo_mem_resource *) memory;
+    pthread_mutex_t memory_lock;
+    ordo_device_memory_config_t memory_config;
     void *impl;
     /* The registry of live streams, in creation order: stall reports walk
      * it, barriers check their members against it. */

@@ -30,6 +30,7 @@ struct direct_resource {
     _Atomic uint64_t bytes_outstanding;
     _Atomic uint64_t blocks_live; /* handed out or free pending */
     _Atomic uint32_t frees_pending;
+    int holds_device; /* 0 for the device's own default stack */
 };
 
 static direct_block_t *descriptor_take(direct_resource_t *d) {
@@ -178,9 +179,10 @@ static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
     }
     pthread_mutex_destroy(&d->lock);
     ordo_device_t *device = resource->device;
+    int holds_device = d->holds_device;
     mem_resource_fini(resource);
     ordo_dealloc(d, sizeof *d, 0);
-    return ordo_device_release(device);
+    return holds_device ? ordo_device_release(device) : ORDO_OK;
 }
 
 static const mem_resource_ops_t direct_ops = {
@@ -197,26 +199,39 @@ static const mem_resource_ops_t direct_ops = {
     .destroy = direct_destroy,
 };
 
-ordo_status_t ordo_mem_direct_create(ordo_device_t *device, ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = hal_device_check(device, __func__);
+static ordo_status_t direct_create(ordo_device_t *device, int holds_device,
+                                   ordo_mem_resource_t **out_resource) {
+    static const char api[] = "ordo_mem_direct_create";
+    ordo_status_t st = hal_device_check(device, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
     *out_resource = NULL;
     if (!device->backend->mem_alloc) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__, "%s has no device memory",
-                          device->info.name);
+        return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s has no device memory", device->info.name);
     }
     direct_resource_t *d = ordo_alloc(sizeof *d, 0);
     if (!d) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a resource");
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
     }
     pthread_mutex_init(&d->lock, NULL);
-    (void)ordo_device_retain(device);
+    d->holds_device = holds_device;
+    if (holds_device) {
+        (void)ordo_device_retain(device);
+    }
     mem_resource_init(&d->base, &direct_ops, device, NULL);
     *out_resource = &d->base;
     return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_direct_create(ordo_device_t *device, ordo_mem_resource_t **out_resource) {
+    return direct_create(device, 1, out_resource);
+}
+
+ordo_status_t mem_direct_create_unreferenced(ordo_device_t *device,
+                                             ordo_mem_resource_t **out_resource) {
+    return direct_create(device, 0, out_resource);
 }

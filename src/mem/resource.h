@@ -92,6 +92,11 @@ void mem_resource_fini(ordo_mem_resource_t *resource);
 
 ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
 
+/* A direct resource that holds no reference on device: the device's own
+ * default stack (device_memory.c), torn down by the device itself. */
+ordo_status_t mem_direct_create_unreferenced(ordo_device_t *device,
+                                             ordo_mem_resource_t **out_resource);
+
 /* Calls into a resource without validating again. */
 static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,
                                          ordo_block_t **out_block) {

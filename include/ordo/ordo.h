@@ -16,5 +16,6 @@
 #include "ordo/timepoint.h"
 #include "ordo/tracker.h"
 #include "ordo/version.h"
+#include "ordo/waiter.h"
 
 #endif

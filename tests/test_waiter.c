@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/waiter_internal.h"
 #include "test_util.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -66,6 +67,25 @@ static void wait_idle(ordo_waiter_t *w) {
         assert_true(ordo_time_now_ns() < deadline);
         test_sleep_ms(1);
     }
+}
+
+typedef struct counter {
+    _Atomic uint64_t calls;
+    ordo_signal_t *done;
+} counter_t;
+
+static void count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    counter_t *c = ctx;
+    assert_int_equal(status, ORDO_OK);
+    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
+}
+
+static void timeout_count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    counter_t *c = ctx;
+    assert_int_equal(status, ORDO_ERR_TIMEOUT);
+    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
 }
 
 /* ---- firing and where callbacks run ------------------------------------- */
@@ -253,6 +273,60 @@ static void deadlines_fire_in_deadline_order(void **state) {
     assert_ok(ordo_waiter_destroy(w));
     assert_int_equal(atomic_load(&order_count), 4);
     assert_ok(ordo_signal_destroy(s));
+}
+
+static uint32_t heap_len(ordo_waiter_t *w) {
+    pthread_mutex_lock(&w->timer_lock);
+    uint32_t len = w->heap.len;
+    pthread_mutex_unlock(&w->timer_lock);
+    return len;
+}
+
+/* Stale heap nodes of cancelled waits are compacted away by the timer, and
+ * the deadlines still pending all fire. */
+static void heap_compaction_keeps_live_deadlines(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    counter_t c = {0, test_signal_make(0)};
+    enum { N = 4 * WAITER_COMPACT_MIN };
+    static ordo_wait_id_t ids[N];
+    uint64_t base = ordo_time_now_ns() + 200000000u;
+    for (uint32_t i = 0; i < N; ++i) {
+        /* Deadlines in shuffled order. */
+        uint64_t deadline = base + (uint64_t)((i * 7919u) % N) * 1000u;
+        assert_ok(ordo_wait_async(w, s, 1, deadline, 0, timeout_count_fn, &c, &ids[i]));
+    }
+    ordo_cancel_result_t result;
+    for (uint32_t i = 0; i < N; ++i) {
+        if (i % 4) {
+            assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
+            assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+        }
+    }
+    /* The timer compacts in the background, long before any deadline. */
+    ordo_deadline_t deadline = test_deadline();
+    while (heap_len(w) == N) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_true(ordo_time_now_ns() < base);
+    assert_ok(ordo_signal_wait(c.done, N / 4, test_deadline()));
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, N / 4);
+    assert_int_equal(m.cancelled, N - N / 4);
+    assert_int_equal(m.pending, 0);
+    /* The stale nodes left go as they reach the top. */
+    while (heap_len(w) != 0) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_int_equal(atomic_load(&w->heap_stale), 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(c.done));
 }
 
 /* ---- failures and destroys propagate ------------------------------------- */
@@ -761,18 +835,6 @@ static void bad_input_is_refused(void **state) {
 
 /* ---- scale and stress ----------------------------------------------------- */
 
-typedef struct counter {
-    _Atomic uint64_t calls;
-    ordo_signal_t *done;
-} counter_t;
-
-static void count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
-    (void)id;
-    counter_t *c = ctx;
-    assert_int_equal(status, ORDO_OK);
-    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
-}
-
 static void many_pending_waits(void **state) {
     (void)state;
     ordo_waiter_t *w = waiter_make(1);
@@ -1057,6 +1119,7 @@ int main(void) {
         cmocka_unit_test(inline_runs_on_the_signalling_thread),
         cmocka_unit_test(deadline_fires_timeout_never_early),
         cmocka_unit_test(deadlines_fire_in_deadline_order),
+        cmocka_unit_test(heap_compaction_keeps_live_deadlines),
         cmocka_unit_test(failure_and_destroy_propagate),
         cmocka_unit_test(event_waits),
         cmocka_unit_test(cancel_prevents_a_pending_wait),

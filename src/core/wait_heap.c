@@ -3,42 +3,37 @@
 
 #include "base/alloc.h"
 #include "core/wait_heap.h"
-#include "core/waiter_internal.h"
 
-static inline void place(wait_heap_t *heap, uint32_t index, wait_heap_node_t node) {
-    heap->nodes[index] = node;
-    node.entry->heap_index = index;
-}
-
-static void sift_up(wait_heap_t *heap, uint32_t index, wait_heap_node_t node) {
+static uint32_t sift_up(wait_heap_node_t *nodes, uint32_t index, wait_heap_node_t node) {
     while (index > 0) {
         uint32_t parent = (index - 1) / 2;
-        if (heap->nodes[parent].deadline <= node.deadline) {
+        if (nodes[parent].deadline <= node.deadline) {
             break;
         }
-        place(heap, index, heap->nodes[parent]);
+        nodes[index] = nodes[parent];
         index = parent;
     }
-    place(heap, index, node);
+    nodes[index] = node;
+    return index;
 }
 
-static void sift_down(wait_heap_t *heap, uint32_t index, wait_heap_node_t node) {
-    uint32_t len = heap->len;
+static void sift_down(wait_heap_node_t *nodes, uint32_t len, uint32_t index,
+                      wait_heap_node_t node) {
     for (;;) {
         uint32_t child = 2 * index + 1;
         if (child >= len) {
             break;
         }
-        if (child + 1 < len && heap->nodes[child + 1].deadline < heap->nodes[child].deadline) {
+        if (child + 1 < len && nodes[child + 1].deadline < nodes[child].deadline) {
             ++child;
         }
-        if (node.deadline <= heap->nodes[child].deadline) {
+        if (node.deadline <= nodes[child].deadline) {
             break;
         }
-        place(heap, index, heap->nodes[child]);
+        nodes[index] = nodes[child];
         index = child;
     }
-    place(heap, index, node);
+    nodes[index] = node;
 }
 
 int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity) {
@@ -52,28 +47,39 @@ int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity) {
     if (heap->len) {
         memcpy(nodes, heap->nodes, (size_t)heap->len * sizeof *nodes);
     }
+    uint32_t len = heap->len;
     wait_heap_free(heap);
     heap->nodes = nodes;
+    heap->len = len;
     heap->capacity = capacity;
     return 0;
 }
 
-void wait_heap_push(wait_heap_t *heap, struct wait_entry *entry, uint64_t deadline) {
-    wait_heap_node_t node = {deadline, entry};
-    sift_up(heap, heap->len++, node);
+uint32_t wait_heap_push(wait_heap_t *heap, wait_heap_node_t node) {
+    return sift_up(heap->nodes, heap->len++, node);
 }
 
-void wait_heap_remove(wait_heap_t *heap, uint32_t index) {
-    heap->nodes[index].entry->heap_index = WAIT_HEAP_NONE;
+void wait_heap_pop(wait_heap_t *heap) {
     wait_heap_node_t last = heap->nodes[--heap->len];
-    if (index == heap->len) {
-        return;
+    if (heap->len) {
+        sift_down(heap->nodes, heap->len, 0, last);
     }
-    if (index > 0 && last.deadline < heap->nodes[(index - 1) / 2].deadline) {
-        sift_up(heap, index, last);
-    } else {
-        sift_down(heap, index, last);
+}
+
+uint32_t wait_heap_filter(wait_heap_t *heap, int (*keep)(void *ctx, const wait_heap_node_t *node),
+                          void *ctx) {
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < heap->len; ++i) {
+        if (keep(ctx, &heap->nodes[i])) {
+            heap->nodes[kept++] = heap->nodes[i];
+        }
     }
+    uint32_t dropped = heap->len - kept;
+    heap->len = kept;
+    for (uint32_t i = kept / 2; i-- > 0;) {
+        sift_down(heap->nodes, kept, i, heap->nodes[i]);
+    }
+    return dropped;
 }
 
 void wait_heap_free(wait_heap_t *heap) {
@@ -81,5 +87,6 @@ void wait_heap_free(wait_heap_t *heap) {
         ordo_dealloc(heap->nodes, (size_t)heap->capacity * sizeof *heap->nodes, 0);
     }
     heap->nodes = NULL;
+    heap->len = 0;
     heap->capacity = 0;
 }

@@ -1,20 +1,18 @@
-/* Internal: the deadline min-heap of an asynchronous waiter. Each node
- * keeps its key next to the entry pointer, so sifting compares within the
- * node array; each entry keeps its node's index (heap_index), so any entry
- * is removed in O(log n). Not thread-safe: the waiter's timer_lock guards
- * it. */
+/* Internal: the deadline min-heap of an asynchronous waiter. A node names
+ * a wait by slot and generation and never points into it, so sifting
+ * writes only the node array, and a wait that is resolved otherwise needs
+ * no removal: its node goes stale and is dropped when it reaches the top
+ * or when the heap is compacted. Not thread-safe: the waiter's timer_lock
+ * guards it. */
 #ifndef ORDO_CORE_WAIT_HEAP_H
 #define ORDO_CORE_WAIT_HEAP_H
 
 #include <stdint.h>
 
-#define WAIT_HEAP_NONE UINT32_MAX
-
-struct wait_entry;
-
 typedef struct wait_heap_node {
     uint64_t deadline;
-    struct wait_entry *entry;
+    uint32_t slot;
+    uint32_t gen;
 } wait_heap_node_t;
 
 typedef struct wait_heap {
@@ -23,17 +21,21 @@ typedef struct wait_heap {
     uint32_t capacity;
 } wait_heap_t;
 
-/* Makes room for capacity nodes (never shrinks). 0 or -1 (out of memory,
- * the heap unchanged). */
+/* Makes room for capacity nodes (never shrinks). 0, or -1 when out of
+ * memory (the heap unchanged). */
 int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity);
 
-/* Inserts entry with key deadline; the heap must have room. Sets
- * entry->heap_index. */
-void wait_heap_push(wait_heap_t *heap, struct wait_entry *entry, uint64_t deadline);
+/* Inserts a node; the heap must have room. Returns the node's final index
+ * (0: it is the new earliest). */
+uint32_t wait_heap_push(wait_heap_t *heap, wait_heap_node_t node);
 
-/* Removes the node at index (an entry's heap_index); sets that entry's
- * heap_index to WAIT_HEAP_NONE. */
-void wait_heap_remove(wait_heap_t *heap, uint32_t index);
+/* Removes the earliest node (the heap must not be empty). */
+void wait_heap_pop(wait_heap_t *heap);
+
+/* Keeps only the nodes for which keep(ctx, node) is non-zero, then
+ * restores the heap order in O(n). Returns how many were dropped. */
+uint32_t wait_heap_filter(wait_heap_t *heap, int (*keep)(void *ctx, const wait_heap_node_t *node),
+                          void *ctx);
 
 void wait_heap_free(wait_heap_t *heap);
 

@@ -44,22 +44,40 @@ static inline uint32_t entry_flags_of(const wait_entry_t *e) {
     return atomic_load_explicit(&e->flags, memory_order_relaxed);
 }
 
+/* Where slot lives: its bucket and its index there; 0 if beyond every
+ * bucket. */
+static inline int slot_locate(uint32_t slot, unsigned *out_bucket, uint32_t *out_index) {
+    uint64_t i = (uint64_t)slot + WAITER_BUCKET0;
+    unsigned b = (unsigned)(63 - __builtin_clzll(i)) - WAITER_BUCKET0_SHIFT;
+    *out_bucket = b;
+    *out_index = (uint32_t)(i - ((uint64_t)WAITER_BUCKET0 << b));
+    return b < WAITER_BUCKETS;
+}
+
 /* The entry of slot, or NULL when no bucket holds it yet. Lock-free:
  * buckets are published once and never move. */
 static wait_entry_t *slot_entry(ordo_waiter_t *w, uint32_t slot) {
-    uint64_t i = (uint64_t)slot + WAITER_BUCKET0;
-    unsigned b = (unsigned)(63 - __builtin_clzll(i)) - WAITER_BUCKET0_SHIFT;
-    if (b >= WAITER_BUCKETS) {
+    unsigned b;
+    uint32_t index;
+    if (!slot_locate(slot, &b, &index)) {
         return NULL;
     }
     wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_acquire);
-    return bucket ? &bucket[i - ((uint64_t)WAITER_BUCKET0 << b)] : NULL;
+    return bucket ? &bucket[index] : NULL;
+}
+
+/* The heap tag of a slot that has (had) a heap node: its bucket exists. */
+static _Atomic uint32_t *slot_tag(ordo_waiter_t *w, uint32_t slot) {
+    unsigned b;
+    uint32_t index;
+    (void)slot_locate(slot, &b, &index);
+    return &atomic_load_explicit(&w->tags[b], memory_order_acquire)[index];
 }
 
 /* ---- the slab ------------------------------------------------------------ */
 
-/* Adds the next bucket to the free stack; the heap first grows to hold
- * every entry, so a push into it never fails. */
+/* Adds the next bucket to the free stack. The heap first grows to hold a
+ * node for every entry: once compacted it always has room. */
 static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
     if (w->bucket_count == WAITER_BUCKETS) {
         return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "waiter %p holds %u waits, its maximum",
@@ -71,7 +89,11 @@ static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
     int reserved = wait_heap_reserve(&w->heap, w->capacity + n) == 0;
     pthread_mutex_unlock(&w->timer_lock);
     wait_entry_t *bucket = reserved ? ordo_alloc((size_t)n * sizeof *bucket, 64) : NULL;
-    if (!bucket) {
+    _Atomic uint32_t *tags = bucket ? ordo_alloc((size_t)n * sizeof *tags, 64) : NULL;
+    if (!tags) {
+        if (bucket) {
+            ordo_dealloc(bucket, (size_t)n * sizeof *bucket, 64);
+        }
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
                           "cannot grow the slab of waiter %p beyond %u waits", (void *)w,
                           w->capacity);
@@ -80,11 +102,12 @@ static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
         wait_entry_t *e = &bucket[k];
         e->slot = w->capacity + k;
         e->waiter = w;
-        e->heap_index = WAIT_HEAP_NONE;
+        e->heap_tag = &tags[k];
         atomic_init(&e->word, WORD_MAKE(1, PHASE_FREE));
         e->next = w->free_head;
         w->free_head = e;
     }
+    atomic_store_explicit(&w->tags[b], tags, memory_order_release);
     atomic_store_explicit(&w->buckets[b], bucket, memory_order_release);
     w->capacity += n;
     w->bucket_count = b + 1;
@@ -188,13 +211,34 @@ static inline uint32_t resolved_phase(const wait_entry_t *e) {
     return (entry_flags_of(e) & ENTRY_INLINE) ? PHASE_RUNNING : PHASE_QUEUED;
 }
 
+/* The claimer of e found IN_HEAP: e's heap node is stale from now on.
+ * Clears its tag (before the entry can be recycled and tagged anew) and
+ * counts it; asks the timer to compact the heap once more than half of it
+ * is stale. */
+static void heap_note_stale(ordo_waiter_t *w, wait_entry_t *e) {
+    atomic_store_explicit(e->heap_tag, 0, memory_order_relaxed);
+    int64_t stale = atomic_fetch_add_explicit(&w->heap_stale, 1, memory_order_relaxed) + 1;
+    if (stale < WAITER_COMPACT_MIN ||
+        2 * stale <= (int64_t)atomic_load_explicit(&w->heap_len_hint, memory_order_relaxed) ||
+        atomic_load_explicit(&w->compact_requested, memory_order_relaxed) ||
+        atomic_exchange_explicit(&w->compact_requested, 1, memory_order_relaxed)) {
+        return;
+    }
+    /* Through the lock: the timer reads the request under it before it
+     * sleeps, so it either sees it or is asleep to get the signal. */
+    pthread_mutex_lock(&w->timer_lock);
+    pthread_mutex_unlock(&w->timer_lock);
+    pthread_cond_signal(&w->timer_wake);
+}
+
 /* The work of whoever won the entry out of PENDING (or SETUP): disarm its
- * timepoint (unless the caller is that timepoint's callback), take it out
- * of the heap (unless the caller is the timer, which popped it), then run
- * the callback here (inline) or hand it to the workers. by_timepoint: the
- * caller's timepoint reference is dropped here too. */
+ * timepoint (unless the caller is that timepoint's callback), count its
+ * heap node stale (stale_node: the word it claimed had IN_HEAP, and the
+ * caller is not the timer that popped the node), then run the callback
+ * here (inline) or hand it to the workers. by_timepoint: the caller's
+ * timepoint reference is dropped here too. */
 static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_status_t status,
-                           uint32_t outcome, int by_timepoint, int by_timer) {
+                           uint32_t outcome, int by_timepoint, int stale_node) {
     uint32_t drop = by_timepoint ? 1 : 0;
     if (!by_timepoint) {
         ordo_cancel_result_t result;
@@ -203,12 +247,8 @@ static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo
             ++drop; /* otherwise its callback is due: it finds the entry taken */
         }
     }
-    if ((entry_flags_of(e) & ENTRY_TIMED) && !by_timer) {
-        pthread_mutex_lock(&w->timer_lock);
-        if (e->heap_index != WAIT_HEAP_NONE) {
-            wait_heap_remove(&w->heap, e->heap_index);
-        }
-        pthread_mutex_unlock(&w->timer_lock);
+    if (stale_node) {
+        heap_note_stale(w, e);
     }
     e->status = status;
     e->outcome = outcome;
@@ -242,10 +282,11 @@ static void entry_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoin
             break;
         }
     }
-    entry_resolved(w, e, WORD_GEN(word), status, OUTCOME_FIRED, 1, 0);
+    entry_resolved(w, e, WORD_GEN(word), status, OUTCOME_FIRED, 1, (word & WORD_IN_HEAP) != 0);
 }
 
-/* Claims e out of PENDING for a resolver; 0 if someone else has it. */
+/* Claims e out of PENDING (word: as last read) for a resolver; 0 if
+ * someone else has it. */
 static int entry_claim_pending(wait_entry_t *e, uint64_t word) {
     if (WORD_PHASE(word) != PHASE_PENDING) {
         return 0;
@@ -294,6 +335,18 @@ static void *worker_main(void *arg) {
 
 #define TIMER_BATCH 64
 
+/* A heap node is live while its slot's tag holds its generation. The tags
+ * are dense, so compacting reads a small array, not every entry. */
+static int heap_node_live(void *ctx, const wait_heap_node_t *node) {
+    return atomic_load_explicit(slot_tag(ctx, node->slot), memory_order_relaxed) == node->gen;
+}
+
+static void heap_compact_locked(ordo_waiter_t *w) {
+    uint32_t dropped = wait_heap_filter(&w->heap, heap_node_live, w);
+    atomic_fetch_sub_explicit(&w->heap_stale, dropped, memory_order_relaxed);
+    atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
+}
+
 static void *timer_main(void *arg) {
     ordo_waiter_t *w = arg;
     pthread_setname_np(pthread_self(), "ordo-timer");
@@ -302,27 +355,43 @@ static void *timer_main(void *arg) {
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&w->timer_lock);
     while (!w->timer_stop) {
+        if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
+            atomic_store_explicit(&w->compact_requested, 0, memory_order_relaxed);
+            heap_compact_locked(w);
+        }
         uint64_t now = ordo_time_now_ns();
         wait_entry_t *batch[TIMER_BATCH];
         uint32_t gens[TIMER_BATCH];
         uint32_t n = 0;
-        while (n < TIMER_BATCH && w->heap.len && w->heap.nodes[0].deadline <= now) {
-            wait_entry_t *e = w->heap.nodes[0].entry;
-            wait_heap_remove(&w->heap, 0);
+        /* Expired nodes, and stale ones on top: the timer then sleeps until
+         * the earliest live deadline. */
+        while (n < TIMER_BATCH && w->heap.len) {
+            wait_heap_node_t top = w->heap.nodes[0];
+            wait_entry_t *e = slot_entry(w, top.slot);
             uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
-            /* A claim lost here belongs to a resolver who will find the
-             * entry out of the heap already. */
-            if (entry_claim_pending(e, word)) {
-                gens[n] = WORD_GEN(word);
+            int live = WORD_GEN(word) == top.gen && WORD_PHASE(word) == PHASE_PENDING;
+            if (live && top.deadline > now) {
+                break;
+            }
+            wait_heap_pop(&w->heap);
+            if (live && entry_claim_pending(e, word)) {
+                gens[n] = top.gen;
                 batch[n++] = e;
+            } else {
+                /* Its claimer counts it stale (or has): it is gone now. */
+                atomic_fetch_sub_explicit(&w->heap_stale, 1, memory_order_relaxed);
             }
         }
+        atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
         if (n) {
             pthread_mutex_unlock(&w->timer_lock);
             for (uint32_t i = 0; i < n; ++i) {
-                entry_resolved(w, batch[i], gens[i], ORDO_ERR_TIMEOUT, OUTCOME_TIMED_OUT, 0, 1);
+                entry_resolved(w, batch[i], gens[i], ORDO_ERR_TIMEOUT, OUTCOME_TIMED_OUT, 0, 0);
             }
             pthread_mutex_lock(&w->timer_lock);
+            continue;
+        }
+        if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
             continue;
         }
         if (!w->heap.len) {
@@ -373,6 +442,8 @@ static void waiter_free(ordo_waiter_t *w) {
     for (uint32_t b = 0; b < w->bucket_count; ++b) {
         wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_relaxed);
         ordo_dealloc(bucket, (size_t)(WAITER_BUCKET0 << b) * sizeof *bucket, 64);
+        _Atomic uint32_t *tags = atomic_load_explicit(&w->tags[b], memory_order_relaxed);
+        ordo_dealloc(tags, (size_t)(WAITER_BUCKET0 << b) * sizeof *tags, 64);
     }
     wait_heap_free(&w->heap);
     if (w->workers) {
@@ -472,7 +543,8 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
             wait_entry_t *e = &bucket[k];
             uint64_t word = atomic_load_explicit(&e->word, memory_order_seq_cst);
             if (entry_claim_pending(e, word)) {
-                entry_resolved(w, e, WORD_GEN(word), ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0, 0);
+                entry_resolved(w, e, WORD_GEN(word), ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0,
+                               (word & WORD_IN_HEAP) != 0);
             }
         }
     }
@@ -489,6 +561,38 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
 }
 
 /* ---- registering ------------------------------------------------------------ */
+
+/* Moves the wait (e, gen) from SETUP to PENDING with its heap node, under
+ * the timer's lock so that the timer never sees the one without the other;
+ * wakes the timer if the node is the new earliest deadline. 0 if the
+ * wait's timepoint resolved it first. */
+static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadline_t deadline) {
+    int wake = 0;
+    pthread_mutex_lock(&w->timer_lock);
+    uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
+    int added = atomic_compare_exchange_strong_explicit(
+        &e->word, &setup, WORD_MAKE(gen, PHASE_PENDING) | WORD_IN_HEAP, memory_order_seq_cst,
+        memory_order_relaxed);
+    if (added) {
+        if (w->heap.len == w->heap.capacity &&
+            wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
+            /* The heap holds a node per entry once compacted. */
+            heap_compact_locked(w);
+        }
+        atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
+        wait_heap_node_t node = {deadline, e->slot, gen};
+        if (wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {
+            w->timer_sleep_until = deadline; /* one wake-up is enough */
+            wake = 1;
+        }
+        atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&w->timer_lock);
+    if (wake) {
+        pthread_cond_signal(&w->timer_wake);
+    }
+    return added;
+}
 
 static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint64_t value,
                                    ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
@@ -529,31 +633,24 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
     }
     /* From here on the entry may be resolved and even recycled by others:
      * every further access is checked against the generation. */
-    uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
-    if (!atomic_compare_exchange_strong_explicit(&e->word, &setup, WORD_MAKE(gen, PHASE_PENDING),
-                                                 memory_order_seq_cst, memory_order_relaxed)) {
-        return ORDO_OK; /* the value was reached (or the signal failed) during arming */
+    uint64_t pending = WORD_MAKE(gen, PHASE_PENDING);
+    if (entry_flags & ENTRY_TIMED) {
+        if (!timer_add(w, e, gen, deadline)) {
+            return ORDO_OK; /* the value was reached (or the signal failed) during arming */
+        }
+        pending |= WORD_IN_HEAP;
+    } else {
+        uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
+        if (!atomic_compare_exchange_strong_explicit(&e->word, &setup, pending,
+                                                     memory_order_seq_cst, memory_order_relaxed)) {
+            return ORDO_OK; /* as above */
+        }
     }
     if (ORDO_UNLIKELY(atomic_load_explicit(&w->closing, memory_order_seq_cst))) {
         /* A destroy began and may have scanned past this entry. */
-        if (entry_claim_pending(e, WORD_MAKE(gen, PHASE_PENDING))) {
-            entry_resolved(w, e, gen, ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0, 0);
-        }
-        return ORDO_OK;
-    }
-    if (entry_flags & ENTRY_TIMED) {
-        int wake = 0;
-        pthread_mutex_lock(&w->timer_lock);
-        if (atomic_load_explicit(&e->word, memory_order_relaxed) == WORD_MAKE(gen, PHASE_PENDING)) {
-            wait_heap_push(&w->heap, e, deadline);
-            if (e->heap_index == 0 && deadline < w->timer_sleep_until) {
-                w->timer_sleep_until = deadline; /* one wake-up is enough */
-                wake = 1;
-            }
-        }
-        pthread_mutex_unlock(&w->timer_lock);
-        if (wake) {
-            pthread_cond_signal(&w->timer_wake);
+        if (entry_claim_pending(e, pending)) {
+            entry_resolved(w, e, gen, ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0,
+                           (pending & WORD_IN_HEAP) != 0);
         }
     }
     return ORDO_OK;
@@ -692,12 +789,8 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int w
                     result == ORDO_CANCEL_PREVENTED) {
                     ++drop;
                 }
-                if (entry_flags_of(e) & ENTRY_TIMED) {
-                    pthread_mutex_lock(&w->timer_lock);
-                    if (e->heap_index != WAIT_HEAP_NONE) {
-                        wait_heap_remove(&w->heap, e->heap_index);
-                    }
-                    pthread_mutex_unlock(&w->timer_lock);
+                if (word & WORD_IN_HEAP) {
+                    heap_note_stale(w, e);
                 }
                 atomic_fetch_add_explicit(&w->cancelled, 1, memory_order_relaxed);
                 entry_release(w, e, drop);

@@ -29,11 +29,21 @@
  * prevented). The last to let go recycles the entry: it releases the
  * signal, bumps the generation and pushes the entry on the free stack.
  *
+ * Deadlines. A wait with a deadline gets a heap node (deadline, slot,
+ * generation) once it is PENDING; IN_HEAP in its word says so. Resolving
+ * it otherwise leaves the node stale instead of removing it (no heap work,
+ * no lock, on the fire and cancel paths): whoever claims a word with
+ * IN_HEAP counts one stale node and clears the slot's tag (a dense array
+ * of the generation each slot's live node carries), and the timer thread
+ * drops stale nodes when they reach the top, before it sleeps, and
+ * compacts the heap in O(n), reading only the tags, once more than half of
+ * it is stale.
+ *
  * Locks, all leaves with respect to each other except slab_lock before
  * timer_lock (growing the heap with the slab); none is held while calling
  * into a signal (arming, cancelling, releasing) or running a callback:
  *   slab_lock   free stack, bucket growth, live count
- *   timer_lock  the deadline heap, entries' heap_index, the timer's state
+ *   timer_lock  the deadline heap and the timer's state
  *   queue_lock  the queue of resolved entries for the workers
  */
 #ifndef ORDO_CORE_WAITER_INTERNAL_H
@@ -53,6 +63,9 @@
 #define WAITER_BUCKET0_SHIFT 10
 #define WAITER_BUCKET0 (1u << WAITER_BUCKET0_SHIFT)
 #define WAITER_BUCKETS 17
+/* The heap is compacted once it holds at least this many stale nodes, and
+ * more stale nodes than live ones. */
+#define WAITER_COMPACT_MIN 1024
 
 enum {
     PHASE_FREE = 0,
@@ -64,7 +77,8 @@ enum {
     PHASE_CANCELLED = 6, /* prevented by ordo_waiter_cancel */
 };
 #define WORD_PHASE_MASK 0xffu
-#define WORD_WAITED 0x100u
+#define WORD_WAITED 0x100u  /* RUNNING only: a canceller sleeps until DONE */
+#define WORD_IN_HEAP 0x200u /* PENDING only: a heap node names this wait */
 #define WORD_MAKE(gen, phase) (((uint64_t)(gen) << 32) | (uint64_t)(phase))
 #define WORD_GEN(word) ((uint32_t)((word) >> 32))
 #define WORD_PHASE(word) ((uint32_t)(word)&WORD_PHASE_MASK)
@@ -80,8 +94,7 @@ typedef struct wait_entry {
     ordo_timepoint_t timepoint;
     _Atomic uint64_t word;
     _Atomic uint32_t refs;
-    uint32_t heap_index; /* under timer_lock; WAIT_HEAP_NONE when not in the heap */
-    uint32_t slot;       /* the entry's index in the slab (constant) */
+    uint32_t slot; /* the entry's index in the slab (constant) */
     /* ENTRY_*, set at registration. Atomic because a destroy's scan may
      * read it while a stale entry is being reused (its claim then fails). */
     _Atomic uint32_t flags;
@@ -92,6 +105,9 @@ typedef struct wait_entry {
     ordo_signal_t *signal; /* a reference, dropped at recycling */
     struct ordo_waiter *waiter;
     struct wait_entry *next; /* the free stack or the worker queue */
+    /* This slot's heap tag (constant): the generation of its live heap
+     * node, or 0. */
+    _Atomic uint32_t *heap_tag;
 } wait_entry_t;
 
 struct ordo_waiter {
@@ -106,10 +122,17 @@ struct ordo_waiter {
     uint32_t capacity; /* entries in the buckets */
     uint32_t bucket_count;
     _Atomic(wait_entry_t *) buckets[WAITER_BUCKETS];
+    _Atomic(_Atomic uint32_t *) tags[WAITER_BUCKETS]; /* per slot, as buckets */
 
     pthread_mutex_t timer_lock;
     pthread_cond_t timer_wake; /* on CLOCK_MONOTONIC */
     wait_heap_t heap;
+    /* Stale heap nodes (signed: a claimer may count its node after the
+     * timer has dropped it), a copy of heap.len for the claimers, and
+     * whether the timer is asked to compact. */
+    _Atomic int64_t heap_stale;
+    _Atomic uint32_t heap_len_hint;
+    _Atomic int compact_requested;
     /* The deadline the timer sleeps until; 0 while it is awake (then it
      * looks at the heap before sleeping again, so no wake-up is needed). */
     uint64_t timer_sleep_until;

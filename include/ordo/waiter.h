@@ -18,7 +18,9 @@
  * Where callbacks run. By default on one of the waiter's worker threads;
  * with ORDO_WAIT_INLINE, on the thread that resolved the wait: the thread
  * that signalled, failed or destroyed the signal, the registering thread
- * (before ordo_wait_async returns) if the value was reached already, the
+ * if the value was reached already (before ordo_wait_async returns; when
+ * registering from inside an inline or timepoint callback, right after
+ * that callback returns, as timepoints queue their callbacks), the
  * waiter's timer thread for a timeout, the destroying thread for a waiter
  * destroy. Inline callbacks must be short and must not block: they run
  * inside the signalling call. Either way a callback never runs under a lock

@@ -76,8 +76,8 @@ static _Atomic uint32_t *slot_tag(ordo_waiter_t *w, uint32_t slot) {
 
 /* ---- the slab ------------------------------------------------------------ */
 
-/* Adds the next bucket to the free stack. The heap first grows to hold a
- * node for every entry: once compacted it always has room. */
+/* Adds the next bucket to the free stack. The heap first grows to hold two
+ * nodes per entry: once compacted it always has room. */
 static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
     if (w->bucket_count == WAITER_BUCKETS) {
         return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "waiter %p holds %u waits, its maximum",
@@ -86,7 +86,7 @@ static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
     uint32_t b = w->bucket_count;
     uint32_t n = WAITER_BUCKET0 << b;
     pthread_mutex_lock(&w->timer_lock);
-    int reserved = wait_heap_reserve(&w->heap, w->capacity + n) == 0;
+    int reserved = wait_heap_reserve(&w->heap, 2 * (w->capacity + n)) == 0;
     pthread_mutex_unlock(&w->timer_lock);
     wait_entry_t *bucket = reserved ? ordo_alloc((size_t)n * sizeof *bucket, 64) : NULL;
     _Atomic uint32_t *tags = bucket ? ordo_alloc((size_t)n * sizeof *tags, 64) : NULL;
@@ -569,16 +569,24 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
 static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadline_t deadline) {
     int wake = 0;
     pthread_mutex_lock(&w->timer_lock);
+    /* Room first. Growing can fail; compacting then makes room, as the heap
+     * holds two nodes per entry of the slab. Only claimers that have not
+     * yet cleared their tag could keep it full: they are a few
+     * instructions from doing so. */
+    while (w->heap.len == w->heap.capacity &&
+           wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
+        heap_compact_locked(w);
+        if (w->heap.len == w->heap.capacity) {
+            pthread_mutex_unlock(&w->timer_lock);
+            sched_yield();
+            pthread_mutex_lock(&w->timer_lock);
+        }
+    }
     uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
     int added = atomic_compare_exchange_strong_explicit(
         &e->word, &setup, WORD_MAKE(gen, PHASE_PENDING) | WORD_IN_HEAP, memory_order_seq_cst,
         memory_order_relaxed);
     if (added) {
-        if (w->heap.len == w->heap.capacity &&
-            wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
-            /* The heap holds a node per entry once compacted. */
-            heap_compact_locked(w);
-        }
         atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
         wait_heap_node_t node = {deadline, e->slot, gen};
         if (wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {

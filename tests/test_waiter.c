@@ -902,6 +902,7 @@ typedef struct stress {
     uint64_t n;
     _Atomic uint64_t next;          /* registration cursor */
     _Atomic int registrars_running; /* producers keep going until 0 */
+    _Atomic int producers_started;
     _Atomic int stop_cancellers;
     _Atomic uint64_t violations;
     _Atomic uint64_t too_late_waited;
@@ -1004,20 +1005,25 @@ static void *stress_cancel(void *arg) {
     return NULL;
 }
 
+/* Two producers raise every signal, each at its own pace, while waits are
+ * registered (several producers may signal one timeline). */
 static void *stress_produce(void *arg) {
     stress_t *st = arg;
+    int pace = (int)atomic_fetch_add(&st->producers_started, 1) + 2;
     uint64_t value = 0;
     while (atomic_load(&st->registrars_running) && value < STRESS_TOP - 1) {
         ++value;
         for (int i = 0; i < STRESS_SIGNALS; ++i) {
             assert_ok(ordo_signal_signal(st->signals[i], value));
         }
-        test_sleep_ms(3);
+        test_sleep_ms((unsigned)pace);
     }
-    while (atomic_load(&st->registrars_running)) {
-        test_sleep_ms(1);
-    }
-    /* The end: every wait resolves, a few signals by failing. */
+    return NULL;
+}
+
+/* The end, once every wait is registered: every wait resolves, a few
+ * signals by failing, one by being destroyed. */
+static void stress_finish(stress_t *st) {
     for (int i = 0; i < STRESS_SIGNALS; ++i) {
         if (i < STRESS_FAILING) {
             assert_ok(ordo_signal_fail(st->signals[i], ORDO_ERR_ABORTED, "stress failure"));
@@ -1027,7 +1033,6 @@ static void *stress_produce(void *arg) {
             assert_ok(ordo_signal_signal(st->signals[i], STRESS_TOP));
         }
     }
-    return NULL;
 }
 
 static void stress_run(uint32_t workers) {
@@ -1051,11 +1056,17 @@ static void stress_run(uint32_t workers) {
     for (int i = 0; i < CANCELLERS; ++i) {
         cancellers[i] = test_thread_start(stress_cancel, &st);
     }
-    pthread_t producer = test_thread_start(stress_produce, &st);
+    pthread_t producers[2];
+    for (int i = 0; i < 2; ++i) {
+        producers[i] = test_thread_start(stress_produce, &st);
+    }
     for (int i = 0; i < REGISTRARS; ++i) {
         pthread_join(registrars[i], NULL);
     }
-    pthread_join(producer, NULL);
+    for (int i = 0; i < 2; ++i) {
+        pthread_join(producers[i], NULL);
+    }
+    stress_finish(&st);
     assert_ok(ordo_signal_wait(st.resolved_signal, st.n, test_deadline()));
     atomic_store(&st.stop_cancellers, 1);
     for (int i = 0; i < CANCELLERS; ++i) {

@@ -814,13 +814,17 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_waiter_cancel(w, 1, 0, NULL), ORDO_ERR_INVALID_ARGUMENT);
     /* Never issued: a slot beyond the slab, a generation never used, and
      * generation 0. */
-    assert_status(ordo_waiter_cancel(w, ((uint64_t)1 << 32) | 0xfffffff0u, 0, &result),
+    assert_status(ordo_waiter_cancel(w, ((uint64_t)7 << 32) | 0xfffffff0u, 0, &result),
                   ORDO_ERR_NOT_FOUND);
     assert_non_null(strstr(ordo_error_message(), "never issued"));
     assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id));
     assert_status(ordo_waiter_cancel(w, id + ((uint64_t)7 << 32), 0, &result), ORDO_ERR_NOT_FOUND);
     assert_status(ordo_waiter_cancel(w, 5, 0, &result), ORDO_ERR_NOT_FOUND); /* generation 0 */
     assert_status(ordo_waiter_cancel(w, id + 1, 0, &result), ORDO_ERR_NOT_FOUND);
+    /* An id of another waiter is not one of this waiter's. */
+    ordo_waiter_t *other = waiter_make(1);
+    assert_status(ordo_waiter_cancel(other, id, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_ok(ordo_waiter_destroy(other));
     assert_ok(ordo_waiter_cancel(w, id, 0, &result));
 
     assert_status(ordo_waiter_metrics(NULL, &m), ORDO_ERR_INVALID_HANDLE);

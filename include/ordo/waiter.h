@@ -35,7 +35,9 @@
  *
  * Ids are generation-tagged slot numbers: never 0, and an id whose wait has
  * completed or was cancelled is recognised as such (ORDO_ERR_NOT_FOUND)
- * until its slot has been reused 2^32 times.
+ * until its slot has been reused 2^32 times. Each waiter starts its
+ * generations elsewhere, so an id given to the wrong waiter is not found
+ * (short of a 1 in 2^32 coincidence).
  *
  * Thread-safety: every function may be called from any thread concurrently
  * on one waiter, except ordo_waiter_destroy, which must not race with calls

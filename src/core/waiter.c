@@ -103,7 +103,7 @@ static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
         e->slot = w->capacity + k;
         e->waiter = w;
         e->heap_tag = &tags[k];
-        atomic_init(&e->word, WORD_MAKE(1, PHASE_FREE));
+        atomic_init(&e->word, WORD_MAKE(w->first_gen, PHASE_FREE));
         e->next = w->free_head;
         w->free_head = e;
     }
@@ -477,6 +477,12 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
     if (!w) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
     }
+    /* Each waiter numbers its generations from its own starting point, so
+     * an id handed to the wrong waiter is (almost always) not found. */
+    static _Atomic uint32_t waiters_made;
+    uint32_t first_gen =
+        (atomic_fetch_add_explicit(&waiters_made, 1, memory_order_relaxed) + 1) * 0x9e3779b1u;
+    w->first_gen = first_gen ? first_gen : 1;
     w->worker_count = cfg.worker_threads;
     w->workers = ordo_alloc((size_t)w->worker_count * sizeof *w->workers, 0);
     pthread_condattr_t monotonic;

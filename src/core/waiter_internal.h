@@ -113,6 +113,7 @@ typedef struct wait_entry {
 struct ordo_waiter {
     uint32_t magic;
     uint32_t worker_count;
+    uint32_t first_gen;  /* the generation fresh entries start at */
     _Atomic int closing; /* set once by destroy */
 
     pthread_mutex_t slab_lock;

@@ -21,5 +21,6 @@
 #include "ordo/trace.h"
 #include "ordo/tracker.h"
 #include "ordo/version.h"
+#include "ordo/waiter.h"
 
 #endif

@@ -136,7 +136,7 @@ ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     return stream->device->backend->event_record(event, stream);
 }
 
-static ordo_status_t check_recorded(const ordo_event_t *event, const char *api) {
+ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *api) {
     ordo_status_t st = hal_event_check(event, api);
     if (st != ORDO_OK) {
         return st;
@@ -150,7 +150,7 @@ static ordo_status_t check_recorded(const ordo_event_t *event, const char *api) 
 }
 
 ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
-    ordo_status_t st = check_recorded(event, __func__);
+    ordo_status_t st = hal_event_check_recorded(event, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -164,7 +164,7 @@ ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
 }
 
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline) {
-    ordo_status_t st = check_recorded(event, __func__);
+    ordo_status_t st = hal_event_check_recorded(event, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -174,7 +174,7 @@ ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadli
 ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event) {
     ordo_status_t st = hal_stream_check(stream, __func__);
     if (st == ORDO_OK) {
-        st = check_recorded(event, __func__);
+        st = hal_event_check_recorded(event, __func__);
     }
     if (st != ORDO_OK) {
         return st;
@@ -183,9 +183,9 @@ ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event)
 }
 
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns) {
-    ordo_status_t st = check_recorded(start, __func__);
+    ordo_status_t st = hal_event_check_recorded(start, __func__);
     if (st == ORDO_OK) {
-        st = check_recorded(end, __func__);
+        st = hal_event_check_recorded(end, __func__);
     }
     if (st != ORDO_OK) {
         return st;

@@ -176,6 +176,8 @@ void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stam
 ordo_status_t hal_device_check(const ordo_device_t *device, const char *api);
 ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api);
 ordo_status_t hal_event_check(const ordo_event_t *event, const char *api);
+/* hal_event_check, and refuses an event never recorded (it names no point). */
+ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *api);
 
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */

@@ -67,6 +67,7 @@ static int command_bench(int argc, char **argv) {
     bench_memory_all(&options);
     bench_trace_all(&options);
     bench_barrier_all(&options);
+    bench_waiter_all(&options);
     return 0;
 }
 

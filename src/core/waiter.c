@@ -1,0 +1,872 @@
+/* Asynchronous waits (ordo/waiter.h): registration, the four ways a wait
+ * is resolved (its timepoint, its deadline, a cancel, a destroy), the timer
+ * thread and the worker threads. The protocol is described in
+ * core/waiter_internal.h. */
+#include <limits.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "core/waiter_internal.h"
+#include "hal/hal.h"
+#include "sync/signal_internal.h"
+
+/* The callbacks this thread is running, innermost first. Cancel does not
+ * wait for a callback from inside it; destroy is refused from inside one. */
+typedef struct callback_frame {
+    const ordo_waiter_t *waiter;
+    ordo_wait_id_t id;
+    struct callback_frame *outer;
+} callback_frame_t;
+
+static _Thread_local callback_frame_t *tls_frames;
+
+static ordo_status_t waiter_check(const ordo_waiter_t *waiter, const char *api) {
+    if (ORDO_UNLIKELY(!waiter)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "waiter is NULL");
+    }
+    if (ORDO_UNLIKELY(waiter->magic != ORDO_WAITER_MAGIC)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
+                          "%p is not a live waiter (destroyed, or not a waiter)",
+                          (const void *)waiter);
+    }
+    return ORDO_OK;
+}
+
+static inline ordo_wait_id_t entry_id(const wait_entry_t *e, uint32_t gen) {
+    return ((uint64_t)gen << 32) | e->slot;
+}
+
+static inline uint32_t entry_flags_of(const wait_entry_t *e) {
+    return atomic_load_explicit(&e->flags, memory_order_relaxed);
+}
+
+/* Where slot lives: its bucket and its index there; 0 if beyond every
+ * bucket. */
+static inline int slot_locate(uint32_t slot, unsigned *out_bucket, uint32_t *out_index) {
+    uint64_t i = (uint64_t)slot + WAITER_BUCKET0;
+    unsigned b = (unsigned)(63 - __builtin_clzll(i)) - WAITER_BUCKET0_SHIFT;
+    *out_bucket = b;
+    *out_index = (uint32_t)(i - ((uint64_t)WAITER_BUCKET0 << b));
+    return b < WAITER_BUCKETS;
+}
+
+/* The entry of slot, or NULL when no bucket holds it yet. Lock-free:
+ * buckets are published once and never move. */
+static wait_entry_t *slot_entry(ordo_waiter_t *w, uint32_t slot) {
+    unsigned b;
+    uint32_t index;
+    if (!slot_locate(slot, &b, &index)) {
+        return NULL;
+    }
+    wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_acquire);
+    return bucket ? &bucket[index] : NULL;
+}
+
+/* The heap tag of a slot that has (had) a heap node: its bucket exists. */
+static _Atomic uint32_t *slot_tag(ordo_waiter_t *w, uint32_t slot) {
+    unsigned b;
+    uint32_t index;
+    (void)slot_locate(slot, &b, &index);
+    return &atomic_load_explicit(&w->tags[b], memory_order_acquire)[index];
+}
+
+/* ---- the slab ------------------------------------------------------------ */
+
+/* Adds the next bucket to the free stack. The heap first grows to hold two
+ * nodes per entry: once compacted it always has room. */
+static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
+    if (w->bucket_count == WAITER_BUCKETS) {
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "waiter %p holds %u waits, its maximum",
+                          (void *)w, w->capacity);
+    }
+    uint32_t b = w->bucket_count;
+    uint32_t n = WAITER_BUCKET0 << b;
+    pthread_mutex_lock(&w->timer_lock);
+    int reserved = wait_heap_reserve(&w->heap, 2 * (w->capacity + n)) == 0;
+    pthread_mutex_unlock(&w->timer_lock);
+    wait_entry_t *bucket = reserved ? ordo_alloc((size_t)n * sizeof *bucket, 64) : NULL;
+    _Atomic uint32_t *tags = bucket ? ordo_alloc((size_t)n * sizeof *tags, 64) : NULL;
+    if (!tags) {
+        if (bucket) {
+            ordo_dealloc(bucket, (size_t)n * sizeof *bucket, 64);
+        }
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                          "cannot grow the slab of waiter %p beyond %u waits", (void *)w,
+                          w->capacity);
+    }
+    for (uint32_t k = n; k-- > 0;) {
+        wait_entry_t *e = &bucket[k];
+        e->slot = w->capacity + k;
+        e->waiter = w;
+        e->heap_tag = &tags[k];
+        atomic_init(&e->word, WORD_MAKE(w->first_gen, PHASE_FREE));
+        e->next = w->free_head;
+        w->free_head = e;
+    }
+    atomic_store_explicit(&w->tags[b], tags, memory_order_release);
+    atomic_store_explicit(&w->buckets[b], bucket, memory_order_release);
+    w->capacity += n;
+    w->bucket_count = b + 1;
+    return ORDO_OK;
+}
+
+static ordo_status_t entry_acquire(ordo_waiter_t *w, wait_entry_t **out_entry, const char *api) {
+    pthread_mutex_lock(&w->slab_lock);
+    if (ORDO_UNLIKELY(!w->free_head)) {
+        ordo_status_t st = slab_grow_locked(w, api);
+        if (st != ORDO_OK) {
+            pthread_mutex_unlock(&w->slab_lock);
+            return st;
+        }
+    }
+    wait_entry_t *e = w->free_head;
+    w->free_head = e->next;
+    ++w->live;
+    pthread_mutex_unlock(&w->slab_lock);
+    *out_entry = e;
+    return ORDO_OK;
+}
+
+/* Both holders have let go: the entry goes back to the free stack under a
+ * new generation, so its old id is recognised as over. */
+static void entry_recycle(ordo_waiter_t *w, wait_entry_t *e) {
+    ordo_signal_t *signal = e->signal;
+    e->signal = NULL;
+    uint32_t gen = WORD_GEN(atomic_load_explicit(&e->word, memory_order_relaxed)) + 1;
+    atomic_store_explicit(&e->word, WORD_MAKE(gen ? gen : 1, PHASE_FREE), memory_order_release);
+    if (signal) {
+        signal_release_internal(signal);
+    }
+    pthread_mutex_lock(&w->slab_lock);
+    e->next = w->free_head;
+    w->free_head = e;
+    if (--w->live == 0 && atomic_load_explicit(&w->closing, memory_order_relaxed)) {
+        pthread_cond_broadcast(&w->slab_idle);
+    }
+    pthread_mutex_unlock(&w->slab_lock);
+}
+
+static inline void entry_release(ordo_waiter_t *w, wait_entry_t *e, uint32_t count) {
+    if (atomic_fetch_sub_explicit(&e->refs, count, memory_order_acq_rel) == count) {
+        entry_recycle(w, e);
+    }
+}
+
+/* ---- running callbacks ----------------------------------------------------- */
+
+/* Runs the callback of an entry its caller moved to RUNNING, then marks it
+ * DONE and wakes cancellers waiting for it. */
+static void run_callback(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
+    ordo_status_t status = e->status;
+    switch (e->outcome) {
+    case OUTCOME_TIMED_OUT:
+        atomic_fetch_add_explicit(&w->timed_out, 1, memory_order_relaxed);
+        break;
+    case OUTCOME_ABORTED:
+        atomic_fetch_add_explicit(&w->aborted, 1, memory_order_relaxed);
+        break;
+    default:
+        if (status != ORDO_OK) {
+            atomic_fetch_add_explicit(&w->failed, 1, memory_order_relaxed);
+        }
+        atomic_fetch_add_explicit(&w->fired, 1, memory_order_relaxed);
+        break;
+    }
+    ordo_wait_id_t id = entry_id(e, gen);
+    callback_frame_t frame = {w, id, tls_frames};
+    tls_frames = &frame;
+    e->fn(e->ctx, status, id);
+    tls_frames = frame.outer;
+    atomic_fetch_add_explicit(&w->completed, 1, memory_order_relaxed);
+    uint64_t old =
+        atomic_exchange_explicit(&e->word, WORD_MAKE(gen, PHASE_DONE), memory_order_seq_cst);
+    if (old & WORD_WAITED) {
+        atomic_fetch_add_explicit(&w->done_seq, 1, memory_order_seq_cst);
+        ordo_futex_wake(&w->done_seq, INT_MAX);
+    }
+}
+
+static void queue_push(ordo_waiter_t *w, wait_entry_t *e) {
+    e->next = NULL;
+    pthread_mutex_lock(&w->queue_lock);
+    if (w->queue_tail) {
+        w->queue_tail->next = e;
+    } else {
+        w->queue_head = e;
+    }
+    w->queue_tail = e;
+    int wake = w->idle_workers > 0;
+    pthread_mutex_unlock(&w->queue_lock);
+    if (wake) {
+        pthread_cond_signal(&w->queue_wake);
+    }
+}
+
+/* The phase a resolver moves an entry to. */
+static inline uint32_t resolved_phase(const wait_entry_t *e) {
+    return (entry_flags_of(e) & ENTRY_INLINE) ? PHASE_RUNNING : PHASE_QUEUED;
+}
+
+/* The claimer of e found IN_HEAP: e's heap node is stale from now on.
+ * Clears its tag (before the entry can be recycled and tagged anew) and
+ * counts it; asks the timer to compact the heap once more than half of it
+ * is stale. */
+static void heap_note_stale(ordo_waiter_t *w, wait_entry_t *e) {
+    atomic_store_explicit(e->heap_tag, 0, memory_order_relaxed);
+    int64_t stale = atomic_fetch_add_explicit(&w->heap_stale, 1, memory_order_relaxed) + 1;
+    if (stale < WAITER_COMPACT_MIN ||
+        2 * stale <= (int64_t)atomic_load_explicit(&w->heap_len_hint, memory_order_relaxed) ||
+        atomic_load_explicit(&w->compact_requested, memory_order_relaxed) ||
+        atomic_exchange_explicit(&w->compact_requested, 1, memory_order_relaxed)) {
+        return;
+    }
+    /* Through the lock: the timer reads the request under it before it
+     * sleeps, so it either sees it or is asleep to get the signal. */
+    pthread_mutex_lock(&w->timer_lock);
+    pthread_mutex_unlock(&w->timer_lock);
+    pthread_cond_signal(&w->timer_wake);
+}
+
+/* The work of whoever won the entry out of PENDING (or SETUP): disarm its
+ * timepoint (unless the caller is that timepoint's callback), count its
+ * heap node stale (stale_node: the word it claimed had IN_HEAP, and the
+ * caller is not the timer that popped the node), then run the callback
+ * here (inline) or hand it to the workers. by_timepoint: the caller's
+ * timepoint reference is dropped here too. */
+static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_status_t status,
+                           uint32_t outcome, int by_timepoint, int stale_node) {
+    uint32_t drop = by_timepoint ? 1 : 0;
+    if (!by_timepoint) {
+        ordo_cancel_result_t result;
+        if (ordo_timepoint_cancel(&e->timepoint, &result) == ORDO_OK &&
+            result == ORDO_CANCEL_PREVENTED) {
+            ++drop; /* otherwise its callback is due: it finds the entry taken */
+        }
+    }
+    if (stale_node) {
+        heap_note_stale(w, e);
+    }
+    e->status = status;
+    e->outcome = outcome;
+    if (entry_flags_of(e) & ENTRY_INLINE) {
+        run_callback(w, e, gen);
+        ++drop; /* the resolution's reference */
+    } else {
+        queue_push(w, e); /* the resolution's reference goes with it */
+    }
+    if (drop) {
+        entry_release(w, e, drop);
+    }
+}
+
+/* The callback of every entry's timepoint: the signal reached the value,
+ * failed, or was destroyed. */
+static void entry_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    wait_entry_t *e = ctx;
+    ordo_waiter_t *w = e->waiter;
+    uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
+    for (;;) {
+        uint32_t phase = WORD_PHASE(word);
+        if (phase != PHASE_SETUP && phase != PHASE_PENDING) {
+            entry_release(w, e, 1); /* resolved otherwise: only let go */
+            return;
+        }
+        uint64_t target = WORD_MAKE(WORD_GEN(word), resolved_phase(e));
+        if (atomic_compare_exchange_weak_explicit(&e->word, &word, target, memory_order_seq_cst,
+                                                  memory_order_acquire)) {
+            break;
+        }
+    }
+    entry_resolved(w, e, WORD_GEN(word), status, OUTCOME_FIRED, 1, (word & WORD_IN_HEAP) != 0);
+}
+
+/* Claims e out of PENDING (word: as last read) for a resolver; 0 if
+ * someone else has it. */
+static int entry_claim_pending(wait_entry_t *e, uint64_t word) {
+    if (WORD_PHASE(word) != PHASE_PENDING) {
+        return 0;
+    }
+    return atomic_compare_exchange_strong_explicit(&e->word, &word,
+                                                   WORD_MAKE(WORD_GEN(word), resolved_phase(e)),
+                                                   memory_order_seq_cst, memory_order_relaxed);
+}
+
+/* ---- threads ------------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    ordo_waiter_t *w = arg;
+    pthread_setname_np(pthread_self(), "ordo-waiter");
+    pthread_mutex_lock(&w->queue_lock);
+    for (;;) {
+        while (!w->queue_head && !w->queue_stop) {
+            ++w->idle_workers;
+            pthread_cond_wait(&w->queue_wake, &w->queue_lock);
+            --w->idle_workers;
+        }
+        wait_entry_t *e = w->queue_head;
+        if (!e) {
+            break; /* stopping, and nothing is left */
+        }
+        w->queue_head = e->next;
+        if (!w->queue_head) {
+            w->queue_tail = NULL;
+        }
+        pthread_mutex_unlock(&w->queue_lock);
+        /* The queue's reference keeps the entry (and its generation). */
+        uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
+        uint32_t gen = WORD_GEN(word);
+        uint64_t queued = WORD_MAKE(gen, PHASE_QUEUED);
+        if (atomic_compare_exchange_strong_explicit(&e->word, &queued,
+                                                    WORD_MAKE(gen, PHASE_RUNNING),
+                                                    memory_order_seq_cst, memory_order_relaxed)) {
+            run_callback(w, e, gen);
+        } /* else cancelled while queued */
+        entry_release(w, e, 1);
+        pthread_mutex_lock(&w->queue_lock);
+    }
+    pthread_mutex_unlock(&w->queue_lock);
+    return NULL;
+}
+
+#define TIMER_BATCH 64
+
+/* A heap node is live while its slot's tag holds its generation. The tags
+ * are dense, so compacting reads a small array, not every entry. */
+static int heap_node_live(void *ctx, const wait_heap_node_t *node) {
+    return atomic_load_explicit(slot_tag(ctx, node->slot), memory_order_relaxed) == node->gen;
+}
+
+static void heap_compact_locked(ordo_waiter_t *w) {
+    uint32_t dropped = wait_heap_filter(&w->heap, heap_node_live, w);
+    atomic_fetch_sub_explicit(&w->heap_stale, dropped, memory_order_relaxed);
+    atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
+}
+
+static void *timer_main(void *arg) {
+    ordo_waiter_t *w = arg;
+    pthread_setname_np(pthread_self(), "ordo-timer");
+    /* Deadlines are met to the microsecond, not to the default 50 us
+     * slack of a sleeping thread. */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    pthread_mutex_lock(&w->timer_lock);
+    while (!w->timer_stop) {
+        if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
+            atomic_store_explicit(&w->compact_requested, 0, memory_order_relaxed);
+            heap_compact_locked(w);
+        }
+        uint64_t now = ordo_time_now_ns();
+        wait_entry_t *batch[TIMER_BATCH];
+        uint32_t gens[TIMER_BATCH];
+        uint32_t n = 0;
+        /* Expired nodes, and stale ones on top: the timer then sleeps until
+         * the earliest live deadline. */
+        while (n < TIMER_BATCH && w->heap.len) {
+            wait_heap_node_t top = w->heap.nodes[0];
+            wait_entry_t *e = slot_entry(w, top.slot);
+            uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
+            int live = WORD_GEN(word) == top.gen && WORD_PHASE(word) == PHASE_PENDING;
+            if (live && top.deadline > now) {
+                break;
+            }
+            wait_heap_pop(&w->heap);
+            if (live && entry_claim_pending(e, word)) {
+                gens[n] = top.gen;
+                batch[n++] = e;
+            } else {
+                /* Its claimer counts it stale (or has): it is gone now. */
+                atomic_fetch_sub_explicit(&w->heap_stale, 1, memory_order_relaxed);
+            }
+        }
+        atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
+        if (n) {
+            pthread_mutex_unlock(&w->timer_lock);
+            for (uint32_t i = 0; i < n; ++i) {
+                entry_resolved(w, batch[i], gens[i], ORDO_ERR_TIMEOUT, OUTCOME_TIMED_OUT, 0, 0);
+            }
+            pthread_mutex_lock(&w->timer_lock);
+            continue;
+        }
+        if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
+            continue;
+        }
+        if (!w->heap.len) {
+            w->timer_sleep_until = ORDO_DEADLINE_NEVER;
+            pthread_cond_wait(&w->timer_wake, &w->timer_lock);
+        } else {
+            uint64_t until = w->heap.nodes[0].deadline;
+            w->timer_sleep_until = until;
+            struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+            pthread_cond_timedwait(&w->timer_wake, &w->timer_lock, &ts);
+        }
+        w->timer_sleep_until = 0;
+    }
+    pthread_mutex_unlock(&w->timer_lock);
+    return NULL;
+}
+
+static void timer_stop(ordo_waiter_t *w) {
+    pthread_mutex_lock(&w->timer_lock);
+    w->timer_stop = 1;
+    pthread_mutex_unlock(&w->timer_lock);
+    pthread_cond_signal(&w->timer_wake);
+    pthread_join(w->timer_thread, NULL);
+}
+
+static void workers_stop(ordo_waiter_t *w, uint32_t started) {
+    pthread_mutex_lock(&w->queue_lock);
+    w->queue_stop = 1;
+    pthread_mutex_unlock(&w->queue_lock);
+    pthread_cond_broadcast(&w->queue_wake);
+    for (uint32_t i = 0; i < started; ++i) {
+        pthread_join(w->workers[i], NULL);
+    }
+}
+
+/* ---- create and destroy ---------------------------------------------------- */
+
+ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config) {
+    if (!out_config) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    out_config->worker_threads = 1;
+    return ORDO_OK;
+}
+
+/* Frees what waiter_init made (threads already joined). */
+static void waiter_free(ordo_waiter_t *w) {
+    for (uint32_t b = 0; b < w->bucket_count; ++b) {
+        wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_relaxed);
+        ordo_dealloc(bucket, (size_t)(WAITER_BUCKET0 << b) * sizeof *bucket, 64);
+        _Atomic uint32_t *tags = atomic_load_explicit(&w->tags[b], memory_order_relaxed);
+        ordo_dealloc(tags, (size_t)(WAITER_BUCKET0 << b) * sizeof *tags, 64);
+    }
+    wait_heap_free(&w->heap);
+    if (w->workers) {
+        ordo_dealloc(w->workers, (size_t)w->worker_count * sizeof *w->workers, 0);
+    }
+    pthread_cond_destroy(&w->queue_wake);
+    pthread_mutex_destroy(&w->queue_lock);
+    pthread_cond_destroy(&w->timer_wake);
+    pthread_mutex_destroy(&w->timer_lock);
+    pthread_cond_destroy(&w->slab_idle);
+    pthread_mutex_destroy(&w->slab_lock);
+    w->magic = ORDO_WAITER_DEAD;
+    ordo_dealloc(w, sizeof *w, 64);
+}
+
+ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter_t **out_waiter) {
+    if (!out_waiter) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_waiter is NULL");
+    }
+    *out_waiter = NULL;
+    ordo_waiter_config_t cfg;
+    (void)ordo_waiter_config_default(&cfg);
+    if (config) {
+        cfg = *config;
+    }
+    if (cfg.worker_threads == 0 || cfg.worker_threads > ORDO_WAITER_MAX_WORKERS) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "worker_threads %u is not in 1..%u",
+                          cfg.worker_threads, ORDO_WAITER_MAX_WORKERS);
+    }
+    ordo_waiter_t *w = ordo_alloc(sizeof *w, 64);
+    if (!w) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
+    }
+    /* Each waiter numbers its generations from its own starting point, so
+     * an id handed to the wrong waiter is (almost always) not found. */
+    static _Atomic uint32_t waiters_made;
+    uint32_t first_gen =
+        (atomic_fetch_add_explicit(&waiters_made, 1, memory_order_relaxed) + 1) * 0x9e3779b1u;
+    w->first_gen = first_gen ? first_gen : 1;
+    w->worker_count = cfg.worker_threads;
+    w->workers = ordo_alloc((size_t)w->worker_count * sizeof *w->workers, 0);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    /* Default mutexes and condition variables cannot fail to initialise
+     * on Linux (glibc allocates nothing for them). */
+    pthread_mutex_init(&w->slab_lock, NULL);
+    pthread_cond_init(&w->slab_idle, NULL);
+    pthread_mutex_init(&w->timer_lock, NULL);
+    pthread_cond_init(&w->timer_wake, &monotonic);
+    pthread_mutex_init(&w->queue_lock, NULL);
+    pthread_cond_init(&w->queue_wake, NULL);
+    pthread_condattr_destroy(&monotonic);
+    if (!w->workers) {
+        waiter_free(w);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
+    }
+    if (pthread_create(&w->timer_thread, NULL, timer_main, w) != 0) {
+        waiter_free(w);
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__, "cannot start the timer thread");
+    }
+    for (uint32_t i = 0; i < w->worker_count; ++i) {
+        if (pthread_create(&w->workers[i], NULL, worker_main, w) != 0) {
+            workers_stop(w, i);
+            timer_stop(w);
+            waiter_free(w);
+            return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__,
+                              "cannot start worker thread %u of %u", i + 1, cfg.worker_threads);
+        }
+    }
+    w->magic = ORDO_WAITER_MAGIC;
+    *out_waiter = w;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
+    ordo_status_t st = waiter_check(waiter, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_waiter_t *w = waiter;
+    for (const callback_frame_t *f = tls_frames; f; f = f->outer) {
+        if (f->waiter == w) {
+            return ordo_error(ORDO_ERR_BUSY, __func__,
+                              "called from a callback of waiter %p: it would wait for itself",
+                              (void *)w);
+        }
+    }
+    if (atomic_exchange_explicit(&w->closing, 1, memory_order_seq_cst)) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "waiter %p is being destroyed already",
+                          (void *)w);
+    }
+    /* Resolve every pending wait with ORDO_ERR_CANCELLED. A registration
+     * that makes its entry PENDING after this scan sees closing and
+     * resolves the entry itself (both sides use sequentially consistent
+     * accesses: one of them sees the other). */
+    for (uint32_t b = 0; b < WAITER_BUCKETS; ++b) {
+        wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_acquire);
+        if (!bucket) {
+            break;
+        }
+        for (uint32_t k = 0; k < (WAITER_BUCKET0 << b); ++k) {
+            wait_entry_t *e = &bucket[k];
+            uint64_t word = atomic_load_explicit(&e->word, memory_order_seq_cst);
+            if (entry_claim_pending(e, word)) {
+                entry_resolved(w, e, WORD_GEN(word), ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0,
+                               (word & WORD_IN_HEAP) != 0);
+            }
+        }
+    }
+    /* Queued and running callbacks finish; due timepoints let go. */
+    pthread_mutex_lock(&w->slab_lock);
+    while (w->live) {
+        pthread_cond_wait(&w->slab_idle, &w->slab_lock);
+    }
+    pthread_mutex_unlock(&w->slab_lock);
+    timer_stop(w);
+    workers_stop(w, w->worker_count);
+    waiter_free(w);
+    return ORDO_OK;
+}
+
+/* ---- registering ------------------------------------------------------------ */
+
+/* Moves the wait (e, gen) from SETUP to PENDING with its heap node, under
+ * the timer's lock so that the timer never sees the one without the other;
+ * wakes the timer if the node is the new earliest deadline. 0 if the
+ * wait's timepoint resolved it first. */
+static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadline_t deadline) {
+    int wake = 0;
+    pthread_mutex_lock(&w->timer_lock);
+    /* Room first. Growing can fail; compacting then makes room, as the heap
+     * holds two nodes per entry of the slab. Only claimers that have not
+     * yet cleared their tag could keep it full: they are a few
+     * instructions from doing so. */
+    while (w->heap.len == w->heap.capacity &&
+           wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
+        heap_compact_locked(w);
+        if (w->heap.len == w->heap.capacity) {
+            pthread_mutex_unlock(&w->timer_lock);
+            sched_yield();
+            pthread_mutex_lock(&w->timer_lock);
+        }
+    }
+    uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
+    int added = atomic_compare_exchange_strong_explicit(
+        &e->word, &setup, WORD_MAKE(gen, PHASE_PENDING) | WORD_IN_HEAP, memory_order_seq_cst,
+        memory_order_relaxed);
+    if (added) {
+        atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
+        wait_heap_node_t node = {deadline, e->slot, gen};
+        if (wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {
+            w->timer_sleep_until = deadline; /* one wake-up is enough */
+            wake = 1;
+        }
+        atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&w->timer_lock);
+    if (wake) {
+        pthread_cond_signal(&w->timer_wake);
+    }
+    return added;
+}
+
+static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint64_t value,
+                                   ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
+                                   void *ctx, ordo_wait_id_t *out_id, const char *api) {
+    if (ORDO_UNLIKELY(atomic_load_explicit(&w->closing, memory_order_relaxed))) {
+        return ordo_error(ORDO_ERR_DESTROYED, api, "waiter %p is being destroyed", (void *)w);
+    }
+    wait_entry_t *e;
+    ordo_status_t st = entry_acquire(w, &e, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    uint32_t gen = WORD_GEN(atomic_load_explicit(&e->word, memory_order_relaxed));
+    uint32_t entry_flags = ((flags & ORDO_WAIT_INLINE) ? ENTRY_INLINE : 0) |
+                           (deadline != ORDO_DEADLINE_NEVER ? ENTRY_TIMED : 0);
+    atomic_store_explicit(&e->flags, entry_flags, memory_order_relaxed);
+    e->fn = fn;
+    e->ctx = ctx;
+    e->signal = signal;
+    atomic_store_explicit(&e->refs, 2, memory_order_relaxed); /* timepoint, resolution */
+    atomic_store_explicit(&e->word, WORD_MAKE(gen, PHASE_SETUP), memory_order_relaxed);
+    ordo_wait_id_t id = entry_id(e, gen);
+    if (out_id) {
+        *out_id = id;
+    }
+    atomic_fetch_add_explicit(&w->registered, 1, memory_order_relaxed);
+    signal_retain_internal(signal);
+    /* Arming publishes the fields above (under the signal's lock) to
+     * whichever thread runs the timepoint. */
+    if (ORDO_UNLIKELY(timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired, e) !=
+                      ORDO_OK)) {
+        atomic_fetch_sub_explicit(&w->registered, 1, memory_order_relaxed);
+        if (out_id) {
+            *out_id = 0;
+        }
+        entry_recycle(w, e); /* releases the signal */
+        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+    }
+    /* From here on the entry may be resolved and even recycled by others:
+     * every further access is checked against the generation. */
+    uint64_t pending = WORD_MAKE(gen, PHASE_PENDING);
+    if (entry_flags & ENTRY_TIMED) {
+        if (!timer_add(w, e, gen, deadline)) {
+            return ORDO_OK; /* the value was reached (or the signal failed) during arming */
+        }
+        pending |= WORD_IN_HEAP;
+    } else {
+        uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
+        if (!atomic_compare_exchange_strong_explicit(&e->word, &setup, pending,
+                                                     memory_order_seq_cst, memory_order_relaxed)) {
+            return ORDO_OK; /* as above */
+        }
+    }
+    if (ORDO_UNLIKELY(atomic_load_explicit(&w->closing, memory_order_seq_cst))) {
+        /* A destroy began and may have scanned past this entry. */
+        if (entry_claim_pending(e, pending)) {
+            entry_resolved(w, e, gen, ORDO_ERR_CANCELLED, OUTCOME_ABORTED, 0,
+                           (pending & WORD_IN_HEAP) != 0);
+        }
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t check_wait_args(uint32_t flags, ordo_wait_fn fn, const char *api) {
+    if (ORDO_UNLIKELY(!fn)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "fn is NULL");
+    }
+    if (ORDO_UNLIKELY(flags & ~ORDO_WAIT_INLINE)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "unknown flags 0x%x",
+                          flags & ~ORDO_WAIT_INLINE);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint64_t value,
+                              ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
+                              ordo_wait_id_t *out_id) {
+    if (out_id) {
+        *out_id = 0;
+    }
+    ordo_status_t st = waiter_check(waiter, __func__);
+    if (st == ORDO_OK) {
+        st = signal_check(signal, __func__);
+    }
+    if (st == ORDO_OK) {
+        st = check_wait_args(flags, fn, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+    }
+    return wait_register(waiter, signal, value, deadline, flags, fn, ctx, out_id, __func__);
+}
+
+ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
+                                    ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
+                                    void *ctx, ordo_wait_id_t *out_id) {
+    if (out_id) {
+        *out_id = 0;
+    }
+    ordo_status_t st = waiter_check(waiter, __func__);
+    if (st == ORDO_OK) {
+        st = hal_event_check_recorded(event, __func__);
+    }
+    if (st == ORDO_OK) {
+        st = check_wait_args(flags, fn, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return wait_register(waiter, event->timeline, event->point, deadline, flags, fn, ctx, out_id,
+                         __func__);
+}
+
+/* ---- cancelling ------------------------------------------------------------- */
+
+static int running_on_this_thread(const ordo_waiter_t *w, ordo_wait_id_t id) {
+    for (const callback_frame_t *f = tls_frames; f; f = f->outer) {
+        if (f->waiter == w && f->id == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Sleeps until the callback of entry e (generation gen) has returned. */
+static void wait_for_callback_return(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
+    const uint64_t running = WORD_MAKE(gen, PHASE_RUNNING);
+    for (;;) {
+        /* The sequence before the word: a return after this read of the
+         * word bumps the sequence after it, so the futex cannot miss it. */
+        uint32_t seq = atomic_load_explicit(&w->done_seq, memory_order_seq_cst);
+        uint64_t word = atomic_load_explicit(&e->word, memory_order_seq_cst);
+        if ((word & ~(uint64_t)WORD_WAITED) != running) {
+            return;
+        }
+        if (!(word & WORD_WAITED)) {
+            (void)atomic_compare_exchange_strong_explicit(
+                &e->word, &word, word | WORD_WAITED, memory_order_seq_cst, memory_order_relaxed);
+            continue;
+        }
+        (void)ordo_futex_wait(&w->done_seq, seq, ORDO_DEADLINE_NEVER);
+    }
+}
+
+ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int wait_for_callback,
+                                 ordo_cancel_result_t *out_result) {
+    ordo_status_t st = waiter_check(waiter, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    ordo_waiter_t *w = waiter;
+    if (ORDO_UNLIKELY(!out_result)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_result is NULL");
+    }
+    if (ORDO_UNLIKELY(id == 0)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "0 is never a wait id");
+    }
+    uint32_t gen = (uint32_t)(id >> 32);
+    wait_entry_t *e = slot_entry(w, (uint32_t)id);
+    if (ORDO_UNLIKELY(!e || gen == 0)) {
+        return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
+                          "wait id 0x%llx was never issued by waiter %p", (unsigned long long)id,
+                          (void *)w);
+    }
+    uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
+    for (;;) {
+        if (WORD_GEN(word) != gen) {
+            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
+                              "wait 0x%llx is over: its callback has completed or it was "
+                              "cancelled",
+                              (unsigned long long)id);
+        }
+        switch (WORD_PHASE(word)) {
+        case PHASE_SETUP:
+            /* Still inside ordo_wait_async on another thread, for a few
+             * instructions more. */
+            sched_yield();
+            word = atomic_load_explicit(&e->word, memory_order_acquire);
+            continue;
+        case PHASE_PENDING:
+            if (!atomic_compare_exchange_weak_explicit(
+                    &e->word, &word, WORD_MAKE(gen, PHASE_CANCELLED), memory_order_seq_cst,
+                    memory_order_acquire)) {
+                continue;
+            }
+            {
+                uint32_t drop = 1; /* the resolution's reference */
+                ordo_cancel_result_t result;
+                if (ordo_timepoint_cancel(&e->timepoint, &result) == ORDO_OK &&
+                    result == ORDO_CANCEL_PREVENTED) {
+                    ++drop;
+                }
+                if (word & WORD_IN_HEAP) {
+                    heap_note_stale(w, e);
+                }
+                atomic_fetch_add_explicit(&w->cancelled, 1, memory_order_relaxed);
+                entry_release(w, e, drop);
+            }
+            *out_result = ORDO_CANCEL_PREVENTED;
+            return ORDO_OK;
+        case PHASE_QUEUED:
+            /* Resolved but not started: still preventable. The worker that
+             * pops it lets it go. */
+            if (!atomic_compare_exchange_weak_explicit(
+                    &e->word, &word, WORD_MAKE(gen, PHASE_CANCELLED), memory_order_seq_cst,
+                    memory_order_acquire)) {
+                continue;
+            }
+            atomic_fetch_add_explicit(&w->cancelled, 1, memory_order_relaxed);
+            *out_result = ORDO_CANCEL_PREVENTED;
+            return ORDO_OK;
+        case PHASE_RUNNING:
+            *out_result = ORDO_CANCEL_TOO_LATE;
+            if (wait_for_callback && !running_on_this_thread(w, id)) {
+                wait_for_callback_return(w, e, gen);
+            }
+            return ORDO_OK;
+        case PHASE_DONE:
+            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
+                              "wait 0x%llx is over: its callback has completed",
+                              (unsigned long long)id);
+        case PHASE_CANCELLED:
+            return ordo_error(ORDO_ERR_NOT_FOUND, __func__, "wait 0x%llx was cancelled already",
+                              (unsigned long long)id);
+        default:
+            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
+                              "wait id 0x%llx was never issued by waiter %p, or is over",
+                              (unsigned long long)id, (void *)w);
+        }
+    }
+}
+
+ordo_status_t ordo_waiter_metrics(ordo_waiter_t *waiter, ordo_waiter_metrics_t *out_metrics) {
+    ordo_status_t st = waiter_check(waiter, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_metrics) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+    }
+    /* Outcomes before starts before registrations: whatever a read counts
+     * was counted at an earlier stage before, so the differences below do
+     * not go negative (they are clamped for the rare case of a refused
+     * registration being taken back). */
+    ordo_waiter_metrics_t m;
+    uint64_t completed = atomic_load_explicit(&waiter->completed, memory_order_seq_cst);
+    m.cancelled = atomic_load_explicit(&waiter->cancelled, memory_order_seq_cst);
+    m.failed = atomic_load_explicit(&waiter->failed, memory_order_seq_cst);
+    m.fired = atomic_load_explicit(&waiter->fired, memory_order_seq_cst);
+    m.timed_out = atomic_load_explicit(&waiter->timed_out, memory_order_seq_cst);
+    m.aborted = atomic_load_explicit(&waiter->aborted, memory_order_seq_cst);
+    m.registered = atomic_load_explicit(&waiter->registered, memory_order_seq_cst);
+    uint64_t started = m.fired + m.timed_out + m.aborted;
+    uint64_t resolved = started + m.cancelled;
+    m.pending = m.registered > resolved ? m.registered - resolved : 0;
+    m.running = started > completed ? started - completed : 0;
+    *out_metrics = m;
+    return ORDO_OK;
+}

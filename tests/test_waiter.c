@@ -1,0 +1,1151 @@
+/* Asynchronous waiters: firing, where callbacks run, deadlines, failure and
+ * destroy propagation, event waits, cancellation (prevented, too late,
+ * from inside a callback), metrics, destroy with pending waits, bad input,
+ * and a stress of many waits cancelled from several threads while
+ * producers signal. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/waiter_internal.h"
+#include "test_util.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* What one callback saw. `done` (when set) is signalled with the number of
+ * callbacks of the shared counter, so a test can wait for n of them. */
+typedef struct rec {
+    _Atomic int calls;
+    _Atomic int status;
+    _Atomic uint64_t id;
+    _Atomic uint64_t at_ns;
+    pthread_t thread;
+    _Atomic int finished;
+    ordo_signal_t *done;
+    _Atomic uint64_t *counter;
+} rec_t;
+
+static void rec_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    rec_t *r = ctx;
+    r->thread = pthread_self();
+    atomic_store(&r->at_ns, ordo_time_now_ns());
+    atomic_store(&r->status, (int)status);
+    atomic_store(&r->id, id);
+    atomic_fetch_add(&r->calls, 1);
+    atomic_store(&r->finished, 1);
+    if (r->done) {
+        uint64_t n = r->counter ? atomic_fetch_add(r->counter, 1) + 1 : 1;
+        assert_ok(ordo_signal_signal(r->done, n));
+    }
+}
+
+static ordo_waiter_t *waiter_make(uint32_t workers) {
+    ordo_waiter_config_t config;
+    assert_ok(ordo_waiter_config_default(&config));
+    assert_int_equal(config.worker_threads, 1);
+    config.worker_threads = workers;
+    ordo_waiter_t *w = NULL;
+    assert_ok(ordo_waiter_create(&config, &w));
+    return w;
+}
+
+static void rec_init(rec_t *r, ordo_signal_t *done, _Atomic uint64_t *counter) {
+    memset(r, 0, sizeof *r);
+    atomic_store(&r->status, -1);
+    r->done = done;
+    r->counter = counter;
+}
+
+/* Waits (bounded) until the waiter has no callback running. */
+static void wait_idle(ordo_waiter_t *w) {
+    ordo_deadline_t deadline = test_deadline();
+    for (;;) {
+        ordo_waiter_metrics_t m;
+        assert_ok(ordo_waiter_metrics(w, &m));
+        if (m.running == 0) {
+            return;
+        }
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+}
+
+typedef struct counter {
+    _Atomic uint64_t calls;
+    ordo_signal_t *done;
+} counter_t;
+
+static void count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    counter_t *c = ctx;
+    assert_int_equal(status, ORDO_OK);
+    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
+}
+
+static void timeout_count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    counter_t *c = ctx;
+    assert_int_equal(status, ORDO_ERR_TIMEOUT);
+    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
+}
+
+/* ---- firing and where callbacks run ------------------------------------- */
+
+static void fires_after_register_on_a_worker(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    rec_t r;
+    rec_init(&r, done, NULL);
+    ordo_wait_id_t id = 0;
+    assert_ok(ordo_wait_async(w, s, 5, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
+    assert_true(id != 0);
+    assert_ok(ordo_signal_signal(s, 4));
+    test_sleep_ms(5);
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_ok(ordo_signal_signal(s, 5));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    assert_int_equal(atomic_load(&r.id), id);
+    assert_false(pthread_equal(r.thread, pthread_self()));
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.registered, 1);
+    assert_int_equal(m.fired, 1);
+    assert_int_equal(m.pending, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+static void fires_when_reached_before_register(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(9);
+    ordo_signal_t *done = test_signal_make(0);
+    /* Worker: queued at once, run on the worker. */
+    rec_t r;
+    rec_init(&r, done, NULL);
+    ordo_wait_id_t id = 0;
+    assert_ok(ordo_wait_async(w, s, 9, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    assert_false(pthread_equal(r.thread, pthread_self()));
+    /* Inline: run by the registering thread before the call returns. */
+    rec_t q;
+    rec_init(&q, NULL, NULL);
+    ordo_wait_id_t qid = 0;
+    assert_ok(ordo_wait_async(w, s, 3, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
+    assert_int_equal(atomic_load(&q.calls), 1);
+    assert_int_equal(atomic_load(&q.id), qid);
+    assert_true(pthread_equal(q.thread, pthread_self()));
+    /* A deadline already past loses to a value already reached. */
+    rec_t p;
+    rec_init(&p, NULL, NULL);
+    assert_ok(ordo_wait_async(w, s, 0, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn, &p, NULL));
+    assert_int_equal(atomic_load(&p.calls), 1);
+    assert_int_equal(atomic_load(&p.status), ORDO_OK);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+typedef struct producer {
+    ordo_signal_t *signal;
+    uint64_t value;
+    pthread_t self;
+} producer_t;
+
+static void *produce(void *arg) {
+    producer_t *p = arg;
+    p->self = pthread_self();
+    assert_ok(ordo_signal_signal(p->signal, p->value));
+    return NULL;
+}
+
+static void inline_runs_on_the_signalling_thread(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(2);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic uint64_t counter = 0;
+    rec_t in, out;
+    rec_init(&in, done, &counter);
+    rec_init(&out, done, &counter);
+    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &in, NULL));
+    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), 0, rec_fn, &out, NULL));
+    producer_t p = {s, 1, 0};
+    pthread_t t = test_thread_start(produce, &p);
+    pthread_join(t, NULL);
+    /* The inline callback ran inside the producer's signal call. */
+    assert_int_equal(atomic_load(&in.calls), 1);
+    assert_true(pthread_equal(in.thread, p.self));
+    assert_ok(ordo_signal_wait(done, 2, test_deadline()));
+    assert_false(pthread_equal(out.thread, p.self));
+    assert_false(pthread_equal(out.thread, pthread_self()));
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+/* ---- deadlines ------------------------------------------------------------ */
+
+static void deadline_fires_timeout_never_early(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic uint64_t counter = 0;
+    rec_t worker, in;
+    rec_init(&worker, done, &counter);
+    rec_init(&in, done, &counter);
+    ordo_deadline_t deadline = ordo_deadline_after_ms(20);
+    assert_ok(ordo_wait_async(w, s, 1, deadline, 0, rec_fn, &worker, NULL));
+    assert_ok(ordo_wait_async(w, s, 1, deadline, ORDO_WAIT_INLINE, rec_fn, &in, NULL));
+    assert_ok(ordo_signal_wait(done, 2, test_deadline()));
+    assert_int_equal(atomic_load(&worker.status), ORDO_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&in.status), ORDO_ERR_TIMEOUT);
+    assert_true(atomic_load(&worker.at_ns) >= deadline);
+    assert_true(atomic_load(&in.at_ns) >= deadline);
+    /* Inline timeouts run on the waiter's timer thread. */
+    assert_false(pthread_equal(in.thread, pthread_self()));
+    /* A later signal changes nothing. */
+    assert_ok(ordo_signal_signal(s, 1));
+    test_sleep_ms(2);
+    assert_int_equal(atomic_load(&worker.calls), 1);
+    assert_int_equal(atomic_load(&in.calls), 1);
+    /* ORDO_DEADLINE_NOW on an unreached value times out at once. */
+    rec_t now;
+    rec_init(&now, done, &counter);
+    assert_ok(ordo_wait_async(w, s, 2, ORDO_DEADLINE_NOW, 0, rec_fn, &now, NULL));
+    assert_ok(ordo_signal_wait(done, 3, test_deadline()));
+    assert_int_equal(atomic_load(&now.status), ORDO_ERR_TIMEOUT);
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, 3);
+    assert_int_equal(m.fired, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+static int order_log[8];
+static _Atomic int order_count;
+
+static void order_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    assert_int_equal(status, ORDO_ERR_TIMEOUT);
+    /* Only the timer thread runs these: write, then publish. */
+    order_log[atomic_load(&order_count)] = (int)(intptr_t)ctx;
+    atomic_fetch_add(&order_count, 1);
+}
+
+static void deadlines_fire_in_deadline_order(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    atomic_store(&order_count, 0);
+    static const int ms[5] = {40, 10, 30, 20, 50};
+    uint64_t base = ordo_time_now_ns();
+    ordo_wait_id_t ids[5];
+    for (int i = 0; i < 5; ++i) {
+        assert_ok(ordo_wait_async(w, s, 1, base + (uint64_t)ms[i] * 1000000u, ORDO_WAIT_INLINE,
+                                  order_fn, (void *)(intptr_t)ms[i], &ids[i]));
+    }
+    /* Cancelling one in the middle of the heap keeps the rest in order. */
+    ordo_cancel_result_t result;
+    assert_ok(ordo_waiter_cancel(w, ids[2], 0, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&order_count) < 4) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    wait_idle(w);
+    assert_int_equal(order_log[0], 10);
+    assert_int_equal(order_log[1], 20);
+    assert_int_equal(order_log[2], 40);
+    assert_int_equal(order_log[3], 50);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&order_count), 4);
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static uint32_t heap_len(ordo_waiter_t *w) {
+    pthread_mutex_lock(&w->timer_lock);
+    uint32_t len = w->heap.len;
+    pthread_mutex_unlock(&w->timer_lock);
+    return len;
+}
+
+/* Stale heap nodes of cancelled waits are compacted away by the timer, and
+ * the deadlines still pending all fire. */
+static void heap_compaction_keeps_live_deadlines(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    counter_t c = {0, test_signal_make(0)};
+    enum { N = 4 * WAITER_COMPACT_MIN };
+    static ordo_wait_id_t ids[N];
+    uint64_t base = ordo_time_now_ns() + 200000000u;
+    for (uint32_t i = 0; i < N; ++i) {
+        /* Deadlines in shuffled order. */
+        uint64_t deadline = base + (uint64_t)((i * 7919u) % N) * 1000u;
+        assert_ok(ordo_wait_async(w, s, 1, deadline, 0, timeout_count_fn, &c, &ids[i]));
+    }
+    ordo_cancel_result_t result;
+    for (uint32_t i = 0; i < N; ++i) {
+        if (i % 4) {
+            assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
+            assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+        }
+    }
+    /* The timer compacts in the background, long before any deadline. */
+    ordo_deadline_t deadline = test_deadline();
+    while (heap_len(w) == N) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_true(ordo_time_now_ns() < base);
+    assert_ok(ordo_signal_wait(c.done, N / 4, test_deadline()));
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, N / 4);
+    assert_int_equal(m.cancelled, N - N / 4);
+    assert_int_equal(m.pending, 0);
+    /* The stale nodes left go as they reach the top. */
+    while (heap_len(w) != 0) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_int_equal(atomic_load(&w->heap_stale), 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(c.done));
+}
+
+/* ---- failures and destroys propagate ------------------------------------- */
+
+static void failure_and_destroy_propagate(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *t = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic uint64_t counter = 0;
+    rec_t reached, failed, late, gone;
+    rec_init(&reached, done, &counter);
+    rec_init(&failed, done, &counter);
+    rec_init(&late, done, &counter);
+    rec_init(&gone, done, &counter);
+    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), 0, rec_fn, &reached, NULL));
+    assert_ok(ordo_wait_async(w, s, 2, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &failed, NULL));
+    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, "producer crashed"));
+    /* The inline one ran inside ordo_signal_fail. */
+    assert_int_equal(atomic_load(&failed.calls), 1);
+    assert_int_equal(atomic_load(&failed.status), ORDO_ERR_ABORTED);
+    /* A wait registered on a failed signal gets its failure at once. */
+    assert_ok(ordo_wait_async(w, s, 7, ORDO_DEADLINE_NEVER, 0, rec_fn, &late, NULL));
+    /* A destroyed signal delivers ORDO_ERR_CANCELLED. */
+    assert_ok(ordo_signal_retain(t));
+    assert_ok(ordo_wait_async(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &gone, NULL));
+    assert_ok(ordo_signal_destroy(t));
+    assert_ok(ordo_signal_wait(done, 4, test_deadline()));
+    assert_int_equal(atomic_load(&reached.status), ORDO_OK);
+    assert_int_equal(atomic_load(&late.status), ORDO_ERR_ABORTED);
+    assert_int_equal(atomic_load(&gone.status), ORDO_ERR_CANCELLED);
+    /* Registering on a destroyed signal is refused. */
+    rec_t never;
+    rec_init(&never, NULL, NULL);
+    ordo_wait_id_t id = 77;
+    assert_status(ordo_wait_async(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &never, &id),
+                  ORDO_ERR_DESTROYED);
+    assert_int_equal(id, 0);
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.registered, 4);
+    assert_int_equal(m.fired, 4);
+    assert_int_equal(m.failed, 3);
+    assert_int_equal(m.pending, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&never.calls), 0);
+    assert_ok(ordo_signal_release(t));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void event_waits(void **state) {
+    (void)state;
+    ordo_device_t *device;
+    assert_ok(ordo_device_open("cpu", &device));
+    ordo_stream_t *stream;
+    assert_ok(ordo_stream_create(device, 0, &stream));
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic uint64_t counter = 0;
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    /* Never recorded: no point to wait for. */
+    rec_t r;
+    rec_init(&r, done, &counter);
+    assert_status(ordo_wait_async_event(w, event, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    /* The stream waits on a gate; the event is its next point. */
+    assert_ok(ordo_stream_wait(stream, gate, 1));
+    assert_ok(ordo_event_record(event, stream));
+    assert_ok(ordo_wait_async_event(w, event, test_deadline(), 0, rec_fn, &r, NULL));
+    /* The wait captured the point: destroying the event changes nothing. */
+    assert_ok(ordo_event_destroy(event));
+    test_sleep_ms(5);
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    /* A stream failure before the point reaches the callback. */
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_stream_wait(stream, gate, 2));
+    assert_ok(ordo_stream_host_task(stream, fail_task, NULL));
+    assert_ok(ordo_event_record(event, stream));
+    rec_t f;
+    rec_init(&f, done, &counter);
+    assert_ok(ordo_wait_async_event(w, event, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &f, NULL));
+    assert_ok(ordo_signal_signal(gate, 2));
+    assert_ok(ordo_signal_wait(done, 2, test_deadline()));
+    assert_int_equal(atomic_load(&f.status), ORDO_ERR_ABORTED);
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_device_release(device));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+/* ---- cancellation ----------------------------------------------------------- */
+
+static void cancel_prevents_a_pending_wait(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    rec_t r, q;
+    rec_init(&r, NULL, NULL);
+    rec_init(&q, NULL, NULL);
+    ordo_wait_id_t id, qid;
+    assert_ok(ordo_wait_async(w, s, 1, ordo_deadline_after_ms(5), 0, rec_fn, &r, &id));
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
+    ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
+    assert_ok(ordo_waiter_cancel(w, id, 1, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    assert_ok(ordo_waiter_cancel(w, qid, 0, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    /* Neither the deadline nor the signal runs them now. */
+    test_sleep_ms(10);
+    assert_ok(ordo_signal_signal(s, 1));
+    wait_idle(w);
+    assert_int_equal(atomic_load(&r.calls), 0);
+    assert_int_equal(atomic_load(&q.calls), 0);
+    /* A second cancel, before or after the slot is reused, is refused. */
+    assert_status(ordo_waiter_cancel(w, id, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_non_null(strstr(ordo_error_message(), "cancelled"));
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.cancelled, 2);
+    assert_int_equal(m.pending, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+static void stale_ids_are_not_found(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(1);
+    rec_t r;
+    rec_init(&r, NULL, NULL);
+    ordo_wait_id_t first;
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, &first));
+    assert_int_equal(atomic_load(&r.calls), 1);
+    ordo_cancel_result_t result;
+    assert_status(ordo_waiter_cancel(w, first, 1, &result), ORDO_ERR_NOT_FOUND);
+    assert_non_null(strstr(ordo_error_message(), "completed"));
+    /* The slot is reused under a new generation: the old id stays over,
+     * the new one is live. */
+    ordo_wait_id_t second;
+    assert_ok(ordo_wait_async(w, s, 2, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &second));
+    assert_int_equal((uint32_t)second, (uint32_t)first);
+    assert_true(second != first);
+    assert_status(ordo_waiter_cancel(w, first, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_ok(ordo_waiter_cancel(w, second, 0, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* A worker callback that reports it started, then holds until a gate. */
+typedef struct blocker {
+    ordo_signal_t *started;
+    ordo_signal_t *gate;
+    _Atomic int returned;
+    _Atomic int calls;
+} blocker_t;
+
+static void blocker_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    blocker_t *b = ctx;
+    assert_int_equal(status, ORDO_OK);
+    atomic_fetch_add(&b->calls, 1);
+    assert_ok(ordo_signal_signal(b->started, 1));
+    assert_ok(ordo_signal_wait(b->gate, 1, test_deadline()));
+    test_sleep_ms(2); /* a canceller still waiting would return too early */
+    atomic_store(&b->returned, 1);
+}
+
+typedef struct canceller {
+    ordo_waiter_t *waiter;
+    ordo_wait_id_t id;
+    ordo_cancel_result_t result;
+    ordo_status_t status;
+    blocker_t *blocker;
+    int returned_seen; /* the callback had returned when cancel did */
+    _Atomic int back;
+} canceller_t;
+
+static void *cancel_and_wait(void *arg) {
+    canceller_t *c = arg;
+    c->status = ordo_waiter_cancel(c->waiter, c->id, 1, &c->result);
+    c->returned_seen = atomic_load(&c->blocker->returned);
+    atomic_store(&c->back, 1);
+    return NULL;
+}
+
+static void cancel_too_late_waits_for_the_callback(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    blocker_t b = {test_signal_make(0), test_signal_make(0), 0, 0};
+    ordo_wait_id_t id;
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, blocker_fn, &b, &id));
+    /* A second wait resolved while the only worker is busy sits queued:
+     * cancel still prevents it. */
+    rec_t queued;
+    rec_init(&queued, NULL, NULL);
+    ordo_wait_id_t qid;
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &queued, &qid));
+    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_wait(b.started, 1, test_deadline()));
+    ordo_cancel_result_t result;
+    assert_ok(ordo_waiter_cancel(w, qid, 1, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    /* Without waiting: TOO_LATE at once. */
+    assert_ok(ordo_waiter_cancel(w, id, 0, &result));
+    assert_int_equal(result, ORDO_CANCEL_TOO_LATE);
+    assert_int_equal(atomic_load(&b.returned), 0);
+    /* Waiting: returns only once the callback has. */
+    canceller_t c = {w, id, ORDO_CANCEL_PREVENTED, ORDO_ERR_INTERNAL, &b, 0, 0};
+    pthread_t t = test_thread_start(cancel_and_wait, &c);
+    test_sleep_ms(20);
+    assert_int_equal(atomic_load(&c.back), 0);
+    assert_ok(ordo_signal_signal(b.gate, 1));
+    pthread_join(t, NULL);
+    assert_int_equal(c.status, ORDO_OK);
+    assert_int_equal(c.result, ORDO_CANCEL_TOO_LATE);
+    assert_true(c.returned_seen);
+    wait_idle(w);
+    assert_int_equal(atomic_load(&queued.calls), 0);
+    assert_int_equal(atomic_load(&b.calls), 1);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.fired, 1);
+    assert_int_equal(m.cancelled, 1);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(b.started));
+    assert_ok(ordo_signal_destroy(b.gate));
+}
+
+/* A callback that cancels itself (waiting), cancels another wait, and tries
+ * to destroy its own waiter. */
+typedef struct self_cancel {
+    ordo_waiter_t *waiter;
+    ordo_wait_id_t other;
+    ordo_signal_t *done;
+    ordo_cancel_result_t self_result;
+    ordo_status_t self_status;
+    ordo_cancel_result_t other_result;
+    ordo_status_t destroy_status;
+} self_cancel_t;
+
+static void self_cancel_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    self_cancel_t *c = ctx;
+    assert_int_equal(status, ORDO_OK);
+    c->self_status = ordo_waiter_cancel(c->waiter, id, 1, &c->self_result);
+    assert_ok(ordo_waiter_cancel(c->waiter, c->other, 1, &c->other_result));
+    c->destroy_status = ordo_waiter_destroy(c->waiter);
+    assert_ok(ordo_signal_signal(c->done, 1));
+}
+
+static void cancel_from_inside_a_callback(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 2; ++mode) {
+        uint32_t flags = mode ? ORDO_WAIT_INLINE : 0;
+        ordo_waiter_t *w = waiter_make(1);
+        ordo_signal_t *s = test_signal_make(0);
+        ordo_signal_t *other = test_signal_make(0);
+        self_cancel_t c = {w,
+                           0,
+                           test_signal_make(0),
+                           ORDO_CANCEL_PREVENTED,
+                           ORDO_ERR_INTERNAL,
+                           ORDO_CANCEL_TOO_LATE,
+                           ORDO_OK};
+        rec_t r;
+        rec_init(&r, NULL, NULL);
+        assert_ok(ordo_wait_async(w, other, 1, ORDO_DEADLINE_NEVER, flags, rec_fn, &r, &c.other));
+        assert_ok(ordo_wait_async(w, s, 1, test_deadline(), flags, self_cancel_fn, &c, NULL));
+        assert_ok(ordo_signal_signal(s, 1));
+        assert_ok(ordo_signal_wait(c.done, 1, test_deadline()));
+        assert_int_equal(c.self_status, ORDO_OK);
+        assert_int_equal(c.self_result, ORDO_CANCEL_TOO_LATE);
+        assert_int_equal(c.other_result, ORDO_CANCEL_PREVENTED);
+        assert_int_equal(c.destroy_status, ORDO_ERR_BUSY);
+        assert_ok(ordo_signal_signal(other, 1));
+        wait_idle(w);
+        assert_int_equal(atomic_load(&r.calls), 0);
+        assert_ok(ordo_waiter_destroy(w));
+        assert_ok(ordo_signal_destroy(s));
+        assert_ok(ordo_signal_destroy(other));
+        assert_ok(ordo_signal_destroy(c.done));
+    }
+}
+
+/* ---- destroy with pending waits ---------------------------------------- */
+
+typedef struct destroy_rec {
+    _Atomic int calls;
+    _Atomic int cancelled;
+    _Atomic int refused;
+    ordo_waiter_t *waiter;
+    ordo_signal_t *signal;
+    pthread_t destroyer;
+    _Atomic int on_destroyer;
+} destroy_rec_t;
+
+static void destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    destroy_rec_t *d = ctx;
+    atomic_fetch_add(&d->calls, 1);
+    if (status == ORDO_ERR_CANCELLED) {
+        atomic_fetch_add(&d->cancelled, 1);
+    }
+    if (pthread_equal(pthread_self(), d->destroyer)) {
+        atomic_fetch_add(&d->on_destroyer, 1);
+    }
+    /* Registering while the waiter is being destroyed is refused. */
+    ordo_wait_id_t again = 5;
+    if (ordo_wait_async(d->waiter, d->signal, 1, ORDO_DEADLINE_NEVER, 0, destroy_fn, d, &again) ==
+            ORDO_ERR_DESTROYED &&
+        again == 0) {
+        atomic_fetch_add(&d->refused, 1);
+    }
+}
+
+static void destroy_cancels_pending_waits(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(2);
+    ordo_signal_t *s = test_signal_make(0);
+    const int n = (int)test_scaled(2000);
+    destroy_rec_t worker = {0, 0, 0, w, s, pthread_self(), 0};
+    destroy_rec_t in = {0, 0, 0, w, s, pthread_self(), 0};
+    for (int i = 0; i < n; ++i) {
+        ordo_deadline_t deadline = i % 2 ? ORDO_DEADLINE_NEVER : test_deadline();
+        assert_ok(ordo_wait_async(w, s, 1 + (uint64_t)i, deadline, 0, destroy_fn, &worker, NULL));
+        assert_ok(ordo_wait_async(w, s, 1 + (uint64_t)i, deadline, ORDO_WAIT_INLINE, destroy_fn,
+                                  &in, NULL));
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.pending, 2 * (uint64_t)n);
+    assert_ok(ordo_waiter_destroy(w));
+    /* Every callback ran once, with CANCELLED; inline ones on this thread,
+     * worker ones on a worker; each registration attempt was refused. */
+    assert_int_equal(atomic_load(&worker.calls), n);
+    assert_int_equal(atomic_load(&worker.cancelled), n);
+    assert_int_equal(atomic_load(&worker.refused), n);
+    assert_int_equal(atomic_load(&worker.on_destroyer), 0);
+    assert_int_equal(atomic_load(&in.calls), n);
+    assert_int_equal(atomic_load(&in.cancelled), n);
+    assert_int_equal(atomic_load(&in.on_destroyer), n);
+    /* The waiter let go of its references: the signal is ours alone. */
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* ---- metrics -------------------------------------------------------------- */
+
+static void metrics_are_exact(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *f = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic uint64_t counter = 0;
+    enum { N = 10 };
+    rec_t r[N];
+    ordo_wait_id_t ids[N];
+    for (int i = 0; i < N; ++i) {
+        rec_init(&r[i], done, &counter);
+    }
+    /* 3 reach, 2 fail, 2 time out, 2 cancelled, 1 stays pending. */
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
+    }
+    for (int i = 3; i < 5; ++i) {
+        assert_ok(ordo_wait_async(w, f, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r[i],
+                                  &ids[i]));
+    }
+    for (int i = 5; i < 7; ++i) {
+        assert_ok(ordo_wait_async(w, s, 100, ordo_deadline_after_ms(1), 0, rec_fn, &r[i], &ids[i]));
+    }
+    for (int i = 7; i < 10; ++i) {
+        assert_ok(ordo_wait_async(w, s, 100, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.registered, 10);
+    ordo_cancel_result_t result;
+    for (int i = 7; i < 9; ++i) {
+        assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
+        assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    }
+    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_fail(f, ORDO_ERR_DEVICE, "device lost"));
+    assert_ok(ordo_signal_wait(done, 7, test_deadline()));
+    wait_idle(w);
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.registered, 10);
+    assert_int_equal(m.fired, 5);
+    assert_int_equal(m.failed, 2);
+    assert_int_equal(m.timed_out, 2);
+    assert_int_equal(m.cancelled, 2);
+    assert_int_equal(m.aborted, 0);
+    assert_int_equal(m.pending, 1);
+    assert_int_equal(m.running, 0);
+    for (int i = 3; i < 5; ++i) {
+        assert_int_equal(atomic_load(&r[i].status), ORDO_ERR_DEVICE);
+    }
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&r[9].status), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(f));
+    assert_ok(ordo_signal_destroy(done));
+}
+
+/* ---- bad input ------------------------------------------------------------- */
+
+static void noop_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)ctx;
+    (void)status;
+    (void)id;
+}
+
+static void bad_input_is_refused(void **state) {
+    (void)state;
+    ordo_waiter_t *w = NULL;
+    ordo_waiter_config_t config = {0};
+    assert_status(ordo_waiter_config_default(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_waiter_create(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_waiter_create(&config, &w), ORDO_ERR_INVALID_ARGUMENT);
+    assert_null(w);
+    config.worker_threads = ORDO_WAITER_MAX_WORKERS + 1;
+    assert_status(ordo_waiter_create(&config, &w), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_waiter_create(NULL, &w));
+
+    ordo_signal_t *s = test_signal_make(0);
+    /* Not a waiter: a live object of another type. */
+    ordo_waiter_t *bogus = (ordo_waiter_t *)(void *)s;
+    ordo_wait_id_t id = 9;
+    ordo_cancel_result_t result;
+    ordo_waiter_metrics_t m;
+    assert_status(ordo_waiter_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_waiter_destroy(bogus), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async(NULL, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_int_equal(id, 0);
+    assert_status(ordo_wait_async(bogus, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async(w, NULL, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async(w, (ordo_signal_t *)(void *)w, 1, ORDO_DEADLINE_NEVER, 0, noop_fn,
+                                  NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, NULL, NULL, &id),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0x10, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_wait_async(w, s, ORDO_SIGNAL_VALUE_MAX + 1, ORDO_DEADLINE_NEVER, 0, noop_fn,
+                                  NULL, &id),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_int_equal(id, 0);
+
+    assert_status(ordo_wait_async_event(NULL, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async_event(w, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_wait_async_event(w, (ordo_event_t *)(void *)s, ORDO_DEADLINE_NEVER, 0,
+                                        noop_fn, NULL, &id),
+                  ORDO_ERR_INVALID_HANDLE);
+
+    assert_status(ordo_waiter_cancel(NULL, 1, 0, &result), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_waiter_cancel(bogus, 1, 0, &result), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_waiter_cancel(w, 0, 0, &result), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_waiter_cancel(w, 1, 0, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    /* Never issued: a slot beyond the slab, a generation never used, and
+     * generation 0. */
+    assert_status(ordo_waiter_cancel(w, ((uint64_t)7 << 32) | 0xfffffff0u, 0, &result),
+                  ORDO_ERR_NOT_FOUND);
+    assert_non_null(strstr(ordo_error_message(), "never issued"));
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id));
+    assert_status(ordo_waiter_cancel(w, id + ((uint64_t)7 << 32), 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_status(ordo_waiter_cancel(w, 5, 0, &result), ORDO_ERR_NOT_FOUND); /* generation 0 */
+    assert_status(ordo_waiter_cancel(w, id + 1, 0, &result), ORDO_ERR_NOT_FOUND);
+    /* An id of another waiter is not one of this waiter's. */
+    ordo_waiter_t *other = waiter_make(1);
+    assert_status(ordo_waiter_cancel(other, id, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_ok(ordo_waiter_destroy(other));
+    assert_ok(ordo_waiter_cancel(w, id, 0, &result));
+
+    assert_status(ordo_waiter_metrics(NULL, &m), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_waiter_metrics(bogus, &m), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_waiter_metrics(w, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.registered, 1);
+    assert_int_equal(m.cancelled, 1);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* ---- scale and stress ----------------------------------------------------- */
+
+static void many_pending_waits(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    const uint64_t n = test_scaled(100000);
+    enum { SIGNALS = 16 };
+    ordo_signal_t *s[SIGNALS];
+    for (int i = 0; i < SIGNALS; ++i) {
+        s[i] = test_signal_make(0);
+    }
+    counter_t c = {0, test_signal_make(0)};
+    ordo_wait_id_t *ids = calloc(n, sizeof *ids);
+    assert_non_null(ids);
+    for (uint64_t i = 0; i < n; ++i) {
+        assert_ok(ordo_wait_async(w, s[i % SIGNALS], 1 + i / SIGNALS, test_deadline(),
+                                  i % 3 ? 0 : ORDO_WAIT_INLINE, count_fn, &c, &ids[i]));
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.pending, n);
+    /* Cancel every fourth, fire the rest. */
+    uint64_t cancelled = 0;
+    for (uint64_t i = 0; i < n; i += 4) {
+        ordo_cancel_result_t result;
+        assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
+        assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+        ++cancelled;
+    }
+    for (int i = 0; i < SIGNALS; ++i) {
+        assert_ok(ordo_signal_signal(s[i], n));
+    }
+    assert_ok(ordo_signal_wait(c.done, n - cancelled, test_deadline()));
+    wait_idle(w);
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.fired, n - cancelled);
+    assert_int_equal(m.cancelled, cancelled);
+    assert_int_equal(m.pending, 0);
+    assert_int_equal(atomic_load(&c.calls), n - cancelled);
+    assert_ok(ordo_waiter_destroy(w));
+    for (int i = 0; i < SIGNALS; ++i) {
+        assert_ok(ordo_signal_destroy(s[i]));
+    }
+    assert_ok(ordo_signal_destroy(c.done));
+    free(ids);
+}
+
+/* Signals 0 and 1 fail at the end, signal 2 is destroyed, the rest reach
+ * STRESS_TOP. */
+enum { STRESS_SIGNALS = 32, STRESS_TOP = 64, STRESS_FAILING = 2, STRESS_DESTROYED = 2 };
+
+typedef struct stress_rec {
+    _Atomic int calls;
+    _Atomic int prevented;
+    _Atomic int status;
+    ordo_wait_id_t id;          /* written through out_id, before any callback */
+    _Atomic uint64_t published; /* the id, once ordo_wait_async returned */
+    int signal;
+} stress_rec_t;
+
+typedef struct stress {
+    ordo_waiter_t *waiter;
+    ordo_signal_t *signals[STRESS_SIGNALS];
+    ordo_signal_t *resolved_signal;
+    _Atomic uint64_t resolved;
+    stress_rec_t *recs;
+    uint64_t n;
+    _Atomic uint64_t next;          /* registration cursor */
+    _Atomic int registrars_running; /* producers keep going until 0 */
+    _Atomic int producers_started;
+    _Atomic int stop_cancellers;
+    _Atomic uint64_t violations;
+    _Atomic uint64_t too_late_waited;
+} stress_t;
+
+static stress_t *stress_ctx;
+
+static void stress_resolved(stress_t *st) {
+    uint64_t n = atomic_fetch_add(&st->resolved, 1) + 1;
+    assert_ok(ordo_signal_signal(st->resolved_signal, n));
+}
+
+static void stress_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    stress_rec_t *r = ctx;
+    stress_t *st = stress_ctx;
+    if (atomic_fetch_add(&r->calls, 1) != 0 || id != r->id || atomic_load(&r->prevented)) {
+        atomic_fetch_add(&st->violations, 1);
+    }
+    atomic_store(&r->status, (int)status);
+    stress_resolved(st);
+}
+
+static void *stress_register(void *arg) {
+    stress_t *st = arg;
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&seed;
+    for (;;) {
+        uint64_t i = atomic_fetch_add(&st->next, 1);
+        if (i >= st->n) {
+            break;
+        }
+        stress_rec_t *r = &st->recs[i];
+        uint64_t x = test_rand(&seed);
+        r->signal = (int)(x % STRESS_SIGNALS);
+        ordo_signal_t *s = st->signals[r->signal];
+        uint64_t current = 0;
+        (void)ordo_signal_query(s, &current);
+        /* Mostly just ahead of the signal, sometimes behind it. */
+        uint64_t value = (x >> 8) % 8 == 0 ? current / 2 : current + 1 + (x >> 12) % 6;
+        if (value > STRESS_TOP) {
+            value = STRESS_TOP;
+        }
+        ordo_deadline_t deadline;
+        switch ((x >> 20) % 3) {
+        case 0:
+            deadline = ORDO_DEADLINE_NEVER;
+            break;
+        case 1:
+            deadline = ordo_deadline_after_ns(((x >> 24) % 20000) * 1000u);
+            break;
+        default:
+            deadline = ordo_deadline_after_ms(1000);
+            break;
+        }
+        uint32_t flags = (x >> 40) % 2 ? ORDO_WAIT_INLINE : 0;
+        assert_ok(ordo_wait_async(st->waiter, s, value, deadline, flags, stress_fn, r, &r->id));
+        atomic_store(&r->published, r->id);
+    }
+    atomic_fetch_sub(&st->registrars_running, 1);
+    return NULL;
+}
+
+static void *stress_cancel(void *arg) {
+    stress_t *st = arg;
+    uint64_t seed = 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&seed;
+    while (!atomic_load(&st->stop_cancellers)) {
+        uint64_t x = test_rand(&seed);
+        uint64_t limit = atomic_load(&st->next);
+        if (limit > st->n) {
+            limit = st->n;
+        }
+        if (limit == 0 || x % 3 != 0) {
+            sched_yield();
+            continue;
+        }
+        stress_rec_t *r = &st->recs[(x >> 8) % limit];
+        ordo_wait_id_t id = atomic_load(&r->published);
+        if (!id) {
+            continue;
+        }
+        int wait = (x >> 40) % 2;
+        ordo_cancel_result_t result;
+        ordo_status_t status = ordo_waiter_cancel(st->waiter, id, wait, &result);
+        if (status == ORDO_OK && result == ORDO_CANCEL_PREVENTED) {
+            if (atomic_fetch_add(&r->prevented, 1) != 0 || atomic_load(&r->calls) != 0) {
+                atomic_fetch_add(&st->violations, 1);
+            }
+            stress_resolved(st);
+        } else if (status == ORDO_OK) {
+            /* Too late: the callback started; if we waited, it is over. */
+            if (wait) {
+                atomic_fetch_add(&st->too_late_waited, 1);
+                if (atomic_load(&r->calls) != 1) {
+                    atomic_fetch_add(&st->violations, 1);
+                }
+            }
+        } else if (status != ORDO_ERR_NOT_FOUND) {
+            atomic_fetch_add(&st->violations, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Two producers raise every signal, each at its own pace, while waits are
+ * registered (several producers may signal one timeline). */
+static void *stress_produce(void *arg) {
+    stress_t *st = arg;
+    int pace = (int)atomic_fetch_add(&st->producers_started, 1) + 2;
+    uint64_t value = 0;
+    while (atomic_load(&st->registrars_running) && value < STRESS_TOP - 1) {
+        ++value;
+        for (int i = 0; i < STRESS_SIGNALS; ++i) {
+            assert_ok(ordo_signal_signal(st->signals[i], value));
+        }
+        test_sleep_ms((unsigned)pace);
+    }
+    return NULL;
+}
+
+/* The end, once every wait is registered: every wait resolves, a few
+ * signals by failing, one by being destroyed. */
+static void stress_finish(stress_t *st) {
+    for (int i = 0; i < STRESS_SIGNALS; ++i) {
+        if (i < STRESS_FAILING) {
+            assert_ok(ordo_signal_fail(st->signals[i], ORDO_ERR_ABORTED, "stress failure"));
+        } else if (i == STRESS_DESTROYED) {
+            assert_ok(ordo_signal_destroy(st->signals[i]));
+        } else {
+            assert_ok(ordo_signal_signal(st->signals[i], STRESS_TOP));
+        }
+    }
+}
+
+static void stress_run(uint32_t workers) {
+    stress_t st;
+    memset(&st, 0, sizeof st);
+    stress_ctx = &st;
+    st.waiter = waiter_make(workers);
+    st.n = test_scaled(100000);
+    st.recs = calloc(st.n, sizeof *st.recs);
+    assert_non_null(st.recs);
+    for (int i = 0; i < STRESS_SIGNALS; ++i) {
+        st.signals[i] = test_signal_make(0);
+    }
+    st.resolved_signal = test_signal_make(0);
+    enum { REGISTRARS = 2, CANCELLERS = 3 };
+    atomic_store(&st.registrars_running, REGISTRARS);
+    pthread_t registrars[REGISTRARS], cancellers[CANCELLERS];
+    for (int i = 0; i < REGISTRARS; ++i) {
+        registrars[i] = test_thread_start(stress_register, &st);
+    }
+    for (int i = 0; i < CANCELLERS; ++i) {
+        cancellers[i] = test_thread_start(stress_cancel, &st);
+    }
+    pthread_t producers[2];
+    for (int i = 0; i < 2; ++i) {
+        producers[i] = test_thread_start(stress_produce, &st);
+    }
+    for (int i = 0; i < REGISTRARS; ++i) {
+        pthread_join(registrars[i], NULL);
+    }
+    for (int i = 0; i < 2; ++i) {
+        pthread_join(producers[i], NULL);
+    }
+    stress_finish(&st);
+    assert_ok(ordo_signal_wait(st.resolved_signal, st.n, test_deadline()));
+    atomic_store(&st.stop_cancellers, 1);
+    for (int i = 0; i < CANCELLERS; ++i) {
+        pthread_join(cancellers[i], NULL);
+    }
+    wait_idle(st.waiter);
+    assert_int_equal(atomic_load(&st.violations), 0);
+    uint64_t calls = 0, prevented = 0, timeouts = 0, failures = 0;
+    for (uint64_t i = 0; i < st.n; ++i) {
+        stress_rec_t *r = &st.recs[i];
+        int c = atomic_load(&r->calls);
+        int p = atomic_load(&r->prevented);
+        assert_int_equal(c + p, 1);
+        calls += (uint64_t)c;
+        prevented += (uint64_t)p;
+        if (c) {
+            int status = atomic_load(&r->status);
+            timeouts += status == ORDO_ERR_TIMEOUT;
+            failures += status == ORDO_ERR_ABORTED || status == ORDO_ERR_CANCELLED;
+            assert_true(status == ORDO_OK || status == ORDO_ERR_TIMEOUT ||
+                        (status == ORDO_ERR_ABORTED && r->signal < STRESS_FAILING) ||
+                        (status == ORDO_ERR_CANCELLED && r->signal == STRESS_DESTROYED));
+        }
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(st.waiter, &m));
+    assert_int_equal(m.registered, st.n);
+    assert_int_equal(m.pending, 0);
+    assert_int_equal(m.running, 0);
+    assert_int_equal(m.fired + m.timed_out, calls);
+    assert_int_equal(m.timed_out, timeouts);
+    assert_int_equal(m.failed, failures);
+    assert_int_equal(m.cancelled, prevented);
+    assert_int_equal(m.aborted, 0);
+    print_message(
+        "stress (%u workers): %llu waits, %llu fired, %llu timed out, %llu failed, %llu cancelled, "
+        "%llu waited too late\n",
+        workers, (unsigned long long)st.n, (unsigned long long)m.fired,
+        (unsigned long long)m.timed_out, (unsigned long long)m.failed,
+        (unsigned long long)m.cancelled, (unsigned long long)atomic_load(&st.too_late_waited));
+    assert_ok(ordo_waiter_destroy(st.waiter));
+    for (int i = 0; i < STRESS_SIGNALS; ++i) {
+        if (i != STRESS_DESTROYED) {
+            assert_ok(ordo_signal_destroy(st.signals[i]));
+        }
+    }
+    assert_ok(ordo_signal_destroy(st.resolved_signal));
+    free(st.recs);
+}
+
+static void stress_waits_cancels_and_producers(void **state) {
+    (void)state;
+    stress_run(1);
+    stress_run(3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fires_after_register_on_a_worker),
+        cmocka_unit_test(fires_when_reached_before_register),
+        cmocka_unit_test(inline_runs_on_the_signalling_thread),
+        cmocka_unit_test(deadline_fires_timeout_never_early),
+        cmocka_unit_test(deadlines_fire_in_deadline_order),
+        cmocka_unit_test(heap_compaction_keeps_live_deadlines),
+        cmocka_unit_test(failure_and_destroy_propagate),
+        cmocka_unit_test(event_waits),
+        cmocka_unit_test(cancel_prevents_a_pending_wait),
+        cmocka_unit_test(stale_ids_are_not_found),
+        cmocka_unit_test(cancel_too_late_waits_for_the_callback),
+        cmocka_unit_test(cancel_from_inside_a_callback),
+        cmocka_unit_test(destroy_cancels_pending_waits),
+        cmocka_unit_test(metrics_are_exact),
+        cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(many_pending_waits),
+        cmocka_unit_test(stress_waits_cancels_and_producers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,19 +1,32 @@
-/* ordo - the command-line face of the library: info, bench. */
+/* ordo - the command-line face of the library: demo, info, bench. */
 #include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
+#include "demo.h"
 #include "ordo/ordo.h"
 
 static void usage(FILE *out) {
     fprintf(out, "usage: ordo <command> [options]\n"
                  "\n"
                  "commands:\n"
+                 "  demo                 a three-stage pipeline (upload, blocked matrix product,\n"
+                 "                       reduction) over many chunks on three streams, ordered\n"
+                 "                       automatically from what each stage reads and writes,\n"
+                 "                       checked against a serial computation\n"
+                 "      --backend NAME   cpu (default) or cuda\n"
+                 "      --chunks N       chunks to run (default 192)\n"
+                 "      --rows N         rows per chunk (default 64)\n"
+                 "      --size N         inner and output dimension (default 256)\n"
+                 "      --trace FILE     write a Chrome trace-event JSON timeline to FILE\n"
+                 "      --quiet          no progress lines\n"
                  "  info                 version, build configuration, backends compiled in\n"
                  "  bench [FILTER]       run the benchmarks whose name contains FILTER\n"
                  "                       (all when omitted); one JSON object per line\n"
                  "      --quick          few iterations: checks that benchmarks run, measures\n"
                  "                       nothing worth quoting\n"
+                 "      --trace FILE     record a timeline of the run (trace_overhead is\n"
+                 "                       skipped: it measures tracing itself)\n"
                  "  --help, -h, help     this text\n");
 }
 
@@ -46,9 +59,12 @@ static int command_info(void) {
 
 static int command_bench(int argc, char **argv) {
     bench_options_t options = {NULL, 0};
+    const char *trace = NULL;
     for (int i = 0; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) {
             options.quick = 1;
+        } else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+            trace = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "ordo bench: unknown option '%s'\n", argv[i]);
             return 2;
@@ -59,6 +75,10 @@ static int command_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (trace && ordo_trace_start(NULL) != ORDO_OK) {
+        fprintf(stderr, "ordo bench: cannot trace: %s\n", ordo_error_message());
+        return 1;
+    }
     bench_pin(-1); /* reads the CPU set before any thread is pinned */
     bench_signal_all(&options);
     bench_event_pool_generic(&options);
@@ -68,6 +88,16 @@ static int command_bench(int argc, char **argv) {
     bench_trace_all(&options);
     bench_barrier_all(&options);
     bench_waiter_all(&options);
+    if (trace) {
+        ordo_trace_stats_t stats;
+        if (ordo_trace_stop(trace, &stats) != ORDO_OK) {
+            fprintf(stderr, "ordo bench: cannot write the trace: %s\n", ordo_error_message());
+            return 1;
+        }
+        fprintf(stderr, "ordo bench: trace %s: %llu events (%llu dropped), %llu flow arrows\n",
+                trace, (unsigned long long)stats.events, (unsigned long long)stats.dropped,
+                (unsigned long long)stats.flows);
+    }
     return 0;
 }
 
@@ -84,6 +114,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "info") == 0) {
         return command_info();
+    }
+    if (strcmp(command, "demo") == 0) {
+        return demo_main(argc - 2, argv + 2);
     }
     if (strcmp(command, "bench") == 0) {
         return command_bench(argc - 2, argv + 2);

@@ -2,18 +2,36 @@
  * coord_ops.c (op storage, ids, retirement, ready queues) and
  * coord_progress.c (completion points, callbacks, the lock).
  *
- * One mutex (`lock`) guards everything below it in struct ordo_coord.
- * Lock order: coord->lock, then what stream submission takes (a CPU
+ * One lock (`lock_word`: a compare-and-swap lock that sleeps on a futex
+ * when contended) guards everything below it in struct ordo_coord. Lock
+ * order: the coordinator's lock, then what stream submission takes (a CPU
  * stream's word, the allocator lock). Nothing else is taken under it:
  * timepoints are armed and user code (callbacks, launch functions) runs
  * only after it is released.
  *
- * One exception needs care. Completing an op on a stream that has failed
- * makes the backend fail the stream's coordinator timeline at once, on the
- * completing thread, under coord->lock; the timeline's timepoint (see
- * coord_stream_t) then fires on that thread. Its callback finds the lock
- * held by its own thread (coord_held) and leaves the stream in `deferred`
- * for the holder, who handles it before it lets the lock go. */
+ * How completions are found. A completed op's point is a value of its
+ * stream's coordinator timeline, and ops complete in point order on a
+ * stream, so each stream keeps its completed ops in a pending list.
+ * - Ops without callbacks are finished lazily: a locked section that polls
+ *   (every COORD_POLL_EVERY-th register, drain, metrics, destroy) reads
+ *   each timeline's value (an atomic load) and finishes the ops it has
+ *   reached. No timepoint, and no
+ *   stream worker ever takes the coordinator's lock for them: the host
+ *   thread and the workers do not contend.
+ * - An op with callbacks arms its own timepoint (ordo_op's `timepoint`) at
+ *   its point when it completes (or when its first callback is added after
+ *   it completed). The firing thread, normally the stream's worker,
+ *   takes the lock, finishes every reached op of that stream, and runs the
+ *   callbacks after releasing it. A lazy poll stops at such an op, so its
+ *   callbacks run where its point was reached. The op is pinned
+ *   (tp_pending) from arming until its firing has been handled.
+ *
+ * One case needs care. Completing an op on a stream that has failed makes
+ * the backend fail the stream's timeline at once, on the completing
+ * thread, under coord->lock; timepoints of other ops on that timeline then
+ * fire on this thread. Their callback finds the lock held by its own
+ * thread (coord_held) and leaves the op on `deferred` for the holder, who
+ * handles it before it lets the lock go. */
 #ifndef ORDO_COORD_COORD_INTERNAL_H
 #define ORDO_COORD_COORD_INTERNAL_H
 
@@ -24,6 +42,7 @@
 #include "coord/op_graph.h"
 #include "ordo/coordinator.h"
 #include "ordo/timepoint.h"
+#include "sync/signal_internal.h"
 
 #define ORDO_COORD_MAGIC 0x434f4f52u /* "COOR" */
 #define COORD_NONE UINT32_MAX
@@ -35,6 +54,12 @@
 #define COORD_PRIORITIES 5
 #define COORD_INLINE_CALLBACKS 2
 #define COORD_CHUNK_CALLBACKS 6
+/* Origin streams an op's needs keep inline (see coord_op_t). */
+#define COORD_INLINE_NEEDS 4
+/* Ids looked up without hashing (see struct ordo_coord). */
+#define COORD_RECENT 4096u
+/* Registrations between lazy polls of the pending ops. */
+#define COORD_POLL_EVERY 16
 
 typedef enum op_state {
     OP_FREE = 0,
@@ -64,9 +89,23 @@ typedef struct coord_op {
     coord_callback_chunk_t *more_callbacks; /* in the order added */
     uint32_t callback_count;
     /* Dependencies whose completion point is not recorded yet (begin and
-     * dispatch wait for none). */
+     * dispatch wait for none). Each is an edge dep -> op of the graph. */
     uint32_t pending_deps;
-    struct coord_op *done_next; /* on a coord_work_t's done list */
+    /* What begin waits for: per origin stream, the latest completion point
+     * of a dependency there (copied when the dependency's point is
+     * recorded, so a dependency never has to outlive its own completion).
+     * Up to COORD_INLINE_NEEDS streams inline; an op that may need more
+     * has more_needs, indexed by stream (0: none). */
+    uint64_t need_point[COORD_INLINE_NEEDS];
+    uint8_t need_stream[COORD_INLINE_NEEDS];
+    uint8_t need_count;
+    uint64_t *more_needs;
+    uint32_t dep_total; /* dependencies listed (bounds the streams needed) */
+    ordo_coord_t *coord;
+    struct coord_op *done_next;     /* on a coord_work_t's done list */
+    struct coord_op *arm_next;      /* on a coord_work_t's arm list */
+    struct coord_op *deferred_next; /* on coord->deferred */
+    ordo_timepoint_t timepoint;     /* armed while tp_pending, for ops with callbacks */
     uint32_t slot;
     uint32_t next; /* its stream's pending list, or the free list */
     uint32_t ready_prev;
@@ -80,6 +119,8 @@ typedef struct coord_op {
     uint8_t recorded;
     uint8_t queued;            /* on a ready queue */
     uint8_t callbacks_running; /* its callbacks run outside the lock */
+    uint8_t tp_pending;        /* its timepoint is armed (or about to be) */
+    uint8_t in_recent;         /* found through coord->recent, not coord->live */
     char description[ORDO_OP_DESCRIPTION_MAX];
 } coord_op_t;
 
@@ -91,11 +132,7 @@ typedef struct coord_record {
 } coord_record_t;
 
 /* A stream the coordinator orders. Its timeline is signalled to each op's
- * point when the op completes; one timepoint follows the oldest pending
- * point (ops complete in point order on a stream), so a stream with many
- * ops in flight costs one armed timepoint, and a firing retires every
- * point reached by then. `armed` is 1 while the timepoint is armed or its
- * callback is being handled; whoever sets it from 0 arms it. */
+ * point when the op completes. */
 typedef struct coord_stream {
     ordo_coord_t *coord;
     ordo_stream_t *stream;
@@ -109,8 +146,6 @@ typedef struct coord_stream {
     unsigned next_record;
     uint32_t pending_head; /* completed ops awaiting their points, by point */
     uint32_t pending_tail;
-    int armed;
-    ordo_timepoint_t timepoint;
 } coord_stream_t;
 
 /* What a locked section leaves to do once the lock is released: timepoints
@@ -118,9 +153,7 @@ typedef struct coord_stream {
 typedef struct coord_work {
     coord_op_t *done_head; /* records never move: read unlocked */
     coord_op_t *done_tail;
-    uint32_t arm_count;
-    coord_stream_t *arm[ORDO_COORD_MAX_STREAMS];
-    uint64_t arm_target[ORDO_COORD_MAX_STREAMS];
+    coord_op_t *arm_head; /* pinned by tp_pending */
 } coord_work_t;
 
 struct ordo_coord {
@@ -128,15 +161,20 @@ struct ordo_coord {
     ordo_device_t *device;
     ordo_stream_pool_t *pool;
     uint32_t flags;
-    pthread_mutex_t lock;
-    pthread_cond_t drained;
+    _Atomic uint32_t lock_word; /* 0 free, 1 held, 2 held with sleepers */
+    _Atomic uint32_t drain_seq; /* bumped (and woken) when drainers may proceed */
     uint32_t drainers;
     /* Ops: slots in chunks; a free list; the live ids. */
     coord_op_t **chunks;
     uint32_t chunk_count;
     uint32_t chunk_cap;
     uint32_t free_slot;
+    /* Live ids: the last COORD_RECENT ids map straight to their slots
+     * (recent[id % COORD_RECENT] = slot + 1, checked against the op's id);
+     * an op still live when a newer id takes its entry moves to `live`. */
+    uint32_t recent[COORD_RECENT];
     id_map_t live;
+    uint64_t live_count;
     uint64_t issued; /* the last id handed out */
     /* Outcomes of failed retired ops (id -> status), the most recent
      * ORDO_COORD_FAILURES_KEPT, oldest evicted first; failure_horizon is
@@ -147,14 +185,19 @@ struct ordo_coord {
     uint32_t failure_next;
     uint32_t failure_count;
     uint64_t failure_horizon;
-    op_graph_t graph; /* node = slot; edge dep -> op, for ops not yet begun */
+    /* node = slot; an edge dep -> op while dep's point is not recorded and
+     * op has not begun: the only dependencies that can close a cycle.
+     * Ops without such edges are not in the graph. */
+    op_graph_t graph;
     coord_stream_t *streams[ORDO_COORD_MAX_STREAMS];
     uint32_t stream_count;
     uint32_t last_stream;
-    uint64_t deferred; /* streams whose timepoint fired under our own lock */
+    uint64_t pending_mask; /* streams with completed ops awaiting their points */
+    coord_op_t *deferred;  /* ops whose timepoint fired under our own lock */
     uint32_t ready_head[COORD_PRIORITIES];
     uint32_t ready_tail[COORD_PRIORITIES];
-    uint64_t in_flight;         /* completed ops awaiting their points */
+    uint64_t in_flight; /* completed ops awaiting their points */
+    uint32_t registers_since_poll;
     uint64_t callbacks_running; /* ops whose callbacks run unlocked */
     /* Metrics. */
     uint64_t registered;
@@ -166,6 +209,15 @@ struct ordo_coord {
     uint64_t waits_elided;
     uint64_t coordination_ns;
 };
+
+/* A coordinator timeline's value and failure, read without the public
+ * call's checks (the coordinator owns its timelines). Acquire: what the
+ * stream did before reaching the value is visible after. */
+static inline ordo_status_t timeline_read(const ordo_signal_t *timeline, uint64_t *out_value) {
+    uint64_t state = atomic_load_explicit(&timeline->state, memory_order_acquire);
+    *out_value = state & SIGNAL_VALUE_MASK;
+    return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
+}
 
 /* ---- coord_ops.c ----------------------------------------------------------- */
 
@@ -180,8 +232,22 @@ typedef enum op_lookup {
     LOOKUP_FORGOTTEN, /* retired; whether it failed is no longer known */
 } op_lookup_t;
 
-op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
-                      ordo_status_t *out_outcome);
+op_lookup_t op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                           ordo_status_t *out_outcome);
+
+static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                                    ordo_status_t *out_outcome) {
+    uint32_t entry = coord->recent[id % COORD_RECENT];
+    if (entry && id && op_at(coord, entry - 1)->id == id) {
+        *out_slot = entry - 1;
+        return LOOKUP_LIVE;
+    }
+    return op_lookup_slow(coord, id, out_slot, out_outcome);
+}
+
+/* Makes id (just issued to the op in slot) findable; room in coord->live
+ * for one entry must have been reserved. */
+void op_id_publish(ordo_coord_t *coord, uint32_t slot);
 
 /* Raises the error for a lookup that found no live op. */
 ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api);
@@ -190,33 +256,41 @@ ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *ap
 ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot);
 void op_slot_return(ordo_coord_t *coord, uint32_t slot);
 
-/* Retires the op if it is finished, its callbacks have run and no op not
- * yet begun depends on it. */
+/* Retires the op if it is finished and its callbacks have run (and its
+ * timepoint, if any, has been handled). */
 void op_try_retire(ordo_coord_t *coord, uint32_t slot);
 
-/* op_graph_remove_in_edges callback: a dependency lost a dependent. */
-void op_dep_released(void *coord, uint32_t dep_slot);
+/* Makes sure op can take `extra` more dependencies without allocating. */
+ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra);
+
+/* op waits for point `point` of stream `stream`; returns 1 when that
+ * needs no wait of its own (op's own stream, or merged into a need on the
+ * same stream). Room must have been reserved. */
+int op_need(coord_op_t *op, uint32_t stream, uint64_t point);
 
 void ready_push(ordo_coord_t *coord, uint32_t slot);
 void ready_remove(ordo_coord_t *coord, uint32_t slot);
 uint32_t ready_pop(ordo_coord_t *coord);
 
-/* Records that op's point is recorded (or that it failed without one):
- * its dependents have one dependency less to wait for. */
-void op_mark_recorded(ordo_coord_t *coord, uint32_t slot);
+/* op's point is recorded (status ORDO_OK), or it failed without one:
+ * each dependent takes the point as a need (or the failure), has one
+ * dependency less pending, and op leaves the graph. */
+void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
 
 void ops_free_all(ordo_coord_t *coord);
 
 /* ---- coord_progress.c ----------------------------------------------------- */
 
 void coord_lock(ordo_coord_t *coord);
+/* Releases the lock only (no deferred work may be pending). */
+void coord_unlock_plain(ordo_coord_t *coord);
 /* Handles deferred firings, releases the lock, then arms timepoints and
  * runs callbacks as work says (re-locking to retire ops afterwards). */
 void coord_unlock(ordo_coord_t *coord, coord_work_t *work);
 
 static inline void work_init(coord_work_t *work) {
     work->done_head = work->done_tail = NULL;
-    work->arm_count = 0;
+    work->arm_head = NULL;
 }
 
 /* The op's point is recorded on its stream: follow it. */
@@ -225,7 +299,11 @@ void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 /* Fails an op that has no pending point (not begun, launching, or begun). */
 void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work);
 
-/* The timepoint callback of every coordinator stream. */
-void coord_stream_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
+/* Finishes the ops whose points are reached on every stream with pending
+ * ops, stopping at an op whose own timepoint will report it. */
+void coord_poll(ordo_coord_t *coord, coord_work_t *work);
+
+/* Callbacks were added to a completed op: follow its point actively. */
+void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 
 #endif

@@ -1,19 +1,52 @@
-/* Coordinator progress: following completion points, finishing and
- * failing ops, running callbacks outside the lock. */
+/* Coordinator progress: finding reached completion points, finishing and
+ * failing ops, running callbacks outside the lock. See the notes in
+ * coord_internal.h. */
+#include <limits.h>
+
+#include "base/futex.h"
 #include "coord/coord_internal.h"
 
-/* The coordinator whose lock this thread holds, if any (see the note on
- * deferred firings in coord_internal.h). */
+/* The coordinator whose lock this thread holds, if any. */
 static _Thread_local ordo_coord_t *coord_held;
 
+/* The lock (a futex mutex in the classic three-state form): one
+ * compare-and-swap to take it and one exchange to release it when nobody
+ * waits; a brief spin, then sleep, when somebody holds it. */
+static void lock_slow(ordo_coord_t *coord) {
+    for (int spin = 0; spin < 100; ++spin) {
+        ordo_cpu_relax();
+        uint32_t free_word = 0;
+        if (atomic_load_explicit(&coord->lock_word, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&coord->lock_word, &free_word, 1,
+                                                  memory_order_acquire, memory_order_relaxed)) {
+            return;
+        }
+    }
+    while (atomic_exchange_explicit(&coord->lock_word, 2, memory_order_acquire) != 0) {
+        ordo_futex_wait(&coord->lock_word, 2, ORDO_DEADLINE_NEVER);
+    }
+}
+
 void coord_lock(ordo_coord_t *coord) {
-    pthread_mutex_lock(&coord->lock);
+    uint32_t free_word = 0;
+    if (!atomic_compare_exchange_strong_explicit(&coord->lock_word, &free_word, 1,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        lock_slow(coord);
+    }
     coord_held = coord;
 }
 
+void coord_unlock_plain(ordo_coord_t *coord) {
+    coord_held = NULL;
+    if (atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2) {
+        ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
+    }
+}
+
 static void wake_drainers(ordo_coord_t *coord) {
-    if (coord->drainers && coord->in_flight == 0 && coord->callbacks_running == 0) {
-        pthread_cond_broadcast(&coord->drained);
+    if (coord->drainers) {
+        atomic_fetch_add_explicit(&coord->drain_seq, 1, memory_order_release);
+        ordo_futex_wake(&coord->drain_seq, INT_MAX);
     }
 }
 
@@ -50,16 +83,21 @@ void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_wor
         ready_remove(coord, slot);
     }
     if (!op->recorded) {
-        op_mark_recorded(coord, slot); /* dependents may now begin, and fail */
+        op_mark_recorded(coord, slot, status); /* dependents may now begin, and fail */
     }
-    /* It will never begin: its dependencies no longer wait on it. */
-    op_graph_remove_in_edges(&coord->graph, slot, op_dep_released, coord);
+    op_graph_remove_node(&coord->graph, slot); /* it will never begin */
     op_finished(coord, slot, status, work);
 }
 
-static void work_arm(coord_work_t *work, coord_stream_t *cs, uint64_t target) {
-    work->arm[work->arm_count] = cs;
-    work->arm_target[work->arm_count++] = target;
+void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    (void)coord;
+    if (op->tp_pending) {
+        return;
+    }
+    op->tp_pending = 1;
+    op->arm_next = work->arm_head;
+    work->arm_head = op;
 }
 
 void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
@@ -73,53 +111,64 @@ void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
         cs->pending_head = slot;
     }
     cs->pending_tail = slot;
+    coord->pending_mask |= (uint64_t)1 << cs->index;
     coord->in_flight++;
-    if (!cs->armed) {
-        cs->armed = 1;
-        work_arm(work, cs, op->point);
+    if (op->callback_count) {
+        op_watch_point(coord, slot, work);
     }
 }
 
 /* Finishes the stream's pending ops whose points are reached (all of them,
- * failed, once its timeline has failed) and decides whether the timepoint
- * follows the next one. */
-static void stream_poll(ordo_coord_t *coord, coord_stream_t *cs, coord_work_t *work) {
+ * failed, once its timeline has failed). Unless `all`, stops at an op
+ * whose own timepoint will report it, so that its callbacks run on the
+ * thread that reached its point. */
+static void stream_poll(ordo_coord_t *coord, coord_stream_t *cs, int all, coord_work_t *work) {
     uint64_t reached = 0;
-    ordo_status_t failure = ordo_signal_query(cs->timeline, &reached);
+    ordo_status_t failure = timeline_read(cs->timeline, &reached);
     while (cs->pending_head != COORD_NONE) {
         uint32_t slot = cs->pending_head;
         coord_op_t *op = op_at(coord, slot);
-        if (op->point > reached && failure == ORDO_OK) {
+        if ((op->point > reached && failure == ORDO_OK) || (!all && op->tp_pending)) {
             break;
         }
         cs->pending_head = op->next;
         if (cs->pending_head == COORD_NONE) {
             cs->pending_tail = COORD_NONE;
+            coord->pending_mask &= ~((uint64_t)1 << cs->index);
         }
         coord->in_flight--;
         op_finished(coord, slot, op->point <= reached ? ORDO_OK : failure, work);
     }
-    if (cs->pending_head != COORD_NONE) {
-        work_arm(work, cs, op_at(coord, cs->pending_head)->point);
-    } else {
-        cs->armed = 0;
+}
+
+void coord_poll(ordo_coord_t *coord, coord_work_t *work) {
+    for (uint64_t mask = coord->pending_mask; mask; mask &= mask - 1) {
+        stream_poll(coord, coord->streams[__builtin_ctzll(mask)], 0, work);
     }
+}
+
+/* An op's timepoint fired: finish what its stream has reached. */
+static void op_fired_locked(ordo_coord_t *coord, coord_op_t *op, coord_work_t *work) {
+    op->tp_pending = 0;
+    stream_poll(coord, coord->streams[op->stream], 1, work);
+    op_try_retire(coord, op->slot); /* it may have finished already */
     wake_drainers(coord);
 }
 
-void coord_stream_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     (void)status; /* the timeline itself says how far it got */
     (void)timepoint;
-    coord_stream_t *cs = ctx;
-    ordo_coord_t *coord = cs->coord;
+    coord_op_t *op = ctx;
+    ordo_coord_t *coord = op->coord;
     if (coord_held == coord) {
-        coord->deferred |= (uint64_t)1 << cs->index;
+        op->deferred_next = coord->deferred;
+        coord->deferred = op;
         return;
     }
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
-    stream_poll(coord, cs, &work);
+    op_fired_locked(coord, op, &work);
     coord_unlock(coord, &work);
 }
 
@@ -137,22 +186,28 @@ static void run_callbacks(const coord_op_t *op) {
 }
 
 void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
+    if (!coord->deferred && !work->arm_head && !work->done_head) {
+        coord_unlock_plain(coord); /* the common case */
+        return;
+    }
     for (;;) {
         while (coord->deferred) {
-            uint32_t s = (uint32_t)__builtin_ctzll(coord->deferred);
-            coord->deferred &= coord->deferred - 1;
-            stream_poll(coord, coord->streams[s], work);
+            coord_op_t *op = coord->deferred;
+            coord->deferred = op->deferred_next;
+            op_fired_locked(coord, op, work);
         }
-        coord_held = NULL;
-        pthread_mutex_unlock(&coord->lock);
+        coord_unlock_plain(coord);
         /* Arming may fire at once on this thread (the point was reached
-         * meanwhile): coord_stream_fired then takes the lock itself. */
-        for (uint32_t i = 0; i < work->arm_count; ++i) {
-            coord_stream_t *cs = work->arm[i];
-            (void)ordo_timepoint_arm(&cs->timepoint, cs->timeline, work->arm_target[i],
-                                     coord_stream_fired, cs);
+         * meanwhile): op_point_fired then takes the lock itself. The ops
+         * are pinned by tp_pending until their firing is handled. */
+        coord_op_t *arm = work->arm_head;
+        work->arm_head = NULL;
+        while (arm) {
+            coord_op_t *next = arm->arm_next;
+            (void)ordo_timepoint_arm(&arm->timepoint, coord->streams[arm->stream]->timeline,
+                                     arm->point, op_point_fired, arm);
+            arm = next;
         }
-        work->arm_count = 0;
         if (!work->done_head) {
             return;
         }

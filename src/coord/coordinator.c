@@ -1,12 +1,11 @@
 /* The operation coordinator's API: registration, dependencies, begin and
  * complete, callbacks, dispatch, deadlocks, metrics. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/futex.h"
 #include "coord/coord_internal.h"
 #include "hal/hal.h"
 
@@ -18,9 +17,23 @@ static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
     return ORDO_OK;
 }
 
-/* Adds the host time since t0 to the coordination total (under the lock). */
+/* Coordination time is sampled: each thread times one of every
+ * COORD_TIMING_EVERY of its calls and counts it that many times (reading
+ * the clock costs about as much as a call's own work). Calls of the three
+ * kinds interleave, so each kind is sampled alike. */
+#define COORD_TIMING_EVERY 8u
+
+static _Thread_local uint32_t timing_turn;
+
+static inline uint64_t timing_start(void) {
+    return timing_turn++ % COORD_TIMING_EVERY == 0 ? ordo_time_now_ns() : 0;
+}
+
+/* Adds a sampled call's host time to the total (under the lock). */
 static inline void account(ordo_coord_t *coord, uint64_t t0) {
-    coord->coordination_ns += ordo_time_now_ns() - t0;
+    if (t0) {
+        coord->coordination_ns += (ordo_time_now_ns() - t0) * COORD_TIMING_EVERY;
+    }
 }
 
 /* ---- create and destroy ----------------------------------------------------------- */
@@ -54,19 +67,6 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     if (!coord) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
     }
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    int failed = pthread_mutex_init(&coord->lock, NULL);
-    if (!failed && pthread_cond_init(&coord->drained, &attr) != 0) {
-        pthread_mutex_destroy(&coord->lock);
-        failed = 1;
-    }
-    pthread_condattr_destroy(&attr);
-    if (failed) {
-        ordo_dealloc(coord, sizeof *coord, 64);
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__, "cannot initialise a lock");
-    }
     coord->device = device;
     coord->pool = cfg.stream_pool;
     coord->flags = cfg.flags;
@@ -99,12 +99,13 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     if (st != ORDO_OK) {
         return st;
     }
+    coord_work_t work;
+    work_init(&work);
     coord_lock(coord);
+    coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
     uint64_t running = coord->callbacks_running;
     if (in_flight || running) {
-        coord_work_t work;
-        work_init(&work);
         coord_unlock(coord, &work);
         return ordo_error(ORDO_ERR_BUSY, __func__,
                           "%llu op(s) await their completion points and %llu run callbacks "
@@ -112,8 +113,6 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
                           (unsigned long long)in_flight, (unsigned long long)running);
     }
     coord->magic = ORDO_HAL_DEAD;
-    coord_work_t work;
-    work_init(&work);
     coord_unlock(coord, &work);
     /* Ops that never finished: their callbacks learn it now, outside any
      * lock (a callback calling the coordinator gets ORDO_ERR_INVALID_HANDLE). */
@@ -130,8 +129,6 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
         (void)ordo_signal_release(coord->streams[s]->timeline);
         ordo_dealloc(coord->streams[s], sizeof *coord->streams[s], 64);
     }
-    pthread_cond_destroy(&coord->drained);
-    pthread_mutex_destroy(&coord->lock);
     ordo_device_t *device = coord->device;
     ordo_dealloc(coord, sizeof *coord, 64);
     return ordo_device_release(device);
@@ -142,23 +139,50 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
     if (st != ORDO_OK) {
         return st;
     }
-    struct timespec until = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+    coord_work_t work;
+    work_init(&work);
     coord_lock(coord);
     coord->drainers++;
-    while (coord->in_flight || coord->callbacks_running) {
-        int rc = deadline == ORDO_DEADLINE_NEVER
-                     ? pthread_cond_wait(&coord->drained, &coord->lock)
-                     : pthread_cond_timedwait(&coord->drained, &coord->lock, &until);
-        if (rc == ETIMEDOUT && (coord->in_flight || coord->callbacks_running)) {
-            st = ordo_error(ORDO_ERR_TIMEOUT, __func__,
-                            "%llu op(s) still await their completion points",
-                            (unsigned long long)coord->in_flight);
+    for (;;) {
+        coord_poll(coord, &work);
+        if (!coord->in_flight && !coord->callbacks_running) {
             break;
+        }
+        /* A stream whose last completed op is not reached yet: wait on the
+         * host for its timeline (timelines live as long as the
+         * coordinator), then look again. */
+        coord_stream_t *waiting = NULL;
+        uint64_t target = 0;
+        for (uint64_t mask = coord->pending_mask; mask && !waiting; mask &= mask - 1) {
+            coord_stream_t *cs = coord->streams[__builtin_ctzll(mask)];
+            uint64_t reached = 0;
+            target = op_at(coord, cs->pending_tail)->point;
+            if (timeline_read(cs->timeline, &reached) == ORDO_OK && reached < target) {
+                waiting = cs;
+            }
+        }
+        /* Otherwise only callbacks, or firings about to be handled, remain:
+         * sleep until one of them is done. */
+        uint32_t seen = atomic_load_explicit(&coord->drain_seq, memory_order_acquire);
+        coord_unlock(coord, &work);
+        int timed_out;
+        if (waiting) {
+            timed_out = ordo_signal_wait(waiting->timeline, target, deadline) == ORDO_ERR_TIMEOUT;
+        } else {
+            timed_out = ordo_futex_wait(&coord->drain_seq, seen, deadline) == ORDO_FUTEX_TIMED_OUT;
+        }
+        coord_lock(coord);
+        if (timed_out) {
+            coord_poll(coord, &work);
+            if (coord->in_flight || coord->callbacks_running) {
+                st = ordo_error(ORDO_ERR_TIMEOUT, __func__,
+                                "%llu op(s) still await their completion points or callbacks",
+                                (unsigned long long)coord->in_flight);
+                break;
+            }
         }
     }
     coord->drainers--;
-    coord_work_t work;
-    work_init(&work);
     coord_unlock(coord, &work);
     return st;
 }
@@ -260,9 +284,12 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
     return check_stream(coord, *out_stream, api);
 }
 
+/* Dependencies whose lookup register keeps between its two passes. */
+#define REGISTER_KEPT 16
+
 ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *desc,
                                   ordo_op_id_t *out_op) {
-    uint64_t t0 = ordo_time_now_ns();
+    uint64_t t0 = timing_start();
     ordo_status_t st = coord_check(coord, __func__);
     if (st == ORDO_OK) {
         st = check_desc(desc, __func__);
@@ -281,27 +308,57 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
+    /* Now and then, retire what has finished meanwhile: memory stays
+     * bounded by what is in flight plus COORD_POLL_EVERY. Not every time:
+     * reading a timeline the stream's worker has just written costs a
+     * cache miss. */
+    if (++coord->registers_since_poll >= COORD_POLL_EVERY) {
+        coord->registers_since_poll = 0;
+        coord_poll(coord, &work);
+    }
     uint32_t stream_at = 0;
     st = stream_index(coord, stream, &stream_at, __func__);
+    /* The first few lookups are kept for the later passes. */
+    uint32_t kept_slot[REGISTER_KEPT];
+    ordo_status_t kept_outcome[REGISTER_KEPT];
+    uint8_t kept_found[REGISTER_KEPT];
+    uint32_t unrecorded = 0; /* dependencies that will be graph edges */
     for (size_t i = 0; st == ORDO_OK && i < desc->dep_count; ++i) {
-        uint32_t slot;
-        ordo_status_t outcome;
-        op_lookup_t found = op_lookup(coord, desc->deps[i], &slot, &outcome);
+        uint32_t dep_slot = COORD_NONE;
+        ordo_status_t outcome = ORDO_OK;
+        op_lookup_t found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
         if (found == LOOKUP_UNKNOWN || found == LOOKUP_FORGOTTEN) {
             st = op_lookup_error(found, desc->deps[i], __func__);
+            break;
         }
+        if (i < REGISTER_KEPT) {
+            kept_slot[i] = dep_slot;
+            kept_outcome[i] = outcome;
+            kept_found[i] = (uint8_t)found;
+        }
+        unrecorded += found == LOOKUP_LIVE && !op_at(coord, dep_slot)->recorded &&
+                      op_at(coord, dep_slot)->state != OP_FINISHED;
     }
+    /* Everything that could need memory, before anything changes. */
     uint32_t slot = COORD_NONE;
     if (st == ORDO_OK) {
         st = op_slot_take(coord, &slot);
-        if (st == ORDO_OK && id_map_reserve(&coord->live, 1) != ORDO_OK) {
+        /* Room to move a live older id out of the entry the new one takes. */
+        uint32_t entry = coord->recent[(coord->issued + 1) % COORD_RECENT];
+        if (st == ORDO_OK && entry && op_at(coord, entry - 1)->in_recent &&
+            id_map_reserve(&coord->live, 1) != ORDO_OK) {
             st = ORDO_ERR_OUT_OF_MEMORY;
         }
-        if (st == ORDO_OK) {
-            st = op_graph_reserve_edges(&coord->graph, (uint32_t)desc->dep_count);
+        if (st == ORDO_OK && desc->dep_count > COORD_INLINE_NEEDS) {
+            op_at(coord, slot)->stream = (uint8_t)stream_at;
+            st = op_needs_reserve(op_at(coord, slot), desc->dep_count);
         }
-        if (st == ORDO_OK) {
-            st = op_graph_add_node(&coord->graph, slot);
+        if (st == ORDO_OK && unrecorded) {
+            st = op_graph_reserve_edges(&coord->graph, unrecorded);
+            if (st == ORDO_OK) {
+                st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                            unrecorded + 1);
+            }
         }
         if (st != ORDO_OK) {
             if (slot != COORD_NONE) {
@@ -323,35 +380,56 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     op->launch = desc->launch;
     op->launch_ctx = desc->launch_ctx;
     op->ready_prev = op->ready_next = COORD_NONE;
-    if (desc->description) {
-        size_t n = strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1);
-        memcpy(op->description, desc->description, n);
-        op->description[n] = '\0';
-    }
-    id_map_put(&coord->live, op->id, slot);
-    for (size_t i = 0; i < desc->dep_count; ++i) {
-        uint32_t dep_slot;
-        ordo_status_t outcome = ORDO_OK;
-        if (op_lookup(coord, desc->deps[i], &dep_slot, &outcome) == LOOKUP_LIVE) {
-            coord_op_t *dep = op_at(coord, dep_slot);
-            if (dep->state != OP_FINISHED) {
-                /* Edges into a new node agree with the order: never a
-                 * search, never a cycle, and room was reserved. */
-                uint32_t before = op_graph_in_degree(&coord->graph, slot);
-                (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
-                if (op_graph_in_degree(&coord->graph, slot) != before && !dep->recorded) {
+    op->dep_total = (uint32_t)desc->dep_count;
+    size_t n = desc->description ? strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1) : 0;
+    memcpy(op->description, desc->description ? desc->description : "", n);
+    op->description[n] = '\0';
+    op_id_publish(coord, slot);
+    /* Dependencies that finished or have their points: outcomes and needs
+     * now. Those still to complete become edges, their nodes first so the
+     * new op is ordered after them (no search, no cycle possible). */
+    for (int pass = 0; pass < (unrecorded ? 2 : 1); ++pass) {
+        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot); /* reserved */
+        }
+        for (size_t i = 0; i < desc->dep_count; ++i) {
+            uint32_t dep_slot = COORD_NONE;
+            ordo_status_t outcome = ORDO_OK;
+            op_lookup_t found;
+            if (i < REGISTER_KEPT) {
+                found = (op_lookup_t)kept_found[i];
+                dep_slot = kept_slot[i];
+                outcome = kept_outcome[i];
+            } else {
+                found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
+            }
+            const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+            if (dep && !dep->recorded && dep->state != OP_FINISHED) {
+                if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
+                    (void)op_graph_add_node(&coord->graph, dep_slot);
+                } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
+                    (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
                     op->pending_deps++;
                 }
                 continue;
             }
-            outcome = dep->status;
-        }
-        if (outcome != ORDO_OK) {
-            if (op->dep_failure == ORDO_OK) {
-                op->dep_failure = outcome;
+            if (pass == 1) {
+                continue;
             }
-        } else {
-            coord->waits_elided++; /* finished already: nothing to wait for */
+            if (dep && dep->state != OP_FINISHED) {
+                coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
+                continue;
+            }
+            if (dep) {
+                outcome = dep->status;
+            }
+            if (outcome != ORDO_OK) {
+                if (op->dep_failure == ORDO_OK) {
+                    op->dep_failure = outcome;
+                }
+            } else {
+                coord->waits_elided++; /* finished already: nothing to wait for */
+            }
         }
     }
     if (op->launch && op->pending_deps == 0) {
@@ -417,7 +495,7 @@ static ordo_status_t deadlock_error(const ordo_coord_t *coord, const coord_op_t 
 
 ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
                                         ordo_op_id_t dep_id) {
-    uint64_t t0 = ordo_time_now_ns();
+    uint64_t t0 = timing_start();
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -449,8 +527,27 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
         return st;
     }
     coord_op_t *op = op_at(coord, slot);
-    if (found == LOOKUP_LIVE && op_at(coord, dep_slot)->state != OP_FINISHED) {
-        coord_op_t *dep = op_at(coord, dep_slot);
+    coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+    int edge = dep && !dep->recorded && dep->state != OP_FINISHED;
+    /* Room first: a need for the dependency's stream (taken now, or when
+     * its point is recorded), and for an edge, the edge and two nodes. */
+    st = op_needs_reserve(op, 1);
+    if (st == ORDO_OK && edge) {
+        st = op_graph_reserve_edges(&coord->graph, 1);
+        if (st == ORDO_OK) {
+            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS, 2);
+        }
+    }
+    if (st != ORDO_OK) {
+        st = ordo_error(st, __func__, "cannot store another dependency");
+    } else if (edge) {
+        /* Only here can a cycle close: both ops are still to complete. */
+        if (!op_graph_contains(&coord->graph, dep_slot)) {
+            (void)op_graph_add_node(&coord->graph, dep_slot);
+        }
+        if (!op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot);
+        }
         uint32_t nodes[ORDO_OP_CYCLE_MAX];
         op_graph_path_t path = {nodes, ORDO_OP_CYCLE_MAX, 0};
         uint32_t before = op_graph_in_degree(&coord->graph, slot);
@@ -461,18 +558,24 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
             st = deadlock_error(coord, op, dep, &path, __func__);
         } else if (st != ORDO_OK) {
             st = ordo_error(st, __func__, "cannot store another dependency");
-        } else if (op_graph_in_degree(&coord->graph, slot) != before && !dep->recorded) {
+        } else if (op_graph_in_degree(&coord->graph, slot) != before) {
+            op->dep_total++;
             if (op->pending_deps++ == 0 && op->queued) {
                 ready_remove(coord, slot); /* not ready any more */
             }
         }
+    } else if (dep && dep->state != OP_FINISHED) {
+        op->dep_total++;
+        coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
     } else {
-        if (found == LOOKUP_LIVE) {
-            outcome = op_at(coord, dep_slot)->status;
+        if (dep) {
+            outcome = dep->status;
         }
-        if (outcome != ORDO_OK && op->dep_failure == ORDO_OK) {
-            op->dep_failure = outcome;
-        } else if (outcome == ORDO_OK) {
+        if (outcome != ORDO_OK) {
+            if (op->dep_failure == ORDO_OK) {
+                op->dep_failure = outcome;
+            }
+        } else {
             coord->waits_elided++;
         }
     }
@@ -493,6 +596,21 @@ static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t po
     return NULL;
 }
 
+/* cs's later work is ordered after origin's point: so after everything
+ * origin had waited for by then, if that is still on record. */
+static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, uint64_t point,
+                            uint32_t stream_count) {
+    cs->frontier[origin->index] = point;
+    const coord_record_t *record = record_of(origin, point);
+    if (record) {
+        for (uint32_t k = 0; k < stream_count; ++k) {
+            if (cs->frontier[k] < record->frontier[k]) {
+                cs->frontier[k] = record->frontier[k];
+            }
+        }
+    }
+}
+
 /* Emits op's waits. On success the op is begun; on a dependency's failure
  * (or its stream's) the op has failed and that status is returned; any
  * other error leaves it registered. */
@@ -501,60 +619,47 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
     ordo_status_t failure = op->dep_failure;
-    /* The waits needed, per origin stream: the latest point. */
-    uint64_t mask = 0;
-    uint64_t need[ORDO_COORD_MAX_STREAMS];
-    uint64_t elided = 0;
-    for (uint32_t e = op_graph_first_in(&coord->graph, slot);
-         e != OP_GRAPH_NONE && failure == ORDO_OK; e = op_graph_next_in(&coord->graph, e)) {
-        const coord_op_t *dep = op_at(coord, op_graph_edge_from(&coord->graph, e));
-        if (dep->state == OP_FINISHED) {
-            failure = dep->status;
-            elided += failure == ORDO_OK;
-            continue;
-        }
-        if (dep->stream == op->stream) {
-            elided++; /* in stream order already */
-            continue;
-        }
-        coord_stream_t *origin = coord->streams[dep->stream];
-        uint64_t reached = 0;
-        ordo_status_t origin_failure = ordo_signal_query(origin->timeline, &reached);
-        if (reached >= dep->point) {
-            elided++; /* reached: its callbacks just have not run yet */
-            continue;
-        }
-        if (origin_failure != ORDO_OK) {
-            failure = origin_failure; /* will never be reached */
-            continue;
-        }
-        uint64_t bit = (uint64_t)1 << dep->stream;
-        if (!(mask & bit)) {
-            mask |= bit;
-            need[dep->stream] = dep->point;
-        } else {
-            elided++; /* collapses into one wait on that stream */
-            if (need[dep->stream] < dep->point) {
-                need[dep->stream] = dep->point;
-            }
-        }
-    }
     if (failure != ORDO_OK) {
         op_fail(coord, slot, failure, work);
         return ordo_error(failure, api, "op %llu: a dependency failed (%s)",
                           (unsigned long long)op->id, ordo_status_name(failure));
     }
-    for (; mask; mask &= mask - 1) {
-        uint32_t s = (uint32_t)__builtin_ctzll(mask);
+    uint64_t elided = 0;
+    unsigned count = op->more_needs ? coord->stream_count : op->need_count;
+    for (unsigned i = 0; i < count; ++i) {
+        uint32_t s = op->more_needs ? i : op->need_stream[i];
+        uint64_t need = op->more_needs ? op->more_needs[i] : op->need_point[i];
+        if (need == 0) {
+            continue; /* (more_needs: no dependency on stream i) */
+        }
         coord_stream_t *origin = coord->streams[s];
-        if (cs->frontier[s] >= need[s]) {
+        if (cs->frontier[s] >= need) {
             elided++; /* already waited for, directly or transitively */
             continue;
         }
-        ordo_status_t st = ordo_stream_wait(cs->stream, origin->timeline, need[s]);
+        /* Read only now, for a wait that is otherwise needed: the line was
+         * just written by the origin's worker and costs a cache miss. */
+        uint64_t reached = 0;
+        ordo_status_t origin_failure = timeline_read(origin->timeline, &reached);
+        if (reached >= need) {
+            elided++; /* reached already (finished, just not polled yet) */
+            frontier_absorb(cs, origin, need, coord->stream_count);
+            continue;
+        }
+        if (origin_failure != ORDO_OK) {
+            /* It will never be reached: fail now rather than the stream. */
+            coord->waits_elided += elided;
+            op_fail(coord, slot, origin_failure, work);
+            return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)",
+                              (unsigned long long)op->id, ordo_status_name(origin_failure));
+        }
+        /* Straight to the backend: the stream was checked when the op was
+         * registered, and the timelines are the coordinator's own. */
+        const hal_backend_t *backend = cs->stream->device->backend;
+        ordo_status_t st = backend->wait(cs->stream, origin->timeline, need);
         if (st != ORDO_OK) {
             coord->waits_elided += elided;
-            if (ordo_stream_status(cs->stream) == ORDO_OK) {
+            if (backend->status(cs->stream) == ORDO_OK) {
                 return st; /* not enqueued; the waits before it only order more */
             }
             op_fail(coord, slot, st, work);
@@ -562,20 +667,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                               (unsigned long long)op->id, ordo_status_name(st));
         }
         coord->waits_emitted++;
-        cs->frontier[s] = need[s];
-        const coord_record_t *record = record_of(origin, need[s]);
-        if (record) {
-            for (uint32_t k = 0; k < coord->stream_count; ++k) {
-                if (cs->frontier[k] < record->frontier[k]) {
-                    cs->frontier[k] = record->frontier[k];
-                }
-            }
-        }
+        frontier_absorb(cs, origin, need, coord->stream_count);
     }
     coord->waits_elided += elided;
     op->state = OP_BEGUN;
-    /* Its dependencies have done their part: they may retire. */
-    op_graph_remove_in_edges(&coord->graph, slot, op_dep_released, coord);
     return ORDO_OK;
 }
 
@@ -586,9 +681,10 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
     uint64_t point = cs->next_point + 1;
-    ordo_status_t st = ordo_stream_signal(cs->stream, cs->timeline, point);
+    const hal_backend_t *backend = cs->stream->device->backend;
+    ordo_status_t st = backend->signal(cs->stream, cs->timeline, point);
     if (st != ORDO_OK) {
-        ordo_status_t stream_st = ordo_stream_status(cs->stream);
+        ordo_status_t stream_st = backend->status(cs->stream);
         if (stream_st == ORDO_OK) {
             return st;
         }
@@ -604,7 +700,7 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     record->point = point;
     memcpy(record->frontier, cs->frontier, coord->stream_count * sizeof *record->frontier);
     op_track_point(coord, slot, work);
-    op_mark_recorded(coord, slot);
+    op_mark_recorded(coord, slot, ORDO_OK);
     return st;
 }
 
@@ -640,7 +736,7 @@ static const char *state_name(uint8_t state) {
 }
 
 ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
-    uint64_t t0 = ordo_time_now_ns();
+    uint64_t t0 = timing_start();
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -682,7 +778,7 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
 }
 
 ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t id) {
-    uint64_t t0 = ordo_time_now_ns();
+    uint64_t t0 = timing_start();
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -765,6 +861,8 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
         outcome = op_at(coord, slot)->status;
     } else if (callback_append(op_at(coord, slot), fn, ctx) != ORDO_OK) {
         st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot store another callback");
+    } else if (op_at(coord, slot)->state == OP_COMPLETED) {
+        op_watch_point(coord, slot, &work); /* its point must now be followed actively */
     }
     coord_unlock(coord, &work);
     if (run_now) {
@@ -787,7 +885,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     size_t launched = 0;
     coord_work_t work;
     work_init(&work);
-    uint64_t t0 = ordo_time_now_ns();
+    uint64_t t0 = timing_start();
     coord_lock(coord);
     for (size_t taken = 0; taken < max; ++taken) {
         uint32_t slot = ready_pop(coord);
@@ -810,7 +908,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
         account(coord, t0);
         coord_unlock(coord, &work);
         st = launch(ctx, stream);
-        t0 = ordo_time_now_ns();
+        t0 = timing_start();
         coord_lock(coord);
         if (st != ORDO_OK) {
             op_fail(coord, slot, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, &work);
@@ -916,11 +1014,12 @@ ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
+    coord_poll(coord, &work);
     ordo_coord_metrics_t m = {
         .registered = coord->registered,
         .completed = coord->completed,
         .failed = coord->failed,
-        .live = coord->live.count,
+        .live = coord->live_count,
         .dispatched = coord->dispatched,
         .deadlocks_refused = coord->deadlocks_refused,
         .waits_emitted = coord->waits_emitted,

@@ -109,6 +109,27 @@ static void order_compact(op_graph_t *graph) {
     graph->at_used = j;
 }
 
+ordo_status_t op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count) {
+    if (node_bound > OP_GRAPH_MAX || count > OP_GRAPH_MAX - graph->live) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    uint32_t old_cap = graph->node_cap;
+    if (!grow((void **)&graph->nodes, &graph->node_cap, node_bound, sizeof *graph->nodes)) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = old_cap; i < graph->node_cap; ++i) {
+        graph->nodes[i].ord = OP_GRAPH_NONE;
+    }
+    if (graph->at_cap - graph->at_used < count) {
+        order_compact(graph);
+        if (graph->at_cap - graph->at_used < count &&
+            !grow((void **)&graph->at, &graph->at_cap, graph->at_used + count, sizeof *graph->at)) {
+            return ORDO_ERR_OUT_OF_MEMORY;
+        }
+    }
+    return scratch_reserve(graph, graph->live + count) ? ORDO_OK : ORDO_ERR_OUT_OF_MEMORY;
+}
+
 ordo_status_t op_graph_add_node(op_graph_t *graph, uint32_t node) {
     if (node >= OP_GRAPH_MAX || op_graph_contains(graph, node)) {
         return ORDO_ERR_INVALID_ARGUMENT;

@@ -98,6 +98,10 @@ void op_graph_fini(op_graph_t *graph);
 /* Adds node (absent, < OP_GRAPH_MAX) after every node present. */
 ordo_status_t op_graph_add_node(op_graph_t *graph, uint32_t node);
 
+/* Makes room for `count` more nodes with ids below node_bound, so that
+ * that many op_graph_add_node calls cannot fail for memory. */
+ordo_status_t op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count);
+
 /* Removes node and every edge at it. */
 void op_graph_remove_node(op_graph_t *graph, uint32_t node);
 

@@ -63,6 +63,7 @@ void bench_signal_all(const bench_options_t *options);
 void bench_stream_all(const bench_options_t *options);
 void bench_event_pool_generic(const bench_options_t *options);
 void bench_dag_all(const bench_options_t *options);
+void bench_coord_all(const bench_options_t *options);
 
 struct channel_ops;
 /* Two threads bouncing a counter through two channels; per round trip. */

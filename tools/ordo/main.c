@@ -64,6 +64,7 @@ static int command_bench(int argc, char **argv) {
     bench_event_pool_generic(&options);
     bench_stream_all(&options);
     bench_dag_all(&options);
+    bench_coord_all(&options);
     return 0;
 }
 

@@ -25,8 +25,9 @@
  * order); one whose point the stream already waited for, directly or
  * through a stream it waited for (per-stream frontiers, as trackers keep),
  * needs none; several dependencies on one stream collapse into one wait on
- * the latest; a dependency that has already finished needs none. Metrics
- * count waits emitted and elided.
+ * the latest (a dependency listed twice counts as one more elided); a
+ * dependency that has finished, or whose point its stream has reached,
+ * needs none. Metrics count waits emitted and elided.
  *
  * Deadlocks: adding a dependency that would close a cycle is refused with
  * ORDO_ERR_DEADLOCK and a message naming the cycle (op ids and
@@ -50,14 +51,17 @@
  *
  * Ids are never reused (a 64-bit sequence), so a stale id cannot alias a
  * newer op. An op retires, freeing its memory, once it has finished (point
- * reached, or failed), its callbacks have run and no registered op that
- * has not begun depends on it. A retired id stays meaningful: a dependency
- * on it is satisfied (or fails the dependent, if it failed), and a callback
- * added to it runs at once with its outcome; begin and complete on it are
- * refused (ORDO_ERR_BUSY). The outcomes of the last
- * ORDO_COORD_FAILURES_KEPT failed retired ops are kept; a retired id older
- * than a forgotten failure gets ORDO_ERR_NOT_FOUND. An id never handed out
- * gets ORDO_ERR_NOT_FOUND.
+ * reached, or failed) and its callbacks have run: an op that depends on it
+ * keeps a copy of its completion point, not a reference to it. An op
+ * without callbacks is noticed finished lazily, when the coordinator next
+ * polls its stream's timeline (every 16th registration, drain, metrics,
+ * destroy), so memory stays bounded by the ops in flight plus a few. A
+ * retired id stays meaningful: a dependency on it is satisfied (or fails
+ * the dependent, if it failed), and a callback added to it runs at once
+ * with its outcome; begin and complete on it are refused (ORDO_ERR_BUSY).
+ * The outcomes of the last ORDO_COORD_FAILURES_KEPT failed retired ops are
+ * kept; a retired id at or below the newest forgotten failure gets
+ * ORDO_ERR_NOT_FOUND. An id never handed out gets ORDO_ERR_NOT_FOUND.
  *
  * Callbacks run exactly once, on the thread that finds the op finished:
  * the stream's worker (or driver thread) reaching its point, the thread
@@ -69,7 +73,7 @@
  * work behind it.
  *
  * Thread-safety: every function may be called from any thread at once; one
- * mutex inside the coordinator serialises them (it is never held while user
+ * lock inside the coordinator serialises them (it is never held while user
  * code runs). Destroy must not race other calls. Streams used with a
  * coordinator must outlive it.
  */
@@ -172,7 +176,8 @@ typedef struct ordo_op_cycle {
 } ordo_op_cycle_t;
 
 typedef struct ordo_coord_metrics {
-    uint64_t registered;        /* ops registered */
+    uint64_t registered; /* ops registered */
+    /* Ops noticed finished (the call polls the timelines first). */
     uint64_t completed;         /* finished with their point reached */
     uint64_t failed;            /* finished with a failure */
     uint64_t live;              /* registered and not yet retired */
@@ -182,7 +187,8 @@ typedef struct ordo_coord_metrics {
     uint64_t waits_elided;      /* dependencies that needed no wait */
     /* Host time spent inside register, add_dependency, begin, complete and
      * dispatch's own work (not launch functions or callbacks), in total and
-     * per registered op. */
+     * per registered op. Sampled: each thread times one call in 8 and counts
+     * it 8 times (reading the clock costs about what a call does). */
     uint64_t coordination_ns;
     uint64_t coordination_ns_per_op;
 } ordo_coord_metrics_t;
@@ -193,12 +199,13 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
 
 /* Ops that never finished are dropped; their callbacks run with
  * ORDO_ERR_CANCELLED on this thread. Refused with ORDO_ERR_BUSY while an op
- * has completed but its point is not yet reached (or its callbacks run):
+ * has completed but its point is not yet reached, or its callbacks run:
  * ordo_coord_drain waits for those. */
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord);
 
-/* Waits until no completed op awaits its point and no callback runs, or
- * the deadline (ORDO_ERR_TIMEOUT). Not from a callback. */
+/* Waits on the host until no completed op awaits its point and no callback
+ * runs, or the deadline (ORDO_ERR_TIMEOUT). The one call that blocks; not
+ * from a callback. */
 ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline);
 
 /* Registers an op. Errors: ORDO_ERR_NOT_FOUND for an unknown dependency

@@ -15,10 +15,10 @@
  * - Ops without callbacks are finished lazily: a locked section that polls
  *   (every COORD_POLL_EVERY-th register, drain, metrics, destroy) reads
  *   each timeline's value (an atomic load) and finishes the ops it has
- *   reached. No timepoint, and no
- *   stream worker ever takes the coordinator's lock for them: the host
- *   thread and the workers do not contend.
- * - An op with callbacks arms its own timepoint (ordo_op's `timepoint`) at
+ *   reached. No timepoint, and no stream worker ever takes the
+ *   coordinator's lock for them: the host thread and the workers do not
+ *   contend.
+ * - An op with callbacks arms its own timepoint (coord_op_t's `timepoint`) at
  *   its point when it completes (or when its first callback is added after
  *   it completed). The firing thread, normally the stream's worker,
  *   takes the lock, finishes every reached op of that stream, and runs the
@@ -28,14 +28,13 @@
  *
  * One case needs care. Completing an op on a stream that has failed makes
  * the backend fail the stream's timeline at once, on the completing
- * thread, under coord->lock; timepoints of other ops on that timeline then
+ * thread, under the coordinator's lock; timepoints of other ops on that timeline then
  * fire on this thread. Their callback finds the lock held by its own
  * thread (coord_held) and leaves the op on `deferred` for the holder, who
  * handles it before it lets the lock go. */
 #ifndef ORDO_COORD_COORD_INTERNAL_H
 #define ORDO_COORD_COORD_INTERNAL_H
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "coord/id_map.h"
@@ -199,6 +198,9 @@ struct ordo_coord {
     uint64_t in_flight; /* completed ops awaiting their points */
     uint32_t registers_since_poll;
     uint64_t callbacks_running; /* ops whose callbacks run unlocked */
+    /* Ops whose own timepoint is armed or about to be, or whose firing is
+     * not handled yet: it will touch the coordinator. */
+    uint64_t timepoints_pending;
     /* Metrics. */
     uint64_t registered;
     uint64_t completed;
@@ -287,6 +289,11 @@ void coord_unlock_plain(ordo_coord_t *coord);
 /* Handles deferred firings, releases the lock, then arms timepoints and
  * runs callbacks as work says (re-locking to retire ops afterwards). */
 void coord_unlock(ordo_coord_t *coord, coord_work_t *work);
+
+/* Nothing in flight that will call back into the coordinator. */
+static inline int coord_quiet(const ordo_coord_t *coord) {
+    return !coord->in_flight && !coord->callbacks_running && !coord->timepoints_pending;
+}
 
 static inline void work_init(coord_work_t *work) {
     work->done_head = work->done_tail = NULL;

@@ -91,11 +91,11 @@ void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_wor
 
 void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
     coord_op_t *op = op_at(coord, slot);
-    (void)coord;
     if (op->tp_pending) {
         return;
     }
     op->tp_pending = 1;
+    coord->timepoints_pending++;
     op->arm_next = work->arm_head;
     work->arm_head = op;
 }
@@ -150,6 +150,7 @@ void coord_poll(ordo_coord_t *coord, coord_work_t *work) {
 /* An op's timepoint fired: finish what its stream has reached. */
 static void op_fired_locked(ordo_coord_t *coord, coord_op_t *op, coord_work_t *work) {
     op->tp_pending = 0;
+    coord->timepoints_pending--;
     stream_poll(coord, coord->streams[op->stream], 1, work);
     op_try_retire(coord, op->slot); /* it may have finished already */
     wake_drainers(coord);

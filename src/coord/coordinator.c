@@ -104,8 +104,8 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     coord_lock(coord);
     coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
-    uint64_t running = coord->callbacks_running;
-    if (in_flight || running) {
+    uint64_t running = coord->callbacks_running + coord->timepoints_pending;
+    if (!coord_quiet(coord)) {
         coord_unlock(coord, &work);
         return ordo_error(ORDO_ERR_BUSY, __func__,
                           "%llu op(s) await their completion points and %llu run callbacks "
@@ -145,7 +145,7 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
     coord->drainers++;
     for (;;) {
         coord_poll(coord, &work);
-        if (!coord->in_flight && !coord->callbacks_running) {
+        if (coord_quiet(coord)) {
             break;
         }
         /* A stream whose last completed op is not reached yet: wait on the
@@ -174,7 +174,7 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
         coord_lock(coord);
         if (timed_out) {
             coord_poll(coord, &work);
-            if (coord->in_flight || coord->callbacks_running) {
+            if (!coord_quiet(coord)) {
                 st = ordo_error(ORDO_ERR_TIMEOUT, __func__,
                                 "%llu op(s) still await their completion points or callbacks",
                                 (unsigned long long)coord->in_flight);

@@ -11,6 +11,7 @@
 #include "ordo/event_pool.h"
 #include "ordo/link.h"
 #include "ordo/memory.h"
+#include "ordo/metrics.h"
 #include "ordo/memory_adaptors.h"
 #include "ordo/signal.h"
 #include "ordo/stall.h"

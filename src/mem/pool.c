@@ -184,6 +184,14 @@ static void descriptor_put(pool_t *p, pool_block_t *b) {
 
 /* --- Death frontiers --- */
 
+/* Copies n death entries. A plain loop: n is tiny, and a variable-length
+ * memcpy compiles to `rep movs`, whose start-up costs more than the copy. */
+static inline void death_copy(pool_death_t *to, const pool_death_t *from, unsigned n) {
+    for (unsigned i = 0; i < n; ++i) {
+        to[i] = from[i];
+    }
+}
+
 /* Non-zero when stream t may reuse b without waiting: t has waited for
  * every use in b's death frontier (an entry on t itself: t runs in order). */
 static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
@@ -219,7 +227,7 @@ static int death_merge(pool_death_t *into, uint8_t *count, const pool_block_t *b
     }
     pool_death_t merged[POOL_DEATH_MAX];
     unsigned n = *count;
-    memcpy(merged, into, n * sizeof *merged);
+    death_copy(merged, into, n);
     for (unsigned i = 0; i < b->death_count; ++i) {
         unsigned j = 0;
         while (j < n && merged[j].stream != b->death[i].stream) {
@@ -235,7 +243,7 @@ static int death_merge(pool_death_t *into, uint8_t *count, const pool_block_t *b
             merged[n++] = b->death[i];
         }
     }
-    memcpy(into, merged, n * sizeof *merged);
+    death_copy(into, merged, n);
     *count = (uint8_t)n;
     return 1;
 }
@@ -265,7 +273,7 @@ static void split(pool_t *p, pool_block_t *b, size_t size) {
     rest->is_free = 1;
     rest->affinity = b->affinity;
     rest->death_count = b->death_count;
-    memcpy(rest->death, b->death, sizeof rest->death);
+    death_copy(rest->death, b->death, b->death_count);
     bin_insert(p, rest);
     ++p->stats.splits;
 }
@@ -297,7 +305,7 @@ static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
         }
         bin_remove(p, prev);
         prev->death_count = b->death_count;
-        memcpy(prev->death, b->death, sizeof prev->death);
+        death_copy(prev->death, b->death, b->death_count);
         absorb(p, prev, b);
         b = prev;
     }
@@ -711,7 +719,7 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     b->is_free = 1;
     b->affinity = (uint8_t)s;
     b->death_count = (uint8_t)n;
-    memcpy(b->death, entries, n * sizeof *entries);
+    death_copy(b->death, entries, n);
     p->stats.bytes_in_use -= b->size;
     --p->blocks_out;
     atomic_store_explicit(&p->bytes_outstanding,

@@ -73,10 +73,7 @@ uint32_t trace_generation(void) {
     return atomic_load_explicit(&generation, memory_order_relaxed);
 }
 
-static trace_thread_t *thread_record(void) {
-    if (this_thread) {
-        return this_thread;
-    }
+static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
     trace_thread_t *t = calloc(1, sizeof *t);
     if (!t) {
         return NULL;
@@ -89,11 +86,13 @@ static trace_thread_t *thread_record(void) {
     return this_thread = t;
 }
 
-/* A chunk with room, or NULL when the trace is full. */
-static trace_chunk_t *chunk_with_room(trace_thread_t *t) {
-    if (t->tail && t->tail->used < TRACE_CHUNK_EVENTS) {
-        return t->tail;
-    }
+static inline trace_thread_t *thread_record(void) {
+    trace_thread_t *t = this_thread;
+    return __builtin_expect(t != NULL, 1) ? t : thread_record_new();
+}
+
+/* A fresh chunk, or NULL when the trace is full. */
+static __attribute__((noinline)) trace_chunk_t *chunk_new(trace_thread_t *t) {
     uint64_t taken =
         atomic_fetch_add_explicit(&events_reserved, TRACE_CHUNK_EVENTS, memory_order_relaxed);
     if (taken >= events_max) {
@@ -115,6 +114,15 @@ static trace_chunk_t *chunk_with_room(trace_thread_t *t) {
     }
     t->tail = chunk;
     return chunk;
+}
+
+/* A chunk with room, or NULL when the trace is full. */
+static inline trace_chunk_t *chunk_with_room(trace_thread_t *t) {
+    trace_chunk_t *tail = t->tail;
+    if (__builtin_expect(tail && tail->used < TRACE_CHUNK_EVENTS, 1)) {
+        return tail;
+    }
+    return chunk_new(t);
 }
 
 /* Marks t busy and gives the slot for its next event, or NULL (t no

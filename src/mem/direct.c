@@ -133,7 +133,28 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
     (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
     /* On a failed stream the signal fails at once and the timepoint frees
      * the block now: no work of that stream runs any more. */
-    (void)ordo_stream_signal(stream, timeline, 1);
+    st = ordo_stream_signal(stream, timeline, 1);
+    if (st != ORDO_OK) {
+        uint64_t value = 0;
+        if (ordo_signal_query(timeline, &value) != ORDO_OK) {
+            return ORDO_OK; /* failed with the stream: freed by the timepoint */
+        }
+        /* Not enqueued on a healthy stream (out of memory): the stream may
+         * still use the block, so the free is refused and the block stays
+         * the caller's. */
+        ordo_cancel_result_t result;
+        (void)ordo_timepoint_cancel(&b->free_timepoint, &result);
+        if (result == ORDO_CANCEL_PREVENTED) {
+            atomic_fetch_sub_explicit(&d->frees_pending, 1, memory_order_relaxed);
+            b->free_timeline = NULL;
+            (void)ordo_signal_release(timeline);
+            atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+            return ordo_error(st, "ordo_mem_deallocate",
+                              "the free could not be enqueued on the stream; block %p (tag %u) "
+                              "is still yours",
+                              (void *)block, block->tag);
+        }
+    }
     return ORDO_OK;
 }
 

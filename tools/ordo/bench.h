@@ -67,6 +67,7 @@ void bench_memory_all(const bench_options_t *options);
 void bench_trace_all(const bench_options_t *options);
 void bench_barrier_all(const bench_options_t *options);
 void bench_waiter_all(const bench_options_t *options);
+void bench_coord_all(const bench_options_t *options);
 
 struct channel_ops;
 /* Two threads bouncing a counter through two channels; per round trip. */

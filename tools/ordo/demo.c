@@ -412,6 +412,18 @@ int demo_main(int argc, char **argv) {
            (unsigned long long)pool_stats.reuses_known,
            (unsigned long long)pool_stats.reuses_waited, (unsigned long long)pool_stats.grows);
 
+    /* Everything the components counted, in one snapshot. */
+    ordo_metrics_sources_t sources = {device, NULL, waiter, tracker};
+    ordo_metrics_t snapshot;
+    char text[2048];
+    size_t text_length = 0;
+    CHECK(ordo_metrics_snapshot(&sources, &snapshot));
+    CHECK(ordo_metrics_format(&snapshot, text, sizeof text, &text_length));
+    printf("  metrics\n");
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        printf("    %s\n", line);
+    }
+
     for (int s = 0; s < 2; ++s) {
         CHECK(ordo_mem_deallocate(pool, slots[s], comp));
     }

@@ -98,6 +98,7 @@ static int command_bench(int argc, char **argv) {
                 trace, (unsigned long long)stats.events, (unsigned long long)stats.dropped,
                 (unsigned long long)stats.flows);
     }
+    bench_coord_all(&options);
     return 0;
 }
 

@@ -1,0 +1,316 @@
+/* Internal: the coordinator's state, shared by coordinator.c (the API),
+ * coord_ops.c (op storage, ids, retirement, ready queues) and
+ * coord_progress.c (completion points, callbacks, the lock).
+ *
+ * One lock (`lock_word`: a compare-and-swap lock that sleeps on a futex
+ * when contended) guards everything below it in struct ordo_coord. Lock
+ * order: the coordinator's lock, then what stream submission takes (a CPU
+ * stream's word, the allocator lock). Nothing else is taken under it:
+ * timepoints are armed and user code (callbacks, launch functions) runs
+ * only after it is released.
+ *
+ * How completions are found. A completed op's point is a value of its
+ * stream's coordinator timeline, and ops complete in point order on a
+ * stream, so each stream keeps its completed ops in a pending list.
+ * - Ops without callbacks are finished lazily: a locked section that polls
+ *   (every COORD_POLL_EVERY-th register, drain, metrics, destroy) reads
+ *   each timeline's value (an atomic load) and finishes the ops it has
+ *   reached. No timepoint, and no stream worker ever takes the
+ *   coordinator's lock for them: the host thread and the workers do not
+ *   contend.
+ * - An op with callbacks arms its own timepoint (coord_op_t's `timepoint`) at
+ *   its point when it completes (or when its first callback is added after
+ *   it completed). The firing thread, normally the stream's worker,
+ *   takes the lock, finishes every reached op of that stream, and runs the
+ *   callbacks after releasing it. A lazy poll stops at such an op, so its
+ *   callbacks run where its point was reached. The op is pinned
+ *   (tp_pending) from arming until its firing has been handled.
+ *
+ * One case needs care. Completing an op on a stream that has failed makes
+ * the backend fail the stream's timeline at once, on the completing
+ * thread, under the coordinator's lock; timepoints of other ops on that timeline then
+ * fire on this thread. Their callback finds the lock held by its own
+ * thread (coord_held) and leaves the op on `deferred` for the holder, who
+ * handles it before it lets the lock go. */
+#ifndef ORDO_COORD_COORD_INTERNAL_H
+#define ORDO_COORD_COORD_INTERNAL_H
+
+#include <stdint.h>
+
+#include "coord/id_map.h"
+#include "coord/op_graph.h"
+#include "ordo/coordinator.h"
+#include "ordo/timepoint.h"
+#include "sync/signal_internal.h"
+
+#define ORDO_COORD_MAGIC 0x434f4f52u /* "COOR" */
+#define COORD_NONE UINT32_MAX
+/* Ops are stored in chunks that never move. */
+#define COORD_CHUNK_SHIFT 8
+#define COORD_CHUNK_OPS (1u << COORD_CHUNK_SHIFT)
+/* Completion points each stream remembers with its frontier then. */
+#define COORD_RECORDS 8
+#define COORD_PRIORITIES 5
+#define COORD_INLINE_CALLBACKS 2
+#define COORD_CHUNK_CALLBACKS 6
+/* Origin streams an op's needs keep inline (see coord_op_t). */
+#define COORD_INLINE_NEEDS 4
+/* Ids looked up without hashing (see struct ordo_coord). */
+#define COORD_RECENT 4096u
+/* Registrations between lazy polls of the pending ops. */
+#define COORD_POLL_EVERY 16
+
+typedef enum op_state {
+    OP_FREE = 0,
+    OP_REGISTERED, /* dependencies may still be added */
+    OP_LAUNCHING,  /* dispatch: waits emitted, launch function running */
+    OP_BEGUN,      /* waits emitted; the caller enqueues the work */
+    OP_COMPLETED,  /* point recorded; on its stream's pending list */
+    OP_FINISHED,   /* point reached, or failed: status says which */
+} op_state_t;
+
+typedef struct coord_callback {
+    ordo_op_callback_fn fn;
+    void *ctx;
+} coord_callback_t;
+
+typedef struct coord_callback_chunk {
+    struct coord_callback_chunk *next;
+    coord_callback_t entries[COORD_CHUNK_CALLBACKS];
+} coord_callback_chunk_t;
+
+typedef struct coord_op {
+    ordo_op_id_t id; /* 0: a free slot */
+    uint64_t point;  /* on its stream's timeline, once completed */
+    ordo_op_launch_fn launch;
+    void *launch_ctx;
+    coord_callback_t callbacks[COORD_INLINE_CALLBACKS];
+    coord_callback_chunk_t *more_callbacks; /* in the order added */
+    uint32_t callback_count;
+    /* Dependencies whose completion point is not recorded yet (begin and
+     * dispatch wait for none). Each is an edge dep -> op of the graph. */
+    uint32_t pending_deps;
+    /* What begin waits for: per origin stream, the latest completion point
+     * of a dependency there (copied when the dependency's point is
+     * recorded, so a dependency never has to outlive its own completion).
+     * Up to COORD_INLINE_NEEDS streams inline; an op that may need more
+     * has more_needs, indexed by stream (0: none). */
+    uint64_t need_point[COORD_INLINE_NEEDS];
+    uint8_t need_stream[COORD_INLINE_NEEDS];
+    uint8_t need_count;
+    uint64_t *more_needs;
+    uint32_t dep_total; /* dependencies listed (bounds the streams needed) */
+    ordo_coord_t *coord;
+    struct coord_op *done_next;     /* on a coord_work_t's done list */
+    struct coord_op *arm_next;      /* on a coord_work_t's arm list */
+    struct coord_op *deferred_next; /* on coord->deferred */
+    ordo_timepoint_t timepoint;     /* armed while tp_pending, for ops with callbacks */
+    uint32_t slot;
+    uint32_t next; /* its stream's pending list, or the free list */
+    uint32_t ready_prev;
+    uint32_t ready_next;
+    ordo_status_t status;      /* once finished */
+    ordo_status_t dep_failure; /* a dependency that had failed when it was added */
+    uint8_t state;
+    uint8_t type;
+    uint8_t priority;
+    uint8_t stream; /* index in coord->streams */
+    uint8_t recorded;
+    uint8_t queued;            /* on a ready queue */
+    uint8_t callbacks_running; /* its callbacks run outside the lock */
+    uint8_t tp_pending;        /* its timepoint is armed (or about to be) */
+    uint8_t in_recent;         /* found through coord->recent, not coord->live */
+    char description[ORDO_OP_DESCRIPTION_MAX];
+} coord_op_t;
+
+/* A completion point remembered with what its stream had waited for, so a
+ * stream that waits for it learns that too. */
+typedef struct coord_record {
+    uint64_t point;
+    uint64_t frontier[ORDO_COORD_MAX_STREAMS];
+} coord_record_t;
+
+/* A stream the coordinator orders. Its timeline is signalled to each op's
+ * point when the op completes. */
+typedef struct coord_stream {
+    ordo_coord_t *coord;
+    ordo_stream_t *stream;
+    ordo_signal_t *timeline;
+    uint32_t index;
+    uint64_t next_point; /* the last point handed out */
+    /* frontier[s]: the highest point of stream s this stream's later work
+     * is ordered after (directly or transitively). */
+    uint64_t frontier[ORDO_COORD_MAX_STREAMS];
+    coord_record_t records[COORD_RECORDS];
+    unsigned next_record;
+    uint32_t pending_head; /* completed ops awaiting their points, by point */
+    uint32_t pending_tail;
+} coord_stream_t;
+
+/* What a locked section leaves to do once the lock is released: timepoints
+ * to arm and ops whose callbacks to run. */
+typedef struct coord_work {
+    coord_op_t *done_head; /* records never move: read unlocked */
+    coord_op_t *done_tail;
+    coord_op_t *arm_head; /* pinned by tp_pending */
+} coord_work_t;
+
+struct ordo_coord {
+    uint32_t magic;
+    ordo_device_t *device;
+    ordo_stream_pool_t *pool;
+    uint32_t flags;
+    _Atomic uint32_t lock_word; /* 0 free, 1 held, 2 held with sleepers */
+    _Atomic uint32_t drain_seq; /* bumped (and woken) when drainers may proceed */
+    uint32_t drainers;
+    /* Ops: slots in chunks; a free list; the live ids. */
+    coord_op_t **chunks;
+    uint32_t chunk_count;
+    uint32_t chunk_cap;
+    uint32_t free_slot;
+    /* Live ids: the last COORD_RECENT ids map straight to their slots
+     * (recent[id % COORD_RECENT] = slot + 1, checked against the op's id);
+     * an op still live when a newer id takes its entry moves to `live`. */
+    uint32_t recent[COORD_RECENT];
+    id_map_t live;
+    uint64_t live_count;
+    uint64_t issued; /* the last id handed out */
+    /* Outcomes of failed retired ops (id -> status), the most recent
+     * ORDO_COORD_FAILURES_KEPT, oldest evicted first; failure_horizon is
+     * the highest id evicted (a retired id at or below it whose failure is
+     * not kept may have failed). */
+    id_map_t failures;
+    uint64_t *failure_ring;
+    uint32_t failure_next;
+    uint32_t failure_count;
+    uint64_t failure_horizon;
+    /* node = slot; an edge dep -> op while dep's point is not recorded and
+     * op has not begun: the only dependencies that can close a cycle.
+     * Ops without such edges are not in the graph. */
+    op_graph_t graph;
+    coord_stream_t *streams[ORDO_COORD_MAX_STREAMS];
+    uint32_t stream_count;
+    uint32_t last_stream;
+    uint64_t pending_mask; /* streams with completed ops awaiting their points */
+    coord_op_t *deferred;  /* ops whose timepoint fired under our own lock */
+    uint32_t ready_head[COORD_PRIORITIES];
+    uint32_t ready_tail[COORD_PRIORITIES];
+    uint64_t in_flight; /* completed ops awaiting their points */
+    uint32_t registers_since_poll;
+    uint64_t callbacks_running; /* ops whose callbacks run unlocked */
+    /* Ops whose own timepoint is armed or about to be, or whose firing is
+     * not handled yet: it will touch the coordinator. */
+    uint64_t timepoints_pending;
+    /* Metrics. */
+    uint64_t registered;
+    uint64_t completed;
+    uint64_t failed;
+    uint64_t dispatched;
+    uint64_t deadlocks_refused;
+    uint64_t waits_emitted;
+    uint64_t waits_elided;
+    uint64_t coordination_ns;
+};
+
+/* A coordinator timeline's value and failure, read without the public
+ * call's checks (the coordinator owns its timelines). Acquire: what the
+ * stream did before reaching the value is visible after. */
+static inline ordo_status_t timeline_read(const ordo_signal_t *timeline, uint64_t *out_value) {
+    uint64_t state = atomic_load_explicit(&timeline->state, memory_order_acquire);
+    *out_value = state & SIGNAL_VALUE_MASK;
+    return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
+}
+
+/* ---- coord_ops.c ----------------------------------------------------------- */
+
+static inline coord_op_t *op_at(const ordo_coord_t *coord, uint32_t slot) {
+    return &coord->chunks[slot >> COORD_CHUNK_SHIFT][slot & (COORD_CHUNK_OPS - 1)];
+}
+
+typedef enum op_lookup {
+    LOOKUP_LIVE,      /* *out_slot */
+    LOOKUP_RETIRED,   /* *out_outcome */
+    LOOKUP_UNKNOWN,   /* never handed out */
+    LOOKUP_FORGOTTEN, /* retired; whether it failed is no longer known */
+} op_lookup_t;
+
+op_lookup_t op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                           ordo_status_t *out_outcome);
+
+static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                                    ordo_status_t *out_outcome) {
+    uint32_t entry = coord->recent[id % COORD_RECENT];
+    if (entry && id && op_at(coord, entry - 1)->id == id) {
+        *out_slot = entry - 1;
+        return LOOKUP_LIVE;
+    }
+    return op_lookup_slow(coord, id, out_slot, out_outcome);
+}
+
+/* Makes id (just issued to the op in slot) findable; room in coord->live
+ * for one entry must have been reserved. */
+void op_id_publish(ordo_coord_t *coord, uint32_t slot);
+
+/* Raises the error for a lookup that found no live op. */
+ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api);
+
+/* A free slot (taken off the free list, or from a new chunk). */
+ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot);
+void op_slot_return(ordo_coord_t *coord, uint32_t slot);
+
+/* Retires the op if it is finished and its callbacks have run (and its
+ * timepoint, if any, has been handled). */
+void op_try_retire(ordo_coord_t *coord, uint32_t slot);
+
+/* Makes sure op can take `extra` more dependencies without allocating. */
+ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra);
+
+/* op waits for point `point` of stream `stream`; returns 1 when that
+ * needs no wait of its own (op's own stream, or merged into a need on the
+ * same stream). Room must have been reserved. */
+int op_need(coord_op_t *op, uint32_t stream, uint64_t point);
+
+void ready_push(ordo_coord_t *coord, uint32_t slot);
+void ready_remove(ordo_coord_t *coord, uint32_t slot);
+uint32_t ready_pop(ordo_coord_t *coord);
+
+/* op's point is recorded (status ORDO_OK), or it failed without one:
+ * each dependent takes the point as a need (or the failure), has one
+ * dependency less pending, and op leaves the graph. */
+void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
+
+void ops_free_all(ordo_coord_t *coord);
+
+/* ---- coord_progress.c ----------------------------------------------------- */
+
+void coord_lock(ordo_coord_t *coord);
+/* Releases the lock only (no deferred work may be pending). */
+void coord_unlock_plain(ordo_coord_t *coord);
+/* Handles deferred firings, releases the lock, then arms timepoints and
+ * runs callbacks as work says (re-locking to retire ops afterwards). */
+void coord_unlock(ordo_coord_t *coord, coord_work_t *work);
+
+/* Nothing in flight that will call back into the coordinator. */
+static inline int coord_quiet(const ordo_coord_t *coord) {
+    return !coord->in_flight && !coord->callbacks_running && !coord->timepoints_pending;
+}
+
+static inline void work_init(coord_work_t *work) {
+    work->done_head = work->done_tail = NULL;
+    work->arm_head = NULL;
+}
+
+/* The op's point is recorded on its stream: follow it. */
+void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
+
+/* Fails an op that has no pending point (not begun, launching, or begun). */
+void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work);
+
+/* Finishes the ops whose points are reached on every stream with pending
+ * ops, stopping at an op whose own timepoint will report it. */
+void coord_poll(ordo_coord_t *coord, coord_work_t *work);
+
+/* Callbacks were added to a completed op: follow its point actively. */
+void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
+
+#endif

@@ -1,0 +1,304 @@
+/* Coordinator ops: slots, ids, retirement, the outcomes of retired ops and
+ * the ready queues of dispatch mode. Everything here runs under
+ * coord->lock. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "coord/coord_internal.h"
+
+op_lookup_t op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                           ordo_status_t *out_outcome) {
+    if (id == 0 || id > coord->issued) {
+        return LOOKUP_UNKNOWN;
+    }
+    if (id_map_get(&coord->live, id, out_slot)) {
+        return LOOKUP_LIVE;
+    }
+    uint32_t status;
+    if (id_map_get(&coord->failures, id, &status)) {
+        *out_outcome = (ordo_status_t)status;
+        return LOOKUP_RETIRED;
+    }
+    if (id <= coord->failure_horizon) {
+        return LOOKUP_FORGOTTEN;
+    }
+    *out_outcome = ORDO_OK;
+    return LOOKUP_RETIRED;
+}
+
+ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api) {
+    if (found == LOOKUP_FORGOTTEN) {
+        return ordo_error(ORDO_ERR_NOT_FOUND, api,
+                          "op %llu retired long ago and its outcome is no longer kept (only "
+                          "the last %u failures are)",
+                          (unsigned long long)id, ORDO_COORD_FAILURES_KEPT);
+    }
+    if (found == LOOKUP_RETIRED) {
+        return ordo_error(ORDO_ERR_BUSY, api, "op %llu has finished and retired",
+                          (unsigned long long)id);
+    }
+    return ordo_error(ORDO_ERR_NOT_FOUND, api, "no op %llu in this coordinator",
+                      (unsigned long long)id);
+}
+
+ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
+    if (coord->free_slot == COORD_NONE) {
+        if ((uint64_t)(coord->chunk_count + 1) * COORD_CHUNK_OPS >= OP_GRAPH_MAX) {
+            return ORDO_ERR_RESOURCE_EXHAUSTED;
+        }
+        if (coord->chunk_count == coord->chunk_cap) {
+            uint32_t cap = coord->chunk_cap ? 2 * coord->chunk_cap : 8;
+            coord_op_t **chunks = ordo_alloc(cap * sizeof *chunks, 0);
+            if (!chunks) {
+                return ORDO_ERR_OUT_OF_MEMORY;
+            }
+            if (coord->chunks) {
+                memcpy(chunks, coord->chunks, coord->chunk_count * sizeof *chunks);
+                ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *chunks, 0);
+            }
+            coord->chunks = chunks;
+            coord->chunk_cap = cap;
+        }
+        coord_op_t *chunk = ordo_alloc(COORD_CHUNK_OPS * sizeof *chunk, 64);
+        if (!chunk) {
+            return ORDO_ERR_OUT_OF_MEMORY;
+        }
+        uint32_t base = coord->chunk_count * COORD_CHUNK_OPS;
+        coord->chunks[coord->chunk_count++] = chunk;
+        /* Lowest slots first, so the graph's node arrays stay dense. */
+        for (uint32_t i = COORD_CHUNK_OPS; i-- > 0;) {
+            chunk[i].coord = coord;
+            chunk[i].slot = base + i;
+            chunk[i].next = coord->free_slot;
+            coord->free_slot = base + i;
+        }
+    }
+    uint32_t slot = coord->free_slot;
+    coord->free_slot = op_at(coord, slot)->next;
+    *out_slot = slot;
+    return ORDO_OK;
+}
+
+void op_slot_return(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    if (op->more_needs) {
+        ordo_dealloc(op->more_needs, ORDO_COORD_MAX_STREAMS * sizeof *op->more_needs, 0);
+    }
+    while (op->more_callbacks) {
+        coord_callback_chunk_t *next = op->more_callbacks->next;
+        ordo_dealloc(op->more_callbacks, sizeof *op->more_callbacks, 0);
+        op->more_callbacks = next;
+    }
+    /* What a fresh op must find; the rest register sets. */
+    op->id = 0;
+    op->state = OP_FREE;
+    op->callback_count = 0;
+    op->pending_deps = 0;
+    op->need_count = 0;
+    op->more_needs = NULL;
+    op->status = ORDO_OK;
+    op->dep_failure = ORDO_OK;
+    op->recorded = 0;
+    op->queued = 0;
+    op->callbacks_running = 0;
+    op->tp_pending = 0;
+    op->in_recent = 0;
+    op->next = coord->free_slot;
+    coord->free_slot = slot;
+}
+
+/* Keeps a retired op's failure; when the ring is full the oldest goes and
+ * the horizon rises past it. If memory runs out the failure is forgotten
+ * the same way: the horizon covers it, so nobody mistakes it for success. */
+static void failure_remember(ordo_coord_t *coord, ordo_op_id_t id, ordo_status_t status) {
+    if (!coord->failure_ring) {
+        coord->failure_ring = ordo_alloc(ORDO_COORD_FAILURES_KEPT * sizeof *coord->failure_ring, 0);
+    }
+    if (!coord->failure_ring || id_map_reserve(&coord->failures, 1) != ORDO_OK) {
+        if (coord->failure_horizon < id) {
+            coord->failure_horizon = id;
+        }
+        return;
+    }
+    if (coord->failure_count == ORDO_COORD_FAILURES_KEPT) {
+        ordo_op_id_t oldest = coord->failure_ring[coord->failure_next];
+        id_map_remove(&coord->failures, oldest);
+        if (coord->failure_horizon < oldest) {
+            coord->failure_horizon = oldest;
+        }
+        coord->failure_count--;
+    }
+    coord->failure_ring[coord->failure_next] = id;
+    coord->failure_next = (coord->failure_next + 1) % ORDO_COORD_FAILURES_KEPT;
+    coord->failure_count++;
+    id_map_put(&coord->failures, id, (uint32_t)status);
+}
+
+void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    uint32_t *entry = &coord->recent[op->id % COORD_RECENT];
+    if (*entry) {
+        /* Its previous owner, if still live, moves to the map. */
+        coord_op_t *old = op_at(coord, *entry - 1);
+        if (old->in_recent) {
+            old->in_recent = 0;
+            id_map_put(&coord->live, old->id, *entry - 1);
+        }
+    }
+    *entry = slot + 1;
+    op->in_recent = 1;
+    coord->live_count++;
+}
+
+void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    if (op->state != OP_FINISHED || op->callbacks_running || op->tp_pending) {
+        return;
+    }
+    if (op->in_recent) {
+        coord->recent[op->id % COORD_RECENT] = 0;
+    } else {
+        id_map_remove(&coord->live, op->id);
+    }
+    coord->live_count--;
+    if (op->status != ORDO_OK) {
+        failure_remember(coord, op->id, op->status);
+    }
+    if (op_graph_contains(&coord->graph, slot)) {
+        op_graph_remove_node(&coord->graph, slot); /* (it left when it was recorded) */
+    }
+    op_slot_return(coord, slot);
+}
+
+ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
+    if (op->more_needs || op->dep_total + extra <= COORD_INLINE_NEEDS) {
+        return ORDO_OK;
+    }
+    uint64_t *more = ordo_alloc(ORDO_COORD_MAX_STREAMS * sizeof *more, 0);
+    if (!more) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    for (unsigned i = 0; i < op->need_count; ++i) {
+        more[op->need_stream[i]] = op->need_point[i];
+    }
+    op->more_needs = more;
+    return ORDO_OK;
+}
+
+int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
+    if (stream == op->stream) {
+        return 1; /* in stream order already */
+    }
+    if (op->more_needs) {
+        uint64_t *at = &op->more_needs[stream];
+        int merged = *at != 0;
+        *at = *at > point ? *at : point;
+        return merged;
+    }
+    for (unsigned i = 0; i < op->need_count; ++i) {
+        if (op->need_stream[i] == stream) {
+            if (op->need_point[i] < point) {
+                op->need_point[i] = point;
+            }
+            return 1;
+        }
+    }
+    op->need_stream[op->need_count] = (uint8_t)stream;
+    op->need_point[op->need_count++] = point;
+    return 0;
+}
+
+void ready_push(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    uint32_t p = op->priority;
+    op->queued = 1;
+    op->ready_next = COORD_NONE;
+    op->ready_prev = coord->ready_tail[p];
+    if (coord->ready_tail[p] != COORD_NONE) {
+        op_at(coord, coord->ready_tail[p])->ready_next = slot;
+    } else {
+        coord->ready_head[p] = slot;
+    }
+    coord->ready_tail[p] = slot;
+}
+
+void ready_remove(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    uint32_t p = op->priority;
+    if (op->ready_prev != COORD_NONE) {
+        op_at(coord, op->ready_prev)->ready_next = op->ready_next;
+    } else {
+        coord->ready_head[p] = op->ready_next;
+    }
+    if (op->ready_next != COORD_NONE) {
+        op_at(coord, op->ready_next)->ready_prev = op->ready_prev;
+    } else {
+        coord->ready_tail[p] = op->ready_prev;
+    }
+    op->queued = 0;
+}
+
+uint32_t ready_pop(ordo_coord_t *coord) {
+    for (uint32_t p = 0; p < COORD_PRIORITIES; ++p) {
+        uint32_t slot = coord->ready_head[p];
+        if (slot != COORD_NONE) {
+            ready_remove(coord, slot);
+            return slot;
+        }
+    }
+    return COORD_NONE;
+}
+
+void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
+    coord_op_t *op = op_at(coord, slot);
+    op->recorded = 1;
+    if (!op_graph_contains(&coord->graph, slot)) {
+        return;
+    }
+    for (uint32_t e = op_graph_first_out(&coord->graph, slot); e != OP_GRAPH_NONE;
+         e = op_graph_next_out(&coord->graph, e)) {
+        uint32_t d = op_graph_edge_to(&coord->graph, e);
+        coord_op_t *dependent = op_at(coord, d);
+        if (status != ORDO_OK) {
+            if (dependent->dep_failure == ORDO_OK) {
+                dependent->dep_failure = status;
+            }
+        } else if (op_need(dependent, op->stream, op->point)) {
+            coord->waits_elided++;
+        }
+        if (--dependent->pending_deps == 0 && dependent->launch &&
+            dependent->state == OP_REGISTERED && !dependent->queued) {
+            ready_push(coord, d);
+        }
+    }
+    /* Its dependents hold the point now; edges into it (an op failed
+     * before it began) go too. */
+    op_graph_remove_node(&coord->graph, slot);
+}
+
+void ops_free_all(ordo_coord_t *coord) {
+    for (uint32_t c = 0; c < coord->chunk_count; ++c) {
+        coord_op_t *chunk = coord->chunks[c];
+        for (uint32_t i = 0; i < COORD_CHUNK_OPS; ++i) {
+            if (chunk[i].more_needs) {
+                ordo_dealloc(chunk[i].more_needs,
+                             ORDO_COORD_MAX_STREAMS * sizeof *chunk[i].more_needs, 0);
+            }
+            while (chunk[i].more_callbacks) {
+                coord_callback_chunk_t *next = chunk[i].more_callbacks->next;
+                ordo_dealloc(chunk[i].more_callbacks, sizeof *chunk[i].more_callbacks, 0);
+                chunk[i].more_callbacks = next;
+            }
+        }
+        ordo_dealloc(chunk, COORD_CHUNK_OPS * sizeof *chunk, 64);
+    }
+    ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *coord->chunks, 0);
+    coord->chunks = NULL;
+    coord->chunk_count = coord->chunk_cap = 0;
+    id_map_fini(&coord->live);
+    id_map_fini(&coord->failures);
+    ordo_dealloc(coord->failure_ring, ORDO_COORD_FAILURES_KEPT * sizeof *coord->failure_ring, 0);
+    coord->failure_ring = NULL;
+    op_graph_fini(&coord->graph);
+}

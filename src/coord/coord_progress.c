@@ -1,0 +1,233 @@
+/* Coordinator progress: finding reached completion points, finishing and
+ * failing ops, running callbacks outside the lock. See the notes in
+ * coord_internal.h. */
+#include <limits.h>
+
+#include "base/futex.h"
+#include "coord/coord_internal.h"
+
+/* The coordinator whose lock this thread holds, if any. */
+static _Thread_local ordo_coord_t *coord_held;
+
+/* The lock (a futex mutex in the classic three-state form): one
+ * compare-and-swap to take it and one exchange to release it when nobody
+ * waits; a brief spin, then sleep, when somebody holds it. */
+static void lock_slow(ordo_coord_t *coord) {
+    for (int spin = 0; spin < 100; ++spin) {
+        ordo_cpu_relax();
+        uint32_t free_word = 0;
+        if (atomic_load_explicit(&coord->lock_word, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&coord->lock_word, &free_word, 1,
+                                                  memory_order_acquire, memory_order_relaxed)) {
+            return;
+        }
+    }
+    while (atomic_exchange_explicit(&coord->lock_word, 2, memory_order_acquire) != 0) {
+        ordo_futex_wait(&coord->lock_word, 2, ORDO_DEADLINE_NEVER);
+    }
+}
+
+void coord_lock(ordo_coord_t *coord) {
+    uint32_t free_word = 0;
+    if (!atomic_compare_exchange_strong_explicit(&coord->lock_word, &free_word, 1,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        lock_slow(coord);
+    }
+    coord_held = coord;
+}
+
+void coord_unlock_plain(ordo_coord_t *coord) {
+    coord_held = NULL;
+    if (atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2) {
+        ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
+    }
+}
+
+static void wake_drainers(ordo_coord_t *coord) {
+    if (coord->drainers) {
+        atomic_fetch_add_explicit(&coord->drain_seq, 1, memory_order_release);
+        ordo_futex_wake(&coord->drain_seq, INT_MAX);
+    }
+}
+
+/* The op has finished: its callbacks run once the lock is released;
+ * without callbacks it may retire at once. */
+static void op_finished(ordo_coord_t *coord, uint32_t slot, ordo_status_t status,
+                        coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    op->state = OP_FINISHED;
+    op->status = status;
+    if (status == ORDO_OK) {
+        coord->completed++;
+    } else {
+        coord->failed++;
+    }
+    if (op->callback_count == 0) {
+        op_try_retire(coord, slot);
+        return;
+    }
+    op->callbacks_running = 1;
+    coord->callbacks_running++;
+    op->done_next = NULL;
+    if (work->done_tail) {
+        work->done_tail->done_next = op;
+    } else {
+        work->done_head = op;
+    }
+    work->done_tail = op;
+}
+
+void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    if (op->queued) {
+        ready_remove(coord, slot);
+    }
+    if (!op->recorded) {
+        op_mark_recorded(coord, slot, status); /* dependents may now begin, and fail */
+    }
+    op_graph_remove_node(&coord->graph, slot); /* it will never begin */
+    op_finished(coord, slot, status, work);
+}
+
+void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    if (op->tp_pending) {
+        return;
+    }
+    op->tp_pending = 1;
+    coord->timepoints_pending++;
+    op->arm_next = work->arm_head;
+    work->arm_head = op;
+}
+
+void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    coord_stream_t *cs = coord->streams[op->stream];
+    op->state = OP_COMPLETED;
+    op->next = COORD_NONE;
+    if (cs->pending_tail != COORD_NONE) {
+        op_at(coord, cs->pending_tail)->next = slot;
+    } else {
+        cs->pending_head = slot;
+    }
+    cs->pending_tail = slot;
+    coord->pending_mask |= (uint64_t)1 << cs->index;
+    coord->in_flight++;
+    if (op->callback_count) {
+        op_watch_point(coord, slot, work);
+    }
+}
+
+/* Finishes the stream's pending ops whose points are reached (all of them,
+ * failed, once its timeline has failed). Unless `all`, stops at an op
+ * whose own timepoint will report it, so that its callbacks run on the
+ * thread that reached its point. */
+static void stream_poll(ordo_coord_t *coord, coord_stream_t *cs, int all, coord_work_t *work) {
+    uint64_t reached = 0;
+    ordo_status_t failure = timeline_read(cs->timeline, &reached);
+    while (cs->pending_head != COORD_NONE) {
+        uint32_t slot = cs->pending_head;
+        coord_op_t *op = op_at(coord, slot);
+        if ((op->point > reached && failure == ORDO_OK) || (!all && op->tp_pending)) {
+            break;
+        }
+        cs->pending_head = op->next;
+        if (cs->pending_head == COORD_NONE) {
+            cs->pending_tail = COORD_NONE;
+            coord->pending_mask &= ~((uint64_t)1 << cs->index);
+        }
+        coord->in_flight--;
+        op_finished(coord, slot, op->point <= reached ? ORDO_OK : failure, work);
+    }
+}
+
+void coord_poll(ordo_coord_t *coord, coord_work_t *work) {
+    for (uint64_t mask = coord->pending_mask; mask; mask &= mask - 1) {
+        stream_poll(coord, coord->streams[__builtin_ctzll(mask)], 0, work);
+    }
+}
+
+/* An op's timepoint fired: finish what its stream has reached. */
+static void op_fired_locked(ordo_coord_t *coord, coord_op_t *op, coord_work_t *work) {
+    op->tp_pending = 0;
+    coord->timepoints_pending--;
+    stream_poll(coord, coord->streams[op->stream], 1, work);
+    op_try_retire(coord, op->slot); /* it may have finished already */
+    wake_drainers(coord);
+}
+
+static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status; /* the timeline itself says how far it got */
+    (void)timepoint;
+    coord_op_t *op = ctx;
+    ordo_coord_t *coord = op->coord;
+    if (coord_held == coord) {
+        op->deferred_next = coord->deferred;
+        coord->deferred = op;
+        return;
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    op_fired_locked(coord, op, &work);
+    coord_unlock(coord, &work);
+}
+
+static void run_callbacks(const coord_op_t *op) {
+    uint32_t count = op->callback_count;
+    for (uint32_t i = 0; i < count && i < COORD_INLINE_CALLBACKS; ++i) {
+        op->callbacks[i].fn(op->callbacks[i].ctx, op->id, op->status);
+    }
+    uint32_t left = count > COORD_INLINE_CALLBACKS ? count - COORD_INLINE_CALLBACKS : 0;
+    for (const coord_callback_chunk_t *c = op->more_callbacks; c && left; c = c->next) {
+        for (uint32_t i = 0; i < COORD_CHUNK_CALLBACKS && left; ++i, --left) {
+            c->entries[i].fn(c->entries[i].ctx, op->id, op->status);
+        }
+    }
+}
+
+void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
+    if (!coord->deferred && !work->arm_head && !work->done_head) {
+        coord_unlock_plain(coord); /* the common case */
+        return;
+    }
+    for (;;) {
+        while (coord->deferred) {
+            coord_op_t *op = coord->deferred;
+            coord->deferred = op->deferred_next;
+            op_fired_locked(coord, op, work);
+        }
+        coord_unlock_plain(coord);
+        /* Arming may fire at once on this thread (the point was reached
+         * meanwhile): op_point_fired then takes the lock itself. The ops
+         * are pinned by tp_pending until their firing is handled. */
+        coord_op_t *arm = work->arm_head;
+        work->arm_head = NULL;
+        while (arm) {
+            coord_op_t *next = arm->arm_next;
+            (void)ordo_timepoint_arm(&arm->timepoint, coord->streams[arm->stream]->timeline,
+                                     arm->point, op_point_fired, arm);
+            arm = next;
+        }
+        if (!work->done_head) {
+            return;
+        }
+        /* Finished ops stay allocated while callbacks_running is set, and
+         * their callback lists no longer change (callbacks added now run
+         * at once on the adding thread). */
+        for (const coord_op_t *op = work->done_head; op; op = op->done_next) {
+            run_callbacks(op);
+        }
+        coord_lock(coord);
+        coord_op_t *op = work->done_head;
+        work->done_head = work->done_tail = NULL;
+        while (op) {
+            coord_op_t *next = op->done_next;
+            op->callbacks_running = 0;
+            coord->callbacks_running--;
+            op_try_retire(coord, op->slot);
+            op = next;
+        }
+        wake_drainers(coord);
+    }
+}

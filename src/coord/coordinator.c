@@ -1,0 +1,1034 @@
+/* The operation coordinator's API: registration, dependencies, begin and
+ * complete, callbacks, dispatch, deadlocks, metrics. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "coord/coord_internal.h"
+#include "hal/hal.h"
+
+static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
+    if (!coord || coord->magic != ORDO_COORD_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live coordinator",
+                          (const void *)coord);
+    }
+    return ORDO_OK;
+}
+
+/* Coordination time is sampled: each thread times one of every
+ * COORD_TIMING_EVERY of its calls and counts it that many times (reading
+ * the clock costs about as much as a call's own work). Calls of the three
+ * kinds interleave, so each kind is sampled alike. */
+#define COORD_TIMING_EVERY 8u
+
+static _Thread_local uint32_t timing_turn;
+
+static inline uint64_t timing_start(void) {
+    return timing_turn++ % COORD_TIMING_EVERY == 0 ? ordo_time_now_ns() : 0;
+}
+
+/* Adds a sampled call's host time to the total (under the lock). */
+static inline void account(ordo_coord_t *coord, uint64_t t0) {
+    if (t0) {
+        coord->coordination_ns += (ordo_time_now_ns() - t0) * COORD_TIMING_EVERY;
+    }
+}
+
+/* ---- create and destroy ----------------------------------------------------------- */
+
+ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t *config,
+                                ordo_coord_t **out_coord) {
+    ordo_status_t st = hal_device_check(device, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_coord) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_coord is NULL");
+    }
+    *out_coord = NULL;
+    ordo_coord_config_t cfg = {NULL, 0};
+    if (config) {
+        cfg = *config;
+    }
+    if (cfg.flags & ~ORDO_COORD_UNCHECKED) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "unknown flags 0x%x",
+                          cfg.flags & ~ORDO_COORD_UNCHECKED);
+    }
+    if (cfg.stream_pool) {
+        size_t count = 0;
+        st = ordo_stream_pool_size(cfg.stream_pool, ORDO_WORKLOAD_ANY, &count);
+        if (st != ORDO_OK) {
+            return ordo_error(st, __func__, "config.stream_pool is not a live stream pool");
+        }
+    }
+    ordo_coord_t *coord = ordo_alloc(sizeof *coord, 64);
+    if (!coord) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
+    }
+    coord->device = device;
+    coord->pool = cfg.stream_pool;
+    coord->flags = cfg.flags;
+    coord->free_slot = COORD_NONE;
+    op_graph_init(&coord->graph);
+    for (uint32_t p = 0; p < COORD_PRIORITIES; ++p) {
+        coord->ready_head[p] = coord->ready_tail[p] = COORD_NONE;
+    }
+    coord->magic = ORDO_COORD_MAGIC;
+    ordo_device_retain(device);
+    *out_coord = coord;
+    return ORDO_OK;
+}
+
+static void run_cancelled(const coord_op_t *op) {
+    uint32_t left = op->callback_count;
+    for (uint32_t i = 0; i < left && i < COORD_INLINE_CALLBACKS; ++i) {
+        op->callbacks[i].fn(op->callbacks[i].ctx, op->id, ORDO_ERR_CANCELLED);
+    }
+    left = left > COORD_INLINE_CALLBACKS ? left - COORD_INLINE_CALLBACKS : 0;
+    for (const coord_callback_chunk_t *c = op->more_callbacks; c && left; c = c->next) {
+        for (uint32_t i = 0; i < COORD_CHUNK_CALLBACKS && left; ++i, --left) {
+            c->entries[i].fn(c->entries[i].ctx, op->id, ORDO_ERR_CANCELLED);
+        }
+    }
+}
+
+ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    coord_poll(coord, &work); /* finishes only ops without callbacks */
+    uint64_t in_flight = coord->in_flight;
+    uint64_t running = coord->callbacks_running + coord->timepoints_pending;
+    if (!coord_quiet(coord)) {
+        coord_unlock(coord, &work);
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%llu op(s) await their completion points and %llu run callbacks "
+                          "(ordo_coord_drain waits for them)",
+                          (unsigned long long)in_flight, (unsigned long long)running);
+    }
+    coord->magic = ORDO_HAL_DEAD;
+    coord_unlock(coord, &work);
+    /* Ops that never finished: their callbacks learn it now, outside any
+     * lock (a callback calling the coordinator gets ORDO_ERR_INVALID_HANDLE). */
+    for (uint32_t c = 0; c < coord->chunk_count; ++c) {
+        for (uint32_t i = 0; i < COORD_CHUNK_OPS; ++i) {
+            const coord_op_t *op = &coord->chunks[c][i];
+            if (op->id && op->state != OP_FINISHED) {
+                run_cancelled(op);
+            }
+        }
+    }
+    ops_free_all(coord);
+    for (uint32_t s = 0; s < coord->stream_count; ++s) {
+        (void)ordo_signal_release(coord->streams[s]->timeline);
+        ordo_dealloc(coord->streams[s], sizeof *coord->streams[s], 64);
+    }
+    ordo_device_t *device = coord->device;
+    ordo_dealloc(coord, sizeof *coord, 64);
+    return ordo_device_release(device);
+}
+
+ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    coord->drainers++;
+    for (;;) {
+        coord_poll(coord, &work);
+        if (coord_quiet(coord)) {
+            break;
+        }
+        /* A stream whose last completed op is not reached yet: wait on the
+         * host for its timeline (timelines live as long as the
+         * coordinator), then look again. */
+        coord_stream_t *waiting = NULL;
+        uint64_t target = 0;
+        for (uint64_t mask = coord->pending_mask; mask && !waiting; mask &= mask - 1) {
+            coord_stream_t *cs = coord->streams[__builtin_ctzll(mask)];
+            uint64_t reached = 0;
+            target = op_at(coord, cs->pending_tail)->point;
+            if (timeline_read(cs->timeline, &reached) == ORDO_OK && reached < target) {
+                waiting = cs;
+            }
+        }
+        /* Otherwise only callbacks, or firings about to be handled, remain:
+         * sleep until one of them is done. */
+        uint32_t seen = atomic_load_explicit(&coord->drain_seq, memory_order_acquire);
+        coord_unlock(coord, &work);
+        int timed_out;
+        if (waiting) {
+            timed_out = ordo_signal_wait(waiting->timeline, target, deadline) == ORDO_ERR_TIMEOUT;
+        } else {
+            timed_out = ordo_futex_wait(&coord->drain_seq, seen, deadline) == ORDO_FUTEX_TIMED_OUT;
+        }
+        coord_lock(coord);
+        if (timed_out) {
+            coord_poll(coord, &work);
+            if (!coord_quiet(coord)) {
+                st = ordo_error(ORDO_ERR_TIMEOUT, __func__,
+                                "%llu op(s) still await their completion points or callbacks",
+                                (unsigned long long)coord->in_flight);
+                break;
+            }
+        }
+    }
+    coord->drainers--;
+    coord_unlock(coord, &work);
+    return st;
+}
+
+/* ---- streams ---------------------------------------------------------------------- */
+
+/* The coordinator's index of stream, attaching it on first use. */
+static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, uint32_t *out_index,
+                                  const char *api) {
+    uint32_t last = coord->last_stream;
+    if (last < coord->stream_count && coord->streams[last]->stream == stream) {
+        *out_index = last;
+        return ORDO_OK;
+    }
+    for (uint32_t i = 0; i < coord->stream_count; ++i) {
+        if (coord->streams[i]->stream == stream) {
+            coord->last_stream = *out_index = i;
+            return ORDO_OK;
+        }
+    }
+    if (coord->stream_count == ORDO_COORD_MAX_STREAMS) {
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                          "a coordinator orders at most %u streams", ORDO_COORD_MAX_STREAMS);
+    }
+    coord_stream_t *cs = ordo_alloc(sizeof *cs, 64);
+    if (!cs) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+    }
+    if (ordo_signal_create(0, &cs->timeline) != ORDO_OK) {
+        ordo_dealloc(cs, sizeof *cs, 64);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
+    }
+    cs->coord = coord;
+    cs->stream = stream;
+    cs->index = coord->stream_count;
+    cs->pending_head = cs->pending_tail = COORD_NONE;
+    coord->streams[coord->stream_count] = cs;
+    coord->last_stream = *out_index = coord->stream_count++;
+    return ORDO_OK;
+}
+
+static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stream,
+                                  const char *api) {
+    ordo_status_t st = hal_stream_check(stream, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (stream->device != coord->device) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "stream of %s used with a coordinator of %s", stream->device->info.name,
+                          coord->device->info.name);
+    }
+    return ORDO_OK;
+}
+
+/* ---- register ----------------------------------------------------------------------- */
+
+static ordo_status_t check_desc(const ordo_op_desc_t *desc, const char *api) {
+    if (!desc) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "desc is NULL");
+    }
+    if ((unsigned)desc->type > (unsigned)ORDO_OP_BARRIER) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "type %d is not an op type",
+                          (int)desc->type);
+    }
+    if ((unsigned)desc->priority > (unsigned)ORDO_OP_PRIORITY_CLEANUP) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "priority %d is not a priority",
+                          (int)desc->priority);
+    }
+    if (desc->dep_count > ORDO_COORD_MAX_DEPS) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu dependencies; at most %u",
+                          desc->dep_count, ORDO_COORD_MAX_DEPS);
+    }
+    if (desc->dep_count && !desc->deps) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "deps is NULL but dep_count is %zu",
+                          desc->dep_count);
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t *desc,
+                                 ordo_stream_t **out_stream, const char *api) {
+    if (desc->stream) {
+        *out_stream = desc->stream;
+        return check_stream(coord, desc->stream, api);
+    }
+    if (!coord->pool) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "desc.stream is NULL and the coordinator has no stream pool");
+    }
+    ordo_workload_t workload = desc->workload;
+    if (workload == ORDO_WORKLOAD_ANY) {
+        workload = desc->type == ORDO_OP_TRANSFER ? ORDO_WORKLOAD_TRANSFER : ORDO_WORKLOAD_COMPUTE;
+    }
+    ordo_status_t st = ordo_stream_pool_next(coord->pool, workload, out_stream);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return check_stream(coord, *out_stream, api);
+}
+
+/* Dependencies whose lookup register keeps between its two passes. */
+#define REGISTER_KEPT 16
+
+ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *desc,
+                                  ordo_op_id_t *out_op) {
+    uint64_t t0 = timing_start();
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st == ORDO_OK) {
+        st = check_desc(desc, __func__);
+    }
+    if (st == ORDO_OK && !out_op) {
+        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_op is NULL");
+    }
+    ordo_stream_t *stream = NULL;
+    if (st == ORDO_OK) {
+        st = pick_stream(coord, desc, &stream, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    *out_op = 0;
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    /* Now and then, retire what has finished meanwhile: memory stays
+     * bounded by what is in flight plus COORD_POLL_EVERY. Not every time:
+     * reading a timeline the stream's worker has just written costs a
+     * cache miss. */
+    if (++coord->registers_since_poll >= COORD_POLL_EVERY) {
+        coord->registers_since_poll = 0;
+        coord_poll(coord, &work);
+    }
+    uint32_t stream_at = 0;
+    st = stream_index(coord, stream, &stream_at, __func__);
+    /* The first few lookups are kept for the later passes. */
+    uint32_t kept_slot[REGISTER_KEPT];
+    ordo_status_t kept_outcome[REGISTER_KEPT];
+    uint8_t kept_found[REGISTER_KEPT];
+    uint32_t unrecorded = 0; /* dependencies that will be graph edges */
+    for (size_t i = 0; st == ORDO_OK && i < desc->dep_count; ++i) {
+        uint32_t dep_slot = COORD_NONE;
+        ordo_status_t outcome = ORDO_OK;
+        op_lookup_t found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
+        if (found == LOOKUP_UNKNOWN || found == LOOKUP_FORGOTTEN) {
+            st = op_lookup_error(found, desc->deps[i], __func__);
+            break;
+        }
+        if (i < REGISTER_KEPT) {
+            kept_slot[i] = dep_slot;
+            kept_outcome[i] = outcome;
+            kept_found[i] = (uint8_t)found;
+        }
+        unrecorded += found == LOOKUP_LIVE && !op_at(coord, dep_slot)->recorded &&
+                      op_at(coord, dep_slot)->state != OP_FINISHED;
+    }
+    /* Everything that could need memory, before anything changes. */
+    uint32_t slot = COORD_NONE;
+    if (st == ORDO_OK) {
+        st = op_slot_take(coord, &slot);
+        /* Room to move a live older id out of the entry the new one takes. */
+        uint32_t entry = coord->recent[(coord->issued + 1) % COORD_RECENT];
+        if (st == ORDO_OK && entry && op_at(coord, entry - 1)->in_recent &&
+            id_map_reserve(&coord->live, 1) != ORDO_OK) {
+            st = ORDO_ERR_OUT_OF_MEMORY;
+        }
+        if (st == ORDO_OK && desc->dep_count > COORD_INLINE_NEEDS) {
+            op_at(coord, slot)->stream = (uint8_t)stream_at;
+            st = op_needs_reserve(op_at(coord, slot), desc->dep_count);
+        }
+        if (st == ORDO_OK && unrecorded) {
+            st = op_graph_reserve_edges(&coord->graph, unrecorded);
+            if (st == ORDO_OK) {
+                st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                            unrecorded + 1);
+            }
+        }
+        if (st != ORDO_OK) {
+            if (slot != COORD_NONE) {
+                op_slot_return(coord, slot);
+            }
+            st = ordo_error(st, __func__, "cannot store another op");
+        }
+    }
+    if (st != ORDO_OK) {
+        coord_unlock(coord, &work);
+        return st;
+    }
+    coord_op_t *op = op_at(coord, slot);
+    op->id = ++coord->issued;
+    op->type = (uint8_t)desc->type;
+    op->priority = (uint8_t)desc->priority;
+    op->stream = (uint8_t)stream_at;
+    op->state = OP_REGISTERED;
+    op->launch = desc->launch;
+    op->launch_ctx = desc->launch_ctx;
+    op->ready_prev = op->ready_next = COORD_NONE;
+    op->dep_total = (uint32_t)desc->dep_count;
+    size_t n = desc->description ? strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1) : 0;
+    memcpy(op->description, desc->description ? desc->description : "", n);
+    op->description[n] = '\0';
+    op_id_publish(coord, slot);
+    /* Dependencies that finished or have their points: outcomes and needs
+     * now. Those still to complete become edges, their nodes first so the
+     * new op is ordered after them (no search, no cycle possible). */
+    for (int pass = 0; pass < (unrecorded ? 2 : 1); ++pass) {
+        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot); /* reserved */
+        }
+        for (size_t i = 0; i < desc->dep_count; ++i) {
+            uint32_t dep_slot = COORD_NONE;
+            ordo_status_t outcome = ORDO_OK;
+            op_lookup_t found;
+            if (i < REGISTER_KEPT) {
+                found = (op_lookup_t)kept_found[i];
+                dep_slot = kept_slot[i];
+                outcome = kept_outcome[i];
+            } else {
+                found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
+            }
+            const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+            if (dep && !dep->recorded && dep->state != OP_FINISHED) {
+                if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
+                    (void)op_graph_add_node(&coord->graph, dep_slot);
+                } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
+                    (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
+                    op->pending_deps++;
+                }
+                continue;
+            }
+            if (pass == 1) {
+                continue;
+            }
+            if (dep && dep->state != OP_FINISHED) {
+                coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
+                continue;
+            }
+            if (dep) {
+                outcome = dep->status;
+            }
+            if (outcome != ORDO_OK) {
+                if (op->dep_failure == ORDO_OK) {
+                    op->dep_failure = outcome;
+                }
+            } else {
+                coord->waits_elided++; /* finished already: nothing to wait for */
+            }
+        }
+    }
+    if (op->launch && op->pending_deps == 0) {
+        ready_push(coord, slot);
+    }
+    coord->registered++;
+    *out_op = op->id;
+    account(coord, t0);
+    coord_unlock(coord, &work);
+    return ORDO_OK;
+}
+
+/* ---- dependencies -------------------------------------------------------------------- */
+
+/* "12 (upload)" */
+static int describe(char *buf, size_t size, const coord_op_t *op) {
+    return snprintf(buf, size, "%llu (%s)", (unsigned long long)op->id,
+                    op->description[0] ? op->description : "no description");
+}
+
+/* Appends " waits for " (unless first) and the op's description. */
+static void text_append(char *text, size_t size, size_t *used, const coord_op_t *op, int first) {
+    if (*used >= size) {
+        return;
+    }
+    int n = snprintf(text + *used, size - *used, "%s", first ? "" : " waits for ");
+    *used += n > 0 ? (size_t)n : 0;
+    if (*used < size) {
+        n = describe(text + *used, size - *used, op);
+        *used += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* The refusal of dep -> op: path is op -> ... -> dep in graph order (each
+ * comes before the next), so in "waits for" order the cycle is op, dep,
+ * then the path backwards to op. */
+static ordo_status_t deadlock_error(const ordo_coord_t *coord, const coord_op_t *op,
+                                    const coord_op_t *dep, const op_graph_path_t *path,
+                                    const char *api) {
+    char text[400];
+    size_t used = 0;
+    text_append(text, sizeof text, &used, op, 1);
+    text_append(text, sizeof text, &used, dep, 0);
+    /* path->nodes[length - 2] down to [1]; only [0, capacity) are stored. */
+    size_t last = path->length >= 2 ? path->length - 2 : 0;
+    if (last >= path->capacity) {
+        int n =
+            snprintf(text + used, sizeof text - used, " ... (%zu more)", last - path->capacity + 1);
+        used += n > 0 && used < sizeof text ? (size_t)n : 0;
+        last = path->capacity - 1;
+    }
+    for (size_t k = last; k >= 1; --k) {
+        text_append(text, sizeof text, &used, op_at(coord, path->nodes[k]), 0);
+    }
+    text_append(text, sizeof text, &used, op, 0);
+    char who[96];
+    char whom[96];
+    describe(who, sizeof who, op);
+    describe(whom, sizeof whom, dep);
+    return ordo_error(ORDO_ERR_DEADLOCK, api,
+                      "op %s cannot wait for op %s: that closes the cycle %s", who, whom, text);
+}
+
+ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
+                                        ordo_op_id_t dep_id) {
+    uint64_t t0 = timing_start();
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (op_id == dep_id) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op %llu cannot wait for itself",
+                          (unsigned long long)op_id);
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    uint32_t slot = COORD_NONE;
+    uint32_t dep_slot = COORD_NONE;
+    ordo_status_t outcome = ORDO_OK;
+    op_lookup_t found = op_lookup(coord, op_id, &slot, &outcome);
+    if (found != LOOKUP_LIVE) {
+        st = op_lookup_error(found, op_id, __func__);
+    } else if (op_at(coord, slot)->state != OP_REGISTERED) {
+        st = ordo_error(ORDO_ERR_BUSY, __func__, "op %llu has begun: too late to add dependencies",
+                        (unsigned long long)op_id);
+    } else {
+        found = op_lookup(coord, dep_id, &dep_slot, &outcome);
+        if (found == LOOKUP_UNKNOWN || found == LOOKUP_FORGOTTEN) {
+            st = op_lookup_error(found, dep_id, __func__);
+        }
+    }
+    if (st != ORDO_OK) {
+        coord_unlock(coord, &work);
+        return st;
+    }
+    coord_op_t *op = op_at(coord, slot);
+    coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+    int edge = dep && !dep->recorded && dep->state != OP_FINISHED;
+    /* Room first: a need for the dependency's stream (taken now, or when
+     * its point is recorded), and for an edge, the edge and two nodes. */
+    st = op_needs_reserve(op, 1);
+    if (st == ORDO_OK && edge) {
+        st = op_graph_reserve_edges(&coord->graph, 1);
+        if (st == ORDO_OK) {
+            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS, 2);
+        }
+    }
+    if (st != ORDO_OK) {
+        st = ordo_error(st, __func__, "cannot store another dependency");
+    } else if (edge) {
+        /* Only here can a cycle close: both ops are still to complete. */
+        if (!op_graph_contains(&coord->graph, dep_slot)) {
+            (void)op_graph_add_node(&coord->graph, dep_slot);
+        }
+        if (!op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot);
+        }
+        uint32_t nodes[ORDO_OP_CYCLE_MAX];
+        op_graph_path_t path = {nodes, ORDO_OP_CYCLE_MAX, 0};
+        uint32_t before = op_graph_in_degree(&coord->graph, slot);
+        st = op_graph_add_edge(&coord->graph, dep_slot, slot,
+                               !(coord->flags & ORDO_COORD_UNCHECKED), &path);
+        if (st == ORDO_ERR_DEADLOCK) {
+            coord->deadlocks_refused++;
+            st = deadlock_error(coord, op, dep, &path, __func__);
+        } else if (st != ORDO_OK) {
+            st = ordo_error(st, __func__, "cannot store another dependency");
+        } else if (op_graph_in_degree(&coord->graph, slot) != before) {
+            op->dep_total++;
+            if (op->pending_deps++ == 0 && op->queued) {
+                ready_remove(coord, slot); /* not ready any more */
+            }
+        }
+    } else if (dep && dep->state != OP_FINISHED) {
+        op->dep_total++;
+        coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
+    } else {
+        if (dep) {
+            outcome = dep->status;
+        }
+        if (outcome != ORDO_OK) {
+            if (op->dep_failure == ORDO_OK) {
+                op->dep_failure = outcome;
+            }
+        } else {
+            coord->waits_elided++;
+        }
+    }
+    account(coord, t0);
+    coord_unlock(coord, &work);
+    return st;
+}
+
+/* ---- begin and complete ------------------------------------------------------------------ */
+
+/* The record of origin's point `point`, if still kept. */
+static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t point) {
+    for (unsigned i = 0; i < COORD_RECORDS; ++i) {
+        if (origin->records[i].point == point) {
+            return &origin->records[i];
+        }
+    }
+    return NULL;
+}
+
+/* cs's later work is ordered after origin's point: so after everything
+ * origin had waited for by then, if that is still on record. */
+static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, uint64_t point,
+                            uint32_t stream_count) {
+    cs->frontier[origin->index] = point;
+    const coord_record_t *record = record_of(origin, point);
+    if (record) {
+        for (uint32_t k = 0; k < stream_count; ++k) {
+            if (cs->frontier[k] < record->frontier[k]) {
+                cs->frontier[k] = record->frontier[k];
+            }
+        }
+    }
+}
+
+/* Emits op's waits. On success the op is begun; on a dependency's failure
+ * (or its stream's) the op has failed and that status is returned; any
+ * other error leaves it registered. */
+static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work_t *work,
+                                  const char *api) {
+    coord_op_t *op = op_at(coord, slot);
+    coord_stream_t *cs = coord->streams[op->stream];
+    ordo_status_t failure = op->dep_failure;
+    if (failure != ORDO_OK) {
+        op_fail(coord, slot, failure, work);
+        return ordo_error(failure, api, "op %llu: a dependency failed (%s)",
+                          (unsigned long long)op->id, ordo_status_name(failure));
+    }
+    uint64_t elided = 0;
+    unsigned count = op->more_needs ? coord->stream_count : op->need_count;
+    for (unsigned i = 0; i < count; ++i) {
+        uint32_t s = op->more_needs ? i : op->need_stream[i];
+        uint64_t need = op->more_needs ? op->more_needs[i] : op->need_point[i];
+        if (need == 0) {
+            continue; /* (more_needs: no dependency on stream i) */
+        }
+        coord_stream_t *origin = coord->streams[s];
+        if (cs->frontier[s] >= need) {
+            elided++; /* already waited for, directly or transitively */
+            continue;
+        }
+        /* Read only now, for a wait that is otherwise needed: the line was
+         * just written by the origin's worker and costs a cache miss. */
+        uint64_t reached = 0;
+        ordo_status_t origin_failure = timeline_read(origin->timeline, &reached);
+        if (reached >= need) {
+            elided++; /* reached already (finished, just not polled yet) */
+            frontier_absorb(cs, origin, need, coord->stream_count);
+            continue;
+        }
+        if (origin_failure != ORDO_OK) {
+            /* It will never be reached: fail now rather than the stream. */
+            coord->waits_elided += elided;
+            op_fail(coord, slot, origin_failure, work);
+            return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)",
+                              (unsigned long long)op->id, ordo_status_name(origin_failure));
+        }
+        /* Straight to the backend: the stream was checked when the op was
+         * registered, and the timelines are the coordinator's own. */
+        const hal_backend_t *backend = cs->stream->device->backend;
+        ordo_status_t st = backend->wait(cs->stream, origin->timeline, need);
+        if (st != ORDO_OK) {
+            coord->waits_elided += elided;
+            if (backend->status(cs->stream) == ORDO_OK) {
+                return st; /* not enqueued; the waits before it only order more */
+            }
+            op_fail(coord, slot, st, work);
+            return ordo_error(st, api, "op %llu: its stream has failed (%s)",
+                              (unsigned long long)op->id, ordo_status_name(st));
+        }
+        coord->waits_emitted++;
+        frontier_absorb(cs, origin, need, coord->stream_count);
+    }
+    coord->waits_elided += elided;
+    op->state = OP_BEGUN;
+    return ORDO_OK;
+}
+
+/* Records op's completion point. Returns ORDO_OK, the stream's failure (the
+ * op then fails through its point), or another error with the op still
+ * begun (nothing enqueued). */
+static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    coord_stream_t *cs = coord->streams[op->stream];
+    uint64_t point = cs->next_point + 1;
+    const hal_backend_t *backend = cs->stream->device->backend;
+    ordo_status_t st = backend->signal(cs->stream, cs->timeline, point);
+    if (st != ORDO_OK) {
+        ordo_status_t stream_st = backend->status(cs->stream);
+        if (stream_st == ORDO_OK) {
+            return st;
+        }
+        /* A failed stream never reaches the point; the backend has failed
+         * the timeline, or this does. */
+        (void)ordo_signal_fail(cs->timeline, stream_st, "the stream has failed");
+        st = stream_st;
+    }
+    cs->next_point = point;
+    op->point = point;
+    coord_record_t *record = &cs->records[cs->next_record];
+    cs->next_record = (cs->next_record + 1) % COORD_RECORDS;
+    record->point = point;
+    memcpy(record->frontier, cs->frontier, coord->stream_count * sizeof *record->frontier);
+    op_track_point(coord, slot, work);
+    op_mark_recorded(coord, slot, ORDO_OK);
+    return st;
+}
+
+/* The live op for begin/complete by hand, or an error. */
+static ordo_status_t manual_op(ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                               const char *api) {
+    ordo_status_t outcome;
+    op_lookup_t found = op_lookup(coord, id, out_slot, &outcome);
+    if (found != LOOKUP_LIVE) {
+        return op_lookup_error(found, id, api);
+    }
+    if (op_at(coord, *out_slot)->launch) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                          "op %llu has a launch function: ordo_coord_dispatch runs it",
+                          (unsigned long long)id);
+    }
+    return ORDO_OK;
+}
+
+static const char *state_name(uint8_t state) {
+    switch (state) {
+    case OP_REGISTERED:
+        return "registered, not begun";
+    case OP_LAUNCHING:
+    case OP_BEGUN:
+        return "begun";
+    case OP_COMPLETED:
+        return "completed";
+    case OP_FINISHED:
+        return "finished";
+    }
+    return "free";
+}
+
+ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
+    uint64_t t0 = timing_start();
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    uint32_t slot = COORD_NONE;
+    st = manual_op(coord, id, &slot, __func__);
+    if (st == ORDO_OK) {
+        coord_op_t *op = op_at(coord, slot);
+        if (op->state != OP_REGISTERED) {
+            st = ordo_error(ORDO_ERR_BUSY, __func__, "op %llu is %s: begin it once",
+                            (unsigned long long)id, state_name(op->state));
+        } else if (op->pending_deps) {
+            const coord_op_t *dep = NULL;
+            for (uint32_t e = op_graph_first_in(&coord->graph, slot); e != OP_GRAPH_NONE;
+                 e = op_graph_next_in(&coord->graph, e)) {
+                dep = op_at(coord, op_graph_edge_from(&coord->graph, e));
+                if (!dep->recorded) {
+                    break;
+                }
+            }
+            char who[96] = "?";
+            if (dep) {
+                describe(who, sizeof who, dep);
+            }
+            st = ordo_error(ORDO_ERR_BUSY, __func__,
+                            "op %llu waits for op %s, which has not completed (%u "
+                            "dependencies outstanding)",
+                            (unsigned long long)id, who, op->pending_deps);
+        } else {
+            st = begin_locked(coord, slot, &work, __func__);
+        }
+    }
+    account(coord, t0);
+    coord_unlock(coord, &work);
+    return st;
+}
+
+ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t id) {
+    uint64_t t0 = timing_start();
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    uint32_t slot = COORD_NONE;
+    st = manual_op(coord, id, &slot, __func__);
+    if (st == ORDO_OK) {
+        coord_op_t *op = op_at(coord, slot);
+        if (op->state != OP_BEGUN) {
+            st = ordo_error(ORDO_ERR_BUSY, __func__,
+                            op->state == OP_REGISTERED ? "op %llu is %s: begin it first"
+                                                       : "op %llu is %s: complete it once",
+                            (unsigned long long)id, state_name(op->state));
+        } else {
+            st = complete_locked(coord, slot, &work);
+            if (st != ORDO_OK) {
+                st = ordo_error(st, __func__, "op %llu: %s", (unsigned long long)id,
+                                op->state == OP_BEGUN ? "its point could not be enqueued"
+                                                      : "its stream has failed");
+            }
+        }
+    }
+    account(coord, t0);
+    coord_unlock(coord, &work);
+    return st;
+}
+
+/* ---- callbacks -------------------------------------------------------------------------- */
+
+static ordo_status_t callback_append(coord_op_t *op, ordo_op_callback_fn fn, void *ctx) {
+    uint32_t n = op->callback_count;
+    coord_callback_t *entry;
+    if (n < COORD_INLINE_CALLBACKS) {
+        entry = &op->callbacks[n];
+    } else {
+        uint32_t k = n - COORD_INLINE_CALLBACKS;
+        coord_callback_chunk_t **link = &op->more_callbacks;
+        for (uint32_t c = 0; c < k / COORD_CHUNK_CALLBACKS; ++c) {
+            link = &(*link)->next;
+        }
+        if (!*link) {
+            *link = ordo_alloc(sizeof **link, 0);
+            if (!*link) {
+                return ORDO_ERR_OUT_OF_MEMORY;
+            }
+        }
+        entry = &(*link)->entries[k % COORD_CHUNK_CALLBACKS];
+    }
+    entry->fn = fn;
+    entry->ctx = ctx;
+    op->callback_count = n + 1;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_op_callback_fn fn,
+                                     void *ctx) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!fn) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    uint32_t slot;
+    ordo_status_t outcome = ORDO_OK;
+    op_lookup_t found = op_lookup(coord, id, &slot, &outcome);
+    int run_now = 0;
+    if (found == LOOKUP_RETIRED) {
+        run_now = 1;
+    } else if (found != LOOKUP_LIVE) {
+        st = op_lookup_error(found, id, __func__);
+    } else if (op_at(coord, slot)->state == OP_FINISHED) {
+        run_now = 1; /* its own callbacks may be running: this one runs here */
+        outcome = op_at(coord, slot)->status;
+    } else if (callback_append(op_at(coord, slot), fn, ctx) != ORDO_OK) {
+        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot store another callback");
+    } else if (op_at(coord, slot)->state == OP_COMPLETED) {
+        op_watch_point(coord, slot, &work); /* its point must now be followed actively */
+    }
+    coord_unlock(coord, &work);
+    if (run_now) {
+        fn(ctx, id, outcome);
+    }
+    return st;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_launched) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_launched) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_launched is NULL");
+    }
+    *out_launched = 0;
+    size_t launched = 0;
+    coord_work_t work;
+    work_init(&work);
+    uint64_t t0 = timing_start();
+    coord_lock(coord);
+    for (size_t taken = 0; taken < max; ++taken) {
+        uint32_t slot = ready_pop(coord);
+        if (slot == COORD_NONE) {
+            break;
+        }
+        coord_op_t *op = op_at(coord, slot);
+        st = begin_locked(coord, slot, &work, __func__);
+        if (op->state == OP_FINISHED) {
+            continue; /* failed with its dependency */
+        }
+        if (st != ORDO_OK) {
+            op_fail(coord, slot, st, &work);
+            continue;
+        }
+        op->state = OP_LAUNCHING;
+        ordo_op_launch_fn launch = op->launch;
+        void *ctx = op->launch_ctx;
+        ordo_stream_t *stream = coord->streams[op->stream]->stream;
+        account(coord, t0);
+        coord_unlock(coord, &work);
+        st = launch(ctx, stream);
+        t0 = timing_start();
+        coord_lock(coord);
+        if (st != ORDO_OK) {
+            op_fail(coord, slot, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, &work);
+            continue;
+        }
+        op->state = OP_BEGUN;
+        st = complete_locked(coord, slot, &work);
+        if (op->state == OP_BEGUN) {
+            op_fail(coord, slot, st, &work); /* the point could not be enqueued */
+            continue;
+        }
+        coord->dispatched++;
+        launched++;
+    }
+    account(coord, t0);
+    coord_unlock(coord, &work);
+    *out_launched = launched;
+    return ORDO_OK;
+}
+
+/* ---- queries ---------------------------------------------------------------------------- */
+
+ordo_status_t ordo_coord_op_stream(ordo_coord_t *coord, ordo_op_id_t id,
+                                   ordo_stream_t **out_stream) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stream) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    uint32_t slot;
+    ordo_status_t outcome;
+    op_lookup_t found = op_lookup(coord, id, &slot, &outcome);
+    if (found == LOOKUP_LIVE) {
+        *out_stream = coord->streams[op_at(coord, slot)->stream]->stream;
+    } else {
+        st = op_lookup_error(found, id, __func__);
+    }
+    coord_unlock(coord, &work);
+    return st;
+}
+
+typedef struct cycle_sink {
+    const ordo_coord_t *coord;
+    ordo_op_cycle_t *out;
+    size_t capacity;
+    size_t count;
+} cycle_sink_t;
+
+static void cycle_found(void *ctx, const uint32_t *members, size_t member_count,
+                        const uint32_t *cycle, size_t length) {
+    (void)members;
+    cycle_sink_t *sink = ctx;
+    if (sink->count < sink->capacity) {
+        ordo_op_cycle_t *c = &sink->out[sink->count];
+        c->length = length;
+        c->component_size = member_count;
+        /* cycle[i] comes before cycle[i + 1]; so cycle[0] waits for the
+         * last, which waits for the one before it, and so on. */
+        for (size_t i = 0; i < length && i < ORDO_OP_CYCLE_MAX; ++i) {
+            size_t k = i == 0 ? 0 : length - i;
+            c->ops[i] = op_at(sink->coord, cycle[k])->id;
+        }
+    }
+    sink->count++;
+}
+
+ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *out_cycles,
+                                          size_t capacity, size_t *out_count) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_count || (capacity && !out_cycles)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                          out_count ? "out_cycles" : "out_count");
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    cycle_sink_t sink = {coord, out_cycles, capacity, 0};
+    st = op_graph_find_cycles(&coord->graph, cycle_found, &sink);
+    coord_unlock(coord, &work);
+    if (st != ORDO_OK) {
+        return ordo_error(st, __func__, "cannot allocate the search's working memory");
+    }
+    *out_count = sink.count;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_metrics) {
+    ordo_status_t st = coord_check(coord, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_metrics) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+    }
+    coord_work_t work;
+    work_init(&work);
+    coord_lock(coord);
+    coord_poll(coord, &work);
+    ordo_coord_metrics_t m = {
+        .registered = coord->registered,
+        .completed = coord->completed,
+        .failed = coord->failed,
+        .live = coord->live_count,
+        .dispatched = coord->dispatched,
+        .deadlocks_refused = coord->deadlocks_refused,
+        .waits_emitted = coord->waits_emitted,
+        .waits_elided = coord->waits_elided,
+        .coordination_ns = coord->coordination_ns,
+        .coordination_ns_per_op =
+            coord->registered ? coord->coordination_ns / coord->registered : 0,
+    };
+    coord_unlock(coord, &work);
+    *out_metrics = m;
+    return ORDO_OK;
+}

@@ -1,4 +1,5 @@
-/* ordo/alloc.h - optional host allocator hooks.
+/** @file
+ * ordo/alloc.h - optional host allocator hooks.
  *
  * Every host allocation ordo makes for its own objects goes through these
  * hooks (the default is the C library's aligned_alloc/free). A program that
@@ -20,20 +21,21 @@
 
 ORDO_BEGIN_DECLS
 
+/** Host allocator hooks: two functions and the pointer passed to both. */
 typedef struct ordo_allocator {
-    /* Return size bytes aligned to alignment (a power of two, at least
+    /** Return size bytes aligned to alignment (a power of two, at least
      * sizeof(void *)), or NULL. */
     void *(*allocate)(void *user, size_t size, size_t alignment);
-    /* Return a block from allocate; size and alignment are those it was
+    /** Return a block from allocate; size and alignment are those it was
      * requested with. */
     void (*deallocate)(void *user, void *block, size_t size, size_t alignment);
-    void *user;
+    void *user; /**< Passed as the first argument of both functions. */
 } ordo_allocator_t;
 
-/* Install hooks; NULL restores the default. Both functions must be set. */
+/** Install hooks; NULL restores the default. Both functions must be set. */
 ordo_status_t ordo_allocator_set(const ordo_allocator_t *allocator);
 
-/* Number of host blocks currently held by ordo through the hooks. */
+/** Number of host blocks currently held by ordo through the hooks. */
 ordo_status_t ordo_allocator_live_blocks(size_t *out_count);
 
 ORDO_END_DECLS

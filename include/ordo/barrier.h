@@ -1,4 +1,5 @@
-/* ordo/barrier.h - cross-stream barriers.
+/** @file
+ * ordo/barrier.h - cross-stream barriers.
  *
  * A barrier over a set of streams of one device comes in two forms.
  *
@@ -25,6 +26,7 @@
  * - all-to-all: every stream signals its timeline and waits for every
  *   other's. n^2 stream operations, n(n - 1) waits; a release takes one
  *   hand-off.
+ *
  * ORDO_BARRIER_SCHEME_AUTO picks all-to-all for two streams (both schemes
  * then cost four operations, and all-to-all releases sooner) and the hub
  * from three on, where its linear cost wins on the host (10 operations
@@ -62,18 +64,20 @@
 
 ORDO_BEGIN_DECLS
 
-/* The most streams one barrier spans. */
+/** The most streams one barrier spans. */
 #define ORDO_BARRIER_MAX_STREAMS 256u
 
+/** A reusable barrier over a set of streams of one device (opaque). */
 typedef struct ordo_barrier ordo_barrier_t;
 
+/** How a barrier's streams signal and wait for one another. */
 typedef enum ordo_barrier_scheme {
-    ORDO_BARRIER_SCHEME_AUTO = 0,       /* all-to-all for two streams, the hub beyond */
-    ORDO_BARRIER_SCHEME_HUB = 1,        /* 2(n-1) waits, two hand-offs */
-    ORDO_BARRIER_SCHEME_ALL_TO_ALL = 2, /* n(n-1) waits, one hand-off */
+    ORDO_BARRIER_SCHEME_AUTO = 0,       /**< all-to-all for two streams, the hub beyond */
+    ORDO_BARRIER_SCHEME_HUB = 1,        /**< 2(n-1) waits, two hand-offs */
+    ORDO_BARRIER_SCHEME_ALL_TO_ALL = 2, /**< n(n-1) waits, one hand-off */
 } ordo_barrier_scheme_t;
 
-/* A reusable barrier over streams[0..count). It creates its timelines
+/** A reusable barrier over streams[0..count). It creates its timelines
  * once (named "barrier <address>[i]" for stall reports), so each later
  * arrive or synchronize allocates nothing. The streams must stay alive
  * while the barrier is used: a member destroyed since is reported as
@@ -81,11 +85,11 @@ typedef enum ordo_barrier_scheme {
 ordo_status_t ordo_barrier_create(ordo_stream_t *const *streams, size_t count,
                                   ordo_barrier_scheme_t scheme, ordo_barrier_t **out_barrier);
 
-/* Drops the barrier. Operations it enqueued and not yet run keep what
+/** Drops the barrier. Operations it enqueued and not yet run keep what
  * they need alive and still run. */
 ordo_status_t ordo_barrier_destroy(ordo_barrier_t *barrier);
 
-/* The device barrier: enqueues the scheme's signals and waits and returns
+/** The device barrier: enqueues the scheme's signals and waits and returns
  * without blocking. Returns the failure of a failed member (after still
  * enqueueing on the others, which then fail instead of hanging). If an
  * operation cannot be enqueued (out of memory), the error is returned and
@@ -93,7 +97,7 @@ ordo_status_t ordo_barrier_destroy(ordo_barrier_t *barrier);
  * wait could not be enqueued is not held back. */
 ordo_status_t ordo_barrier_arrive(ordo_barrier_t *barrier);
 
-/* The host synchronize: blocks until every member has run everything
+/** The host synchronize: blocks until every member has run everything
  * submitted to it before the call. *out_elapsed_ns (may be NULL) receives
  * the time the call took, measured on CLOCK_MONOTONIC. Returns
  * ORDO_ERR_TIMEOUT if the deadline passes first (even if a member failed:
@@ -103,15 +107,15 @@ ordo_status_t ordo_barrier_arrive(ordo_barrier_t *barrier);
 ordo_status_t ordo_barrier_synchronize(ordo_barrier_t *barrier, ordo_deadline_t deadline,
                                        uint64_t *out_elapsed_ns);
 
-/* The number of distinct streams in the barrier's set. */
+/** The number of distinct streams in the barrier's set. */
 ordo_status_t ordo_barrier_stream_count(ordo_barrier_t *barrier, size_t *out_count);
 
-/* A one-shot device barrier with the automatic scheme: as
+/** A one-shot device barrier with the automatic scheme: as
  * ordo_barrier_create + ordo_barrier_arrive + ordo_barrier_destroy (it
  * creates the timelines each time; a reusable barrier does not). */
 ordo_status_t ordo_barrier_streams(ordo_stream_t *const *streams, size_t count);
 
-/* A one-shot host synchronize over a set: each stream's point is recorded
+/** A one-shot host synchronize over a set: each stream's point is recorded
  * with a pooled event first, then all are awaited with one deadline;
  * results as for ordo_barrier_synchronize. */
 ordo_status_t ordo_barrier_synchronize_streams(ordo_stream_t *const *streams, size_t count,

@@ -1,4 +1,5 @@
-/* ordo/buffer.h - tracked resources and their deferred reclamation.
+/** @file
+ * ordo/buffer.h - tracked resources and their deferred reclamation.
  *
  * A buffer is any resource whose accesses a tracker orders (device memory,
  * a host array, a binding): ordo keeps its access history (the last writer
@@ -22,14 +23,17 @@
 
 ORDO_BEGIN_DECLS
 
-/* Frees the real resource; runs once, never under an ordo lock, never on a
+/** Frees the real resource; runs once, never under an ordo lock, never on a
  * stream's worker or a driver thread. */
 typedef void (*ordo_reclaim_fn)(void *ctx);
 
+/** Creates a buffer of tracker: a handle with an empty access history, to
+ * name in access lists. */
 ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_buffer);
 
-/* reclaim may be NULL (nothing to free: the history is dropped when the
- * uses complete). */
+/** Releases buffer: its handle ends now, and reclaim(ctx) runs once its
+ * uses have completed (see above). reclaim may be NULL (nothing to free: the history is dropped
+ * when the uses complete). */
 ordo_status_t ordo_buffer_release(ordo_buffer_t *buffer, ordo_reclaim_fn reclaim, void *ctx);
 
 ORDO_END_DECLS

@@ -1,4 +1,5 @@
-/* ordo/device.h - backends and devices.
+/** @file
+ * ordo/device.h - backends and devices.
  *
  * A backend (cpu, later cuda) provides devices named "<backend>:<ordinal>"
  * ("cpu" alone means "cpu:0"; ORDO_DEVICE_DEFAULT names "cpu:0").
@@ -31,50 +32,58 @@
 
 ORDO_BEGIN_DECLS
 
+/** Capacity of ordo_device_info_t's name and backend, terminator included. */
 #define ORDO_DEVICE_NAME_MAX 32u
-/* The default device: the CPU backend, always built and always present. */
+/** The default device: the CPU backend, always built and always present. */
 #define ORDO_DEVICE_DEFAULT "default"
 
+/** A device runtime: the shared one of a named device, or an owned one
+ * (opaque, reference counted). */
 typedef struct ordo_device ordo_device_t;
 
-/* What a device can do. Stream priorities follow CUDA's convention: a
+/** What a device can do. Stream priorities follow CUDA's convention: a
  * numerically lower value is more urgent; valid priorities run from
  * priority_greatest (most urgent) to priority_least (the default). */
 typedef struct ordo_device_info {
-    char name[ORDO_DEVICE_NAME_MAX];    /* "cpu:0" */
-    char backend[ORDO_DEVICE_NAME_MAX]; /* "cpu" */
-    int ordinal;
-    int priority_least;
-    int priority_greatest;
-    int timing_events;   /* elapsed time between two timing events */
-    int device_memory;   /* memory distinct from the host's */
-    int native_timeline; /* the device itself signals/waits timeline values */
+    char name[ORDO_DEVICE_NAME_MAX];    /**< "cpu:0" */
+    char backend[ORDO_DEVICE_NAME_MAX]; /**< "cpu" */
+    int ordinal;                        /**< the device's number within its backend */
+    int priority_least;                 /**< the least urgent stream priority, the default */
+    int priority_greatest;              /**< the most urgent stream priority */
+    int timing_events;                  /**< elapsed time between two timing events */
+    int device_memory;                  /**< memory distinct from the host's */
+    int native_timeline;                /**< the device itself signals/waits timeline values */
 } ordo_device_info_t;
 
-/* The adaptors of a device's default memory stack (ordo/memory.h,
+/** @name Adaptors of the default memory stack
+ * The adaptors of a device's default memory stack (ordo/memory.h,
  * ordo_device_memory). The stack is the direct resource with, from the
  * bottom up, whichever of these are chosen: budget, logging, statistics,
- * guard. */
-#define ORDO_DEVICE_MEMORY_BUDGET 1u
-#define ORDO_DEVICE_MEMORY_LOGGING 2u
-#define ORDO_DEVICE_MEMORY_STATISTICS 4u
-#define ORDO_DEVICE_MEMORY_GUARD 8u
+ * guard.
+ * @{ */
+#define ORDO_DEVICE_MEMORY_BUDGET 1u     /**< a device-wide budget (ordo_mem_budget_create) */
+#define ORDO_DEVICE_MEMORY_LOGGING 2u    /**< a line per call (ordo_mem_logging_create_path) */
+#define ORDO_DEVICE_MEMORY_STATISTICS 4u /**< counters (ordo_mem_statistics_create) */
+#define ORDO_DEVICE_MEMORY_GUARD 8u      /**< checks of every block (ordo_mem_guard_create) */
+/** @} */
+/** Capacity of ordo_device_memory_config_t's log_path, terminator included. */
 #define ORDO_DEVICE_MEMORY_LOG_PATH_MAX 256u
 
+/** The adaptors of a device's default memory stack and their settings. */
 typedef struct ordo_device_memory_config {
-    uint32_t adaptors;     /* ORDO_DEVICE_MEMORY_* bits */
-    uint64_t budget_bytes; /* with BUDGET: the device's limit (0: unlimited) */
-    char log_path[ORDO_DEVICE_MEMORY_LOG_PATH_MAX]; /* with LOGGING */
+    uint32_t adaptors;     /**< ORDO_DEVICE_MEMORY_* bits */
+    uint64_t budget_bytes; /**< with BUDGET: the device's limit (0: unlimited) */
+    char log_path[ORDO_DEVICE_MEMORY_LOG_PATH_MAX]; /**< with LOGGING */
 } ordo_device_memory_config_t;
 
-/* Caller-supplied parts of an owned runtime. */
+/** Caller-supplied parts of an owned runtime. */
 typedef struct ordo_device_config {
-    ordo_event_pool_config_t plain_events;
-    ordo_event_pool_config_t timing_events;
-    ordo_device_memory_config_t memory;
+    ordo_event_pool_config_t plain_events;  /**< the policy of the plain event pool */
+    ordo_event_pool_config_t timing_events; /**< the policy of the timing event pool */
+    ordo_device_memory_config_t memory;     /**< the default memory stack */
 } ordo_device_config_t;
 
-/* The defaults the shared runtimes use. The memory stack defaults to
+/** The defaults the shared runtimes use. The memory stack defaults to
  * budget (unlimited) and statistics; the environment variable ORDO_MEMORY
  * replaces that choice with a comma-separated list of "budget[=BYTES]"
  * (K, M, G suffixes), "statistics", "guard", "log=PATH", or "direct" for
@@ -82,41 +91,46 @@ typedef struct ordo_device_config {
  * unparsable ORDO_MEMORY is refused with its reason. */
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);
 
-/* The backends compiled in, in order ("cpu" first). *out_count is the
+/** The backends compiled in, in order ("cpu" first). *out_count is the
  * total even when capacity is smaller; names are static strings. */
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count);
 
-/* Whether a compiled-in backend can run here; if not, why (a sentence). */
+/** Whether a compiled-in backend can run here; if not, why (a sentence). */
 ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
                                      size_t reason_capacity);
 
-/* Every present device of every available backend. *out_count is the total
+/** Every present device of every available backend. *out_count is the total
  * even when capacity is smaller. */
 ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, size_t *out_count);
 
-/* The shared runtime of the named device ("cpu", "cpu:0", ...). Unknown
+/** The shared runtime of the named device ("cpu", "cpu:0", ...). Unknown
  * backend: ORDO_ERR_NOT_FOUND; absent backend: ORDO_ERR_UNAVAILABLE;
  * ordinal beyond the devices present: ORDO_ERR_OUT_OF_RANGE. */
 ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device);
 
-/* A private runtime of the named device built with config (NULL: the
+/** A private runtime of the named device built with config (NULL: the
  * defaults). Never the shared one. */
 ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_config_t *config,
                                        ordo_device_t **out_device);
 
+/** Adds a reference to device. */
 ordo_status_t ordo_device_retain(ordo_device_t *device);
+
+/** Drops a reference; the last one tears the runtime down (a shared one is
+ * rebuilt by the next open). */
 ordo_status_t ordo_device_release(ordo_device_t *device);
 
+/** The device's name, backend, ordinal and capabilities. */
 ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_info);
 
-/* Non-zero in *out_shared when device is the process-wide runtime. */
+/** Non-zero in *out_shared when device is the process-wide runtime. */
 ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared);
 
-/* Statistics of the device's event pool of the given kind. */
+/** Statistics of the device's event pool of the given kind. */
 ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kind_t kind,
                                            ordo_event_pool_stats_t *out_stats);
 
-/* Destroys pooled events beyond keep in each of the device's pools. */
+/** Destroys pooled events beyond keep in each of the device's pools. */
 ordo_status_t ordo_device_event_pool_trim(ordo_device_t *device, size_t keep);
 
 ORDO_END_DECLS

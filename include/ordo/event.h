@@ -1,4 +1,5 @@
-/* ordo/event.h - events: points in a stream's order.
+/** @file
+ * ordo/event.h - events: points in a stream's order.
  *
  * An event is recorded on a stream; it completes when the stream reaches
  * that point. Events come from their device's event pool (create acquires,
@@ -27,28 +28,35 @@
 
 ORDO_BEGIN_DECLS
 
+/** A point in one stream's order (opaque; from its device's event pool). */
 typedef struct ordo_event ordo_event_t;
 
+/** Takes an event of kind from device's pool. ORDO_ERR_UNSUPPORTED for a
+ * timing event on a device without timing events. */
 ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
                                 ordo_event_t **out_event);
 
-/* Returns the event to its pool: at once, or, if a record of it is still
+/** Returns the event to its pool: at once, or, if a record of it is still
  * pending, when its stream passes that record. The handle is invalid from
  * this call on. */
 ordo_status_t ordo_event_destroy(ordo_event_t *event);
 
+/** Records event at the current end of stream's work (moving it there if
+ * it was recorded before). The stream must be of the event's device. */
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream);
 
-/* *out_complete: 1 once the point is reached. Returns the stream's failure
- * if it failed before the point. */
+/** Polls the event's point: *out_complete is 1 once the point is reached. Returns the stream's
+ * failure if it failed before the point. */
 ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete);
 
+/** Blocks until the event's point is reached. Returns the stream's failure
+ * if it failed before the point, ORDO_ERR_TIMEOUT at the deadline. */
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline);
 
-/* Work submitted to stream after this waits for the event's point. */
+/** Work submitted to stream after this waits for the event's point. */
 ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event);
 
-/* Nanoseconds from start's point to end's; both timing events, complete. */
+/** Nanoseconds from start's point to end's; both timing events, complete. */
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
 
 ORDO_END_DECLS

@@ -1,4 +1,5 @@
-/* ordo/event_pool.h - the policy and statistics of an event pool.
+/** @file
+ * ordo/event_pool.h - the policy and statistics of an event pool.
  *
  * Every device keeps one pool of backend events per kind, so that recording
  * events in a loop creates nothing after warm-up. A pool starts with
@@ -31,38 +32,43 @@
 
 ORDO_BEGIN_DECLS
 
+/** What an event notes. */
 typedef enum ordo_event_kind {
-    ORDO_EVENT_PLAIN = 0,  /* ordering only */
-    ORDO_EVENT_TIMING = 1, /* also notes when it was reached */
+    ORDO_EVENT_PLAIN = 0,  /**< ordering only */
+    ORDO_EVENT_TIMING = 1, /**< also notes when it was reached */
 } ordo_event_kind_t;
 
+/** The policy of an event pool. */
 typedef struct ordo_event_pool_config {
-    size_t initial; /* events created when the pool is made */
-    size_t growth;  /* events created at once when the pool is empty; >= 1 */
-    size_t maximum; /* pooled events alive at most; 0: unbounded */
+    size_t initial; /**< events created when the pool is made */
+    size_t growth;  /**< events created at once when the pool is empty; >= 1 */
+    size_t maximum; /**< pooled events alive at most; 0: unbounded */
 } ordo_event_pool_config_t;
 
+/** The statistics of an event pool (ordo_device_event_pool_stats). */
 typedef struct ordo_event_pool_stats {
-    size_t available;            /* pooled events ready to hand out */
-    size_t in_use;               /* events handed out and not yet returned (pooled or not) */
-    size_t high_water;           /* the largest in_use seen */
-    uint64_t created_total;      /* events the backend created, pooled or not */
-    uint64_t destroyed_total;    /* events the backend destroyed, pooled or not */
-    uint64_t unpooled_created;   /* of created_total: beyond the maximum */
-    uint64_t unpooled_destroyed; /* of destroyed_total: unpooled ones returned */
-    uint64_t acquires;           /* successful acquisitions */
-    uint64_t releases;           /* successful returns */
+    size_t available;            /**< pooled events ready to hand out */
+    size_t in_use;               /**< events handed out and not yet returned (pooled or not) */
+    size_t high_water;           /**< the largest in_use seen */
+    uint64_t created_total;      /**< events the backend created, pooled or not */
+    uint64_t destroyed_total;    /**< events the backend destroyed, pooled or not */
+    uint64_t unpooled_created;   /**< of created_total: beyond the maximum */
+    uint64_t unpooled_destroyed; /**< of destroyed_total: unpooled ones returned */
+    uint64_t acquires;           /**< successful acquisitions */
+    uint64_t releases;           /**< successful returns */
 } ordo_event_pool_stats_t;
 
+/** Events a pool creates up front by default. */
 #define ORDO_EVENT_POOL_DEFAULT_INITIAL 16
+/** Events a pool creates at once, by default, when it runs dry. */
 #define ORDO_EVENT_POOL_DEFAULT_GROWTH 16
 
-/* An initializer with the default policy: 16 up front, 16 at a time, no
+/** An initializer with the default policy: 16 up front, 16 at a time, no
  * maximum. */
 #define ORDO_EVENT_POOL_CONFIG_INIT                                                                \
     { ORDO_EVENT_POOL_DEFAULT_INITIAL, ORDO_EVENT_POOL_DEFAULT_GROWTH, 0 }
 
-/* The default policy as a value (inline: nothing to link). */
+/** The default policy as a value (inline: nothing to link). */
 static inline ordo_event_pool_config_t ordo_event_pool_config_default(void) {
     ordo_event_pool_config_t config = ORDO_EVENT_POOL_CONFIG_INIT;
     return config;

@@ -1,4 +1,5 @@
-/* ordo/link.h - "when signal A reaches x, signal B to y".
+/** @file
+ * ordo/link.h - "when signal A reaches x, signal B to y".
  *
  * A link is a caller-owned timepoint on A whose action is to signal B. If A
  * fails first, B fails with A's status and message; if A is destroyed first,
@@ -22,17 +23,21 @@
 
 ORDO_BEGIN_DECLS
 
-/* Zero-initialise before first use; fields are ordo's while armed. */
+/** A link: a caller-owned timepoint on the source and the signal it
+ * signals. Zero-initialise before first use; fields are ordo's while armed. */
 typedef struct ordo_link {
-    ordo_timepoint_t timepoint_;
-    ordo_signal_t *target_;
-    uint64_t target_value_;
+    ordo_timepoint_t timepoint_; /**< internal: the timepoint armed on the source */
+    ordo_signal_t *target_;      /**< internal: the signal to signal (referenced while armed) */
+    uint64_t target_value_;      /**< internal: the value to signal it to */
 } ordo_link_t;
 
+/** Arms link: when source reaches source_value, target is signalled to
+ * target_value; if source fails or is destroyed first, target fails (see
+ * above). ORDO_ERR_BUSY while the link is armed, or due and not yet run. */
 ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t source_value,
                             ordo_signal_t *target, uint64_t target_value);
 
-/* As ordo_timepoint_cancel. A prevented link releases its target at once. */
+/** As ordo_timepoint_cancel. A prevented link releases its target at once. */
 ordo_status_t ordo_link_cancel(ordo_link_t *link, ordo_cancel_result_t *out_result);
 
 ORDO_END_DECLS

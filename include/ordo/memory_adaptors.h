@@ -1,4 +1,5 @@
-/* ordo/memory_adaptors.h - memory resources that stand on another one.
+/** @file
+ * ordo/memory_adaptors.h - memory resources that stand on another one.
  *
  * An adaptor is a memory resource (ordo/memory.h) built over an upstream
  * resource: a base resource or another adaptor. It forwards every call to
@@ -35,7 +36,7 @@
 
 ORDO_BEGIN_DECLS
 
-/* --- Budget: a limit on the bytes all budget adaptors of a device hold ---
+/** @name Budget: a limit on the bytes all budget adaptors of a device hold
  *
  * Every budget adaptor of a device charges one per-device account. An
  * allocation charges its request rounded up to a multiple of
@@ -59,118 +60,135 @@ ORDO_BEGIN_DECLS
  * pool, the bytes the pool reserves from the device.
  *
  * The account lives with the device runtime: it is made on first use and
- * goes when the device's last reference does. */
+ * goes when the device's last reference does.
+ * @{ */
 
-/* No limit (the default). */
+/** No limit (the default). */
 #define ORDO_MEM_BUDGET_UNLIMITED UINT64_MAX
-/* Charges are rounded up to a multiple of this (or of the alignment). */
+/** Charges are rounded up to a multiple of this (or of the alignment). */
 #define ORDO_MEM_BUDGET_GRANULE 256u
-/* The default bound on the wait for pending frees of an over-limit call. */
+/** The default bound on the wait for pending frees of an over-limit call. */
 #define ORDO_MEM_BUDGET_REAP_WAIT_NS 10000000ull
 
+/** The settings of a budget adaptor. */
 typedef struct ordo_mem_budget_config {
-    /* How long an allocation over the limit waits for pending frees to
+    /** How long an allocation over the limit waits for pending frees to
      * complete before it fails (0: only frees already reached count). */
     uint64_t reap_wait_ns;
 } ordo_mem_budget_config_t;
 
+/** A snapshot of a device's budget account (ordo_mem_budget_stats). */
 typedef struct ordo_mem_budget_stats {
-    uint64_t limit;           /* ORDO_MEM_BUDGET_UNLIMITED when none */
-    uint64_t charged;         /* held now, pending frees included */
-    uint64_t charged_pending; /* of which: frees not yet reached */
-    uint64_t peak_charged;    /* high-water mark of charged */
-    uint64_t refused;         /* allocations refused over the limit */
+    uint64_t limit;           /**< ORDO_MEM_BUDGET_UNLIMITED when none */
+    uint64_t charged;         /**< held now, pending frees included */
+    uint64_t charged_pending; /**< of which: frees not yet reached */
+    uint64_t peak_charged;    /**< high-water mark of charged */
+    uint64_t refused;         /**< allocations refused over the limit */
 } ordo_mem_budget_stats_t;
 
+/** The defaults: reap_wait_ns = ORDO_MEM_BUDGET_REAP_WAIT_NS. */
 ordo_status_t ordo_mem_budget_config_default(ordo_mem_budget_config_t *out_config);
 
-/* Sets the limit of device's account (ORDO_MEM_BUDGET_UNLIMITED removes
+/** Sets the limit of device's account (ORDO_MEM_BUDGET_UNLIMITED removes
  * it). A limit below what is charged refuses new allocations until enough
  * is freed; nothing already handed out is taken back. */
 ordo_status_t ordo_mem_budget_set_limit(ordo_device_t *device, uint64_t bytes);
 
-/* The device's account. */
+/** The device's account. */
 ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats_t *out_stats);
 
-/* Sets peak_charged of device's account to what is charged now. */
+/** Sets peak_charged of device's account to what is charged now. */
 ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device);
 
-/* A budget adaptor over upstream, charging upstream's device. config may
+/** A budget adaptor over upstream, charging upstream's device. config may
  * be NULL (defaults). */
 ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
                                      const ordo_mem_budget_config_t *config,
                                      ordo_mem_resource_t **out_resource);
 
-/* --- Statistics: bytes and blocks, overall and per tag ---
+/** @} */
+
+/** @name Statistics: bytes and blocks, overall and per tag
  *
  * Counts what callers hold: an allocation counts once upstream has handed
  * the block out, a deallocation stops counting when it is called (a
  * stream-ordered free still pending is no longer the caller's; see
  * ordo_mem_bytes_outstanding for those). Sizes are the requested bytes.
  * Every counter is exact under any number of threads (atomic; peaks are
- * the highest value current ever took). */
+ * the highest value current ever took).
+ * @{ */
 
+/** Counters of what callers hold: overall, or of one tag. */
 typedef struct ordo_mem_counters {
-    uint64_t current_bytes; /* held now */
-    uint64_t peak_bytes;    /* the most held at once (since the last reset) */
-    uint64_t total_bytes;   /* ever allocated */
-    uint64_t current_blocks;
-    uint64_t peak_blocks;
-    uint64_t total_blocks;
+    uint64_t current_bytes;  /**< held now */
+    uint64_t peak_bytes;     /**< the most held at once (since the last reset) */
+    uint64_t total_bytes;    /**< ever allocated */
+    uint64_t current_blocks; /**< blocks held now */
+    uint64_t peak_blocks;    /**< the most blocks held at once (since the last reset) */
+    uint64_t total_blocks;   /**< blocks ever allocated */
 } ordo_mem_counters_t;
 
+/** A snapshot of a statistics adaptor (ordo_mem_statistics_get). */
 typedef struct ordo_mem_statistics {
-    ordo_mem_counters_t overall;
-    ordo_mem_counters_t tags[ORDO_MEM_MAX_TAGS]; /* by the allocation's tag */
-    uint64_t failed_allocations;                 /* refused by upstream */
+    ordo_mem_counters_t overall;                 /**< all tags together */
+    ordo_mem_counters_t tags[ORDO_MEM_MAX_TAGS]; /**< by the allocation's tag */
+    uint64_t failed_allocations;                 /**< refused by upstream */
 } ordo_mem_statistics_t;
 
+/** A statistics adaptor over upstream. */
 ordo_status_t ordo_mem_statistics_create(ordo_mem_resource_t *upstream,
                                          ordo_mem_resource_t **out_resource);
 
-/* A snapshot of a statistics adaptor's counters. Each counter is exact;
+/** A snapshot of a statistics adaptor's counters. Each counter is exact;
  * read while others allocate, they are not all of one instant. */
 ordo_status_t ordo_mem_statistics_get(ordo_mem_resource_t *resource,
                                       ordo_mem_statistics_t *out_statistics);
 
-/* Sets every peak (overall and per tag) to its current value. */
+/** Sets every peak (overall and per tag) to its current value. */
 ordo_status_t ordo_mem_statistics_reset_peak(ordo_mem_resource_t *resource);
 
-/* --- Logging: one line per call, enough to replay ---
+/** @} */
+
+/** @name Logging: one line per call, enough to replay
  *
  * Every call through the adaptor (allocate, deallocate, prepare_use,
  * finish_use, record_use, reap_pending, and blocks refused by validation)
  * writes one line with a single write, so lines from many threads never
  * mix:
- *
+ * @code{.unparsed}
  *   ordo-mem seq=12 t_ns=81723 thread=4242 op=allocate stream=0x5581.. \
  *     bytes=100 align=256 tag=7 block=0x5581.. status=ORDO_OK
- *
+ * @endcode
  * seq numbers the calls in an order a replay may follow (a block's
  * allocation comes before its deallocation, a deallocation before the
  * allocation that reuses its handle); lines from several threads can reach
  * the file out of seq order. t_ns is CLOCK_MONOTONIC, thread the kernel
- * thread id. docs/MEMORY.md describes every field. */
+ * thread id. docs/MEMORY.md describes every field.
+ * @{ */
 
+/** The counters of a logging adaptor. */
 typedef struct ordo_mem_logging_stats {
-    uint64_t lines;        /* written */
-    uint64_t failed_lines; /* the write failed (the call itself went on) */
+    uint64_t lines;        /**< written */
+    uint64_t failed_lines; /**< the write failed (the call itself went on) */
 } ordo_mem_logging_stats_t;
 
-/* Logs to file, which stays the caller's and must outlive the adaptor.
+/** Logs to file, which stays the caller's and must outlive the adaptor.
  * Each line is written with one fwrite and flushed. */
 ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
                                       ordo_mem_resource_t **out_resource);
 
-/* Logs to the file at path, created if absent and appended to (each line
+/** Logs to the file at path, created if absent and appended to (each line
  * one write(2) in append mode: whole lines even with other writers). */
 ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
                                            ordo_mem_resource_t **out_resource);
 
+/** The logging adaptor's counters. */
 ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
                                      ordo_mem_logging_stats_t *out_stats);
 
-/* --- Guard: debug checks of every block ---
+/** @} */
+
+/** @name Guard: debug checks of every block
  *
  * Each block gets canaries before and after the caller's bytes (the
  * caller's pointer keeps the requested alignment), fresh bytes are filled
@@ -186,6 +204,7 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  *   stale handle reads a header the guard still owns; a header is reused
  *   only after at least retired_headers later frees (plus those the
  *   quarantine still holds).
+ *
  * Each finding is counted, raised as the error of the call that found it
  * (ORDO_ERR_CORRUPTED for overwrites; the validation error for bad frees)
  * with a message naming the tag, the block, its size and what was found,
@@ -195,70 +214,80 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * (ORDO_ERR_UNSUPPORTED) a device whose memory the host cannot read
  * (info.device_memory), so today it runs on the CPU backend. It is a debug
  * tool: every block costs a header, two canaries and host writes of its
- * whole size. */
+ * whole size.
+ * @{ */
 
-#define ORDO_MEM_GUARD_FRESH 0xcdu  /* a new block's bytes */
-#define ORDO_MEM_GUARD_CANARY 0xfdu /* around a block */
-#define ORDO_MEM_GUARD_POISON 0xddu /* a freed block, canaries included */
+#define ORDO_MEM_GUARD_FRESH 0xcdu  /**< a new block's bytes */
+#define ORDO_MEM_GUARD_CANARY 0xfdu /**< around a block */
+#define ORDO_MEM_GUARD_POISON 0xddu /**< a freed block, canaries included */
 
+/** What the guard found. */
 typedef enum ordo_mem_guard_finding {
-    ORDO_MEM_GUARD_OVERFLOW = 0,       /* bytes after the end overwritten */
-    ORDO_MEM_GUARD_UNDERFLOW = 1,      /* bytes before the start overwritten */
-    ORDO_MEM_GUARD_DOUBLE_FREE = 2,    /* a freed block freed (or used) again */
-    ORDO_MEM_GUARD_FOREIGN_FREE = 3,   /* not a block of this guard */
-    ORDO_MEM_GUARD_USE_AFTER_FREE = 4, /* a freed block's memory written */
-    ORDO_MEM_GUARD_FINDING_COUNT_      /* not a finding */
+    ORDO_MEM_GUARD_OVERFLOW = 0,       /**< bytes after the end overwritten */
+    ORDO_MEM_GUARD_UNDERFLOW = 1,      /**< bytes before the start overwritten */
+    ORDO_MEM_GUARD_DOUBLE_FREE = 2,    /**< a freed block freed (or used) again */
+    ORDO_MEM_GUARD_FOREIGN_FREE = 3,   /**< not a block of this guard */
+    ORDO_MEM_GUARD_USE_AFTER_FREE = 4, /**< a freed block's memory written */
+    ORDO_MEM_GUARD_FINDING_COUNT_      /**< not a finding */
 } ordo_mem_guard_finding_t;
 
+/** Guard messages are truncated to this many bytes, terminator included. */
 #define ORDO_MEM_GUARD_MESSAGE_MAX 256u
 
+/** One finding, as passed to the report callback. */
 typedef struct ordo_mem_guard_detection {
-    ordo_mem_guard_finding_t finding;
-    uint32_t tag;
-    size_t bytes;              /* the block's size (0 when unknown) */
-    const ordo_block_t *block; /* the handle (do not dereference) */
-    uint64_t serial;           /* the guard's allocation number (0: none) */
-    const char *message;       /* valid during the callback */
+    ordo_mem_guard_finding_t finding; /**< what was found */
+    uint32_t tag;                     /**< the block's tag */
+    size_t bytes;                     /**< the block's size (0 when unknown) */
+    const ordo_block_t *block;        /**< the handle (do not dereference) */
+    uint64_t serial;                  /**< the guard's allocation number (0: none) */
+    const char *message;              /**< valid during the callback */
 } ordo_mem_guard_detection_t;
 
-/* Called once per finding, on the thread that found it (possibly a
+/** Called once per finding, on the thread that found it (possibly a
  * stream's worker), never under a lock of ordo's. Must not block and must
  * not call into the same guard. */
 typedef void (*ordo_mem_guard_report_fn)(void *user, const ordo_mem_guard_detection_t *detection);
 
+/** The settings of a guard (ordo_mem_guard_config_default gives the defaults). */
 typedef struct ordo_mem_guard_config {
-    /* Canary bytes after each block; before it, this rounded up to the
+    /** Canary bytes after each block; before it, this rounded up to the
      * alignment. Default 64; at least 1. */
     size_t canary_bytes;
-    /* Freed blocks kept poisoned, at most this many and this many bytes
+    /** Freed blocks kept poisoned, at most this many and this many bytes
      * (upstream bytes, canaries included). Defaults 1024 and 64 MiB. */
     size_t quarantine_blocks;
+    /** The quarantine's limit in bytes (see quarantine_blocks). Default
+     * 64 MiB. */
     uint64_t quarantine_bytes;
-    /* Headers of blocks that left the quarantine, kept (still detecting
+    /** Headers of blocks that left the quarantine, kept (still detecting
      * double frees) before reuse. Default 4096. */
     size_t retired_headers;
-    ordo_mem_guard_report_fn report; /* may be NULL */
-    void *report_user;
+    ordo_mem_guard_report_fn report; /**< called once per finding; may be NULL */
+    void *report_user;               /**< passed to report as its user */
 } ordo_mem_guard_config_t;
 
+/** A guard's counts (ordo_mem_guard_check). */
 typedef struct ordo_mem_guard_report {
-    uint64_t findings[ORDO_MEM_GUARD_FINDING_COUNT_]; /* by finding, ever */
-    uint64_t total;
-    uint64_t live_blocks;    /* handed out */
-    uint64_t pending_blocks; /* freed, stream point not yet reached */
-    uint64_t quarantined_blocks;
-    uint64_t quarantined_bytes;
-    char last_message[ORDO_MEM_GUARD_MESSAGE_MAX]; /* "" when nothing found */
+    uint64_t findings[ORDO_MEM_GUARD_FINDING_COUNT_]; /**< by finding, ever */
+    uint64_t total;                                   /**< findings of every kind, ever */
+    uint64_t live_blocks;                             /**< handed out */
+    uint64_t pending_blocks;                          /**< freed, stream point not yet reached */
+    uint64_t quarantined_blocks;                      /**< freed blocks kept poisoned */
+    uint64_t quarantined_bytes;                    /**< their upstream bytes, canaries included */
+    char last_message[ORDO_MEM_GUARD_MESSAGE_MAX]; /**< "" when nothing found */
 } ordo_mem_guard_report_t;
 
+/** The defaults: 64 canary bytes, a quarantine of 1024 blocks and 64 MiB,
+ * 4096 retired headers, no report callback. */
 ordo_status_t ordo_mem_guard_config_default(ordo_mem_guard_config_t *out_config);
 
-/* A guard over upstream; config may be NULL (defaults). */
+/** A guard over upstream; config may be NULL (defaults). */
 ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
                                     const ordo_mem_guard_config_t *config,
                                     ordo_mem_resource_t **out_resource);
 
-/* Checks now the canaries of every live block and the poison of every
+/** Checks now the canaries of every live block and the poison of every
  * quarantined one, and fills *out_report (may be NULL) with the counts so
  * far. ORDO_ERR_CORRUPTED when this check found something (the message
  * names the first finding). Canaries of blocks that streams are still
@@ -266,9 +295,11 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
 ordo_status_t ordo_mem_guard_check(ordo_mem_resource_t *resource,
                                    ordo_mem_guard_report_t *out_report);
 
-/* Checks the quarantine's poison and gives all of its memory back
+/** Checks the quarantine's poison and gives all of its memory back
  * upstream now. ORDO_ERR_CORRUPTED as ordo_mem_guard_check. */
 ordo_status_t ordo_mem_guard_drain(ordo_mem_resource_t *resource);
+
+/** @} */
 
 ORDO_END_DECLS
 

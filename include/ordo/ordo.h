@@ -1,4 +1,5 @@
-/* ordo/ordo.h - everything public in one include. */
+/** @file
+ * ordo/ordo.h - everything public in one include. */
 #ifndef ORDO_ORDO_H
 #define ORDO_ORDO_H
 

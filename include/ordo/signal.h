@@ -1,4 +1,5 @@
-/* ordo/signal.h - timeline signals.
+/** @file
+ * ordo/signal.h - timeline signals.
  *
  * A timeline signal is a monotonic 64-bit value plus a sticky failure.
  *
@@ -47,81 +48,84 @@
 
 ORDO_BEGIN_DECLS
 
-/* The largest value a signal can hold (2^60 - 1). */
+/** The largest value a signal can hold (2^60 - 1). */
 #define ORDO_SIGNAL_VALUE_MAX ((uint64_t)0x0fffffffffffffffULL)
-/* The most entries a wait-all or wait-any accepts. */
+/** The most entries a wait-all or wait-any accepts. */
 #define ORDO_SIGNAL_WAIT_MAX 4096u
-/* Failure messages are truncated to this many bytes, terminator included. */
+/** Failure messages are truncated to this many bytes, terminator included. */
 #define ORDO_SIGNAL_MESSAGE_MAX 160u
-/* Signal names are truncated to this many bytes, terminator included. */
+/** Signal names are truncated to this many bytes, terminator included. */
 #define ORDO_SIGNAL_NAME_MAX 48u
 
+/** A timeline signal (opaque, reference counted). */
 typedef struct ordo_signal ordo_signal_t;
 
-/* One entry of a multi-wait: "signal reaches value". */
+/** One entry of a multi-wait: "signal reaches value". */
 typedef struct ordo_signal_point {
-    ordo_signal_t *signal;
-    uint64_t value;
+    ordo_signal_t *signal; /**< the signal waited on */
+    uint64_t value;        /**< the value it must reach */
 } ordo_signal_point_t;
 
+/** Creates a signal at initial_value (at most ORDO_SIGNAL_VALUE_MAX); the
+ * caller holds its one reference. */
 ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal);
 
-/* Adds a reference, so the memory outlives ordo_signal_destroy by others. */
+/** Adds a reference, so the memory outlives ordo_signal_destroy by others. */
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal);
 
-/* Drops a reference; the last one destroys (if needed) and frees. */
+/** Drops a reference; the last one destroys (if needed) and frees. */
 ordo_status_t ordo_signal_release(ordo_signal_t *signal);
 
-/* Cancels every pending wait and timepoint (ORDO_ERR_CANCELLED), marks the
+/** Cancels every pending wait and timepoint (ORDO_ERR_CANCELLED), marks the
  * signal destroyed and drops the caller's reference. */
 ordo_status_t ordo_signal_destroy(ordo_signal_t *signal);
 
-/* Stores the current value in *out_value. Returns ORDO_OK, or the failure
+/** Stores the current value in *out_value. Returns ORDO_OK, or the failure
  * status when the signal has failed (*out_value is then the value it froze
  * at). */
 ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value);
 
-/* Raises the value to max(current, value). Lower or equal: a successful
+/** Raises the value to max(current, value). Lower or equal: a successful
  * no-op. On a failed signal: nothing changes and the failure is returned. */
 ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value);
 
-/* Fails the signal with status (an error, not ORDO_OK) and an optional
+/** Fails the signal with status (an error, not ORDO_OK) and an optional
  * message (NULL for none). A signal that has failed already keeps its first
  * failure and this call is a successful no-op. */
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message);
 
-/* Reads the failure: *out_status is ORDO_OK while the signal has not failed.
+/** Reads the failure: *out_status is ORDO_OK while the signal has not failed.
  * out_message (may be NULL) receives the message, truncated to
  * message_capacity bytes including the terminator. */
 ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,
                                   char *out_message, size_t message_capacity);
 
-/* Waits until the value reaches value, the signal fails, or the deadline
+/** Waits until the value reaches value, the signal fails, or the deadline
  * passes. Returns ORDO_OK, the failure status, ORDO_ERR_TIMEOUT, or
  * ORDO_ERR_CANCELLED when the signal is destroyed during the wait before
  * reaching value (ORDO_ERR_DESTROYED if it was destroyed before the call). */
 ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadline_t deadline);
 
-/* Waits until every entry is reached. Returns as soon as one entry fails,
+/** Waits until every entry is reached. Returns as soon as one entry fails,
  * with its failure status; ORDO_ERR_TIMEOUT at the deadline. count is
  * 1..ORDO_SIGNAL_WAIT_MAX; entries may repeat a signal. */
 ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline);
 
-/* Waits until any entry is reached or fails. *out_index names the entry
+/** Waits until any entry is reached or fails. *out_index names the entry
  * that decided the wait: reached (ORDO_OK) or failed (its failure status).
  * When several are reached already, the lowest index is reported.
  * ORDO_ERR_TIMEOUT at the deadline (*out_index is then count). */
 ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline, size_t *out_index);
 
-/* Names the signal for diagnostics (stall reports, ordo/stall.h): name is
+/** Names the signal for diagnostics (stall reports, ordo/stall.h): name is
  * copied, truncated to ORDO_SIGNAL_NAME_MAX - 1 bytes; NULL or "" clears
  * it. Refused with ORDO_ERR_DESTROYED on a destroyed signal. Costs nothing
  * on signal, wait or query. */
 ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name);
 
-/* Copies the signal's name into out_name (truncated to capacity bytes,
+/** Copies the signal's name into out_name (truncated to capacity bytes,
  * terminator included), or, when it has none, its address ("0x55d0c3a0").
  * Works on a destroyed signal whose memory a reference still holds. */
 ordo_status_t ordo_signal_name(ordo_signal_t *signal, char *out_name, size_t capacity);

@@ -1,4 +1,5 @@
-/* ordo/stall.h - why is this hung? Stall reports of a device's streams.
+/** @file
+ * ordo/stall.h - why is this hung? Stall reports of a device's streams.
  *
  * A stall report looks at every live stream of a device and lists those
  * blocked in a wait: the signal and value each waits for, the signal's
@@ -50,54 +51,55 @@
 
 ORDO_BEGIN_DECLS
 
-/* Per stream, the most queued waits and signals a report inspects. */
+/** Per stream, the most queued waits and signals a report inspects. */
 #define ORDO_STALL_MAX_PENDING 4096u
 
+/** Whether work already enqueued on the device reaches a blocked wait. */
 typedef enum ordo_stall_reach {
-    ORDO_STALL_UNREACHABLE = 0, /* no enqueued work reaches the value */
-    ORDO_STALL_REACHABLE = 1,   /* releasing_stream's queued work reaches it */
-    ORDO_STALL_UNKNOWN = 2,     /* a queue was too long to see whole */
+    ORDO_STALL_UNREACHABLE = 0, /**< no enqueued work reaches the value */
+    ORDO_STALL_REACHABLE = 1,   /**< releasing_stream's queued work reaches it */
+    ORDO_STALL_UNKNOWN = 2,     /**< a queue was too long to see whole */
 } ordo_stall_reach_t;
 
-/* One blocked stream. The pointers identify objects for the reader (and
+/** One blocked stream. The pointers identify objects for the reader (and
  * compare with the caller's own); the report holds no reference, so they
  * may dangle once the wait ends: do not signal through them blindly. */
 typedef struct ordo_stall_entry {
-    ordo_stream_t *stream; /* the blocked stream */
-    int stream_priority;
-    /* What it waits for: signal reaching waited_value. For a wait on an
+    ordo_stream_t *stream; /**< the blocked stream */
+    int stream_priority;   /**< its priority */
+    /** What it waits for: signal reaching waited_value. For a wait on an
      * event (ordo_stream_wait_event), the signal is the recording stream's
      * progress timeline, internal to ordo: signal is then NULL and
      * progress_of names the recording stream. */
     ordo_signal_t *signal;
-    ordo_stream_t *progress_of;
-    char signal_name[ORDO_SIGNAL_NAME_MAX]; /* its name, else its address */
-    uint64_t waited_value;
-    uint64_t current_value;
-    ordo_stall_reach_t reach;
-    /* REACHABLE: the stream whose queued operation releases the wait, and
+    ordo_stream_t *progress_of; /**< for a wait on an event: the recording stream, else NULL */
+    char signal_name[ORDO_SIGNAL_NAME_MAX]; /**< its name, else its address */
+    uint64_t waited_value;                  /**< the value waited for */
+    uint64_t current_value;   /**< the signal's value (or the recording stream's progress) */
+    ordo_stall_reach_t reach; /**< whether enqueued work reaches waited_value */
+    /** REACHABLE: the stream whose queued operation releases the wait, and
      * the value that operation brings the signal to (for a progress wait:
      * the point the stream reaches). release_fails: that stream has failed
      * or will fail first, so the release is a failure propagating (the
      * blocked stream then fails too). NULL / 0 otherwise. */
     ordo_stream_t *releasing_stream;
-    uint64_t releasing_value;
-    int release_fails;
+    uint64_t releasing_value; /**< the value that operation brings the signal to */
+    int release_fails;        /**< non-zero when the release is a failure propagating */
 } ordo_stall_entry_t;
 
-/* Fills out_entries with up to capacity blocked streams, in the order the
+/** Fills out_entries with up to capacity blocked streams, in the order the
  * streams were created; *out_count receives how many are blocked even when
  * capacity is smaller (out_entries may be NULL when capacity is 0). */
 ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_entries,
                                 size_t capacity, size_t *out_count);
 
-/* The same report as text, one line per blocked stream ("" when none),
- * each ending in '\n', for a watchdog's log, e.g.
- *
+/** The same report as text, one line per blocked stream ("" when none),
+ * each ending in a newline, for a watchdog's log, e.g.
+ * @code{.unparsed}
  *   stream 0x5581e0 (priority 0) waits for signal "X" to reach 1 (now 0):
  *   UNREACHABLE by enqueued work - only a host signal, a link or a failure
  *   can release it (a deadlock if none comes)
- *
+ * @endcode
  * (on one line). The text is truncated to capacity - 1 bytes and always
  * terminated when capacity > 0; *out_len receives the full length (without
  * the terminator) even when truncated, so a caller may size a buffer with

@@ -1,4 +1,5 @@
-/* ordo/status.h - the error model of the whole library.
+/** @file
+ * ordo/status.h - the error model of the whole library.
  *
  * Every public function returns an ordo_status_t. ORDO_OK (zero) is success;
  * every other value is an error class. The class tells a program what to do;
@@ -19,60 +20,62 @@
 
 ORDO_BEGIN_DECLS
 
+/** What every public function returns: ORDO_OK or an error class. */
 typedef enum ordo_status {
+    /** Success. */
     ORDO_OK = 0,
-    /* An argument is malformed: a null pointer, a zero or excessive count,
+    /** An argument is malformed: a null pointer, a zero or excessive count,
      * conflicting flags. */
     ORDO_ERR_INVALID_ARGUMENT = 1,
-    /* A handle is null, of the wrong type or not a live ordo object. */
+    /** A handle is null, of the wrong type or not a live ordo object. */
     ORDO_ERR_INVALID_HANDLE = 2,
-    /* A number is outside the range the call accepts. */
+    /** A number is outside the range the call accepts. */
     ORDO_ERR_OUT_OF_RANGE = 3,
-    /* The object was destroyed; it only still exists because of a reference. */
+    /** The object was destroyed; it only still exists because of a reference. */
     ORDO_ERR_DESTROYED = 4,
-    /* A deadline passed before the awaited condition held. */
+    /** A deadline passed before the awaited condition held. */
     ORDO_ERR_TIMEOUT = 5,
-    /* The operation was cancelled (for example, its signal was destroyed). */
+    /** The operation was cancelled (for example, its signal was destroyed). */
     ORDO_ERR_CANCELLED = 6,
-    /* The object is not in a state that allows the call (already armed,
+    /** The object is not in a state that allows the call (already armed,
      * still in use, ...). */
     ORDO_ERR_BUSY = 7,
-    /* A host or device allocation failed. */
+    /** A host or device allocation failed. */
     ORDO_ERR_OUT_OF_MEMORY = 8,
-    /* A configured limit was reached (budget, pool maximum, ...). */
+    /** A configured limit was reached (budget, pool maximum, ...). */
     ORDO_ERR_RESOURCE_EXHAUSTED = 9,
-    /* The request would close a cycle of waits. */
+    /** The request would close a cycle of waits. */
     ORDO_ERR_DEADLOCK = 10,
-    /* A backend or device is not present on this machine. */
+    /** A backend or device is not present on this machine. */
     ORDO_ERR_UNAVAILABLE = 11,
-    /* The backend or object does not support this request. */
+    /** The backend or object does not support this request. */
     ORDO_ERR_UNSUPPORTED = 12,
-    /* The device or its driver reported an error. */
+    /** The device or its driver reported an error. */
     ORDO_ERR_DEVICE = 13,
-    /* User work failed (a task returned an error, or a producer called
+    /** User work failed (a task returned an error, or a producer called
      * ordo_signal_fail with this status). */
     ORDO_ERR_ABORTED = 14,
-    /* A lookup found nothing. */
+    /** A lookup found nothing. */
     ORDO_ERR_NOT_FOUND = 15,
-    /* An invariant of ordo itself was broken: a bug, please report it. */
+    /** An invariant of ordo itself was broken: a bug, please report it. */
     ORDO_ERR_INTERNAL = 16,
-    /* Memory was written where it must not be: outside a block, or in a
+    /** Memory was written where it must not be: outside a block, or in a
      * freed block (found by a checking resource such as the guard). */
     ORDO_ERR_CORRUPTED = 17,
-    ORDO_STATUS_COUNT_ /* not a status: one past the last */
+    ORDO_STATUS_COUNT_ /**< not a status: one past the last */
 } ordo_status_t;
 
-/* The enumerator's name, e.g. "ORDO_ERR_TIMEOUT"; "ORDO_ERR_<unknown>" for a
+/** The enumerator's name, for example "ORDO_ERR_TIMEOUT"; "ORDO_ERR_<unknown>" for a
  * value that is not a status. Never NULL. */
 const char *ordo_status_name(ordo_status_t status);
 
-/* A short sentence describing the status class. Never NULL. */
+/** A short sentence describing the status class. Never NULL. */
 const char *ordo_status_describe(ordo_status_t status);
 
-/* Non-zero when status is a defined error value (not ORDO_OK). */
+/** Non-zero when status is a defined error value (not ORDO_OK). */
 int ordo_status_is_error(ordo_status_t status);
 
-/* The detail of the most recent error raised by ordo on this thread, or ""
+/** The detail of the most recent error raised by ordo on this thread, or ""
  * when none was. Valid until the next ordo call on this thread. */
 const char *ordo_error_message(void);
 

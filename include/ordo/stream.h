@@ -1,4 +1,5 @@
-/* ordo/stream.h - in-order streams of work on a device.
+/** @file
+ * ordo/stream.h - in-order streams of work on a device.
  *
  * A stream runs what is submitted to it in submission order: host tasks,
  * signals of timeline signals and waits on them, event records. A wait in
@@ -36,38 +37,46 @@
 
 ORDO_BEGIN_DECLS
 
+/** An in-order stream of work on a device (opaque). */
 typedef struct ordo_stream ordo_stream_t;
 
-/* A host task: runs in stream order; a non-OK return fails the stream.
+/** A host task: runs in stream order; a non-OK return fails the stream.
  * It must not wait on work queued behind it on the same stream. */
 typedef ordo_status_t (*ordo_host_fn)(void *ctx);
 
-/* priority in [info.priority_greatest, info.priority_least]. */
+/** Creates a stream on device, holding a reference on it; priority in
+ * [info.priority_greatest, info.priority_least]. */
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream);
 
+/** Destroys the stream: work not yet started is dropped (see above), and
+ * the call returns once a host task already running has returned. */
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
 
+/** Enqueues fn(ctx) as a host task. */
 ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
 
-/* When the stream reaches this point, signal (value). The stream holds a
+/** When the stream reaches this point, signal (value). The stream holds a
  * reference on the signal until then. */
 ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 
-/* Work submitted after this waits until signal reaches value. If the
+/** Work submitted after this waits until signal reaches value. If the
  * signal fails (or is destroyed) first, the stream fails with that status. */
 ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 
-/* Waits until everything submitted before the call has run. Returns the
+/** Waits until everything submitted before the call has run. Returns the
  * stream's failure if it failed, ORDO_ERR_TIMEOUT at the deadline. */
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 
-/* ORDO_OK while healthy, else the status the stream failed with. */
+/** ORDO_OK while healthy, else the status the stream failed with. */
 ordo_status_t ordo_stream_status(ordo_stream_t *stream);
 
+/** Non-zero in *out_healthy while the stream has not failed. */
 ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy);
 
+/** The priority the stream was created with. */
 ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority);
 
+/** The stream's device (no reference is added: the stream holds one). */
 ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device);
 
 ORDO_END_DECLS

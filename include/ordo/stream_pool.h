@@ -1,4 +1,5 @@
-/* ordo/stream_pool.h - a fixed set of streams handed out by workload.
+/** @file
+ * ordo/stream_pool.h - a fixed set of streams handed out by workload.
  *
  * A pool owns compute streams and transfer streams, each class created at
  * its own priority. ordo_stream_pool_next hands out the next stream of a
@@ -22,32 +23,37 @@
 
 ORDO_BEGIN_DECLS
 
+/** The class of work a stream is wanted for. */
 typedef enum ordo_workload {
-    ORDO_WORKLOAD_ANY = 0,
-    ORDO_WORKLOAD_COMPUTE = 1,
-    ORDO_WORKLOAD_TRANSFER = 2,
+    ORDO_WORKLOAD_ANY = 0,      /**< any stream of the pool */
+    ORDO_WORKLOAD_COMPUTE = 1,  /**< a compute stream */
+    ORDO_WORKLOAD_TRANSFER = 2, /**< a transfer stream (a compute one when there are none) */
 } ordo_workload_t;
 
+/** The streams of a pool and their priorities. */
 typedef struct ordo_stream_pool_config {
-    size_t compute_streams;  /* at least one stream in all */
-    int compute_priority;    /* within the device's range */
-    size_t transfer_streams; /* 0: transfers share the compute streams */
-    int transfer_priority;
+    size_t compute_streams;  /**< at least one stream in all */
+    int compute_priority;    /**< within the device's range */
+    size_t transfer_streams; /**< 0: transfers share the compute streams */
+    int transfer_priority;   /**< within the device's range */
 } ordo_stream_pool_config_t;
 
+/** A fixed set of streams handed out by workload (opaque). */
 typedef struct ordo_stream_pool ordo_stream_pool_t;
 
+/** Creates the pool and its streams on device (at most 1024 in all). */
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       const ordo_stream_pool_config_t *config,
                                       ordo_stream_pool_t **out_pool);
 
+/** Destroys the pool and every stream in it. */
 ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool);
 
-/* The next stream for workload, round-robin within its class. */
+/** The next stream for workload, round-robin within its class. */
 ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t workload,
                                     ordo_stream_t **out_stream);
 
-/* How many streams serve workload. */
+/** How many streams serve workload. */
 ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t workload,
                                     size_t *out_count);
 

@@ -1,4 +1,5 @@
-/* ordo/trace.h - timeline traces of what ordo does.
+/** @file
+ * ordo/trace.h - timeline traces of what ordo does.
  *
  * While tracing is on, ordo records what its streams run and what it
  * inserts between them, and ordo_trace_stop writes it as Chrome trace-event
@@ -33,37 +34,45 @@
 
 ORDO_BEGIN_DECLS
 
+/** The settings of a trace. */
 typedef struct ordo_trace_config {
-    /* Events kept at most; later ones are dropped and counted. 0: the
+    /** Events kept at most; later ones are dropped and counted. 0: the
      * default, 4 Mi events (about 200 MiB). */
     uint64_t max_events;
 } ordo_trace_config_t;
 
+/** What a trace held (ordo_trace_stop). */
 typedef struct ordo_trace_stats {
-    uint64_t events;  /* recorded */
-    uint64_t dropped; /* beyond max_events */
-    uint64_t flows;   /* tracker waits written as flow arrows */
+    uint64_t events;  /**< recorded */
+    uint64_t dropped; /**< beyond max_events */
+    uint64_t flows;   /**< tracker waits written as flow arrows */
 } ordo_trace_stats_t;
 
-/* Starts recording (config may be NULL). ORDO_ERR_BUSY if already on. */
+/** Starts recording (config may be NULL). ORDO_ERR_BUSY if already on. */
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
 
-/* Stops recording and writes the trace to path (NULL: discards it). The
+/** Stops recording and writes the trace to path (NULL: discards it). The
  * recorded events are freed either way. out_stats may be NULL.
  * ORDO_ERR_INVALID_ARGUMENT if tracing is off. */
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
 
-/* Non-zero in *out_on while recording. */
+/** Non-zero in *out_on while recording. */
 ordo_status_t ordo_trace_is_on(int *out_on);
 
-/* The program's own marks, on the calling thread's track. name must stay
- * valid until ordo_trace_stop (a string literal, typically). Slices nest;
- * each begin needs its end on the same thread. An end whose begin came
- * before the trace started is ignored; slices open when the trace stops end
- * with it. */
+/** Opens a slice named name. The program's own marks, on the calling
+ * thread's track. name must stay valid until ordo_trace_stop (a string
+ * literal, typically). Slices nest; each begin needs its end on the same
+ * thread. An end whose begin came before the trace started is ignored;
+ * slices open when the trace stops end with it. */
 ordo_status_t ordo_trace_slice_begin(const char *name);
+
+/** Ends the calling thread's innermost open slice (see ordo_trace_slice_begin). */
 ordo_status_t ordo_trace_slice_end(void);
+
+/** An instant named name on the calling thread's track. */
 ordo_status_t ordo_trace_instant(const char *name);
+
+/** A sample of the counter named name: value from now on. */
 ordo_status_t ordo_trace_counter(const char *name, int64_t value);
 
 ORDO_END_DECLS

@@ -1,4 +1,5 @@
-/* ordo/tracker.h - automatic cross-stream ordering from buffer access.
+/** @file
+ * ordo/tracker.h - automatic cross-stream ordering from buffer access.
  *
  * A tracker orders work across the streams of one device from what each
  * submission reads and writes. Declare the accesses, name the stream, and
@@ -48,43 +49,48 @@
 
 ORDO_BEGIN_DECLS
 
-/* The most streams one tracker orders. */
+/** The most streams one tracker orders. */
 #define ORDO_TRACKER_MAX_STREAMS 64u
-/* The most accesses one submission declares. */
+/** The most accesses one submission declares. */
 #define ORDO_TRACKER_MAX_ACCESSES 1024u
 
+/** Orders work across the streams of one device from declared buffer
+ * accesses (opaque). */
 typedef struct ordo_tracker ordo_tracker_t;
+/** A tracked resource of a tracker (ordo/buffer.h; opaque). */
 typedef struct ordo_buffer ordo_buffer_t;
 
+/** How a submission accesses a buffer. */
 typedef enum ordo_access_mode {
-    ORDO_ACCESS_READ = 1,
-    ORDO_ACCESS_WRITE = 2,
-    ORDO_ACCESS_READ_WRITE = 3,
+    ORDO_ACCESS_READ = 1,       /**< reads it */
+    ORDO_ACCESS_WRITE = 2,      /**< writes it */
+    ORDO_ACCESS_READ_WRITE = 3, /**< reads and writes it */
 } ordo_access_mode_t;
 
-/* One declared access. The same buffer may appear more than once in a
+/** One declared access. The same buffer may appear more than once in a
  * list: its modes merge (read and write make read-write). */
 typedef struct ordo_access {
-    ordo_buffer_t *buffer;
-    ordo_access_mode_t mode;
+    ordo_buffer_t *buffer;   /**< the buffer accessed */
+    ordo_access_mode_t mode; /**< how it is accessed */
 } ordo_access_t;
 
-/* Enqueues the submission's work on stream (on the CPU backend, host
+/** Enqueues the submission's work on stream (on the CPU backend, host
  * tasks; on a GPU backend, kernels on the native stream). A non-OK return
  * means nothing was enqueued: the accesses are not recorded. */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 
+/** The counters of a tracker (ordo_tracker_metrics). */
 typedef struct ordo_tracker_metrics {
-    uint64_t submissions;     /* finished submissions */
-    uint64_t waits_emitted;   /* device waits enqueued */
-    uint64_t waits_elided;    /* needed orderings already known, so no wait */
-    uint64_t points_recorded; /* points signalled because another stream needed them */
-    uint64_t buffers_live;    /* created and not released */
-    uint64_t reclamations_pending;
-    uint64_t reclamations_done;
+    uint64_t submissions;          /**< finished submissions */
+    uint64_t waits_emitted;        /**< device waits enqueued */
+    uint64_t waits_elided;         /**< needed orderings already known, so no wait */
+    uint64_t points_recorded;      /**< points signalled because another stream needed them */
+    uint64_t buffers_live;         /**< created and not released */
+    uint64_t reclamations_pending; /**< released buffers whose uses have not all completed */
+    uint64_t reclamations_done;    /**< released buffers reclaimed */
 } ordo_tracker_metrics_t;
 
-/* Called for every wait the tracker emits: waiting waits until origin
+/** Called for every wait the tracker emits: waiting waits until origin
  * reaches origin_point (the recorded point that covers needed_point). For
  * tests, traces and debugging; runs on the submitting thread. Set it while
  * no submission runs. */
@@ -92,38 +98,46 @@ typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
                                               ordo_stream_t *origin, uint64_t origin_point,
                                               uint64_t needed_point);
 
+/** Creates a tracker for device's streams and starts its reclaimer thread. */
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
 
-/* Refused with ORDO_ERR_BUSY while buffers are live or reclamations are
+/** Destroys the tracker. Refused with ORDO_ERR_BUSY while buffers are live or reclamations are
  * pending (ordo_tracker_drain waits for those). */
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
 
-/* prepare + launch + finish. */
+/** Orders and enqueues one submission: prepare + launch + finish. */
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx);
 
-/* The split form, for callers who enqueue the work themselves: prepare
+/** The split form, for callers who enqueue the work themselves: prepare
  * emits the waits the accesses need on stream; enqueue the work; then
  * finish records the accesses as the stream's next point. Every prepare
  * must be followed by its finish, with the same stream and accesses,
  * before the next prepare on the tracker. */
 ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count);
+
+/** The end of the split form: after the work was enqueued on stream,
+ * records the accesses as the stream's next point. */
 ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count);
 
+/** A snapshot of the tracker's counters. */
 ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics);
 
-/* Waits until no reclamation is pending, or the deadline. */
+/** Waits until no reclamation is pending, or the deadline. */
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline);
 
-/* The tracker's recursive lock: a thread may take it again while it holds
+/** The tracker's recursive lock: a thread may take it again while it holds
  * it; each lock needs its unlock. Unlocking a lock the thread does not hold
  * is refused. */
 ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker);
+
+/** Releases one hold of the tracker's lock (see ordo_tracker_lock). */
 ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker);
 
+/** Sets the function called for every wait the tracker emits (NULL: none). */
 ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
                                              ordo_tracker_wait_observer_fn observer, void *ctx);
 

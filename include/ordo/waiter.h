@@ -1,4 +1,5 @@
-/* ordo/waiter.h - asynchronous waits: "when signal S reaches v (or its
+/** @file
+ * ordo/waiter.h - asynchronous waits: "when signal S reaches v (or its
  * event completes), call f", with deadlines and cancellation.
  *
  * A waiter owns one timer thread and one or more worker threads. Each wait
@@ -59,51 +60,54 @@
 
 ORDO_BEGIN_DECLS
 
+/** Runs callbacks when signals reach values: its threads, slab and waits
+ * (opaque). */
 typedef struct ordo_waiter ordo_waiter_t;
 
-/* Names one asynchronous wait of one waiter. Never 0. */
+/** Names one asynchronous wait of one waiter. Never 0. */
 typedef uint64_t ordo_wait_id_t;
 
-/* The callback of a wait: status is the outcome (see above), id the wait's
+/** The callback of a wait: status is the outcome (see above), id the wait's
  * id (as *out_id returned it). */
 typedef void (*ordo_wait_fn)(void *ctx, ordo_status_t status, ordo_wait_id_t id);
 
-/* Run the callback on the thread that resolves the wait rather than on a
+/** Run the callback on the thread that resolves the wait rather than on a
  * worker thread. For short, non-blocking callbacks. */
 #define ORDO_WAIT_INLINE 1u
 
-/* The most worker threads one waiter runs. */
+/** The most worker threads one waiter runs. */
 #define ORDO_WAITER_MAX_WORKERS 64u
 
+/** The settings of a waiter. */
 typedef struct ordo_waiter_config {
-    /* Threads that run callbacks: 1 to ORDO_WAITER_MAX_WORKERS. */
+    /** Threads that run callbacks: 1 to ORDO_WAITER_MAX_WORKERS. */
     uint32_t worker_threads;
 } ordo_waiter_config_t;
 
-/* A snapshot of a waiter's counters. Each counter is exact; taken while
+/** A snapshot of a waiter's counters. Each counter is exact; taken while
  * waits are being resolved, the fields may come from slightly different
  * instants (pending is computed, and never below 0). */
 typedef struct ordo_waiter_metrics {
-    uint64_t registered; /* waits accepted since creation */
-    uint64_t pending;    /* registered, callback neither started nor prevented */
-    uint64_t fired;      /* callbacks started because the signal reached its value,
+    uint64_t registered; /**< waits accepted since creation */
+    uint64_t pending;    /**< registered, callback neither started nor prevented */
+    uint64_t fired;      /**< callbacks started because the signal reached its value,
                             failed or was destroyed */
-    uint64_t failed;     /* of fired: those delivering a status other than ORDO_OK */
-    uint64_t timed_out;  /* callbacks started with ORDO_ERR_TIMEOUT */
-    uint64_t cancelled;  /* callbacks prevented by ordo_waiter_cancel */
-    uint64_t aborted;    /* callbacks started with ORDO_ERR_CANCELLED by a waiter destroy */
-    uint64_t running;    /* callbacks started and not yet returned */
+    uint64_t failed;     /**< of fired: those delivering a status other than ORDO_OK */
+    uint64_t timed_out;  /**< callbacks started with ORDO_ERR_TIMEOUT */
+    uint64_t cancelled;  /**< callbacks prevented by ordo_waiter_cancel */
+    uint64_t aborted;    /**< callbacks started with ORDO_ERR_CANCELLED by a waiter destroy */
+    uint64_t running;    /**< callbacks started and not yet returned */
 } ordo_waiter_metrics_t;
 
-/* The defaults: one worker thread. */
+/** The defaults: one worker thread. */
 ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config);
 
-/* Creates a waiter and starts its threads. config NULL: the defaults.
+/** Creates a waiter and starts its threads. config NULL: the defaults.
  * ORDO_ERR_INVALID_ARGUMENT for a worker count out of range,
  * ORDO_ERR_RESOURCE_EXHAUSTED if a thread cannot be started. */
 ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter_t **out_waiter);
 
-/* Destroys a waiter. Every wait still pending is resolved with
+/** Destroys a waiter. Every wait still pending is resolved with
  * ORDO_ERR_CANCELLED and its callback runs (a worker wait on a worker, an
  * inline wait on the calling thread); callbacks already queued or running
  * complete. When this returns no callback of the waiter runs any more, its
@@ -112,7 +116,7 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
  * callbacks. The handle is invalid afterwards. */
 ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter);
 
-/* Registers a wait for signal to reach value, with a deadline
+/** Registers a wait for signal to reach value, with a deadline
  * (ORDO_DEADLINE_NEVER: none). flags: 0 or ORDO_WAIT_INLINE. The waiter
  * holds a reference on the signal until the wait is over. *out_id (out_id
  * may be NULL for a wait that will never be cancelled) is written before
@@ -127,7 +131,7 @@ ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint
                               ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
                               ordo_wait_id_t *out_id);
 
-/* As ordo_wait_async, for the point event recorded last (its recording
+/** As ordo_wait_async, for the point event recorded last (its recording
  * stream's timeline and value, captured now: re-recording or destroying the
  * event later does not change the wait). A failure of that stream before
  * the point reaches the callback as its status. ORDO_ERR_INVALID_ARGUMENT
@@ -136,7 +140,7 @@ ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
                                     ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
                                     void *ctx, ordo_wait_id_t *out_id);
 
-/* Cancels the wait id. *out_result:
+/** Cancels the wait id. *out_result:
  * - ORDO_CANCEL_PREVENTED: its callback will never run (it had not started;
  *   a wait already resolved and queued for a worker is still prevented);
  * - ORDO_CANCEL_TOO_LATE: its callback is running. With wait_for_callback
@@ -145,6 +149,7 @@ ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
  *   it on the same thread), where it returns TOO_LATE at once instead of
  *   waiting for itself. Waiting, from a callback, for another callback that
  *   in turn waits for the first deadlocks, as joining threads would.
+ *
  * ORDO_ERR_NOT_FOUND when the wait is over: its callback has completed, it
  * was cancelled already, or the id was never issued by this waiter (the
  * message says which). ORDO_ERR_INVALID_ARGUMENT for id 0 or out_result
@@ -152,7 +157,7 @@ ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
 ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int wait_for_callback,
                                  ordo_cancel_result_t *out_result);
 
-/* A snapshot of the waiter's counters. */
+/** A snapshot of the waiter's counters. */
 ordo_status_t ordo_waiter_metrics(ordo_waiter_t *waiter, ordo_waiter_metrics_t *out_metrics);
 
 ORDO_END_DECLS

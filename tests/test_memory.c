@@ -401,6 +401,121 @@ static void reuse_orders_third_streams_after_old_uses(void **state) {
     pool_fixture_free(&f);
 }
 
+/* --- A failed stream vouches for nothing it waited for --- */
+
+static ordo_status_t fail_after_gate_task(void *ctx) {
+    (void)ordo_signal_wait(ctx, 1, test_deadline());
+    return ORDO_ERR_ABORTED;
+}
+
+/* Like pool_fixture_free, for fixtures whose stream `failed` has failed. */
+static void pool_fixture_free_failed(pool_fixture_t *f, int failed) {
+    for (int i = 0; i < 4; ++i) {
+        ordo_status_t st = ordo_stream_synchronize(f->s[i], test_deadline());
+        assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+        if (i != failed) {
+            assert_ok(st);
+        }
+    }
+    assert_ok(ordo_mem_reap_pending(f->pool, test_deadline()));
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f->pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(f->pool));
+    assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(f->direct));
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_destroy(f->s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f->tracker));
+}
+
+/* A block (one whole chunk) born on s3, written slowly on s1 (held by
+ * gate), read on s0 (so s0 waits for the write: the write is left out of
+ * the death frontier, s0's free point stands for it), freed on s0, and then
+ * s0 fails before reaching its wait. Returns the block's words. */
+static uint32_t *free_on_stream_that_fails(pool_fixture_t *f, ordo_signal_t *gate,
+                                           ordo_signal_t *fail_gate, fill_t *old_write) {
+    ordo_block_t *block = NULL;
+    uint32_t *words = NULL;
+    assert_ok(ordo_mem_allocate(f->pool, 4096, 0, f->s[3], 0, &block, (void **)&words));
+    assert_ok(ordo_stream_host_task(f->s[1], wait_signal_task, gate));
+    old_write->words = words;
+    assert_ok(ordo_mem_prepare_use(f->pool, block, f->s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f->s[1], fill_task, old_write));
+    assert_ok(ordo_mem_finish_use(f->pool, block, f->s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f->s[0], fail_after_gate_task, fail_gate));
+    assert_ok(ordo_mem_prepare_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_finish_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_deallocate(f->pool, block, f->s[0]));
+    assert_ok(ordo_signal_signal(fail_gate, 1));
+    ordo_status_t st = ordo_stream_synchronize(f->s[0], test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    return words;
+}
+
+/* The reuse of a block freed on a stream that then failed is still
+ * ordered after the uses that stream had waited for: its wait never ran. */
+static void failed_freeing_stream_does_not_vouch_for_its_waits(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 4096);
+    _Atomic int errors = 0;
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_signal_t *fail_gate = test_signal_make(0);
+    fill_t old_write = {NULL, 1024, 1, &errors};
+    uint32_t *words = free_on_stream_that_fails(&f, gate, fail_gate, &old_write);
+
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[2], 0, &again, (void **)&words2));
+    assert_ptr_equal(words2, words);
+    fill_t new_write = {words2, 1024, 2, &errors};
+    assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
+    /* s2 must be held behind s1's old write (held by the gate). */
+    (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
+    assert_int_equal(words2[0], 2);
+    assert_int_equal(words2[1023], 2);
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
+    assert_ok(ordo_signal_release(gate));
+    assert_ok(ordo_signal_release(fail_gate));
+    pool_fixture_free_failed(&f, 0);
+}
+
+/* Reaping does not settle such a block while the uses it stands for run. */
+static void failed_freeing_stream_does_not_settle_its_waits(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 4096);
+    _Atomic int errors = 0;
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_signal_t *fail_gate = test_signal_make(0);
+    fill_t old_write = {NULL, 1024, 1, &errors};
+    (void)free_on_stream_that_fails(&f, gate, fail_gate, &old_write);
+    assert_status(ordo_mem_reap_pending(f.pool, ordo_deadline_after_ms(30)), ORDO_ERR_TIMEOUT);
+
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[2], 0, &again, (void **)&words2));
+    fill_t new_write = {words2, 1024, 2, &errors};
+    assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
+    (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
+    assert_int_equal(words2[0], 2);
+    assert_int_equal(words2[1023], 2);
+    /* Once the write is done, reaping settles the block. */
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
+    assert_ok(ordo_signal_release(gate));
+    assert_ok(ordo_signal_release(fail_gate));
+    pool_fixture_free_failed(&f, 0);
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     pool_fixture_t f;
@@ -741,6 +856,8 @@ int main(void) {
         cmocka_unit_test(pool_release_threshold_gives_memory_back),
         cmocka_unit_test(pool_use_tracking_orders_real_data),
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
+        cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),
+        cmocka_unit_test(failed_freeing_stream_does_not_settle_its_waits),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),

@@ -197,15 +197,98 @@ static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
     return 1;
 }
 
-/* Non-zero when the host knows the entry complete: its point reached, or
- * its stream failed (a failed stream runs nothing more). */
-static int death_settled(const pool_t *p, const pool_death_t *d) {
-    const tracker_stream_t *ts = p->tracker->streams[d->stream];
+/* Non-zero when the host knows stream s's point `point` complete, with
+ * everything it stands for. A death frontier leaves out the uses the
+ * freeing stream had waited for: its point stands for them. A healthy
+ * stream's reached point completes them (its waits ran first). A failed
+ * stream runs nothing more, but the waits it had enqueued may never have
+ * run either, so its point vouches only for its own work: what it had
+ * waited for (its frontier, which only grows) must be complete on its own,
+ * on the streams that ran it. *visited: failed streams already expanded. */
+static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
     uint64_t value = 0;
-    if (ordo_signal_query(ts->timeline, &value) != ORDO_OK) {
-        return 1; /* the timeline failed: so did the stream */
+    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    if (value >= point) {
+        return 1; /* reached (a failed timeline keeps the value it reached) */
     }
-    return value >= d->point || ordo_stream_status(ts->stream) != ORDO_OK;
+    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+        return 0;
+    }
+    uint64_t bit = (uint64_t)1 << s;
+    if (*visited & bit) {
+        return 1; /* its frontier is being checked already */
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u] && !point_settled(p, u, ts->frontier[u], visited)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int death_settled(const pool_t *p, const pool_death_t *d) {
+    uint64_t visited = 0;
+    return point_settled(p, d->stream, d->point, &visited);
+}
+
+/* Orders t after stream s's point `point` and what it stands for (see
+ * point_settled), with device waits on healthy streams only: a failed
+ * stream's entry is replaced by the points it had waited for. */
+static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t point,
+                                    uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
+    if (s == t || p->tracker->streams[t]->frontier[s] >= point) {
+        return ORDO_OK;
+    }
+    if (ordo_stream_status(ts->stream) == ORDO_OK) {
+        return tracker_wait_for(p->tracker, t, s, point);
+    }
+    uint64_t value = 0;
+    uint64_t bit = (uint64_t)1 << s;
+    (void)ordo_signal_query(ts->timeline, &value);
+    if (value >= point || (*visited & bit)) {
+        return ORDO_OK;
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u]) {
+            ordo_status_t st = wait_for_point(p, t, u, ts->frontier[u], visited);
+            if (st != ORDO_OK) {
+                return st;
+            }
+        }
+    }
+    return ORDO_OK;
+}
+
+/* Raises need[] to the points of healthy streams the host must see reached
+ * before stream s's point `point` is settled (see point_settled). */
+static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
+                       uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
+    uint64_t value = 0;
+    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    if (value >= point) {
+        return;
+    }
+    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+        if (need[s] < point) {
+            need[s] = point;
+        }
+        return;
+    }
+    uint64_t bit = (uint64_t)1 << s;
+    if (*visited & bit) {
+        return;
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u]) {
+            need_point(p, u, ts->frontier[u], need, visited);
+        }
+    }
 }
 
 /* Merges b's frontier into into (maximum per stream); zero if the result
@@ -476,15 +559,13 @@ static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t 
         if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
             ++p->stats.blocks_skipped;
         } else {
-            /* Order t after the uses it lacks, on the device. Entries of a
-             * failed stream need nothing: it runs no more work. */
+            /* Order t after the uses it lacks, on the device. An entry of
+             * a failed stream (it runs no more work) is replaced by what
+             * that stream had waited for. */
+            uint64_t visited = 0;
             for (unsigned i = 0; i < uncovered->death_count; ++i) {
                 const pool_death_t *d = &uncovered->death[i];
-                if (d->stream == t || p->tracker->streams[t]->frontier[d->stream] >= d->point ||
-                    ordo_stream_status(p->tracker->streams[d->stream]->stream) != ORDO_OK) {
-                    continue;
-                }
-                ordo_status_t st = tracker_wait_for(p->tracker, t, d->stream, d->point);
+                ordo_status_t st = wait_for_point(p, t, d->stream, d->point, &visited);
                 if (st != ORDO_OK) {
                     return st;
                 }
@@ -810,9 +891,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
         for (unsigned c = 0; p->free_count[a] && c < POOL_CLASSES; ++c) {
             for (pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
                 for (unsigned i = 0; i < b->death_count; ++i) {
-                    if (need[b->death[i].stream] < b->death[i].point) {
-                        need[b->death[i].stream] = b->death[i].point;
-                    }
+                    uint64_t visited = 0;
+                    need_point(p, b->death[i].stream, b->death[i].point, need, &visited);
                 }
             }
         }
@@ -837,7 +917,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
             if (w == ORDO_ERR_TIMEOUT) {
                 waited = w;
             }
-            /* A failed stream's uses will never run: settled below. */
+            /* A stream that failed meanwhile: settling looks at what it
+             * had waited for. */
         }
         (void)ordo_signal_release(points[i].signal);
     }

@@ -288,6 +288,46 @@ static void pool_release_threshold_gives_memory_back(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A pool over another pool gives its chunks back (trim, destroy) with no
+ * stream: the upstream pool takes them as settled frees. */
+static void pool_over_pool_gives_chunks_back(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 64 * 1024;
+    ordo_mem_resource_t *outer = NULL;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.pool, &config, &outer));
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(outer, 64 * 1024, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(outer, 64 * 1024, 0, f.s[1], 0, &b, NULL));
+    uint64_t out = 0;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 128 * 1024);
+    assert_ok(ordo_mem_deallocate(outer, a, f.s[0]));
+    assert_ok(ordo_mem_deallocate(outer, b, f.s[1]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(outer, test_deadline()));
+    /* Trimming one chunk gives it back to the inner pool. */
+    assert_ok(ordo_mem_pool_trim(outer, 64 * 1024));
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(outer, &stats));
+    assert_int_equal(stats.trims, 1);
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 64 * 1024);
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_in_use, 64 * 1024);
+    /* Destroying the outer pool gives back the rest. */
+    assert_ok(ordo_mem_resource_destroy(outer));
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_in_use, 0);
+    pool_fixture_free(&f);
+}
+
 typedef struct fill {
     uint32_t *words;
     size_t count;
@@ -854,6 +894,7 @@ int main(void) {
         cmocka_unit_test(pool_other_block_policy_does_not_wait),
         cmocka_unit_test(pool_splits_coalesces_and_trims),
         cmocka_unit_test(pool_release_threshold_gives_memory_back),
+        cmocka_unit_test(pool_over_pool_gives_chunks_back),
         cmocka_unit_test(pool_use_tracking_orders_real_data),
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
         cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),

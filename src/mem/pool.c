@@ -803,15 +803,34 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     return ORDO_OK;
 }
 
+/* A free with no stream (an adaptor or a pool above giving back memory it
+ * knows no work still uses): the block is settled at once. */
+static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) {
+    if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
+                          "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
+    }
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
+    b->history.magic = ORDO_BUFFER_RELEASED;
+    b->is_free = 1;
+    b->affinity = POOL_SETTLED;
+    b->death_count = 0;
+    p->stats.bytes_in_use -= b->size;
+    --p->blocks_out;
+    atomic_store_explicit(&p->bytes_outstanding,
+                          atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
+                              b->base.bytes,
+                          memory_order_relaxed);
+    coalesce_and_bin(p, b);
+    return ORDO_OK;
+}
+
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
     pool_t *p = (pool_t *)resource;
-    if (!stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
-                          "a pool's block is freed on a stream");
-    }
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = pool_deallocate_locked(p, (pool_block_t *)block, stream);
+    ordo_status_t st = stream ? pool_deallocate_locked(p, (pool_block_t *)block, stream)
+                              : pool_deallocate_settled_locked(p, (pool_block_t *)block);
     trace_in_use(p);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;

@@ -288,6 +288,36 @@ static void pool_release_threshold_gives_memory_back(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A release threshold near the top of the range keeps everything: the
+ * bytes to keep saturate instead of wrapping around. */
+static void pool_huge_release_threshold_keeps_memory(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    memset(&f, 0, sizeof f);
+    assert_ok(ordo_tracker_create(device, &f.tracker));
+    assert_ok(ordo_mem_direct_create(device, &f.direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 256 * 1024;
+    config.release_threshold = UINT64_MAX - 1;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.direct, &config, &f.pool));
+    for (int i = 0; i < 4; ++i) {
+        f.s[i] = stream_make();
+    }
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 256 * 1024, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(f.pool, 256 * 1024, 0, f.s[0], 0, &b, NULL));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.trims, 0);
+    assert_int_equal(stats.bytes_reserved, 512 * 1024);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    pool_fixture_free(&f);
+}
+
 /* A pool over another pool gives its chunks back (trim, destroy) with no
  * stream: the upstream pool takes them as settled frees. */
 static void pool_over_pool_gives_chunks_back(void **state) {
@@ -895,6 +925,7 @@ int main(void) {
         cmocka_unit_test(pool_splits_coalesces_and_trims),
         cmocka_unit_test(pool_release_threshold_gives_memory_back),
         cmocka_unit_test(pool_over_pool_gives_chunks_back),
+        cmocka_unit_test(pool_huge_release_threshold_keeps_memory),
         cmocka_unit_test(pool_use_tracking_orders_real_data),
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
         cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),

@@ -946,7 +946,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     }
     ordo_rlock_lock(&p->tracker->lock);
     settle_all(p);
-    if (p->config.release_threshold != UINT64_MAX) {
+    /* Keep in-use bytes plus the threshold, saturating. */
+    if (p->config.release_threshold < UINT64_MAX - p->stats.bytes_in_use) {
         trim_to(p, p->stats.bytes_in_use + p->config.release_threshold);
     }
     ordo_rlock_unlock(&p->tracker->lock);

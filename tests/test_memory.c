@@ -99,6 +99,58 @@ static void direct_refuses_use_tracking(void **state) {
     assert_ok(ordo_mem_resource_destroy(direct));
 }
 
+/* Frees on a failed stream happen at once, inside the deallocation; other
+ * threads take the freed descriptors back at the same time. */
+typedef struct failed_churn {
+    ordo_mem_resource_t *direct;
+    ordo_stream_t *stream;
+    unsigned rounds;
+} failed_churn_t;
+
+static void *failed_churn_main(void *arg) {
+    failed_churn_t *c = arg;
+    for (unsigned r = 0; r < c->rounds; ++r) {
+        ordo_block_t *block = NULL;
+        if (ordo_mem_allocate(c->direct, 64, 0, c->stream, 0, &block, NULL) != ORDO_OK ||
+            ordo_mem_deallocate(c->direct, block, c->stream) != ORDO_OK) {
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static ordo_status_t failing_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void direct_frees_on_a_failed_stream_concurrently(void **state) {
+    (void)state;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *s = stream_make();
+    assert_ok(ordo_stream_host_task(s, failing_task, NULL));
+    ordo_status_t st = ordo_stream_synchronize(s, test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    failed_churn_t churn = {direct, s, (unsigned)test_scaled(40000)};
+    pthread_t threads[3];
+    for (int i = 0; i < 3; ++i) {
+        threads[i] = test_thread_start(failed_churn_main, &churn);
+    }
+    for (int i = 0; i < 3; ++i) {
+        void *result = NULL;
+        pthread_join(threads[i], &result);
+        assert_null(result);
+    }
+    uint64_t out = 1;
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(direct, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_mem_resource_destroy(direct));
+}
+
 /* --- Pool fixture --- */
 
 typedef struct pool_fixture {
@@ -919,6 +971,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_allocates_and_frees_in_stream_order),
         cmocka_unit_test(direct_refuses_use_tracking),
+        cmocka_unit_test(direct_frees_on_a_failed_stream_concurrently),
         cmocka_unit_test(pool_reuses_on_the_freeing_stream_at_once),
         cmocka_unit_test(pool_cross_stream_reuse_follows_frontiers),
         cmocka_unit_test(pool_other_block_policy_does_not_wait),

@@ -957,6 +957,12 @@ static void device_memory_stack_is_configurable(void **state) {
     assert_non_null(strstr(ordo_error_message(), "bogus"));
     setenv("ORDO_MEMORY", "budget=12Q", 1);
     assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    /* A size needs digits, and no sign or blanks. */
+    const char *bad_sizes[] = {"budget=K", "budget=-1", "budget= 5", "budget=+5M"};
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof *bad_sizes; ++i) {
+        setenv("ORDO_MEMORY", bad_sizes[i], 1);
+        assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    }
     unsetenv("ORDO_MEMORY");
     config.memory.adaptors = 0x100;
     assert_status(ordo_device_create_owned("cpu:0", &config, &owned), ORDO_ERR_INVALID_ARGUMENT);

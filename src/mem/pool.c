@@ -32,7 +32,9 @@
 #include "mem/resource.h"
 
 #define POOL_UNIT ((size_t)ORDO_MEM_DEFAULT_ALIGNMENT)
-#define POOL_CLASSES 152
+/* class_of(ORDO_MEM_MAX_BYTES / POOL_UNIT) + 1: a chunk may be as large as
+ * ORDO_MEM_MAX_BYTES (2^38 units: 16 + (38 - 4) * 4). */
+#define POOL_CLASSES 153
 #define POOL_CLASS_WORDS 3
 #define POOL_DEATH_MAX 6
 #define POOL_SETTLED ORDO_TRACKER_MAX_STREAMS
@@ -104,6 +106,10 @@ static unsigned class_of(size_t units) {
     unsigned sub = (unsigned)(units >> (e - 2)) & 3u;
     return 16u + (e - 4u) * 4u + sub;
 }
+
+_Static_assert(ORDO_MEM_MAX_BYTES == (size_t)1 << 46 && POOL_CLASSES == 16 + (46 - 8 - 4) * 4 + 1,
+               "POOL_CLASSES must hold the class of the largest chunk");
+_Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover every class");
 
 /* --- Bins --- */
 

@@ -99,6 +99,58 @@ static void direct_refuses_use_tracking(void **state) {
     assert_ok(ordo_mem_resource_destroy(direct));
 }
 
+/* Frees on a failed stream happen at once, inside the deallocation; other
+ * threads take the freed descriptors back at the same time. */
+typedef struct failed_churn {
+    ordo_mem_resource_t *direct;
+    ordo_stream_t *stream;
+    unsigned rounds;
+} failed_churn_t;
+
+static void *failed_churn_main(void *arg) {
+    failed_churn_t *c = arg;
+    for (unsigned r = 0; r < c->rounds; ++r) {
+        ordo_block_t *block = NULL;
+        if (ordo_mem_allocate(c->direct, 64, 0, c->stream, 0, &block, NULL) != ORDO_OK ||
+            ordo_mem_deallocate(c->direct, block, c->stream) != ORDO_OK) {
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static ordo_status_t failing_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void direct_frees_on_a_failed_stream_concurrently(void **state) {
+    (void)state;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *s = stream_make();
+    assert_ok(ordo_stream_host_task(s, failing_task, NULL));
+    ordo_status_t st = ordo_stream_synchronize(s, test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    failed_churn_t churn = {direct, s, (unsigned)test_scaled(40000)};
+    pthread_t threads[3];
+    for (int i = 0; i < 3; ++i) {
+        threads[i] = test_thread_start(failed_churn_main, &churn);
+    }
+    for (int i = 0; i < 3; ++i) {
+        void *result = NULL;
+        pthread_join(threads[i], &result);
+        assert_null(result);
+    }
+    uint64_t out = 1;
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(direct, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_mem_resource_destroy(direct));
+}
+
 /* --- Pool fixture --- */
 
 typedef struct pool_fixture {
@@ -288,6 +340,76 @@ static void pool_release_threshold_gives_memory_back(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A release threshold near the top of the range keeps everything: the
+ * bytes to keep saturate instead of wrapping around. */
+static void pool_huge_release_threshold_keeps_memory(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    memset(&f, 0, sizeof f);
+    assert_ok(ordo_tracker_create(device, &f.tracker));
+    assert_ok(ordo_mem_direct_create(device, &f.direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 256 * 1024;
+    config.release_threshold = UINT64_MAX - 1;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.direct, &config, &f.pool));
+    for (int i = 0; i < 4; ++i) {
+        f.s[i] = stream_make();
+    }
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 256 * 1024, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(f.pool, 256 * 1024, 0, f.s[0], 0, &b, NULL));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.trims, 0);
+    assert_int_equal(stats.bytes_reserved, 512 * 1024);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    pool_fixture_free(&f);
+}
+
+/* A pool over another pool gives its chunks back (trim, destroy) with no
+ * stream: the upstream pool takes them as settled frees. */
+static void pool_over_pool_gives_chunks_back(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 64 * 1024;
+    ordo_mem_resource_t *outer = NULL;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.pool, &config, &outer));
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(outer, 64 * 1024, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(outer, 64 * 1024, 0, f.s[1], 0, &b, NULL));
+    uint64_t out = 0;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 128 * 1024);
+    assert_ok(ordo_mem_deallocate(outer, a, f.s[0]));
+    assert_ok(ordo_mem_deallocate(outer, b, f.s[1]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(outer, test_deadline()));
+    /* Trimming one chunk gives it back to the inner pool. */
+    assert_ok(ordo_mem_pool_trim(outer, 64 * 1024));
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(outer, &stats));
+    assert_int_equal(stats.trims, 1);
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 64 * 1024);
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_in_use, 64 * 1024);
+    /* Destroying the outer pool gives back the rest. */
+    assert_ok(ordo_mem_resource_destroy(outer));
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_pool_stats(f.pool, &stats));
+    assert_int_equal(stats.bytes_in_use, 0);
+    pool_fixture_free(&f);
+}
+
 typedef struct fill {
     uint32_t *words;
     size_t count;
@@ -399,6 +521,121 @@ static void reuse_orders_third_streams_after_old_uses(void **state) {
     assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
     assert_ok(ordo_signal_release(gate));
     pool_fixture_free(&f);
+}
+
+/* --- A failed stream vouches for nothing it waited for --- */
+
+static ordo_status_t fail_after_gate_task(void *ctx) {
+    (void)ordo_signal_wait(ctx, 1, test_deadline());
+    return ORDO_ERR_ABORTED;
+}
+
+/* Like pool_fixture_free, for fixtures whose stream `failed` has failed. */
+static void pool_fixture_free_failed(pool_fixture_t *f, int failed) {
+    for (int i = 0; i < 4; ++i) {
+        ordo_status_t st = ordo_stream_synchronize(f->s[i], test_deadline());
+        assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+        if (i != failed) {
+            assert_ok(st);
+        }
+    }
+    assert_ok(ordo_mem_reap_pending(f->pool, test_deadline()));
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f->pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(f->pool));
+    assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(f->direct));
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_destroy(f->s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f->tracker));
+}
+
+/* A block (one whole chunk) born on s3, written slowly on s1 (held by
+ * gate), read on s0 (so s0 waits for the write: the write is left out of
+ * the death frontier, s0's free point stands for it), freed on s0, and then
+ * s0 fails before reaching its wait. Returns the block's words. */
+static uint32_t *free_on_stream_that_fails(pool_fixture_t *f, ordo_signal_t *gate,
+                                           ordo_signal_t *fail_gate, fill_t *old_write) {
+    ordo_block_t *block = NULL;
+    uint32_t *words = NULL;
+    assert_ok(ordo_mem_allocate(f->pool, 4096, 0, f->s[3], 0, &block, (void **)&words));
+    assert_ok(ordo_stream_host_task(f->s[1], wait_signal_task, gate));
+    old_write->words = words;
+    assert_ok(ordo_mem_prepare_use(f->pool, block, f->s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f->s[1], fill_task, old_write));
+    assert_ok(ordo_mem_finish_use(f->pool, block, f->s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_stream_host_task(f->s[0], fail_after_gate_task, fail_gate));
+    assert_ok(ordo_mem_prepare_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_finish_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
+    assert_ok(ordo_mem_deallocate(f->pool, block, f->s[0]));
+    assert_ok(ordo_signal_signal(fail_gate, 1));
+    ordo_status_t st = ordo_stream_synchronize(f->s[0], test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    return words;
+}
+
+/* The reuse of a block freed on a stream that then failed is still
+ * ordered after the uses that stream had waited for: its wait never ran. */
+static void failed_freeing_stream_does_not_vouch_for_its_waits(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 4096);
+    _Atomic int errors = 0;
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_signal_t *fail_gate = test_signal_make(0);
+    fill_t old_write = {NULL, 1024, 1, &errors};
+    uint32_t *words = free_on_stream_that_fails(&f, gate, fail_gate, &old_write);
+
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[2], 0, &again, (void **)&words2));
+    assert_ptr_equal(words2, words);
+    fill_t new_write = {words2, 1024, 2, &errors};
+    assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
+    /* s2 must be held behind s1's old write (held by the gate). */
+    (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
+    assert_int_equal(words2[0], 2);
+    assert_int_equal(words2[1023], 2);
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
+    assert_ok(ordo_signal_release(gate));
+    assert_ok(ordo_signal_release(fail_gate));
+    pool_fixture_free_failed(&f, 0);
+}
+
+/* Reaping does not settle such a block while the uses it stands for run. */
+static void failed_freeing_stream_does_not_settle_its_waits(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 4096);
+    _Atomic int errors = 0;
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_signal_t *fail_gate = test_signal_make(0);
+    fill_t old_write = {NULL, 1024, 1, &errors};
+    (void)free_on_stream_that_fails(&f, gate, fail_gate, &old_write);
+    assert_status(ordo_mem_reap_pending(f.pool, ordo_deadline_after_ms(30)), ORDO_ERR_TIMEOUT);
+
+    ordo_block_t *again = NULL;
+    uint32_t *words2 = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[2], 0, &again, (void **)&words2));
+    fill_t new_write = {words2, 1024, 2, &errors};
+    assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
+    (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
+    assert_int_equal(words2[0], 2);
+    assert_int_equal(words2[1023], 2);
+    /* Once the write is done, reaping settles the block. */
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.s[2]));
+    assert_ok(ordo_signal_release(gate));
+    assert_ok(ordo_signal_release(fail_gate));
+    pool_fixture_free_failed(&f, 0);
 }
 
 static void bad_input_is_refused(void **state) {
@@ -720,6 +957,12 @@ static void device_memory_stack_is_configurable(void **state) {
     assert_non_null(strstr(ordo_error_message(), "bogus"));
     setenv("ORDO_MEMORY", "budget=12Q", 1);
     assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    /* A size needs digits, and no sign or blanks. */
+    const char *bad_sizes[] = {"budget=K", "budget=-1", "budget= 5", "budget=+5M"};
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof *bad_sizes; ++i) {
+        setenv("ORDO_MEMORY", bad_sizes[i], 1);
+        assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    }
     unsetenv("ORDO_MEMORY");
     config.memory.adaptors = 0x100;
     assert_status(ordo_device_create_owned("cpu:0", &config, &owned), ORDO_ERR_INVALID_ARGUMENT);
@@ -734,13 +977,18 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_allocates_and_frees_in_stream_order),
         cmocka_unit_test(direct_refuses_use_tracking),
+        cmocka_unit_test(direct_frees_on_a_failed_stream_concurrently),
         cmocka_unit_test(pool_reuses_on_the_freeing_stream_at_once),
         cmocka_unit_test(pool_cross_stream_reuse_follows_frontiers),
         cmocka_unit_test(pool_other_block_policy_does_not_wait),
         cmocka_unit_test(pool_splits_coalesces_and_trims),
         cmocka_unit_test(pool_release_threshold_gives_memory_back),
+        cmocka_unit_test(pool_over_pool_gives_chunks_back),
+        cmocka_unit_test(pool_huge_release_threshold_keeps_memory),
         cmocka_unit_test(pool_use_tracking_orders_real_data),
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
+        cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),
+        cmocka_unit_test(failed_freeing_stream_does_not_settle_its_waits),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),

@@ -17,7 +17,8 @@
 /* "2G", "512M", "4096": bytes, or 0 with *ok cleared. */
 static uint64_t parse_bytes(const char *text, size_t length, int *ok) {
     char digits[32];
-    if (!length || length >= sizeof digits) {
+    /* strtoull alone would take blanks, a sign, or no digits at all. */
+    if (!length || length >= sizeof digits || text[0] < '0' || text[0] > '9') {
         *ok = 0;
         return 0;
     }

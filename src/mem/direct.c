@@ -132,13 +132,21 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
     atomic_fetch_add_explicit(&d->frees_pending, 1, memory_order_relaxed);
     (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
     /* On a failed stream the signal fails at once and the timepoint frees
-     * the block now: no work of that stream runs any more. */
+     * the block now: no work of that stream runs any more. The descriptor
+     * (and the timeline reference it holds) may then be taken by another
+     * thread's allocation before this call looks at the timeline: hold a
+     * reference of our own across the call. */
+    (void)ordo_signal_retain(timeline);
     st = ordo_stream_signal(stream, timeline, 1);
     if (st != ORDO_OK) {
         uint64_t value = 0;
         if (ordo_signal_query(timeline, &value) != ORDO_OK) {
+            (void)ordo_signal_release(timeline);
             return ORDO_OK; /* failed with the stream: freed by the timepoint */
         }
+        /* Healthy and not signalled: the timepoint has not fired, the
+         * descriptor is still ours. */
+        (void)ordo_signal_release(timeline);
         /* Not enqueued on a healthy stream (out of memory): the stream may
          * still use the block, so the free is refused and the block stays
          * the caller's. */
@@ -154,7 +162,9 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
                               "is still yours",
                               (void *)block, block->tag);
         }
+        return ORDO_OK;
     }
+    (void)ordo_signal_release(timeline);
     return ORDO_OK;
 }
 

@@ -32,7 +32,9 @@
 #include "mem/resource.h"
 
 #define POOL_UNIT ((size_t)ORDO_MEM_DEFAULT_ALIGNMENT)
-#define POOL_CLASSES 152
+/* class_of(ORDO_MEM_MAX_BYTES / POOL_UNIT) + 1: a chunk may be as large as
+ * ORDO_MEM_MAX_BYTES (2^38 units: 16 + (38 - 4) * 4). */
+#define POOL_CLASSES 153
 #define POOL_CLASS_WORDS 3
 #define POOL_DEATH_MAX 6
 #define POOL_SETTLED ORDO_TRACKER_MAX_STREAMS
@@ -104,6 +106,10 @@ static unsigned class_of(size_t units) {
     unsigned sub = (unsigned)(units >> (e - 2)) & 3u;
     return 16u + (e - 4u) * 4u + sub;
 }
+
+_Static_assert(ORDO_MEM_MAX_BYTES == (size_t)1 << 46 && POOL_CLASSES == 16 + (46 - 8 - 4) * 4 + 1,
+               "POOL_CLASSES must hold the class of the largest chunk");
+_Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover every class");
 
 /* --- Bins --- */
 
@@ -205,15 +211,98 @@ static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
     return 1;
 }
 
-/* Non-zero when the host knows the entry complete: its point reached, or
- * its stream failed (a failed stream runs nothing more). */
-static int death_settled(const pool_t *p, const pool_death_t *d) {
-    const tracker_stream_t *ts = p->tracker->streams[d->stream];
+/* Non-zero when the host knows stream s's point `point` complete, with
+ * everything it stands for. A death frontier leaves out the uses the
+ * freeing stream had waited for: its point stands for them. A healthy
+ * stream's reached point completes them (its waits ran first). A failed
+ * stream runs nothing more, but the waits it had enqueued may never have
+ * run either, so its point vouches only for its own work: what it had
+ * waited for (its frontier, which only grows) must be complete on its own,
+ * on the streams that ran it. *visited: failed streams already expanded. */
+static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
     uint64_t value = 0;
-    if (ordo_signal_query(ts->timeline, &value) != ORDO_OK) {
-        return 1; /* the timeline failed: so did the stream */
+    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    if (value >= point) {
+        return 1; /* reached (a failed timeline keeps the value it reached) */
     }
-    return value >= d->point || ordo_stream_status(ts->stream) != ORDO_OK;
+    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+        return 0;
+    }
+    uint64_t bit = (uint64_t)1 << s;
+    if (*visited & bit) {
+        return 1; /* its frontier is being checked already */
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u] && !point_settled(p, u, ts->frontier[u], visited)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int death_settled(const pool_t *p, const pool_death_t *d) {
+    uint64_t visited = 0;
+    return point_settled(p, d->stream, d->point, &visited);
+}
+
+/* Orders t after stream s's point `point` and what it stands for (see
+ * point_settled), with device waits on healthy streams only: a failed
+ * stream's entry is replaced by the points it had waited for. */
+static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t point,
+                                    uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
+    if (s == t || p->tracker->streams[t]->frontier[s] >= point) {
+        return ORDO_OK;
+    }
+    if (ordo_stream_status(ts->stream) == ORDO_OK) {
+        return tracker_wait_for(p->tracker, t, s, point);
+    }
+    uint64_t value = 0;
+    uint64_t bit = (uint64_t)1 << s;
+    (void)ordo_signal_query(ts->timeline, &value);
+    if (value >= point || (*visited & bit)) {
+        return ORDO_OK;
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u]) {
+            ordo_status_t st = wait_for_point(p, t, u, ts->frontier[u], visited);
+            if (st != ORDO_OK) {
+                return st;
+            }
+        }
+    }
+    return ORDO_OK;
+}
+
+/* Raises need[] to the points of healthy streams the host must see reached
+ * before stream s's point `point` is settled (see point_settled). */
+static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
+                       uint64_t *visited) {
+    const tracker_stream_t *ts = p->tracker->streams[s];
+    uint64_t value = 0;
+    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    if (value >= point) {
+        return;
+    }
+    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+        if (need[s] < point) {
+            need[s] = point;
+        }
+        return;
+    }
+    uint64_t bit = (uint64_t)1 << s;
+    if (*visited & bit) {
+        return;
+    }
+    *visited |= bit;
+    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
+        if (u != s && ts->frontier[u]) {
+            need_point(p, u, ts->frontier[u], need, visited);
+        }
+    }
 }
 
 /* Merges b's frontier into into (maximum per stream); zero if the result
@@ -484,15 +573,13 @@ static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t 
         if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
             ++p->stats.blocks_skipped;
         } else {
-            /* Order t after the uses it lacks, on the device. Entries of a
-             * failed stream need nothing: it runs no more work. */
+            /* Order t after the uses it lacks, on the device. An entry of
+             * a failed stream (it runs no more work) is replaced by what
+             * that stream had waited for. */
+            uint64_t visited = 0;
             for (unsigned i = 0; i < uncovered->death_count; ++i) {
                 const pool_death_t *d = &uncovered->death[i];
-                if (d->stream == t || p->tracker->streams[t]->frontier[d->stream] >= d->point ||
-                    ordo_stream_status(p->tracker->streams[d->stream]->stream) != ORDO_OK) {
-                    continue;
-                }
-                ordo_status_t st = tracker_wait_for(p->tracker, t, d->stream, d->point);
+                ordo_status_t st = wait_for_point(p, t, d->stream, d->point, &visited);
                 if (st != ORDO_OK) {
                     return st;
                 }
@@ -730,15 +817,34 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     return ORDO_OK;
 }
 
+/* A free with no stream (an adaptor or a pool above giving back memory it
+ * knows no work still uses): the block is settled at once. */
+static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) {
+    if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
+                          "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
+    }
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
+    b->history.magic = ORDO_BUFFER_RELEASED;
+    b->is_free = 1;
+    b->affinity = POOL_SETTLED;
+    b->death_count = 0;
+    p->stats.bytes_in_use -= b->size;
+    --p->blocks_out;
+    atomic_store_explicit(&p->bytes_outstanding,
+                          atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
+                              b->base.bytes,
+                          memory_order_relaxed);
+    coalesce_and_bin(p, b);
+    return ORDO_OK;
+}
+
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
     pool_t *p = (pool_t *)resource;
-    if (!stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
-                          "a pool's block is freed on a stream");
-    }
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = pool_deallocate_locked(p, (pool_block_t *)block, stream);
+    ordo_status_t st = stream ? pool_deallocate_locked(p, (pool_block_t *)block, stream)
+                              : pool_deallocate_settled_locked(p, (pool_block_t *)block);
     trace_in_use(p);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
@@ -818,9 +924,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
         for (unsigned c = 0; p->free_count[a] && c < POOL_CLASSES; ++c) {
             for (pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
                 for (unsigned i = 0; i < b->death_count; ++i) {
-                    if (need[b->death[i].stream] < b->death[i].point) {
-                        need[b->death[i].stream] = b->death[i].point;
-                    }
+                    uint64_t visited = 0;
+                    need_point(p, b->death[i].stream, b->death[i].point, need, &visited);
                 }
             }
         }
@@ -845,7 +950,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
             if (w == ORDO_ERR_TIMEOUT) {
                 waited = w;
             }
-            /* A failed stream's uses will never run: settled below. */
+            /* A stream that failed meanwhile: settling looks at what it
+             * had waited for. */
         }
         (void)ordo_signal_release(points[i].signal);
     }
@@ -854,7 +960,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     }
     ordo_rlock_lock(&p->tracker->lock);
     settle_all(p);
-    if (p->config.release_threshold != UINT64_MAX) {
+    /* Keep in-use bytes plus the threshold, saturating. */
+    if (p->config.release_threshold < UINT64_MAX - p->stats.bytes_in_use) {
         trim_to(p, p->stats.bytes_in_use + p->config.release_threshold);
     }
     ordo_rlock_unlock(&p->tracker->lock);

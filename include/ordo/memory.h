@@ -95,7 +95,11 @@ ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *b
                                   ordo_stream_t *stream);
 
 /** Bytes handed out and not yet freed, plus bytes whose stream-ordered free
- * has not happened yet. Exact after ordo_mem_reap_pending. */
+ * has not happened yet (the direct resource gives memory back to the
+ * device only when the stream reaches the free). A pool counts a block out
+ * at deallocate: its memory is back in the pool at once, and is handed out
+ * again only once ordered after its uses. Exact after
+ * ordo_mem_reap_pending. */
 ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t *out_bytes);
 
 /** Completes the frees whose stream points have been reached and waits,

@@ -209,11 +209,56 @@ static void stop_races_recorders(void **state) {
     remove(path);
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The checker itself: what it must accept and what it must refuse. */
+static void checker_refuses_bad_traces(void **state) {
+    (void)state;
+    static const char *const good[] = {
+        "{\"traceEvents\":[]}",
+        ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":3},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":1.5e1}]}"),
+    };
+    static const char *const bad[] = {
+        "{\"a\":1}",
+        "{\"traceEvents\":5,\"other\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":nan}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":0x10}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":+1}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1.}]}",
+        /* slices that overlap without nesting */
+        ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":10}]}"),
+    };
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "checker");
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; ++i) {
+        write_text(path, good[i]);
+        if (!check(path, summary, sizeof summary)) {
+            fail_msg("refused %s: %s", good[i], summary);
+        }
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        write_text(path, bad[i]);
+        if (check(path, summary, sizeof summary)) {
+            fail_msg("accepted %s", bad[i]);
+        }
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
         cmocka_unit_test(limits_and_misuse),
         cmocka_unit_test(stop_races_recorders),
+        cmocka_unit_test(checker_refuses_bad_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -253,12 +253,94 @@ static void checker_refuses_bad_traces(void **state) {
     remove(path);
 }
 
+typedef struct gate {
+    ordo_signal_t *started;
+    ordo_signal_t *open;
+} gate_t;
+
+/* A host task that makes its own marks in the middle of its work. */
+static ordo_status_t marking_task(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(2);
+    (void)ordo_trace_instant("inside a host task");
+    (void)ordo_trace_slice_begin("inner");
+    (void)ordo_trace_slice_end();
+    test_sleep_ms(2);
+    return ORDO_OK;
+}
+
+static ordo_status_t sleeping_task(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(6);
+    return ORDO_OK;
+}
+
+static ordo_status_t gated_task(void *ctx) {
+    gate_t *g = ctx;
+    (void)ordo_signal_signal(g->started, 1);
+    return ordo_signal_wait(g->open, 1, test_deadline());
+}
+
+static void check_trace_file(const char *path) {
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    remove(path);
+}
+
+/* A stream's slices keep their own times: marks the host task makes on the
+ * worker's thread do not move the task's slice, so the slices of a track
+ * nest. */
+static void host_task_marks_keep_slices_in_place(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "marks");
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_stream_host_task(s, marking_task, NULL));
+    assert_ok(ordo_stream_host_task(s, sleeping_task, NULL));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_trace_stop(path, NULL));
+    check_trace_file(path);
+    assert_ok(ordo_stream_destroy(s));
+}
+
+/* A piece of work that began in one trace and ended in the next is cut to
+ * the part inside the new trace, not moved to its start. */
+static void op_across_restart_is_cut(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "restart");
+    ordo_stream_t *s = NULL;
+    gate_t g = {test_signal_make(0), test_signal_make(0)};
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_stream_host_task(s, gated_task, &g));
+    assert_ok(ordo_stream_host_task(s, sleeping_task, NULL));
+    assert_ok(ordo_signal_wait(g.started, 1, test_deadline()));
+    test_sleep_ms(3);
+    assert_ok(ordo_trace_stop(NULL, NULL));
+    assert_ok(ordo_trace_start(NULL));
+    test_sleep_ms(2);
+    assert_ok(ordo_signal_signal(g.open, 1));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_trace_stop(path, NULL));
+    check_trace_file(path);
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_signal_release(g.started));
+    assert_ok(ordo_signal_release(g.open));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
         cmocka_unit_test(limits_and_misuse),
         cmocka_unit_test(stop_races_recorders),
         cmocka_unit_test(checker_refuses_bad_traces),
+        cmocka_unit_test(host_task_marks_keep_slices_in_place),
+        cmocka_unit_test(op_across_restart_is_cut),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

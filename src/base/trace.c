@@ -276,8 +276,9 @@ static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
 }
 
 /* Export order: by time, and in recording order at equal times. Each
- * thread's events were made non-decreasing in time when gathered, so every
- * track keeps its recording order (a thread that moved between CPUs whose
+ * thread's events on each of its tracks (its stream's, its own) were made
+ * non-decreasing in time when gathered, so every track keeps its recording
+ * order (a thread that moved between CPUs whose
  * time stamp counters differ slightly cannot appear to go back). */
 typedef struct sort_key {
     uint64_t ts;
@@ -587,16 +588,28 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     trace_event_t *events = path ? malloc((count ? count : 1) * sizeof *events) : NULL;
     size_t n = 0;
     for (trace_thread_t *t = threads; t; t = t->next) {
-        uint64_t last = 0;
+        /* Per track: a stream's slices are stamped with their start when
+         * they end, after any marks the work made on this thread. */
+        uint64_t last_stream = 0, last_own = 0;
         for (trace_chunk_t *c = t->head, *next; c; c = next) {
             next = c->next;
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
-                if (e->ts < last) {
-                    e->ts = last; /* see by_time */
+                int on_stream = e->kind == TRACE_SLICE || e->kind == TRACE_WAIT ||
+                                e->kind == TRACE_SIGNAL || e->kind == TRACE_TRACK;
+                if (on_stream && e->ts < origin_ticks) {
+                    /* Work that began before this trace: only its part
+                     * inside the trace. */
+                    uint64_t end = e->ts + e->dur;
+                    e->dur = end > origin_ticks ? end - origin_ticks : 0;
+                    e->ts = origin_ticks;
                 }
-                last = e->ts;
+                uint64_t *last = on_stream ? &last_stream : &last_own;
+                if (e->ts < *last) {
+                    e->ts = *last; /* see by_time */
+                }
+                *last = e->ts;
             }
             munmap(c, sizeof *c);
         }

@@ -333,6 +333,28 @@ static void op_across_restart_is_cut(void **state) {
     assert_ok(ordo_signal_release(g.open));
 }
 
+static void *one_slice_main(void *arg) {
+    (void)arg;
+    (void)ordo_trace_slice_begin("short-lived thread");
+    (void)ordo_trace_slice_end();
+    return NULL;
+}
+
+/* Every program thread's slices balance, however many threads made them. */
+static void many_threads_balance(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "threads");
+    assert_ok(ordo_trace_start(NULL));
+    for (int i = 0; i < 300; ++i) {
+        pthread_join(test_thread_start(one_slice_main, NULL), NULL);
+    }
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 600);
+    check_trace_file(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -341,6 +363,7 @@ int main(void) {
         cmocka_unit_test(checker_refuses_bad_traces),
         cmocka_unit_test(host_task_marks_keep_slices_in_place),
         cmocka_unit_test(op_across_restart_is_cut),
+        cmocka_unit_test(many_threads_balance),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -248,22 +248,37 @@ typedef struct export_state {
     FILE *out;
     int first;
     uint64_t flows;
-    /* Program threads with slices open, and how many. */
-    uint32_t open_tids[256];
-    uint32_t open_depth[256];
-    size_t open_count;
+    /* Program threads that made slices, and how many each has open. */
+    uint32_t *open_tids;
+    uint32_t *open_depth;
+    size_t open_count, open_capacity;
 } export_state_t;
 
-/* Counts a program thread's open slices (the first 256 threads); zero for
- * an end with nothing open. */
+/* Counts a program thread's open slices. Zero for an end with nothing open,
+ * and for a begin that cannot be counted (out of memory): neither is
+ * written, so every thread's slices balance. */
 static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
     size_t i = 0;
     while (i < x->open_count && x->open_tids[i] != tid) {
         ++i;
     }
     if (i == x->open_count) {
-        if (i == 256) {
-            return delta > 0;
+        if (delta < 0) {
+            return 0;
+        }
+        if (x->open_count == x->open_capacity) {
+            size_t capacity = x->open_capacity ? 2 * x->open_capacity : 64;
+            uint32_t *tids = realloc(x->open_tids, capacity * sizeof *tids);
+            if (!tids) {
+                return 0;
+            }
+            x->open_tids = tids;
+            uint32_t *depth = realloc(x->open_depth, capacity * sizeof *depth);
+            if (!depth) {
+                return 0;
+            }
+            x->open_depth = depth;
+            x->open_capacity = capacity;
         }
         x->open_tids[x->open_count++] = tid;
         x->open_depth[i] = 0;
@@ -410,7 +425,9 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
         break;
     }
     case TRACE_THREAD_BEGIN:
-        (void)open_slices_add(x, e->tid, 1);
+        if (!open_slices_add(x, e->tid, 1)) {
+            break;
+        }
         emit(x, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}", e->tid,
              micros(e->ts), name);
         break;
@@ -559,6 +576,8 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     write_flows(&x);
     fputs("\n]}\n", out);
     free(x.tracks);
+    free(x.open_tids);
+    free(x.open_depth);
     *out_flows = x.flows;
     if (fclose(out) != 0) {
         return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s", path);

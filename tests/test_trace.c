@@ -355,6 +355,93 @@ static void many_threads_balance(void **state) {
     check_trace_file(path);
 }
 
+typedef struct flow {
+    long long id;
+    double start, finish;
+    int ends;
+} flow_t;
+
+static int by_start(const void *x, const void *y) {
+    const flow_t *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* The flows of a trace ordo wrote (one event a line), up to capacity. */
+static size_t read_flows(const char *path, flow_t *flows, size_t capacity) {
+    char *text = read_file(path);
+    size_t count = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int start = strstr(line, "\"ph\":\"s\"") != NULL,
+            finish = strstr(line, "\"ph\":\"f\"") != NULL;
+        if (!start && !finish) {
+            continue;
+        }
+        long long id = strtoll(strstr(line, "\"id\":") + 5, NULL, 10);
+        double ts = strtod(strstr(line, "\"ts\":") + 5, NULL);
+        size_t i = 0;
+        while (i < count && flows[i].id != id) {
+            ++i;
+        }
+        if (i == count) {
+            assert_true(count < capacity);
+            flows[count++] = (flow_t){id, 0, 0, 0};
+        }
+        *(start ? &flows[i].start : &flows[i].finish) = ts;
+        flows[i].ends += 1;
+    }
+    free(text);
+    return count;
+}
+
+/* Streams, trackers and signals made and destroyed within one trace reuse
+ * addresses: each arrow still joins its own round's signal and wait. */
+static void flows_join_their_own_round(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "rounds");
+    enum { ROUNDS = 4 };
+    assert_ok(ordo_trace_start(NULL));
+    for (int round = 0; round < ROUNDS; ++round) {
+        ordo_tracker_t *tracker = NULL;
+        ordo_stream_t *a = NULL, *b = NULL;
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_tracker_create(device, &tracker));
+        assert_ok(ordo_stream_create(device, 0, &a));
+        assert_ok(ordo_stream_create(device, 0, &b));
+        assert_ok(ordo_buffer_create(tracker, &buffer));
+        ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
+        assert_ok(ordo_submit(tracker, a, &write, 1, launch, NULL));
+        assert_ok(ordo_submit(tracker, b, &read, 1, launch, NULL));
+        assert_ok(ordo_stream_synchronize(a, test_deadline()));
+        assert_ok(ordo_stream_synchronize(b, test_deadline()));
+        assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+        assert_ok(ordo_stream_destroy(a));
+        assert_ok(ordo_stream_destroy(b));
+        assert_ok(ordo_tracker_destroy(tracker));
+        test_sleep_ms(1);
+    }
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.flows, ROUNDS);
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    flow_t flows[ROUNDS];
+    assert_int_equal(read_flows(path, flows, ROUNDS), ROUNDS);
+    qsort(flows, ROUNDS, sizeof *flows, by_start);
+    /* Rounds follow one another: each arrow lies within its round. */
+    for (int i = 0; i < ROUNDS; ++i) {
+        assert_int_equal(flows[i].ends, 2);
+        if (!(flows[i].start <= flows[i].finish) ||
+            (i + 1 < ROUNDS && !(flows[i].finish < flows[i + 1].start))) {
+            fail_msg("arrow %d goes from %.3f to %.3f (next starts at %.3f)", i, flows[i].start,
+                     flows[i].finish, i + 1 < ROUNDS ? flows[i + 1].start : 0.0);
+        }
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -364,6 +451,7 @@ int main(void) {
         cmocka_unit_test(host_task_marks_keep_slices_in_place),
         cmocka_unit_test(op_across_restart_is_cut),
         cmocka_unit_test(many_threads_balance),
+        cmocka_unit_test(flows_join_their_own_round),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

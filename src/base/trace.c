@@ -398,19 +398,19 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
     case TRACE_WAIT:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"wait\","
-             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             "\"args\":{\"signal\":%llu,\"value\":%llu}}",
              track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         break;
     case TRACE_SIGNAL:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"signal\","
-             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             "\"args\":{\"signal\":%llu,\"value\":%llu}}",
              track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         emit(x,
              "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"name\":\"reached "
-             "%llu\",\"args\":{\"signal\":\"0x%llx\"}}",
+             "%llu\",\"args\":{\"signal\":%llu}}",
              track, micros(e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
         break;
     case TRACE_TRACK: {

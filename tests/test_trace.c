@@ -209,11 +209,249 @@ static void stop_races_recorders(void **state) {
     remove(path);
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The checker itself: what it must accept and what it must refuse. */
+static void checker_refuses_bad_traces(void **state) {
+    (void)state;
+    static const char *const good[] = {
+        "{\"traceEvents\":[]}",
+        ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":3},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":1.5e1}]}"),
+    };
+    static const char *const bad[] = {
+        "{\"a\":1}",
+        "{\"traceEvents\":5,\"other\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":nan}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":0x10}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":+1}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1.}]}",
+        /* slices that overlap without nesting */
+        ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":10}]}"),
+    };
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "checker");
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; ++i) {
+        write_text(path, good[i]);
+        if (!check(path, summary, sizeof summary)) {
+            fail_msg("refused %s: %s", good[i], summary);
+        }
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        write_text(path, bad[i]);
+        if (check(path, summary, sizeof summary)) {
+            fail_msg("accepted %s", bad[i]);
+        }
+    }
+    remove(path);
+}
+
+typedef struct gate {
+    ordo_signal_t *started;
+    ordo_signal_t *open;
+} gate_t;
+
+/* A host task that makes its own marks in the middle of its work. */
+static ordo_status_t marking_task(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(2);
+    (void)ordo_trace_instant("inside a host task");
+    (void)ordo_trace_slice_begin("inner");
+    (void)ordo_trace_slice_end();
+    test_sleep_ms(2);
+    return ORDO_OK;
+}
+
+static ordo_status_t sleeping_task(void *ctx) {
+    (void)ctx;
+    test_sleep_ms(6);
+    return ORDO_OK;
+}
+
+static ordo_status_t gated_task(void *ctx) {
+    gate_t *g = ctx;
+    (void)ordo_signal_signal(g->started, 1);
+    return ordo_signal_wait(g->open, 1, test_deadline());
+}
+
+static void check_trace_file(const char *path) {
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    remove(path);
+}
+
+/* A stream's slices keep their own times: marks the host task makes on the
+ * worker's thread do not move the task's slice, so the slices of a track
+ * nest. */
+static void host_task_marks_keep_slices_in_place(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "marks");
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_stream_host_task(s, marking_task, NULL));
+    assert_ok(ordo_stream_host_task(s, sleeping_task, NULL));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_trace_stop(path, NULL));
+    check_trace_file(path);
+    assert_ok(ordo_stream_destroy(s));
+}
+
+/* A piece of work that began in one trace and ended in the next is cut to
+ * the part inside the new trace, not moved to its start. */
+static void op_across_restart_is_cut(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "restart");
+    ordo_stream_t *s = NULL;
+    gate_t g = {test_signal_make(0), test_signal_make(0)};
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_stream_host_task(s, gated_task, &g));
+    assert_ok(ordo_stream_host_task(s, sleeping_task, NULL));
+    assert_ok(ordo_signal_wait(g.started, 1, test_deadline()));
+    test_sleep_ms(3);
+    assert_ok(ordo_trace_stop(NULL, NULL));
+    assert_ok(ordo_trace_start(NULL));
+    test_sleep_ms(2);
+    assert_ok(ordo_signal_signal(g.open, 1));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_trace_stop(path, NULL));
+    check_trace_file(path);
+    assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_signal_release(g.started));
+    assert_ok(ordo_signal_release(g.open));
+}
+
+static void *one_slice_main(void *arg) {
+    (void)arg;
+    (void)ordo_trace_slice_begin("short-lived thread");
+    (void)ordo_trace_slice_end();
+    return NULL;
+}
+
+/* Every program thread's slices balance, however many threads made them. */
+static void many_threads_balance(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "threads");
+    assert_ok(ordo_trace_start(NULL));
+    for (int i = 0; i < 300; ++i) {
+        pthread_join(test_thread_start(one_slice_main, NULL), NULL);
+    }
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 600);
+    check_trace_file(path);
+}
+
+typedef struct flow {
+    long long id;
+    double start, finish;
+    int ends;
+} flow_t;
+
+static int by_start(const void *x, const void *y) {
+    const flow_t *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* The flows of a trace ordo wrote (one event a line), up to capacity. */
+static size_t read_flows(const char *path, flow_t *flows, size_t capacity) {
+    char *text = read_file(path);
+    size_t count = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int start = strstr(line, "\"ph\":\"s\"") != NULL,
+            finish = strstr(line, "\"ph\":\"f\"") != NULL;
+        if (!start && !finish) {
+            continue;
+        }
+        long long id = strtoll(strstr(line, "\"id\":") + 5, NULL, 10);
+        double ts = strtod(strstr(line, "\"ts\":") + 5, NULL);
+        size_t i = 0;
+        while (i < count && flows[i].id != id) {
+            ++i;
+        }
+        if (i == count) {
+            assert_true(count < capacity);
+            flows[count++] = (flow_t){id, 0, 0, 0};
+        }
+        *(start ? &flows[i].start : &flows[i].finish) = ts;
+        flows[i].ends += 1;
+    }
+    free(text);
+    return count;
+}
+
+/* Streams, trackers and signals made and destroyed within one trace reuse
+ * addresses: each arrow still joins its own round's signal and wait. */
+static void flows_join_their_own_round(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "rounds");
+    enum { ROUNDS = 4 };
+    assert_ok(ordo_trace_start(NULL));
+    for (int round = 0; round < ROUNDS; ++round) {
+        ordo_tracker_t *tracker = NULL;
+        ordo_stream_t *a = NULL, *b = NULL;
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_tracker_create(device, &tracker));
+        assert_ok(ordo_stream_create(device, 0, &a));
+        assert_ok(ordo_stream_create(device, 0, &b));
+        assert_ok(ordo_buffer_create(tracker, &buffer));
+        ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
+        assert_ok(ordo_submit(tracker, a, &write, 1, launch, NULL));
+        assert_ok(ordo_submit(tracker, b, &read, 1, launch, NULL));
+        assert_ok(ordo_stream_synchronize(a, test_deadline()));
+        assert_ok(ordo_stream_synchronize(b, test_deadline()));
+        assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+        assert_ok(ordo_stream_destroy(a));
+        assert_ok(ordo_stream_destroy(b));
+        assert_ok(ordo_tracker_destroy(tracker));
+        test_sleep_ms(1);
+    }
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.flows, ROUNDS);
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    flow_t flows[ROUNDS];
+    assert_int_equal(read_flows(path, flows, ROUNDS), ROUNDS);
+    qsort(flows, ROUNDS, sizeof *flows, by_start);
+    /* Rounds follow one another: each arrow lies within its round. */
+    for (int i = 0; i < ROUNDS; ++i) {
+        assert_int_equal(flows[i].ends, 2);
+        if (!(flows[i].start <= flows[i].finish) ||
+            (i + 1 < ROUNDS && !(flows[i].finish < flows[i + 1].start))) {
+            fail_msg("arrow %d goes from %.3f to %.3f (next starts at %.3f)", i, flows[i].start,
+                     flows[i].finish, i + 1 < ROUNDS ? flows[i + 1].start : 0.0);
+        }
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
         cmocka_unit_test(limits_and_misuse),
         cmocka_unit_test(stop_races_recorders),
+        cmocka_unit_test(checker_refuses_bad_traces),
+        cmocka_unit_test(host_task_marks_keep_slices_in_place),
+        cmocka_unit_test(op_across_restart_is_cut),
+        cmocka_unit_test(many_threads_balance),
+        cmocka_unit_test(flows_join_their_own_round),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,8 @@
 /* trace_check FILE: validates a Chrome trace-event JSON file as ordo writes
  * it. The file must be well-formed JSON with a traceEvents array; every
  * event must have a phase; timed events must have a numeric ts, and on each
- * track (pid, tid) the timestamps must not go back; every flow start ("s")
+ * track (pid, tid) the timestamps must not go back and complete slices
+ * ("X") must nest (none ends after one around it); every flow start ("s")
  * must have exactly one finish ("f") with the same id and the reverse; and
  * slices opened with "B" must be closed with "E" on the same track.
  * Prints a one-line summary; exits non-zero with the reason otherwise. */
@@ -18,7 +19,7 @@ typedef struct parser {
 
 typedef struct event {
     char ph[4];
-    double ts;
+    double ts, dur;
     int has_ts;
     long long pid, tid, id;
     int has_id;
@@ -77,10 +78,54 @@ static int parse_string(parser_t *x, char *out, size_t out_capacity) {
     return 1;
 }
 
+/* A JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? (strtod alone
+ * would also take nan, inf, hex and a leading '+'). */
+static int json_number_length(const char *p, const char *end) {
+    const char *q = p;
+    if (q < end && *q == '-') {
+        ++q;
+    }
+    if (q >= end || !isdigit((unsigned char)*q)) {
+        return 0;
+    }
+    if (*q == '0') {
+        ++q;
+    } else {
+        while (q < end && isdigit((unsigned char)*q)) {
+            ++q;
+        }
+    }
+    if (q < end && *q == '.') {
+        if (++q >= end || !isdigit((unsigned char)*q)) {
+            return 0;
+        }
+        while (q < end && isdigit((unsigned char)*q)) {
+            ++q;
+        }
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        ++q;
+        if (q < end && (*q == '+' || *q == '-')) {
+            ++q;
+        }
+        if (q >= end || !isdigit((unsigned char)*q)) {
+            return 0;
+        }
+        while (q < end && isdigit((unsigned char)*q)) {
+            ++q;
+        }
+    }
+    return (int)(q - p);
+}
+
 static int parse_number(parser_t *x, double *out) {
+    int length = json_number_length(x->p, x->end);
+    if (!length) {
+        return parse_fail(x, "expected a number");
+    }
     char *stop = NULL;
     double v = strtod(x->p, &stop);
-    if (stop == x->p || stop > x->end) {
+    if (stop != x->p + length) {
         return parse_fail(x, "expected a number");
     }
     x->p = stop;
@@ -184,7 +229,7 @@ static int parse_event(parser_t *x, event_t *e) {
                 return 0;
             }
         } else if (!strcmp(key, "ts") || !strcmp(key, "pid") || !strcmp(key, "tid") ||
-                   !strcmp(key, "id")) {
+                   !strcmp(key, "id") || !strcmp(key, "dur")) {
             if (!parse_number(x, &v)) {
                 return 0;
             }
@@ -194,6 +239,8 @@ static int parse_event(parser_t *x, event_t *e) {
                 e->pid = (long long)v;
             } else if (!strcmp(key, "tid")) {
                 e->tid = (long long)v;
+            } else if (!strcmp(key, "dur")) {
+                e->dur = v;
             } else {
                 e->id = (long long)v, e->has_id = 1;
             }
@@ -213,10 +260,19 @@ static int parse_event(parser_t *x, event_t *e) {
     }
 }
 
+/* Complete ("X") slices open on a track, by end time: deeper ones must
+ * end within the ones around them. */
+#define TRACK_MAX_NESTING 64
+/* Times are written in microseconds to the nanosecond, each rounded on
+ * its own: a slice may seem to outlast its parent by that much. */
+#define TS_ROUNDING 0.0025
+
 typedef struct track {
     long long pid, tid;
     double last_ts;
     long open_slices;
+    double ends[TRACK_MAX_NESTING];
+    size_t depth;
 } track_t;
 
 static int check(const char *path, char *summary, size_t capacity) {
@@ -228,7 +284,7 @@ static int check(const char *path, char *summary, size_t capacity) {
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
+    char *text = size >= 0 ? malloc((size_t)size + 1) : NULL;
     size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
     fclose(f);
     if (!text || got != (size_t)size) {
@@ -236,6 +292,7 @@ static int check(const char *path, char *summary, size_t capacity) {
         snprintf(summary, capacity, "cannot read %s", path);
         return 0;
     }
+    text[size] = '\0'; /* the string searches below stop here */
     parser_t whole = {text, text + size, NULL};
     int ok = parse_value(&whole, 0);
     skip_space(&whole);
@@ -248,8 +305,22 @@ static int check(const char *path, char *summary, size_t capacity) {
         free(text);
         return 0;
     }
-    const char *array = strstr(text, "\"traceEvents\"");
-    const char *bracket = array ? strchr(array, '[') : NULL;
+    /* The key, then ':' and the array itself (not a '[' further on). */
+    const char *bracket = NULL;
+    for (const char *key = strstr(text, "\"traceEvents\""); key && !bracket;
+         key = strstr(key + 1, "\"traceEvents\"")) {
+        const char *q = key + strlen("\"traceEvents\"");
+        while (isspace((unsigned char)*q)) {
+            ++q;
+        }
+        if (*q++ != ':') {
+            continue;
+        }
+        while (isspace((unsigned char)*q)) {
+            ++q;
+        }
+        bracket = *q == '[' ? q : NULL;
+    }
     if (!bracket) {
         snprintf(summary, capacity, "no traceEvents array");
         free(text);
@@ -298,7 +369,10 @@ static int check(const char *path, char *summary, size_t capacity) {
                 capacity_tracks *= 2;
                 tracks = realloc(tracks, capacity_tracks * sizeof *tracks);
             }
-            tracks[track_count++] = (track_t){e.pid, e.tid, e.ts, 0};
+            memset(&tracks[track_count], 0, sizeof tracks[track_count]);
+            tracks[track_count].pid = e.pid;
+            tracks[track_count].tid = e.tid;
+            tracks[track_count++].last_ts = e.ts;
         }
         if (!strcmp(e.ph, "s") || !strcmp(e.ph, "f")) {
             /* Flows are written after the slices: checked by id below. */
@@ -326,7 +400,27 @@ static int check(const char *path, char *summary, size_t capacity) {
             break;
         }
         tracks[t].last_ts = e.ts;
-        if (!strcmp(e.ph, "B")) {
+        if (!strcmp(e.ph, "X")) {
+            track_t *k = &tracks[t];
+            while (k->depth && k->ends[k->depth - 1] <= e.ts + TS_ROUNDING) {
+                --k->depth; /* ended before this one began */
+            }
+            if (k->depth && e.ts + e.dur > k->ends[k->depth - 1] + TS_ROUNDING) {
+                snprintf(detail, sizeof detail,
+                         "track (%lld, %lld): a slice at %.3f ends at %.3f, after the slice "
+                         "around it (ends at %.3f)",
+                         e.pid, e.tid, e.ts, e.ts + e.dur, k->ends[k->depth - 1]);
+                problem = detail;
+                break;
+            }
+            if (k->depth == TRACK_MAX_NESTING) {
+                snprintf(detail, sizeof detail, "track (%lld, %lld) nests slices too deeply", e.pid,
+                         e.tid);
+                problem = detail;
+                break;
+            }
+            k->ends[k->depth++] = e.ts + e.dur;
+        } else if (!strcmp(e.ph, "B")) {
             ++tracks[t].open_slices;
         } else if (!strcmp(e.ph, "E") && --tracks[t].open_slices < 0) {
             snprintf(detail, sizeof detail, "track (%lld, %lld) ends a slice it never began", e.pid,

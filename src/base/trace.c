@@ -248,22 +248,37 @@ typedef struct export_state {
     FILE *out;
     int first;
     uint64_t flows;
-    /* Program threads with slices open, and how many. */
-    uint32_t open_tids[256];
-    uint32_t open_depth[256];
-    size_t open_count;
+    /* Program threads that made slices, and how many each has open. */
+    uint32_t *open_tids;
+    uint32_t *open_depth;
+    size_t open_count, open_capacity;
 } export_state_t;
 
-/* Counts a program thread's open slices (the first 256 threads); zero for
- * an end with nothing open. */
+/* Counts a program thread's open slices. Zero for an end with nothing open,
+ * and for a begin that cannot be counted (out of memory): neither is
+ * written, so every thread's slices balance. */
 static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
     size_t i = 0;
     while (i < x->open_count && x->open_tids[i] != tid) {
         ++i;
     }
     if (i == x->open_count) {
-        if (i == 256) {
-            return delta > 0;
+        if (delta < 0) {
+            return 0;
+        }
+        if (x->open_count == x->open_capacity) {
+            size_t capacity = x->open_capacity ? 2 * x->open_capacity : 64;
+            uint32_t *tids = realloc(x->open_tids, capacity * sizeof *tids);
+            if (!tids) {
+                return 0;
+            }
+            x->open_tids = tids;
+            uint32_t *depth = realloc(x->open_depth, capacity * sizeof *depth);
+            if (!depth) {
+                return 0;
+            }
+            x->open_depth = depth;
+            x->open_capacity = capacity;
         }
         x->open_tids[x->open_count++] = tid;
         x->open_depth[i] = 0;
@@ -276,8 +291,9 @@ static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
 }
 
 /* Export order: by time, and in recording order at equal times. Each
- * thread's events were made non-decreasing in time when gathered, so every
- * track keeps its recording order (a thread that moved between CPUs whose
+ * thread's events on each of its tracks (its stream's, its own) were made
+ * non-decreasing in time when gathered, so every track keeps its recording
+ * order (a thread that moved between CPUs whose
  * time stamp counters differ slightly cannot appear to go back). */
 typedef struct sort_key {
     uint64_t ts;
@@ -382,19 +398,19 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
     case TRACE_WAIT:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"wait\","
-             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             "\"args\":{\"signal\":%llu,\"value\":%llu}}",
              track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         break;
     case TRACE_SIGNAL:
         emit(x,
              "{\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"signal\","
-             "\"args\":{\"signal\":\"0x%llx\",\"value\":%llu}}",
+             "\"args\":{\"signal\":%llu,\"value\":%llu}}",
              track, micros(e->ts), duration_micros(e->dur), (unsigned long long)e->a,
              (unsigned long long)e->b);
         emit(x,
              "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"name\":\"reached "
-             "%llu\",\"args\":{\"signal\":\"0x%llx\"}}",
+             "%llu\",\"args\":{\"signal\":%llu}}",
              track, micros(e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
         break;
     case TRACE_TRACK: {
@@ -409,7 +425,9 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
         break;
     }
     case TRACE_THREAD_BEGIN:
-        (void)open_slices_add(x, e->tid, 1);
+        if (!open_slices_add(x, e->tid, 1)) {
+            break;
+        }
         emit(x, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,\"ts\":%.3f,\"name\":\"%s\"}", e->tid,
              micros(e->ts), name);
         break;
@@ -558,6 +576,8 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     write_flows(&x);
     fputs("\n]}\n", out);
     free(x.tracks);
+    free(x.open_tids);
+    free(x.open_depth);
     *out_flows = x.flows;
     if (fclose(out) != 0) {
         return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s", path);
@@ -587,16 +607,28 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     trace_event_t *events = path ? malloc((count ? count : 1) * sizeof *events) : NULL;
     size_t n = 0;
     for (trace_thread_t *t = threads; t; t = t->next) {
-        uint64_t last = 0;
+        /* Per track: a stream's slices are stamped with their start when
+         * they end, after any marks the work made on this thread. */
+        uint64_t last_stream = 0, last_own = 0;
         for (trace_chunk_t *c = t->head, *next; c; c = next) {
             next = c->next;
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
-                if (e->ts < last) {
-                    e->ts = last; /* see by_time */
+                int on_stream = e->kind == TRACE_SLICE || e->kind == TRACE_WAIT ||
+                                e->kind == TRACE_SIGNAL || e->kind == TRACE_TRACK;
+                if (on_stream && e->ts < origin_ticks) {
+                    /* Work that began before this trace: only its part
+                     * inside the trace. */
+                    uint64_t end = e->ts + e->dur;
+                    e->dur = end > origin_ticks ? end - origin_ticks : 0;
+                    e->ts = origin_ticks;
                 }
-                last = e->ts;
+                uint64_t *last = on_stream ? &last_stream : &last_own;
+                if (e->ts < *last) {
+                    e->ts = *last; /* see by_time */
+                }
+                *last = e->ts;
             }
             munmap(c, sizeof *c);
         }

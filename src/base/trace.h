@@ -13,7 +13,8 @@
 #endif
 
 typedef enum trace_kind {
-    TRACE_SLICE = 1,    /* a piece of work on track: ts, dur, name */
+    TRACE_SLICE = 1, /* a piece of work on track: ts, dur, name */
+    /* a: a signal's trace_id (unique, where addresses are reused) */
     TRACE_WAIT,         /* a stream's wait on (a: signal, b: value): ts, dur */
     TRACE_SIGNAL,       /* a stream reached (a: signal, b: value): ts, dur */
     TRACE_WAIT_EMITTED, /* a tracker made track wait for (a: signal, b: value) */

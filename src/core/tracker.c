@@ -6,6 +6,7 @@
 #include "base/trace.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
+#include "sync/signal_internal.h"
 
 /* Single-writer counters: the tracker is externally synchronised, so a
  * relaxed load and store suffice (readers on other threads see a value the
@@ -246,7 +247,7 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
                            0,
                            ts->stream,
                            NULL,
-                           (uint64_t)(uintptr_t)tracker->streams[origin]->timeline,
+                           tracker->streams[origin]->timeline->trace_id,
                            record->point,
                            TRACE_WAIT_EMITTED,
                            0};

@@ -39,6 +39,8 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
     atomic_init(&signal->state, initial_value);
     atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
     signal->failure = ORDO_OK;
+    static _Atomic uint64_t trace_ids;
+    signal->trace_id = atomic_fetch_add_explicit(&trace_ids, 1, memory_order_relaxed) + 1;
     *out_signal = signal;
     return ORDO_OK;
 }

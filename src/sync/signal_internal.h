@@ -76,6 +76,9 @@ struct ordo_signal {
     /* Under lock: a name for diagnostics ("" when none). Cold: nothing on
      * the value's paths reads it. */
     char name[ORDO_SIGNAL_NAME_MAX];
+    /* Unique in the process, never reused (addresses are): names the
+     * signal in traces, so a flow joins the right signal. */
+    uint64_t trace_id;
 };
 
 /* A list of due timepoints, linked through next_, each with status_ set. */

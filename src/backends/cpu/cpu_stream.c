@@ -209,9 +209,10 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
     atomic_store_explicit(&s->failed, 1, memory_order_release);
 }
 
-/* Records the op just run (started at `start`, in trace ticks) on the
- * stream's track, naming the track first in a new trace. */
-static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start) {
+/* Records the op just run (started at `start`, in trace ticks; its signal's
+ * trace id read before the op released the signal) on the stream's track,
+ * naming the track first in a new trace. */
+static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64_t signal_id) {
     uint32_t generation = trace_generation();
     if (s->trace_generation != generation) {
         s->trace_generation = generation;
@@ -228,12 +229,12 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start) {
         break;
     case OP_SIGNAL:
         e.kind = TRACE_SIGNAL;
-        e.a = (uint64_t)(uintptr_t)op->u.point.signal;
+        e.a = signal_id;
         e.b = op->u.point.value;
         break;
     case OP_WAIT:
         e.kind = TRACE_WAIT;
-        e.a = (uint64_t)(uintptr_t)op->u.point.signal;
+        e.a = signal_id;
         e.b = op->u.point.value;
         break;
     case OP_RECORD:
@@ -245,6 +246,10 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start) {
 
 static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     uint64_t trace_start = trace_on() ? trace_now() : 0;
+    /* The op may hold the last reference to its signal: read it first. */
+    uint64_t trace_signal = trace_start && (op->kind == OP_SIGNAL || op->kind == OP_WAIT)
+                                ? op->u.point.signal->trace_id
+                                : 0;
     uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
     int failed = (state & SIGNAL_FAILED) != 0;
     switch (op->kind) {
@@ -305,7 +310,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     }
     /* Publishing the point; after a failure this is a refused no-op. */
     if (trace_start) {
-        trace_op(s, op, trace_start);
+        trace_op(s, op, trace_start, trace_signal);
     }
     (void)ordo_signal_signal(s->done, seq);
 }

@@ -153,6 +153,59 @@ static void fires_when_reached_before_register(void **state) {
     assert_ok(ordo_signal_destroy(done));
 }
 
+/* Registering from inside a callback: the new wait's timepoint is queued
+ * until that callback returns, yet a value reached at registration must
+ * still win over a deadline already past (the timer must not take it). */
+typedef struct nested {
+    ordo_waiter_t *waiter;
+    ordo_signal_t *reached;
+    rec_t inner;
+    _Atomic int registered;
+} nested_t;
+
+static void nested_register_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    nested_t *n = ctx;
+    assert_int_equal(status, ORDO_OK);
+    assert_ok(ordo_wait_async(n->waiter, n->reached, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn,
+                              &n->inner, NULL));
+    atomic_store(&n->registered, 1);
+    /* Long enough for the timer thread to look at its heap. */
+    test_sleep_ms(30);
+}
+
+static void reached_value_wins_when_registered_in_a_callback(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *trigger = test_signal_make(0);
+    ordo_signal_t *reached = test_signal_make(1);
+    ordo_signal_t *done = test_signal_make(0);
+    for (int round = 0; round < 3; ++round) {
+        nested_t n;
+        memset(&n, 0, sizeof n);
+        n.waiter = w;
+        n.reached = reached;
+        rec_init(&n.inner, done, NULL);
+        assert_ok(ordo_wait_async(w, trigger, (uint64_t)round + 1, ORDO_DEADLINE_NEVER,
+                                  ORDO_WAIT_INLINE, nested_register_fn, &n, NULL));
+        assert_ok(ordo_signal_signal(trigger, (uint64_t)round + 1));
+        assert_int_equal(atomic_load(&n.registered), 1);
+        assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+        assert_int_equal(atomic_load(&n.inner.calls), 1);
+        assert_int_equal(atomic_load(&n.inner.status), ORDO_OK);
+        wait_idle(w);
+        assert_ok(ordo_signal_destroy(done));
+        done = test_signal_make(0);
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(trigger));
+    assert_ok(ordo_signal_destroy(reached));
+    assert_ok(ordo_signal_destroy(done));
+}
+
 typedef struct producer {
     ordo_signal_t *signal;
     uint64_t value;
@@ -1131,6 +1184,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fires_after_register_on_a_worker),
         cmocka_unit_test(fires_when_reached_before_register),
+        cmocka_unit_test(reached_value_wins_when_registered_in_a_callback),
         cmocka_unit_test(inline_runs_on_the_signalling_thread),
         cmocka_unit_test(deadline_fires_timeout_never_early),
         cmocka_unit_test(deadlines_fire_in_deadline_order),

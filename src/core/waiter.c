@@ -648,6 +648,15 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
     /* From here on the entry may be resolved and even recycled by others:
      * every further access is checked against the generation. */
     uint64_t pending = WORD_MAKE(gen, PHASE_PENDING);
+    /* A signal that has reached the value (or ended) by now made the
+     * timepoint due: it resolves the wait, so the deadline takes no part.
+     * Without this check a timepoint queued behind the callback this
+     * registration runs in would race the timer for a deadline already
+     * past. (The caller keeps the signal alive during the call.) */
+    uint64_t signal_state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if ((signal_state & SIGNAL_ENDED) || (signal_state & SIGNAL_VALUE_MASK) >= value) {
+        entry_flags &= ~ENTRY_TIMED;
+    }
     if (entry_flags & ENTRY_TIMED) {
         if (!timer_add(w, e, gen, deadline)) {
             return ORDO_OK; /* the value was reached (or the signal failed) during arming */

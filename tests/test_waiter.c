@@ -716,6 +716,56 @@ static void destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     }
 }
 
+/* Destroying a waiter from inside a callback that runs among timepoint
+ * callbacks (here another waiter's inline callback): a wait of the
+ * destroyed waiter may be due on the same signal, its timepoint queued
+ * behind the running callback, so a destroy that waited for it would wait
+ * forever. It is refused instead; nothing is done. */
+typedef struct nested_destroy {
+    ordo_waiter_t *victim;
+    ordo_signal_t *done;
+    _Atomic int result;
+} nested_destroy_t;
+
+static void nested_destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status;
+    (void)id;
+    nested_destroy_t *d = ctx;
+    atomic_store(&d->result, (int)ordo_waiter_destroy(d->victim));
+    assert_ok(ordo_signal_signal(d->done, 1));
+}
+
+static void *signal_one(void *arg) {
+    assert_ok(ordo_signal_signal(arg, 1));
+    return NULL;
+}
+
+static void destroy_from_a_timepoint_callback_is_refused(void **state) {
+    (void)state;
+    ordo_waiter_t *w1 = waiter_make(1);
+    ordo_waiter_t *w2 = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    nested_destroy_t d = {w2, done, -1};
+    rec_t r;
+    rec_init(&r, NULL, NULL);
+    assert_ok(ordo_wait_async(w1, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, nested_destroy_fn,
+                              &d, NULL));
+    assert_ok(ordo_wait_async(w2, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, NULL));
+    /* Signalled on another thread, so that a hang fails the wait below. */
+    pthread_t t = test_thread_start(signal_one, s);
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&d.result), ORDO_ERR_BUSY);
+    /* w2 is intact: its wait fired normally once the callback returned. */
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    assert_ok(ordo_waiter_destroy(w2));
+    assert_ok(ordo_waiter_destroy(w1));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
 static void destroy_cancels_pending_waits(void **state) {
     (void)state;
     ordo_waiter_t *w = waiter_make(2);
@@ -1196,6 +1246,7 @@ int main(void) {
         cmocka_unit_test(cancel_too_late_waits_for_the_callback),
         cmocka_unit_test(cancel_from_inside_a_callback),
         cmocka_unit_test(destroy_cancels_pending_waits),
+        cmocka_unit_test(destroy_from_a_timepoint_callback_is_refused),
         cmocka_unit_test(metrics_are_exact),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(many_pending_waits),

@@ -532,6 +532,16 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
                               (void *)w);
         }
     }
+    /* Inside timepoint callbacks (an inline callback of another waiter, a
+     * coordinator callback...), timepoints that become due on this thread
+     * wait for the running callback to return. One of them may be a wait of
+     * this waiter, and destroy waits for its timepoint: it would never come. */
+    if (timepoints_running_here()) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "called from inside a callback run by a signal: a timepoint of waiter "
+                          "%p may be queued behind it on this thread; destroy it from elsewhere",
+                          (void *)w);
+    }
     if (atomic_exchange_explicit(&w->closing, 1, memory_order_seq_cst)) {
         return ordo_error(ORDO_ERR_DESTROYED, __func__, "waiter %p is being destroyed already",
                           (void *)w);

@@ -153,6 +153,59 @@ static void fires_when_reached_before_register(void **state) {
     assert_ok(ordo_signal_destroy(done));
 }
 
+/* Registering from inside a callback: the new wait's timepoint is queued
+ * until that callback returns, yet a value reached at registration must
+ * still win over a deadline already past (the timer must not take it). */
+typedef struct nested {
+    ordo_waiter_t *waiter;
+    ordo_signal_t *reached;
+    rec_t inner;
+    _Atomic int registered;
+} nested_t;
+
+static void nested_register_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    nested_t *n = ctx;
+    assert_int_equal(status, ORDO_OK);
+    assert_ok(ordo_wait_async(n->waiter, n->reached, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn,
+                              &n->inner, NULL));
+    atomic_store(&n->registered, 1);
+    /* Long enough for the timer thread to look at its heap. */
+    test_sleep_ms(30);
+}
+
+static void reached_value_wins_when_registered_in_a_callback(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *trigger = test_signal_make(0);
+    ordo_signal_t *reached = test_signal_make(1);
+    ordo_signal_t *done = test_signal_make(0);
+    for (int round = 0; round < 3; ++round) {
+        nested_t n;
+        memset(&n, 0, sizeof n);
+        n.waiter = w;
+        n.reached = reached;
+        rec_init(&n.inner, done, NULL);
+        assert_ok(ordo_wait_async(w, trigger, (uint64_t)round + 1, ORDO_DEADLINE_NEVER,
+                                  ORDO_WAIT_INLINE, nested_register_fn, &n, NULL));
+        assert_ok(ordo_signal_signal(trigger, (uint64_t)round + 1));
+        assert_int_equal(atomic_load(&n.registered), 1);
+        assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+        assert_int_equal(atomic_load(&n.inner.calls), 1);
+        assert_int_equal(atomic_load(&n.inner.status), ORDO_OK);
+        wait_idle(w);
+        assert_ok(ordo_signal_destroy(done));
+        done = test_signal_make(0);
+    }
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(trigger));
+    assert_ok(ordo_signal_destroy(reached));
+    assert_ok(ordo_signal_destroy(done));
+}
+
 typedef struct producer {
     ordo_signal_t *signal;
     uint64_t value;
@@ -663,6 +716,56 @@ static void destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     }
 }
 
+/* Destroying a waiter from inside a callback that runs among timepoint
+ * callbacks (here another waiter's inline callback): a wait of the
+ * destroyed waiter may be due on the same signal, its timepoint queued
+ * behind the running callback, so a destroy that waited for it would wait
+ * forever. It is refused instead; nothing is done. */
+typedef struct nested_destroy {
+    ordo_waiter_t *victim;
+    ordo_signal_t *done;
+    _Atomic int result;
+} nested_destroy_t;
+
+static void nested_destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status;
+    (void)id;
+    nested_destroy_t *d = ctx;
+    atomic_store(&d->result, (int)ordo_waiter_destroy(d->victim));
+    assert_ok(ordo_signal_signal(d->done, 1));
+}
+
+static void *signal_one(void *arg) {
+    assert_ok(ordo_signal_signal(arg, 1));
+    return NULL;
+}
+
+static void destroy_from_a_timepoint_callback_is_refused(void **state) {
+    (void)state;
+    ordo_waiter_t *w1 = waiter_make(1);
+    ordo_waiter_t *w2 = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    nested_destroy_t d = {w2, done, -1};
+    rec_t r;
+    rec_init(&r, NULL, NULL);
+    assert_ok(ordo_wait_async(w1, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, nested_destroy_fn,
+                              &d, NULL));
+    assert_ok(ordo_wait_async(w2, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, NULL));
+    /* Signalled on another thread, so that a hang fails the wait below. */
+    pthread_t t = test_thread_start(signal_one, s);
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&d.result), ORDO_ERR_BUSY);
+    /* w2 is intact: its wait fired normally once the callback returned. */
+    assert_int_equal(atomic_load(&r.calls), 1);
+    assert_int_equal(atomic_load(&r.status), ORDO_OK);
+    assert_ok(ordo_waiter_destroy(w2));
+    assert_ok(ordo_waiter_destroy(w1));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
 static void destroy_cancels_pending_waits(void **state) {
     (void)state;
     ordo_waiter_t *w = waiter_make(2);
@@ -1131,6 +1234,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fires_after_register_on_a_worker),
         cmocka_unit_test(fires_when_reached_before_register),
+        cmocka_unit_test(reached_value_wins_when_registered_in_a_callback),
         cmocka_unit_test(inline_runs_on_the_signalling_thread),
         cmocka_unit_test(deadline_fires_timeout_never_early),
         cmocka_unit_test(deadlines_fire_in_deadline_order),
@@ -1142,6 +1246,7 @@ int main(void) {
         cmocka_unit_test(cancel_too_late_waits_for_the_callback),
         cmocka_unit_test(cancel_from_inside_a_callback),
         cmocka_unit_test(destroy_cancels_pending_waits),
+        cmocka_unit_test(destroy_from_a_timepoint_callback_is_refused),
         cmocka_unit_test(metrics_are_exact),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(many_pending_waits),

@@ -113,7 +113,10 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
  * complete. When this returns no callback of the waiter runs any more, its
  * threads have exited and every signal reference it held is released.
  * ORDO_ERR_BUSY (nothing done) when called from one of the waiter's own
- * callbacks. The handle is invalid afterwards. */
+ * callbacks, or from any callback a signal runs (an inline wait callback of
+ * another waiter, a timepoint or coordinator callback): a timepoint of this
+ * waiter may be queued behind that callback on the same thread, and destroy
+ * would wait for it forever. The handle is invalid afterwards. */
 ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter);
 
 /** Registers a wait for signal to reach value, with a deadline

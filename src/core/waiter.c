@@ -532,6 +532,16 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
                               (void *)w);
         }
     }
+    /* Inside timepoint callbacks (an inline callback of another waiter, a
+     * coordinator callback...), timepoints that become due on this thread
+     * wait for the running callback to return. One of them may be a wait of
+     * this waiter, and destroy waits for its timepoint: it would never come. */
+    if (timepoints_running_here()) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "called from inside a callback run by a signal: a timepoint of waiter "
+                          "%p may be queued behind it on this thread; destroy it from elsewhere",
+                          (void *)w);
+    }
     if (atomic_exchange_explicit(&w->closing, 1, memory_order_seq_cst)) {
         return ordo_error(ORDO_ERR_DESTROYED, __func__, "waiter %p is being destroyed already",
                           (void *)w);
@@ -648,6 +658,15 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
     /* From here on the entry may be resolved and even recycled by others:
      * every further access is checked against the generation. */
     uint64_t pending = WORD_MAKE(gen, PHASE_PENDING);
+    /* A signal that has reached the value (or ended) by now made the
+     * timepoint due: it resolves the wait, so the deadline takes no part.
+     * Without this check a timepoint queued behind the callback this
+     * registration runs in would race the timer for a deadline already
+     * past. (The caller keeps the signal alive during the call.) */
+    uint64_t signal_state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if ((signal_state & SIGNAL_ENDED) || (signal_state & SIGNAL_VALUE_MASK) >= value) {
+        entry_flags &= ~ENTRY_TIMED;
+    }
     if (entry_flags & ENTRY_TIMED) {
         if (!timer_add(w, e, gen, deadline)) {
             return ORDO_OK; /* the value was reached (or the signal failed) during arming */

@@ -99,6 +99,10 @@ void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_
 /* Runs the callbacks of a due list (outside every lock). */
 void timepoints_run(due_list_t *due);
 
+/* Non-zero while this thread runs timepoint callbacks (due ones are then
+ * queued behind the running one, not run). */
+int timepoints_running_here(void);
+
 /* Called by the producer whose CAS took DISPATCHING: collects and runs
  * whatever is due, then lets DISPATCHING go. */
 void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);

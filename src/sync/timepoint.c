@@ -112,6 +112,10 @@ void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
 static _Thread_local due_list_t deferred;
 static _Thread_local int running_callbacks;
 
+int timepoints_running_here(void) {
+    return running_callbacks;
+}
+
 static void run_one(ordo_timepoint_t *tp) {
     /* Read everything before the call: from FIRED on, the timepoint is its
      * owner's again (to re-arm or free). */

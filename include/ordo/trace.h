@@ -36,8 +36,10 @@ ORDO_BEGIN_DECLS
 
 /** The settings of a trace. */
 typedef struct ordo_trace_config {
-    /** Events kept at most; later ones are dropped and counted. 0: the
-     * default, 4 Mi events (about 200 MiB). */
+    /** Events kept, roughly: recording threads take room in chunks of
+     * 4096 events, so a trace keeps up to this many rounded up to whole
+     * chunks; later events are dropped and counted. 0: the default, 4 Mi
+     * events (about 230 MiB). */
     uint64_t max_events;
 } ordo_trace_config_t;
 

@@ -149,7 +149,7 @@ static inline void slot_end(trace_thread_t *t) {
     atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
-void trace_record(const trace_event_t *event) {
+int trace_record(const trace_event_t *event) {
     trace_thread_t *t = thread_record();
     trace_event_t *e = t ? slot_begin(t) : NULL;
     if (e) {
@@ -157,6 +157,7 @@ void trace_record(const trace_event_t *event) {
         e->tid = t->tid;
         slot_end(t);
     }
+    return e != NULL;
 }
 
 static long membarrier_call(int command) {

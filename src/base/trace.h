@@ -55,7 +55,8 @@ static inline uint64_t trace_now(void) {
 }
 
 /* Appends one event (call only when trace_on()). */
-void trace_record(const trace_event_t *event);
+/* Non-zero when recorded (tracing was on and the trace not full). */
+int trace_record(const trace_event_t *event);
 
 /* The trace's generation: bumped by every start, so a stream can tell
  * whether it has named its track in the current trace yet. */

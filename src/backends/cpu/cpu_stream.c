@@ -215,12 +215,15 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
 static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64_t signal_id) {
     uint32_t generation = trace_generation();
     if (s->trace_generation != generation) {
-        s->trace_generation = generation;
         trace_event_t track = {
             start, (uint64_t)(int64_t)s->priority, s->shell, NULL, 0, 0, TRACE_TRACK, 0};
         memcpy(&track.a, s->shell->device->info.name, 8); /* 16 bytes of the name */
         memcpy(&track.b, s->shell->device->info.name + 8, 8);
-        trace_record(&track);
+        /* Named once the name is really in this trace (a record made
+         * while a start is half done is dropped). */
+        if (trace_record(&track)) {
+            s->trace_generation = generation;
+        }
     }
     trace_event_t e = {start, trace_now() - start, s->shell, NULL, 0, 0, TRACE_SLICE, 0};
     switch (op->kind) {

@@ -5,6 +5,7 @@
 #include "ordo/alloc.h"
 #include "ordo/barrier.h"
 #include "ordo/buffer.h"
+#include "ordo/cuda.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/event_pool.h"

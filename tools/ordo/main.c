@@ -88,6 +88,7 @@ static int command_bench(int argc, char **argv) {
     bench_trace_all(&options);
     bench_barrier_all(&options);
     bench_waiter_all(&options);
+    bench_cuda_all(&options);
     if (trace) {
         ordo_trace_stats_t stats;
         if (ordo_trace_stop(trace, &stats) != ORDO_OK) {

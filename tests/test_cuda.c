@@ -725,7 +725,8 @@ static void out_of_memory_is_reported(void **state) {
     assert_null(block);
     /* The device is still usable. */
     assert_ok(ordo_mem_allocate(direct, 1 << 20, (size_t)1 << 21, stream, 0, &block, NULL));
-    assert_ok(ordo_mem_deallocate(direct, block, NULL));
+    assert_ok(ordo_mem_deallocate(direct, block, stream));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(direct));
     assert_ok(ordo_stream_destroy(stream));

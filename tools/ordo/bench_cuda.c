@@ -15,6 +15,7 @@
  *   way (ordo_events, ordo_memops: ORDO_CUDA_POINTS=memops).
  * cuda_signal_point_submit: the host's cost of enqueuing one point
  *   (event_record, write_value, ordo_stream_signal). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,7 +241,7 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
 typedef struct point_rig {
     CUstream stream;
     CUevent event;
-    volatile uint64_t *word;
+    _Atomic uint64_t *word;
     CUdeviceptr word_device;
     uint64_t next;
 } point_rig_t;
@@ -259,7 +260,7 @@ static double latency_word(point_rig_t *rig) {
     uint64_t value = ++rig->next;
     uint64_t t0 = bench_now_ns();
     check(cu->StreamWriteValue64(rig->stream, rig->word_device, value, 0), "cuStreamWriteValue64");
-    while (*rig->word < value) {
+    while (atomic_load_explicit(rig->word, memory_order_acquire) < value) {
     }
     return (double)(bench_now_ns() - t0);
 }
@@ -317,7 +318,7 @@ static void run_signal_point(const bench_options_t *options, ordo_device_t *devi
         check(cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
               "cuMemHostAlloc");
         rig.word = word;
-        *rig.word = 0;
+        atomic_init(rig.word, 0);
         check(cu->MemHostGetDevicePointer(&rig.word_device, word, 0), "cuMemHostGetDevicePointer");
     }
     ordo_rig_t ordo_events;

@@ -64,14 +64,15 @@ typedef struct cuda_stream {
     /* Under the lane's lock: the last point number handed out. */
     uint64_t reserved;
     /* Host-task chaining: the last op the lane ran was a host task, nothing
-     * went to the device since and the lane has not emptied since
+     * went to the device or the timeline since and the lane has not emptied
+     * since
      * (chain_idle is its idle count then), so the next host task needs no
      * point of its own. Lane thread, or a direct issue (the lane idle). */
     int chain;
     uint64_t chain_idle;
     /* With observe_memops: the word the device writes each point's number
      * to (host memory mapped for the device), and its device address. */
-    volatile uint64_t *word;
+    _Atomic uint64_t *word; /* read with acquire: the device's write is fenced */
     CUdeviceptr word_device;
     unsigned polls; /* watcher thread only */
 } cuda_stream_t;

@@ -103,7 +103,7 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
     cuda_device_t *d = user;
     cuda_stream_t *s = t->user;
     if (d->observe_memops) {
-        if (*s->word >= w->seq) {
+        if (atomic_load_explicit(s->word, memory_order_acquire) >= w->seq) {
             return ORDO_OK;
         }
         /* The word says nothing of device errors: ask the event now and
@@ -190,12 +190,13 @@ static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t 
         }
         check->after = use.after;
         check->after_value = use.after_value;
-        s->chain = 0;
     }
     signal_retain_internal(signal);
     check->check = signal;
     check->check_value = value;
     hal_timeline_push(&s->timeline, check);
+    /* A host task after this must wait for the check's verdict. */
+    s->chain = 0;
     return ORDO_OK;
 }
 
@@ -417,7 +418,7 @@ ordo_status_t cuda_stream_init(ordo_stream_t *stream) {
         r = d->cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
         if (r == CUDA_SUCCESS) {
             s->word = word;
-            *s->word = 0;
+            atomic_init(s->word, 0);
             r = d->cu->MemHostGetDevicePointer(&s->word_device, word, 0);
         }
         if (r != CUDA_SUCCESS) {

@@ -465,6 +465,107 @@ static void host_tasks_run_between_kernels(void **state) {
     launches_free();
 }
 
+static ordo_status_t refusing_enqueue(void *ctx, struct CUstream_st *stream) {
+    (void)ctx, (void)stream;
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_failing_enqueue_fails_the_stream(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* Directly: the status comes back, and the stream fails at that point. */
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_status(ordo_cuda_stream_enqueue(stream, refusing_enqueue, NULL), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    /* Held behind a host wait: queued, it fails the stream when it runs. */
+    stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    ordo_signal_t *later = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, host, 1));
+    assert_ok(ordo_cuda_stream_enqueue(stream, refusing_enqueue, NULL));
+    assert_ok(ordo_stream_signal(stream, later, 1));
+    assert_ok(ordo_signal_signal(host, 1));
+    assert_status(ordo_signal_wait(later, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    assert_ok(ordo_signal_destroy(host));
+    assert_ok(ordo_signal_destroy(later));
+}
+
+#define ENQUEUERS 4
+
+typedef struct enqueuer {
+    ordo_stream_t *stream;
+    CUdeviceptr cell;
+    ordo_signal_t *signal;
+    launch_t *launch; /* one per thread: its step kernel, launched many times */
+    int rounds;
+    _Atomic int errors;
+} enqueuer_t;
+
+static void *enqueue_many(void *arg) {
+    enqueuer_t *e = arg;
+    for (int i = 1; i <= e->rounds; ++i) {
+        if (ordo_cuda_stream_enqueue(e->stream, launch_fn, e->launch) != ORDO_OK) {
+            atomic_fetch_add(&e->errors, 1);
+        }
+        if (i % 16 == 0 && ordo_stream_signal(e->stream, e->signal, (uint64_t)i) != ORDO_OK) {
+            atomic_fetch_add(&e->errors, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Threads enqueue to one stream at once, while a host wait now and then
+ * holds the stream: every kernel runs once, every signal arrives. */
+static void concurrent_enqueues_on_one_stream(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(ENQUEUERS);
+    ordo_stream_t *stream = stream_make();
+    enqueuer_t e[ENQUEUERS];
+    pthread_t threads[ENQUEUERS];
+    int rounds = (int)test_scaled(400);
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        e[t] =
+            (enqueuer_t){stream, cells + (CUdeviceptr)t * 8, test_signal_make(0), NULL, rounds, 0};
+        e[t].launch = launch_new(kernels.step);
+        e[t].launch->ptr = e[t].cell;
+        e[t].launch->u = 0;
+        e[t].launch->params[0] = &e[t].launch->ptr;
+        e[t].launch->params[1] = &e[t].launch->u;
+        threads[t] = test_thread_start(enqueue_many, &e[t]);
+    }
+    ordo_signal_t *host = test_signal_make(0);
+    for (uint64_t k = 1; k <= 8; ++k) {
+        assert_ok(ordo_stream_wait(stream, host, k));
+        test_sleep_ms(1);
+        assert_ok(ordo_signal_signal(host, k));
+    }
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        pthread_join(threads[t], NULL);
+    }
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        assert_int_equal(atomic_load(&e[t].errors), 0);
+        assert_int_equal(cell_read(cells, t), (unsigned long long)rounds);
+        assert_ok(ordo_signal_wait(e[t].signal, (uint64_t)(rounds / 16 * 16), ORDO_DEADLINE_NOW));
+        assert_ok(ordo_signal_destroy(e[t].signal));
+    }
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
 /* ---- randomized multi-stream programs ---------------------------------------- */
 
 #define RANDOM_STREAMS 3
@@ -813,15 +914,21 @@ static void a_device_fault_fails_every_signal(void **state) {
     spin(b, 20000000ull);
     assert_ok(ordo_stream_signal(b, r, 1));
     enqueue(a, l);
-    assert_ok(ordo_stream_signal(a, s, 1));
-    /* Nothing hangs: both fail with the device's error. */
-    assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_DEVICE);
+    /* The fault may already be known when the point is submitted: then the
+     * submission itself fails. Either way nothing hangs. */
+    ordo_status_t st = ordo_stream_signal(a, s, 1);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_DEVICE);
+    if (st == ORDO_OK) {
+        assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_DEVICE);
+    }
+    /* A point of another stream, enqueued before the fault, fails with the
+     * device's error. */
+    assert_status(ordo_signal_wait(r, 1, test_deadline()), ORDO_ERR_DEVICE);
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     ordo_status_t failure;
-    assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
+    assert_ok(ordo_signal_failure(r, &failure, message, sizeof message));
     print_message("  the fault reads: %s\n", message);
     assert_non_null(strstr(message, "CUDA_ERROR_"));
-    assert_status(ordo_signal_wait(r, 1, test_deadline()), ORDO_ERR_DEVICE);
     assert_status(ordo_stream_synchronize(a, test_deadline()), ORDO_ERR_DEVICE);
     assert_status(ordo_stream_status(b), ORDO_ERR_DEVICE);
     assert_ok(ordo_stream_destroy(a));
@@ -886,6 +993,8 @@ int main(void) {
         cmocka_unit_test(a_wait_before_its_signal_binds_on_the_device),
         cmocka_unit_test(host_signals_gate_device_work),
         cmocka_unit_test(host_tasks_run_between_kernels),
+        cmocka_unit_test(a_failing_enqueue_fails_the_stream),
+        cmocka_unit_test(concurrent_enqueues_on_one_stream),
         cmocka_unit_test(random_program_ordered_by_a_tracker),
         cmocka_unit_test(random_program_with_waits_before_signals),
         cmocka_unit_test(the_async_resource_frees_in_stream_order),

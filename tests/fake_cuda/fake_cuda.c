@@ -684,10 +684,19 @@ static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
     return CUDA_SUCCESS;
 }
 
+/* Frees also after a fault (and returns the fault): a real context frees
+ * everything it holds when it is finally reset. */
+static CUresult release_block(void *ptr) {
+    CUresult r = usable();
+    if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
+        return r;
+    }
+    free(ptr);
+    return r;
+}
+
 static CUresult mem_free(CUdeviceptr ptr) {
-    USABLE();
-    free((void *)(uintptr_t)ptr);
-    return CUDA_SUCCESS;
+    return release_block((void *)(uintptr_t)ptr);
 }
 
 static CUresult mem_get_info(size_t *free_bytes, size_t *total_bytes) {
@@ -726,9 +735,7 @@ static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
 }
 
 static CUresult mem_free_host(void *ptr) {
-    USABLE();
-    free(ptr);
-    return CUDA_SUCCESS;
+    return release_block(ptr);
 }
 
 static CUresult mem_host_device_pointer(CUdeviceptr *device_ptr, void *host_ptr,

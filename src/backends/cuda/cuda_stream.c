@@ -244,12 +244,23 @@ static const char *held_api(held_kind_t kind) {
     return "ordo_stream";
 }
 
-/* A device error while the lane issues: the stream fails now (what was
- * issued before is reported failed too: the device is broken). */
+/* A device error while issuing: the stream fails now, with the error's
+ * message (points issued before are reported failed too: the device is
+ * broken). */
 static void lane_fail(cuda_stream_t *s, ordo_status_t st) {
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     snprintf(message, sizeof message, "%s", ordo_error_message());
     hal_timeline_fail(&s->timeline, st, message);
+}
+
+/* After a direct issue failed (outside the lane's lock): a device error
+ * (sticky in CUDA) leaves the stream unusable, so it fails now and later
+ * submissions get the failure at once; other errors (out of memory) only
+ * refuse the one submission, as on the CPU backend. */
+static void issue_failed(cuda_stream_t *s, ordo_status_t st) {
+    if (st == ORDO_ERR_DEVICE) {
+        lane_fail(s, st);
+    }
 }
 
 static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point_t *out_wait) {
@@ -532,6 +543,10 @@ ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, u
         s->reserved = seq;
     }
     hal_lane_unlock(&s->lane);
+    if (st == ORDO_ERR_DEVICE) {
+        issue_failed(s, st);
+        fail_point(signal, value, st, s->timeline.progress->message);
+    }
     return st;
 }
 
@@ -565,6 +580,7 @@ ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
         }
     }
     hal_lane_unlock(&s->lane);
+    issue_failed(s, st);
     return st;
 }
 
@@ -598,6 +614,7 @@ ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dea
     }
     hal_lane_unlock(&s->lane);
     if (st != ORDO_OK) {
+        issue_failed(s, st);
         return st;
     }
     st = ordo_signal_wait(s->timeline.progress, seq, deadline);
@@ -656,6 +673,7 @@ ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *strea
     hal_lane_unlock(&s->lane);
     if (st != ORDO_OK) {
         hal_event_record_abort(event, generation);
+        issue_failed(s, st);
     }
     return st;
 }

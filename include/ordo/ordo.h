@@ -7,6 +7,7 @@
 #include "ordo/barrier.h"
 #include "ordo/buffer.h"
 #include "ordo/coordinator.h"
+#include "ordo/cuda.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/event_pool.h"

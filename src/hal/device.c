@@ -10,7 +10,12 @@
 #include "hal/hal.h"
 #include "mem/device_memory.h"
 
-static const hal_backend_t *const backends[] = {&hal_cpu_backend};
+static const hal_backend_t *const backends[] = {
+    &hal_cpu_backend,
+#ifdef ORDO_HAVE_CUDA_H
+    &hal_cuda_backend,
+#endif
+};
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])
 /* Shared runtimes per backend; ordinals beyond this are refused. */
 #define MAX_ORDINALS 64
@@ -158,17 +163,29 @@ static ordo_status_t pool_event_create(void *user, ordo_event_kind_t kind, void 
     if (!event) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
+    ordo_device_t *device = user;
     event->magic = ORDO_EVENT_MAGIC;
-    event->device = user;
+    event->device = device;
     event->kind = kind;
+    if (device->backend->event_init) {
+        ordo_status_t st = device->backend->event_init(device, event);
+        if (st != ORDO_OK) {
+            ordo_dealloc(event, sizeof *event, 0);
+            return st;
+        }
+    }
     *out_event = event;
     return ORDO_OK;
 }
 
-static void pool_event_destroy(void *user, void *event) {
-    (void)user;
-    ((ordo_event_t *)event)->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(event, sizeof(ordo_event_t), 0);
+static void pool_event_destroy(void *user, void *object) {
+    ordo_device_t *device = user;
+    ordo_event_t *event = object;
+    if (device->backend->event_fini) {
+        device->backend->event_fini(device, event);
+    }
+    event->magic = ORDO_HAL_DEAD;
+    ordo_dealloc(event, sizeof *event, 0);
 }
 
 static void device_free(ordo_device_t *device) {
@@ -228,23 +245,24 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
     device->backend_index = backend_index;
     device->shared = shared;
     backend->device_info(ordinal, &device->info);
+    /* The backend first: the event pools create events through it. */
+    ordo_status_t st = backend->device_init(device);
+    if (st != ORDO_OK) {
+        device->impl = NULL;
+        device_free(device);
+        return st;
+    }
     event_pool_backend_t pool_backend = {pool_event_create, pool_event_destroy, device};
     const ordo_event_pool_config_t *configs[2] = {&config->plain_events, &config->timing_events};
     for (int k = 0; k < 2; ++k) {
-        ordo_status_t st = event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
-                                             &device->event_pools[k]);
+        st = event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
+                               &device->event_pools[k]);
         if (st != ORDO_OK) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s", ordo_error_message());
             device_free(device);
             return ordo_error(st, api, "cannot build the event pool: %s", detail);
         }
-    }
-    ordo_status_t st = backend->device_init(device);
-    if (st != ORDO_OK) {
-        device->impl = NULL;
-        device_free(device);
-        return st;
     }
     *out = device;
     return ORDO_OK;

@@ -203,6 +203,14 @@ ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int6
                              : ordo_error(ORDO_ERR_BUSY, __func__,
                                           "an event's point has not been reached yet");
     }
+    if (start->device->backend->event_elapsed_ns) {
+        if (start->device != end->device) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                              "the events belong to different devices (%s, %s)",
+                              start->device->info.name, end->device->info.name);
+        }
+        return start->device->backend->event_elapsed_ns(start, end, out_ns);
+    }
     uint64_t a = atomic_load_explicit(&start->reached_ns, memory_order_acquire);
     uint64_t b = atomic_load_explicit(&end->reached_ns, memory_order_acquire);
     *out_ns = (int64_t)(b - a);

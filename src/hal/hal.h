@@ -157,9 +157,20 @@ struct hal_backend {
      * and must not allocate or run user code. NULL: the backend cannot
      * show its queues (stall reports skip its streams). */
     void (*stream_snapshot)(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+    /* Optional: backend state of an event (event->impl), made when the
+     * device's event pool creates the event and destroyed with it (both
+     * under the pool's lock, after device_init and before device_fini). */
+    ordo_status_t (*event_init)(ordo_device_t *device, ordo_event_t *event);
+    void (*event_fini)(ordo_device_t *device, ordo_event_t *event);
+    /* Optional: the time between two timing events whose points are both
+     * reached, measured by the device. NULL: from the host stamps. */
+    ordo_status_t (*event_elapsed_ns)(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
 };
 
 extern const hal_backend_t hal_cpu_backend;
+#ifdef ORDO_HAVE_CUDA_H
+extern const hal_backend_t hal_cuda_backend;
+#endif
 
 #define EVENT_DESTROY_REQUESTED 0x80000000u
 

@@ -68,6 +68,8 @@ void bench_trace_all(const bench_options_t *options);
 void bench_barrier_all(const bench_options_t *options);
 void bench_waiter_all(const bench_options_t *options);
 void bench_coord_all(const bench_options_t *options);
+/* The CUDA benchmarks: each prints why it is skipped without a GPU. */
+void bench_cuda_all(const bench_options_t *options);
 
 struct channel_ops;
 /* Two threads bouncing a counter through two channels; per round trip. */

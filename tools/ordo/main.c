@@ -88,6 +88,8 @@ static int command_bench(int argc, char **argv) {
     bench_trace_all(&options);
     bench_barrier_all(&options);
     bench_waiter_all(&options);
+    bench_coord_all(&options);
+    bench_cuda_all(&options);
     if (trace) {
         ordo_trace_stats_t stats;
         if (ordo_trace_stop(trace, &stats) != ORDO_OK) {
@@ -98,7 +100,6 @@ static int command_bench(int argc, char **argv) {
                 trace, (unsigned long long)stats.events, (unsigned long long)stats.dropped,
                 (unsigned long long)stats.flows);
     }
-    bench_coord_all(&options);
     return 0;
 }
 

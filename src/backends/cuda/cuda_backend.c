@@ -1,0 +1,448 @@
+/* The CUDA backend: devices "cuda:N" on the driver API, loaded at run time
+ * (cuda_api.c); streams in cuda_stream.c, memory resources in
+ * cuda_memory.c. See docs/CUDA.md. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+/* Devices beyond this are not listed (the HAL refuses ordinals >= 64). */
+#define CUDA_MAX_DEVICES 64
+
+/* The defaults of the point pool: points are acquired at every signal,
+ * record and host task, so the pool starts warm and never caps (a capped
+ * pool would create events one by one past its maximum). */
+#define POINT_POOL_INITIAL 64
+#define POINT_POOL_GROWTH 64
+
+/* Bumped whenever a device runtime is built: a primary context released by
+ * its last runtime and retained again keeps its handle, so a thread that
+ * still names it as current binds it again rather than trusting the old
+ * binding. */
+static _Atomic uint64_t context_epoch = 1;
+static _Thread_local uint64_t thread_epoch;
+
+ordo_status_t cuda_enter(const cuda_device_t *d, const char *api) {
+    uint64_t epoch = atomic_load_explicit(&context_epoch, memory_order_relaxed);
+    CUcontext current = NULL;
+    if (thread_epoch == epoch && d->cu->CtxGetCurrent(&current) == CUDA_SUCCESS &&
+        current == d->ctx) {
+        return ORDO_OK;
+    }
+    CUresult r = d->cu->CtxSetCurrent(d->ctx);
+    if (r != CUDA_SUCCESS) {
+        return cuda_error(r, api, "cuCtxSetCurrent");
+    }
+    thread_epoch = epoch;
+    return ORDO_OK;
+}
+
+/* ---- availability and enumeration ---------------------------------------- */
+
+static int cuda_available(char *reason, size_t reason_capacity) {
+    const cuda_api_t *cu = cuda_api_load(reason, reason_capacity);
+    if (cu && reason_capacity) {
+        reason[0] = '\0';
+    }
+    return cu != NULL;
+}
+
+static size_t cuda_device_count(void) {
+    const cuda_api_t *cu = cuda_api_load(NULL, 0);
+    int count = 0;
+    if (!cu || cu->DeviceGetCount(&count) != CUDA_SUCCESS || count < 0) {
+        return 0;
+    }
+    return count > CUDA_MAX_DEVICES ? CUDA_MAX_DEVICES : (size_t)count;
+}
+
+/* Stream priorities are a property of a context: read once per device from
+ * its primary context (retained just for the query if no device is open),
+ * without disturbing the calling thread's current context. */
+static pthread_mutex_t priorities_lock = PTHREAD_MUTEX_INITIALIZER;
+static int priorities_known[CUDA_MAX_DEVICES];
+static int priorities_least[CUDA_MAX_DEVICES];
+static int priorities_greatest[CUDA_MAX_DEVICES];
+
+static void priority_range(const cuda_api_t *cu, int ordinal, CUdevice dev, int *out_least,
+                           int *out_greatest) {
+    pthread_mutex_lock(&priorities_lock);
+    if (!priorities_known[ordinal]) {
+        int least = 0;
+        int greatest = 0;
+        CUcontext ctx = NULL;
+        if (cu->DevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) {
+            if (cu->CtxPushCurrent(ctx) == CUDA_SUCCESS) {
+                if (cu->CtxGetStreamPriorityRange(&least, &greatest) != CUDA_SUCCESS) {
+                    least = greatest = 0;
+                }
+                CUcontext popped = NULL;
+                (void)cu->CtxPopCurrent(&popped);
+            }
+            (void)cu->DevicePrimaryCtxRelease(dev);
+        }
+        priorities_least[ordinal] = least;
+        priorities_greatest[ordinal] = greatest <= least ? greatest : least;
+        priorities_known[ordinal] = 1;
+    }
+    *out_least = priorities_least[ordinal];
+    *out_greatest = priorities_greatest[ordinal];
+    pthread_mutex_unlock(&priorities_lock);
+}
+
+static int attribute(const cuda_api_t *cu, CUdevice dev, CUdevice_attribute which) {
+    int value = 0;
+    return cu->DeviceGetAttribute(&value, which, dev) == CUDA_SUCCESS ? value : 0;
+}
+
+static void cuda_device_info(int ordinal, ordo_device_info_t *out_info) {
+    memset(out_info, 0, sizeof *out_info);
+    snprintf(out_info->name, sizeof out_info->name, "cuda:%d", ordinal);
+    snprintf(out_info->backend, sizeof out_info->backend, "cuda");
+    out_info->ordinal = ordinal;
+    out_info->timing_events = 1;
+    out_info->device_memory = 1;
+    const cuda_api_t *cu = cuda_api();
+    CUdevice dev = 0;
+    if (!cu || ordinal < 0 || ordinal >= CUDA_MAX_DEVICES ||
+        cu->DeviceGet(&dev, ordinal) != CUDA_SUCCESS) {
+        return;
+    }
+    priority_range(cu, ordinal, dev, &out_info->priority_least, &out_info->priority_greatest);
+    /* The device can write and wait timeline values itself: the v2 stream
+     * memory operations, 64-bit, are there (and the driver exports them). */
+    out_info->native_timeline =
+        cu->StreamWaitValue64 && cu->StreamWriteValue64 &&
+        attribute(cu, dev, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
+}
+
+/* ---- the point pool ------------------------------------------------------- */
+
+static ordo_status_t point_create(void *user, ordo_event_kind_t kind, void **out_event) {
+    (void)kind;
+    cuda_device_t *d = user;
+    CUevent event = NULL;
+    CUresult r = d->cu->EventCreate(&event, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        return cuda_error(r, "ordo_stream_signal", "cuEventCreate");
+    }
+    *out_event = event;
+    return ORDO_OK;
+}
+
+static void point_destroy(void *user, void *event) {
+    cuda_device_t *d = user;
+    (void)d->cu->EventDestroy((CUevent)event);
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+static void device_release_parts(cuda_device_t *d) {
+    if (d->watcher_started) {
+        hal_watcher_stop(&d->watcher);
+    }
+    if (d->points) {
+        (void)event_pool_destroy(d->points);
+    }
+    while (d->aligned) {
+        cuda_aligned_t *a = d->aligned;
+        d->aligned = a->next;
+        ordo_dealloc(a, sizeof *a, 0);
+    }
+    pthread_mutex_destroy(&d->aligned_lock);
+    if (d->ctx) {
+        (void)d->cu->DevicePrimaryCtxRelease(d->dev);
+    }
+    ordo_dealloc(d, sizeof *d, 0);
+}
+
+static ordo_status_t cuda_device_init(ordo_device_t *device) {
+    static const char api[] = "ordo_device_open";
+    const cuda_api_t *cu = cuda_api();
+    if (!cu) {
+        return ordo_error(ORDO_ERR_UNAVAILABLE, api, "the CUDA driver is not loaded");
+    }
+    cuda_device_t *d = ordo_alloc(sizeof *d, 0);
+    if (!d) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA device");
+    }
+    pthread_mutex_init(&d->aligned_lock, NULL);
+    d->shell = device;
+    d->cu = cu;
+    d->ordinal = device->info.ordinal;
+    CUresult r = cu->DeviceGet(&d->dev, d->ordinal);
+    if (r == CUDA_SUCCESS) {
+        r = cu->DevicePrimaryCtxRetain(&d->ctx, d->dev);
+        if (r != CUDA_SUCCESS) {
+            d->ctx = NULL;
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        ordo_status_t st = cuda_error(r, api, "cannot open the device's primary context");
+        device_release_parts(d);
+        return st;
+    }
+    atomic_fetch_add_explicit(&context_epoch, 1, memory_order_relaxed);
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        device_release_parts(d);
+        return st;
+    }
+    d->memops = device->info.native_timeline;
+    d->memory_pools = cu->MemAllocAsync && cu->MemFreeAsync && cu->DeviceGetDefaultMemPool &&
+                      attribute(cu, d->dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+    /* Points are CUDA events by default; ORDO_CUDA_POINTS=memops observes
+     * them through a word each stream's device work writes instead (both
+     * are measured by the cuda_signal_point benchmark; docs/CUDA.md). */
+    const char *mode = getenv("ORDO_CUDA_POINTS");
+    d->observe_memops = d->memops && mode && strcmp(mode, "memops") == 0;
+    event_pool_backend_t backend = {point_create, point_destroy, d};
+    ordo_event_pool_config_t config = {POINT_POOL_INITIAL, POINT_POOL_GROWTH, 0};
+    st = event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points);
+    if (st != ORDO_OK) {
+        d->points = NULL;
+        device_release_parts(d);
+        return st;
+    }
+    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, 0, 0, api);
+    if (st != ORDO_OK) {
+        device_release_parts(d);
+        return st;
+    }
+    d->watcher_started = 1;
+    device->impl = d;
+    return ORDO_OK;
+}
+
+static void cuda_device_fini(ordo_device_t *device) {
+    cuda_device_t *d = device->impl;
+    (void)cuda_enter(d, "ordo_device_release");
+    device_release_parts(d);
+    device->impl = NULL;
+}
+
+ordo_status_t cuda_device_of(ordo_device_t *device, cuda_device_t **out_device, const char *api) {
+    ordo_status_t st = hal_device_check(device, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (device->backend != &hal_cuda_backend) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is not a CUDA device",
+                          device->info.name);
+    }
+    *out_device = device->impl;
+    return ORDO_OK;
+}
+
+ordo_status_t cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream, const char *api) {
+    ordo_status_t st = hal_stream_check(stream, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (stream->device->backend != &hal_cuda_backend) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "a stream of %s is not a CUDA stream",
+                          stream->device->info.name);
+    }
+    *out_stream = stream->impl;
+    return ORDO_OK;
+}
+
+/* ---- device memory -------------------------------------------------------- */
+
+/* cuMemAlloc aligns to at least this; more is served by over-allocating. */
+#define CUDA_NATURAL_ALIGNMENT 256u
+
+static ordo_status_t cuda_mem_alloc(ordo_device_t *device, size_t bytes, size_t alignment,
+                                    void **out_ptr) {
+    static const char api[] = "ordo_mem_allocate";
+    cuda_device_t *d = device->impl;
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t extra = alignment > CUDA_NATURAL_ALIGNMENT ? alignment - CUDA_NATURAL_ALIGNMENT : 0;
+    cuda_aligned_t *record = NULL;
+    if (extra && !(record = ordo_alloc(sizeof *record, 0))) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an alignment record");
+    }
+    CUdeviceptr base = 0;
+    CUresult r = d->cu->MemAlloc(&base, bytes + extra);
+    if (r != CUDA_SUCCESS) {
+        if (record) {
+            ordo_dealloc(record, sizeof *record, 0);
+        }
+        char detail[128];
+        cuda_describe(r, detail, sizeof detail);
+        return ordo_error(cuda_status_of(r), api, "%s cannot allocate %zu bytes: cuMemAlloc: %s",
+                          device->info.name, bytes, detail);
+    }
+    CUdeviceptr aligned = base;
+    if (record) {
+        aligned = (base + alignment - 1) & ~(CUdeviceptr)(alignment - 1);
+        record->base = base;
+        record->aligned = aligned;
+        pthread_mutex_lock(&d->aligned_lock);
+        record->next = d->aligned;
+        d->aligned = record;
+        pthread_mutex_unlock(&d->aligned_lock);
+    }
+    *out_ptr = (void *)(uintptr_t)aligned;
+    return ORDO_OK;
+}
+
+/* cuMemFree may synchronise the device. That is safe from any thread here,
+ * the completion thread included: this backend never makes the device wait
+ * for the host, so the device always drains on its own. */
+static void cuda_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
+    (void)bytes;
+    cuda_device_t *d = device->impl;
+    if (cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
+        return;
+    }
+    CUdeviceptr target = (CUdeviceptr)(uintptr_t)ptr;
+    pthread_mutex_lock(&d->aligned_lock);
+    for (cuda_aligned_t **link = &d->aligned; *link; link = &(*link)->next) {
+        if ((*link)->aligned == target) {
+            cuda_aligned_t *a = *link;
+            *link = a->next;
+            target = a->base;
+            ordo_dealloc(a, sizeof *a, 0);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->aligned_lock);
+    (void)d->cu->MemFree(target);
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+/* A timing event owns a CUDA event with timing enabled, recorded with each
+ * of its records; plain events need none (their points are pooled events
+ * of the device). */
+static ordo_status_t cuda_event_init(ordo_device_t *device, ordo_event_t *event) {
+    static const char api[] = "ordo_event_create";
+    event->impl = NULL;
+    if (event->kind != ORDO_EVENT_TIMING) {
+        return ORDO_OK;
+    }
+    cuda_device_t *d = device->impl;
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    CUevent e = NULL;
+    CUresult r = d->cu->EventCreate(&e, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS) {
+        return cuda_error(r, api, "cuEventCreate");
+    }
+    event->impl = e;
+    return ORDO_OK;
+}
+
+static void cuda_event_fini(ordo_device_t *device, ordo_event_t *event) {
+    if (!event->impl) {
+        return;
+    }
+    cuda_device_t *d = device->impl;
+    if (cuda_enter(d, "ordo_event_destroy") == ORDO_OK) {
+        (void)d->cu->EventDestroy((CUevent)event->impl);
+    }
+    event->impl = NULL;
+}
+
+static ordo_status_t cuda_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end,
+                                           int64_t *out_ns) {
+    static const char api[] = "ordo_event_elapsed_ns";
+    cuda_device_t *d = start->device->impl;
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    float ms = 0.0f;
+    CUresult r = d->cu->EventElapsedTime(&ms, (CUevent)start->impl, (CUevent)end->impl);
+    if (r != CUDA_SUCCESS) {
+        return cuda_error(r, api, "cuEventElapsedTime");
+    }
+    *out_ns = (int64_t)((double)ms * 1e6);
+    return ORDO_OK;
+}
+
+/* ---- the public entry points of ordo/cuda.h -------------------------------- */
+
+ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st **out_stream) {
+    cuda_stream_t *s = NULL;
+    ordo_status_t st = cuda_stream_of(stream, &s, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_stream) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+    }
+    *out_stream = s->cu;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_cuda_stream_enqueue(ordo_stream_t *stream, ordo_cuda_enqueue_fn fn, void *ctx) {
+    cuda_stream_t *s = NULL;
+    ordo_status_t st = cuda_stream_of(stream, &s, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!fn) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+    }
+    return cuda_stream_enqueue(s, fn, ctx, __func__);
+}
+
+ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **out_context,
+                                       int *out_device) {
+    cuda_device_t *d = NULL;
+    ordo_status_t st = cuda_device_of(device, &d, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (out_context) {
+        *out_context = d->ctx;
+    }
+    if (out_device) {
+        *out_device = (int)d->dev;
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_cuda_make_current(ordo_device_t *device) {
+    cuda_device_t *d = NULL;
+    ordo_status_t st = cuda_device_of(device, &d, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return cuda_enter(d, __func__);
+}
+
+const hal_backend_t hal_cuda_backend = {
+    .name = "cuda",
+    .available = cuda_available,
+    .device_count = cuda_device_count,
+    .device_info = cuda_device_info,
+    .device_init = cuda_device_init,
+    .device_fini = cuda_device_fini,
+    .stream_init = cuda_stream_init,
+    .stream_fini = cuda_stream_fini,
+    .host_task = cuda_stream_host_task,
+    .signal = cuda_stream_signal,
+    .wait = cuda_stream_wait,
+    .synchronize = cuda_stream_synchronize,
+    .status = cuda_stream_status,
+    .event_record = cuda_stream_event_record,
+    .stream_snapshot = cuda_stream_snapshot,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .event_init = cuda_event_init,
+    .event_fini = cuda_event_fini,
+    .event_elapsed_ns = cuda_event_elapsed_ns,
+};

@@ -1,0 +1,112 @@
+/* Internal: the CUDA backend's devices and streams.
+ *
+ * A device is the device's primary context (retained while the ordo device
+ * lives, made current on every thread that calls into the backend), a pool
+ * of CUDA events for stream points (timing disabled), and a completion
+ * watcher (hal/watcher.h) that observes those points and turns them into
+ * signal values. A stream is a non-blocking CUstream of the requested
+ * priority, a timeline in the watcher and a host lane (hal/lane.h) for the
+ * operations that cannot go to the device yet. See docs/CUDA.md.
+ *
+ * Locks (after those of hal/hal.h): a stream's lane lock before its
+ * timeline lock and the watcher's registry lock (a direct issue pushes a
+ * watch, and a device wait looks a point up, under the lane lock);
+ * `aligned_lock` is a leaf. */
+#ifndef ORDO_BACKENDS_CUDA_INTERNAL_H
+#define ORDO_BACKENDS_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backends/cuda/cuda_api.h"
+#include "core/event_pool.h"
+#include "hal/hal.h"
+#include "hal/lane.h"
+#include "hal/watcher.h"
+#include "ordo/cuda.h"
+
+/* How long destroying a stream waits for the device to pass the points it
+ * has already issued before it reports the rest as cancelled. */
+#define CUDA_DESTROY_DRAIN_MS 2000u
+
+/* An allocation aligned beyond what cuMemAlloc guarantees: the base to
+ * free for an aligned pointer handed out. */
+typedef struct cuda_aligned {
+    struct cuda_aligned *next;
+    CUdeviceptr base;
+    CUdeviceptr aligned;
+} cuda_aligned_t;
+
+typedef struct cuda_device {
+    ordo_device_t *shell;
+    const cuda_api_t *cu;
+    int ordinal;
+    CUdevice dev;
+    CUcontext ctx;
+    int memops;         /* 64-bit stream memory operations (v2) are supported */
+    int observe_memops; /* points are observed through a word the device writes */
+    int memory_pools;   /* cuMemAllocAsync is supported */
+    event_pool_t *points;
+    hal_watcher_t watcher;
+    int watcher_started;
+    pthread_mutex_t aligned_lock;
+    cuda_aligned_t *aligned; /* under aligned_lock */
+} cuda_device_t;
+
+typedef struct cuda_stream {
+    ordo_stream_t *shell;
+    cuda_device_t *dev;
+    CUstream cu;
+    hal_timeline_t timeline;
+    hal_lane_t lane;
+    int timeline_ready;
+    int lane_ready;
+    /* Under the lane's lock: the last point number handed out. */
+    uint64_t reserved;
+    /* Host-task chaining: the last op the lane ran was a host task, nothing
+     * went to the device or the timeline since and the lane has not emptied
+     * since
+     * (chain_idle is its idle count then), so the next host task needs no
+     * point of its own. Lane thread, or a direct issue (the lane idle). */
+    int chain;
+    uint64_t chain_idle;
+    /* With observe_memops: the word the device writes each point's number
+     * to (host memory mapped for the device), and its device address. */
+    _Atomic uint64_t *word; /* read with acquire: the device's write is fenced */
+    CUdeviceptr word_device;
+    unsigned polls; /* watcher thread only */
+} cuda_stream_t;
+
+/* Makes the device's primary context current on the calling thread. */
+ordo_status_t cuda_enter(const cuda_device_t *d, const char *api);
+
+/* The stream's CUDA device, or an error when stream is not a CUDA stream. */
+ordo_status_t cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream, const char *api);
+ordo_status_t cuda_device_of(ordo_device_t *device, cuda_device_t **out_device, const char *api);
+
+/* Enqueues fn(ctx, stream) in stream order: now (on the calling thread)
+ * when the stream holds nothing, else on the lane once the held ops before
+ * it have been issued. A failure of fn fails the stream at that point. */
+ordo_status_t cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                  const char *api);
+
+/* cuda_stream_enqueue, but even on a failed stream, and run also when the
+ * stream is destroyed before the lane reaches it (for frees). */
+ordo_status_t cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                         const char *api);
+
+/* The backend entry points of cuda_stream.c. */
+ordo_status_t cuda_stream_init(ordo_stream_t *stream);
+void cuda_stream_fini(ordo_stream_t *stream);
+ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
+ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
+ordo_status_t cuda_stream_status(ordo_stream_t *stream);
+ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
+void cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+
+/* The watcher's view of points (cuda_stream.c). */
+extern const hal_watcher_ops_t cuda_watcher_ops;
+
+#endif

@@ -1,0 +1,326 @@
+/* CUDA memory resources: the stream-ordered allocator of the driver
+ * (cuMemAllocAsync / cuMemFreeAsync on the device's default pool) and
+ * page-locked host memory (cuMemHostAlloc). Both keep their own block
+ * descriptors, recycled, never freed before the resource, so a stale handle
+ * reads a freed-marked header. */
+#include <pthread.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "base/futex.h"
+#include "mem/resource.h"
+#include "ordo/timepoint.h"
+
+typedef enum cuda_mem_kind { CUDA_MEM_ASYNC, CUDA_MEM_PINNED } cuda_mem_kind_t;
+
+typedef struct cuda_resource cuda_resource_t;
+
+typedef struct cuda_block {
+    ordo_block_t base; /* first: the handle */
+    cuda_resource_t *owner;
+    void *raw; /* as allocated (base.ptr may be aligned up from it) */
+    /* A stream-ordered free: the signal the stream raises past the free
+     * (held until the descriptor is reused) and its timepoint. */
+    ordo_signal_t *free_timeline;
+    ordo_timepoint_t free_timepoint;
+    struct cuda_block *next; /* descriptor free list */
+} cuda_block_t;
+
+struct cuda_resource {
+    ordo_mem_resource_t base;
+    cuda_device_t *d;
+    cuda_mem_kind_t kind;
+    pthread_mutex_t lock; /* descriptors */
+    cuda_block_t *descriptors;
+    _Atomic uint64_t bytes_outstanding;
+    _Atomic uint64_t blocks_live;
+    _Atomic uint32_t frees_pending;
+};
+
+static const char *kind_name(cuda_mem_kind_t kind) {
+    return kind == CUDA_MEM_ASYNC ? "cuda_async" : "host_pinned";
+}
+
+static cuda_block_t *descriptor_take(cuda_resource_t *r) {
+    pthread_mutex_lock(&r->lock);
+    cuda_block_t *b = r->descriptors;
+    if (b) {
+        r->descriptors = b->next;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!b) {
+        return ordo_alloc(sizeof *b, 0);
+    }
+    if (b->free_timeline) {
+        (void)ordo_signal_release(b->free_timeline);
+        b->free_timeline = NULL;
+    }
+    return b;
+}
+
+static void descriptor_put(cuda_resource_t *r, cuda_block_t *b) {
+    pthread_mutex_lock(&r->lock);
+    b->next = r->descriptors;
+    r->descriptors = b;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Natural alignment of each kind: the stream-ordered allocator hands out
+ * at least 256-byte aligned memory, cuMemHostAlloc whole pages. */
+static size_t natural_alignment(cuda_mem_kind_t kind) {
+    return kind == CUDA_MEM_ASYNC ? 256u : 4096u;
+}
+
+static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
+                                       ordo_block_t **out_block) {
+    static const char api[] = "ordo_mem_allocate";
+    cuda_resource_t *r = (cuda_resource_t *)resource;
+    cuda_device_t *d = r->d;
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    cuda_block_t *b = descriptor_take(r);
+    if (!b) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a block descriptor");
+    }
+    size_t natural = natural_alignment(r->kind);
+    size_t extra = request->alignment > natural ? request->alignment - natural : 0;
+    void *raw = NULL;
+    CUresult result;
+    const char *what;
+    if (r->kind == CUDA_MEM_ASYNC) {
+        /* Issued at once, even while the stream holds work back: an
+         * allocation placed earlier in the device's order only makes the
+         * memory available sooner, and a free held back cannot be reused
+         * by it before it is issued. */
+        cuda_stream_t *s = request->stream->impl;
+        CUdeviceptr ptr = 0;
+        what = "cuMemAllocAsync";
+        result = d->cu->MemAllocAsync(&ptr, request->bytes + extra, s->cu);
+        raw = (void *)(uintptr_t)ptr;
+    } else {
+        what = "cuMemHostAlloc";
+        result = d->cu->MemHostAlloc(&raw, request->bytes + extra, CU_MEMHOSTALLOC_PORTABLE);
+    }
+    if (result != CUDA_SUCCESS) {
+        descriptor_put(r, b);
+        char detail[128];
+        cuda_describe(result, detail, sizeof detail);
+        return ordo_error(cuda_status_of(result), api, "cannot allocate %zu bytes: %s: %s",
+                          request->bytes, what, detail);
+    }
+    uintptr_t aligned =
+        ((uintptr_t)raw + request->alignment - 1) & ~(uintptr_t)(request->alignment - 1);
+    b->owner = r;
+    b->raw = raw;
+    b->base.tag = request->tag;
+    b->base.ptr = (void *)aligned;
+    b->base.bytes = request->bytes;
+    b->base.alignment = request->alignment;
+    b->base.stream = request->stream;
+    b->base.resource = resource;
+    atomic_fetch_add_explicit(&r->blocks_live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->bytes_outstanding, request->bytes, memory_order_relaxed);
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    *out_block = &b->base;
+    return ORDO_OK;
+}
+
+/* Gives the memory back now (the caller knows nothing uses it any more, or
+ * the free is already in the device's order). */
+static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed) {
+    cuda_device_t *d = r->d;
+    if (!device_freed && cuda_enter(d, "ordo_mem_deallocate") == ORDO_OK) {
+        if (r->kind == CUDA_MEM_ASYNC) {
+            /* No implicit synchronisation for stream-ordered memory. */
+            (void)d->cu->MemFree((CUdeviceptr)(uintptr_t)b->raw);
+        } else {
+            (void)d->cu->MemFreeHost(b->raw);
+        }
+    }
+    atomic_fetch_sub_explicit(&r->bytes_outstanding, b->base.bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&r->blocks_live, 1, memory_order_release);
+    descriptor_put(r, b);
+}
+
+/* The stream passed the free (or failed, or was destroyed). For the
+ * stream-ordered allocator the device frees the memory itself (the free
+ * was enqueued before this point); page-locked memory goes back now.
+ * frees_pending drops last: after it the resource may be destroyed, and
+ * only the futex wake, which touches no memory, follows. */
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    cuda_block_t *b = ctx;
+    cuda_resource_t *r = b->owner;
+    release_memory(r, b, r->kind == CUDA_MEM_ASYNC);
+    atomic_fetch_sub_explicit(&r->frees_pending, 1, memory_order_release);
+    ordo_futex_wake(&r->frees_pending, 1 << 30);
+}
+
+static ordo_status_t free_async(void *ctx, struct CUstream_st *stream) {
+    cuda_block_t *b = ctx;
+    CUresult result = b->owner->d->cu->MemFreeAsync((CUdeviceptr)(uintptr_t)b->raw, stream);
+    return result == CUDA_SUCCESS ? ORDO_OK
+                                  : cuda_error(result, "ordo_mem_deallocate", "cuMemFreeAsync");
+}
+
+static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                         ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
+    cuda_resource_t *r = (cuda_resource_t *)resource;
+    cuda_block_t *b = (cuda_block_t *)block;
+    uint32_t expected = ORDO_BLOCK_MAGIC;
+    if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
+                          (void *)block, block->tag);
+    }
+    if (!stream) {
+        release_memory(r, b, 0);
+        return ORDO_OK;
+    }
+    ordo_signal_t *timeline = NULL;
+    ordo_status_t st = ordo_signal_create(0, &timeline);
+    if (st != ORDO_OK) {
+        atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+        return st;
+    }
+    if (r->kind == CUDA_MEM_ASYNC) {
+        /* In stream order, whatever the stream's state: the memory must go
+         * back, and a free the device orders cannot overtake the stream's
+         * own work. */
+        st = cuda_stream_enqueue_always(stream->impl, free_async, b, api);
+        if (st != ORDO_OK) {
+            (void)ordo_signal_release(timeline);
+            atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+            return st;
+        }
+    }
+    b->free_timeline = timeline;
+    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+    atomic_fetch_add_explicit(&r->frees_pending, 1, memory_order_relaxed);
+    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
+    /* On a failed stream the signal fails at once and the timepoint runs
+     * now. */
+    (void)ordo_stream_signal(stream, timeline, 1);
+    return ORDO_OK;
+}
+
+static uint64_t cuda_res_bytes_outstanding(ordo_mem_resource_t *resource) {
+    cuda_resource_t *r = (cuda_resource_t *)resource;
+    return atomic_load_explicit(&r->bytes_outstanding, memory_order_relaxed);
+}
+
+static ordo_status_t cuda_res_reap_pending(ordo_mem_resource_t *resource,
+                                           ordo_deadline_t deadline) {
+    cuda_resource_t *r = (cuda_resource_t *)resource;
+    for (;;) {
+        uint32_t pending = atomic_load_explicit(&r->frees_pending, memory_order_acquire);
+        if (!pending) {
+            return ORDO_OK;
+        }
+        if (ordo_futex_wait(&r->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
+            atomic_load_explicit(&r->frees_pending, memory_order_acquire)) {
+            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                              "%u stream-ordered free(s) still pending at the deadline",
+                              atomic_load_explicit(&r->frees_pending, memory_order_relaxed));
+        }
+    }
+}
+
+static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {
+    cuda_resource_t *r = (cuda_resource_t *)resource;
+    uint64_t live = atomic_load_explicit(&r->blocks_live, memory_order_acquire) +
+                    atomic_load_explicit(&r->frees_pending, memory_order_acquire);
+    if (live) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                          "the %s resource still has %llu block(s) outstanding or with a free "
+                          "pending",
+                          kind_name(r->kind), (unsigned long long)live);
+    }
+    while (r->descriptors) {
+        cuda_block_t *b = r->descriptors;
+        r->descriptors = b->next;
+        if (b->free_timeline) {
+            (void)ordo_signal_release(b->free_timeline);
+        }
+        ordo_dealloc(b, sizeof *b, 0);
+    }
+    pthread_mutex_destroy(&r->lock);
+    ordo_device_t *device = resource->device;
+    mem_resource_fini(resource);
+    ordo_dealloc(r, sizeof *r, 0);
+    return ordo_device_release(device);
+}
+
+static const mem_resource_ops_t async_ops = {
+    .kind = "cuda_async",
+    .allocate = cuda_res_allocate,
+    .deallocate = cuda_res_deallocate,
+    .bytes_outstanding = cuda_res_bytes_outstanding,
+    .reap_pending = cuda_res_reap_pending,
+    .supports_use_tracking = mem_no_use_tracking,
+    .prepare_use = mem_refuse_prepare_use,
+    .finish_use = mem_refuse_finish_use,
+    .record_use = mem_refuse_record_use,
+    .block_buffer = mem_no_block_buffer,
+    .destroy = cuda_res_destroy,
+};
+
+static const mem_resource_ops_t pinned_ops = {
+    .kind = "host_pinned",
+    .allocate = cuda_res_allocate,
+    .deallocate = cuda_res_deallocate,
+    .bytes_outstanding = cuda_res_bytes_outstanding,
+    .reap_pending = cuda_res_reap_pending,
+    .supports_use_tracking = mem_no_use_tracking,
+    .prepare_use = mem_refuse_prepare_use,
+    .finish_use = mem_refuse_finish_use,
+    .record_use = mem_refuse_record_use,
+    .block_buffer = mem_no_block_buffer,
+    .destroy = cuda_res_destroy,
+};
+
+static ordo_status_t resource_create(ordo_device_t *device, cuda_mem_kind_t kind,
+                                     ordo_mem_resource_t **out_resource, const char *api) {
+    ordo_status_t st = hal_device_check(device, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+    }
+    *out_resource = NULL;
+    if (device->backend != &hal_cuda_backend) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s is not a CUDA device", device->info.name);
+    }
+    cuda_device_t *d = device->impl;
+    if (kind == CUDA_MEM_ASYNC && !d->memory_pools) {
+        return ordo_error(ORDO_ERR_UNSUPPORTED, api,
+                          "%s (or its driver) does not support memory pools (cuMemAllocAsync)",
+                          device->info.name);
+    }
+    cuda_resource_t *r = ordo_alloc(sizeof *r, 0);
+    if (!r) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    r->d = d;
+    r->kind = kind;
+    (void)ordo_device_retain(device);
+    mem_resource_init(&r->base, kind == CUDA_MEM_ASYNC ? &async_ops : &pinned_ops, device, NULL);
+    *out_resource = &r->base;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mem_cuda_async_create(ordo_device_t *device,
+                                         ordo_mem_resource_t **out_resource) {
+    return resource_create(device, CUDA_MEM_ASYNC, out_resource, __func__);
+}
+
+ordo_status_t ordo_mem_host_pinned_create(ordo_device_t *device,
+                                          ordo_mem_resource_t **out_resource) {
+    return resource_create(device, CUDA_MEM_PINNED, out_resource, __func__);
+}

@@ -1,0 +1,758 @@
+/* CUDA streams: a non-blocking CUstream, a timeline of points in the
+ * device's completion watcher, and a host lane for what cannot go to the
+ * device yet (see cuda_internal.h and docs/CUDA.md).
+ *
+ * Every operation that the stream's progress must reach gets a number
+ * (`reserved`, under the lane's lock, in submission order): a signal, an
+ * event record, a synchronize, and a host task (two: the point before it
+ * and the task itself). A *point* is a pooled CUDA event recorded on the
+ * stream plus a watch in the timeline: when the watcher sees the event
+ * complete, the point's signal is raised and the progress signal moves to
+ * its number. Points are registered by (signal, value) and by (progress,
+ * number) in the watcher's registry, so another stream of the device that
+ * waits for such a value waits for the event on the device.
+ *
+ * A wait whose value no registered point reaches, and every host task, is
+ * held in the lane with all that follows; the lane issues them in order
+ * once they can go. Direct issue (under the lane's lock) happens only
+ * while the lane holds nothing, so points are issued in number order. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "sync/signal_internal.h"
+
+/* ---- failure -------------------------------------------------------------- */
+
+/* The stream's failure as an error of api, or ORDO_OK. */
+static ordo_status_t stream_failure(cuda_stream_t *s, const char *api) {
+    ordo_status_t st = ORDO_OK;
+    const char *message = NULL;
+    if (ORDO_LIKELY(!hal_timeline_failed(&s->timeline, &st, &message))) {
+        return ORDO_OK;
+    }
+    return ordo_error(st, api, "the stream has failed: %s", message);
+}
+
+/* A signal point the stream will never reach fails at once (unless the
+ * value was reached by someone else). */
+static void fail_point(ordo_signal_t *signal, uint64_t value, ordo_status_t status,
+                       const char *message) {
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if ((state & SIGNAL_VALUE_MASK) < value) {
+        (void)ordo_signal_fail(signal, status, message);
+    }
+}
+
+/* ---- points ---------------------------------------------------------------- */
+
+/* Records the point numbered seq on the stream (with its signal and event
+ * record, if any) and hands it to the watcher. Under the lane's lock or on
+ * the lane's thread. */
+static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *signal,
+                                 uint64_t value, ordo_event_t *event, uint64_t generation,
+                                 const char *api) {
+    cuda_device_t *d = s->dev;
+    hal_watch_t *w = hal_timeline_watch_alloc(&s->timeline);
+    if (!w) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream point");
+    }
+    void *point = NULL;
+    int pooled = 1;
+    ordo_status_t st = event_pool_acquire(d->points, &point, &pooled);
+    if (st != ORDO_OK) {
+        hal_timeline_watch_free(&s->timeline, w);
+        return st;
+    }
+    CUresult r = CUDA_SUCCESS;
+    const char *what = "cuEventRecord";
+    if (event && event->impl) {
+        r = d->cu->EventRecord((CUevent)event->impl, s->cu); /* the timing event itself */
+    }
+    if (r == CUDA_SUCCESS) {
+        r = d->cu->EventRecord((CUevent)point, s->cu);
+    }
+    if (r == CUDA_SUCCESS && d->observe_memops) {
+        what = "cuStreamWriteValue64";
+        r = d->cu->StreamWriteValue64(s->cu, s->word_device, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+    }
+    if (r != CUDA_SUCCESS) {
+        (void)event_pool_release(d->points, point, pooled);
+        hal_timeline_watch_free(&s->timeline, w);
+        return cuda_error(r, api, what);
+    }
+    w->point = point;
+    w->seq = seq;
+    if (signal) {
+        signal_retain_internal(signal);
+        w->signal = signal;
+        w->value = value;
+    }
+    w->event = event;
+    w->generation = generation;
+    hal_timeline_push(&s->timeline, w);
+    s->chain = 0;
+    return ORDO_OK;
+}
+
+/* The watcher's side: is the point reached? */
+static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_t *w, char *msg,
+                                 size_t capacity) {
+    cuda_device_t *d = user;
+    cuda_stream_t *s = t->user;
+    if (d->observe_memops) {
+        if (atomic_load_explicit(s->word, memory_order_acquire) >= w->seq) {
+            return ORDO_OK;
+        }
+        /* The word says nothing of device errors: ask the event now and
+         * then. */
+        if ((++s->polls & 255u) != 0) {
+            return ORDO_ERR_BUSY;
+        }
+    }
+    CUresult r = d->cu->EventQuery((CUevent)w->point);
+    if (r == CUDA_SUCCESS) {
+        return ORDO_OK;
+    }
+    if (r == CUDA_ERROR_NOT_READY) {
+        return ORDO_ERR_BUSY;
+    }
+    char detail[128];
+    cuda_describe(r, detail, sizeof detail);
+    snprintf(msg, capacity, "the device failed: cuEventQuery: %s", detail);
+    ordo_status_t st = cuda_status_of(r);
+    return st == ORDO_ERR_BUSY || st == ORDO_OK ? ORDO_ERR_DEVICE : st;
+}
+
+static void point_release(void *user, void *point, int reached) {
+    /* A point dropped at a stream's destroy may still be pending on the
+     * device: re-recording a CUDA event later is allowed (it then stands
+     * for the new record; waits enqueued on the old one keep it). */
+    (void)reached;
+    cuda_device_t *d = user;
+    (void)event_pool_release(d->points, point, 1);
+}
+
+static void watcher_thread_start(void *user) {
+    (void)cuda_enter(user, "the CUDA completion thread");
+}
+
+const hal_watcher_ops_t cuda_watcher_ops = {point_query, point_release, watcher_thread_start};
+
+/* ---- device-side waits ----------------------------------------------------- */
+
+typedef struct wait_use {
+    cuda_stream_t *s;
+    CUresult result;
+    ordo_signal_t *after; /* retained: the producing stream's progress */
+    uint64_t after_value;
+} wait_use_t;
+
+/* Under the registry lock: the point stays valid during the call. */
+static void wait_on_point(void *ctx, const hal_watch_t *w) {
+    wait_use_t *u = ctx;
+    u->result = u->s->dev->cu->StreamWaitEvent(u->s->cu, (CUevent)w->point, 0);
+    u->after = w->timeline->progress;
+    signal_retain_internal(u->after);
+    u->after_value = w->seq;
+}
+
+/* Issues the wait on the device if it can: nothing if the value is
+ * reached; a failure in order if the signal has ended short of it; an
+ * event wait if a registered point reaches it. *out_hold: it cannot go yet
+ * (the caller holds it on the host). Under the lane's lock or on the lane. */
+static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t value,
+                              int *out_hold, const char *api) {
+    *out_hold = 0;
+    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if ((state & SIGNAL_VALUE_MASK) >= value) {
+        return ORDO_OK;
+    }
+    /* Either way a check follows the wait in the timeline: it fails the
+     * stream, in order, if the signal ends before the value. */
+    hal_watch_t *check = hal_timeline_watch_alloc(&s->timeline);
+    if (!check) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream wait");
+    }
+    if (!(state & SIGNAL_ENDED)) {
+        wait_use_t use = {s, CUDA_SUCCESS, NULL, 0};
+        if (!hal_watcher_find(&s->dev->watcher, signal, value, wait_on_point, &use)) {
+            hal_timeline_watch_free(&s->timeline, check);
+            *out_hold = 1;
+            return ORDO_OK;
+        }
+        if (use.result != CUDA_SUCCESS) {
+            signal_release_internal(use.after);
+            hal_timeline_watch_free(&s->timeline, check);
+            return cuda_error(use.result, api, "cuStreamWaitEvent");
+        }
+        check->after = use.after;
+        check->after_value = use.after_value;
+    }
+    signal_retain_internal(signal);
+    check->check = signal;
+    check->check_value = value;
+    hal_timeline_push(&s->timeline, check);
+    /* A host task after this must wait for the check's verdict. */
+    s->chain = 0;
+    return ORDO_OK;
+}
+
+/* ---- held operations -------------------------------------------------------- */
+
+typedef enum held_kind {
+    HELD_SIGNAL,
+    HELD_WAIT,
+    HELD_TASK,
+    HELD_RECORD,
+    HELD_SYNC,
+    HELD_ENQUEUE,
+} held_kind_t;
+
+typedef struct held_op {
+    hal_lane_op_t base; /* first */
+    cuda_stream_t *s;
+    held_kind_t kind;
+    int stage;
+    uint64_t seq;  /* the op's point (a task: the point before it) */
+    uint64_t need; /* a task: the progress it waits for */
+    ordo_event_t *event;
+    uint64_t generation;
+    ordo_host_fn fn;
+    ordo_cuda_enqueue_fn enqueue;
+    void *ctx;
+    int always; /* an enqueue that runs even on a failed or destroyed stream */
+} held_op_t;
+
+static const char *held_api(held_kind_t kind) {
+    switch (kind) {
+    case HELD_SIGNAL:
+        return "ordo_stream_signal";
+    case HELD_WAIT:
+        return "ordo_stream_wait";
+    case HELD_TASK:
+        return "ordo_stream_host_task";
+    case HELD_RECORD:
+        return "ordo_event_record";
+    case HELD_SYNC:
+        return "ordo_stream_synchronize";
+    case HELD_ENQUEUE:
+        return "ordo_cuda_stream_enqueue";
+    }
+    return "ordo_stream";
+}
+
+/* A device error while issuing: the stream fails now, with the error's
+ * message (points issued before are reported failed too: the device is
+ * broken). */
+static void lane_fail(cuda_stream_t *s, ordo_status_t st) {
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    snprintf(message, sizeof message, "%s", ordo_error_message());
+    hal_timeline_fail(&s->timeline, st, message);
+}
+
+/* After a direct issue failed (outside the lane's lock): a device error
+ * (sticky in CUDA) leaves the stream unusable, so it fails now and later
+ * submissions get the failure at once; other errors (out of memory) only
+ * refuse the one submission, as on the CPU backend. */
+static void issue_failed(cuda_stream_t *s, ordo_status_t st) {
+    if (st == ORDO_ERR_DEVICE) {
+        lane_fail(s, st);
+    }
+}
+
+static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point_t *out_wait) {
+    cuda_stream_t *s = op->s;
+    if (cancelled || hal_timeline_failed(&s->timeline, NULL, NULL)) {
+        return HAL_LANE_DONE;
+    }
+    if (op->stage == 0) {
+        op->stage = 1;
+        if (s->chain && s->chain_idle == s->lane.idle_count) {
+            /* The previous op was a host task and nothing reached the
+             * device since: its end is this task's start. */
+            op->need = op->seq - 1;
+        } else {
+            ordo_status_t st = issue_point(s, op->seq, NULL, 0, NULL, 0, "ordo_stream_host_task");
+            if (st != ORDO_OK) {
+                lane_fail(s, st);
+                return HAL_LANE_DONE;
+            }
+            op->need = op->seq;
+        }
+    }
+    uint64_t reached = atomic_load_explicit(&s->timeline.progress->state, memory_order_acquire) &
+                       SIGNAL_VALUE_MASK;
+    if (reached < op->need) {
+        *out_wait = (ordo_signal_point_t){s->timeline.progress, op->need};
+        return HAL_LANE_BLOCKED;
+    }
+    ordo_status_t st = op->fn(op->ctx);
+    if (st != ORDO_OK) {
+        char what[ORDO_SIGNAL_MESSAGE_MAX];
+        snprintf(what, sizeof what, "host task %llu returned %s", (unsigned long long)(op->seq + 1),
+                 ordo_status_name(st));
+        hal_timeline_fail(&s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+        return HAL_LANE_DONE;
+    }
+    /* Nothing after the task has been issued: the progress is the lane's
+     * to move. */
+    (void)ordo_signal_signal(s->timeline.progress, op->seq + 1);
+    s->chain = 1;
+    s->chain_idle = s->lane.idle_count;
+    return HAL_LANE_DONE;
+}
+
+static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_point_t *out_wait) {
+    held_op_t *op = (held_op_t *)base;
+    cuda_stream_t *s = op->s;
+    const char *api = held_api(op->kind);
+    ordo_status_t failure = ORDO_OK;
+    const char *message = NULL;
+    int failed = hal_timeline_failed(&s->timeline, &failure, &message);
+    ordo_status_t st = ORDO_OK;
+    switch (op->kind) {
+    case HELD_TASK:
+        return held_task(op, cancelled, out_wait);
+    case HELD_SIGNAL:
+        if (cancelled) {
+            fail_point(base->signal, base->value, ORDO_ERR_CANCELLED,
+                       "the stream was destroyed with work pending");
+        } else if (failed) {
+            fail_point(base->signal, base->value, failure, message);
+        } else if ((st = issue_point(s, op->seq, base->signal, base->value, NULL, 0, api)) !=
+                   ORDO_OK) {
+            lane_fail(s, st);
+            fail_point(base->signal, base->value, st, "the stream failed to issue the point");
+        }
+        return HAL_LANE_DONE;
+    case HELD_RECORD:
+        if (cancelled || failed ||
+            (st = issue_point(s, op->seq, NULL, 0, op->event, op->generation, api)) != ORDO_OK) {
+            if (st != ORDO_OK) {
+                lane_fail(s, st);
+            }
+            hal_event_record_reached(op->event, op->generation, 0);
+        }
+        return HAL_LANE_DONE;
+    case HELD_SYNC:
+        if (!cancelled && !failed &&
+            (st = issue_point(s, op->seq, NULL, 0, NULL, 0, api)) != ORDO_OK) {
+            lane_fail(s, st);
+        }
+        return HAL_LANE_DONE;
+    case HELD_WAIT: {
+        if (cancelled || failed) {
+            return HAL_LANE_DONE;
+        }
+        int hold = 0;
+        if ((st = wait_try(s, base->signal, base->value, &hold, api)) != ORDO_OK) {
+            lane_fail(s, st);
+            return HAL_LANE_DONE;
+        }
+        if (hold) {
+            *out_wait = (ordo_signal_point_t){base->signal, base->value};
+            return HAL_LANE_BLOCKED;
+        }
+        return HAL_LANE_DONE;
+    }
+    case HELD_ENQUEUE:
+        if (op->always || (!cancelled && !failed)) {
+            s->chain = 0;
+            if ((st = op->enqueue(op->ctx, s->cu)) != ORDO_OK) {
+                char what[ORDO_SIGNAL_MESSAGE_MAX];
+                snprintf(what, sizeof what, "an enqueued function returned %s",
+                         ordo_status_name(st));
+                (void)hal_timeline_push_failure(
+                    &s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+            }
+        }
+        return HAL_LANE_DONE;
+    }
+    return HAL_LANE_DONE;
+}
+
+static held_op_t *held_make(cuda_stream_t *s, held_kind_t kind, int lane_kind, const char *api) {
+    held_op_t *op = ordo_alloc(sizeof *op, 0);
+    if (!op) {
+        (void)ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a held stream operation");
+        return NULL;
+    }
+    op->base.size = sizeof *op;
+    op->base.kind = lane_kind;
+    op->base.run = held_run;
+    op->s = s;
+    op->kind = kind;
+    return op;
+}
+
+/* Queues op on the lane (lock held); frees it if that fails. */
+static ordo_status_t held_push(cuda_stream_t *s, held_op_t *op, const char *api) {
+    ordo_status_t st = hal_lane_push_locked(&s->lane, &op->base, api);
+    if (st != ORDO_OK) {
+        if (op->base.signal) {
+            signal_release_internal(op->base.signal);
+        }
+        ordo_dealloc(op, sizeof *op, 0);
+    }
+    return st;
+}
+
+/* ---- the backend entry points ----------------------------------------------- */
+
+static void lane_thread_start(void *user) {
+    (void)cuda_enter(user, "the CUDA host lane");
+}
+
+ordo_status_t cuda_stream_init(ordo_stream_t *stream) {
+    static const char api[] = "ordo_stream_create";
+    cuda_device_t *d = stream->device->impl;
+    ordo_status_t st = cuda_enter(d, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    cuda_stream_t *s = ordo_alloc(sizeof *s, 64);
+    if (!s) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA stream");
+    }
+    s->shell = stream;
+    s->dev = d;
+    CUresult r = d->cu->StreamCreateWithPriority(&s->cu, CU_STREAM_NON_BLOCKING, stream->priority);
+    if (r != CUDA_SUCCESS) {
+        ordo_dealloc(s, sizeof *s, 64);
+        return cuda_error(r, api, "cuStreamCreateWithPriority");
+    }
+    if (d->observe_memops) {
+        void *word = NULL;
+        r = d->cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+        if (r == CUDA_SUCCESS) {
+            s->word = word;
+            atomic_init(s->word, 0);
+            r = d->cu->MemHostGetDevicePointer(&s->word_device, word, 0);
+        }
+        if (r != CUDA_SUCCESS) {
+            st = cuda_error(r, api, "cannot map the stream's progress word");
+            goto fail;
+        }
+    }
+    char name[ORDO_SIGNAL_NAME_MAX];
+    snprintf(name, sizeof name, "progress of stream %p", (void *)stream);
+    if ((st = hal_timeline_init(&s->timeline, &d->watcher, s, name, api)) != ORDO_OK) {
+        goto fail;
+    }
+    s->timeline_ready = 1;
+    if ((st = hal_lane_init(&s->lane, d->watcher.registered, lane_thread_start, d, api)) !=
+        ORDO_OK) {
+        goto fail;
+    }
+    s->lane_ready = 1;
+    stream->impl = s;
+    return ORDO_OK;
+fail:
+    if (s->timeline_ready) {
+        hal_timeline_fini(&s->timeline, ORDO_DEADLINE_NOW, 0, ORDO_ERR_CANCELLED, "");
+    }
+    if (s->word) {
+        (void)d->cu->MemFreeHost((void *)s->word);
+    }
+    (void)d->cu->StreamDestroy(s->cu);
+    ordo_dealloc(s, sizeof *s, 64);
+    return st;
+}
+
+void cuda_stream_fini(ordo_stream_t *stream) {
+    static const char why[] = "the stream was destroyed with work pending";
+    cuda_stream_t *s = stream->impl;
+    cuda_device_t *d = s->dev;
+    (void)cuda_enter(d, "ordo_stream_destroy");
+    /* Held work is dropped (its signal points fail as cancelled); a host
+     * task already running returns first. */
+    hal_lane_fini(&s->lane);
+    /* What reached the device runs there regardless: give it a moment to
+     * be reported reached, then call the rest cancelled. */
+    hal_timeline_fini(&s->timeline, ordo_deadline_after_ms(CUDA_DESTROY_DRAIN_MS), s->reserved,
+                      ORDO_ERR_CANCELLED, why);
+    /* Returns at once; the driver frees the stream when its work is done. */
+    (void)d->cu->StreamDestroy(s->cu);
+    if (s->word) {
+        (void)d->cu->MemFreeHost((void *)s->word);
+    }
+    ordo_dealloc(s, sizeof *s, 64);
+    stream->impl = NULL;
+}
+
+ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
+    static const char api[] = "ordo_stream_host_task";
+    cuda_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, api);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
+    }
+    held_op_t *op = held_make(s, HELD_TASK, HAL_LANE_OTHER, api);
+    if (!op) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    op->fn = fn;
+    op->ctx = ctx;
+    hal_lane_lock(&s->lane);
+    op->seq = s->reserved + 1;
+    op->base.seq = op->seq;
+    st = held_push(s, op, api);
+    if (st == ORDO_OK) {
+        s->reserved += 2;
+    }
+    hal_lane_unlock(&s->lane);
+    return st;
+}
+
+ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    static const char api[] = "ordo_stream_signal";
+    cuda_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, api);
+    if (st == ORDO_OK) {
+        st = cuda_enter(s->dev, api);
+    }
+    if (st != ORDO_OK) {
+        /* Nobody may wait for a point this stream will never reach. */
+        const char *message = NULL;
+        ordo_status_t failure = st;
+        (void)hal_timeline_failed(&s->timeline, &failure, &message);
+        fail_point(signal, value, failure, message ? message : ordo_error_message());
+        return st;
+    }
+    hal_lane_lock(&s->lane);
+    uint64_t seq = s->reserved + 1;
+    if (!hal_lane_holding_locked(&s->lane)) {
+        st = issue_point(s, seq, signal, value, NULL, 0, api);
+    } else {
+        held_op_t *op = held_make(s, HELD_SIGNAL, HAL_LANE_SIGNAL, api);
+        if (!op) {
+            st = ORDO_ERR_OUT_OF_MEMORY;
+        } else {
+            signal_retain_internal(signal);
+            op->base.signal = signal;
+            op->base.value = value;
+            op->base.seq = seq;
+            op->seq = seq;
+            st = held_push(s, op, api);
+        }
+    }
+    if (st == ORDO_OK) {
+        s->reserved = seq;
+    }
+    hal_lane_unlock(&s->lane);
+    if (st == ORDO_ERR_DEVICE) {
+        issue_failed(s, st);
+        fail_point(signal, value, st, s->timeline.progress->message);
+    }
+    return st;
+}
+
+ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    static const char api[] = "ordo_stream_wait";
+    cuda_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, api);
+    if (st == ORDO_OK) {
+        st = cuda_enter(s->dev, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    hal_lane_lock(&s->lane);
+    int hold = 1;
+    if (!hal_lane_holding_locked(&s->lane)) {
+        st = wait_try(s, signal, value, &hold, api);
+    }
+    if (st == ORDO_OK && hold) {
+        held_op_t *op = held_make(s, HELD_WAIT, HAL_LANE_WAIT, api);
+        if (!op) {
+            st = ORDO_ERR_OUT_OF_MEMORY;
+        } else {
+            signal_retain_internal(signal);
+            op->base.signal = signal;
+            op->base.value = value;
+            /* Waits have no point; for stall reports the stream has run
+             * everything before it when its progress is at seq - 1. */
+            op->base.seq = s->reserved + 1;
+            st = held_push(s, op, api);
+        }
+    }
+    hal_lane_unlock(&s->lane);
+    issue_failed(s, st);
+    return st;
+}
+
+ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
+    static const char api[] = "ordo_stream_synchronize";
+    cuda_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, api);
+    if (st == ORDO_OK) {
+        st = cuda_enter(s->dev, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* A point after everything submitted so far, raw device work included. */
+    hal_lane_lock(&s->lane);
+    uint64_t seq = s->reserved + 1;
+    if (!hal_lane_holding_locked(&s->lane)) {
+        st = issue_point(s, seq, NULL, 0, NULL, 0, api);
+    } else {
+        held_op_t *op = held_make(s, HELD_SYNC, HAL_LANE_OTHER, api);
+        if (!op) {
+            st = ORDO_ERR_OUT_OF_MEMORY;
+        } else {
+            op->seq = seq;
+            op->base.seq = seq;
+            st = held_push(s, op, api);
+        }
+    }
+    if (st == ORDO_OK) {
+        s->reserved = seq;
+    }
+    hal_lane_unlock(&s->lane);
+    if (st != ORDO_OK) {
+        issue_failed(s, st);
+        return st;
+    }
+    st = ordo_signal_wait(s->timeline.progress, seq, deadline);
+    if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
+        return ordo_error(st, api, "the stream has failed: %s", s->timeline.progress->message);
+    }
+    return st;
+}
+
+ordo_status_t cuda_stream_status(ordo_stream_t *stream) {
+    return stream_failure(stream->impl, "ordo_stream_status");
+}
+
+ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
+    static const char api[] = "ordo_event_record";
+    cuda_stream_t *s = stream->impl;
+    ordo_status_t st = stream_failure(s, api);
+    if (st == ORDO_OK) {
+        st = cuda_enter(s->dev, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    uint64_t generation = hal_event_record_begin(event);
+    hal_lane_lock(&s->lane);
+    uint64_t seq = s->reserved + 1;
+    uint64_t old_point = event->point;
+    /* The point is published before the watcher can complete it. */
+    event->point = seq;
+    if (!hal_lane_holding_locked(&s->lane)) {
+        st = issue_point(s, seq, NULL, 0, event, generation, api);
+    } else {
+        held_op_t *op = held_make(s, HELD_RECORD, HAL_LANE_OTHER, api);
+        if (!op) {
+            st = ORDO_ERR_OUT_OF_MEMORY;
+        } else {
+            op->seq = seq;
+            op->base.seq = seq;
+            op->event = event;
+            op->generation = generation;
+            st = held_push(s, op, api);
+        }
+    }
+    if (st == ORDO_OK) {
+        s->reserved = seq;
+        if (event->timeline != s->timeline.progress) {
+            if (event->timeline) {
+                signal_release_internal(event->timeline);
+            }
+            signal_retain_internal(s->timeline.progress);
+            event->timeline = s->timeline.progress;
+        }
+    } else {
+        event->point = old_point;
+    }
+    hal_lane_unlock(&s->lane);
+    if (st != ORDO_OK) {
+        hal_event_record_abort(event, generation);
+        issue_failed(s, st);
+    }
+    return st;
+}
+
+static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx, int always,
+                             const char *api) {
+    ordo_status_t st = always ? ORDO_OK : stream_failure(s, api);
+    if (st == ORDO_OK) {
+        st = cuda_enter(s->dev, api);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    hal_lane_lock(&s->lane);
+    if (hal_lane_holding_locked(&s->lane)) {
+        held_op_t *op = held_make(s, HELD_ENQUEUE, HAL_LANE_OTHER, api);
+        st = op ? ORDO_OK : ORDO_ERR_OUT_OF_MEMORY;
+        if (op) {
+            op->enqueue = fn;
+            op->ctx = ctx;
+            op->always = always;
+            st = held_push(s, op, api);
+        }
+        hal_lane_unlock(&s->lane);
+        return st;
+    }
+    /* User code runs unlocked; meanwhile other submissions queue behind
+     * it on the lane. */
+    hal_lane_begin_direct_locked(&s->lane);
+    s->chain = 0;
+    hal_lane_unlock(&s->lane);
+    st = fn(ctx, s->cu);
+    if (st != ORDO_OK) {
+        char what[ORDO_SIGNAL_MESSAGE_MAX];
+        snprintf(what, sizeof what, "an enqueued function returned %s", ordo_status_name(st));
+        (void)hal_timeline_push_failure(&s->timeline,
+                                        ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+    }
+    hal_lane_end_direct(&s->lane);
+    if (st != ORDO_OK) {
+        return ordo_error(ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, api,
+                          "the enqueued function returned %s", ordo_status_name(st));
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                  const char *api) {
+    return enqueue(s, fn, ctx, 0, api);
+}
+
+ordo_status_t cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                         const char *api) {
+    return enqueue(s, fn, ctx, 1, api);
+}
+
+void cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
+    cuda_stream_t *s = stream->impl;
+    snapshot->count = 0;
+    snapshot->truncated = 0;
+    snapshot->in_wait = 0;
+    signal_retain_internal(s->timeline.progress);
+    snapshot->progress = s->timeline.progress;
+    /* Issued points first (they precede everything held), then the held
+     * waits and signals in order. */
+    size_t issued = hal_timeline_snapshot(&s->timeline, snapshot->ops, snapshot->capacity);
+    size_t first = issued < snapshot->capacity ? issued : snapshot->capacity;
+    int in_wait = 0;
+    size_t held =
+        hal_lane_snapshot(&s->lane, snapshot->ops + first, snapshot->capacity - first, &in_wait);
+    size_t second = held < snapshot->capacity - first ? held : snapshot->capacity - first;
+    snapshot->count = first + second;
+    snapshot->truncated = issued + held > snapshot->capacity;
+    hal_lane_lock(&s->lane);
+    snapshot->submitted = s->reserved;
+    hal_lane_unlock(&s->lane);
+    uint64_t state = atomic_load_explicit(&s->timeline.progress->state, memory_order_acquire);
+    snapshot->completed = state & SIGNAL_VALUE_MASK;
+    snapshot->status = (state & SIGNAL_FAILED) ? s->timeline.progress->failure : ORDO_OK;
+    /* Blocked: nothing issued is pending, and the lane waits on the host. */
+    snapshot->in_wait = in_wait && issued == 0 && !(state & SIGNAL_FAILED);
+}

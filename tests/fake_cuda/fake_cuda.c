@@ -1,0 +1,972 @@
+/* A stand-in for the CUDA driver (libcuda.so.1), for testing the CUDA
+ * backend on machines without a GPU. Built only as a test library and
+ * found only through LD_LIBRARY_PATH (tests/CMakeLists.txt runs test_cuda
+ * and test_conformance against it); the real backend code runs unchanged.
+ *
+ * One device. Its "device memory" is host memory; each stream is a host
+ * thread that runs its commands in order: event records, event waits,
+ * the test kernels of tests/cuda_kernels.cu emulated on the host (by
+ * name), asynchronous copies, memsets and frees, and 64-bit stream memory
+ * operations. An event completes when its stream runs the record; a wait
+ * blocks its stream until the record it names (the latest at the time of
+ * the call) completes. The fault kernel sets a sticky error, as a real
+ * fault does: every later call returns it and nothing more runs.
+ *
+ * Stricter than a real driver where that finds bugs: a call without a
+ * current context fails (CUDA_ERROR_INVALID_CONTEXT), a destroyed or
+ * foreign handle fails (CUDA_ERROR_INVALID_HANDLE, handles are never
+ * reused), and cuStreamWaitEvent on an event never recorded fails
+ * (CUDA_ERROR_INVALID_VALUE) instead of silently waiting on nothing. */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVE 0x4c495645u /* "LIVE" */
+#define DEAD 0x44454144u /* "DEAD" */
+
+/* ---- contexts and errors ---------------------------------------------------- */
+
+struct CUctx_st {
+    uint32_t magic;
+    int refs;
+};
+
+static pthread_mutex_t g = PTHREAD_MUTEX_INITIALIZER; /* contexts, events */
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static struct CUctx_st primary = {DEAD, 0};
+static _Atomic int sticky; /* a CUresult once a kernel faulted */
+static _Atomic int initialised;
+static _Thread_local CUcontext current;
+static _Thread_local CUcontext pushed[8];
+static _Thread_local int pushed_count;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    nanosleep(&ts, NULL);
+}
+
+/* Whether the calling thread may use the device now. */
+static CUresult usable(void) {
+    if (!atomic_load(&initialised)) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    int error = atomic_load(&sticky);
+    if (error) {
+        return (CUresult)error;
+    }
+    pthread_mutex_lock(&g);
+    int ok = current == &primary && primary.magic == LIVE;
+    pthread_mutex_unlock(&g);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+#define USABLE()                                                                                   \
+    do {                                                                                           \
+        CUresult usable_ = usable();                                                               \
+        if (usable_ != CUDA_SUCCESS) {                                                             \
+            return usable_;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+static void fault(CUresult error) {
+    pthread_mutex_lock(&g);
+    atomic_store(&sticky, (int)error);
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&g);
+}
+
+CUresult cuGetErrorName(CUresult error, const char **out) {
+    static const struct {
+        CUresult r;
+        const char *name;
+    } names[] = {
+        {CUDA_SUCCESS, "CUDA_SUCCESS"},
+        {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+        {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+        {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+        {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+        {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+        {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
+        {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY"},
+        {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+        {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        if (names[i].r == error) {
+            *out = names[i].name;
+            return CUDA_SUCCESS;
+        }
+    }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **out) {
+    const char *name = NULL;
+    if (cuGetErrorName(error, &name) != CUDA_SUCCESS) {
+        *out = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = error == CUDA_ERROR_ILLEGAL_ADDRESS
+               ? "an illegal memory access was encountered (stand-in driver)"
+               : "reported by the stand-in driver";
+    return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int flags) {
+    if (flags) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    atomic_store(&initialised, 1);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *version) {
+    *version = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_get_count(int *count) {
+    *count = 1;
+    return atomic_load(&initialised) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult device_get(CUdevice *device, int ordinal) {
+    if (ordinal != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_get_name(char *name, int length, CUdevice device) {
+    if (device != 0 || length <= 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    strncpy(name, "stand-in device", (size_t)length - 1);
+    name[length - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_get_attribute(int *value, CUdevice_attribute attribute, CUdevice device) {
+    if (device != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
+        *value = 1;
+        break;
+    default:
+        *value = 0;
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_total_mem(size_t *bytes, CUdevice device) {
+    (void)device;
+    *bytes = (size_t)1 << 32;
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_retain(CUcontext *context, CUdevice device) {
+    if (device != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    pthread_mutex_lock(&g);
+    if (primary.refs++ == 0) {
+        primary.magic = LIVE;
+        atomic_store(&sticky, 0); /* a reset context starts clean */
+    }
+    pthread_mutex_unlock(&g);
+    *context = &primary;
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(CUdevice device) {
+    if (device != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    pthread_mutex_lock(&g);
+    CUresult r = CUDA_SUCCESS;
+    if (primary.refs == 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--primary.refs == 0) {
+        primary.magic = DEAD;
+    }
+    pthread_mutex_unlock(&g);
+    return r;
+}
+
+static CUresult ctx_set_current(CUcontext context) {
+    if (context && context != &primary) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    current = context;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_get_current(CUcontext *context) {
+    *context = current;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_push(CUcontext context) {
+    if (context != &primary || pushed_count == 8) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    pushed[pushed_count++] = current;
+    current = context;
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_pop(CUcontext *context) {
+    if (pushed_count == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (context) {
+        *context = current;
+    }
+    current = pushed[--pushed_count];
+    return CUDA_SUCCESS;
+}
+
+static CUresult ctx_priority_range(int *least, int *greatest) {
+    USABLE();
+    *least = 0;
+    *greatest = -5;
+    return CUDA_SUCCESS;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+struct CUevent_st {
+    uint32_t magic;
+    unsigned flags;
+    uint64_t recorded;  /* under g: records issued */
+    uint64_t completed; /* under g: the latest record run */
+    uint64_t time_ns;   /* under g: when it ran */
+    int refs;           /* under g: commands naming it */
+    struct CUevent_st *next_dead;
+};
+
+/* Destroyed handles stay allocated (and reachable) so a later use is
+ * refused, never a use after free. */
+static struct CUevent_st *dead_events;
+
+static int event_live_locked(const struct CUevent_st *e) {
+    return e && e->magic == LIVE;
+}
+
+static CUresult event_create(CUevent *out, unsigned int flags) {
+    USABLE();
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->magic = LIVE;
+    e->flags = flags;
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_destroy(CUevent e) {
+    pthread_mutex_lock(&g);
+    if (!event_live_locked(e)) {
+        pthread_mutex_unlock(&g);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    e->magic = DEAD;
+    e->next_dead = dead_events;
+    dead_events = e;
+    pthread_mutex_unlock(&g);
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_query(CUevent e) {
+    int error = atomic_load(&sticky);
+    if (error) {
+        return (CUresult)error;
+    }
+    pthread_mutex_lock(&g);
+    CUresult r = !event_live_locked(e)         ? CUDA_ERROR_INVALID_HANDLE
+                 : e->completed >= e->recorded ? CUDA_SUCCESS
+                                               : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&g);
+    return r;
+}
+
+static CUresult event_synchronize(CUevent e) {
+    pthread_mutex_lock(&g);
+    if (!event_live_locked(e)) {
+        pthread_mutex_unlock(&g);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    while (e->completed < e->recorded && !atomic_load(&sticky)) {
+        pthread_cond_wait(&changed, &g);
+    }
+    pthread_mutex_unlock(&g);
+    return (CUresult)atomic_load(&sticky);
+}
+
+static CUresult event_elapsed(float *ms, CUevent start, CUevent end) {
+    USABLE();
+    pthread_mutex_lock(&g);
+    CUresult r = CUDA_SUCCESS;
+    if (!event_live_locked(start) || !event_live_locked(end) ||
+        (start->flags & CU_EVENT_DISABLE_TIMING) || (end->flags & CU_EVENT_DISABLE_TIMING) ||
+        !start->recorded || !end->recorded) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (start->completed < start->recorded || end->completed < end->recorded) {
+        r = CUDA_ERROR_NOT_READY;
+    } else {
+        *ms = (float)((double)((int64_t)end->time_ns - (int64_t)start->time_ns) / 1e6);
+    }
+    pthread_mutex_unlock(&g);
+    return r;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+typedef enum cmd_kind {
+    CMD_RECORD,
+    CMD_WAIT_EVENT,
+    CMD_KERNEL,
+    CMD_WAIT_VALUE,
+    CMD_WRITE_VALUE,
+    CMD_COPY,
+    CMD_SET,
+    CMD_FREE,
+} cmd_kind_t;
+
+typedef enum kernel_id { K_SPIN = 1, K_FILL, K_COMBINE, K_STEP, K_FAULT } kernel_id_t;
+
+typedef struct cmd {
+    struct cmd *next;
+    cmd_kind_t kind;
+    struct CUevent_st *event;
+    uint64_t generation;
+    kernel_id_t kernel;
+    uint64_t args[5];
+    void *dst;
+    const void *src;
+    size_t bytes;
+} cmd_t;
+
+struct CUstream_st {
+    uint32_t magic;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    cmd_t *head;
+    cmd_t *tail;
+    int busy;
+    int destroyed;
+    struct CUstream_st *next_dead;
+};
+
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st *dead_streams;
+
+static void run_kernel(const cmd_t *c) {
+    uint64_t *cells = (uint64_t *)(uintptr_t)c->args[0];
+    switch (c->kernel) {
+    case K_SPIN:
+        sleep_ns(c->args[0]);
+        break;
+    case K_FILL:
+        for (uint64_t i = 0; i < c->args[2]; ++i) {
+            cells[i] = c->args[1];
+        }
+        break;
+    case K_COMBINE: {
+        sleep_ns(c->args[4]);
+        int dst = (int)c->args[1];
+        int a = (int)c->args[2];
+        int b = (int)c->args[3];
+        cells[dst] = cells[a] * 1099511628211ull + cells[b] + (uint64_t)dst + 1ull;
+        break;
+    }
+    case K_STEP:
+        sleep_ns(c->args[1]);
+        cells[0] += 1;
+        break;
+    case K_FAULT:
+        fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+        break;
+    }
+}
+
+static void run(cmd_t *c) {
+    if (atomic_load(&sticky) && c->kind != CMD_FREE) {
+        /* After a fault nothing runs: records never complete. */
+        goto done;
+    }
+    switch (c->kind) {
+    case CMD_RECORD:
+        pthread_mutex_lock(&g);
+        if (c->event->completed < c->generation) {
+            c->event->completed = c->generation;
+            c->event->time_ns = now_ns();
+        }
+        pthread_cond_broadcast(&changed);
+        pthread_mutex_unlock(&g);
+        break;
+    case CMD_WAIT_EVENT:
+        pthread_mutex_lock(&g);
+        while (c->event->completed < c->generation && !atomic_load(&sticky)) {
+            pthread_cond_wait(&changed, &g);
+        }
+        pthread_mutex_unlock(&g);
+        break;
+    case CMD_KERNEL:
+        run_kernel(c);
+        break;
+    case CMD_WAIT_VALUE:
+        while (atomic_load_explicit((_Atomic uint64_t *)c->dst, memory_order_acquire) <
+                   c->args[0] &&
+               !atomic_load(&sticky)) {
+            sleep_ns(20000);
+        }
+        break;
+    case CMD_WRITE_VALUE:
+        atomic_store_explicit((_Atomic uint64_t *)c->dst, c->args[0], memory_order_release);
+        break;
+    case CMD_COPY:
+        memcpy(c->dst, c->src, c->bytes);
+        break;
+    case CMD_SET:
+        memset(c->dst, (int)c->args[0], c->bytes);
+        break;
+    case CMD_FREE:
+        free(c->dst);
+        break;
+    }
+done:
+    if (c->event) {
+        pthread_mutex_lock(&g);
+        --c->event->refs;
+        pthread_mutex_unlock(&g);
+    }
+    free(c);
+}
+
+static void *stream_main(void *arg) {
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->destroyed) {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
+        cmd_t *c = s->head;
+        if (!c) {
+            break; /* destroyed and drained */
+        }
+        s->head = c->next;
+        if (!s->head) {
+            s->tail = NULL;
+        }
+        s->busy = 1;
+        pthread_mutex_unlock(&s->lock);
+        run(c);
+        pthread_mutex_lock(&s->lock);
+        s->busy = 0;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static int stream_live(const struct CUstream_st *s) {
+    return s && s->magic == LIVE;
+}
+
+static CUresult enqueue(CUstream s, cmd_t *c) {
+    if (!stream_live(s)) {
+        free(c);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (c->event) {
+        pthread_mutex_lock(&g);
+        ++c->event->refs;
+        pthread_mutex_unlock(&g);
+    }
+    c->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail) {
+        s->tail->next = c;
+    } else {
+        s->head = c;
+    }
+    s->tail = c;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+static cmd_t *cmd_new(cmd_kind_t kind) {
+    cmd_t *c = calloc(1, sizeof *c);
+    if (c) {
+        c->kind = kind;
+    }
+    return c;
+}
+
+static CUresult stream_create(CUstream *out, unsigned int flags, int priority) {
+    (void)flags;
+    USABLE();
+    if (priority > 0 || priority < -5) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s->magic = LIVE;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, stream_main, s) != 0) {
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_detach(thread);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* Returns at once; the thread drains what was enqueued, then ends. */
+static CUresult stream_destroy(CUstream s) {
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->magic = DEAD;
+    s->destroyed = 1;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&dead_lock);
+    s->next_dead = dead_streams;
+    dead_streams = s;
+    pthread_mutex_unlock(&dead_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_query(CUstream s) {
+    USABLE();
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    pthread_mutex_lock(&s->lock);
+    int idle = !s->head && !s->busy;
+    pthread_mutex_unlock(&s->lock);
+    return idle ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+static CUresult stream_synchronize(CUstream s) {
+    USABLE();
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    pthread_mutex_lock(&s->lock);
+    while ((s->head || s->busy) && !atomic_load(&sticky)) {
+        pthread_cond_wait(&s->cond, &s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return (CUresult)atomic_load(&sticky);
+}
+
+static CUresult event_record(CUevent e, CUstream s) {
+    USABLE();
+    cmd_t *c = cmd_new(CMD_RECORD);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g);
+    if (!event_live_locked(e)) {
+        pthread_mutex_unlock(&g);
+        free(c);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    c->event = e;
+    c->generation = ++e->recorded;
+    pthread_mutex_unlock(&g);
+    return enqueue(s, c);
+}
+
+static CUresult stream_wait_event(CUstream s, CUevent e, unsigned int flags) {
+    USABLE();
+    if (flags) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cmd_t *c = cmd_new(CMD_WAIT_EVENT);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g);
+    CUresult r = !event_live_locked(e) ? CUDA_ERROR_INVALID_HANDLE
+                 : !e->recorded        ? CUDA_ERROR_INVALID_VALUE /* stricter than CUDA */
+                                       : CUDA_SUCCESS;
+    c->event = e;
+    c->generation = e->recorded;
+    pthread_mutex_unlock(&g);
+    if (r != CUDA_SUCCESS) {
+        free(c);
+        return r;
+    }
+    return enqueue(s, c);
+}
+
+static CUresult stream_wait_value(CUstream s, CUdeviceptr addr, cuuint64_t value,
+                                  unsigned int flags) {
+    USABLE();
+    if (flags != CU_STREAM_WAIT_VALUE_GEQ) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    cmd_t *c = cmd_new(CMD_WAIT_VALUE);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst = (void *)(uintptr_t)addr;
+    c->args[0] = value;
+    return enqueue(s, c);
+}
+
+static CUresult stream_write_value(CUstream s, CUdeviceptr addr, cuuint64_t value,
+                                   unsigned int flags) {
+    USABLE();
+    if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    cmd_t *c = cmd_new(CMD_WRITE_VALUE);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst = (void *)(uintptr_t)addr;
+    c->args[0] = value;
+    return enqueue(s, c);
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
+static int too_big(size_t bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 && bytes / (size_t)page >= (size_t)pages / 2;
+}
+
+static void *block(size_t bytes, size_t alignment) {
+    size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+    return aligned_alloc(alignment, rounded ? rounded : alignment);
+}
+
+static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
+    USABLE();
+    if (bytes == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    void *p = too_big(bytes) ? NULL : block(bytes, 256);
+    if (!p) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* Frees also after a fault (and returns the fault): a real context frees
+ * everything it holds when it is finally reset. */
+static CUresult release_block(void *ptr) {
+    CUresult r = usable();
+    if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
+        return r;
+    }
+    free(ptr);
+    return r;
+}
+
+static CUresult mem_free(CUdeviceptr ptr) {
+    return release_block((void *)(uintptr_t)ptr);
+}
+
+static CUresult mem_get_info(size_t *free_bytes, size_t *total_bytes) {
+    USABLE();
+    *free_bytes = *total_bytes = (size_t)1 << 32;
+    return CUDA_SUCCESS;
+}
+
+static CUresult mem_alloc_async(CUdeviceptr *ptr, size_t bytes, CUstream s) {
+    USABLE();
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return mem_alloc(ptr, bytes);
+}
+
+static CUresult mem_free_async(CUdeviceptr ptr, CUstream s) {
+    USABLE();
+    cmd_t *c = cmd_new(CMD_FREE);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst = (void *)(uintptr_t)ptr;
+    return enqueue(s, c);
+}
+
+static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
+    (void)flags;
+    USABLE();
+    void *p = too_big(bytes) ? NULL : block(bytes, 4096);
+    if (!p) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult mem_free_host(void *ptr) {
+    return release_block(ptr);
+}
+
+static CUresult mem_host_device_pointer(CUdeviceptr *device_ptr, void *host_ptr,
+                                        unsigned int flags) {
+    USABLE();
+    if (flags) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *device_ptr = (CUdeviceptr)(uintptr_t)host_ptr;
+    return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_htod(CUdeviceptr dst, const void *src, size_t bytes) {
+    USABLE();
+    memcpy((void *)(uintptr_t)dst, src, bytes);
+    return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_dtoh(void *dst, CUdeviceptr src, size_t bytes) {
+    USABLE();
+    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_async(void *dst, const void *src, size_t bytes, CUstream s) {
+    USABLE();
+    cmd_t *c = cmd_new(CMD_COPY);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst = dst;
+    c->src = src;
+    c->bytes = bytes;
+    return enqueue(s, c);
+}
+
+static CUresult memcpy_htod_async(CUdeviceptr dst, const void *src, size_t bytes, CUstream s) {
+    return copy_async((void *)(uintptr_t)dst, src, bytes, s);
+}
+
+static CUresult memcpy_dtoh_async(void *dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    return copy_async(dst, (const void *)(uintptr_t)src, bytes, s);
+}
+
+static CUresult memset_d8_async(CUdeviceptr dst, unsigned char value, size_t count, CUstream s) {
+    USABLE();
+    cmd_t *c = cmd_new(CMD_SET);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst = (void *)(uintptr_t)dst;
+    c->args[0] = value;
+    c->bytes = count;
+    return enqueue(s, c);
+}
+
+static struct { int dummy; } default_pool;
+
+static CUresult device_default_pool(CUmemoryPool *pool, CUdevice device) {
+    if (device != 0) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *pool = (CUmemoryPool)(void *)&default_pool;
+    return CUDA_SUCCESS;
+}
+
+static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute, void *value) {
+    (void)attribute, (void)value;
+    return pool == (CUmemoryPool)(void *)&default_pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* ---- modules and kernels ------------------------------------------------------ */
+
+static struct { int dummy; } the_module;
+
+static const struct {
+    const char *name;
+    kernel_id_t id;
+} kernel_names[] = {{"ordo_spin", K_SPIN},
+                    {"ordo_fill", K_FILL},
+                    {"ordo_combine", K_COMBINE},
+                    {"ordo_step", K_STEP},
+                    {"ordo_fault", K_FAULT}};
+
+static CUresult module_load(CUmodule *module, const void *image) {
+    USABLE();
+    if (!image) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *module = (CUmodule)(void *)&the_module;
+    return CUDA_SUCCESS;
+}
+
+static CUresult module_unload(CUmodule module) {
+    return module == (CUmodule)(void *)&the_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult module_function(CUfunction *function, CUmodule module, const char *name) {
+    USABLE();
+    if (module != (CUmodule)(void *)&the_module) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (size_t i = 0; i < sizeof kernel_names / sizeof kernel_names[0]; ++i) {
+        if (strcmp(kernel_names[i].name, name) == 0) {
+            *function = (CUfunction)(uintptr_t)kernel_names[i].id;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Parameters are read at launch, as the driver does. */
+static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                              unsigned int bx, unsigned int by, unsigned int bz,
+                              unsigned int shared, CUstream s, void **params, void **extra) {
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
+    USABLE();
+    if (!params || extra) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cmd_t *c = cmd_new(CMD_KERNEL);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->kernel = (kernel_id_t)(uintptr_t)f;
+    switch (c->kernel) {
+    case K_SPIN:
+        c->args[0] = *(unsigned long long *)params[0];
+        break;
+    case K_FILL:
+        c->args[0] = *(CUdeviceptr *)params[0];
+        c->args[1] = *(unsigned long long *)params[1];
+        c->args[2] = *(unsigned *)params[2];
+        break;
+    case K_COMBINE:
+        c->args[0] = *(CUdeviceptr *)params[0];
+        c->args[1] = (uint64_t) * (int *)params[1];
+        c->args[2] = (uint64_t) * (int *)params[2];
+        c->args[3] = (uint64_t) * (int *)params[3];
+        c->args[4] = *(unsigned long long *)params[4];
+        break;
+    case K_STEP:
+        c->args[0] = *(CUdeviceptr *)params[0];
+        c->args[1] = *(unsigned long long *)params[1];
+        break;
+    case K_FAULT:
+        c->args[0] = *(CUdeviceptr *)params[0];
+        break;
+    default:
+        free(c);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return enqueue(s, c);
+}
+
+static CUresult ctx_synchronize(void) {
+    USABLE();
+    return CUDA_SUCCESS;
+}
+
+/* ---- entry points ------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    void *fn;
+} table[] = {
+    {"cuGetErrorName", (void *)cuGetErrorName},
+    {"cuGetErrorString", (void *)cuGetErrorString},
+    {"cuDeviceGetCount", (void *)device_get_count},
+    {"cuDeviceGet", (void *)device_get},
+    {"cuDeviceGetName", (void *)device_get_name},
+    {"cuDeviceGetAttribute", (void *)device_get_attribute},
+    {"cuDeviceTotalMem", (void *)device_total_mem},
+    {"cuDevicePrimaryCtxRetain", (void *)primary_retain},
+    {"cuDevicePrimaryCtxRelease", (void *)primary_release},
+    {"cuCtxSetCurrent", (void *)ctx_set_current},
+    {"cuCtxGetCurrent", (void *)ctx_get_current},
+    {"cuCtxPushCurrent", (void *)ctx_push},
+    {"cuCtxPopCurrent", (void *)ctx_pop},
+    {"cuCtxGetStreamPriorityRange", (void *)ctx_priority_range},
+    {"cuCtxSynchronize", (void *)ctx_synchronize},
+    {"cuStreamCreateWithPriority", (void *)stream_create},
+    {"cuStreamDestroy", (void *)stream_destroy},
+    {"cuStreamQuery", (void *)stream_query},
+    {"cuStreamSynchronize", (void *)stream_synchronize},
+    {"cuStreamWaitEvent", (void *)stream_wait_event},
+    {"cuStreamWaitValue64", (void *)stream_wait_value},
+    {"cuStreamWriteValue64", (void *)stream_write_value},
+    {"cuEventCreate", (void *)event_create},
+    {"cuEventDestroy", (void *)event_destroy},
+    {"cuEventRecord", (void *)event_record},
+    {"cuEventQuery", (void *)event_query},
+    {"cuEventSynchronize", (void *)event_synchronize},
+    {"cuEventElapsedTime", (void *)event_elapsed},
+    {"cuMemAlloc", (void *)mem_alloc},
+    {"cuMemFree", (void *)mem_free},
+    {"cuMemGetInfo", (void *)mem_get_info},
+    {"cuMemAllocAsync", (void *)mem_alloc_async},
+    {"cuMemFreeAsync", (void *)mem_free_async},
+    {"cuMemHostAlloc", (void *)mem_host_alloc},
+    {"cuMemFreeHost", (void *)mem_free_host},
+    {"cuMemHostGetDevicePointer", (void *)mem_host_device_pointer},
+    {"cuMemcpyHtoD", (void *)memcpy_htod},
+    {"cuMemcpyDtoH", (void *)memcpy_dtoh},
+    {"cuMemcpyHtoDAsync", (void *)memcpy_htod_async},
+    {"cuMemcpyDtoHAsync", (void *)memcpy_dtoh_async},
+    {"cuMemsetD8Async", (void *)memset_d8_async},
+    {"cuDeviceGetDefaultMemPool", (void *)device_default_pool},
+    {"cuMemPoolSetAttribute", (void *)pool_attribute},
+    {"cuMemPoolGetAttribute", (void *)pool_attribute},
+    {"cuModuleLoadData", (void *)module_load},
+    {"cuModuleUnload", (void *)module_unload},
+    {"cuModuleGetFunction", (void *)module_function},
+    {"cuLaunchKernel", (void *)launch_kernel},
+};
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult *symbolStatus) {
+    (void)flags;
+    if (!symbol || !pfn || cudaVersion > CUDA_VERSION) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pfn = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
+        if (strcmp(table[i].name, symbol) == 0) {
+            *pfn = table[i].fn;
+            break;
+        }
+    }
+    if (symbolStatus) {
+        *symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,1014 @@
+/* The CUDA backend. Without a driver or a device (or in a build without
+ * cuda.h) every device test prints ordo_backend_available's reason and
+ * skips; the tests of the absent path and of bad input run everywhere.
+ *
+ * On a GPU: points and host waits, device-side waits (issued at once, or
+ * bound later when the wait came before its signal), host signals gating
+ * device work, host tasks between kernels, two randomized multi-stream
+ * programs checked value by value (one ordered by a tracker, one by
+ * explicit signals submitted in a random interleaving), the memory
+ * resources, stall reports, teardown with held work, pooled points, and
+ * last (it breaks the context) a faulting kernel failing every signal.
+ * Every wait has a deadline; the kernels spin for microseconds. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#ifdef ORDO_HAVE_CUDA_H
+#include "backends/cuda/cuda_internal.h"
+#include "cuda_kernels.h"
+#endif
+
+static char skip_reason[256] = "";
+static ordo_device_t *device;
+
+#define REQUIRE_DEVICE()                                                                           \
+    do {                                                                                           \
+        if (!device) {                                                                             \
+            print_message("  skipped: %s\n", skip_reason);                                         \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- everywhere: the absent path and bad input ---------------------------- */
+
+static void absence_is_explained(void **state) {
+    (void)state;
+    int available = 0;
+    char reason[160] = "";
+    ordo_status_t st = ordo_backend_available("cuda", &available, reason, sizeof reason);
+#ifdef ORDO_HAVE_CUDA_H
+    assert_ok(st);
+    ordo_device_t *d = NULL;
+    if (!available) {
+        /* A precise reason, and the device refused with it. */
+        assert_true(strlen(reason) > 10);
+        assert_status(ordo_device_open("cuda:0", &d), ORDO_ERR_UNAVAILABLE);
+        assert_non_null(strstr(ordo_error_message(), reason));
+        size_t count = 0;
+        ordo_device_info_t infos[16];
+        assert_ok(ordo_device_list(infos, 16, &count));
+        for (size_t i = 0; i < count && i < 16; ++i) {
+            assert_string_not_equal(infos[i].backend, "cuda");
+        }
+    } else {
+        /* The shared runtime: the suite's own, one more reference. */
+        assert_ok(ordo_device_open("cuda:0", &d));
+        assert_ok(ordo_device_release(d));
+        assert_status(ordo_device_open("cuda:64", &d), ORDO_ERR_OUT_OF_RANGE);
+    }
+#else
+    assert_status(st, ORDO_ERR_NOT_FOUND);
+#endif
+}
+
+static void other_backends_are_refused(void **state) {
+    (void)state;
+    ordo_device_t *cpu;
+    assert_ok(ordo_device_open("cpu", &cpu));
+    ordo_stream_t *stream;
+    assert_ok(ordo_stream_create(cpu, 0, &stream));
+#ifdef ORDO_HAVE_CUDA_H
+    const ordo_status_t wrong = ORDO_ERR_INVALID_ARGUMENT;
+    const ordo_status_t unsupported = ORDO_ERR_UNSUPPORTED;
+    const ordo_status_t bad_handle = ORDO_ERR_INVALID_HANDLE;
+#else
+    const ordo_status_t wrong = ORDO_ERR_UNSUPPORTED;
+    const ordo_status_t unsupported = ORDO_ERR_UNSUPPORTED;
+    const ordo_status_t bad_handle = ORDO_ERR_UNSUPPORTED;
+#endif
+    struct CUstream_st *handle = NULL;
+    assert_status(ordo_cuda_stream_handle(stream, &handle), wrong);
+    assert_status(ordo_cuda_stream_handle(NULL, &handle), bad_handle);
+    assert_status(ordo_cuda_stream_enqueue(stream, NULL, NULL), wrong);
+    assert_status(ordo_cuda_stream_enqueue(NULL, NULL, NULL), bad_handle);
+    struct CUctx_st *context = NULL;
+    int dev = -1;
+    assert_status(ordo_cuda_device_context(cpu, &context, &dev), wrong);
+    assert_status(ordo_cuda_device_context(NULL, &context, &dev), bad_handle);
+    assert_status(ordo_cuda_make_current(cpu), wrong);
+    assert_status(ordo_cuda_make_current(NULL), bad_handle);
+    ordo_mem_resource_t *resource = NULL;
+    assert_status(ordo_mem_cuda_async_create(cpu, &resource), unsupported);
+    assert_status(ordo_mem_host_pinned_create(cpu, &resource), unsupported);
+    assert_status(ordo_mem_cuda_async_create(NULL, &resource), bad_handle);
+#ifdef ORDO_HAVE_CUDA_H
+    assert_status(ordo_mem_cuda_async_create(cpu, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_host_pinned_create(cpu, NULL), ORDO_ERR_INVALID_ARGUMENT);
+#endif
+    assert_null(resource);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_device_release(cpu));
+}
+
+#ifdef ORDO_HAVE_CUDA_H
+
+/* ---- helpers for the device tests ------------------------------------------- */
+
+static const cuda_api_t *cu;
+static cuda_kernels_t kernels;
+static int kernels_loaded;
+static char kernels_reason[256] = "";
+
+#define REQUIRE_KERNELS()                                                                          \
+    do {                                                                                           \
+        REQUIRE_DEVICE();                                                                          \
+        if (!kernels_loaded) {                                                                     \
+            print_message("  skipped: %s\n", kernels_reason);                                      \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+#define assert_cu(expr) assert_int_equal((int)(expr), (int)CUDA_SUCCESS)
+
+static ordo_stream_t *stream_make(void) {
+    ordo_stream_t *stream = NULL;
+    assert_ok(ordo_stream_create(device, 0, &stream));
+    return stream;
+}
+
+static int holding(ordo_stream_t *stream) {
+    cuda_stream_t *s = stream->impl;
+    hal_lane_lock(&s->lane);
+    int h = hal_lane_holding_locked(&s->lane);
+    hal_lane_unlock(&s->lane);
+    return h;
+}
+
+/* A kernel launch, enqueued in ordo stream order; it may run later on the
+ * stream's lane, so launches live until the test frees them. */
+typedef struct launch {
+    struct launch *next;
+    CUfunction f;
+    CUdeviceptr ptr;
+    int i[3];
+    unsigned long long u;
+    unsigned n;
+    unsigned grid;
+    unsigned block;
+    void *params[6];
+} launch_t;
+
+static launch_t *launches;
+
+static ordo_status_t launch_fn(void *ctx, struct CUstream_st *stream) {
+    launch_t *l = ctx;
+    CUresult r = cu->LaunchKernel(l->f, l->grid, 1, 1, l->block, 1, 1, 0, stream, l->params, NULL);
+    return r == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static launch_t *launch_new(CUfunction f) {
+    launch_t *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    l->f = f;
+    l->grid = l->block = 1;
+    l->next = launches;
+    launches = l;
+    return l;
+}
+
+static void launches_free(void) {
+    while (launches) {
+        launch_t *next = launches->next;
+        free(launches);
+        launches = next;
+    }
+}
+
+static void enqueue(ordo_stream_t *stream, launch_t *l) {
+    assert_ok(ordo_cuda_stream_enqueue(stream, launch_fn, l));
+}
+
+static void spin(ordo_stream_t *stream, unsigned long long ns) {
+    launch_t *l = launch_new(kernels.spin);
+    l->u = ns;
+    l->params[0] = &l->u;
+    enqueue(stream, l);
+}
+
+static void fill(ordo_stream_t *stream, CUdeviceptr cells, unsigned long long value, unsigned n) {
+    launch_t *l = launch_new(kernels.fill);
+    l->ptr = cells;
+    l->u = value;
+    l->n = n;
+    l->block = 128;
+    l->grid = (n + 127) / 128;
+    l->params[0] = &l->ptr;
+    l->params[1] = &l->u;
+    l->params[2] = &l->n;
+    enqueue(stream, l);
+}
+
+static void combine(ordo_stream_t *stream, CUdeviceptr cells, int dst, int a, int b,
+                    unsigned long long ns) {
+    launch_t *l = launch_new(kernels.combine);
+    l->ptr = cells;
+    l->i[0] = dst;
+    l->i[1] = a;
+    l->i[2] = b;
+    l->u = ns;
+    l->params[0] = &l->ptr;
+    l->params[1] = &l->i[0];
+    l->params[2] = &l->i[1];
+    l->params[3] = &l->i[2];
+    l->params[4] = &l->u;
+    enqueue(stream, l);
+}
+
+static unsigned long long combined(unsigned long long a, unsigned long long b, int dst) {
+    return a * 1099511628211ull + b + (unsigned long long)dst + 1ull;
+}
+
+static CUdeviceptr cells_alloc(size_t count) {
+    CUdeviceptr cells = 0;
+    assert_cu(cu->MemAlloc(&cells, count * sizeof(unsigned long long)));
+    ordo_stream_t *s = stream_make();
+    fill(s, cells, 0, (unsigned)count);
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_stream_destroy(s));
+    return cells;
+}
+
+static unsigned long long cell_read(CUdeviceptr cells, int index) {
+    unsigned long long value = 0;
+    assert_cu(cu->MemcpyDtoH(&value, cells + (CUdeviceptr)index * sizeof value, sizeof value));
+    return value;
+}
+
+/* ---- on a device -------------------------------------------------------------- */
+
+static void the_device_is_listed_with_its_capabilities(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
+    assert_string_equal(info.name, "cuda:0");
+    assert_string_equal(info.backend, "cuda");
+    assert_true(info.timing_events);
+    assert_true(info.device_memory);
+    assert_true(info.priority_greatest <= info.priority_least);
+    print_message("  cuda:0: priorities %d to %d, native timeline %s, driver %d\n",
+                  info.priority_greatest, info.priority_least, info.native_timeline ? "yes" : "no",
+                  cu->driver_version);
+    struct CUctx_st *context = NULL;
+    int dev = -1;
+    assert_ok(ordo_cuda_device_context(device, &context, &dev));
+    assert_non_null(context);
+    assert_int_equal(dev, 0);
+    assert_ok(ordo_cuda_device_context(device, NULL, NULL));
+    ordo_stream_t *stream = stream_make();
+    struct CUstream_st *handle = NULL;
+    assert_ok(ordo_cuda_stream_handle(stream, &handle));
+    assert_non_null(handle);
+    assert_status(ordo_cuda_stream_handle(stream, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_cuda_stream_enqueue(stream, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+static void a_kernel_then_a_signal_reaches_the_host(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_event_t *start;
+    ordo_event_t *end;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &start));
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &end));
+    uint64_t t0 = ordo_time_now_ns();
+    assert_ok(ordo_event_record(start, stream));
+    spin(stream, 20000000ull);
+    assert_ok(ordo_event_record(end, stream));
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    /* Not reported before the device got there. */
+    assert_true(ordo_time_now_ns() - t0 >= 19000000ull);
+    int complete = 0;
+    assert_ok(ordo_event_query(end, &complete));
+    assert_true(complete);
+    int64_t ns = 0;
+    assert_ok(ordo_event_elapsed_ns(start, end, &ns));
+    assert_true(ns >= 19500000);
+    assert_true(ns < (int64_t)TEST_WAIT_MS * 1000000);
+    assert_ok(ordo_event_destroy(start));
+    assert_ok(ordo_event_destroy(end));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+    launches_free();
+}
+
+static void device_waits_stay_on_the_device(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2);
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *t = test_signal_make(0);
+    spin(a, 30000000ull);
+    fill(a, cells, 7, 1);
+    assert_ok(ordo_stream_signal(a, s, 1));
+    /* The point is recorded: the wait goes to the device, nothing held. */
+    assert_ok(ordo_stream_wait(b, s, 1));
+    assert_false(holding(b));
+    combine(b, cells, 1, 0, 0, 0);
+    assert_ok(ordo_stream_signal(b, t, 1));
+    assert_ok(ordo_signal_wait(t, 1, test_deadline()));
+    assert_int_equal(cell_read(cells, 1), combined(7, 7, 1));
+    /* An event wait works the same way. */
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    spin(a, 10000000ull);
+    fill(a, cells, 11, 1);
+    assert_ok(ordo_event_record(event, a));
+    assert_ok(ordo_stream_wait_event(b, event));
+    assert_false(holding(b));
+    combine(b, cells, 1, 0, 0, 0);
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_int_equal(cell_read(cells, 1), combined(11, 11, 1));
+    assert_ok(ordo_event_destroy(event));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(t));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+static void a_wait_before_its_signal_binds_on_the_device(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2);
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *t = test_signal_make(0);
+    /* Nothing reaches s yet: the wait is held on the host. */
+    assert_ok(ordo_stream_wait(b, s, 1));
+    assert_true(holding(b));
+    combine(b, cells, 1, 0, 0, 0);
+    assert_ok(ordo_stream_signal(b, t, 1));
+    spin(a, 50000000ull);
+    fill(a, cells, 5, 1);
+    assert_ok(ordo_stream_signal(a, s, 1));
+    /* The point is now recorded: b's lane binds the wait to it and lets go
+     * long before the device reaches it. */
+    ordo_deadline_t deadline = test_deadline();
+    uint64_t value = 0;
+    while (holding(b)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_ok(ordo_signal_query(s, &value));
+    assert_int_equal(value, 0);
+    assert_ok(ordo_signal_wait(t, 1, test_deadline()));
+    assert_int_equal(cell_read(cells, 1), combined(5, 5, 1));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(t));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+static void host_signals_gate_device_work(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, host, 3));
+    fill(stream, cells, 9, 1);
+    assert_ok(ordo_stream_signal(stream, done, 1));
+    assert_status(ordo_stream_synchronize(stream, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
+    assert_int_equal(cell_read(cells, 0), 0);
+    assert_ok(ordo_signal_signal(host, 2));
+    test_sleep_ms(10);
+    assert_int_equal(cell_read(cells, 0), 0);
+    assert_ok(ordo_signal_signal(host, 3));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), 9);
+    /* A host signal that fails fails the stream. */
+    ordo_signal_t *broken = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, broken, 1));
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_signal_fail(broken, ORDO_ERR_ABORTED, "upstream"));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+    assert_ok(ordo_signal_destroy(done));
+    assert_ok(ordo_signal_destroy(broken));
+    assert_ok(ordo_signal_destroy(after));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+typedef struct task_check {
+    CUdeviceptr cells;
+    unsigned long long expect;
+    unsigned long long write;
+    _Atomic int ran;
+    _Atomic int wrong;
+} task_check_t;
+
+/* Runs on the stream's lane: the kernel before it is done, so a plain
+ * synchronous copy sees its result; the kernel after sees what it writes. */
+static ordo_status_t check_and_write(void *ctx) {
+    task_check_t *c = ctx;
+    unsigned long long value = 0;
+    if (cu->MemcpyDtoH(&value, c->cells, sizeof value) != CUDA_SUCCESS || value != c->expect) {
+        atomic_store(&c->wrong, 1);
+    }
+    if (cu->MemcpyHtoD(c->cells, &c->write, sizeof c->write) != CUDA_SUCCESS) {
+        atomic_store(&c->wrong, 1);
+    }
+    atomic_store(&c->ran, 1);
+    return ORDO_OK;
+}
+
+static ordo_status_t failing_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void host_tasks_run_between_kernels(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2);
+    ordo_stream_t *stream = stream_make();
+    task_check_t check = {cells, 3, 4, 0, 0};
+    spin(stream, 10000000ull);
+    fill(stream, cells, 3, 1);
+    assert_ok(ordo_stream_host_task(stream, check_and_write, &check));
+    combine(stream, cells, 1, 0, 0, 0);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_true(atomic_load(&check.ran));
+    assert_false(atomic_load(&check.wrong));
+    assert_int_equal(cell_read(cells, 1), combined(4, 4, 1));
+    /* A failing task fails the stream: later points fail. */
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_ok(ordo_stream_host_task(stream, failing_task, NULL));
+    fill(stream, cells, 1, 1);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+static ordo_status_t refusing_enqueue(void *ctx, struct CUstream_st *stream) {
+    (void)ctx, (void)stream;
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_failing_enqueue_fails_the_stream(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* Directly: the status comes back, and the stream fails at that point. */
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_status(ordo_cuda_stream_enqueue(stream, refusing_enqueue, NULL), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    /* Held behind a host wait: queued, it fails the stream when it runs. */
+    stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    ordo_signal_t *later = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, host, 1));
+    assert_ok(ordo_cuda_stream_enqueue(stream, refusing_enqueue, NULL));
+    assert_ok(ordo_stream_signal(stream, later, 1));
+    assert_ok(ordo_signal_signal(host, 1));
+    assert_status(ordo_signal_wait(later, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    assert_ok(ordo_signal_destroy(host));
+    assert_ok(ordo_signal_destroy(later));
+}
+
+#define ENQUEUERS 4
+
+typedef struct enqueuer {
+    ordo_stream_t *stream;
+    CUdeviceptr cell;
+    ordo_signal_t *signal;
+    launch_t *launch; /* one per thread: its step kernel, launched many times */
+    int rounds;
+    _Atomic int errors;
+} enqueuer_t;
+
+static void *enqueue_many(void *arg) {
+    enqueuer_t *e = arg;
+    for (int i = 1; i <= e->rounds; ++i) {
+        if (ordo_cuda_stream_enqueue(e->stream, launch_fn, e->launch) != ORDO_OK) {
+            atomic_fetch_add(&e->errors, 1);
+        }
+        if (i % 16 == 0 && ordo_stream_signal(e->stream, e->signal, (uint64_t)i) != ORDO_OK) {
+            atomic_fetch_add(&e->errors, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Threads enqueue to one stream at once, while a host wait now and then
+ * holds the stream: every kernel runs once, every signal arrives. */
+static void concurrent_enqueues_on_one_stream(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(ENQUEUERS);
+    ordo_stream_t *stream = stream_make();
+    enqueuer_t e[ENQUEUERS];
+    pthread_t threads[ENQUEUERS];
+    int rounds = (int)test_scaled(400);
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        e[t] =
+            (enqueuer_t){stream, cells + (CUdeviceptr)t * 8, test_signal_make(0), NULL, rounds, 0};
+        e[t].launch = launch_new(kernels.step);
+        e[t].launch->ptr = e[t].cell;
+        e[t].launch->u = 0;
+        e[t].launch->params[0] = &e[t].launch->ptr;
+        e[t].launch->params[1] = &e[t].launch->u;
+        threads[t] = test_thread_start(enqueue_many, &e[t]);
+    }
+    ordo_signal_t *host = test_signal_make(0);
+    for (uint64_t k = 1; k <= 8; ++k) {
+        assert_ok(ordo_stream_wait(stream, host, k));
+        test_sleep_ms(1);
+        assert_ok(ordo_signal_signal(host, k));
+    }
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        pthread_join(threads[t], NULL);
+    }
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    for (int t = 0; t < ENQUEUERS; ++t) {
+        assert_int_equal(atomic_load(&e[t].errors), 0);
+        assert_int_equal(cell_read(cells, t), (unsigned long long)rounds);
+        assert_ok(ordo_signal_wait(e[t].signal, (uint64_t)(rounds / 16 * 16), ORDO_DEADLINE_NOW));
+        assert_ok(ordo_signal_destroy(e[t].signal));
+    }
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* ---- randomized multi-stream programs ---------------------------------------- */
+
+#define RANDOM_STREAMS 3
+
+typedef struct program {
+    int ops;
+    int stream_of[4096];
+    int a[4096];
+    int b[4096];
+    unsigned long long spin_ns[4096];
+    unsigned long long expect[4096];
+} program_t;
+
+/* Op i writes cell i from two earlier cells, on a random stream. */
+static program_t *program_make(uint64_t seed, int ops) {
+    program_t *p = calloc(1, sizeof *p);
+    p->ops = ops;
+    uint64_t rng = seed;
+    for (int i = 0; i < ops; ++i) {
+        p->stream_of[i] = (int)(test_rand(&rng) % RANDOM_STREAMS);
+        p->a[i] = i ? (int)(test_rand(&rng) % (uint64_t)i) : 0;
+        p->b[i] = i ? (int)(test_rand(&rng) % (uint64_t)i) : 0;
+        p->spin_ns[i] = test_rand(&rng) % 20000u;
+        unsigned long long va = i ? p->expect[p->a[i]] : 0;
+        unsigned long long vb = i ? p->expect[p->b[i]] : 0;
+        p->expect[i] = combined(va, vb, i);
+    }
+    return p;
+}
+
+static void program_check(const program_t *p, CUdeviceptr cells) {
+    unsigned long long *got = calloc((size_t)p->ops, sizeof *got);
+    assert_cu(cu->MemcpyDtoH(got, cells, (size_t)p->ops * sizeof *got));
+    int wrong = 0;
+    for (int i = 0; i < p->ops; ++i) {
+        wrong += got[i] != p->expect[i];
+    }
+    free(got);
+    assert_int_equal(wrong, 0);
+}
+
+typedef struct tracked_launch {
+    CUdeviceptr cells;
+    const program_t *p;
+    int i;
+} tracked_launch_t;
+
+static ordo_status_t tracked_launch_fn(void *ctx, ordo_stream_t *stream) {
+    tracked_launch_t *t = ctx;
+    combine(stream, t->cells, t->i, t->p->a[t->i], t->p->b[t->i], t->p->spin_ns[t->i]);
+    return ORDO_OK;
+}
+
+static void random_program_ordered_by_a_tracker(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    int ops = (int)test_scaled(3000);
+    program_t *p = program_make(7, ops);
+    CUdeviceptr cells = cells_alloc((size_t)ops);
+    ordo_stream_t *streams[RANDOM_STREAMS];
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        streams[k] = stream_make();
+    }
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t **buffers = calloc((size_t)ops, sizeof *buffers);
+    for (int i = 0; i < ops; ++i) {
+        assert_ok(ordo_buffer_create(tracker, &buffers[i]));
+    }
+    for (int i = 0; i < ops; ++i) {
+        ordo_access_t accesses[3] = {{buffers[p->a[i]], ORDO_ACCESS_READ},
+                                     {buffers[p->b[i]], ORDO_ACCESS_READ},
+                                     {buffers[i], ORDO_ACCESS_WRITE}};
+        tracked_launch_t launch = {cells, p, i};
+        assert_ok(ordo_submit(tracker, streams[p->stream_of[i]], accesses, i ? 3 : 1,
+                              tracked_launch_fn, &launch));
+    }
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        assert_ok(ordo_stream_synchronize(streams[k], test_deadline()));
+    }
+    program_check(p, cells);
+    ordo_tracker_metrics_t metrics;
+    assert_ok(ordo_tracker_metrics(tracker, &metrics));
+    print_message("  %d ops: %llu device waits emitted, %llu elided\n", ops,
+                  (unsigned long long)metrics.waits_emitted,
+                  (unsigned long long)metrics.waits_elided);
+    for (int i = 0; i < ops; ++i) {
+        assert_ok(ordo_buffer_release(buffers[i], NULL, NULL));
+    }
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        assert_ok(ordo_stream_destroy(streams[k]));
+    }
+    free(buffers);
+    free(p);
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* The same kind of program ordered by one signal per op, submitted in a
+ * random interleaving of the streams' sequences: many waits come before
+ * the signal they wait for is submitted (held, then bound on the device). */
+static void random_program_with_waits_before_signals(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    int ops = (int)test_scaled(2000);
+    program_t *p = program_make(11, ops);
+    CUdeviceptr cells = cells_alloc((size_t)ops);
+    ordo_stream_t *streams[RANDOM_STREAMS];
+    int *sequence[RANDOM_STREAMS];
+    int length[RANDOM_STREAMS] = {0};
+    int next[RANDOM_STREAMS] = {0};
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        streams[k] = stream_make();
+        sequence[k] = calloc((size_t)ops, sizeof(int));
+    }
+    ordo_signal_t **signals = calloc((size_t)ops, sizeof *signals);
+    for (int i = 0; i < ops; ++i) {
+        signals[i] = test_signal_make(0);
+        int k = p->stream_of[i];
+        sequence[k][length[k]++] = i;
+    }
+    uint64_t rng = 99;
+    for (int submitted = 0; submitted < ops; ++submitted) {
+        int k;
+        do {
+            k = (int)(test_rand(&rng) % RANDOM_STREAMS);
+        } while (next[k] == length[k]);
+        int i = sequence[k][next[k]++];
+        ordo_stream_t *s = streams[k];
+        if (i) {
+            assert_ok(ordo_stream_wait(s, signals[p->a[i]], 1));
+            assert_ok(ordo_stream_wait(s, signals[p->b[i]], 1));
+        }
+        combine(s, cells, i, p->a[i], p->b[i], p->spin_ns[i]);
+        assert_ok(ordo_stream_signal(s, signals[i], 1));
+    }
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        assert_ok(ordo_stream_synchronize(streams[k], test_deadline()));
+    }
+    program_check(p, cells);
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        assert_ok(ordo_stream_destroy(streams[k]));
+        free(sequence[k]);
+    }
+    for (int i = 0; i < ops; ++i) {
+        assert_ok(ordo_signal_destroy(signals[i]));
+    }
+    free(signals);
+    free(p);
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* ---- memory ------------------------------------------------------------------- */
+
+static void the_async_resource_frees_in_stream_order(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    ordo_mem_resource_t *resource = NULL;
+    ordo_status_t st = ordo_mem_cuda_async_create(device, &resource);
+    if (st == ORDO_ERR_UNSUPPORTED) {
+        print_message("  skipped: %s\n", ordo_error_message());
+        skip();
+    }
+    assert_ok(st);
+    ordo_stream_t *stream = stream_make();
+    ordo_block_t *block;
+    void *ptr = NULL;
+    assert_ok(ordo_mem_allocate(resource, 4096, 0, stream, 0, &block, &ptr));
+    assert_non_null(ptr);
+    assert_int_equal((uintptr_t)ptr % ORDO_MEM_DEFAULT_ALIGNMENT, 0);
+    fill(stream, (CUdeviceptr)(uintptr_t)ptr, 1, 512);
+    uint64_t outstanding = 0;
+    assert_ok(ordo_mem_bytes_outstanding(resource, &outstanding));
+    assert_int_equal(outstanding, 4096);
+    spin(stream, 5000000ull);
+    assert_ok(ordo_mem_deallocate(resource, block, stream));
+    assert_ok(ordo_mem_reap_pending(resource, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(resource, &outstanding));
+    assert_int_equal(outstanding, 0);
+    /* Over-aligned. */
+    assert_ok(ordo_mem_allocate(resource, 100, (size_t)1 << 16, stream, 0, &block, &ptr));
+    assert_int_equal((uintptr_t)ptr % ((size_t)1 << 16), 0);
+    assert_ok(ordo_mem_deallocate(resource, block, stream));
+    assert_status(ordo_mem_deallocate(resource, block, stream), ORDO_ERR_INVALID_HANDLE);
+    int tracking = 1;
+    assert_ok(ordo_mem_supports_use_tracking(resource, &tracking));
+    assert_false(tracking);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_mem_reap_pending(resource, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(resource));
+    assert_ok(ordo_stream_destroy(stream));
+    launches_free();
+}
+
+typedef struct copy_args {
+    CUdeviceptr device;
+    void *host;
+    size_t bytes;
+    int to_device;
+} copy_args_t;
+
+static ordo_status_t copy_fn(void *ctx, struct CUstream_st *stream) {
+    copy_args_t *c = ctx;
+    CUresult r = c->to_device ? cu->MemcpyHtoDAsync(c->device, c->host, c->bytes, stream)
+                              : cu->MemcpyDtoHAsync(c->host, c->device, c->bytes, stream);
+    return r == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static void pinned_memory_round_trips(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    ordo_mem_resource_t *pinned;
+    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
+    ordo_mem_resource_t *direct;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *stream = stream_make();
+    enum { N = 1024 };
+    ordo_block_t *host_block;
+    ordo_block_t *device_block;
+    unsigned long long *host = NULL;
+    void *dev = NULL;
+    assert_ok(ordo_mem_allocate(pinned, N * 8, 0, stream, 0, &host_block, (void **)&host));
+    assert_ok(ordo_mem_allocate(direct, N * 8, 0, stream, 0, &device_block, &dev));
+    for (int i = 0; i < N; ++i) {
+        host[i] = (unsigned long long)i;
+    }
+    copy_args_t up = {(CUdeviceptr)(uintptr_t)dev, host, N * 8, 1};
+    copy_args_t down = {(CUdeviceptr)(uintptr_t)dev, host, N * 8, 0};
+    assert_ok(ordo_cuda_stream_enqueue(stream, copy_fn, &up));
+    combine(stream, (CUdeviceptr)(uintptr_t)dev, 0, 1, 2, 0);
+    assert_ok(ordo_cuda_stream_enqueue(stream, copy_fn, &down));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_int_equal(host[0], combined(1, 2, 0));
+    assert_int_equal(host[N - 1], N - 1);
+    assert_ok(ordo_mem_deallocate(pinned, host_block, stream));
+    assert_ok(ordo_mem_deallocate(direct, device_block, stream));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pinned));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_stream_destroy(stream));
+    launches_free();
+}
+
+static void out_of_memory_is_reported(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    ordo_mem_resource_t *direct;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *stream = stream_make();
+    ordo_block_t *block = NULL;
+    assert_status(ordo_mem_allocate(direct, ORDO_MEM_MAX_BYTES, 0, stream, 0, &block, NULL),
+                  ORDO_ERR_OUT_OF_MEMORY);
+    assert_non_null(strstr(ordo_error_message(), "cuMemAlloc"));
+    assert_null(block);
+    /* The device is still usable. */
+    assert_ok(ordo_mem_allocate(direct, 1 << 20, (size_t)1 << 21, stream, 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(direct, block, stream));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+/* ---- stall reports, teardown, pools ------------------------------------------ */
+
+static void a_held_wait_shows_in_a_stall_report(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    assert_ok(ordo_signal_set_name(host, "host gate"));
+    assert_ok(ordo_stream_wait(stream, host, 1));
+    ordo_deadline_t deadline = test_deadline();
+    size_t count = 0;
+    ordo_stall_entry_t entries[4];
+    do {
+        assert_true(ordo_time_now_ns() < deadline);
+        assert_ok(ordo_stall_report(device, entries, 4, &count));
+    } while (count == 0);
+    assert_int_equal(count, 1);
+    assert_ptr_equal(entries[0].stream, stream);
+    assert_ptr_equal(entries[0].signal, host);
+    assert_int_equal(entries[0].waited_value, 1);
+    assert_int_equal(entries[0].reach, ORDO_STALL_UNREACHABLE);
+    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_stall_report(device, entries, 4, &count));
+    assert_int_equal(count, 0);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+}
+
+static void destroy_with_held_work_cancels_it(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *never = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, never, 1));
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    uint64_t start = ordo_time_now_ns();
+    assert_ok(ordo_stream_destroy(stream));
+    assert_true(ordo_time_now_ns() - start < 1000000000ull);
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_ok(ordo_signal_destroy(never));
+    assert_ok(ordo_signal_destroy(after));
+}
+
+static void points_come_from_a_pool(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    cuda_device_t *d = device->impl;
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_event_pool_stats_t before;
+    ordo_event_pool_stats_t after;
+    assert_ok(event_pool_stats(d->points, &before));
+    for (uint64_t round = 1; round <= 50; ++round) {
+        for (uint64_t k = 0; k < 20; ++k) {
+            assert_ok(ordo_stream_signal(stream, s, round * 20 + k));
+        }
+        assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    }
+    assert_ok(event_pool_stats(d->points, &after));
+    assert_true(after.created_total - before.created_total <= 128);
+    assert_true(after.acquires - before.acquires >= 1000);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* Last: a fault poisons the context for the rest of the process. */
+static void a_device_fault_fails_every_signal(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    ordo_stream_t *a = stream_make();
+    ordo_stream_t *b = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *r = test_signal_make(0);
+    launch_t *l = launch_new(kernels.fault);
+    l->ptr = (CUdeviceptr)64; /* nothing is mapped there */
+    l->params[0] = &l->ptr;
+    spin(b, 20000000ull);
+    assert_ok(ordo_stream_signal(b, r, 1));
+    enqueue(a, l);
+    /* The fault may already be known when the point is submitted: then the
+     * submission itself fails. Either way nothing hangs. */
+    ordo_status_t st = ordo_stream_signal(a, s, 1);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_DEVICE);
+    if (st == ORDO_OK) {
+        assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_DEVICE);
+    }
+    /* A point of another stream, enqueued before the fault, fails with the
+     * device's error. */
+    assert_status(ordo_signal_wait(r, 1, test_deadline()), ORDO_ERR_DEVICE);
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    ordo_status_t failure;
+    assert_ok(ordo_signal_failure(r, &failure, message, sizeof message));
+    print_message("  the fault reads: %s\n", message);
+    assert_non_null(strstr(message, "CUDA_ERROR_"));
+    assert_status(ordo_stream_synchronize(a, test_deadline()), ORDO_ERR_DEVICE);
+    assert_status(ordo_stream_status(b), ORDO_ERR_DEVICE);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(r));
+    launches_free();
+}
+
+#endif /* ORDO_HAVE_CUDA_H */
+
+static int suite_setup(void **state) {
+    (void)state;
+    int available = 0;
+    char reason[160] = "";
+    if (ordo_backend_available("cuda", &available, reason, sizeof reason) != ORDO_OK) {
+        snprintf(skip_reason, sizeof skip_reason, "the CUDA backend is not built: %s",
+                 ordo_error_message());
+        return 0;
+    }
+    if (!available) {
+        snprintf(skip_reason, sizeof skip_reason, "CUDA is not available: %s", reason);
+        return 0;
+    }
+#ifdef ORDO_HAVE_CUDA_H
+    if (ordo_device_open("cuda:0", &device) != ORDO_OK) {
+        snprintf(skip_reason, sizeof skip_reason, "cuda:0 cannot be opened: %s",
+                 ordo_error_message());
+        device = NULL;
+        return 0;
+    }
+    cu = cuda_api();
+    if (ordo_cuda_make_current(device) != ORDO_OK) {
+        return -1;
+    }
+    kernels_loaded = cuda_kernels_load(cu, &kernels, kernels_reason, sizeof kernels_reason);
+#endif
+    return 0;
+}
+
+static int suite_teardown(void **state) {
+    (void)state;
+#ifdef ORDO_HAVE_CUDA_H
+    if (kernels_loaded) {
+        (void)cu->ModuleUnload(kernels.module);
+    }
+#endif
+    if (device) {
+        return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+    }
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(absence_is_explained),
+        cmocka_unit_test(other_backends_are_refused),
+#ifdef ORDO_HAVE_CUDA_H
+        cmocka_unit_test(the_device_is_listed_with_its_capabilities),
+        cmocka_unit_test(a_kernel_then_a_signal_reaches_the_host),
+        cmocka_unit_test(device_waits_stay_on_the_device),
+        cmocka_unit_test(a_wait_before_its_signal_binds_on_the_device),
+        cmocka_unit_test(host_signals_gate_device_work),
+        cmocka_unit_test(host_tasks_run_between_kernels),
+        cmocka_unit_test(a_failing_enqueue_fails_the_stream),
+        cmocka_unit_test(concurrent_enqueues_on_one_stream),
+        cmocka_unit_test(random_program_ordered_by_a_tracker),
+        cmocka_unit_test(random_program_with_waits_before_signals),
+        cmocka_unit_test(the_async_resource_frees_in_stream_order),
+        cmocka_unit_test(pinned_memory_round_trips),
+        cmocka_unit_test(out_of_memory_is_reported),
+        cmocka_unit_test(a_held_wait_shows_in_a_stall_report),
+        cmocka_unit_test(destroy_with_held_work_cancels_it),
+        cmocka_unit_test(points_come_from_a_pool),
+        cmocka_unit_test(a_device_fault_fails_every_signal),
+#endif
+    };
+    int failures = cmocka_run_group_tests_name("cuda", tests, suite_setup, suite_teardown);
+    if (!device) {
+        print_message("cuda device tests skipped: %s\n", skip_reason);
+    }
+    return failures;
+}

@@ -1,0 +1,485 @@
+/* Benchmarks of the CUDA backend. They need a GPU: without one (or in a
+ * build without cuda.h) each prints why it is skipped to stderr.
+ *
+ * cuda_event_pool: acquiring and releasing a stream point's event from the
+ *   device's pool, against cuEventCreate + cuEventDestroy
+ *   (cuda_create_destroy).
+ * cuda_auto_order_<n>streams: host time per launch of a dependent kernel
+ *   chain spread round-robin over n streams, ordered by a tracker from the
+ *   one buffer every kernel reads and writes, against hand-placed
+ *   cuEventRecord / cuStreamWaitEvent (cuda_manual).
+ * cuda_signal_point: how long after it is enqueued on an idle stream the
+ *   host sees a point: a CUDA event polled with cuEventQuery (event_query),
+ *   a word written by cuStreamWriteValue64 and read by the host
+ *   (write_value), and ordo's stream signal with points observed either
+ *   way (ordo_events, ordo_memops: ORDO_CUDA_POINTS=memops).
+ * cuda_signal_point_submit: the host's cost of enqueuing one point
+ *   (event_record, write_value, ordo_stream_signal). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ordo/ordo.h"
+
+static const char *const names[] = {"cuda_event_pool",          "cuda_auto_order_2streams",
+                                    "cuda_auto_order_3streams", "cuda_auto_order_4streams",
+                                    "cuda_signal_point",        "cuda_signal_point_submit"};
+
+static int any_selected(const bench_options_t *options) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        if (bench_selected(options, names[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#ifndef ORDO_HAVE_CUDA_H
+
+void bench_cuda_all(const bench_options_t *options) {
+    if (any_selected(options)) {
+        fprintf(stderr, "ordo bench: cuda_* skipped: ordo was built without cuda.h\n");
+    }
+}
+
+#else
+
+#include "backends/cuda/cuda_internal.h"
+#include "cuda_kernels.h"
+
+static const cuda_api_t *cu;
+
+static void check(CUresult r, const char *what) {
+    if (r != CUDA_SUCCESS) {
+        char detail[128];
+        cuda_describe(r, detail, sizeof detail);
+        fprintf(stderr, "ordo bench: %s: %s\n", what, detail);
+        bench_fail(what);
+    }
+}
+
+static double *samples_alloc(size_t count) {
+    double *samples = calloc(count, sizeof *samples);
+    if (!samples) {
+        bench_fail("out of memory");
+    }
+    return samples;
+}
+
+/* ---- cuda_event_pool -------------------------------------------------------- */
+
+static void run_event_pool(const bench_options_t *options, ordo_device_t *device) {
+    cuda_device_t *d = device->impl;
+    bench_sizes_t sz = bench_pick(options, 100, 1000);
+    const size_t warmup = 2;
+    double *pool = samples_alloc(sz.samples);
+    double *raw = samples_alloc(sz.samples);
+    bench_pin(0);
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            void *event;
+            int pooled;
+            if (event_pool_acquire(d->points, &event, &pooled) != ORDO_OK ||
+                event_pool_release(d->points, event, pooled) != ORDO_OK) {
+                bench_fail("the point pool failed");
+            }
+        }
+        uint64_t t1 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            CUevent event;
+            check(cu->EventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+            check(cu->EventDestroy(event), "cuEventDestroy");
+        }
+        uint64_t t2 = bench_now_ns();
+        if (s >= warmup) {
+            pool[s - warmup] = (double)(t1 - t0) / (double)sz.batch;
+            raw[s - warmup] = (double)(t2 - t1) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    bench_stats_t base = bench_summarise(raw, sz.samples, sz.batch);
+    bench_stats_t ordo = bench_summarise(pool, sz.samples, sz.batch);
+    bench_emit("cuda_event_pool", "cuda_create_destroy", &base, NULL, 0);
+    bench_ratio_t ratio = {"cuda_create_destroy", ordo.median_ns / base.median_ns};
+    bench_emit("cuda_event_pool", "ordo", &ordo, &ratio, 1);
+    free(pool);
+    free(raw);
+}
+
+/* ---- cuda_auto_order ---------------------------------------------------------- */
+
+#define CHAIN_EVENTS 64
+
+typedef struct chain {
+    cuda_kernels_t *kernels;
+    CUdeviceptr cell;
+    unsigned long long ns;
+    void *params[2];
+} chain_t;
+
+static ordo_status_t step_enqueue(void *ctx, struct CUstream_st *stream) {
+    chain_t *c = ctx;
+    CUresult r = cu->LaunchKernel(c->kernels->step, 1, 1, 1, 1, 1, 1, 0, stream, c->params, NULL);
+    return r == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static ordo_status_t step_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_cuda_stream_enqueue(stream, step_enqueue, ctx);
+}
+
+static void run_auto_order(const bench_options_t *options, ordo_device_t *device,
+                           cuda_kernels_t *kernels, int n) {
+    char name[64];
+    snprintf(name, sizeof name, "cuda_auto_order_%dstreams", n);
+    if (!bench_selected(options, name)) {
+        return;
+    }
+    bench_sizes_t sz = bench_pick(options, 50, 256);
+    const size_t warmup = 2;
+    chain_t chain = {kernels, 0, 0, {NULL, NULL}};
+    check(cu->MemAlloc(&chain.cell, sizeof(unsigned long long)), "cuMemAlloc");
+    chain.params[0] = &chain.cell;
+    chain.params[1] = &chain.ns;
+    /* ordo: a tracker over n streams, one buffer read and written by every
+     * kernel: each launch waits for the previous one, on another stream. */
+    ordo_stream_t *streams[4];
+    for (int k = 0; k < n; ++k) {
+        if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
+            bench_fail("cannot create a stream");
+        }
+    }
+    ordo_tracker_t *tracker;
+    ordo_buffer_t *buffer;
+    if (ordo_tracker_create(device, &tracker) != ORDO_OK ||
+        ordo_buffer_create(tracker, &buffer) != ORDO_OK) {
+        bench_fail("cannot create the tracker");
+    }
+    ordo_access_t access = {buffer, ORDO_ACCESS_READ_WRITE};
+    /* The hand-written peer: the same chain on n raw streams. */
+    CUstream raw[4];
+    CUevent events[CHAIN_EVENTS];
+    for (int k = 0; k < n; ++k) {
+        check(cu->StreamCreateWithPriority(&raw[k], CU_STREAM_NON_BLOCKING, 0), "cuStreamCreate");
+    }
+    for (int e = 0; e < CHAIN_EVENTS; ++e) {
+        check(cu->EventCreate(&events[e], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    }
+    double *ordo_samples = samples_alloc(sz.samples);
+    double *manual_samples = samples_alloc(sz.samples);
+    uint64_t launch = 0;
+    bench_pin(0);
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            if (ordo_submit(tracker, streams[k % (uint64_t)n], &access, 1, step_launch, &chain) !=
+                ORDO_OK) {
+                bench_fail("a submission failed");
+            }
+        }
+        uint64_t t1 = bench_now_ns();
+        for (int k = 0; k < n; ++k) {
+            if (ordo_stream_synchronize(streams[k], ordo_deadline_after_ms(60000)) != ORDO_OK) {
+                bench_fail("the chain did not finish");
+            }
+        }
+        uint64_t t2 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k, ++launch) {
+            CUstream stream = raw[k % (uint64_t)n];
+            if (launch) {
+                check(cu->StreamWaitEvent(stream, events[(launch - 1) % CHAIN_EVENTS], 0),
+                      "cuStreamWaitEvent");
+            }
+            check(cu->LaunchKernel(kernels->step, 1, 1, 1, 1, 1, 1, 0, stream, chain.params, NULL),
+                  "cuLaunchKernel");
+            check(cu->EventRecord(events[launch % CHAIN_EVENTS], stream), "cuEventRecord");
+        }
+        uint64_t t3 = bench_now_ns();
+        for (int k = 0; k < n; ++k) {
+            check(cu->StreamSynchronize(raw[k]), "cuStreamSynchronize");
+        }
+        if (s >= warmup) {
+            ordo_samples[s - warmup] = (double)(t1 - t0) / (double)sz.batch;
+            manual_samples[s - warmup] = (double)(t3 - t2) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    unsigned long long value = 0;
+    check(cu->MemcpyDtoH(&value, chain.cell, sizeof value), "cuMemcpyDtoH");
+    uint64_t expected = 2 * (uint64_t)(sz.samples + warmup) * sz.batch;
+    if (value != expected) {
+        fprintf(stderr, "ordo bench: %s: the chain counted %llu, not %llu\n", name, value,
+                (unsigned long long)expected);
+        bench_fail("a chain ran out of order");
+    }
+    bench_stats_t manual = bench_summarise(manual_samples, sz.samples, sz.batch);
+    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
+    bench_emit(name, "cuda_manual", &manual, NULL, 0);
+    bench_ratio_t ratio = {"cuda_manual", ordo.median_ns / manual.median_ns};
+    bench_emit(name, "ordo_tracker", &ordo, &ratio, 1);
+    if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
+        ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
+        ordo_tracker_destroy(tracker) != ORDO_OK) {
+        bench_fail("cannot destroy the tracker");
+    }
+    for (int k = 0; k < n; ++k) {
+        ordo_stream_destroy(streams[k]);
+        (void)cu->StreamDestroy(raw[k]);
+    }
+    for (int e = 0; e < CHAIN_EVENTS; ++e) {
+        (void)cu->EventDestroy(events[e]);
+    }
+    (void)cu->MemFree(chain.cell);
+    free(ordo_samples);
+    free(manual_samples);
+}
+
+/* ---- cuda_signal_point -------------------------------------------------------- */
+
+typedef struct point_rig {
+    CUstream stream;
+    CUevent event;
+    _Atomic uint64_t *word;
+    CUdeviceptr word_device;
+    uint64_t next;
+} point_rig_t;
+
+static double latency_event(point_rig_t *rig) {
+    uint64_t t0 = bench_now_ns();
+    check(cu->EventRecord(rig->event, rig->stream), "cuEventRecord");
+    CUresult r;
+    while ((r = cu->EventQuery(rig->event)) == CUDA_ERROR_NOT_READY) {
+    }
+    check(r, "cuEventQuery");
+    return (double)(bench_now_ns() - t0);
+}
+
+static double latency_word(point_rig_t *rig) {
+    uint64_t value = ++rig->next;
+    uint64_t t0 = bench_now_ns();
+    check(cu->StreamWriteValue64(rig->stream, rig->word_device, value, 0), "cuStreamWriteValue64");
+    while (atomic_load_explicit(rig->word, memory_order_acquire) < value) {
+    }
+    return (double)(bench_now_ns() - t0);
+}
+
+static double latency_ordo(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t *next) {
+    uint64_t value = ++*next;
+    uint64_t t0 = bench_now_ns();
+    if (ordo_stream_signal(stream, signal, value) != ORDO_OK ||
+        ordo_signal_wait(signal, value, ordo_deadline_after_ms(60000)) != ORDO_OK) {
+        bench_fail("a signal point failed");
+    }
+    return (double)(bench_now_ns() - t0);
+}
+
+typedef struct ordo_rig {
+    ordo_device_t *device;
+    ordo_stream_t *stream;
+    ordo_signal_t *signal;
+    uint64_t next;
+} ordo_rig_t;
+
+static void ordo_rig_open(ordo_rig_t *rig, ordo_device_t *device) {
+    rig->device = device;
+    rig->next = 0;
+    if (ordo_stream_create(device, 0, &rig->stream) != ORDO_OK ||
+        ordo_signal_create(0, &rig->signal) != ORDO_OK) {
+        bench_fail("cannot create a stream");
+    }
+}
+
+static void ordo_rig_close(ordo_rig_t *rig) {
+    ordo_stream_destroy(rig->stream);
+    ordo_signal_destroy(rig->signal);
+}
+
+enum { POINT_EVENT, POINT_WORD, POINT_ORDO, POINT_ORDO_MEMOPS, POINT_KINDS };
+static const char *const point_impls[POINT_KINDS] = {"event_query", "write_value", "ordo_events",
+                                                     "ordo_memops"};
+static const char *const submit_impls[POINT_KINDS] = {
+    "event_record", "write_value", "ordo_stream_signal", "ordo_stream_signal_memops"};
+
+static void run_signal_point(const bench_options_t *options, ordo_device_t *device) {
+    ordo_device_info_t info;
+    ordo_device_info(device, &info);
+    int memops = info.native_timeline;
+    if (!memops) {
+        fprintf(stderr, "ordo bench: cuda_signal_point: write_value and ordo_memops left out: the "
+                        "device has no 64-bit stream memory operations\n");
+    }
+    point_rig_t rig = {NULL, NULL, NULL, 0, 0};
+    check(cu->StreamCreateWithPriority(&rig.stream, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreate");
+    check(cu->EventCreate(&rig.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    void *word = NULL;
+    if (memops) {
+        check(cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+              "cuMemHostAlloc");
+        rig.word = word;
+        atomic_init(rig.word, 0);
+        check(cu->MemHostGetDevicePointer(&rig.word_device, word, 0), "cuMemHostGetDevicePointer");
+    }
+    ordo_rig_t ordo_events;
+    ordo_rig_open(&ordo_events, device);
+    /* An owned runtime of the same device whose points are observed
+     * through the word (the mode is read when a device is built). */
+    ordo_rig_t ordo_memops = {NULL, NULL, NULL, 0};
+    if (memops) {
+        ordo_device_t *owned;
+        setenv("ORDO_CUDA_POINTS", "memops", 1);
+        ordo_status_t st = ordo_device_create_owned(info.name, NULL, &owned);
+        unsetenv("ORDO_CUDA_POINTS");
+        if (st != ORDO_OK) {
+            bench_fail("cannot create an owned device");
+        }
+        ordo_rig_open(&ordo_memops, owned);
+    }
+    bench_sizes_t sz = bench_pick(options, 100, 32);
+    const size_t warmup = 2;
+    double *latency[POINT_KINDS];
+    double *submit[POINT_KINDS];
+    for (int k = 0; k < POINT_KINDS; ++k) {
+        latency[k] = samples_alloc(sz.samples);
+        submit[k] = samples_alloc(sz.samples);
+    }
+    bench_pin(0);
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        double sum[POINT_KINDS] = {0};
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            /* Interleaved, so a noisy moment hits every kind alike. */
+            sum[POINT_EVENT] += latency_event(&rig);
+            sum[POINT_ORDO] +=
+                latency_ordo(ordo_events.stream, ordo_events.signal, &ordo_events.next);
+            if (memops) {
+                sum[POINT_WORD] += latency_word(&rig);
+                sum[POINT_ORDO_MEMOPS] +=
+                    latency_ordo(ordo_memops.stream, ordo_memops.signal, &ordo_memops.next);
+            }
+        }
+        /* Submission cost: a batch enqueued back to back, then drained. */
+        uint64_t t[POINT_KINDS + 1];
+        t[0] = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            check(cu->EventRecord(rig.event, rig.stream), "cuEventRecord");
+        }
+        t[1] = bench_now_ns();
+        if (memops) {
+            for (uint64_t k = 0; k < sz.batch; ++k) {
+                check(cu->StreamWriteValue64(rig.stream, rig.word_device, ++rig.next, 0),
+                      "cuStreamWriteValue64");
+            }
+        }
+        t[2] = bench_now_ns();
+        check(cu->StreamSynchronize(rig.stream), "cuStreamSynchronize");
+        uint64_t t3 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            if (ordo_stream_signal(ordo_events.stream, ordo_events.signal, ++ordo_events.next) !=
+                ORDO_OK) {
+                bench_fail("a signal point failed");
+            }
+        }
+        uint64_t t4 = bench_now_ns();
+        if (ordo_signal_wait(ordo_events.signal, ordo_events.next, ordo_deadline_after_ms(60000)) !=
+            ORDO_OK) {
+            bench_fail("a signal point failed");
+        }
+        uint64_t t5 = bench_now_ns();
+        uint64_t t6 = t5;
+        if (memops) {
+            for (uint64_t k = 0; k < sz.batch; ++k) {
+                if (ordo_stream_signal(ordo_memops.stream, ordo_memops.signal,
+                                       ++ordo_memops.next) != ORDO_OK) {
+                    bench_fail("a signal point failed");
+                }
+            }
+            t6 = bench_now_ns();
+            if (ordo_signal_wait(ordo_memops.signal, ordo_memops.next,
+                                 ordo_deadline_after_ms(60000)) != ORDO_OK) {
+                bench_fail("a signal point failed");
+            }
+        }
+        if (s >= warmup) {
+            size_t i = s - warmup;
+            for (int k = 0; k < POINT_KINDS; ++k) {
+                latency[k][i] = sum[k] / (double)sz.batch;
+            }
+            submit[POINT_EVENT][i] = (double)(t[1] - t[0]) / (double)sz.batch;
+            submit[POINT_WORD][i] = (double)(t[2] - t[1]) / (double)sz.batch;
+            submit[POINT_ORDO][i] = (double)(t4 - t3) / (double)sz.batch;
+            submit[POINT_ORDO_MEMOPS][i] = (double)(t6 - t5) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    const char *bench_names[2] = {"cuda_signal_point", "cuda_signal_point_submit"};
+    double **all[2] = {latency, submit};
+    const char *const *impls[2] = {point_impls, submit_impls};
+    for (int b = 0; b < 2; ++b) {
+        bench_stats_t base = bench_summarise(all[b][POINT_EVENT], sz.samples, sz.batch);
+        bench_emit(bench_names[b], impls[b][POINT_EVENT], &base, NULL, 0);
+        for (int k = POINT_WORD; k < POINT_KINDS; ++k) {
+            if (!memops && (k == POINT_WORD || k == POINT_ORDO_MEMOPS)) {
+                continue;
+            }
+            bench_stats_t stats = bench_summarise(all[b][k], sz.samples, sz.batch);
+            bench_ratio_t ratio = {impls[b][POINT_EVENT], stats.median_ns / base.median_ns};
+            bench_emit(bench_names[b], impls[b][k], &stats, &ratio, 1);
+        }
+    }
+    for (int k = 0; k < POINT_KINDS; ++k) {
+        free(latency[k]);
+        free(submit[k]);
+    }
+    ordo_rig_close(&ordo_events);
+    if (memops) {
+        ordo_rig_close(&ordo_memops);
+        ordo_device_release(ordo_memops.device);
+        (void)cu->MemFreeHost(word);
+    }
+    (void)cu->EventDestroy(rig.event);
+    (void)cu->StreamDestroy(rig.stream);
+}
+
+void bench_cuda_all(const bench_options_t *options) {
+    if (!any_selected(options)) {
+        return;
+    }
+    int available = 0;
+    char reason[160] = "";
+    ordo_backend_available("cuda", &available, reason, sizeof reason);
+    ordo_device_t *device = NULL;
+    if (!available || ordo_device_open("cuda:0", &device) != ORDO_OK) {
+        fprintf(stderr, "ordo bench: cuda_* skipped: %s\n",
+                available ? ordo_error_message() : reason);
+        return;
+    }
+    cu = cuda_api();
+    if (ordo_cuda_make_current(device) != ORDO_OK) {
+        bench_fail("cannot make the device's context current");
+    }
+    if (bench_selected(options, "cuda_event_pool")) {
+        run_event_pool(options, device);
+    }
+    if (bench_selected(options, "cuda_auto_order_2streams") ||
+        bench_selected(options, "cuda_auto_order_3streams") ||
+        bench_selected(options, "cuda_auto_order_4streams")) {
+        cuda_kernels_t kernels;
+        char why[256];
+        if (!cuda_kernels_load(cu, &kernels, why, sizeof why)) {
+            fprintf(stderr, "ordo bench: cuda_auto_order skipped: %s\n", why);
+        } else {
+            for (int n = 2; n <= 4; ++n) {
+                run_auto_order(options, device, &kernels, n);
+            }
+            (void)cu->ModuleUnload(kernels.module);
+        }
+    }
+    if (bench_selected(options, "cuda_signal_point") ||
+        bench_selected(options, "cuda_signal_point_submit")) {
+        run_signal_point(options, device);
+    }
+    ordo_device_release(device);
+}
+
+#endif

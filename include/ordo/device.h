@@ -1,8 +1,9 @@
 /** @file
  * ordo/device.h - backends and devices.
  *
- * A backend (cpu, later cuda) provides devices named "<backend>:<ordinal>"
- * ("cpu" alone means "cpu:0"; ORDO_DEVICE_DEFAULT names "cpu:0").
+ * A backend (cpu; cuda where cuda.h was found at build time) provides
+ * devices named "<backend>:<ordinal>" ("cpu" alone means "cpu:0";
+ * ORDO_DEVICE_DEFAULT names "cpu:0").
  * ordo_device_open returns the process-wide runtime of that device: the
  * first callers may race, exactly one builds it, all get the same one. A
  * failed build leaves nothing behind, so a later call retries.

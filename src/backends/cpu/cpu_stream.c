@@ -204,9 +204,13 @@ static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *r
 
 /* ---- the worker ------------------------------------------------------- */
 
+/* `failed` first: whoever sees `done` fail (a synchronize returning the
+ * failure) must then also see the stream report it (ordo_stream_status),
+ * or code that checks a stream's health after syncing with it would take a
+ * failed stream for a healthy one. */
 static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what) {
-    (void)ordo_signal_fail(s->done, status, what);
     atomic_store_explicit(&s->failed, 1, memory_order_release);
+    (void)ordo_signal_fail(s->done, status, what);
 }
 
 /* Records the op just run (started at `start`, in trace ticks; its signal's

@@ -415,6 +415,8 @@ static void flows_join_their_own_round(void **state) {
         assert_ok(ordo_stream_synchronize(a, test_deadline()));
         assert_ok(ordo_stream_synchronize(b, test_deadline()));
         assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+        /* The release may defer its reclamation to the reclaimer thread. */
+        assert_ok(ordo_tracker_drain(tracker, test_deadline()));
         assert_ok(ordo_stream_destroy(a));
         assert_ok(ordo_stream_destroy(b));
         assert_ok(ordo_tracker_destroy(tracker));

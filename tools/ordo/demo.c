@@ -267,6 +267,18 @@ int demo_main(int argc, char **argv) {
     ordo_stream_t *streams[STAGES] = {NULL};
     ordo_waiter_t *waiter = NULL;
     CHECK(ordo_device_open(device_name, &device));
+    ordo_device_info_t info;
+    CHECK(ordo_device_info(device, &info));
+    if (info.device_memory) {
+        /* The stages are host tasks that touch their blocks directly: right
+         * for the CPU backend, not for memory the host cannot address. */
+        fprintf(stderr,
+                "ordo demo: %s has device memory the host cannot touch, and the demo's CUDA "
+                "kernels are not written yet: run it on the cpu backend\n",
+                device_name);
+        ordo_device_release(device);
+        return 2;
+    }
     CHECK(ordo_tracker_create(device, &tracker));
     CHECK(ordo_device_memory(device, &memory));
     CHECK(ordo_mem_pool_create(tracker, memory, NULL, &pool));

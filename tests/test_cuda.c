@@ -453,8 +453,19 @@ static void host_tasks_run_between_kernels(void **state) {
     ordo_signal_t *after = test_signal_make(0);
     assert_ok(ordo_stream_signal(stream, before, 1));
     assert_ok(ordo_stream_host_task(stream, failing_task, NULL));
-    fill(stream, cells, 1, 1);
-    assert_ok(ordo_stream_signal(stream, after, 1));
+    /* The task may already have failed the stream: then these submissions
+     * are refused with its status (and the signal fails at once). */
+    launch_t *late = launch_new(kernels.fill);
+    late->ptr = cells;
+    late->u = 1;
+    late->n = 1;
+    late->params[0] = &late->ptr;
+    late->params[1] = &late->u;
+    late->params[2] = &late->n;
+    ordo_status_t st = ordo_cuda_stream_enqueue(stream, launch_fn, late);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+    st = ordo_stream_signal(stream, after, 1);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
     assert_ok(ordo_signal_wait(before, 1, test_deadline()));
     assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
     assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);

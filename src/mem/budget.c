@@ -115,18 +115,7 @@ static ordo_status_t budget_reap(budget_resource_t *b, ordo_deadline_t deadline)
     if (st != ORDO_OK) {
         return st;
     }
-    for (;;) {
-        uint32_t pending = atomic_load_explicit(&b->frees_pending, memory_order_acquire);
-        if (!pending) {
-            return ORDO_OK;
-        }
-        if (ordo_futex_wait(&b->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
-            atomic_load_explicit(&b->frees_pending, memory_order_acquire)) {
-            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
-                              "%u stream-ordered free(s) still pending at the deadline",
-                              atomic_load_explicit(&b->frees_pending, memory_order_relaxed));
-        }
-    }
+    return mem_frees_wait(&b->frees_pending, deadline);
 }
 
 /* Over the limit: lets frees already queued complete, upstream's and
@@ -216,10 +205,8 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     atomic_fetch_sub_explicit(&a->charged_pending, charge, memory_order_relaxed);
     account_release(a, charge);
     record_put(b, r);
-    atomic_fetch_sub_explicit(&a->frees_pending, 1, memory_order_release);
-    ordo_futex_wake(&a->frees_pending, 1 << 30);
-    atomic_fetch_sub_explicit(&b->frees_pending, 1, memory_order_release);
-    ordo_futex_wake(&b->frees_pending, 1 << 30);
+    mem_frees_done(&a->frees_pending);
+    mem_frees_done(&b->frees_pending);
 }
 
 /* Takes charge off this adaptor's live charges; 0 if it holds less (the

@@ -4,7 +4,6 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/futex.h"
 #include "hal/hal.h"
 #include "mem/resource.h"
 #include "ordo/timepoint.h"
@@ -103,8 +102,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     direct_block_t *b = ctx;
     direct_resource_t *d = b->owner;
     free_now(d, b);
-    atomic_fetch_sub_explicit(&d->frees_pending, 1, memory_order_release);
-    ordo_futex_wake(&d->frees_pending, 1 << 30);
+    mem_frees_done(&d->frees_pending);
 }
 
 static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -175,18 +173,7 @@ static uint64_t direct_bytes_outstanding(ordo_mem_resource_t *resource) {
 
 static ordo_status_t direct_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     direct_resource_t *d = (direct_resource_t *)resource;
-    for (;;) {
-        uint32_t pending = atomic_load_explicit(&d->frees_pending, memory_order_acquire);
-        if (!pending) {
-            return ORDO_OK;
-        }
-        if (ordo_futex_wait(&d->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
-            atomic_load_explicit(&d->frees_pending, memory_order_acquire)) {
-            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
-                              "%u stream-ordered free(s) still pending at the deadline",
-                              atomic_load_explicit(&d->frees_pending, memory_order_relaxed));
-        }
-    }
+    return mem_frees_wait(&d->frees_pending, deadline);
 }
 
 static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {

@@ -22,7 +22,6 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/futex.h"
 #include "hal/hal.h"
 #include "mem/resource.h"
 #include "ordo/memory_adaptors.h"
@@ -483,8 +482,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
     evict(g, 0, &f);
     findings_publish(g, &f);
-    atomic_fetch_sub_explicit(&g->frees_pending, 1, memory_order_release);
-    ordo_futex_wake(&g->frees_pending, 1 << 30);
+    mem_frees_done(&g->frees_pending);
 }
 
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -552,17 +550,9 @@ static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
 
 static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     guard_resource_t *g = (guard_resource_t *)resource;
-    for (;;) {
-        uint32_t pending = atomic_load_explicit(&g->frees_pending, memory_order_acquire);
-        if (!pending) {
-            break;
-        }
-        if (ordo_futex_wait(&g->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
-            atomic_load_explicit(&g->frees_pending, memory_order_acquire)) {
-            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
-                              "%u stream-ordered free(s) still pending at the deadline",
-                              atomic_load_explicit(&g->frees_pending, memory_order_relaxed));
-        }
+    ordo_status_t st = mem_frees_wait(&g->frees_pending, deadline);
+    if (st != ORDO_OK) {
+        return st;
     }
     return mem_forward_reap_pending(resource, deadline);
 }

@@ -3,6 +3,7 @@
 #include "mem/resource.h"
 
 #include "base/error.h"
+#include "base/futex.h"
 #include "hal/hal.h"
 
 void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
@@ -363,4 +364,24 @@ ordo_status_t mem_refuse_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
 ordo_buffer_t *mem_no_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
     (void)r, (void)block;
     return NULL;
+}
+
+void mem_frees_done(_Atomic uint32_t *pending) {
+    atomic_fetch_sub_explicit(pending, 1, memory_order_release);
+    ordo_futex_wake(pending, 1 << 30);
+}
+
+ordo_status_t mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline) {
+    for (;;) {
+        uint32_t count = atomic_load_explicit(pending, memory_order_acquire);
+        if (!count) {
+            return ORDO_OK;
+        }
+        if (ordo_futex_wait(pending, count, deadline) == ORDO_FUTEX_TIMED_OUT &&
+            atomic_load_explicit(pending, memory_order_acquire)) {
+            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                              "%u stream-ordered free(s) still pending at the deadline",
+                              atomic_load_explicit(pending, memory_order_relaxed));
+        }
+    }
 }

@@ -97,6 +97,15 @@ ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char
 ordo_status_t mem_direct_create_unreferenced(ordo_device_t *device,
                                              ordo_mem_resource_t **out_resource);
 
+/* Stream-ordered frees in flight, counted in a futex word by the resources
+ * that defer their frees to a stream point. mem_frees_done is the last
+ * thing a free's callback does: after the decrement the resource may be
+ * destroyed, and the wake touches only the word's address. */
+void mem_frees_done(_Atomic uint32_t *pending);
+/* Waits until no free counted in *pending is in flight (ORDO_ERR_TIMEOUT,
+ * with a message, at the deadline). */
+ordo_status_t mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline);
+
 /* Calls into a resource without validating again. */
 static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,
                                          ordo_block_t **out_block) {

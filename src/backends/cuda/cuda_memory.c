@@ -8,7 +8,6 @@
 #include "backends/cuda/cuda_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/futex.h"
 #include "mem/resource.h"
 #include "ordo/timepoint.h"
 
@@ -155,8 +154,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     cuda_block_t *b = ctx;
     cuda_resource_t *r = b->owner;
     release_memory(r, b, r->kind == CUDA_MEM_ASYNC);
-    atomic_fetch_sub_explicit(&r->frees_pending, 1, memory_order_release);
-    ordo_futex_wake(&r->frees_pending, 1 << 30);
+    mem_frees_done(&r->frees_pending);
 }
 
 static ordo_status_t free_async(void *ctx, struct CUstream_st *stream) {
@@ -216,18 +214,7 @@ static uint64_t cuda_res_bytes_outstanding(ordo_mem_resource_t *resource) {
 static ordo_status_t cuda_res_reap_pending(ordo_mem_resource_t *resource,
                                            ordo_deadline_t deadline) {
     cuda_resource_t *r = (cuda_resource_t *)resource;
-    for (;;) {
-        uint32_t pending = atomic_load_explicit(&r->frees_pending, memory_order_acquire);
-        if (!pending) {
-            return ORDO_OK;
-        }
-        if (ordo_futex_wait(&r->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT &&
-            atomic_load_explicit(&r->frees_pending, memory_order_acquire)) {
-            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
-                              "%u stream-ordered free(s) still pending at the deadline",
-                              atomic_load_explicit(&r->frees_pending, memory_order_relaxed));
-        }
-    }
+    return mem_frees_wait(&r->frees_pending, deadline);
 }
 
 static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {

@@ -638,6 +638,46 @@ static void failed_freeing_stream_does_not_settle_its_waits(void **state) {
     pool_fixture_free_failed(&f, 0);
 }
 
+/* Every entry point refuses a NULL handle or output, touching nothing. */
+static void null_handles_and_outputs_are_refused(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_mem_resource_t *r = NULL;
+    assert_status(ordo_mem_direct_create(NULL, &r), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_direct_create(device, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_pool_create(NULL, f.direct, NULL, &r), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_pool_create(f.tracker, f.direct, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_pool_config_default(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_pool_trim(NULL, 0), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_reap_pending(NULL, test_deadline()), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_bytes_outstanding(NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_lock(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_unlock(NULL), ORDO_ERR_INVALID_HANDLE);
+
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.s[0], 0, &block, NULL));
+    ordo_block_info_t info;
+    void *ptr = NULL;
+    ordo_buffer_t *buffer = NULL;
+    assert_status(ordo_block_info(NULL, &info), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_block_info(block, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_block_ptr(NULL, &ptr), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_block_ptr(block, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_block_buffer(NULL, &buffer), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_block_buffer(block, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_mem_record_use(NULL, block, f.s[0]), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_record_use(f.pool, NULL, f.s[0]), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_record_use(f.pool, block, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_prepare_use(f.pool, NULL, f.s[0], ORDO_ACCESS_READ),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_finish_use(f.pool, block, NULL, ORDO_ACCESS_READ),
+                  ORDO_ERR_INVALID_HANDLE);
+    /* Nothing above changed the block: it frees normally. */
+    assert_ok(ordo_mem_deallocate(f.pool, block, f.s[0]));
+    pool_fixture_free(&f);
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     pool_fixture_t f;
@@ -989,6 +1029,7 @@ int main(void) {
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
         cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),
         cmocka_unit_test(failed_freeing_stream_does_not_settle_its_waits),
+        cmocka_unit_test(null_handles_and_outputs_are_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),

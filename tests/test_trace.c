@@ -133,6 +133,11 @@ static void limits_and_misuse(void **state) {
     assert_ok(ordo_trace_instant("nobody sees this"));
     assert_status(ordo_trace_stop(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_trace_instant(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_trace_slice_begin(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_trace_counter(NULL, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_trace_start(&(ordo_trace_config_t){0}), ORDO_OK);
+    assert_status(ordo_trace_instant(NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_trace_stop(NULL, NULL));
     assert_status(ordo_trace_is_on(NULL), ORDO_ERR_INVALID_ARGUMENT);
 
     ordo_trace_config_t config = {10};

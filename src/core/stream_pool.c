@@ -127,8 +127,8 @@ ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t wo
     if (!out_stream) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
-    size_t first;
-    size_t count;
+    size_t first = 0;
+    size_t count = 0;
     st = pool_class(pool, workload, &first, &count, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -147,6 +147,6 @@ ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t wo
     if (!out_count) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }
-    size_t first;
+    size_t first = 0;
     return pool_class(pool, workload, &first, out_count, __func__);
 }

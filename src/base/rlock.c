@@ -1,31 +1,37 @@
-/* Recursive futex lock (see rlock.h). */
 #include "base/rlock.h"
-
-#include <stddef.h>
 
 #include "base/futex.h"
 
-/* Each thread's own address names it as an owner. Initial-exec: one
- * %fs-relative access instead of a call to __tls_get_addr in the
- * position-independent build (a single byte of static TLS). */
-static _Thread_local char thread_marker __attribute__((tls_model("initial-exec")));
+_Thread_local char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+
+/* The first run that earns the bias, and the longest after revocations. */
+#define RUN_TO_BIAS_FIRST 64u
+#define RUN_TO_BIAS_MAX (1u << 24)
 
 void ordo_rlock_init(ordo_rlock_t *lock) {
     atomic_init(&lock->word, 0);
     atomic_init(&lock->owner, NULL);
     lock->depth = 0;
+    lock->through_bias = 0;
+    atomic_init(&lock->bias, NULL);
+    atomic_init(&lock->bias_inside, 0);
+    atomic_init(&lock->revoking, 0);
+    lock->run_owner = NULL;
+    lock->run = 0;
+    /* Without cheap asymmetric fences a biased entry costs two fences:
+     * no better than the shared path, so the lock is never biased. */
+    lock->run_to_bias = ordo_asym_init() ? RUN_TO_BIAS_FIRST : 0;
 }
 
-int ordo_rlock_held(const ordo_rlock_t *lock) {
-    /* Only this thread ever stores its own marker, so seeing it means it
-     * is still ours. */
-    return atomic_load_explicit(&lock->owner, memory_order_relaxed) == &thread_marker;
-}
-
-static void lock_slow(ordo_rlock_t *lock) {
+static void word_lock(ordo_rlock_t *lock) {
+    uint32_t expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&lock->word, &expected, 1, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        return;
+    }
     for (int spin = 0; spin < 128; ++spin) {
         ordo_cpu_relax();
-        uint32_t expected = 0;
+        expected = 0;
         if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire,
                                                   memory_order_relaxed)) {
@@ -38,26 +44,50 @@ static void lock_slow(ordo_rlock_t *lock) {
     }
 }
 
-void ordo_rlock_lock(ordo_rlock_t *lock) {
-    if (ordo_rlock_held(lock)) {
-        ++lock->depth;
-        return;
+/* Under word: takes the bias away from the thread that has it. */
+static void revoke(ordo_rlock_t *lock) {
+    atomic_store_explicit(&lock->revoking, 1, memory_order_seq_cst);
+    ordo_asym_rare();
+    /* The biased thread either saw `revoking` and stays out, or is inside
+     * and leaves (and wakes us: see ordo_rlock_leave_bias). */
+    while (atomic_load_explicit(&lock->bias_inside, memory_order_acquire)) {
+        (void)ordo_futex_wait(&lock->bias_inside, 1, ORDO_DEADLINE_NEVER);
     }
-    uint32_t expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&lock->word, &expected, 1, memory_order_acquire,
-                                                 memory_order_relaxed)) {
-        lock_slow(lock);
+    atomic_store_explicit(&lock->bias, NULL, memory_order_relaxed);
+    atomic_store_explicit(&lock->revoking, 0, memory_order_release);
+    if (lock->run_to_bias < RUN_TO_BIAS_MAX) {
+        lock->run_to_bias *= 2;
     }
-    atomic_store_explicit(&lock->owner, &thread_marker, memory_order_relaxed);
-    lock->depth = 1;
 }
 
-void ordo_rlock_unlock(ordo_rlock_t *lock) {
-    if (--lock->depth) {
-        return;
+void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
+    const void *me = &ordo_rlock_marker;
+    word_lock(lock);
+    const void *bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
+    if (bias && bias != me) {
+        revoke(lock);
+        bias = NULL;
     }
-    atomic_store_explicit(&lock->owner, NULL, memory_order_relaxed);
+    if (lock->run_owner == me) {
+        ++lock->run;
+    } else {
+        lock->run_owner = me;
+        lock->run = 1;
+    }
+    if (!bias && lock->run_to_bias && lock->run >= lock->run_to_bias) {
+        /* Biased from this thread's next acquisition; it holds word now,
+         * so no other thread is inside. */
+        atomic_store_explicit(&lock->bias, me, memory_order_relaxed);
+        lock->run = 0;
+    }
+}
+
+void ordo_rlock_unlock_shared(ordo_rlock_t *lock) {
     if (atomic_exchange_explicit(&lock->word, 0, memory_order_release) == 2) {
         ordo_futex_wake(&lock->word, 1);
     }
+}
+
+void ordo_rlock_wake_revoker(ordo_rlock_t *lock) {
+    ordo_futex_wake(&lock->bias_inside, 1);
 }

@@ -1,22 +1,117 @@
-/* Internal: a recursive lock on a futex. Uncontended lock and unlock are
- * one atomic each; the owning thread may take it again (each lock needs
- * its unlock). Waiters spin briefly, then sleep. */
+/* Internal: a recursive lock on a futex, biased towards the thread that
+ * uses it alone.
+ *
+ * The shared path is an ordinary futex lock (`word`): one atomic to take,
+ * one to give back; waiters spin briefly, then sleep. Most programs drive a
+ * tracker and its pools from one thread, and on a virtual machine those
+ * two atomics cost more than the work they guard. So once one thread has
+ * taken the lock many times in a row through the shared path, the lock is
+ * biased to it: from then on that thread takes it with plain stores and
+ * loads (`bias_inside`, a Dekker-style flag) and no atomic read-modify-
+ * write. Another thread that wants the lock takes `word`, raises
+ * `revoking`, pays an asymmetric fence (base/asym_fence.h) and waits until
+ * the biased thread is outside; then the bias is gone and everyone uses
+ * the shared path. Each revocation doubles the run a thread needs before
+ * the lock is biased again, so a lock that several threads share settles
+ * on the shared path. Without membarrier the lock is never biased.
+ *
+ * The owning thread may take the lock again (each lock needs its unlock). */
 #ifndef ORDO_BASE_RLOCK_H
 #define ORDO_BASE_RLOCK_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct ordo_rlock {
-    _Atomic uint32_t word; /* 0 free, 1 held, 2 held with sleepers */
-    _Atomic(const void *) owner;
-    uint32_t depth; /* the owner's */
+    _Atomic uint32_t word;        /* the shared lock: 0 free, 1 held, 2 held with sleepers */
+    _Atomic(const void *) owner;  /* the holder's marker, whichever path it took */
+    uint32_t depth;               /* the holder's */
+    uint32_t through_bias;        /* the holder's: held through the bias */
+    _Atomic(const void *) bias;   /* the marker of the thread it is biased to, or NULL */
+    _Atomic uint32_t bias_inside; /* written by the biased thread only */
+    _Atomic uint32_t revoking;    /* written under word: the bias is being taken away */
+    /* Under word: the last thread through the shared path, its run of
+     * consecutive acquisitions and the run that earns the bias. */
+    const void *run_owner;
+    uint32_t run;
+    uint32_t run_to_bias;
 } ordo_rlock_t;
 
+/* One per thread; its address names the thread. */
+extern _Thread_local char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+
 void ordo_rlock_init(ordo_rlock_t *lock);
-void ordo_rlock_lock(ordo_rlock_t *lock);
-void ordo_rlock_unlock(ordo_rlock_t *lock);
-/* Non-zero when the calling thread holds the lock. */
-int ordo_rlock_held(const ordo_rlock_t *lock);
+/* Out of line: the shared path of lock and unlock. */
+void ordo_rlock_lock_shared(ordo_rlock_t *lock);
+void ordo_rlock_unlock_shared(ordo_rlock_t *lock);
+/* Out of line: wakes a revoker waiting for the biased thread to leave. */
+void ordo_rlock_wake_revoker(ordo_rlock_t *lock);
+
+/* Non-zero when the calling thread holds the lock. Only this thread ever
+ * stores its own marker, so seeing it means it is still ours. */
+static inline int ordo_rlock_held(const ordo_rlock_t *lock) {
+    return atomic_load_explicit(&lock->owner, memory_order_relaxed) == &ordo_rlock_marker;
+}
+
+static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock);
+static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock);
+
+static inline void ordo_rlock_lock(ordo_rlock_t *lock) {
+    const void *me = &ordo_rlock_marker;
+    if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == me) {
+        ++lock->depth;
+        return;
+    }
+    if (atomic_load_explicit(&lock->bias, memory_order_relaxed) == me &&
+        ordo_rlock_enter_bias(lock)) {
+        lock->through_bias = 1;
+    } else {
+        ordo_rlock_lock_shared(lock);
+        lock->through_bias = 0;
+    }
+    atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
+    lock->depth = 1;
+}
+
+static inline void ordo_rlock_unlock(ordo_rlock_t *lock) {
+    if (--lock->depth) {
+        return;
+    }
+    atomic_store_explicit(&lock->owner, NULL, memory_order_relaxed);
+    if (lock->through_bias) {
+        ordo_rlock_leave_bias(lock);
+    } else {
+        ordo_rlock_unlock_shared(lock);
+    }
+}
+
+#include "base/asym_fence.h"
+
+/* The biased thread enters: announce, then make sure no revocation has
+ * started or finished (an asymmetric fence orders the store before the
+ * loads; the revoker pays for it). */
+static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock) {
+    atomic_store_explicit(&lock->bias_inside, 1, memory_order_relaxed);
+    ordo_asym_hot();
+    /* Acquire: a finished revocation cleared `bias` before `revoking`. */
+    if (!atomic_load_explicit(&lock->revoking, memory_order_acquire) &&
+        atomic_load_explicit(&lock->bias, memory_order_relaxed) == &ordo_rlock_marker) {
+        return 1;
+    }
+    ordo_rlock_leave_bias(lock);
+    return 0;
+}
+
+/* Release: a revoker that sees the flag down sees the critical section's
+ * writes. A revoker that found the flag up sleeps on it; it raised
+ * `revoking` before its fence, so this load sees it. */
+static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock) {
+    atomic_store_explicit(&lock->bias_inside, 0, memory_order_release);
+    ordo_asym_hot();
+    if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
+        ordo_rlock_wake_revoker(lock);
+    }
+}
 
 #endif

@@ -5,10 +5,9 @@
  * busy, then checks that tracing is on; stop turns tracing off, then waits
  * until no thread is busy. Either the recorder sees tracing off, or stop
  * sees it busy and waits for it — provided the recorder's store and load
- * are not reordered. Rather than pay a full fence on every record, stop
- * issues membarrier(PRIVATE_EXPEDITED), which runs a full barrier on every
- * thread of the process (an asymmetric fence); where membarrier is
- * unavailable, recorders fence themselves. Thread records are kept for the
+ * are not reordered. Rather than pay a full fence on every record, the
+ * two sides use an asymmetric fence (base/asym_fence.h): stop pays for
+ * both. Thread records are kept for the
  * life of the process (reused by later traces), so a recorder never touches
  * freed memory; chunks are freed by stop. */
 #include "base/trace.h"
@@ -19,13 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/asym_fence.h"
 #include "base/error.h"
 #include "base/futex.h"
 #include "ordo/time.h"
@@ -54,8 +53,6 @@ typedef struct trace_thread {
 } trace_thread_t;
 
 _Atomic uint32_t trace_enabled;
-/* Recorders fence themselves (membarrier unavailable). */
-static _Atomic int recorders_fence = 1;
 
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static trace_thread_t *threads;
@@ -129,11 +126,7 @@ static inline trace_chunk_t *chunk_with_room(trace_thread_t *t) {
  * longer busy) when tracing is off or the trace is full. */
 static inline trace_event_t *slot_begin(trace_thread_t *t) {
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-    if (atomic_load_explicit(&recorders_fence, memory_order_relaxed)) {
-        atomic_thread_fence(memory_order_seq_cst);
-    } else {
-        atomic_signal_fence(memory_order_seq_cst); /* stop's membarrier fences us */
-    }
+    ordo_asym_hot(); /* stop's ordo_asym_rare fences us */
     if (atomic_load_explicit(&trace_enabled, memory_order_acquire)) {
         trace_chunk_t *chunk = chunk_with_room(t);
         if (chunk) {
@@ -160,18 +153,11 @@ int trace_record(const trace_event_t *event) {
     return e != NULL;
 }
 
-static long membarrier_call(int command) {
-    return syscall(SYS_membarrier, command, 0, 0);
-}
-
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
     if (atomic_load(&trace_enabled)) {
         return ordo_error(ORDO_ERR_BUSY, __func__, "tracing is on already");
     }
-    if (atomic_load(&recorders_fence) &&
-        membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
-        atomic_store(&recorders_fence, 0);
-    }
+    (void)ordo_asym_init();
     events_max = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
     atomic_store(&events_reserved, 0);
     origin_ns = ordo_time_now_ns();
@@ -590,9 +576,7 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     if (!atomic_exchange(&trace_enabled, 0)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tracing is not on");
     }
-    if (!atomic_load(&recorders_fence)) {
-        (void)membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-    }
+    ordo_asym_rare();
     pthread_mutex_lock(&threads_lock);
     size_t count = 0;
     uint64_t dropped = 0;

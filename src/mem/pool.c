@@ -190,11 +190,33 @@ static void descriptor_put(pool_t *p, pool_block_t *b) {
 
 /* --- Death frontiers --- */
 
-/* Copies n death entries. A plain loop: n is tiny, and a variable-length
- * memcpy compiles to `rep movs`, whose start-up costs more than the copy. */
+/* Copies n death entries. One entry (a block used on one stream) is the
+ * common case; the compiler turns a loop into `rep movs`, whose start-up
+ * costs more than copying a few entries, so each count up to the maximum
+ * is a fixed-size copy. */
 static inline void death_copy(pool_death_t *to, const pool_death_t *from, unsigned n) {
-    for (unsigned i = 0; i < n; ++i) {
-        to[i] = from[i];
+    _Static_assert(POOL_DEATH_MAX == 6, "one case per count");
+    switch (n) {
+    case 6:
+        to[5] = from[5];
+        /* fall through */
+    case 5:
+        to[4] = from[4];
+        /* fall through */
+    case 4:
+        to[3] = from[3];
+        /* fall through */
+    case 3:
+        to[2] = from[2];
+        /* fall through */
+    case 2:
+        to[1] = from[1];
+        /* fall through */
+    case 1:
+        to[0] = from[0];
+        /* fall through */
+    default:
+        break;
     }
 }
 

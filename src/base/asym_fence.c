@@ -1,0 +1,33 @@
+#include "base/asym_fence.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+_Atomic int ordo_asym_hot_fences = 1;
+
+static pthread_once_t registered = PTHREAD_ONCE_INIT;
+
+static long membarrier_call(int command) {
+    return syscall(SYS_membarrier, command, 0, 0);
+}
+
+static void register_once(void) {
+    if (membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+        atomic_store(&ordo_asym_hot_fences, 0);
+    }
+}
+
+int ordo_asym_init(void) {
+    pthread_once(&registered, register_once);
+    return ordo_asym_cheap();
+}
+
+void ordo_asym_rare(void) {
+    if (ordo_asym_cheap()) {
+        (void)membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+    } else {
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+}

@@ -1,0 +1,209 @@
+/* The tracker's lock (src/base/rlock.h): recursion, the bias towards a
+ * thread that uses it alone, revocation of the bias when another thread
+ * comes, and mutual exclusion under contention across bias changes. */
+#include <stdatomic.h>
+
+#include "base/asym_fence.h"
+#include "base/futex.h"
+#include "base/rlock.h"
+#include "test_util.h"
+
+/* Joins a thread, failing the test if it does not finish in time. */
+static void join_bounded(pthread_t thread) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += TEST_WAIT_MS / 1000;
+    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
+        fail_msg("a thread did not finish in %d ms", TEST_WAIT_MS);
+    }
+}
+
+static void bias_to_me(ordo_rlock_t *lock) {
+    for (int i = 0; i < 10000; ++i) {
+        ordo_rlock_lock(lock);
+        ordo_rlock_unlock(lock);
+    }
+}
+
+static int biased_to_me(ordo_rlock_t *lock) {
+    return atomic_load(&lock->bias) == &ordo_rlock_marker;
+}
+
+static void test_recursion_and_held(void **state) {
+    (void)state;
+    ordo_rlock_t lock;
+    ordo_rlock_init(&lock);
+    assert_false(ordo_rlock_held(&lock));
+    ordo_rlock_lock(&lock);
+    ordo_rlock_lock(&lock);
+    assert_true(ordo_rlock_held(&lock));
+    ordo_rlock_unlock(&lock);
+    assert_true(ordo_rlock_held(&lock)); /* one level still held */
+    ordo_rlock_unlock(&lock);
+    assert_false(ordo_rlock_held(&lock));
+}
+
+static void test_a_thread_alone_earns_the_bias(void **state) {
+    (void)state;
+    ordo_rlock_t lock;
+    ordo_rlock_init(&lock);
+    bias_to_me(&lock);
+    if (!ordo_asym_cheap()) {
+        assert_false(biased_to_me(&lock)); /* never biased without membarrier */
+        skip();
+    }
+    assert_true(biased_to_me(&lock));
+    /* Biased entries nest and report the holder like shared ones. */
+    ordo_rlock_lock(&lock);
+    assert_true(lock.through_bias);
+    ordo_rlock_lock(&lock);
+    assert_true(ordo_rlock_held(&lock));
+    ordo_rlock_unlock(&lock);
+    ordo_rlock_unlock(&lock);
+    assert_false(ordo_rlock_held(&lock));
+    assert_int_equal(atomic_load(&lock.bias_inside), 0);
+}
+
+typedef struct contender {
+    ordo_rlock_t *lock;
+    _Atomic int acquired;
+    _Atomic int started;
+} contender_t;
+
+static void *take_once(void *arg) {
+    contender_t *c = arg;
+    atomic_store(&c->started, 1);
+    ordo_rlock_lock(c->lock);
+    atomic_store(&c->acquired, 1);
+    ordo_rlock_unlock(c->lock);
+    return NULL;
+}
+
+/* Another thread revokes the bias, waiting (asleep) while the biased
+ * thread is inside, and gets the lock once it leaves. */
+static void test_revocation_waits_for_the_biased_holder(void **state) {
+    (void)state;
+    ordo_rlock_t lock;
+    ordo_rlock_init(&lock);
+    bias_to_me(&lock);
+    const uint32_t run_before = lock.run_to_bias;
+    ordo_rlock_lock(&lock);
+    contender_t c = {&lock, 0, 0};
+    pthread_t thread = test_thread_start(take_once, &c);
+    while (!atomic_load(&c.started)) {
+        test_sleep_ms(1);
+    }
+    test_sleep_ms(50);
+    assert_int_equal(atomic_load(&c.acquired), 0); /* excluded while we hold it */
+    ordo_rlock_unlock(&lock);
+    join_bounded(thread);
+    assert_int_equal(atomic_load(&c.acquired), 1);
+    assert_false(biased_to_me(&lock));
+    if (ordo_asym_cheap()) {
+        assert_int_equal(lock.run_to_bias, 2 * run_before); /* revoked once */
+    }
+    /* The former holder still takes it, through the shared path. */
+    ordo_rlock_lock(&lock);
+    assert_false(lock.through_bias);
+    ordo_rlock_unlock(&lock);
+}
+
+/* Contention across bias changes: threads alternate solo runs long
+ * enough to earn the bias with bursts that revoke it; a plain counter and
+ * an "inside" flag catch any overlap (ThreadSanitizer too). */
+#define STRESS_THREADS 4
+
+typedef struct stress {
+    ordo_rlock_t lock;
+    int inside;
+    uint64_t counter;
+    _Atomic int overlaps;
+    _Atomic int turn;
+} stress_t;
+
+typedef struct stress_arg {
+    stress_t *s;
+    int id;
+    uint64_t done;
+} stress_arg_t;
+
+static void stress_enter(stress_t *s, uint64_t *rng) {
+    ordo_rlock_lock(&s->lock);
+    int nested = (test_rand(rng) & 7) == 0;
+    if (nested) {
+        ordo_rlock_lock(&s->lock);
+    }
+    if (s->inside) {
+        atomic_fetch_add(&s->overlaps, 1);
+    }
+    s->inside = 1;
+    ++s->counter;
+    for (unsigned spin = (unsigned)(test_rand(rng) & 15); spin; --spin) {
+        ordo_cpu_relax();
+    }
+    s->inside = 0;
+    if (nested) {
+        ordo_rlock_unlock(&s->lock);
+    }
+    ordo_rlock_unlock(&s->lock);
+}
+
+static void *stress_thread(void *arg) {
+    stress_arg_t *a = arg;
+    stress_t *s = a->s;
+    uint64_t rng = 0x9e3779b97f4a7c15u * (uint64_t)(a->id + 1);
+    const uint64_t rounds = test_scaled(40);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        /* Whose solo run it is: that thread takes the lock many times in
+         * a row (earning the bias), the others once in a while. */
+        int mine = atomic_load(&s->turn) % STRESS_THREADS == a->id;
+        unsigned burst = mine ? 2000u : 1u + (unsigned)(test_rand(&rng) % 4);
+        for (unsigned i = 0; i < burst; ++i) {
+            stress_enter(s, &rng);
+            ++a->done;
+        }
+        if (mine) {
+            atomic_fetch_add(&s->turn, 1);
+        } else {
+            test_sleep_ms((unsigned)(test_rand(&rng) % 2));
+        }
+    }
+    return NULL;
+}
+
+static void test_mutual_exclusion_across_bias_changes(void **state) {
+    (void)state;
+    stress_t *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    ordo_rlock_init(&s->lock);
+    stress_arg_t args[STRESS_THREADS];
+    pthread_t threads[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; ++i) {
+        args[i] = (stress_arg_t){s, i, 0};
+        threads[i] = test_thread_start(stress_thread, &args[i]);
+    }
+    uint64_t expected = 0;
+    for (int i = 0; i < STRESS_THREADS; ++i) {
+        join_bounded(threads[i]);
+        expected += args[i].done;
+    }
+    assert_int_equal(atomic_load(&s->overlaps), 0);
+    assert_int_equal(s->counter, expected);
+    assert_false(ordo_rlock_held(&s->lock));
+    if (ordo_asym_cheap()) {
+        /* The bias was earned and revoked at least once. */
+        assert_true(s->lock.run_to_bias > 64);
+        print_message("run to earn the bias at the end: %u\n", s->lock.run_to_bias);
+    }
+    free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recursion_and_held),
+        cmocka_unit_test(test_a_thread_alone_earns_the_bias),
+        cmocka_unit_test(test_revocation_waits_for_the_biased_holder),
+        cmocka_unit_test(test_mutual_exclusion_across_bias_changes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

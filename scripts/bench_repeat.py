@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Runs `ordo bench FILTER` several times and summarises the runs.
+
+On a shared machine one run can land in a slow or a fast spell, so a single
+run's figure says little about a target. This runs the benchmark program N
+times (each run measures ordo and its baselines side by side, as always) and
+prints, per (name, impl): the median of the runs' medians, their range, and
+the median of each run's own ratios. Ratios are never formed across runs.
+
+usage: scripts/bench_repeat.py [--runs N] [--ordo PATH] FILTER [FILTER ...]
+"""
+import argparse
+import collections
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run_once(ordo, filt):
+    out = subprocess.run([ordo, "bench", filt], capture_output=True, text=True, check=True)
+    lines = []
+    for line in out.stdout.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--ordo", default="build/bin/ordo")
+    parser.add_argument("filters", nargs="+")
+    args = parser.parse_args()
+
+    medians = collections.defaultdict(list)
+    ratios = collections.defaultdict(lambda: collections.defaultdict(list))
+    extras = collections.defaultdict(dict)
+    order = []
+    for _ in range(args.runs):
+        for filt in args.filters:
+            for d in run_once(args.ordo, filt):
+                key = (d.get("name"), d.get("impl"))
+                if key not in medians and key not in extras:
+                    order.append(key)
+                if "median_ns" in d:
+                    medians[key].append(d["median_ns"])
+                    for base, r in d.get("ratio_to", {}).items():
+                        ratios[key][base].append(r)
+                else:
+                    extras[key] = {k: v for k, v in d.items() if k not in ("name", "impl")}
+
+    print(f"| name | impl | median of {args.runs} run medians, ns | range, ns "
+          "| median of the runs' ratios (range) |")
+    print("|---|---|---|---|---|")
+    for key in order:
+        if key in medians:
+            v = medians[key]
+            r = "; ".join(
+                f"{base}: {statistics.median(x):.3f} ({min(x):.3f}-{max(x):.3f})"
+                for base, x in ratios[key].items())
+            print(f"| {key[0]} | {key[1]} | {statistics.median(v):.1f} | "
+                  f"{min(v):.1f}-{max(v):.1f} | {r} |")
+        else:
+            fields = ", ".join(f"{k} {v}" for k, v in extras[key].items())
+            print(f"| {key[0]} | {key[1]} | | | {fields} (last run) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

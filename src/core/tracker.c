@@ -79,19 +79,33 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo_device_release(device);
 }
 
+_Static_assert(TRACKER_LOOKUP == 128, "lookup_slot takes the top 7 bits");
+
+static inline uint32_t lookup_slot(const ordo_stream_t *stream) {
+    /* Fibonacci hashing of the address: the top bits of the product. */
+    return (uint32_t)(((uint64_t)(uintptr_t)stream * UINT64_C(0x9e3779b97f4a7c15)) >> 57);
+}
+
+/* The index of an attached stream; 0 if stream is not attached (or NULL). */
+static inline int stream_find(const ordo_tracker_t *tracker, const ordo_stream_t *stream,
+                              uint32_t *out_index) {
+    for (uint32_t slot = lookup_slot(stream);; slot = (slot + 1) & (TRACKER_LOOKUP - 1)) {
+        const ordo_stream_t *key = tracker->lookup_stream[slot];
+        if (ORDO_LIKELY(key == stream && key)) {
+            *out_index = tracker->lookup_index[slot];
+            return 1;
+        }
+        if (!key) {
+            return 0;
+        }
+    }
+}
+
 /* The stream's index in the tracker, attaching it on first use. */
 ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    uint32_t *out_index, const char *api) {
-    uint32_t last = tracker->last_stream;
-    if (last < tracker->stream_count && tracker->streams[last]->stream == stream) {
-        *out_index = last;
+    if (stream_find(tracker, stream, out_index)) {
         return ORDO_OK;
-    }
-    for (uint32_t i = 0; i < tracker->stream_count; ++i) {
-        if (tracker->streams[i]->stream == stream) {
-            tracker->last_stream = *out_index = i;
-            return ORDO_OK;
-        }
     }
     ordo_status_t st = hal_stream_check(stream, api);
     if (st != ORDO_OK) {
@@ -116,7 +130,13 @@ ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *strea
     }
     ts->stream = stream;
     tracker->streams[tracker->stream_count] = ts;
-    tracker->last_stream = *out_index = tracker->stream_count++;
+    uint32_t slot = lookup_slot(stream);
+    while (tracker->lookup_stream[slot]) { /* a free slot: there are twice as many as streams */
+        slot = (slot + 1) & (TRACKER_LOOKUP - 1);
+    }
+    tracker->lookup_stream[slot] = stream;
+    tracker->lookup_index[slot] = (uint8_t)tracker->stream_count;
+    *out_index = tracker->stream_count++;
     return ORDO_OK;
 }
 
@@ -143,16 +163,9 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
                       (int)access->mode);
 }
 
+/* Checks each access (the list and its count were checked by enter). */
 static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
                                     size_t count, const char *api) {
-    if (ORDO_UNLIKELY(count && !accesses)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
-                          count);
-    }
-    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
-                          ORDO_TRACKER_MAX_ACCESSES);
-    }
     for (size_t i = 0; i < count; ++i) {
         const ordo_buffer_t *b = accesses[i].buffer;
         /* One test for the common case; the reason only on refusal. */
@@ -164,6 +177,24 @@ static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_ac
     return ORDO_OK;
 }
 
+/* Enqueues a record or a wait on one of the tracker's timelines straight on
+ * the backend. The public ordo_stream_signal / ordo_stream_wait would
+ * re-check what is known here: the stream was checked when it was attached
+ * (and must outlive the tracker), the timeline is the tracker's own and
+ * lives as long as it, and points stay far below ORDO_SIGNAL_VALUE_MAX.
+ * Skipping those checks also skips a load of the timeline's state, a line
+ * the stream workers write. The backend still refuses a failed stream
+ * (a record then fails the timeline), as the public calls do. */
+static inline ordo_status_t timeline_signal(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                            uint64_t point) {
+    return stream->device->backend->signal(stream, timeline, point);
+}
+
+static inline ordo_status_t timeline_wait(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                          uint64_t point) {
+    return stream->device->backend->wait(stream, timeline, point);
+}
+
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record) {
     tracker_stream_t *ts = tracker->streams[stream];
@@ -171,7 +202,7 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
         /* Record the stream's current point: it covers `point` and carries
          * what the stream had waited for by then. */
         uint64_t now = ts->point;
-        ordo_status_t st = ordo_stream_signal(ts->stream, ts->timeline, now);
+        ordo_status_t st = timeline_signal(ts->stream, ts->timeline, now);
         if (st != ORDO_OK) {
             uint64_t value = 0;
             if (ordo_signal_query(ts->timeline, &value) == ORDO_OK) {
@@ -201,20 +232,30 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
 }
 
 /* The orderings a submission needs: per origin stream, the highest point
- * of it that must come first. */
+ * of it that must come first. Points of the tracker's streams start at 0,
+ * so noting a need is a maximum and an or, with no branch on the buffer's
+ * history (which follows no pattern the branch predictor could learn). */
 typedef struct needs {
-    uint64_t mask; /* origin streams with a need */
+    uint64_t mask; /* origin streams with a need (a point > 0) */
     uint64_t point[ORDO_TRACKER_MAX_STREAMS];
 } needs_t;
 
-static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
-    uint64_t bit = (uint64_t)1 << origin;
-    if (!(n->mask & bit)) {
-        n->mask |= bit;
-        n->point[origin] = point;
-    } else if (n->point[origin] < point) {
-        n->point[origin] = point;
+static inline void needs_init(needs_t *n, uint32_t stream_count) {
+    n->mask = 0;
+    /* The first 8 in a few vector stores; more only for trackers of more
+     * streams. */
+    for (uint32_t s = 0; s < 8; ++s) {
+        n->point[s] = 0;
     }
+    if (stream_count > 8) {
+        memset(&n->point[8], 0, (stream_count - 8) * sizeof n->point[0]);
+    }
+}
+
+static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
+    uint64_t known = n->point[origin];
+    n->point[origin] = known > point ? known : point;
+    n->mask |= (uint64_t)(point != 0) << origin;
 }
 
 ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
@@ -229,7 +270,7 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     if (st != ORDO_OK) {
         return st;
     }
-    st = ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+    st = timeline_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
     if (st != ORDO_OK) {
         return st;
     }
@@ -256,35 +297,6 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     if (tracker->observer) {
         tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
                           record->point, point);
-    }
-    return ORDO_OK;
-}
-
-static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
-                                    const ordo_access_t *accesses, size_t count) {
-    needs_t needs;
-    needs.mask = 0;
-    for (size_t i = 0; i < count; ++i) {
-        const ordo_buffer_t *b = accesses[i].buffer;
-        /* After a write: every access waits for it (RAW, WAW). */
-        if (b->writer.point && b->writer.stream != t) {
-            need(&needs, b->writer.stream, b->writer.point);
-        }
-        /* A write also waits for the reads since (WAR). */
-        if (accesses[i].mode & ORDO_ACCESS_WRITE) {
-            for (uint64_t readers = b->reader_mask & ~((uint64_t)1 << t); readers;
-                 readers &= readers - 1) {
-                uint32_t r = (uint32_t)__builtin_ctzll(readers);
-                need(&needs, r, buffer_last_point(b, r));
-            }
-        }
-    }
-    for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
-        uint32_t origin = (uint32_t)__builtin_ctzll(mask);
-        ordo_status_t st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
-        if (st != ORDO_OK) {
-            return st; /* this stream has failed: so will the submission */
-        }
     }
     return ORDO_OK;
 }
@@ -334,33 +346,92 @@ static void finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access
     counter_add(&tracker->submissions, 1);
 }
 
+/* The checks every submission entry point makes before its accesses are
+ * read: the tracker, the list itself, and the stream (attached on first
+ * use). A stream already attached is found without a check; one seen for
+ * the first time is attached only once its accesses are known good. */
 static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count, uint32_t *out_index,
                            const char *api) {
     ordo_status_t st = tracker_check(tracker, api);
-    if (st == ORDO_OK) {
-        st = check_accesses(tracker, accesses, count, api);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
     }
+    if (ORDO_UNLIKELY(count && !accesses)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                          count);
+    }
+    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                          ORDO_TRACKER_MAX_ACCESSES);
+    }
+    if (ORDO_LIKELY(stream_find(tracker, stream, out_index))) {
+        return ORDO_OK;
+    }
+    st = check_accesses(tracker, accesses, count, api);
     if (st == ORDO_OK) {
         st = tracker_stream_index(tracker, stream, out_index, api);
     }
     return st;
 }
 
+/* Checks the accesses of a submission on stream t and emits the waits they
+ * need: one pass over the accesses reads each buffer once, checking it and
+ * collecting the orderings, and nothing is emitted unless all are good. */
+static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
+                                    const ordo_access_t *accesses, size_t count, const char *api) {
+    needs_t needs;
+    needs_init(&needs, tracker->stream_count);
+    const uint64_t others = ~((uint64_t)1 << t);
+    for (size_t i = 0; i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        const unsigned mode = (unsigned)accesses[i].mode;
+        /* One test for the common case; the reason only on refusal. */
+        if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
+                          mode - 1u > 2u)) {
+            return access_refused(tracker, &accesses[i], i, api);
+        }
+        /* After a write: every access waits for it (RAW, WAW); a buffer
+         * never written has writer point 0, which needs nothing. */
+        need(&needs, b->writer.stream, b->writer.point);
+        /* A write also waits for the reads since (WAR). */
+        if (mode & ORDO_ACCESS_WRITE) {
+            for (uint64_t readers = b->reader_mask & others; readers; readers &= readers - 1) {
+                uint32_t r = (uint32_t)__builtin_ctzll(readers);
+                need(&needs, r, buffer_last_point(b, r));
+            }
+        }
+    }
+    ordo_status_t st = reserve_locked(t, accesses, count, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Stream t's own points need nothing: it runs in order. */
+    for (uint64_t mask = needs.mask & others; mask; mask &= mask - 1) {
+        uint32_t origin = (uint32_t)__builtin_ctzll(mask);
+        st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
+        if (st != ORDO_OK) {
+            return st; /* this stream has failed: so will the submission */
+        }
+    }
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
-    if (st == ORDO_OK) {
-        st = reserve_locked(t, accesses, count, __func__);
-    }
-    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count) : st;
+    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count, __func__) : st;
 }
 
 ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (st == ORDO_OK) {
+        /* Every access is checked before any is recorded. */
+        st = check_accesses(tracker, accesses, count, __func__);
+    }
     if (st == ORDO_OK) {
         st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
     }
@@ -379,10 +450,7 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
     if (st == ORDO_OK) {
-        st = reserve_locked(t, accesses, count, __func__);
-    }
-    if (st == ORDO_OK) {
-        st = prepare_locked(tracker, t, accesses, count);
+        st = prepare_locked(tracker, t, accesses, count, __func__);
     }
     if (st == ORDO_OK) {
         st = launch(ctx, stream);

@@ -21,6 +21,9 @@
 /* Streams whose latest read a buffer keeps inline (indexed by stream);
  * reads from streams beyond them go to an array allocated on first use. */
 #define BUFFER_INLINE_READERS 8
+/* Slots of the tracker's stream lookup (open addressing, linear probing):
+ * twice the most streams, so a probe ends within a few slots. */
+#define TRACKER_LOOKUP (2 * ORDO_TRACKER_MAX_STREAMS)
 
 typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
@@ -82,8 +85,12 @@ struct ordo_tracker {
     uint32_t magic;
     ordo_device_t *device;
     uint32_t stream_count;
-    uint32_t last_stream; /* the index found by the last lookup */
     tracker_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+    /* Attached streams by address (NULL: an empty slot), with their index:
+     * a lookup costs a hash and usually one compare, however many streams
+     * the tracker orders and in whatever order they come. */
+    ordo_stream_t *lookup_stream[TRACKER_LOOKUP];
+    uint8_t lookup_index[TRACKER_LOOKUP];
     ordo_tracker_wait_observer_fn observer;
     void *observer_ctx;
     _Atomic uint64_t submissions;

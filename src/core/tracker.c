@@ -70,6 +70,10 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     }
     reclaimer_stop(&tracker->reclaimer);
     for (uint32_t i = 0; i < tracker->stream_count; ++i) {
+        /* The spare references first: the tracker's own goes last. */
+        for (uint32_t r = 0; r < tracker->streams[i]->spare_refs; ++r) {
+            signal_release_internal(tracker->streams[i]->timeline);
+        }
         (void)ordo_signal_release(tracker->streams[i]->timeline);
         ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
@@ -177,22 +181,33 @@ static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_ac
     return ORDO_OK;
 }
 
-/* Enqueues a record or a wait on one of the tracker's timelines straight on
- * the backend. The public ordo_stream_signal / ordo_stream_wait would
- * re-check what is known here: the stream was checked when it was attached
- * (and must outlive the tracker), the timeline is the tracker's own and
- * lives as long as it, and points stay far below ORDO_SIGNAL_VALUE_MAX.
- * Skipping those checks also skips a load of the timeline's state, a line
- * the stream workers write. The backend still refuses a failed stream
- * (a record then fails the timeline), as the public calls do. */
-static inline ordo_status_t timeline_signal(ordo_stream_t *stream, ordo_signal_t *timeline,
-                                            uint64_t point) {
-    return stream->device->backend->signal(stream, timeline, point);
-}
-
-static inline ordo_status_t timeline_wait(ordo_stream_t *stream, ordo_signal_t *timeline,
-                                          uint64_t point) {
-    return stream->device->backend->wait(stream, timeline, point);
+/* Enqueues a record (wait == 0) or a wait on owner's timeline on stream,
+ * straight on the backend. The public ordo_stream_signal / ordo_stream_wait
+ * would re-check what is known here: the stream was checked when it was
+ * attached (and must outlive the tracker), the timeline is the tracker's
+ * own and lives as long as it, and points stay far below
+ * ORDO_SIGNAL_VALUE_MAX. They would also load the timeline's state and
+ * count a reference on it, a line the stream workers write (it would
+ * travel between the cores for every op): where the backend can, the op
+ * adopts one of the references the tracker took in a batch. The backend
+ * still refuses a failed stream (a record then fails the timeline). */
+static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *owner,
+                                      uint64_t point, int wait) {
+    const hal_backend_t *backend = stream->device->backend;
+    if (!backend->wait_adopt) {
+        return wait ? backend->wait(stream, owner->timeline, point)
+                    : backend->signal(stream, owner->timeline, point);
+    }
+    if (ORDO_UNLIKELY(owner->spare_refs == 0)) {
+        signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
+        owner->spare_refs = TRACKER_REF_BATCH;
+    }
+    ordo_status_t st = wait ? backend->wait_adopt(stream, owner->timeline, point)
+                            : backend->signal_adopt(stream, owner->timeline, point);
+    if (st == ORDO_OK) {
+        --owner->spare_refs; /* the op's now */
+    }
+    return st;
 }
 
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
@@ -202,7 +217,7 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
         /* Record the stream's current point: it covers `point` and carries
          * what the stream had waited for by then. */
         uint64_t now = ts->point;
-        ordo_status_t st = timeline_signal(ts->stream, ts->timeline, now);
+        ordo_status_t st = timeline_enqueue(ts->stream, ts, now, 0);
         if (st != ORDO_OK) {
             uint64_t value = 0;
             if (ordo_signal_query(ts->timeline, &value) == ORDO_OK) {
@@ -231,31 +246,21 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
     return ORDO_OK;
 }
 
-/* The orderings a submission needs: per origin stream, the highest point
- * of it that must come first. Points of the tracker's streams start at 0,
- * so noting a need is a maximum and an or, with no branch on the buffer's
- * history (which follows no pattern the branch predictor could learn). */
+/* The orderings a submission needs that its stream does not know yet: per
+ * origin stream, the highest point of it that must come first. */
 typedef struct needs {
-    uint64_t mask; /* origin streams with a need (a point > 0) */
-    uint64_t point[ORDO_TRACKER_MAX_STREAMS];
+    uint64_t mask;                            /* origin streams with such a need */
+    uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* set where mask has the bit */
 } needs_t;
 
-static inline void needs_init(needs_t *n, uint32_t stream_count) {
-    n->mask = 0;
-    /* The first 8 in a few vector stores; more only for trackers of more
-     * streams. */
-    for (uint32_t s = 0; s < 8; ++s) {
-        n->point[s] = 0;
-    }
-    if (stream_count > 8) {
-        memset(&n->point[8], 0, (stream_count - 8) * sizeof n->point[0]);
-    }
-}
-
 static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
-    uint64_t known = n->point[origin];
-    n->point[origin] = known > point ? known : point;
-    n->mask |= (uint64_t)(point != 0) << origin;
+    uint64_t bit = (uint64_t)1 << origin;
+    if (!(n->mask & bit)) {
+        n->mask |= bit;
+        n->point[origin] = point;
+    } else if (n->point[origin] < point) {
+        n->point[origin] = point;
+    }
 }
 
 ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
@@ -270,7 +275,7 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     if (st != ORDO_OK) {
         return st;
     }
-    st = timeline_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+    st = timeline_enqueue(ts->stream, tracker->streams[origin], record->point, 1);
     if (st != ORDO_OK) {
         return st;
     }
@@ -377,12 +382,22 @@ static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
 
 /* Checks the accesses of a submission on stream t and emits the waits they
  * need: one pass over the accesses reads each buffer once, checking it and
- * collecting the orderings, and nothing is emitted unless all are good. */
+ * collecting the orderings, and nothing is emitted unless all are good.
+ *
+ * Most orderings a submission needs are known to its stream already
+ * (directly or transitively: its frontier covers them). They are told
+ * apart in the pass, against the frontier, so the pass branches only on
+ * the rare unknown one; the known ones are only noted in a mask, for the
+ * elided count. What tracker_wait_for does per origin stream is unchanged:
+ * an origin whose highest needed point is known is elided, any other gets
+ * one wait for that point. */
 static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
                                     const ordo_access_t *accesses, size_t count, const char *api) {
-    needs_t needs;
-    needs_init(&needs, tracker->stream_count);
+    const uint64_t *frontier = tracker->streams[t]->frontier;
     const uint64_t others = ~((uint64_t)1 << t);
+    needs_t needs;
+    needs.mask = 0;
+    uint64_t seen = 0; /* origin streams with any need, known or not */
     for (size_t i = 0; i < count; ++i) {
         const ordo_buffer_t *b = accesses[i].buffer;
         const unsigned mode = (unsigned)accesses[i].mode;
@@ -393,12 +408,21 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
         }
         /* After a write: every access waits for it (RAW, WAW); a buffer
          * never written has writer point 0, which needs nothing. */
-        need(&needs, b->writer.stream, b->writer.point);
+        const uint32_t w = b->writer.stream;
+        const uint64_t point = b->writer.point;
+        seen |= (uint64_t)(point != 0) << w;
+        if (ORDO_UNLIKELY(point > frontier[w]) && w != t) {
+            need(&needs, w, point);
+        }
         /* A write also waits for the reads since (WAR). */
         if (mode & ORDO_ACCESS_WRITE) {
             for (uint64_t readers = b->reader_mask & others; readers; readers &= readers - 1) {
                 uint32_t r = (uint32_t)__builtin_ctzll(readers);
-                need(&needs, r, buffer_last_point(b, r));
+                uint64_t read = buffer_last_point(b, r);
+                seen |= (uint64_t)1 << r;
+                if (read > frontier[r]) {
+                    need(&needs, r, read);
+                }
             }
         }
     }
@@ -407,7 +431,11 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
         return st;
     }
     /* Stream t's own points need nothing: it runs in order. */
-    for (uint64_t mask = needs.mask & others; mask; mask &= mask - 1) {
+    uint64_t known = seen & others & ~needs.mask;
+    if (known) {
+        counter_add(&tracker->waits_elided, (uint64_t)__builtin_popcountll(known));
+    }
+    for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);
         st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
         if (st != ORDO_OK) {

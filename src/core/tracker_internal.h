@@ -24,6 +24,8 @@
 /* Slots of the tracker's stream lookup (open addressing, linear probing):
  * twice the most streams, so a probe ends within a few slots. */
 #define TRACKER_LOOKUP (2 * ORDO_TRACKER_MAX_STREAMS)
+/* References on a timeline taken at once for ops to adopt. */
+#define TRACKER_REF_BATCH 256u
 
 typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
@@ -33,8 +35,11 @@ typedef struct tracker_record {
 typedef struct tracker_stream {
     ordo_stream_t *stream;
     ordo_signal_t *timeline; /* signalled to a point when it is recorded */
-    uint64_t point;          /* points handed out (finished submissions) */
-    uint64_t recorded;       /* the last recorded point */
+    /* References on timeline the tracker holds for the ops that record or
+     * wait on it to adopt (taken in batches; released with the tracker). */
+    uint32_t spare_refs;
+    uint64_t point;    /* points handed out (finished submissions) */
+    uint64_t recorded; /* the last recorded point */
     /* What this stream has waited for, per origin stream, transitively. */
     uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
     tracker_record_t records[TRACKER_RECORDS];

@@ -380,6 +380,22 @@ static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
     return st;
 }
 
+/* Notes the reads of b on the streams in `others` as needs (a write comes
+ * after them); gives those streams. Out of line: writes are the rarer
+ * accesses, and inlined this loop took the registers of the pass. */
+__attribute__((noinline)) static uint64_t need_reads(needs_t *needs, const ordo_buffer_t *b,
+                                                     uint64_t others, const uint64_t *frontier) {
+    uint64_t readers = b->reader_mask & others;
+    for (uint64_t rest = readers; rest; rest &= rest - 1) {
+        uint32_t r = (uint32_t)__builtin_ctzll(rest);
+        uint64_t read = buffer_last_point(b, r);
+        if (read > frontier[r]) {
+            need(needs, r, read);
+        }
+    }
+    return readers;
+}
+
 /* Checks the accesses of a submission on stream t and emits the waits they
  * need: one pass over the accesses reads each buffer once, checking it and
  * collecting the orderings, and nothing is emitted unless all are good.
@@ -416,14 +432,7 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
         }
         /* A write also waits for the reads since (WAR). */
         if (mode & ORDO_ACCESS_WRITE) {
-            for (uint64_t readers = b->reader_mask & others; readers; readers &= readers - 1) {
-                uint32_t r = (uint32_t)__builtin_ctzll(readers);
-                uint64_t read = buffer_last_point(b, r);
-                seen |= (uint64_t)1 << r;
-                if (read > frontier[r]) {
-                    need(&needs, r, read);
-                }
-            }
+            seen |= need_reads(&needs, b, others, frontier);
         }
     }
     ordo_status_t st = reserve_locked(t, accesses, count, api);
@@ -433,7 +442,11 @@ static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
     /* Stream t's own points need nothing: it runs in order. */
     uint64_t known = seen & others & ~needs.mask;
     if (known) {
-        counter_add(&tracker->waits_elided, (uint64_t)__builtin_popcountll(known));
+        uint64_t n = 0; /* usually a bit or two (no popcnt instruction assumed) */
+        for (; known; known &= known - 1) {
+            ++n;
+        }
+        counter_add(&tracker->waits_elided, n);
     }
     for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);

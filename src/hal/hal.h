@@ -145,8 +145,9 @@ struct hal_backend {
      * references on signal: the op adopts one of them (on success; on
      * failure the caller keeps it) instead of taking its own, so the
      * submitting thread does not write the reference count, a line the
-     * threads that run the ops write. Nothing is checked. NULL: use signal
-     * and wait. */
+     * threads that run the ops write. Only the stream's health is checked
+     * (as signal and wait do, failing the signal of a refused signal op).
+     * NULL: use signal and wait. */
     ordo_status_t (*signal_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*wait_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*synchronize)(ordo_stream_t *stream, ordo_deadline_t deadline);

@@ -70,6 +70,10 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     }
     reclaimer_stop(&tracker->reclaimer);
     for (uint32_t i = 0; i < tracker->stream_count; ++i) {
+        /* The spare references first: the tracker's own goes last. */
+        for (uint32_t r = 0; r < tracker->streams[i]->spare_refs; ++r) {
+            signal_release_internal(tracker->streams[i]->timeline);
+        }
         (void)ordo_signal_release(tracker->streams[i]->timeline);
         ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
@@ -79,19 +83,33 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo_device_release(device);
 }
 
+_Static_assert(TRACKER_LOOKUP == 128, "lookup_slot takes the top 7 bits");
+
+static inline uint32_t lookup_slot(const ordo_stream_t *stream) {
+    /* Fibonacci hashing of the address: the top bits of the product. */
+    return (uint32_t)(((uint64_t)(uintptr_t)stream * UINT64_C(0x9e3779b97f4a7c15)) >> 57);
+}
+
+/* The index of an attached stream; 0 if stream is not attached (or NULL). */
+static inline int stream_find(const ordo_tracker_t *tracker, const ordo_stream_t *stream,
+                              uint32_t *out_index) {
+    for (uint32_t slot = lookup_slot(stream);; slot = (slot + 1) & (TRACKER_LOOKUP - 1)) {
+        const ordo_stream_t *key = tracker->lookup_stream[slot];
+        if (ORDO_LIKELY(key == stream && key)) {
+            *out_index = tracker->lookup_index[slot];
+            return 1;
+        }
+        if (!key) {
+            return 0;
+        }
+    }
+}
+
 /* The stream's index in the tracker, attaching it on first use. */
 ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    uint32_t *out_index, const char *api) {
-    uint32_t last = tracker->last_stream;
-    if (last < tracker->stream_count && tracker->streams[last]->stream == stream) {
-        *out_index = last;
+    if (stream_find(tracker, stream, out_index)) {
         return ORDO_OK;
-    }
-    for (uint32_t i = 0; i < tracker->stream_count; ++i) {
-        if (tracker->streams[i]->stream == stream) {
-            tracker->last_stream = *out_index = i;
-            return ORDO_OK;
-        }
     }
     ordo_status_t st = hal_stream_check(stream, api);
     if (st != ORDO_OK) {
@@ -116,7 +134,13 @@ ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *strea
     }
     ts->stream = stream;
     tracker->streams[tracker->stream_count] = ts;
-    tracker->last_stream = *out_index = tracker->stream_count++;
+    uint32_t slot = lookup_slot(stream);
+    while (tracker->lookup_stream[slot]) { /* a free slot: there are twice as many as streams */
+        slot = (slot + 1) & (TRACKER_LOOKUP - 1);
+    }
+    tracker->lookup_stream[slot] = stream;
+    tracker->lookup_index[slot] = (uint8_t)tracker->stream_count;
+    *out_index = tracker->stream_count++;
     return ORDO_OK;
 }
 
@@ -143,16 +167,9 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
                       (int)access->mode);
 }
 
+/* Checks each access (the list and its count were checked by enter). */
 static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
                                     size_t count, const char *api) {
-    if (ORDO_UNLIKELY(count && !accesses)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
-                          count);
-    }
-    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
-                          ORDO_TRACKER_MAX_ACCESSES);
-    }
     for (size_t i = 0; i < count; ++i) {
         const ordo_buffer_t *b = accesses[i].buffer;
         /* One test for the common case; the reason only on refusal. */
@@ -164,6 +181,35 @@ static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_ac
     return ORDO_OK;
 }
 
+/* Enqueues a record (wait == 0) or a wait on owner's timeline on stream,
+ * straight on the backend. The public ordo_stream_signal / ordo_stream_wait
+ * would re-check what is known here: the stream was checked when it was
+ * attached (and must outlive the tracker), the timeline is the tracker's
+ * own and lives as long as it, and points stay far below
+ * ORDO_SIGNAL_VALUE_MAX. They would also load the timeline's state and
+ * count a reference on it, a line the stream workers write (it would
+ * travel between the cores for every op): where the backend can, the op
+ * adopts one of the references the tracker took in a batch. The backend
+ * still refuses a failed stream (a record then fails the timeline). */
+static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *owner,
+                                      uint64_t point, int wait) {
+    const hal_backend_t *backend = stream->device->backend;
+    if (!backend->wait_adopt) {
+        return wait ? backend->wait(stream, owner->timeline, point)
+                    : backend->signal(stream, owner->timeline, point);
+    }
+    if (ORDO_UNLIKELY(owner->spare_refs == 0)) {
+        signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
+        owner->spare_refs = TRACKER_REF_BATCH;
+    }
+    ordo_status_t st = wait ? backend->wait_adopt(stream, owner->timeline, point)
+                            : backend->signal_adopt(stream, owner->timeline, point);
+    if (st == ORDO_OK) {
+        --owner->spare_refs; /* the op's now */
+    }
+    return st;
+}
+
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record) {
     tracker_stream_t *ts = tracker->streams[stream];
@@ -171,7 +217,7 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
         /* Record the stream's current point: it covers `point` and carries
          * what the stream had waited for by then. */
         uint64_t now = ts->point;
-        ordo_status_t st = ordo_stream_signal(ts->stream, ts->timeline, now);
+        ordo_status_t st = timeline_enqueue(ts->stream, ts, now, 0);
         if (st != ORDO_OK) {
             uint64_t value = 0;
             if (ordo_signal_query(ts->timeline, &value) == ORDO_OK) {
@@ -200,11 +246,11 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
     return ORDO_OK;
 }
 
-/* The orderings a submission needs: per origin stream, the highest point
- * of it that must come first. */
+/* The orderings a submission needs that its stream does not know yet: per
+ * origin stream, the highest point of it that must come first. */
 typedef struct needs {
-    uint64_t mask; /* origin streams with a need */
-    uint64_t point[ORDO_TRACKER_MAX_STREAMS];
+    uint64_t mask;                            /* origin streams with such a need */
+    uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* set where mask has the bit */
 } needs_t;
 
 static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
@@ -229,7 +275,7 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     if (st != ORDO_OK) {
         return st;
     }
-    st = ordo_stream_wait(ts->stream, tracker->streams[origin]->timeline, record->point);
+    st = timeline_enqueue(ts->stream, tracker->streams[origin], record->point, 1);
     if (st != ORDO_OK) {
         return st;
     }
@@ -256,35 +302,6 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     if (tracker->observer) {
         tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
                           record->point, point);
-    }
-    return ORDO_OK;
-}
-
-static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
-                                    const ordo_access_t *accesses, size_t count) {
-    needs_t needs;
-    needs.mask = 0;
-    for (size_t i = 0; i < count; ++i) {
-        const ordo_buffer_t *b = accesses[i].buffer;
-        /* After a write: every access waits for it (RAW, WAW). */
-        if (b->writer.point && b->writer.stream != t) {
-            need(&needs, b->writer.stream, b->writer.point);
-        }
-        /* A write also waits for the reads since (WAR). */
-        if (accesses[i].mode & ORDO_ACCESS_WRITE) {
-            for (uint64_t readers = b->reader_mask & ~((uint64_t)1 << t); readers;
-                 readers &= readers - 1) {
-                uint32_t r = (uint32_t)__builtin_ctzll(readers);
-                need(&needs, r, buffer_last_point(b, r));
-            }
-        }
-    }
-    for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
-        uint32_t origin = (uint32_t)__builtin_ctzll(mask);
-        ordo_status_t st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
-        if (st != ORDO_OK) {
-            return st; /* this stream has failed: so will the submission */
-        }
     }
     return ORDO_OK;
 }
@@ -334,33 +351,128 @@ static void finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access
     counter_add(&tracker->submissions, 1);
 }
 
+/* The checks every submission entry point makes before its accesses are
+ * read: the tracker, the list itself, and the stream (attached on first
+ * use). A stream already attached is found without a check; one seen for
+ * the first time is attached only once its accesses are known good. */
 static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count, uint32_t *out_index,
                            const char *api) {
     ordo_status_t st = tracker_check(tracker, api);
-    if (st == ORDO_OK) {
-        st = check_accesses(tracker, accesses, count, api);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
     }
+    if (ORDO_UNLIKELY(count && !accesses)) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                          count);
+    }
+    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                          ORDO_TRACKER_MAX_ACCESSES);
+    }
+    if (ORDO_LIKELY(stream_find(tracker, stream, out_index))) {
+        return ORDO_OK;
+    }
+    st = check_accesses(tracker, accesses, count, api);
     if (st == ORDO_OK) {
         st = tracker_stream_index(tracker, stream, out_index, api);
     }
     return st;
 }
 
+/* Notes the reads of b on the streams in `others` as needs (a write comes
+ * after them); gives those streams. Out of line: writes are the rarer
+ * accesses, and inlined this loop took the registers of the pass. */
+__attribute__((noinline)) static uint64_t need_reads(needs_t *needs, const ordo_buffer_t *b,
+                                                     uint64_t others, const uint64_t *frontier) {
+    uint64_t readers = b->reader_mask & others;
+    for (uint64_t rest = readers; rest; rest &= rest - 1) {
+        uint32_t r = (uint32_t)__builtin_ctzll(rest);
+        uint64_t read = buffer_last_point(b, r);
+        if (read > frontier[r]) {
+            need(needs, r, read);
+        }
+    }
+    return readers;
+}
+
+/* Checks the accesses of a submission on stream t and emits the waits they
+ * need: one pass over the accesses reads each buffer once, checking it and
+ * collecting the orderings, and nothing is emitted unless all are good.
+ *
+ * Most orderings a submission needs are known to its stream already
+ * (directly or transitively: its frontier covers them). They are told
+ * apart in the pass, against the frontier, so the pass branches only on
+ * the rare unknown one; the known ones are only noted in a mask, for the
+ * elided count. What tracker_wait_for does per origin stream is unchanged:
+ * an origin whose highest needed point is known is elided, any other gets
+ * one wait for that point. */
+static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
+                                    const ordo_access_t *accesses, size_t count, const char *api) {
+    const uint64_t *frontier = tracker->streams[t]->frontier;
+    const uint64_t others = ~((uint64_t)1 << t);
+    needs_t needs;
+    needs.mask = 0;
+    uint64_t seen = 0; /* origin streams with any need, known or not */
+    for (size_t i = 0; i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        const unsigned mode = (unsigned)accesses[i].mode;
+        /* One test for the common case; the reason only on refusal. */
+        if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
+                          mode - 1u > 2u)) {
+            return access_refused(tracker, &accesses[i], i, api);
+        }
+        /* After a write: every access waits for it (RAW, WAW); a buffer
+         * never written has writer point 0, which needs nothing. */
+        const uint32_t w = b->writer.stream;
+        const uint64_t point = b->writer.point;
+        seen |= (uint64_t)(point != 0) << w;
+        if (ORDO_UNLIKELY(point > frontier[w]) && w != t) {
+            need(&needs, w, point);
+        }
+        /* A write also waits for the reads since (WAR). */
+        if (mode & ORDO_ACCESS_WRITE) {
+            seen |= need_reads(&needs, b, others, frontier);
+        }
+    }
+    ordo_status_t st = reserve_locked(t, accesses, count, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Stream t's own points need nothing: it runs in order. */
+    uint64_t known = seen & others & ~needs.mask;
+    if (known) {
+        uint64_t n = 0; /* usually a bit or two (no popcnt instruction assumed) */
+        for (; known; known &= known - 1) {
+            ++n;
+        }
+        counter_add(&tracker->waits_elided, n);
+    }
+    for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
+        uint32_t origin = (uint32_t)__builtin_ctzll(mask);
+        st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
+        if (st != ORDO_OK) {
+            return st; /* this stream has failed: so will the submission */
+        }
+    }
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
-    if (st == ORDO_OK) {
-        st = reserve_locked(t, accesses, count, __func__);
-    }
-    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count) : st;
+    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count, __func__) : st;
 }
 
 ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (st == ORDO_OK) {
+        /* Every access is checked before any is recorded. */
+        st = check_accesses(tracker, accesses, count, __func__);
+    }
     if (st == ORDO_OK) {
         st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
     }
@@ -379,10 +491,7 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
     if (st == ORDO_OK) {
-        st = reserve_locked(t, accesses, count, __func__);
-    }
-    if (st == ORDO_OK) {
-        st = prepare_locked(tracker, t, accesses, count);
+        st = prepare_locked(tracker, t, accesses, count, __func__);
     }
     if (st == ORDO_OK) {
         st = launch(ctx, stream);

@@ -21,6 +21,11 @@
 /* Streams whose latest read a buffer keeps inline (indexed by stream);
  * reads from streams beyond them go to an array allocated on first use. */
 #define BUFFER_INLINE_READERS 8
+/* Slots of the tracker's stream lookup (open addressing, linear probing):
+ * twice the most streams, so a probe ends within a few slots. */
+#define TRACKER_LOOKUP (2 * ORDO_TRACKER_MAX_STREAMS)
+/* References on a timeline taken at once for ops to adopt. */
+#define TRACKER_REF_BATCH 256u
 
 typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
@@ -30,8 +35,11 @@ typedef struct tracker_record {
 typedef struct tracker_stream {
     ordo_stream_t *stream;
     ordo_signal_t *timeline; /* signalled to a point when it is recorded */
-    uint64_t point;          /* points handed out (finished submissions) */
-    uint64_t recorded;       /* the last recorded point */
+    /* References on timeline the tracker holds for the ops that record or
+     * wait on it to adopt (taken in batches; released with the tracker). */
+    uint32_t spare_refs;
+    uint64_t point;    /* points handed out (finished submissions) */
+    uint64_t recorded; /* the last recorded point */
     /* What this stream has waited for, per origin stream, transitively. */
     uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
     tracker_record_t records[TRACKER_RECORDS];
@@ -82,8 +90,12 @@ struct ordo_tracker {
     uint32_t magic;
     ordo_device_t *device;
     uint32_t stream_count;
-    uint32_t last_stream; /* the index found by the last lookup */
     tracker_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+    /* Attached streams by address (NULL: an empty slot), with their index:
+     * a lookup costs a hash and usually one compare, however many streams
+     * the tracker orders and in whatever order they come. */
+    ordo_stream_t *lookup_stream[TRACKER_LOOKUP];
+    uint8_t lookup_index[TRACKER_LOOKUP];
     ordo_tracker_wait_observer_fn observer;
     void *observer_ctx;
     _Atomic uint64_t submissions;

@@ -141,6 +141,15 @@ struct hal_backend {
     ordo_status_t (*host_task)(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
     ordo_status_t (*signal)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*wait)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+    /* Optional: signal and wait for internal callers that hold spare
+     * references on signal: the op adopts one of them (on success; on
+     * failure the caller keeps it) instead of taking its own, so the
+     * submitting thread does not write the reference count, a line the
+     * threads that run the ops write. Only the stream's health is checked
+     * (as signal and wait do, failing the signal of a refused signal op).
+     * NULL: use signal and wait. */
+    ordo_status_t (*signal_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+    ordo_status_t (*wait_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*synchronize)(ordo_stream_t *stream, ordo_deadline_t deadline);
     ordo_status_t (*status)(ordo_stream_t *stream);
     /* Records event on stream: sets event->timeline and event->point. */

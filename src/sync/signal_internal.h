@@ -121,6 +121,11 @@ static inline void signal_retain_internal(ordo_signal_t *signal) {
     atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);
 }
 
+/* Takes n references at once (each released by signal_release_internal). */
+static inline void signal_retain_many(ordo_signal_t *signal, uint32_t n) {
+    atomic_fetch_add_explicit(&signal->refs, n, memory_order_relaxed);
+}
+
 void signal_release_internal(ordo_signal_t *signal);
 
 /* Sets the name without the checks (name may be NULL). */

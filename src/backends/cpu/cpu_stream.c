@@ -476,36 +476,46 @@ ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void 
     return submit(s, &op, NULL, "ordo_stream_host_task");
 }
 
-ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+/* Enqueues a signal (kind OP_SIGNAL) or a wait (OP_WAIT); the op holds a
+ * reference on signal, its own (retain) or one the caller hands over. */
+static ordo_status_t enqueue_point(ordo_stream_t *stream, op_kind_t kind, ordo_signal_t *signal,
+                                   uint64_t value, int retain) {
     cpu_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, "ordo_stream_signal");
+    const char *api = kind == OP_SIGNAL ? "ordo_stream_signal" : "ordo_stream_wait";
+    ordo_status_t st = stream_failure(s, api);
     if (st != ORDO_OK) {
-        /* Nobody may wait for a point this stream will never reach. */
-        (void)ordo_signal_fail(signal, st, s->done->message);
+        if (kind == OP_SIGNAL) {
+            /* Nobody may wait for a point this stream will never reach. */
+            (void)ordo_signal_fail(signal, st, s->done->message);
+        }
         return st;
     }
-    signal_retain_internal(signal);
-    cpu_op_t op = {.kind = OP_SIGNAL, .u.point = {signal, value}};
-    st = submit(s, &op, NULL, "ordo_stream_signal");
-    if (st != ORDO_OK) {
+    if (retain) {
+        signal_retain_internal(signal);
+    }
+    cpu_op_t op = {.kind = kind, .u.point = {signal, value}};
+    st = submit(s, &op, NULL, api);
+    if (st != ORDO_OK && retain) {
         signal_release_internal(signal);
     }
     return st;
 }
 
+ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    return enqueue_point(stream, OP_SIGNAL, signal, value, 1);
+}
+
 ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
-    cpu_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, "ordo_stream_wait");
-    if (st != ORDO_OK) {
-        return st;
-    }
-    signal_retain_internal(signal);
-    cpu_op_t op = {.kind = OP_WAIT, .u.point = {signal, value}};
-    st = submit(s, &op, NULL, "ordo_stream_wait");
-    if (st != ORDO_OK) {
-        signal_release_internal(signal);
-    }
-    return st;
+    return enqueue_point(stream, OP_WAIT, signal, value, 1);
+}
+
+ordo_status_t cpu_stream_signal_adopt(ordo_stream_t *stream, ordo_signal_t *signal,
+                                      uint64_t value) {
+    return enqueue_point(stream, OP_SIGNAL, signal, value, 0);
+}
+
+ordo_status_t cpu_stream_wait_adopt(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+    return enqueue_point(stream, OP_WAIT, signal, value, 0);
 }
 
 ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {

@@ -13,6 +13,8 @@ void cpu_stream_fini(ordo_stream_t *stream);
 ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
 ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cpu_stream_signal_adopt(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t cpu_stream_wait_adopt(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 ordo_status_t cpu_stream_status(ordo_stream_t *stream);
 ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);

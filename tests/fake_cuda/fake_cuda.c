@@ -5,12 +5,12 @@
  *
  * One device. Its "device memory" is host memory; each stream is a host
  * thread that runs its commands in order: event records, event waits,
- * the test kernels of tests/cuda_kernels.cu emulated on the host (by
- * name), asynchronous copies, memsets and frees, and 64-bit stream memory
- * operations. An event completes when its stream runs the record; a wait
- * blocks its stream until the record it names (the latest at the time of
- * the call) completes. The fault kernel sets a sticky error, as a real
- * fault does: every later call returns it and nothing more runs.
+ * the test kernels of tests/cuda_kernels.cu and the demo's kernels of
+ * tools/ordo/demo_kernels.cu emulated on the host (by name), asynchronous
+ * copies, memsets and frees, and 64-bit stream memory operations. An event completes when its
+ * stream runs the record; a wait blocks its stream until the record it names (the latest at the
+ * time of the call) completes. The fault kernel sets a sticky error, as a real fault does: every
+ * later call returns it and nothing more runs.
  *
  * Stricter than a real driver where that finds bugs: a call without a
  * current context fails (CUDA_ERROR_INVALID_CONTEXT), a destroyed or
@@ -18,6 +18,7 @@
  * reused), and cuStreamWaitEvent on an event never recorded fails
  * (CUDA_ERROR_INVALID_VALUE) instead of silently waiting on nothing. */
 #include <cuda.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "demo_kernels.h"
 
 #define LIVE 0x4c495645u /* "LIVE" */
 #define DEAD 0x44454144u /* "DEAD" */
@@ -351,7 +354,15 @@ typedef enum cmd_kind {
     CMD_FREE,
 } cmd_kind_t;
 
-typedef enum kernel_id { K_SPIN = 1, K_FILL, K_COMBINE, K_STEP, K_FAULT } kernel_id_t;
+typedef enum kernel_id {
+    K_SPIN = 1,
+    K_FILL,
+    K_COMBINE,
+    K_STEP,
+    K_FAULT,
+    K_DEMO_MATMUL,
+    K_DEMO_ROW_SUMS
+} kernel_id_t;
 
 typedef struct cmd {
     struct cmd *next;
@@ -359,7 +370,8 @@ typedef struct cmd {
     struct CUevent_st *event;
     uint64_t generation;
     kernel_id_t kernel;
-    uint64_t args[5];
+    uint64_t args[6];
+    unsigned grid[3], block[3]; /* a kernel's launch shape */
     void *dst;
     const void *src;
     size_t bytes;
@@ -378,6 +390,75 @@ struct CUstream_st {
 
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUstream_st *dead_streams;
+
+/* The demo's kernels, emulated thread by thread of the launch's grid as
+ * demo_kernels.h describes them (and demo_kernels.cu computes them): a
+ * grid that does not cover the problem leaves cells unwritten, a block of
+ * another shape writes nothing, and the arithmetic is the kernels' own
+ * (fused multiply-adds in the same order, the same pairwise tree), so the
+ * results are those of the device bit for bit. */
+static void demo_matmul(const cmd_t *c) {
+    const double *in = (const double *)(uintptr_t)c->args[0];
+    const double *b = (const double *)(uintptr_t)c->args[1];
+    double *out = (double *)(uintptr_t)c->args[2];
+    const unsigned rows = (unsigned)c->args[3], k = (unsigned)c->args[4], m = (unsigned)c->args[5];
+    if (c->block[0] != DEMO_TILE || c->block[1] != DEMO_TILE || c->block[2] != 1) {
+        return;
+    }
+    /* blockIdx.z does not enter the kernel's indices: every z-slice writes
+     * the same values, so one is emulated. */
+    for (unsigned by = 0; by < c->grid[1]; ++by) {
+        for (unsigned bx = 0; bx < c->grid[0]; ++bx) {
+            for (unsigned ty = 0; ty < DEMO_TILE; ++ty) {
+                for (unsigned tx = 0; tx < DEMO_TILE; ++tx) {
+                    const unsigned row = by * DEMO_TILE + ty, col = bx * DEMO_TILE + tx;
+                    if (!(row < rows && col < m)) {
+                        continue;
+                    }
+                    double sum = 0.0;
+                    for (unsigned base = 0; base < k; base += DEMO_TILE) {
+                        for (unsigned p = 0; p < DEMO_TILE; ++p) {
+                            const unsigned q = base + p;
+                            double x = q < k ? in[(size_t)row * k + q] : 0.0;
+                            double y = q < k ? b[(size_t)q * m + col] : 0.0;
+                            sum = fma(x, y, sum);
+                        }
+                    }
+                    out[(size_t)row * m + col] = sum;
+                }
+            }
+        }
+    }
+}
+
+static void demo_row_sums(const cmd_t *c) {
+    const double *out = (const double *)(uintptr_t)c->args[0];
+    double *result = (double *)(uintptr_t)c->args[1];
+    const unsigned rows = (unsigned)c->args[2], m = (unsigned)c->args[3];
+    if (c->block[0] != DEMO_REDUCE_THREADS || c->block[1] != 1 || c->block[2] != 1) {
+        return;
+    }
+    double partial[DEMO_REDUCE_THREADS];
+    for (unsigned row = 0; row < c->grid[0]; ++row) {
+        for (unsigned t = 0; t < DEMO_REDUCE_THREADS; ++t) {
+            double sum = 0.0;
+            if (row < rows) {
+                for (unsigned j = t; j < m; j += DEMO_REDUCE_THREADS) {
+                    sum += out[(size_t)row * m + j];
+                }
+            }
+            partial[t] = sum;
+        }
+        for (unsigned half = DEMO_REDUCE_THREADS / 2; half > 0; half /= 2) {
+            for (unsigned t = 0; t < half; ++t) {
+                partial[t] += partial[t + half];
+            }
+        }
+        if (row < rows) {
+            result[row] = partial[0];
+        }
+    }
+}
 
 static void run_kernel(const cmd_t *c) {
     uint64_t *cells = (uint64_t *)(uintptr_t)c->args[0];
@@ -404,6 +485,12 @@ static void run_kernel(const cmd_t *c) {
         break;
     case K_FAULT:
         fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+        break;
+    case K_DEMO_MATMUL:
+        demo_matmul(c);
+        break;
+    case K_DEMO_ROW_SUMS:
+        demo_row_sums(c);
         break;
     }
 }
@@ -818,7 +905,9 @@ static const struct {
                     {"ordo_fill", K_FILL},
                     {"ordo_combine", K_COMBINE},
                     {"ordo_step", K_STEP},
-                    {"ordo_fault", K_FAULT}};
+                    {"ordo_fault", K_FAULT},
+                    {DEMO_KERNEL_MATMUL, K_DEMO_MATMUL},
+                    {DEMO_KERNEL_ROW_SUMS, K_DEMO_ROW_SUMS}};
 
 static CUresult module_load(CUmodule *module, const void *image) {
     USABLE();
@@ -851,9 +940,11 @@ static CUresult module_function(CUfunction *function, CUmodule module, const cha
 static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                               unsigned int bx, unsigned int by, unsigned int bz,
                               unsigned int shared, CUstream s, void **params, void **extra) {
-    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
     USABLE();
-    if (!params || extra) {
+    /* A real driver refuses an empty launch, more than 1024 threads per
+     * block and dynamic shared memory beyond 48 KiB without opting in. */
+    if (!params || extra || !gx || !gy || !gz || !bx || !by || !bz || bz > 64 ||
+        (uint64_t)bx * by * bz > 1024 || shared > 48 * 1024) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     cmd_t *c = cmd_new(CMD_KERNEL);
@@ -861,6 +952,8 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->kernel = (kernel_id_t)(uintptr_t)f;
+    c->grid[0] = gx, c->grid[1] = gy, c->grid[2] = gz;
+    c->block[0] = bx, c->block[1] = by, c->block[2] = bz;
     switch (c->kernel) {
     case K_SPIN:
         c->args[0] = *(unsigned long long *)params[0];
@@ -883,6 +976,20 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
         break;
     case K_FAULT:
         c->args[0] = *(CUdeviceptr *)params[0];
+        break;
+    case K_DEMO_MATMUL: /* in, b, out, rows, k, m */
+        for (int i = 0; i < 3; ++i) {
+            c->args[i] = *(CUdeviceptr *)params[i];
+        }
+        for (int i = 3; i < 6; ++i) {
+            c->args[i] = *(unsigned *)params[i];
+        }
+        break;
+    case K_DEMO_ROW_SUMS: /* out, result, rows, m */
+        c->args[0] = *(CUdeviceptr *)params[0];
+        c->args[1] = *(CUdeviceptr *)params[1];
+        c->args[2] = *(unsigned *)params[2];
+        c->args[3] = *(unsigned *)params[3];
         break;
     default:
         free(c);

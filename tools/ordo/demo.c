@@ -13,47 +13,26 @@
  * reuses out blocks freed on R for C's next allocations once C is ordered
  * after R's uses. At the end a device barrier joins the streams, an
  * asynchronous waiter reports completion, and the host checks the result
- * against a plain serial computation. */
+ * against a plain serial computation.
+ *
+ * On the CPU backend the stages are host tasks. On a CUDA device they are
+ * device work (demo_cuda.c): the upload a copy from pinned host memory,
+ * compute and reduce kernels (demo_kernels.cu) on device memory from the
+ * same pool, the row sums into a device block of the pool, copied back to
+ * pinned host memory at the end. The submissions and the accesses they
+ * declare are the same on both; the CUDA path adds the result block to
+ * the reduce's accesses and one submission for the copy back. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "demo.h"
 #include "ordo/ordo.h"
 
-typedef struct demo_options {
-    const char *backend;
-    size_t chunks;
-    size_t rows; /* per chunk */
-    size_t k;    /* columns of A, rows of B */
-    size_t m;    /* columns of B */
-    const char *trace;
-    int quiet;
-} demo_options_t;
-
-enum { STAGE_UPLOAD, STAGE_COMPUTE, STAGE_REDUCE, STAGES };
 static const char *const stage_names[STAGES] = {"upload", "compute", "reduce"};
-
-typedef struct demo {
-    demo_options_t opt;
-    double *a;      /* chunks * rows × k, host */
-    double *b_host; /* k × m */
-    double *result; /* chunks * rows row sums */
-    _Atomic uint64_t stage_ns[STAGES];
-    _Atomic uint64_t chunks_done;
-} demo_t;
-
-typedef struct demo_task {
-    demo_t *demo;
-    size_t chunk;
-    const double *src;
-    double *dst;
-    const double *b;
-    size_t bytes; /* an upload's size */
-} demo_task_t;
 
 static uint64_t now_ns(void) {
     return ordo_time_now_ns();
@@ -115,14 +94,25 @@ static ordo_status_t reduce_task(void *ctx) {
     return ORDO_OK;
 }
 
-typedef struct launch {
-    ordo_host_fn fn;
-    demo_task_t *task;
-} launch_t;
+static const ordo_host_fn host_stages[STAGES] = {upload_task, compute_task, reduce_task};
 
+/* The launch function on the CPU backend: the task's stage as a host task. */
 static ordo_status_t launch_host(void *ctx, ordo_stream_t *stream) {
-    launch_t *l = ctx;
-    return ordo_stream_host_task(stream, l->fn, l->task);
+    demo_task_t *t = ctx;
+    return ordo_stream_host_task(stream, host_stages[t->stage], t);
+}
+
+/* One submission: the task, ordered by the tracker from its accesses. */
+static ordo_status_t submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                            const ordo_access_t *accesses, size_t count, demo_task_t *task) {
+    if (!task->demo->cuda) {
+        return ordo_submit(tracker, stream, accesses, count, launch_host, task);
+    }
+    ordo_status_t st = demo_cuda_before(task->demo->cuda, task->stage);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    return ordo_submit(tracker, stream, accesses, count, demo_cuda_launch, task);
 }
 
 /* The reference: the same row sums of A × B, computed plainly. */
@@ -221,6 +211,46 @@ static int parse_options(int argc, char **argv, demo_options_t *o) {
     return 1;
 }
 
+/* The host's copies of A, B and the result: plain memory on the CPU
+ * backend, pinned memory on CUDA (the uploads copy from it without
+ * staging). A and B are filled with the same pseudo-random values either
+ * way. */
+static ordo_status_t host_buffers(demo_t *d, ordo_stream_t *up, ordo_stream_t *red) {
+    const demo_options_t *o = &d->opt;
+    const size_t n = o->chunks * o->rows;
+    if (d->cuda) {
+        void *a = NULL, *b = NULL, *result = NULL;
+        ordo_status_t st;
+        if ((st = demo_cuda_host_alloc(d->cuda, n * o->k * sizeof(double), up, &a)) != ORDO_OK ||
+            (st = demo_cuda_host_alloc(d->cuda, o->k * o->m * sizeof(double), up, &b)) != ORDO_OK ||
+            (st = demo_cuda_host_alloc(d->cuda, n * sizeof(double), red, &result)) != ORDO_OK) {
+            return st;
+        }
+        d->a = a;
+        d->b_host = b;
+        d->result = result;
+        memset(d->result, 0, n * sizeof(double));
+    } else {
+        d->a = malloc(n * o->k * sizeof(double));
+        d->b_host = malloc(o->k * o->m * sizeof(double));
+        d->result = calloc(n, sizeof(double));
+        if (!d->a || !d->b_host || !d->result) {
+            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo demo",
+                              "out of host memory for %zu x %zu inputs", n, o->k);
+        }
+    }
+    uint64_t seed = 0x0d0e;
+    for (size_t i = 0; i < n * o->k; ++i) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        d->a[i] = (double)(seed % 2001) / 1000.0 - 1.0;
+    }
+    for (size_t i = 0; i < o->k * o->m; ++i) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        d->b_host[i] = (double)(seed % 2001) / 1000.0 - 1.0;
+    }
+    return ORDO_OK;
+}
+
 int demo_main(int argc, char **argv) {
     demo_t d;
     memset(&d, 0, sizeof d);
@@ -230,6 +260,10 @@ int demo_main(int argc, char **argv) {
     const demo_options_t *o = &d.opt;
     int available = 0;
     char reason[256] = "";
+    if (!strcmp(o->backend, "cuda") && !demo_cuda_built(reason, sizeof reason)) {
+        fprintf(stderr, "ordo demo: cannot run on cuda: %s\n", reason);
+        return 2;
+    }
     if (ordo_backend_available(o->backend, &available, reason, sizeof reason) != ORDO_OK) {
         fprintf(stderr, "ordo demo: backend '%s': %s\n", o->backend, ordo_error_message());
         return 2;
@@ -239,22 +273,6 @@ int demo_main(int argc, char **argv) {
         return 2;
     }
     const size_t n = o->chunks * o->rows;
-    d.a = malloc(n * o->k * sizeof(double));
-    d.b_host = malloc(o->k * o->m * sizeof(double));
-    d.result = calloc(n, sizeof(double));
-    if (!d.a || !d.b_host || !d.result) {
-        fprintf(stderr, "ordo demo: out of host memory for %zu x %zu inputs\n", n, o->k);
-        return 1;
-    }
-    uint64_t seed = 0x0d0e;
-    for (size_t i = 0; i < n * o->k; ++i) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        d.a[i] = (double)(seed % 2001) / 1000.0 - 1.0;
-    }
-    for (size_t i = 0; i < o->k * o->m; ++i) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        d.b_host[i] = (double)(seed % 2001) / 1000.0 - 1.0;
-    }
     if (o->trace) {
         CHECK(ordo_trace_start(NULL));
     }
@@ -269,13 +287,10 @@ int demo_main(int argc, char **argv) {
     CHECK(ordo_device_open(device_name, &device));
     ordo_device_info_t info;
     CHECK(ordo_device_info(device, &info));
-    if (info.device_memory) {
-        /* The stages are host tasks that touch their blocks directly: right
-         * for the CPU backend, not for memory the host cannot address. */
-        fprintf(stderr,
-                "ordo demo: %s has device memory the host cannot touch, and the demo's CUDA "
-                "kernels are not written yet: run it on the cpu backend\n",
-                device_name);
+    if (info.device_memory && demo_cuda_open(device, &d.cuda) != ORDO_OK) {
+        /* Host tasks cannot touch memory the host cannot address: the
+         * stages must be the CUDA path's device work. */
+        fprintf(stderr, "ordo demo: cannot run on %s: %s\n", device_name, ordo_error_message());
         ordo_device_release(device);
         return 2;
     }
@@ -288,15 +303,21 @@ int demo_main(int argc, char **argv) {
     CHECK(ordo_waiter_create(NULL, &waiter));
     ordo_stream_t *up = streams[STAGE_UPLOAD], *comp = streams[STAGE_COMPUTE],
                   *red = streams[STAGE_REDUCE];
+    CHECK(host_buffers(&d, up, red));
 
     const size_t in_bytes = o->rows * o->k * sizeof(double);
     const size_t out_bytes = o->rows * o->m * sizeof(double);
-    demo_task_t *tasks = calloc(3 * o->chunks + 1, sizeof *tasks);
-    launch_t *launches = calloc(3 * o->chunks + 1, sizeof *launches);
+    demo_task_t *tasks = calloc(3 * o->chunks + 2, sizeof *tasks);
     ordo_block_t **outs = calloc(o->chunks, sizeof *outs);
-    if (!tasks || !launches || !outs) {
+    if (!tasks || !outs) {
         fprintf(stderr, "ordo demo: out of host memory\n");
         return 1;
+    }
+    /* On CUDA, reduce's progress: the chunks reduced, signalled on R. */
+    ordo_signal_t *reduced = NULL;
+    if (d.cuda) {
+        CHECK(ordo_signal_create(0, &reduced));
+        CHECK(ordo_signal_set_name(reduced, "demo: chunks reduced"));
     }
     uint64_t t0 = now_ns();
 
@@ -310,48 +331,67 @@ int demo_main(int argc, char **argv) {
         CHECK(ordo_mem_allocate(pool, in_bytes, 0, up, 2, &slots[s], &slot_ptr[s]));
         CHECK(ordo_block_buffer(slots[s], &slot_buf[s]));
     }
+    /* On CUDA the row sums go to a device block of the pool, on R. */
+    ordo_block_t *result_block = NULL;
+    void *result_ptr = NULL;
+    ordo_buffer_t *result_buf = NULL;
+    if (d.cuda) {
+        CHECK(ordo_mem_allocate(pool, n * sizeof(double), 0, red, 4, &result_block, &result_ptr));
+        CHECK(ordo_block_buffer(result_block, &result_buf));
+    }
     size_t next = 0;
     {
-        demo_task_t *t = &tasks[next];
-        *t = (demo_task_t){&d, 0, d.b_host, b_ptr, NULL, o->k * o->m * sizeof(double)};
-        launches[next] = (launch_t){upload_task, t};
+        demo_task_t *t = &tasks[next++];
+        *t =
+            (demo_task_t){&d, STAGE_UPLOAD, 0, d.b_host, b_ptr, NULL, o->k * o->m * sizeof(double)};
         ordo_access_t access = {b_buf, ORDO_ACCESS_WRITE};
-        CHECK(ordo_submit(tracker, up, &access, 1, launch_host, &launches[next++]));
+        CHECK(submit(tracker, up, &access, 1, t));
     }
     for (size_t i = 0; i < o->chunks; ++i) {
         int s = (int)(i % 2);
         /* upload: slot s <- chunk i */
-        demo_task_t *t = &tasks[next];
-        *t = (demo_task_t){&d, i, d.a + i * o->rows * o->k, slot_ptr[s], NULL, in_bytes};
-        launches[next] = (launch_t){upload_task, t};
+        demo_task_t *t = &tasks[next++];
+        *t = (demo_task_t){&d,          STAGE_UPLOAD, i,       d.a + i * o->rows * o->k,
+                           slot_ptr[s], NULL,         in_bytes};
         ordo_access_t up_access = {slot_buf[s], ORDO_ACCESS_WRITE};
-        CHECK(ordo_submit(tracker, up, &up_access, 1, launch_host, &launches[next++]));
+        CHECK(submit(tracker, up, &up_access, 1, t));
 
         /* compute: out_i = slot s × B, out_i fresh from the pool on C */
         void *out_ptr = NULL;
         ordo_buffer_t *out_buf = NULL;
         CHECK(ordo_mem_allocate(pool, out_bytes, 0, comp, 3, &outs[i], &out_ptr));
         CHECK(ordo_block_buffer(outs[i], &out_buf));
-        t = &tasks[next];
-        *t = (demo_task_t){&d, i, slot_ptr[s], out_ptr, b_ptr, 0};
-        launches[next] = (launch_t){compute_task, t};
+        t = &tasks[next++];
+        *t = (demo_task_t){&d, STAGE_COMPUTE, i, slot_ptr[s], out_ptr, b_ptr, 0};
         ordo_access_t comp_access[3] = {{slot_buf[s], ORDO_ACCESS_READ},
                                         {b_buf, ORDO_ACCESS_READ},
                                         {out_buf, ORDO_ACCESS_WRITE}};
-        CHECK(ordo_submit(tracker, comp, comp_access, 3, launch_host, &launches[next++]));
+        CHECK(submit(tracker, comp, comp_access, 3, t));
 
         /* reduce: row sums of out_i, then out_i is freed on R */
-        t = &tasks[next];
-        *t = (demo_task_t){&d, i, out_ptr, NULL, NULL, 0};
-        launches[next] = (launch_t){reduce_task, t};
-        ordo_access_t red_access = {out_buf, ORDO_ACCESS_READ};
-        CHECK(ordo_submit(tracker, red, &red_access, 1, launch_host, &launches[next++]));
+        t = &tasks[next++];
+        double *rows_dst = d.cuda ? (double *)result_ptr + i * o->rows : NULL;
+        *t = (demo_task_t){&d, STAGE_REDUCE, i, out_ptr, rows_dst, NULL, 0};
+        ordo_access_t red_access[2] = {{out_buf, ORDO_ACCESS_READ},
+                                       {result_buf, ORDO_ACCESS_WRITE}};
+        CHECK(submit(tracker, red, red_access, d.cuda ? 2 : 1, t));
         CHECK(ordo_mem_deallocate(pool, outs[i], red));
+        if (d.cuda) {
+            CHECK(ordo_stream_signal(red, reduced, i + 1));
+        }
+    }
+    if (d.cuda) {
+        /* download: the row sums back to the host, after the last reduce */
+        demo_task_t *t = &tasks[next++];
+        *t = (demo_task_t){&d, STAGE_DOWNLOAD, 0, result_ptr, d.result, NULL, n * sizeof(double)};
+        ordo_access_t access = {result_buf, ORDO_ACCESS_READ};
+        CHECK(submit(tracker, red, &access, 1, t));
     }
     uint64_t submitted_ns = now_ns() - t0;
 
-    /* Completion: the reduce stream signals `done` after its last chunk;
-     * an asynchronous waiter calls back on its worker thread. */
+    /* Completion: the reduce stream signals `done` after its last chunk
+     * (on CUDA, after the copy back); an asynchronous waiter calls back on
+     * its worker thread. */
     ordo_signal_t *done = NULL, *seen = NULL;
     CHECK(ordo_signal_create(0, &done));
     CHECK(ordo_signal_create(0, &seen));
@@ -374,8 +414,13 @@ int demo_main(int argc, char **argv) {
         }
         if (!o->quiet && now_ns() - last_report >= 1000000000ull) {
             last_report = now_ns();
-            fprintf(stderr, "ordo demo: %llu / %zu chunks\n",
-                    (unsigned long long)atomic_load(&d.chunks_done), o->chunks);
+            uint64_t chunks_done = atomic_load(&d.chunks_done);
+            if (reduced && ordo_signal_query(reduced, &chunks_done) != ORDO_OK) {
+                fprintf(stderr, "ordo demo: %s\n", ordo_error_message());
+                return 1;
+            }
+            fprintf(stderr, "ordo demo: %llu / %zu chunks\n", (unsigned long long)chunks_done,
+                    o->chunks);
         }
     }
     if (completion.status != ORDO_OK) {
@@ -395,11 +440,20 @@ int demo_main(int argc, char **argv) {
 
     ordo_tracker_metrics_t metrics;
     ordo_mem_pool_stats_t pool_stats;
+    uint64_t stage_ns[STAGES];
     CHECK(ordo_tracker_metrics(tracker, &metrics));
     CHECK(ordo_mem_pool_stats(pool, &pool_stats));
+    if (d.cuda) {
+        CHECK(demo_cuda_stage_times(d.cuda, stage_ns));
+    } else {
+        for (int s = 0; s < STAGES; ++s) {
+            stage_ns[s] = atomic_load(&d.stage_ns[s]);
+        }
+    }
     double flops = 2.0 * (double)n * (double)o->k * (double)o->m;
-    printf("ordo demo: %zu chunks of %zu x %zu times %zu x %zu on %s, 3 streams\n", o->chunks,
-           o->rows, o->k, o->k, o->m, device_name);
+    printf("ordo demo: %zu chunks of %zu x %zu times %zu x %zu on %s, 3 streams%s\n", o->chunks,
+           o->rows, o->k, o->k, o->m, device_name,
+           d.cuda ? " (copies and kernels on the device)" : "");
     printf("  result      %s (max relative error %.2e against a serial computation)\n",
            ok ? "verified" : "WRONG", max_error);
     printf("  time        %.1f ms (submission %.1f ms, completion callback at %.1f ms, final "
@@ -410,9 +464,10 @@ int demo_main(int argc, char **argv) {
            (double)o->chunks * 1e9 / (double)total_ns);
     printf("  stages      ");
     for (int s = 0; s < STAGES; ++s) {
-        printf("%s %.1f ms%s", stage_names[s], (double)atomic_load(&d.stage_ns[s]) / 1e6,
-               s + 1 < STAGES ? ", " : "\n");
+        printf("%s %.1f ms%s", stage_names[s], (double)stage_ns[s] / 1e6,
+               s + 1 < STAGES ? ", " : "");
     }
+    printf("%s\n", d.cuda ? " (device time between timing events around each copy or kernel)" : "");
     printf("  ordering    %llu submissions, %llu waits inserted, %llu elided as already "
            "known\n",
            (unsigned long long)metrics.submissions, (unsigned long long)metrics.waits_emitted,
@@ -440,11 +495,19 @@ int demo_main(int argc, char **argv) {
         CHECK(ordo_mem_deallocate(pool, slots[s], comp));
     }
     CHECK(ordo_mem_deallocate(pool, b_block, comp));
+    if (result_block) {
+        CHECK(ordo_mem_deallocate(pool, result_block, red));
+    }
     for (int s = 0; s < STAGES; ++s) {
         CHECK(ordo_stream_synchronize(streams[s], ordo_deadline_after_ms(60000)));
     }
     CHECK(ordo_mem_reap_pending(pool, ordo_deadline_after_ms(60000)));
     CHECK(ordo_mem_resource_destroy(pool));
+    if (d.cuda) {
+        CHECK(demo_cuda_close(d.cuda)); /* the pinned A, B and result */
+        d.a = d.b_host = d.result = NULL;
+        CHECK(ordo_signal_release(reduced));
+    }
     CHECK(ordo_waiter_destroy(waiter));
     for (int s = 0; s < STAGES; ++s) {
         CHECK(ordo_stream_destroy(streams[s]));
@@ -460,7 +523,6 @@ int demo_main(int argc, char **argv) {
                (unsigned long long)stats.events, (unsigned long long)stats.flows);
     }
     free(tasks);
-    free(launches);
     free(outs);
     free(d.a);
     free(d.b_host);

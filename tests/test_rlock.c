@@ -367,6 +367,104 @@ static void test_bias_churn_keeps_mutual_exclusion(void **state) {
     free(c);
 }
 
+/* Lost wakeups: again and again one thread holds the lock through the bias
+ * for a moment (from nothing to a few microseconds) while several others
+ * arrive at once; the first revokes (sleeping or not while the biased
+ * thread is inside) and the others queue on the shared path. A wake that
+ * is lost leaves a thread asleep and the round's deadline fails. */
+#define WAKE_REVOKERS 3
+
+typedef struct wake {
+    ordo_rlock_t lock;
+    _Atomic uint32_t round;   /* odd: the biased thread is taking the lock */
+    _Atomic uint32_t arrived; /* revokers through this round */
+    _Atomic int stop;
+    int inside;
+    _Atomic int overlaps;
+    uint64_t biased_rounds;
+} wake_t;
+
+static void wake_critical(wake_t *w) {
+    if (w->inside) {
+        atomic_fetch_add(&w->overlaps, 1);
+    }
+    w->inside = 1;
+    w->inside = 0;
+}
+
+static void *wake_revoker(void *arg) {
+    wake_t *w = arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t round;
+        const ordo_deadline_t deadline = test_deadline();
+        while ((round = atomic_load(&w->round)) == seen || !(round & 1)) {
+            if (atomic_load(&w->stop) || ordo_time_now_ns() >= deadline) {
+                return NULL;
+            }
+            sched_yield();
+        }
+        seen = round;
+        ordo_rlock_lock(&w->lock);
+        wake_critical(w);
+        ordo_rlock_unlock(&w->lock);
+        atomic_fetch_add(&w->arrived, 1);
+    }
+}
+
+static void test_revokers_woken_after_short_biased_holds(void **state) {
+    (void)state;
+    wake_t *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    ordo_rlock_init(&w->lock);
+    pthread_t revokers[WAKE_REVOKERS];
+    for (int i = 0; i < WAKE_REVOKERS; ++i) {
+        revokers[i] = test_thread_start(wake_revoker, w);
+    }
+    uint64_t rng = 0x853c49e6748fea9bu;
+    const uint32_t rounds = (uint32_t)test_scaled(20000);
+    int timed_out = 0;
+    for (uint32_t r = 0; r < rounds && !timed_out; ++r) {
+        /* Earn the bias back at once (run_to_bias is guarded by word). */
+        for (int i = 0; i < 3; ++i) {
+            ordo_rlock_lock(&w->lock);
+            if (!w->lock.through_bias && w->lock.run_to_bias) {
+                w->lock.run_to_bias = 1;
+            }
+            ordo_rlock_unlock(&w->lock);
+        }
+        atomic_store(&w->arrived, 0);
+        ordo_rlock_lock(&w->lock);
+        w->biased_rounds += w->lock.through_bias;
+        atomic_store(&w->round, 2 * r + 1); /* the revokers come now */
+        wake_critical(w);
+        for (unsigned spin = (unsigned)(test_rand(&rng) % 4096); spin; --spin) {
+            ordo_cpu_relax();
+        }
+        ordo_rlock_unlock(&w->lock);
+        const ordo_deadline_t deadline = test_deadline();
+        while (atomic_load(&w->arrived) < WAKE_REVOKERS) {
+            if (ordo_time_now_ns() >= deadline) {
+                timed_out = 1;
+                break;
+            }
+            sched_yield();
+        }
+        atomic_store(&w->round, 2 * r + 2);
+    }
+    atomic_store(&w->stop, 1);
+    for (int i = 0; i < WAKE_REVOKERS; ++i) {
+        join_bounded(revokers[i]);
+    }
+    print_message("%u rounds, %llu with the bias\n", rounds, (unsigned long long)w->biased_rounds);
+    assert_false(timed_out);
+    assert_int_equal(atomic_load(&w->overlaps), 0);
+    if (ordo_asym_cheap()) {
+        assert_true(w->biased_rounds > rounds / 2);
+    }
+    free(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_held),
@@ -375,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_mutual_exclusion_across_bias_changes),
         cmocka_unit_test(test_stale_biased_entry_does_not_hide_the_new_holder),
         cmocka_unit_test(test_bias_churn_keeps_mutual_exclusion),
+        cmocka_unit_test(test_revokers_woken_after_short_biased_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* The tracker's lock (src/base/rlock.h): recursion, the bias towards a
  * thread that uses it alone, revocation of the bias when another thread
  * comes, and mutual exclusion under contention across bias changes. */
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "base/asym_fence.h"
@@ -108,6 +109,73 @@ static void test_revocation_waits_for_the_biased_holder(void **state) {
     ordo_rlock_unlock(&lock);
 }
 
+/* A thread that read `bias` (its own marker) in ordo_rlock_lock, then was
+ * descheduled before announcing itself in `bias_inside`: meanwhile its
+ * bias is revoked and another thread earns the bias and enters. The stale
+ * thread's entry (modelled by calling ordo_rlock_enter_bias, which is what
+ * ordo_rlock_lock does next) must back off without hiding the new biased
+ * holder from a revoker. */
+typedef struct stale {
+    ordo_rlock_t lock;
+    _Atomic int inside; /* the second thread holds the lock through the bias */
+    _Atomic int release;
+    _Atomic int third_acquired;
+} stale_t;
+
+static void *take_bias_and_hold(void *arg) {
+    stale_t *s = arg;
+    bias_to_me(&s->lock); /* revokes the first thread, then earns the bias */
+    ordo_rlock_lock(&s->lock);
+    atomic_store(&s->inside, s->lock.through_bias ? 1 : -1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&s->release) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    ordo_rlock_unlock(&s->lock);
+    return NULL;
+}
+
+static void *take_once_stale(void *arg) {
+    stale_t *s = arg;
+    ordo_rlock_lock(&s->lock);
+    atomic_store(&s->third_acquired, 1);
+    ordo_rlock_unlock(&s->lock);
+    return NULL;
+}
+
+static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
+    (void)state;
+    if (!ordo_asym_init()) {
+        skip();
+    }
+    stale_t *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    ordo_rlock_init(&s->lock);
+    bias_to_me(&s->lock);
+    assert_true(biased_to_me(&s->lock));
+    /* Here this thread would read `bias` == itself and be descheduled. */
+    pthread_t second = test_thread_start(take_bias_and_hold, s);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&s->inside) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    /* The second thread holds the lock (through the shared path: the lock
+     * stays unbiased while the first thread may be on its way in). */
+    assert_int_not_equal(atomic_load(&s->inside), 0);
+    /* This thread resumes its entry: it must see it lost the bias. */
+    assert_false(ordo_rlock_enter_bias(&s->lock));
+    /* A third thread must still wait for the second to leave. */
+    pthread_t third = test_thread_start(take_once_stale, s);
+    test_sleep_ms(50);
+    int overlapped = atomic_load(&s->third_acquired);
+    atomic_store(&s->release, 1);
+    join_bounded(second);
+    join_bounded(third);
+    assert_int_equal(overlapped, 0);
+    assert_int_equal(atomic_load(&s->third_acquired), 1);
+    free(s);
+}
+
 /* Contention across bias changes: threads alternate solo runs long
  * enough to earn the bias with bursts that revoke it; a plain counter and
  * an "inside" flag catch any overlap (ThreadSanitizer too). */
@@ -198,12 +266,214 @@ static void test_mutual_exclusion_across_bias_changes(void **state) {
     free(s);
 }
 
+/* The bias moves between threads as fast as it can: every acquisition
+ * through the shared path lowers the run that earns the bias to 2, and
+ * more threads than cores take the lock with tiny critical sections, so
+ * threads are often descheduled between reading `bias` and entering, and
+ * revokers often sleep while the biased thread is inside or backing off.
+ * Bounded by time; a plain counter and an "inside" flag catch overlap. */
+#define CHURN_THREADS 6
+
+typedef struct churn {
+    ordo_rlock_t lock;
+    int inside;
+    uint64_t counter;
+    uint64_t biased_entries;
+    _Atomic int overlaps;
+    uint64_t until_ns;
+} churn_t;
+
+typedef struct churn_arg {
+    churn_t *c;
+    int id;
+    uint64_t done;
+} churn_arg_t;
+
+/* ordo_rlock_lock with the thread descheduled where preemption can fall
+ * between its relaxed read of `bias` and its entry through the bias. */
+static void lock_descheduled_after_bias_load(ordo_rlock_t *lock) {
+    const void *me = &ordo_rlock_marker;
+    if (atomic_load_explicit(&lock->bias, memory_order_relaxed) == me) {
+        sched_yield();
+        if (ordo_rlock_enter_bias(lock)) {
+            lock->through_bias = 1;
+            atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
+            lock->depth = 1;
+            return;
+        }
+    }
+    ordo_rlock_lock_shared(lock);
+    lock->through_bias = 0;
+    atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
+    lock->depth = 1;
+}
+
+static void *churn_thread(void *arg) {
+    churn_arg_t *a = arg;
+    churn_t *c = a->c;
+    uint64_t rng = 0x2545f4914f6cdd1du * (uint64_t)(a->id + 1);
+    while (ordo_time_now_ns() < c->until_ns) {
+        unsigned burst = 1u + (unsigned)(test_rand(&rng) % 8);
+        for (unsigned i = 0; i < burst; ++i) {
+            if ((test_rand(&rng) & 15) == 0) {
+                lock_descheduled_after_bias_load(&c->lock);
+            } else {
+                ordo_rlock_lock(&c->lock);
+            }
+            if (c->inside) {
+                atomic_fetch_add(&c->overlaps, 1);
+            }
+            c->inside = 1;
+            ++c->counter;
+            if (c->lock.through_bias) {
+                ++c->biased_entries;
+            } else {
+                c->lock.run_to_bias = c->lock.run_to_bias ? 2 : 0; /* under word */
+            }
+            c->inside = 0;
+            ordo_rlock_unlock(&c->lock);
+            ++a->done;
+        }
+        if ((test_rand(&rng) & 63) == 0) {
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static void test_bias_churn_keeps_mutual_exclusion(void **state) {
+    (void)state;
+    churn_t *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    ordo_rlock_init(&c->lock);
+    c->until_ns = ordo_time_now_ns() + 2000000000u / ORDO_TEST_SCALE_DIVISOR + 200000000u;
+    churn_arg_t args[CHURN_THREADS];
+    pthread_t threads[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; ++i) {
+        args[i] = (churn_arg_t){c, i, 0};
+        threads[i] = test_thread_start(churn_thread, &args[i]);
+    }
+    uint64_t expected = 0;
+    for (int i = 0; i < CHURN_THREADS; ++i) {
+        join_bounded(threads[i]);
+        expected += args[i].done;
+    }
+    print_message("%llu acquisitions, %llu through the bias, %d overlaps\n",
+                  (unsigned long long)expected, (unsigned long long)c->biased_entries,
+                  atomic_load(&c->overlaps));
+    assert_int_equal(atomic_load(&c->overlaps), 0);
+    assert_int_equal(c->counter, expected);
+    assert_false(ordo_rlock_held(&c->lock));
+    free(c);
+}
+
+/* Lost wakeups: again and again one thread holds the lock through the bias
+ * for a moment (from nothing to a few microseconds) while several others
+ * arrive at once; the first revokes (sleeping or not while the biased
+ * thread is inside) and the others queue on the shared path. A wake that
+ * is lost leaves a thread asleep and the round's deadline fails. */
+#define WAKE_REVOKERS 3
+
+typedef struct wake {
+    ordo_rlock_t lock;
+    _Atomic uint32_t round;   /* odd: the biased thread is taking the lock */
+    _Atomic uint32_t arrived; /* revokers through this round */
+    _Atomic int stop;
+    int inside;
+    _Atomic int overlaps;
+    uint64_t biased_rounds;
+} wake_t;
+
+static void wake_critical(wake_t *w) {
+    if (w->inside) {
+        atomic_fetch_add(&w->overlaps, 1);
+    }
+    w->inside = 1;
+    w->inside = 0;
+}
+
+static void *wake_revoker(void *arg) {
+    wake_t *w = arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t round;
+        const ordo_deadline_t deadline = test_deadline();
+        while ((round = atomic_load(&w->round)) == seen || !(round & 1)) {
+            if (atomic_load(&w->stop) || ordo_time_now_ns() >= deadline) {
+                return NULL;
+            }
+            sched_yield();
+        }
+        seen = round;
+        ordo_rlock_lock(&w->lock);
+        wake_critical(w);
+        ordo_rlock_unlock(&w->lock);
+        atomic_fetch_add(&w->arrived, 1);
+    }
+}
+
+static void test_revokers_woken_after_short_biased_holds(void **state) {
+    (void)state;
+    wake_t *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    ordo_rlock_init(&w->lock);
+    pthread_t revokers[WAKE_REVOKERS];
+    for (int i = 0; i < WAKE_REVOKERS; ++i) {
+        revokers[i] = test_thread_start(wake_revoker, w);
+    }
+    uint64_t rng = 0x853c49e6748fea9bu;
+    const uint32_t rounds = (uint32_t)test_scaled(20000);
+    int timed_out = 0;
+    for (uint32_t r = 0; r < rounds && !timed_out; ++r) {
+        /* Earn the bias back at once (run_to_bias is guarded by word). */
+        for (int i = 0; i < 3; ++i) {
+            ordo_rlock_lock(&w->lock);
+            if (!w->lock.through_bias && w->lock.run_to_bias) {
+                w->lock.run_to_bias = 1;
+            }
+            ordo_rlock_unlock(&w->lock);
+        }
+        atomic_store(&w->arrived, 0);
+        ordo_rlock_lock(&w->lock);
+        w->biased_rounds += w->lock.through_bias;
+        atomic_store(&w->round, 2 * r + 1); /* the revokers come now */
+        wake_critical(w);
+        for (unsigned spin = (unsigned)(test_rand(&rng) % 4096); spin; --spin) {
+            ordo_cpu_relax();
+        }
+        ordo_rlock_unlock(&w->lock);
+        const ordo_deadline_t deadline = test_deadline();
+        while (atomic_load(&w->arrived) < WAKE_REVOKERS) {
+            if (ordo_time_now_ns() >= deadline) {
+                timed_out = 1;
+                break;
+            }
+            sched_yield();
+        }
+        atomic_store(&w->round, 2 * r + 2);
+    }
+    atomic_store(&w->stop, 1);
+    for (int i = 0; i < WAKE_REVOKERS; ++i) {
+        join_bounded(revokers[i]);
+    }
+    print_message("%u rounds, %llu with the bias\n", rounds, (unsigned long long)w->biased_rounds);
+    assert_false(timed_out);
+    assert_int_equal(atomic_load(&w->overlaps), 0);
+    if (ordo_asym_cheap()) {
+        assert_true(w->biased_rounds > rounds / 2);
+    }
+    free(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_held),
         cmocka_unit_test(test_a_thread_alone_earns_the_bias),
         cmocka_unit_test(test_revocation_waits_for_the_biased_holder),
         cmocka_unit_test(test_mutual_exclusion_across_bias_changes),
+        cmocka_unit_test(test_stale_biased_entry_does_not_hide_the_new_holder),
+        cmocka_unit_test(test_bias_churn_keeps_mutual_exclusion),
+        cmocka_unit_test(test_revokers_woken_after_short_biased_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 #include "base/asym_fence.h"
 
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -26,7 +29,16 @@ int ordo_asym_init(void) {
 
 void ordo_asym_rare(void) {
     if (ordo_asym_cheap()) {
-        (void)membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+        /* Hot sides that fence with the compiler only rely on it, so a
+         * failure is never ignored: ENOMEM (the kernel could not allocate
+         * its CPU mask) is retried; no other error can follow a successful
+         * registration, and going on without the fence would break them. */
+        while (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+            if (errno != ENOMEM) {
+                abort();
+            }
+            sched_yield();
+        }
     } else {
         atomic_thread_fence(memory_order_seq_cst);
     }

@@ -16,6 +16,7 @@ void ordo_rlock_init(ordo_rlock_t *lock) {
     atomic_init(&lock->bias, NULL);
     atomic_init(&lock->bias_inside, 0);
     atomic_init(&lock->revoking, 0);
+    lock->revoked = NULL;
     lock->run_owner = NULL;
     lock->run = 0;
     /* Without cheap asymmetric fences a biased entry costs two fences:
@@ -45,7 +46,7 @@ static void word_lock(ordo_rlock_t *lock) {
 }
 
 /* Under word: takes the bias away from the thread that has it. */
-static void revoke(ordo_rlock_t *lock) {
+static void revoke(ordo_rlock_t *lock, const void *biased) {
     atomic_store_explicit(&lock->revoking, 1, memory_order_seq_cst);
     ordo_asym_rare();
     /* The biased thread either saw `revoking` and stays out, or is inside
@@ -55,6 +56,9 @@ static void revoke(ordo_rlock_t *lock) {
     }
     atomic_store_explicit(&lock->bias, NULL, memory_order_relaxed);
     atomic_store_explicit(&lock->revoking, 0, memory_order_release);
+    /* It may have read `bias` just before and still be on its way to
+     * `bias_inside`: no other thread may be biased until it has come here. */
+    lock->revoked = biased;
     if (lock->run_to_bias < RUN_TO_BIAS_MAX) {
         lock->run_to_bias *= 2;
     }
@@ -65,8 +69,11 @@ void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
     word_lock(lock);
     const void *bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     if (bias && bias != me) {
-        revoke(lock);
+        revoke(lock, bias);
         bias = NULL;
+    }
+    if (lock->revoked == me) {
+        lock->revoked = NULL; /* past any entry it began before losing the bias */
     }
     if (lock->run_owner == me) {
         ++lock->run;
@@ -74,7 +81,7 @@ void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
         lock->run_owner = me;
         lock->run = 1;
     }
-    if (!bias && lock->run_to_bias && lock->run >= lock->run_to_bias) {
+    if (!bias && !lock->revoked && lock->run_to_bias && lock->run >= lock->run_to_bias) {
         /* Biased from this thread's next acquisition; it holds word now,
          * so no other thread is inside. */
         atomic_store_explicit(&lock->bias, me, memory_order_relaxed);

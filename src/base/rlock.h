@@ -15,6 +15,15 @@
  * the lock is biased again, so a lock that several threads share settles
  * on the shared path. Without membarrier the lock is never biased.
  *
+ * A revoked thread may have read `bias` (itself) just before the
+ * revocation and be descheduled before it writes `bias_inside`; when it
+ * resumes it sees that it lost the bias and backs off, clearing
+ * `bias_inside`. Were the lock biased to another thread by then, that
+ * store would hide the new biased thread from its revoker. So after a
+ * revocation the lock is biased to no other thread until the revoked one
+ * has come through the shared path (which it does when it backs off):
+ * `bias_inside` has one writer at a time.
+ *
  * The owning thread may take the lock again (each lock needs its unlock). */
 #ifndef ORDO_BASE_RLOCK_H
 #define ORDO_BASE_RLOCK_H
@@ -31,6 +40,9 @@ typedef struct ordo_rlock {
     _Atomic(const void *) bias;   /* the marker of the thread it is biased to, or NULL */
     _Atomic uint32_t bias_inside; /* written by the biased thread only */
     _Atomic uint32_t revoking;    /* written under word: the bias is being taken away */
+    /* Under word: the thread whose bias was last revoked, until it next
+     * comes through the shared path (see below). */
+    const void *revoked;
     /* Under word: the last thread through the shared path, its run of
      * consecutive acquisitions and the run that earns the bias. */
     const void *run_owner;

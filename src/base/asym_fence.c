@@ -4,7 +4,9 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +37,10 @@ void ordo_asym_rare(void) {
          * registration, and going on without the fence would break them. */
         while (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
             if (errno != ENOMEM) {
+                fprintf(stderr,
+                        "ordo: membarrier failed after it was registered (%s); "
+                        "going on would break mutual exclusion\n",
+                        strerror(errno));
                 abort();
             }
             sched_yield();

@@ -7,6 +7,8 @@ _Thread_local char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
 /* The first run that earns the bias, and the longest after revocations. */
 #define RUN_TO_BIAS_FIRST 64u
 #define RUN_TO_BIAS_MAX (1u << 24)
+/* How long a revoker sleeps before it looks at the biased thread again. */
+#define REVOKE_RECHECK_NS 50000u
 
 void ordo_rlock_init(ordo_rlock_t *lock) {
     atomic_init(&lock->word, 0);
@@ -50,9 +52,12 @@ static void revoke(ordo_rlock_t *lock, const void *biased) {
     atomic_store_explicit(&lock->revoking, 1, memory_order_seq_cst);
     ordo_asym_rare();
     /* The biased thread either saw `revoking` and stays out, or is inside
-     * and leaves (and wakes us: see ordo_rlock_leave_bias). */
+     * and leaves. Its leave read `revoking` before its release store (see
+     * ordo_rlock_leave_bias), so a leave that raced with this revocation
+     * may not wake us: each sleep is short, and the flag is looked at
+     * again. */
     while (atomic_load_explicit(&lock->bias_inside, memory_order_acquire)) {
-        (void)ordo_futex_wait(&lock->bias_inside, 1, ORDO_DEADLINE_NEVER);
+        (void)ordo_futex_wait(&lock->bias_inside, 1, ordo_deadline_after_ns(REVOKE_RECHECK_NS));
     }
     atomic_store_explicit(&lock->bias, NULL, memory_order_relaxed);
     atomic_store_explicit(&lock->revoking, 0, memory_order_release);
@@ -97,4 +102,8 @@ void ordo_rlock_unlock_shared(ordo_rlock_t *lock) {
 
 void ordo_rlock_wake_revoker(ordo_rlock_t *lock) {
     ordo_futex_wake(&lock->bias_inside, 1);
+}
+
+void ordo_rlock_wake_revoker_at(_Atomic uint32_t *bias_inside) {
+    ordo_futex_wake(bias_inside, 1);
 }

@@ -24,6 +24,11 @@
  * has come through the shared path (which it does when it backs off):
  * `bias_inside` has one writer at a time.
  *
+ * Unlock through the bias reads nothing of the lock after its release
+ * store, so a thread that takes the lock next may destroy it at once, as
+ * with a mutex; a revoker that raced with that unlock (and so may not be
+ * woken) sleeps in short steps and looks again.
+ *
  * The owning thread may take the lock again (each lock needs its unlock). */
 #ifndef ORDO_BASE_RLOCK_H
 #define ORDO_BASE_RLOCK_H
@@ -57,8 +62,10 @@ void ordo_rlock_init(ordo_rlock_t *lock);
 /* Out of line: the shared path of lock and unlock. */
 void ordo_rlock_lock_shared(ordo_rlock_t *lock);
 void ordo_rlock_unlock_shared(ordo_rlock_t *lock);
-/* Out of line: wakes a revoker waiting for the biased thread to leave. */
+/* Out of line: wakes a revoker waiting for the biased thread to leave
+ * (the second form touches nothing but the address). */
 void ordo_rlock_wake_revoker(ordo_rlock_t *lock);
+void ordo_rlock_wake_revoker_at(_Atomic uint32_t *bias_inside);
 
 /* Non-zero when the calling thread holds the lock. Only this thread ever
  * stores its own marker, so seeing it means it is still ours. */
@@ -67,6 +74,7 @@ static inline int ordo_rlock_held(const ordo_rlock_t *lock) {
 }
 
 static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock);
+static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock);
 static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock);
 
 static inline void ordo_rlock_lock(ordo_rlock_t *lock) {
@@ -111,18 +119,34 @@ static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock) {
         atomic_load_explicit(&lock->bias, memory_order_relaxed) == &ordo_rlock_marker) {
         return 1;
     }
-    ordo_rlock_leave_bias(lock);
+    ordo_rlock_back_off_bias(lock);
     return 0;
 }
 
-/* Release: a revoker that sees the flag down sees the critical section's
- * writes. A revoker that found the flag up sleeps on it; it raised
+/* The biased thread steps back from an entry it may not make (it still
+ * uses the lock afterwards). Release: a revoker that sees the flag down
+ * sees this thread's writes; one that found it up and sleeps raised
  * `revoking` before its fence, so this load sees it. */
-static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock) {
+static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock) {
     atomic_store_explicit(&lock->bias_inside, 0, memory_order_release);
     ordo_asym_hot();
     if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
         ordo_rlock_wake_revoker(lock);
+    }
+}
+
+/* The biased thread leaves at unlock. Nothing of the lock is read after
+ * the release store: from then on a revoker may take the lock, and the
+ * tracker may be destroyed as soon as it is free (as with a mutex). So
+ * `revoking` is read first: a revocation that began before that is woken
+ * (by address only); one that begins later and finds the flag still up
+ * sleeps with a short timeout and looks again (see revoke). */
+static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock) {
+    int wake = atomic_load_explicit(&lock->revoking, memory_order_relaxed) != 0;
+    _Atomic uint32_t *inside = &lock->bias_inside;
+    atomic_store_explicit(inside, 0, memory_order_release);
+    if (wake) {
+        ordo_rlock_wake_revoker_at(inside);
     }
 }
 

@@ -55,8 +55,10 @@
 #define COORD_CHUNK_CALLBACKS 6
 /* Origin streams an op's needs keep inline (see coord_op_t). */
 #define COORD_INLINE_NEEDS 4
-/* Ids looked up without hashing (see struct ordo_coord). */
-#define COORD_RECENT 4096u
+/* Ids looked up without hashing (see struct ordo_coord): the table's
+ * first and largest sizes. */
+#define COORD_RECENT_MIN 4096u
+#define COORD_RECENT_MAX ((uint32_t)1 << 22)
 /* Registrations between lazy polls of the pending ops. */
 #define COORD_POLL_EVERY 16
 
@@ -79,38 +81,28 @@ typedef struct coord_callback_chunk {
     coord_callback_t entries[COORD_CHUNK_CALLBACKS];
 } coord_callback_chunk_t;
 
+/* An op's record, laid out by use so that the common path touches few
+ * cache lines: with thousands of ops in flight the records do not stay in
+ * cache, and each line a call touches can cost a miss.
+ * - line 0: what every step reads or writes (register, begin, complete,
+ *   the lazy poll, retirement, the free list);
+ * - line 1: what register and begin use (the needs, the launch);
+ * - line 2: the description (written by register, read for errors);
+ * - the rest: callbacks, their timepoint and lists, the ready queue: only
+ *   ops with callbacks or a launch function touch them. */
 typedef struct coord_op {
-    ordo_op_id_t id; /* 0: a free slot */
-    uint64_t point;  /* on its stream's timeline, once completed */
-    ordo_op_launch_fn launch;
-    void *launch_ctx;
-    coord_callback_t callbacks[COORD_INLINE_CALLBACKS];
-    coord_callback_chunk_t *more_callbacks; /* in the order added */
-    uint32_t callback_count;
+    /* line 0 */
+    _Alignas(64) ordo_op_id_t id; /* 0: a free slot */
+    uint64_t point;               /* on its stream's timeline, once completed */
+    uint32_t slot;
+    uint32_t next;             /* its stream's pending list, or the free list */
+    ordo_status_t status;      /* once finished */
+    ordo_status_t dep_failure; /* a dependency that had failed when it was added */
     /* Dependencies whose completion point is not recorded yet (begin and
      * dispatch wait for none). Each is an edge dep -> op of the graph. */
     uint32_t pending_deps;
-    /* What begin waits for: per origin stream, the latest completion point
-     * of a dependency there (copied when the dependency's point is
-     * recorded, so a dependency never has to outlive its own completion).
-     * Up to COORD_INLINE_NEEDS streams inline; an op that may need more
-     * has more_needs, indexed by stream (0: none). */
-    uint64_t need_point[COORD_INLINE_NEEDS];
-    uint8_t need_stream[COORD_INLINE_NEEDS];
-    uint8_t need_count;
-    uint64_t *more_needs;
-    uint32_t dep_total; /* dependencies listed (bounds the streams needed) */
-    ordo_coord_t *coord;
-    struct coord_op *done_next;     /* on a coord_work_t's done list */
-    struct coord_op *arm_next;      /* on a coord_work_t's arm list */
-    struct coord_op *deferred_next; /* on coord->deferred */
-    ordo_timepoint_t timepoint;     /* armed while tp_pending, for ops with callbacks */
-    uint32_t slot;
-    uint32_t next; /* its stream's pending list, or the free list */
-    uint32_t ready_prev;
-    uint32_t ready_next;
-    ordo_status_t status;      /* once finished */
-    ordo_status_t dep_failure; /* a dependency that had failed when it was added */
+    uint32_t callback_count; /* more_callbacks is allocated iff > COORD_INLINE_CALLBACKS */
+    uint32_t dep_total;      /* dependencies listed (bounds the streams needed) */
     uint8_t state;
     uint8_t type;
     uint8_t priority;
@@ -120,7 +112,31 @@ typedef struct coord_op {
     uint8_t callbacks_running; /* its callbacks run outside the lock */
     uint8_t tp_pending;        /* its timepoint is armed (or about to be) */
     uint8_t in_recent;         /* found through coord->recent, not coord->live */
-    char description[ORDO_OP_DESCRIPTION_MAX];
+    uint8_t wide;              /* more_needs is allocated */
+    /* line 1. What begin waits for: per origin stream, the latest
+     * completion point of a dependency there (copied when the dependency's
+     * point is recorded, so a dependency never has to outlive its own
+     * completion). Up to COORD_INLINE_NEEDS streams inline; an op that may
+     * need more has more_needs (`wide`), indexed by stream (0: none).
+     * Register sets need_count; retirement leaves line 1 alone. */
+    _Alignas(64) uint64_t need_point[COORD_INLINE_NEEDS];
+    uint64_t *more_needs;
+    ordo_op_launch_fn launch;
+    void *launch_ctx;
+    uint8_t need_stream[COORD_INLINE_NEEDS];
+    uint8_t need_count;
+    /* line 2 */
+    _Alignas(64) char description[ORDO_OP_DESCRIPTION_MAX];
+    /* cold */
+    _Alignas(64) coord_callback_t callbacks[COORD_INLINE_CALLBACKS];
+    coord_callback_chunk_t *more_callbacks; /* in the order added */
+    ordo_coord_t *coord;
+    struct coord_op *done_next;     /* on a coord_work_t's done list */
+    struct coord_op *arm_next;      /* on a coord_work_t's arm list */
+    struct coord_op *deferred_next; /* on coord->deferred */
+    uint32_t ready_prev;            /* set by ready_push */
+    uint32_t ready_next;
+    ordo_timepoint_t timepoint; /* armed while tp_pending, for ops with callbacks */
 } coord_op_t;
 
 /* A completion point remembered with what its stream had waited for, so a
@@ -168,10 +184,14 @@ struct ordo_coord {
     uint32_t chunk_count;
     uint32_t chunk_cap;
     uint32_t free_slot;
-    /* Live ids: the last COORD_RECENT ids map straight to their slots
-     * (recent[id % COORD_RECENT] = slot + 1, checked against the op's id);
-     * an op still live when a newer id takes its entry moves to `live`. */
-    uint32_t recent[COORD_RECENT];
+    /* Live ids: recent ids map straight to their slots (recent[id &
+     * recent_mask] = slot + 1, checked against the op's id; 0 once the op
+     * has retired, so a non-zero entry always names a live op). An op still
+     * live when a newer id takes its entry moves to `live`, unless live ops
+     * fill half the table: then it doubles (up to COORD_RECENT_MAX), so a
+     * long backlog of ops in flight is looked up without hashing too. */
+    uint32_t *recent;
+    uint32_t recent_mask;
     id_map_t live;
     uint64_t live_count;
     uint64_t issued; /* the last id handed out */
@@ -239,7 +259,7 @@ op_lookup_t op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t 
 
 static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
                                     ordo_status_t *out_outcome) {
-    uint32_t entry = coord->recent[id % COORD_RECENT];
+    uint32_t entry = coord->recent[id & coord->recent_mask];
     if (entry && id && op_at(coord, entry - 1)->id == id) {
         *out_slot = entry - 1;
         return LOOKUP_LIVE;
@@ -247,8 +267,16 @@ static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, 
     return op_lookup_slow(coord, id, out_slot, out_outcome);
 }
 
-/* Makes id (just issued to the op in slot) findable; room in coord->live
- * for one entry must have been reserved. */
+/* Allocates the table of recent ids (at create). */
+ordo_status_t op_recent_init(ordo_coord_t *coord);
+
+/* Before the next id is issued: makes room for it to be published (grows
+ * the recent table, or reserves an entry of coord->live for the op whose
+ * entry the new id takes). */
+ordo_status_t op_id_reserve(ordo_coord_t *coord);
+
+/* Makes id (just issued to the op in slot) findable; op_id_reserve must
+ * have succeeded since the last publish. */
 void op_id_publish(ordo_coord_t *coord, uint32_t slot);
 
 /* Raises the error for a lookup that found no live op. */

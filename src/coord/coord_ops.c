@@ -76,27 +76,38 @@ ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
     }
     uint32_t slot = coord->free_slot;
     coord->free_slot = op_at(coord, slot)->next;
+    if (coord->free_slot != COORD_NONE) {
+        /* The next registration writes the first three lines of the next
+         * free record: fetch them now, while this one goes on. */
+        const coord_op_t *next = op_at(coord, coord->free_slot);
+        __builtin_prefetch(next, 1);
+        __builtin_prefetch(next->need_point, 1);
+        __builtin_prefetch(next->description, 1);
+    }
     *out_slot = slot;
     return ORDO_OK;
 }
 
 void op_slot_return(ordo_coord_t *coord, uint32_t slot) {
     coord_op_t *op = op_at(coord, slot);
-    if (op->more_needs) {
+    /* Only line 0 of the record is read here unless the op had more (see
+     * coord_op_t): a retired record is not in cache any more. */
+    if (op->wide) {
         ordo_dealloc(op->more_needs, ORDO_COORD_MAX_STREAMS * sizeof *op->more_needs, 0);
+        op->wide = 0;
     }
-    while (op->more_callbacks) {
-        coord_callback_chunk_t *next = op->more_callbacks->next;
-        ordo_dealloc(op->more_callbacks, sizeof *op->more_callbacks, 0);
-        op->more_callbacks = next;
+    if (op->callback_count > COORD_INLINE_CALLBACKS) {
+        while (op->more_callbacks) {
+            coord_callback_chunk_t *next = op->more_callbacks->next;
+            ordo_dealloc(op->more_callbacks, sizeof *op->more_callbacks, 0);
+            op->more_callbacks = next;
+        }
     }
-    /* What a fresh op must find; the rest register sets. */
+    /* What a fresh op must find in line 0; register sets the rest. */
     op->id = 0;
     op->state = OP_FREE;
     op->callback_count = 0;
     op->pending_deps = 0;
-    op->need_count = 0;
-    op->more_needs = NULL;
     op->status = ORDO_OK;
     op->dep_failure = ORDO_OK;
     op->recorded = 0;
@@ -135,16 +146,63 @@ static void failure_remember(ordo_coord_t *coord, ordo_op_id_t id, ordo_status_t
     id_map_put(&coord->failures, id, (uint32_t)status);
 }
 
+ordo_status_t op_recent_init(ordo_coord_t *coord) {
+    coord->recent = ordo_alloc(COORD_RECENT_MIN * sizeof *coord->recent, 64);
+    if (!coord->recent) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    coord->recent_mask = COORD_RECENT_MIN - 1;
+    return ORDO_OK;
+}
+
+/* Doubles the recent table. Entries cannot collide: two live ids in the
+ * old table differ modulo its size, so they differ modulo twice that. */
+static ordo_status_t recent_grow(ordo_coord_t *coord) {
+    uint32_t old_size = coord->recent_mask + 1;
+    uint32_t size = 2 * old_size;
+    uint32_t *table = ordo_alloc(size * sizeof *table, 64);
+    if (!table) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < old_size; ++i) {
+        uint32_t entry = coord->recent[i];
+        if (entry) {
+            table[op_at(coord, entry - 1)->id & (size - 1)] = entry;
+        }
+    }
+    ordo_dealloc(coord->recent, old_size * sizeof *coord->recent, 64);
+    coord->recent = table;
+    coord->recent_mask = size - 1;
+    return ORDO_OK;
+}
+
+ordo_status_t op_id_reserve(ordo_coord_t *coord) {
+    ordo_op_id_t id = coord->issued + 1;
+    if (!coord->recent[id & coord->recent_mask]) {
+        return ORDO_OK;
+    }
+    /* Its owner is live. When live ops are dense, double the table: id and
+     * the owner (id - size, or older) then take different entries, and the
+     * new entry is free (an older id with it would have been evicted by
+     * the owner). Growing is optional: without memory the owner moves to
+     * the map. */
+    if (coord->live_count >= (coord->recent_mask + 1) / 2 &&
+        coord->recent_mask + 1 < COORD_RECENT_MAX && recent_grow(coord) == ORDO_OK &&
+        !coord->recent[id & coord->recent_mask]) {
+        return ORDO_OK;
+    }
+    return id_map_reserve(&coord->live, 1);
+}
+
 void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
     coord_op_t *op = op_at(coord, slot);
-    uint32_t *entry = &coord->recent[op->id % COORD_RECENT];
+    uint32_t *entry = &coord->recent[op->id & coord->recent_mask];
     if (*entry) {
-        /* Its previous owner, if still live, moves to the map. */
+        /* Its previous owner is live (retirement clears the entry): it
+         * moves to the map. */
         coord_op_t *old = op_at(coord, *entry - 1);
-        if (old->in_recent) {
-            old->in_recent = 0;
-            id_map_put(&coord->live, old->id, *entry - 1);
-        }
+        old->in_recent = 0;
+        id_map_put(&coord->live, old->id, *entry - 1);
     }
     *entry = slot + 1;
     op->in_recent = 1;
@@ -157,7 +215,7 @@ void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
         return;
     }
     if (op->in_recent) {
-        coord->recent[op->id % COORD_RECENT] = 0;
+        coord->recent[op->id & coord->recent_mask] = 0;
     } else {
         id_map_remove(&coord->live, op->id);
     }
@@ -172,7 +230,7 @@ void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
 }
 
 ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
-    if (op->more_needs || op->dep_total + extra <= COORD_INLINE_NEEDS) {
+    if (op->wide || op->dep_total + extra <= COORD_INLINE_NEEDS) {
         return ORDO_OK;
     }
     uint64_t *more = ordo_alloc(ORDO_COORD_MAX_STREAMS * sizeof *more, 0);
@@ -183,6 +241,7 @@ ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
         more[op->need_stream[i]] = op->need_point[i];
     }
     op->more_needs = more;
+    op->wide = 1;
     return ORDO_OK;
 }
 
@@ -190,7 +249,7 @@ int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
     if (stream == op->stream) {
         return 1; /* in stream order already */
     }
-    if (op->more_needs) {
+    if (op->wide) {
         uint64_t *at = &op->more_needs[stream];
         int merged = *at != 0;
         *at = *at > point ? *at : point;
@@ -281,11 +340,11 @@ void ops_free_all(ordo_coord_t *coord) {
     for (uint32_t c = 0; c < coord->chunk_count; ++c) {
         coord_op_t *chunk = coord->chunks[c];
         for (uint32_t i = 0; i < COORD_CHUNK_OPS; ++i) {
-            if (chunk[i].more_needs) {
+            if (chunk[i].wide) {
                 ordo_dealloc(chunk[i].more_needs,
                              ORDO_COORD_MAX_STREAMS * sizeof *chunk[i].more_needs, 0);
             }
-            while (chunk[i].more_callbacks) {
+            while (chunk[i].callback_count > COORD_INLINE_CALLBACKS && chunk[i].more_callbacks) {
                 coord_callback_chunk_t *next = chunk[i].more_callbacks->next;
                 ordo_dealloc(chunk[i].more_callbacks, sizeof *chunk[i].more_callbacks, 0);
                 chunk[i].more_callbacks = next;
@@ -296,6 +355,8 @@ void ops_free_all(ordo_coord_t *coord) {
     ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *coord->chunks, 0);
     coord->chunks = NULL;
     coord->chunk_count = coord->chunk_cap = 0;
+    ordo_dealloc(coord->recent, (coord->recent_mask + 1) * sizeof *coord->recent, 64);
+    coord->recent = NULL;
     id_map_fini(&coord->live);
     id_map_fini(&coord->failures);
     ordo_dealloc(coord->failure_ring, ORDO_COORD_FAILURES_KEPT * sizeof *coord->failure_ring, 0);

@@ -67,6 +67,10 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     if (!coord) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
     }
+    if (op_recent_init(coord) != ORDO_OK) {
+        ordo_dealloc(coord, sizeof *coord, 64);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
+    }
     coord->device = device;
     coord->pool = cfg.stream_pool;
     coord->flags = cfg.flags;
@@ -343,15 +347,17 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     uint32_t slot = COORD_NONE;
     if (st == ORDO_OK) {
         st = op_slot_take(coord, &slot);
-        /* Room to move a live older id out of the entry the new one takes. */
-        uint32_t entry = coord->recent[(coord->issued + 1) % COORD_RECENT];
-        if (st == ORDO_OK && entry && op_at(coord, entry - 1)->in_recent &&
-            id_map_reserve(&coord->live, 1) != ORDO_OK) {
-            st = ORDO_ERR_OUT_OF_MEMORY;
+        if (st == ORDO_OK) {
+            /* Room for the id, in the recent table or the map. */
+            st = op_id_reserve(coord);
         }
-        if (st == ORDO_OK && desc->dep_count > COORD_INLINE_NEEDS) {
-            op_at(coord, slot)->stream = (uint8_t)stream_at;
-            st = op_needs_reserve(op_at(coord, slot), desc->dep_count);
+        if (st == ORDO_OK) {
+            coord_op_t *fresh = op_at(coord, slot);
+            fresh->need_count = 0; /* (line 1 is not reset on retirement) */
+            if (desc->dep_count > COORD_INLINE_NEEDS) {
+                fresh->stream = (uint8_t)stream_at;
+                st = op_needs_reserve(fresh, desc->dep_count);
+            }
         }
         if (st == ORDO_OK && unrecorded) {
             st = op_graph_reserve_edges(&coord->graph, unrecorded);
@@ -379,7 +385,6 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     op->state = OP_REGISTERED;
     op->launch = desc->launch;
     op->launch_ctx = desc->launch_ctx;
-    op->ready_prev = op->ready_next = COORD_NONE;
     op->dep_total = (uint32_t)desc->dep_count;
     size_t n = desc->description ? strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1) : 0;
     memcpy(op->description, desc->description ? desc->description : "", n);
@@ -625,10 +630,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                           (unsigned long long)op->id, ordo_status_name(failure));
     }
     uint64_t elided = 0;
-    unsigned count = op->more_needs ? coord->stream_count : op->need_count;
+    unsigned count = op->wide ? coord->stream_count : op->need_count;
     for (unsigned i = 0; i < count; ++i) {
-        uint32_t s = op->more_needs ? i : op->need_stream[i];
-        uint64_t need = op->more_needs ? op->more_needs[i] : op->need_point[i];
+        uint32_t s = op->wide ? i : op->need_stream[i];
+        uint64_t need = op->wide ? op->more_needs[i] : op->need_point[i];
         if (need == 0) {
             continue; /* (more_needs: no dependency on stream i) */
         }

@@ -11,7 +11,7 @@
  *
  * How completions are found. A completed op's point is a value of its
  * stream's coordinator timeline, and ops complete in point order on a
- * stream, so each stream keeps its completed ops in a pending list.
+ * stream, so each stream keeps its completed ops in a pending ring.
  * - Ops without callbacks are finished lazily: a locked section that polls
  *   (every COORD_POLL_EVERY-th register, drain, metrics, destroy) reads
  *   each timeline's value (an atomic load) and finishes the ops it has
@@ -139,13 +139,6 @@ typedef struct coord_op {
     ordo_timepoint_t timepoint; /* armed while tp_pending, for ops with callbacks */
 } coord_op_t;
 
-/* A completion point remembered with what its stream had waited for, so a
- * stream that waits for it learns that too. */
-typedef struct coord_record {
-    uint64_t point;
-    uint64_t frontier[ORDO_COORD_MAX_STREAMS];
-} coord_record_t;
-
 /* A stream the coordinator orders. Its timeline is signalled to each op's
  * point when the op completes. */
 typedef struct coord_stream {
@@ -157,10 +150,22 @@ typedef struct coord_stream {
     /* frontier[s]: the highest point of stream s this stream's later work
      * is ordered after (directly or transitively). */
     uint64_t frontier[ORDO_COORD_MAX_STREAMS];
-    coord_record_t records[COORD_RECORDS];
+    /* The last COORD_RECORDS completion points, each with the frontier
+     * its stream had then, so a stream that waits for one learns that
+     * too. The points apart, in one line, for the lookup. */
+    uint64_t record_point[COORD_RECORDS];
+    uint64_t record_frontier[COORD_RECORDS][ORDO_COORD_MAX_STREAMS];
     unsigned next_record;
-    uint32_t pending_head; /* completed ops awaiting their points, by point */
-    uint32_t pending_tail;
+    /* Completed ops awaiting their points: the op of point p, for
+     * pending_first <= p <= next_point, is in slot pending[p &
+     * pending_mask]. Every point handed out belongs to one op and ops
+     * leave in point order, so the pending ones are always that range. A
+     * ring rather than a list through the records: a poll knows which
+     * records it will finish before touching them, and fetches them
+     * together (they have usually left the cache by then). */
+    uint32_t *pending;
+    uint32_t pending_mask;
+    uint64_t pending_first;
 } coord_stream_t;
 
 /* What a locked section leaves to do once the lock is released: timepoints
@@ -328,7 +333,14 @@ static inline void work_init(coord_work_t *work) {
     work->arm_head = NULL;
 }
 
-/* The op's point is recorded on its stream: follow it. */
+/* Attaches and detaches a stream's pending ring. */
+ordo_status_t stream_pending_init(coord_stream_t *cs);
+void stream_pending_fini(coord_stream_t *cs);
+
+/* Makes room on cs's pending ring for the op its next point will go to. */
+ordo_status_t stream_pending_reserve(coord_stream_t *cs);
+
+/* The op's point is recorded on its stream (room reserved): follow it. */
 void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 
 /* Fails an op that has no pending point (not begun, launching, or begun). */

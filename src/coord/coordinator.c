@@ -131,6 +131,7 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     ops_free_all(coord);
     for (uint32_t s = 0; s < coord->stream_count; ++s) {
         (void)ordo_signal_release(coord->streams[s]->timeline);
+        stream_pending_fini(coord->streams[s]);
         ordo_dealloc(coord->streams[s], sizeof *coord->streams[s], 64);
     }
     ordo_device_t *device = coord->device;
@@ -160,7 +161,7 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
         for (uint64_t mask = coord->pending_mask; mask && !waiting; mask &= mask - 1) {
             coord_stream_t *cs = coord->streams[__builtin_ctzll(mask)];
             uint64_t reached = 0;
-            target = op_at(coord, cs->pending_tail)->point;
+            target = cs->next_point; /* its last completed op's */
             if (timeline_read(cs->timeline, &reached) == ORDO_OK && reached < target) {
                 waiting = cs;
             }
@@ -215,14 +216,18 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
     if (!cs) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
+    if (stream_pending_init(cs) != ORDO_OK) {
+        ordo_dealloc(cs, sizeof *cs, 64);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+    }
     if (ordo_signal_create(0, &cs->timeline) != ORDO_OK) {
+        stream_pending_fini(cs);
         ordo_dealloc(cs, sizeof *cs, 64);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
     }
     cs->coord = coord;
     cs->stream = stream;
     cs->index = coord->stream_count;
-    cs->pending_head = cs->pending_tail = COORD_NONE;
     coord->streams[coord->stream_count] = cs;
     coord->last_stream = *out_index = coord->stream_count++;
     return ORDO_OK;
@@ -591,11 +596,11 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
 
 /* ---- begin and complete ------------------------------------------------------------------ */
 
-/* The record of origin's point `point`, if still kept. */
-static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t point) {
+/* The frontier recorded with origin's point `point`, if still kept. */
+static const uint64_t *record_of(const coord_stream_t *origin, uint64_t point) {
     for (unsigned i = 0; i < COORD_RECORDS; ++i) {
-        if (origin->records[i].point == point) {
-            return &origin->records[i];
+        if (origin->record_point[i] == point) {
+            return origin->record_frontier[i];
         }
     }
     return NULL;
@@ -606,11 +611,11 @@ static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t po
 static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, uint64_t point,
                             uint32_t stream_count) {
     cs->frontier[origin->index] = point;
-    const coord_record_t *record = record_of(origin, point);
-    if (record) {
+    const uint64_t *recorded = record_of(origin, point);
+    if (recorded) {
         for (uint32_t k = 0; k < stream_count; ++k) {
-            if (cs->frontier[k] < record->frontier[k]) {
-                cs->frontier[k] = record->frontier[k];
+            if (cs->frontier[k] < recorded[k]) {
+                cs->frontier[k] = recorded[k];
             }
         }
     }
@@ -686,8 +691,12 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
     uint64_t point = cs->next_point + 1;
+    ordo_status_t st = stream_pending_reserve(cs);
+    if (st != ORDO_OK) {
+        return st;
+    }
     const hal_backend_t *backend = cs->stream->device->backend;
-    ordo_status_t st = backend->signal(cs->stream, cs->timeline, point);
+    st = backend->signal(cs->stream, cs->timeline, point);
     if (st != ORDO_OK) {
         ordo_status_t stream_st = backend->status(cs->stream);
         if (stream_st == ORDO_OK) {
@@ -700,10 +709,10 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     }
     cs->next_point = point;
     op->point = point;
-    coord_record_t *record = &cs->records[cs->next_record];
-    cs->next_record = (cs->next_record + 1) % COORD_RECORDS;
-    record->point = point;
-    memcpy(record->frontier, cs->frontier, coord->stream_count * sizeof *record->frontier);
+    unsigned r = cs->next_record;
+    cs->next_record = (r + 1) % COORD_RECORDS;
+    cs->record_point[r] = point;
+    memcpy(cs->record_frontier[r], cs->frontier, coord->stream_count * sizeof *cs->frontier);
     op_track_point(coord, slot, work);
     op_mark_recorded(coord, slot, ORDO_OK);
     return st;

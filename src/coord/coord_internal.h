@@ -35,6 +35,7 @@
 #ifndef ORDO_COORD_COORD_INTERNAL_H
 #define ORDO_COORD_COORD_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "coord/id_map.h"
@@ -275,20 +276,65 @@ static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, 
 /* Allocates the table of recent ids (at create). */
 ordo_status_t op_recent_init(ordo_coord_t *coord);
 
+/* The hot paths below are inline (they run for every op, and a call
+ * costs about what they do); their rare cases are out of line. */
+
+ordo_status_t op_id_reserve_slow(ordo_coord_t *coord);
+
 /* Before the next id is issued: makes room for it to be published (grows
  * the recent table, or reserves an entry of coord->live for the op whose
  * entry the new id takes). */
-ordo_status_t op_id_reserve(ordo_coord_t *coord);
+static inline ordo_status_t op_id_reserve(ordo_coord_t *coord) {
+    if (ORDO_LIKELY(!coord->recent[(coord->issued + 1) & coord->recent_mask])) {
+        return ORDO_OK;
+    }
+    return op_id_reserve_slow(coord);
+}
+
+/* Moves the live op of a recent entry to coord->live. */
+void op_id_evict(ordo_coord_t *coord, uint32_t *entry);
 
 /* Makes id (just issued to the op in slot) findable; op_id_reserve must
  * have succeeded since the last publish. */
-void op_id_publish(ordo_coord_t *coord, uint32_t slot);
+static inline void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
+    coord_op_t *op = op_at(coord, slot);
+    uint32_t *entry = &coord->recent[op->id & coord->recent_mask];
+    if (ORDO_UNLIKELY(*entry)) {
+        op_id_evict(coord, entry);
+    }
+    *entry = slot + 1;
+    op->in_recent = 1;
+    coord->live_count++;
+}
 
 /* Raises the error for a lookup that found no live op. */
 ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api);
 
+/* Adds a chunk of free slots. */
+ordo_status_t op_chunk_add(ordo_coord_t *coord);
+
 /* A free slot (taken off the free list, or from a new chunk). */
-ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot);
+static inline ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
+    if (ORDO_UNLIKELY(coord->free_slot == COORD_NONE)) {
+        ordo_status_t st = op_chunk_add(coord);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    uint32_t slot = coord->free_slot;
+    coord->free_slot = op_at(coord, slot)->next;
+    if (coord->free_slot != COORD_NONE) {
+        /* The next registration writes the first three lines of the next
+         * free record: fetch them now, while this one goes on. */
+        const coord_op_t *next = op_at(coord, coord->free_slot);
+        __builtin_prefetch(next, 1);
+        __builtin_prefetch(next->need_point, 1);
+        __builtin_prefetch(next->description, 1);
+    }
+    *out_slot = slot;
+    return ORDO_OK;
+}
+
 void op_slot_return(ordo_coord_t *coord, uint32_t slot);
 
 /* Retires the op if it is finished and its callbacks have run (and its
@@ -301,27 +347,86 @@ ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra);
 /* op waits for point `point` of stream `stream`; returns 1 when that
  * needs no wait of its own (op's own stream, or merged into a need on the
  * same stream). Room must have been reserved. */
-int op_need(coord_op_t *op, uint32_t stream, uint64_t point);
+static inline int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
+    if (stream == op->stream) {
+        return 1; /* in stream order already */
+    }
+    if (op->wide) {
+        uint64_t *at = &op->more_needs[stream];
+        int merged = *at != 0;
+        *at = *at > point ? *at : point;
+        return merged;
+    }
+    for (unsigned i = 0; i < op->need_count; ++i) {
+        if (op->need_stream[i] == stream) {
+            if (op->need_point[i] < point) {
+                op->need_point[i] = point;
+            }
+            return 1;
+        }
+    }
+    op->need_stream[op->need_count] = (uint8_t)stream;
+    op->need_point[op->need_count++] = point;
+    return 0;
+}
 
 void ready_push(ordo_coord_t *coord, uint32_t slot);
 void ready_remove(ordo_coord_t *coord, uint32_t slot);
 uint32_t ready_pop(ordo_coord_t *coord);
 
+/* The dependents of op (in the graph) take its point or failure. */
+void op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
+
 /* op's point is recorded (status ORDO_OK), or it failed without one:
  * each dependent takes the point as a need (or the failure), has one
  * dependency less pending, and op leaves the graph. */
-void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
+static inline void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
+    op_at(coord, slot)->recorded = 1;
+    if (op_graph_contains(&coord->graph, slot)) {
+        op_release_dependents(coord, slot, status);
+    }
+}
 
 void ops_free_all(ordo_coord_t *coord);
 
 /* ---- coord_progress.c ----------------------------------------------------- */
 
-void coord_lock(ordo_coord_t *coord);
+/* The coordinator whose lock this thread holds, if any. */
+extern _Thread_local ordo_coord_t *coord_held __attribute__((tls_model("initial-exec")));
+
+void coord_lock_slow(ordo_coord_t *coord);
+void coord_wake_one(ordo_coord_t *coord);
+void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work);
+
+/* The lock (a futex mutex in the classic three-state form): one
+ * compare-and-swap to take it and one exchange to release it when nobody
+ * waits; a brief spin, then sleep, when somebody holds it. */
+static inline void coord_lock(ordo_coord_t *coord) {
+    uint32_t free_word = 0;
+    if (ORDO_UNLIKELY(!atomic_compare_exchange_strong_explicit(
+            &coord->lock_word, &free_word, 1, memory_order_acquire, memory_order_relaxed))) {
+        coord_lock_slow(coord);
+    }
+    coord_held = coord;
+}
+
 /* Releases the lock only (no deferred work may be pending). */
-void coord_unlock_plain(ordo_coord_t *coord);
+static inline void coord_unlock_plain(ordo_coord_t *coord) {
+    coord_held = NULL;
+    if (ORDO_UNLIKELY(atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2)) {
+        coord_wake_one(coord);
+    }
+}
+
 /* Handles deferred firings, releases the lock, then arms timepoints and
  * runs callbacks as work says (re-locking to retire ops afterwards). */
-void coord_unlock(ordo_coord_t *coord, coord_work_t *work);
+static inline void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
+    if (ORDO_LIKELY(!coord->deferred && !work->arm_head && !work->done_head)) {
+        coord_unlock_plain(coord); /* the common case */
+        return;
+    }
+    coord_unlock_slow(coord, work);
+}
 
 /* Nothing in flight that will call back into the coordinator. */
 static inline int coord_quiet(const ordo_coord_t *coord) {
@@ -337,11 +442,31 @@ static inline void work_init(coord_work_t *work) {
 ordo_status_t stream_pending_init(coord_stream_t *cs);
 void stream_pending_fini(coord_stream_t *cs);
 
+ordo_status_t stream_pending_grow(coord_stream_t *cs);
+
 /* Makes room on cs's pending ring for the op its next point will go to. */
-ordo_status_t stream_pending_reserve(coord_stream_t *cs);
+static inline ordo_status_t stream_pending_reserve(coord_stream_t *cs) {
+    if (ORDO_LIKELY(cs->next_point + 1 - cs->pending_first <= cs->pending_mask)) {
+        return ORDO_OK;
+    }
+    return stream_pending_grow(cs);
+}
+
+/* Callbacks were added to a completed op: follow its point actively. */
+void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 
 /* The op's point is recorded on its stream (room reserved): follow it. */
-void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
+static inline void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+    coord_op_t *op = op_at(coord, slot);
+    coord_stream_t *cs = coord->streams[op->stream];
+    op->state = OP_COMPLETED;
+    cs->pending[op->point & cs->pending_mask] = slot;
+    coord->pending_mask |= (uint64_t)1 << cs->index;
+    coord->in_flight++;
+    if (op->callback_count) {
+        op_watch_point(coord, slot, work);
+    }
+}
 
 /* Fails an op that has no pending point (not begun, launching, or begun). */
 void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work);
@@ -349,8 +474,5 @@ void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_wor
 /* Finishes the ops whose points are reached on every stream with pending
  * ops, stopping at an op whose own timepoint will report it. */
 void coord_poll(ordo_coord_t *coord, coord_work_t *work);
-
-/* Callbacks were added to a completed op: follow its point actively. */
-void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 
 #endif

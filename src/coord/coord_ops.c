@@ -42,49 +42,36 @@ ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *ap
                       (unsigned long long)id);
 }
 
-ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
-    if (coord->free_slot == COORD_NONE) {
-        if ((uint64_t)(coord->chunk_count + 1) * COORD_CHUNK_OPS >= OP_GRAPH_MAX) {
-            return ORDO_ERR_RESOURCE_EXHAUSTED;
-        }
-        if (coord->chunk_count == coord->chunk_cap) {
-            uint32_t cap = coord->chunk_cap ? 2 * coord->chunk_cap : 8;
-            coord_op_t **chunks = ordo_alloc(cap * sizeof *chunks, 0);
-            if (!chunks) {
-                return ORDO_ERR_OUT_OF_MEMORY;
-            }
-            if (coord->chunks) {
-                memcpy(chunks, coord->chunks, coord->chunk_count * sizeof *chunks);
-                ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *chunks, 0);
-            }
-            coord->chunks = chunks;
-            coord->chunk_cap = cap;
-        }
-        coord_op_t *chunk = ordo_alloc(COORD_CHUNK_OPS * sizeof *chunk, 64);
-        if (!chunk) {
+ordo_status_t op_chunk_add(ordo_coord_t *coord) {
+    if ((uint64_t)(coord->chunk_count + 1) * COORD_CHUNK_OPS >= OP_GRAPH_MAX) {
+        return ORDO_ERR_RESOURCE_EXHAUSTED;
+    }
+    if (coord->chunk_count == coord->chunk_cap) {
+        uint32_t cap = coord->chunk_cap ? 2 * coord->chunk_cap : 8;
+        coord_op_t **chunks = ordo_alloc(cap * sizeof *chunks, 0);
+        if (!chunks) {
             return ORDO_ERR_OUT_OF_MEMORY;
         }
-        uint32_t base = coord->chunk_count * COORD_CHUNK_OPS;
-        coord->chunks[coord->chunk_count++] = chunk;
-        /* Lowest slots first, so the graph's node arrays stay dense. */
-        for (uint32_t i = COORD_CHUNK_OPS; i-- > 0;) {
-            chunk[i].coord = coord;
-            chunk[i].slot = base + i;
-            chunk[i].next = coord->free_slot;
-            coord->free_slot = base + i;
+        if (coord->chunks) {
+            memcpy(chunks, coord->chunks, coord->chunk_count * sizeof *chunks);
+            ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *chunks, 0);
         }
+        coord->chunks = chunks;
+        coord->chunk_cap = cap;
     }
-    uint32_t slot = coord->free_slot;
-    coord->free_slot = op_at(coord, slot)->next;
-    if (coord->free_slot != COORD_NONE) {
-        /* The next registration writes the first three lines of the next
-         * free record: fetch them now, while this one goes on. */
-        const coord_op_t *next = op_at(coord, coord->free_slot);
-        __builtin_prefetch(next, 1);
-        __builtin_prefetch(next->need_point, 1);
-        __builtin_prefetch(next->description, 1);
+    coord_op_t *chunk = ordo_alloc(COORD_CHUNK_OPS * sizeof *chunk, 64);
+    if (!chunk) {
+        return ORDO_ERR_OUT_OF_MEMORY;
     }
-    *out_slot = slot;
+    uint32_t base = coord->chunk_count * COORD_CHUNK_OPS;
+    coord->chunks[coord->chunk_count++] = chunk;
+    /* Lowest slots first, so the graph's node arrays stay dense. */
+    for (uint32_t i = COORD_CHUNK_OPS; i-- > 0;) {
+        chunk[i].coord = coord;
+        chunk[i].slot = base + i;
+        chunk[i].next = coord->free_slot;
+        coord->free_slot = base + i;
+    }
     return ORDO_OK;
 }
 
@@ -176,12 +163,9 @@ static ordo_status_t recent_grow(ordo_coord_t *coord) {
     return ORDO_OK;
 }
 
-ordo_status_t op_id_reserve(ordo_coord_t *coord) {
+ordo_status_t op_id_reserve_slow(ordo_coord_t *coord) {
     ordo_op_id_t id = coord->issued + 1;
-    if (!coord->recent[id & coord->recent_mask]) {
-        return ORDO_OK;
-    }
-    /* Its owner is live. When live ops are dense, double the table: id and
+    /* The entry's owner is live. When live ops are dense, double the table: id and
      * the owner (id - size, or older) then take different entries, and the
      * new entry is free (an older id with it would have been evicted by
      * the owner). Growing is optional: without memory the owner moves to
@@ -194,19 +178,12 @@ ordo_status_t op_id_reserve(ordo_coord_t *coord) {
     return id_map_reserve(&coord->live, 1);
 }
 
-void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
-    coord_op_t *op = op_at(coord, slot);
-    uint32_t *entry = &coord->recent[op->id & coord->recent_mask];
-    if (*entry) {
-        /* Its previous owner is live (retirement clears the entry): it
-         * moves to the map. */
-        coord_op_t *old = op_at(coord, *entry - 1);
-        old->in_recent = 0;
-        id_map_put(&coord->live, old->id, *entry - 1);
-    }
-    *entry = slot + 1;
-    op->in_recent = 1;
-    coord->live_count++;
+void op_id_evict(ordo_coord_t *coord, uint32_t *entry) {
+    /* Its owner is live (retirement clears the entry): it moves to the map
+     * (room was reserved). */
+    coord_op_t *old = op_at(coord, *entry - 1);
+    old->in_recent = 0;
+    id_map_put(&coord->live, old->id, *entry - 1);
 }
 
 void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
@@ -243,29 +220,6 @@ ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
     op->more_needs = more;
     op->wide = 1;
     return ORDO_OK;
-}
-
-int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
-    if (stream == op->stream) {
-        return 1; /* in stream order already */
-    }
-    if (op->wide) {
-        uint64_t *at = &op->more_needs[stream];
-        int merged = *at != 0;
-        *at = *at > point ? *at : point;
-        return merged;
-    }
-    for (unsigned i = 0; i < op->need_count; ++i) {
-        if (op->need_stream[i] == stream) {
-            if (op->need_point[i] < point) {
-                op->need_point[i] = point;
-            }
-            return 1;
-        }
-    }
-    op->need_stream[op->need_count] = (uint8_t)stream;
-    op->need_point[op->need_count++] = point;
-    return 0;
 }
 
 void ready_push(ordo_coord_t *coord, uint32_t slot) {
@@ -309,12 +263,8 @@ uint32_t ready_pop(ordo_coord_t *coord) {
     return COORD_NONE;
 }
 
-void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
-    coord_op_t *op = op_at(coord, slot);
-    op->recorded = 1;
-    if (!op_graph_contains(&coord->graph, slot)) {
-        return;
-    }
+void op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
+    const coord_op_t *op = op_at(coord, slot);
     for (uint32_t e = op_graph_first_out(&coord->graph, slot); e != OP_GRAPH_NONE;
          e = op_graph_next_out(&coord->graph, e)) {
         uint32_t d = op_graph_edge_to(&coord->graph, e);

@@ -7,13 +7,10 @@
 #include "base/futex.h"
 #include "coord/coord_internal.h"
 
-/* The coordinator whose lock this thread holds, if any. */
-static _Thread_local ordo_coord_t *coord_held;
+_Thread_local ordo_coord_t *coord_held __attribute__((tls_model("initial-exec")));
 
-/* The lock (a futex mutex in the classic three-state form): one
- * compare-and-swap to take it and one exchange to release it when nobody
- * waits; a brief spin, then sleep, when somebody holds it. */
-static void lock_slow(ordo_coord_t *coord) {
+/* The lock's contended paths (its fast paths are in coord_internal.h). */
+void coord_lock_slow(ordo_coord_t *coord) {
     for (int spin = 0; spin < 100; ++spin) {
         ordo_cpu_relax();
         uint32_t free_word = 0;
@@ -28,20 +25,8 @@ static void lock_slow(ordo_coord_t *coord) {
     }
 }
 
-void coord_lock(ordo_coord_t *coord) {
-    uint32_t free_word = 0;
-    if (!atomic_compare_exchange_strong_explicit(&coord->lock_word, &free_word, 1,
-                                                 memory_order_acquire, memory_order_relaxed)) {
-        lock_slow(coord);
-    }
-    coord_held = coord;
-}
-
-void coord_unlock_plain(ordo_coord_t *coord) {
-    coord_held = NULL;
-    if (atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2) {
-        ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
-    }
+void coord_wake_one(ordo_coord_t *coord) {
+    ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
 }
 
 static void wake_drainers(ordo_coord_t *coord) {
@@ -118,11 +103,8 @@ void stream_pending_fini(coord_stream_t *cs) {
     cs->pending = NULL;
 }
 
-ordo_status_t stream_pending_reserve(coord_stream_t *cs) {
+ordo_status_t stream_pending_grow(coord_stream_t *cs) {
     uint64_t size = (uint64_t)cs->pending_mask + 1;
-    if (cs->next_point + 1 - cs->pending_first < size) {
-        return ORDO_OK; /* room for one more */
-    }
     if (size >= ((uint64_t)1 << 31)) {
         return ORDO_ERR_RESOURCE_EXHAUSTED;
     }
@@ -138,18 +120,6 @@ ordo_status_t stream_pending_reserve(coord_stream_t *cs) {
     cs->pending = ring;
     cs->pending_mask = (uint32_t)mask;
     return ORDO_OK;
-}
-
-void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
-    coord_op_t *op = op_at(coord, slot);
-    coord_stream_t *cs = coord->streams[op->stream];
-    op->state = OP_COMPLETED;
-    cs->pending[op->point & cs->pending_mask] = slot;
-    coord->pending_mask |= (uint64_t)1 << cs->index;
-    coord->in_flight++;
-    if (op->callback_count) {
-        op_watch_point(coord, slot, work);
-    }
 }
 
 /* Records the poll fetches ahead of the one it finishes. */
@@ -229,11 +199,7 @@ static void run_callbacks(const coord_op_t *op) {
     }
 }
 
-void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
-    if (!coord->deferred && !work->arm_head && !work->done_head) {
-        coord_unlock_plain(coord); /* the common case */
-        return;
-    }
+void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
     for (;;) {
         while (coord->deferred) {
             coord_op_t *op = coord->deferred;

@@ -19,9 +19,11 @@ static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
 
 /* Coordination time is sampled: each thread times one of every
  * COORD_TIMING_EVERY of its calls and counts it that many times (reading
- * the clock costs about as much as a call's own work). Calls of the three
- * kinds interleave, so each kind is sampled alike. */
-#define COORD_TIMING_EVERY 8u
+ * the clock costs about as much as a call's own work: at one in 8 the two
+ * reads added a tenth to an op's cost). Calls of the three kinds
+ * interleave, and 32 is not a multiple of 3, so each kind is sampled
+ * alike. */
+#define COORD_TIMING_EVERY 32u
 
 static _Thread_local uint32_t timing_turn;
 

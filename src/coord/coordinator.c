@@ -295,8 +295,43 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
     return check_stream(coord, *out_stream, api);
 }
 
-/* Dependencies whose lookup register keeps between its two passes. */
+/* Unrecorded dependencies whose slots register keeps for adding edges. */
 #define REGISTER_KEPT 16
+
+/* The graph part of a registration: the op waits for `unrecorded`
+ * dependencies still to complete (room reserved). Their nodes go in first,
+ * so the new op is ordered after them (no search, no cycle possible). */
+static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint32_t slot,
+                           const uint32_t *kept, uint32_t unrecorded) {
+    coord_op_t *op = op_at(coord, slot);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot);
+        }
+        size_t count = unrecorded <= REGISTER_KEPT ? unrecorded : desc->dep_count;
+        for (size_t i = 0; i < count; ++i) {
+            uint32_t dep_slot = COORD_NONE;
+            if (unrecorded <= REGISTER_KEPT) {
+                dep_slot = kept[i];
+            } else {
+                ordo_status_t outcome;
+                if (op_lookup(coord, desc->deps[i], &dep_slot, &outcome) != LOOKUP_LIVE) {
+                    continue;
+                }
+                const coord_op_t *dep = op_at(coord, dep_slot);
+                if (dep->recorded || dep->state == OP_FINISHED) {
+                    continue;
+                }
+            }
+            if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
+                (void)op_graph_add_node(&coord->graph, dep_slot);
+            } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
+                (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
+                op->pending_deps++;
+            }
+        }
+    }
+}
 
 ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *desc,
                                   ordo_op_id_t *out_op) {
@@ -329,10 +364,32 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     }
     uint32_t stream_at = 0;
     st = stream_index(coord, stream, &stream_at, __func__);
-    /* The first few lookups are kept for the later passes. */
-    uint32_t kept_slot[REGISTER_KEPT];
-    ordo_status_t kept_outcome[REGISTER_KEPT];
-    uint8_t kept_found[REGISTER_KEPT];
+    /* Memory first: a slot, room for the id, and for more needs than fit
+     * inline. Dependencies that have their points (or finished) then go
+     * straight into the slot, which a refusal below returns: nothing is
+     * registered or counted until every dependency is known good. */
+    uint32_t slot = COORD_NONE;
+    if (st == ORDO_OK) {
+        st = op_slot_take(coord, &slot);
+        if (st == ORDO_OK) {
+            st = op_id_reserve(coord); /* in the recent table or the map */
+        }
+        if (st == ORDO_OK) {
+            coord_op_t *fresh = op_at(coord, slot);
+            fresh->stream = (uint8_t)stream_at;
+            fresh->need_count = 0; /* (line 1 is not reset on retirement) */
+            fresh->dep_total = 0;
+            if (desc->dep_count > COORD_INLINE_NEEDS) {
+                st = op_needs_reserve(fresh, desc->dep_count);
+            }
+        }
+        if (st != ORDO_OK) {
+            st = ordo_error(st, __func__, "cannot store another op");
+        }
+    }
+    coord_op_t *op = slot != COORD_NONE ? op_at(coord, slot) : NULL;
+    uint64_t elided = 0;
+    uint32_t kept[REGISTER_KEPT];
     uint32_t unrecorded = 0; /* dependencies that will be graph edges */
     for (size_t i = 0; st == ORDO_OK && i < desc->dep_count; ++i) {
         uint32_t dep_slot = COORD_NONE;
@@ -342,107 +399,57 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
             st = op_lookup_error(found, desc->deps[i], __func__);
             break;
         }
-        if (i < REGISTER_KEPT) {
-            kept_slot[i] = dep_slot;
-            kept_outcome[i] = outcome;
-            kept_found[i] = (uint8_t)found;
+        const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+        if (dep && !dep->recorded && dep->state != OP_FINISHED) {
+            if (unrecorded < REGISTER_KEPT) {
+                kept[unrecorded] = dep_slot;
+            }
+            unrecorded++; /* an edge, once everything is known good */
+        } else if (dep && dep->state != OP_FINISHED) {
+            elided += (uint64_t)op_need(op, dep->stream, dep->point);
+        } else {
+            outcome = dep ? dep->status : outcome;
+            if (outcome == ORDO_OK) {
+                elided++; /* finished already: nothing to wait for */
+            } else if (op->dep_failure == ORDO_OK) {
+                op->dep_failure = outcome;
+            }
         }
-        unrecorded += found == LOOKUP_LIVE && !op_at(coord, dep_slot)->recorded &&
-                      op_at(coord, dep_slot)->state != OP_FINISHED;
     }
-    /* Everything that could need memory, before anything changes. */
-    uint32_t slot = COORD_NONE;
-    if (st == ORDO_OK) {
-        st = op_slot_take(coord, &slot);
+    if (st == ORDO_OK && unrecorded) {
+        st = op_graph_reserve_edges(&coord->graph, unrecorded);
         if (st == ORDO_OK) {
-            /* Room for the id, in the recent table or the map. */
-            st = op_id_reserve(coord);
-        }
-        if (st == ORDO_OK) {
-            coord_op_t *fresh = op_at(coord, slot);
-            fresh->need_count = 0; /* (line 1 is not reset on retirement) */
-            if (desc->dep_count > COORD_INLINE_NEEDS) {
-                fresh->stream = (uint8_t)stream_at;
-                st = op_needs_reserve(fresh, desc->dep_count);
-            }
-        }
-        if (st == ORDO_OK && unrecorded) {
-            st = op_graph_reserve_edges(&coord->graph, unrecorded);
-            if (st == ORDO_OK) {
-                st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
-                                            unrecorded + 1);
-            }
+            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                        unrecorded + 1);
         }
         if (st != ORDO_OK) {
-            if (slot != COORD_NONE) {
-                op_slot_return(coord, slot);
-            }
             st = ordo_error(st, __func__, "cannot store another op");
         }
     }
     if (st != ORDO_OK) {
+        if (slot != COORD_NONE) {
+            op_slot_return(coord, slot);
+        }
         coord_unlock(coord, &work);
         return st;
     }
-    coord_op_t *op = op_at(coord, slot);
     op->id = ++coord->issued;
     op->type = (uint8_t)desc->type;
     op->priority = (uint8_t)desc->priority;
-    op->stream = (uint8_t)stream_at;
     op->state = OP_REGISTERED;
     op->launch = desc->launch;
     op->launch_ctx = desc->launch_ctx;
     op->dep_total = (uint32_t)desc->dep_count;
-    size_t n = desc->description ? strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1) : 0;
-    memcpy(op->description, desc->description ? desc->description : "", n);
+    const char *text = desc->description ? desc->description : "";
+    size_t n = 0;
+    for (; n < ORDO_OP_DESCRIPTION_MAX - 1 && text[n]; ++n) {
+        op->description[n] = text[n];
+    }
     op->description[n] = '\0';
     op_id_publish(coord, slot);
-    /* Dependencies that finished or have their points: outcomes and needs
-     * now. Those still to complete become edges, their nodes first so the
-     * new op is ordered after them (no search, no cycle possible). */
-    for (int pass = 0; pass < (unrecorded ? 2 : 1); ++pass) {
-        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
-            (void)op_graph_add_node(&coord->graph, slot); /* reserved */
-        }
-        for (size_t i = 0; i < desc->dep_count; ++i) {
-            uint32_t dep_slot = COORD_NONE;
-            ordo_status_t outcome = ORDO_OK;
-            op_lookup_t found;
-            if (i < REGISTER_KEPT) {
-                found = (op_lookup_t)kept_found[i];
-                dep_slot = kept_slot[i];
-                outcome = kept_outcome[i];
-            } else {
-                found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
-            }
-            const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
-            if (dep && !dep->recorded && dep->state != OP_FINISHED) {
-                if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
-                    (void)op_graph_add_node(&coord->graph, dep_slot);
-                } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
-                    (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
-                    op->pending_deps++;
-                }
-                continue;
-            }
-            if (pass == 1) {
-                continue;
-            }
-            if (dep && dep->state != OP_FINISHED) {
-                coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
-                continue;
-            }
-            if (dep) {
-                outcome = dep->status;
-            }
-            if (outcome != ORDO_OK) {
-                if (op->dep_failure == ORDO_OK) {
-                    op->dep_failure = outcome;
-                }
-            } else {
-                coord->waits_elided++; /* finished already: nothing to wait for */
-            }
-        }
+    coord->waits_elided += elided;
+    if (unrecorded) {
+        register_edges(coord, desc, slot, kept, unrecorded);
     }
     if (op->launch && op->pending_deps == 0) {
         ready_push(coord, slot);

@@ -966,6 +966,52 @@ static void finished_ops_retire_and_ids_stay_meaningful(void **state) {
     assert_int_equal(blocks_after, blocks_before);
 }
 
+/* One registration listing many dependencies: more still to complete
+ * than register keeps at hand (it finds them again), duplicates, and some
+ * finished. The op waits for every one, and each counts once as a wait
+ * emitted or elided. */
+static void many_dependencies_in_one_registration(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_op_id_t done[2];
+    for (int i = 0; i < 2; ++i) {
+        done[i] = reg(f, f->s[0], NULL, 0, "done");
+        assert_ok(ordo_coord_begin(f->coord, done[i]));
+        assert_ok(ordo_coord_complete(f->coord, done[i]));
+    }
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    enum { WAITING = 24 };
+    ordo_op_id_t waiting[WAITING];
+    for (int i = 0; i < WAITING; ++i) {
+        waiting[i] = reg(f, f->s[i % 3], NULL, 0, "waited for");
+    }
+    ordo_op_id_t deps[WAITING + 6];
+    size_t n = 0;
+    for (int i = WAITING; i-- > 0;) {
+        deps[n++] = waiting[i];
+    }
+    for (int i = 0; i < 4; ++i) {
+        deps[n++] = waiting[i * 5]; /* listed twice */
+    }
+    deps[n++] = done[0];
+    deps[n++] = done[1];
+    ordo_coord_metrics_t before = metrics(f);
+    ordo_op_id_t last = reg(f, f->s[3], deps, n, "waits for many");
+    for (int i = 0; i < WAITING; ++i) {
+        assert_status(ordo_coord_begin(f->coord, last), ORDO_ERR_BUSY);
+        assert_ok(ordo_coord_begin(f->coord, waiting[i]));
+        assert_ok(ordo_coord_complete(f->coord, waiting[i]));
+    }
+    assert_ok(ordo_coord_begin(f->coord, last));
+    assert_ok(ordo_coord_complete(f->coord, last));
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    ordo_coord_metrics_t after = metrics(f);
+    assert_int_equal(
+        after.waits_emitted + after.waits_elided - (before.waits_emitted + before.waits_elided), n);
+    assert_int_equal(after.failed, 0);
+    fixture_free(f);
+}
+
 /* Ids of many live ops: a dense backlog (the recent table grows: each
  * doubling moves every entry) and a long-lived op among short-lived ones
  * (it moves to the map, and must stay there, findable, across growth). */
@@ -1247,6 +1293,7 @@ int main(void) {
         cmocka_unit_test(unchecked_graphs_list_their_cycles),
         cmocka_unit_test(finished_ops_retire_and_ids_stay_meaningful),
         cmocka_unit_test(many_live_ops_are_found_by_id),
+        cmocka_unit_test(many_dependencies_in_one_registration),
         cmocka_unit_test(ops_without_a_stream_take_one_from_the_pool),
         cmocka_unit_test(bad_input_on_every_entry_point),
     };

@@ -328,6 +328,8 @@ static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint
             } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
                 (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
                 op->pending_deps++;
+            } else if (pass == 1) {
+                coord->waits_elided++; /* listed twice: one wait serves both */
             }
         }
     }

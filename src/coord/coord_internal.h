@@ -247,6 +247,18 @@ static inline ordo_status_t timeline_read(const ordo_signal_t *timeline, uint64_
     return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
 }
 
+/* timeline_read for a wait about to be enqueued on the timeline: the
+ * backend then takes a reference to the signal (a CPU stream does), a
+ * write to the line that holds its state too, which the origin's worker
+ * keeps writing. Reading with a read-modify-write that changes nothing
+ * fetches the line for writing at once: one transfer between the cores
+ * instead of a shared copy now and the exclusive one a moment later. */
+static inline ordo_status_t timeline_read_for_wait(ordo_signal_t *timeline, uint64_t *out_value) {
+    uint64_t state = atomic_fetch_or_explicit(&timeline->state, 0, memory_order_acquire);
+    *out_value = state & SIGNAL_VALUE_MASK;
+    return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
+}
+
 /* ---- coord_ops.c ----------------------------------------------------------- */
 
 static inline coord_op_t *op_at(const ordo_coord_t *coord, uint32_t slot) {

@@ -659,9 +659,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
             continue;
         }
         /* Read only now, for a wait that is otherwise needed: the line was
-         * just written by the origin's worker and costs a cache miss. */
+         * just written by the origin's worker and costs a cache miss (read
+         * for writing: the wait's reference to the timeline writes it). */
         uint64_t reached = 0;
-        ordo_status_t origin_failure = timeline_read(origin->timeline, &reached);
+        ordo_status_t origin_failure = timeline_read_for_wait(origin->timeline, &reached);
         if (reached >= need) {
             elided++; /* reached already (finished, just not polled yet) */
             frontier_absorb(cs, origin, need, coord->stream_count);

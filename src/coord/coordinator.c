@@ -160,13 +160,23 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
          * coordinator), then look again. */
         coord_stream_t *waiting = NULL;
         uint64_t target = 0;
+        int polled_too_soon = 0;
         for (uint64_t mask = coord->pending_mask; mask && !waiting; mask &= mask - 1) {
             coord_stream_t *cs = coord->streams[__builtin_ctzll(mask)];
             uint64_t reached = 0;
             target = cs->next_point; /* its last completed op's */
             if (timeline_read(cs->timeline, &reached) == ORDO_OK && reached < target) {
                 waiting = cs;
+            } else if (!op_at(coord, cs->pending[cs->pending_first & cs->pending_mask])
+                            ->tp_pending) {
+                /* Reached (or failed) since the poll above, with no
+                 * timepoint of its own to report it: nothing would wake
+                 * us, so poll again. */
+                polled_too_soon = 1;
             }
+        }
+        if (!waiting && polled_too_soon) {
+            continue;
         }
         /* Otherwise only callbacks, or firings about to be handled, remain:
          * sleep until one of them is done. */

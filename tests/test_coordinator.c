@@ -966,6 +966,129 @@ static void finished_ops_retire_and_ids_stay_meaningful(void **state) {
     assert_int_equal(blocks_after, blocks_before);
 }
 
+/* One registration listing many dependencies: more still to complete
+ * than register keeps at hand (it finds them again), duplicates, and some
+ * finished. The op waits for every one, and each counts once as a wait
+ * emitted or elided. */
+static void many_dependencies_in_one_registration(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_op_id_t done[2];
+    for (int i = 0; i < 2; ++i) {
+        done[i] = reg(f, f->s[0], NULL, 0, "done");
+        assert_ok(ordo_coord_begin(f->coord, done[i]));
+        assert_ok(ordo_coord_complete(f->coord, done[i]));
+    }
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    enum { WAITING = 24 };
+    ordo_op_id_t waiting[WAITING];
+    for (int i = 0; i < WAITING; ++i) {
+        waiting[i] = reg(f, f->s[i % 3], NULL, 0, "waited for");
+    }
+    ordo_op_id_t deps[WAITING + 6];
+    size_t n = 0;
+    for (int i = WAITING; i-- > 0;) {
+        deps[n++] = waiting[i];
+    }
+    for (int i = 0; i < 4; ++i) {
+        deps[n++] = waiting[i * 5]; /* listed twice */
+    }
+    deps[n++] = done[0];
+    deps[n++] = done[1];
+    ordo_coord_metrics_t before = metrics(f);
+    ordo_op_id_t last = reg(f, f->s[3], deps, n, "waits for many");
+    for (int i = 0; i < WAITING; ++i) {
+        assert_status(ordo_coord_begin(f->coord, last), ORDO_ERR_BUSY);
+        assert_ok(ordo_coord_begin(f->coord, waiting[i]));
+        assert_ok(ordo_coord_complete(f->coord, waiting[i]));
+    }
+    assert_ok(ordo_coord_begin(f->coord, last));
+    assert_ok(ordo_coord_complete(f->coord, last));
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    ordo_coord_metrics_t after = metrics(f);
+    assert_int_equal(
+        after.waits_emitted + after.waits_elided - (before.waits_emitted + before.waits_elided), n);
+    assert_int_equal(after.failed, 0);
+    fixture_free(f);
+}
+
+/* Ids of many live ops: a dense backlog (the recent table grows: each
+ * doubling moves every entry) and a long-lived op among short-lived ones
+ * (it moves to the map, and must stay there, findable, across growth). */
+static void many_live_ops_are_found_by_id(void **state) {
+    (void)state;
+    size_t blocks_before = 0;
+    assert_ok(ordo_allocator_live_blocks(&blocks_before));
+    fixture_t *f = fixture_make();
+    ordo_op_id_t old = reg(f, f->s[3], NULL, 0, "long-lived");
+    /* Short-lived ops retire as they go: few live, so the old op's entry
+     * goes to the map rather than the table growing. Many of them, so
+     * that the dense ids below exceed every size the table takes (an id
+     * placed by the wrong bits in a doubling would then be lost). */
+    const int dense = (int)test_scaled(40000);
+    const int sparse = 4 * dense;
+    uint64_t sparse_start = ordo_time_now_ns();
+    for (int i = 0; i < sparse; ++i) {
+        ordo_op_id_t id = reg(f, f->s[i % 2], NULL, 0, "short");
+        assert_ok(ordo_coord_begin(f->coord, id));
+        assert_ok(ordo_coord_complete(f->coord, id));
+        if (i % 512 == 0) {
+            assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+        }
+    }
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    /* No drain slept until its deadline: a stream that reaches its last
+     * point between drain's poll and its look at the streams must not
+     * leave it waiting for a wake nobody sends. */
+    assert_true(ordo_time_now_ns() - sparse_start < (uint64_t)TEST_WAIT_MS * 1000000u / 2);
+    assert_int_equal(metrics(f).live, 1);
+    ordo_stream_t *where = NULL;
+    assert_ok(ordo_coord_op_stream(f->coord, old, &where));
+    assert_ptr_equal(where, f->s[3]);
+    /* A dense backlog: every op stays live (none begun); each depends on
+     * an older one still live, and on the long-lived one. */
+    ordo_op_id_t *ids = calloc((size_t)dense, sizeof *ids);
+    assert_non_null(ids);
+    for (int i = 0; i < dense; ++i) {
+        ordo_op_id_t deps[2] = {old, i ? ids[(i * 7919) % i] : old};
+        ids[i] = reg(f, f->s[i % 3], deps, 2, "dense");
+        /* Right after a doubling too, the earlier ids are all found. */
+        for (int k = 1; k <= 3 && k <= i; ++k) {
+            int j = (int)(((uint64_t)i * 2654435761u + (uint64_t)k) % (uint64_t)i);
+            assert_ok(ordo_coord_op_stream(f->coord, ids[j], &where));
+            assert_ptr_equal(where, f->s[j % 3]);
+        }
+    }
+    assert_int_equal(metrics(f).live, (uint64_t)dense + 1);
+    for (int i = 0; i < dense; ++i) {
+        assert_ok(ordo_coord_op_stream(f->coord, ids[i], &where));
+        assert_ptr_equal(where, f->s[i % 3]);
+    }
+    assert_ok(ordo_coord_op_stream(f->coord, old, &where));
+    assert_ptr_equal(where, f->s[3]);
+    /* Run them all, the long-lived op first, then in registration order
+     * (each after its dependencies). */
+    assert_ok(ordo_coord_begin(f->coord, old));
+    assert_ok(ordo_coord_complete(f->coord, old));
+    for (int i = 0; i < dense; ++i) {
+        assert_ok(ordo_coord_begin(f->coord, ids[i]));
+        assert_ok(ordo_coord_complete(f->coord, ids[i]));
+    }
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    ordo_coord_metrics_t m = metrics(f);
+    assert_int_equal(m.live, 0);
+    assert_int_equal(m.completed, (uint64_t)(sparse + dense + 1));
+    for (int i = 0; i < dense; i += 97) {
+        assert_status(ordo_coord_begin(f->coord, ids[i]), ORDO_ERR_BUSY); /* retired */
+    }
+    assert_status(ordo_coord_begin(f->coord, old), ORDO_ERR_BUSY);
+    free(ids);
+    fixture_free(f);
+    size_t blocks_after = 0;
+    assert_ok(ordo_allocator_live_blocks(&blocks_after));
+    assert_int_equal(blocks_after, blocks_before);
+}
+
 /* ---- stream pools ----------------------------------------------------------------------- */
 
 static void ops_without_a_stream_take_one_from_the_pool(void **state) {
@@ -1174,6 +1297,8 @@ int main(void) {
         cmocka_unit_test(cycles_are_refused_with_the_cycle_named),
         cmocka_unit_test(unchecked_graphs_list_their_cycles),
         cmocka_unit_test(finished_ops_retire_and_ids_stay_meaningful),
+        cmocka_unit_test(many_live_ops_are_found_by_id),
+        cmocka_unit_test(many_dependencies_in_one_registration),
         cmocka_unit_test(ops_without_a_stream_take_one_from_the_pool),
         cmocka_unit_test(bad_input_on_every_entry_point),
     };

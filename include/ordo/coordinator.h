@@ -197,8 +197,9 @@ typedef struct ordo_coord_metrics {
     uint64_t waits_elided;      /**< dependencies that needed no wait */
     /** Host time spent inside register, add_dependency, begin, complete and
      * dispatch's own work (not launch functions or callbacks), in total and
-     * per registered op. Sampled: each thread times one call in 8 and counts
-     * it 8 times (reading the clock costs about what a call does). */
+     * per registered op. Sampled: each thread times one call in 32 and
+     * counts it 32 times (reading the clock costs about what a call does).
+     * A timed call also counts about one clock read of its own. */
     uint64_t coordination_ns;
     uint64_t coordination_ns_per_op; /**< coordination_ns / registered */
 } ordo_coord_metrics_t;

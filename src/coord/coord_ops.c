@@ -42,61 +42,59 @@ ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *ap
                       (unsigned long long)id);
 }
 
-ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
-    if (coord->free_slot == COORD_NONE) {
-        if ((uint64_t)(coord->chunk_count + 1) * COORD_CHUNK_OPS >= OP_GRAPH_MAX) {
-            return ORDO_ERR_RESOURCE_EXHAUSTED;
-        }
-        if (coord->chunk_count == coord->chunk_cap) {
-            uint32_t cap = coord->chunk_cap ? 2 * coord->chunk_cap : 8;
-            coord_op_t **chunks = ordo_alloc(cap * sizeof *chunks, 0);
-            if (!chunks) {
-                return ORDO_ERR_OUT_OF_MEMORY;
-            }
-            if (coord->chunks) {
-                memcpy(chunks, coord->chunks, coord->chunk_count * sizeof *chunks);
-                ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *chunks, 0);
-            }
-            coord->chunks = chunks;
-            coord->chunk_cap = cap;
-        }
-        coord_op_t *chunk = ordo_alloc(COORD_CHUNK_OPS * sizeof *chunk, 64);
-        if (!chunk) {
+ordo_status_t op_chunk_add(ordo_coord_t *coord) {
+    if ((uint64_t)(coord->chunk_count + 1) * COORD_CHUNK_OPS >= OP_GRAPH_MAX) {
+        return ORDO_ERR_RESOURCE_EXHAUSTED;
+    }
+    if (coord->chunk_count == coord->chunk_cap) {
+        uint32_t cap = coord->chunk_cap ? 2 * coord->chunk_cap : 8;
+        coord_op_t **chunks = ordo_alloc(cap * sizeof *chunks, 0);
+        if (!chunks) {
             return ORDO_ERR_OUT_OF_MEMORY;
         }
-        uint32_t base = coord->chunk_count * COORD_CHUNK_OPS;
-        coord->chunks[coord->chunk_count++] = chunk;
-        /* Lowest slots first, so the graph's node arrays stay dense. */
-        for (uint32_t i = COORD_CHUNK_OPS; i-- > 0;) {
-            chunk[i].coord = coord;
-            chunk[i].slot = base + i;
-            chunk[i].next = coord->free_slot;
-            coord->free_slot = base + i;
+        if (coord->chunks) {
+            memcpy(chunks, coord->chunks, coord->chunk_count * sizeof *chunks);
+            ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *chunks, 0);
         }
+        coord->chunks = chunks;
+        coord->chunk_cap = cap;
     }
-    uint32_t slot = coord->free_slot;
-    coord->free_slot = op_at(coord, slot)->next;
-    *out_slot = slot;
+    coord_op_t *chunk = ordo_alloc(COORD_CHUNK_OPS * sizeof *chunk, 64);
+    if (!chunk) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    uint32_t base = coord->chunk_count * COORD_CHUNK_OPS;
+    coord->chunks[coord->chunk_count++] = chunk;
+    /* Lowest slots first, so the graph's node arrays stay dense. */
+    for (uint32_t i = COORD_CHUNK_OPS; i-- > 0;) {
+        chunk[i].coord = coord;
+        chunk[i].slot = base + i;
+        chunk[i].next = coord->free_slot;
+        coord->free_slot = base + i;
+    }
     return ORDO_OK;
 }
 
 void op_slot_return(ordo_coord_t *coord, uint32_t slot) {
     coord_op_t *op = op_at(coord, slot);
-    if (op->more_needs) {
+    /* Only line 0 of the record is read here unless the op had more (see
+     * coord_op_t): a retired record is not in cache any more. */
+    if (op->wide) {
         ordo_dealloc(op->more_needs, ORDO_COORD_MAX_STREAMS * sizeof *op->more_needs, 0);
+        op->wide = 0;
     }
-    while (op->more_callbacks) {
-        coord_callback_chunk_t *next = op->more_callbacks->next;
-        ordo_dealloc(op->more_callbacks, sizeof *op->more_callbacks, 0);
-        op->more_callbacks = next;
+    if (op->callback_count > COORD_INLINE_CALLBACKS) {
+        while (op->more_callbacks) {
+            coord_callback_chunk_t *next = op->more_callbacks->next;
+            ordo_dealloc(op->more_callbacks, sizeof *op->more_callbacks, 0);
+            op->more_callbacks = next;
+        }
     }
-    /* What a fresh op must find; the rest register sets. */
+    /* What a fresh op must find in line 0; register sets the rest. */
     op->id = 0;
     op->state = OP_FREE;
     op->callback_count = 0;
     op->pending_deps = 0;
-    op->need_count = 0;
-    op->more_needs = NULL;
     op->status = ORDO_OK;
     op->dep_failure = ORDO_OK;
     op->recorded = 0;
@@ -135,20 +133,57 @@ static void failure_remember(ordo_coord_t *coord, ordo_op_id_t id, ordo_status_t
     id_map_put(&coord->failures, id, (uint32_t)status);
 }
 
-void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
-    coord_op_t *op = op_at(coord, slot);
-    uint32_t *entry = &coord->recent[op->id % COORD_RECENT];
-    if (*entry) {
-        /* Its previous owner, if still live, moves to the map. */
-        coord_op_t *old = op_at(coord, *entry - 1);
-        if (old->in_recent) {
-            old->in_recent = 0;
-            id_map_put(&coord->live, old->id, *entry - 1);
+ordo_status_t op_recent_init(ordo_coord_t *coord) {
+    coord->recent = ordo_alloc(COORD_RECENT_MIN * sizeof *coord->recent, 64);
+    if (!coord->recent) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    coord->recent_mask = COORD_RECENT_MIN - 1;
+    return ORDO_OK;
+}
+
+/* Doubles the recent table. Entries cannot collide: two live ids in the
+ * old table differ modulo its size, so they differ modulo twice that. */
+static ordo_status_t recent_grow(ordo_coord_t *coord) {
+    uint32_t old_size = coord->recent_mask + 1;
+    uint32_t size = 2 * old_size;
+    uint32_t *table = ordo_alloc(size * sizeof *table, 64);
+    if (!table) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < old_size; ++i) {
+        uint32_t entry = coord->recent[i];
+        if (entry) {
+            table[op_at(coord, entry - 1)->id & (size - 1)] = entry;
         }
     }
-    *entry = slot + 1;
-    op->in_recent = 1;
-    coord->live_count++;
+    ordo_dealloc(coord->recent, old_size * sizeof *coord->recent, 64);
+    coord->recent = table;
+    coord->recent_mask = size - 1;
+    return ORDO_OK;
+}
+
+ordo_status_t op_id_reserve_slow(ordo_coord_t *coord) {
+    ordo_op_id_t id = coord->issued + 1;
+    /* The entry's owner is live. When live ops are dense, double the table: id and
+     * the owner (id - size, or older) then take different entries, and the
+     * new entry is free (an older id with it would have been evicted by
+     * the owner). Growing is optional: without memory the owner moves to
+     * the map. */
+    if (coord->live_count >= (coord->recent_mask + 1) / 2 &&
+        coord->recent_mask + 1 < COORD_RECENT_MAX && recent_grow(coord) == ORDO_OK &&
+        !coord->recent[id & coord->recent_mask]) {
+        return ORDO_OK;
+    }
+    return id_map_reserve(&coord->live, 1);
+}
+
+void op_id_evict(ordo_coord_t *coord, uint32_t *entry) {
+    /* Its owner is live (retirement clears the entry): it moves to the map
+     * (room was reserved). */
+    coord_op_t *old = op_at(coord, *entry - 1);
+    old->in_recent = 0;
+    id_map_put(&coord->live, old->id, *entry - 1);
 }
 
 void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
@@ -157,7 +192,7 @@ void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
         return;
     }
     if (op->in_recent) {
-        coord->recent[op->id % COORD_RECENT] = 0;
+        coord->recent[op->id & coord->recent_mask] = 0;
     } else {
         id_map_remove(&coord->live, op->id);
     }
@@ -172,7 +207,7 @@ void op_try_retire(ordo_coord_t *coord, uint32_t slot) {
 }
 
 ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
-    if (op->more_needs || op->dep_total + extra <= COORD_INLINE_NEEDS) {
+    if (op->wide || op->dep_total + extra <= COORD_INLINE_NEEDS) {
         return ORDO_OK;
     }
     uint64_t *more = ordo_alloc(ORDO_COORD_MAX_STREAMS * sizeof *more, 0);
@@ -183,30 +218,8 @@ ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra) {
         more[op->need_stream[i]] = op->need_point[i];
     }
     op->more_needs = more;
+    op->wide = 1;
     return ORDO_OK;
-}
-
-int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
-    if (stream == op->stream) {
-        return 1; /* in stream order already */
-    }
-    if (op->more_needs) {
-        uint64_t *at = &op->more_needs[stream];
-        int merged = *at != 0;
-        *at = *at > point ? *at : point;
-        return merged;
-    }
-    for (unsigned i = 0; i < op->need_count; ++i) {
-        if (op->need_stream[i] == stream) {
-            if (op->need_point[i] < point) {
-                op->need_point[i] = point;
-            }
-            return 1;
-        }
-    }
-    op->need_stream[op->need_count] = (uint8_t)stream;
-    op->need_point[op->need_count++] = point;
-    return 0;
 }
 
 void ready_push(ordo_coord_t *coord, uint32_t slot) {
@@ -250,12 +263,8 @@ uint32_t ready_pop(ordo_coord_t *coord) {
     return COORD_NONE;
 }
 
-void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
-    coord_op_t *op = op_at(coord, slot);
-    op->recorded = 1;
-    if (!op_graph_contains(&coord->graph, slot)) {
-        return;
-    }
+void op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
+    const coord_op_t *op = op_at(coord, slot);
     for (uint32_t e = op_graph_first_out(&coord->graph, slot); e != OP_GRAPH_NONE;
          e = op_graph_next_out(&coord->graph, e)) {
         uint32_t d = op_graph_edge_to(&coord->graph, e);
@@ -281,11 +290,11 @@ void ops_free_all(ordo_coord_t *coord) {
     for (uint32_t c = 0; c < coord->chunk_count; ++c) {
         coord_op_t *chunk = coord->chunks[c];
         for (uint32_t i = 0; i < COORD_CHUNK_OPS; ++i) {
-            if (chunk[i].more_needs) {
+            if (chunk[i].wide) {
                 ordo_dealloc(chunk[i].more_needs,
                              ORDO_COORD_MAX_STREAMS * sizeof *chunk[i].more_needs, 0);
             }
-            while (chunk[i].more_callbacks) {
+            while (chunk[i].callback_count > COORD_INLINE_CALLBACKS && chunk[i].more_callbacks) {
                 coord_callback_chunk_t *next = chunk[i].more_callbacks->next;
                 ordo_dealloc(chunk[i].more_callbacks, sizeof *chunk[i].more_callbacks, 0);
                 chunk[i].more_callbacks = next;
@@ -296,6 +305,8 @@ void ops_free_all(ordo_coord_t *coord) {
     ordo_dealloc(coord->chunks, coord->chunk_cap * sizeof *coord->chunks, 0);
     coord->chunks = NULL;
     coord->chunk_count = coord->chunk_cap = 0;
+    ordo_dealloc(coord->recent, (coord->recent_mask + 1) * sizeof *coord->recent, 64);
+    coord->recent = NULL;
     id_map_fini(&coord->live);
     id_map_fini(&coord->failures);
     ordo_dealloc(coord->failure_ring, ORDO_COORD_FAILURES_KEPT * sizeof *coord->failure_ring, 0);

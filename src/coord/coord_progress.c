@@ -3,16 +3,14 @@
  * coord_internal.h. */
 #include <limits.h>
 
+#include "base/alloc.h"
 #include "base/futex.h"
 #include "coord/coord_internal.h"
 
-/* The coordinator whose lock this thread holds, if any. */
-static _Thread_local ordo_coord_t *coord_held;
+_Thread_local ordo_coord_t *coord_held __attribute__((tls_model("initial-exec")));
 
-/* The lock (a futex mutex in the classic three-state form): one
- * compare-and-swap to take it and one exchange to release it when nobody
- * waits; a brief spin, then sleep, when somebody holds it. */
-static void lock_slow(ordo_coord_t *coord) {
+/* The lock's contended paths (its fast paths are in coord_internal.h). */
+void coord_lock_slow(ordo_coord_t *coord) {
     for (int spin = 0; spin < 100; ++spin) {
         ordo_cpu_relax();
         uint32_t free_word = 0;
@@ -27,20 +25,8 @@ static void lock_slow(ordo_coord_t *coord) {
     }
 }
 
-void coord_lock(ordo_coord_t *coord) {
-    uint32_t free_word = 0;
-    if (!atomic_compare_exchange_strong_explicit(&coord->lock_word, &free_word, 1,
-                                                 memory_order_acquire, memory_order_relaxed)) {
-        lock_slow(coord);
-    }
-    coord_held = coord;
-}
-
-void coord_unlock_plain(ordo_coord_t *coord) {
-    coord_held = NULL;
-    if (atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2) {
-        ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
-    }
+void coord_wake_one(ordo_coord_t *coord) {
+    ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
 }
 
 static void wake_drainers(ordo_coord_t *coord) {
@@ -100,23 +86,44 @@ void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
     work->arm_head = op;
 }
 
-void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
-    coord_op_t *op = op_at(coord, slot);
-    coord_stream_t *cs = coord->streams[op->stream];
-    op->state = OP_COMPLETED;
-    op->next = COORD_NONE;
-    if (cs->pending_tail != COORD_NONE) {
-        op_at(coord, cs->pending_tail)->next = slot;
-    } else {
-        cs->pending_head = slot;
+#define PENDING_FIRST_SIZE 64u
+
+ordo_status_t stream_pending_init(coord_stream_t *cs) {
+    cs->pending = ordo_alloc(PENDING_FIRST_SIZE * sizeof *cs->pending, 0);
+    if (!cs->pending) {
+        return ORDO_ERR_OUT_OF_MEMORY;
     }
-    cs->pending_tail = slot;
-    coord->pending_mask |= (uint64_t)1 << cs->index;
-    coord->in_flight++;
-    if (op->callback_count) {
-        op_watch_point(coord, slot, work);
-    }
+    cs->pending_mask = PENDING_FIRST_SIZE - 1;
+    cs->pending_first = cs->next_point + 1;
+    return ORDO_OK;
 }
+
+void stream_pending_fini(coord_stream_t *cs) {
+    ordo_dealloc(cs->pending, (cs->pending_mask + 1) * sizeof *cs->pending, 0);
+    cs->pending = NULL;
+}
+
+ordo_status_t stream_pending_grow(coord_stream_t *cs) {
+    uint64_t size = (uint64_t)cs->pending_mask + 1;
+    if (size >= ((uint64_t)1 << 31)) {
+        return ORDO_ERR_RESOURCE_EXHAUSTED;
+    }
+    uint32_t *ring = ordo_alloc(2 * size * sizeof *ring, 0);
+    if (!ring) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    uint64_t mask = 2 * size - 1;
+    for (uint64_t p = cs->pending_first; p <= cs->next_point; ++p) {
+        ring[p & mask] = cs->pending[p & cs->pending_mask];
+    }
+    ordo_dealloc(cs->pending, size * sizeof *cs->pending, 0);
+    cs->pending = ring;
+    cs->pending_mask = (uint32_t)mask;
+    return ORDO_OK;
+}
+
+/* Records the poll fetches ahead of the one it finishes. */
+#define POLL_AHEAD 8u
 
 /* Finishes the stream's pending ops whose points are reached (all of them,
  * failed, once its timeline has failed). Unless `all`, stops at an op
@@ -125,19 +132,25 @@ void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
 static void stream_poll(ordo_coord_t *coord, coord_stream_t *cs, int all, coord_work_t *work) {
     uint64_t reached = 0;
     ordo_status_t failure = timeline_read(cs->timeline, &reached);
-    while (cs->pending_head != COORD_NONE) {
-        uint32_t slot = cs->pending_head;
-        coord_op_t *op = op_at(coord, slot);
-        if ((op->point > reached && failure == ORDO_OK) || (!all && op->tp_pending)) {
+    uint64_t last = failure != ORDO_OK || reached > cs->next_point ? cs->next_point : reached;
+    uint64_t p = cs->pending_first;
+    for (uint64_t q = p; q <= last && q < p + POLL_AHEAD; ++q) {
+        __builtin_prefetch(op_at(coord, cs->pending[q & cs->pending_mask]), 1);
+    }
+    for (; p <= last; ++p) {
+        if (p + POLL_AHEAD <= last) {
+            __builtin_prefetch(op_at(coord, cs->pending[(p + POLL_AHEAD) & cs->pending_mask]), 1);
+        }
+        uint32_t slot = cs->pending[p & cs->pending_mask];
+        if (!all && op_at(coord, slot)->tp_pending) {
             break;
         }
-        cs->pending_head = op->next;
-        if (cs->pending_head == COORD_NONE) {
-            cs->pending_tail = COORD_NONE;
-            coord->pending_mask &= ~((uint64_t)1 << cs->index);
-        }
+        cs->pending_first = p + 1;
         coord->in_flight--;
-        op_finished(coord, slot, op->point <= reached ? ORDO_OK : failure, work);
+        op_finished(coord, slot, p <= reached ? ORDO_OK : failure, work);
+    }
+    if (cs->pending_first > cs->next_point) {
+        coord->pending_mask &= ~((uint64_t)1 << cs->index);
     }
 }
 
@@ -186,11 +199,7 @@ static void run_callbacks(const coord_op_t *op) {
     }
 }
 
-void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
-    if (!coord->deferred && !work->arm_head && !work->done_head) {
-        coord_unlock_plain(coord); /* the common case */
-        return;
-    }
+void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
     for (;;) {
         while (coord->deferred) {
             coord_op_t *op = coord->deferred;

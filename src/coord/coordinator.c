@@ -19,9 +19,11 @@ static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
 
 /* Coordination time is sampled: each thread times one of every
  * COORD_TIMING_EVERY of its calls and counts it that many times (reading
- * the clock costs about as much as a call's own work). Calls of the three
- * kinds interleave, so each kind is sampled alike. */
-#define COORD_TIMING_EVERY 8u
+ * the clock costs about as much as a call's own work: at one in 8 the two
+ * reads added a tenth to an op's cost). Calls of the three kinds
+ * interleave, and 32 is not a multiple of 3, so each kind is sampled
+ * alike. */
+#define COORD_TIMING_EVERY 32u
 
 static _Thread_local uint32_t timing_turn;
 
@@ -65,6 +67,10 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     }
     ordo_coord_t *coord = ordo_alloc(sizeof *coord, 64);
     if (!coord) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
+    }
+    if (op_recent_init(coord) != ORDO_OK) {
+        ordo_dealloc(coord, sizeof *coord, 64);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
     }
     coord->device = device;
@@ -127,6 +133,7 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     ops_free_all(coord);
     for (uint32_t s = 0; s < coord->stream_count; ++s) {
         (void)ordo_signal_release(coord->streams[s]->timeline);
+        stream_pending_fini(coord->streams[s]);
         ordo_dealloc(coord->streams[s], sizeof *coord->streams[s], 64);
     }
     ordo_device_t *device = coord->device;
@@ -153,13 +160,23 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
          * coordinator), then look again. */
         coord_stream_t *waiting = NULL;
         uint64_t target = 0;
+        int polled_too_soon = 0;
         for (uint64_t mask = coord->pending_mask; mask && !waiting; mask &= mask - 1) {
             coord_stream_t *cs = coord->streams[__builtin_ctzll(mask)];
             uint64_t reached = 0;
-            target = op_at(coord, cs->pending_tail)->point;
+            target = cs->next_point; /* its last completed op's */
             if (timeline_read(cs->timeline, &reached) == ORDO_OK && reached < target) {
                 waiting = cs;
+            } else if (!op_at(coord, cs->pending[cs->pending_first & cs->pending_mask])
+                            ->tp_pending) {
+                /* Reached (or failed) since the poll above, with no
+                 * timepoint of its own to report it: nothing would wake
+                 * us, so poll again. */
+                polled_too_soon = 1;
             }
+        }
+        if (!waiting && polled_too_soon) {
+            continue;
         }
         /* Otherwise only callbacks, or firings about to be handled, remain:
          * sleep until one of them is done. */
@@ -211,14 +228,18 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
     if (!cs) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
+    if (stream_pending_init(cs) != ORDO_OK) {
+        ordo_dealloc(cs, sizeof *cs, 64);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+    }
     if (ordo_signal_create(0, &cs->timeline) != ORDO_OK) {
+        stream_pending_fini(cs);
         ordo_dealloc(cs, sizeof *cs, 64);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
     }
     cs->coord = coord;
     cs->stream = stream;
     cs->index = coord->stream_count;
-    cs->pending_head = cs->pending_tail = COORD_NONE;
     coord->streams[coord->stream_count] = cs;
     coord->last_stream = *out_index = coord->stream_count++;
     return ORDO_OK;
@@ -284,8 +305,45 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
     return check_stream(coord, *out_stream, api);
 }
 
-/* Dependencies whose lookup register keeps between its two passes. */
+/* Unrecorded dependencies whose slots register keeps for adding edges. */
 #define REGISTER_KEPT 16
+
+/* The graph part of a registration: the op waits for `unrecorded`
+ * dependencies still to complete (room reserved). Their nodes go in first,
+ * so the new op is ordered after them (no search, no cycle possible). */
+static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint32_t slot,
+                           const uint32_t *kept, uint32_t unrecorded) {
+    coord_op_t *op = op_at(coord, slot);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
+            (void)op_graph_add_node(&coord->graph, slot);
+        }
+        size_t count = unrecorded <= REGISTER_KEPT ? unrecorded : desc->dep_count;
+        for (size_t i = 0; i < count; ++i) {
+            uint32_t dep_slot = COORD_NONE;
+            if (unrecorded <= REGISTER_KEPT) {
+                dep_slot = kept[i];
+            } else {
+                ordo_status_t outcome;
+                if (op_lookup(coord, desc->deps[i], &dep_slot, &outcome) != LOOKUP_LIVE) {
+                    continue;
+                }
+                const coord_op_t *dep = op_at(coord, dep_slot);
+                if (dep->recorded || dep->state == OP_FINISHED) {
+                    continue;
+                }
+            }
+            if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
+                (void)op_graph_add_node(&coord->graph, dep_slot);
+            } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
+                (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
+                op->pending_deps++;
+            } else if (pass == 1) {
+                coord->waits_elided++; /* listed twice: one wait serves both */
+            }
+        }
+    }
+}
 
 ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *desc,
                                   ordo_op_id_t *out_op) {
@@ -318,10 +376,32 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     }
     uint32_t stream_at = 0;
     st = stream_index(coord, stream, &stream_at, __func__);
-    /* The first few lookups are kept for the later passes. */
-    uint32_t kept_slot[REGISTER_KEPT];
-    ordo_status_t kept_outcome[REGISTER_KEPT];
-    uint8_t kept_found[REGISTER_KEPT];
+    /* Memory first: a slot, room for the id, and for more needs than fit
+     * inline. Dependencies that have their points (or finished) then go
+     * straight into the slot, which a refusal below returns: nothing is
+     * registered or counted until every dependency is known good. */
+    uint32_t slot = COORD_NONE;
+    if (st == ORDO_OK) {
+        st = op_slot_take(coord, &slot);
+        if (st == ORDO_OK) {
+            st = op_id_reserve(coord); /* in the recent table or the map */
+        }
+        if (st == ORDO_OK) {
+            coord_op_t *fresh = op_at(coord, slot);
+            fresh->stream = (uint8_t)stream_at;
+            fresh->need_count = 0; /* (line 1 is not reset on retirement) */
+            fresh->dep_total = 0;
+            if (desc->dep_count > COORD_INLINE_NEEDS) {
+                st = op_needs_reserve(fresh, desc->dep_count);
+            }
+        }
+        if (st != ORDO_OK) {
+            st = ordo_error(st, __func__, "cannot store another op");
+        }
+    }
+    coord_op_t *op = slot != COORD_NONE ? op_at(coord, slot) : NULL;
+    uint64_t elided = 0;
+    uint32_t kept[REGISTER_KEPT];
     uint32_t unrecorded = 0; /* dependencies that will be graph edges */
     for (size_t i = 0; st == ORDO_OK && i < desc->dep_count; ++i) {
         uint32_t dep_slot = COORD_NONE;
@@ -331,106 +411,57 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
             st = op_lookup_error(found, desc->deps[i], __func__);
             break;
         }
-        if (i < REGISTER_KEPT) {
-            kept_slot[i] = dep_slot;
-            kept_outcome[i] = outcome;
-            kept_found[i] = (uint8_t)found;
-        }
-        unrecorded += found == LOOKUP_LIVE && !op_at(coord, dep_slot)->recorded &&
-                      op_at(coord, dep_slot)->state != OP_FINISHED;
-    }
-    /* Everything that could need memory, before anything changes. */
-    uint32_t slot = COORD_NONE;
-    if (st == ORDO_OK) {
-        st = op_slot_take(coord, &slot);
-        /* Room to move a live older id out of the entry the new one takes. */
-        uint32_t entry = coord->recent[(coord->issued + 1) % COORD_RECENT];
-        if (st == ORDO_OK && entry && op_at(coord, entry - 1)->in_recent &&
-            id_map_reserve(&coord->live, 1) != ORDO_OK) {
-            st = ORDO_ERR_OUT_OF_MEMORY;
-        }
-        if (st == ORDO_OK && desc->dep_count > COORD_INLINE_NEEDS) {
-            op_at(coord, slot)->stream = (uint8_t)stream_at;
-            st = op_needs_reserve(op_at(coord, slot), desc->dep_count);
-        }
-        if (st == ORDO_OK && unrecorded) {
-            st = op_graph_reserve_edges(&coord->graph, unrecorded);
-            if (st == ORDO_OK) {
-                st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
-                                            unrecorded + 1);
+        const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
+        if (dep && !dep->recorded && dep->state != OP_FINISHED) {
+            if (unrecorded < REGISTER_KEPT) {
+                kept[unrecorded] = dep_slot;
             }
+            unrecorded++; /* an edge, once everything is known good */
+        } else if (dep && dep->state != OP_FINISHED) {
+            elided += (uint64_t)op_need(op, dep->stream, dep->point);
+        } else {
+            outcome = dep ? dep->status : outcome;
+            if (outcome == ORDO_OK) {
+                elided++; /* finished already: nothing to wait for */
+            } else if (op->dep_failure == ORDO_OK) {
+                op->dep_failure = outcome;
+            }
+        }
+    }
+    if (st == ORDO_OK && unrecorded) {
+        st = op_graph_reserve_edges(&coord->graph, unrecorded);
+        if (st == ORDO_OK) {
+            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                        unrecorded + 1);
         }
         if (st != ORDO_OK) {
-            if (slot != COORD_NONE) {
-                op_slot_return(coord, slot);
-            }
             st = ordo_error(st, __func__, "cannot store another op");
         }
     }
     if (st != ORDO_OK) {
+        if (slot != COORD_NONE) {
+            op_slot_return(coord, slot);
+        }
         coord_unlock(coord, &work);
         return st;
     }
-    coord_op_t *op = op_at(coord, slot);
     op->id = ++coord->issued;
     op->type = (uint8_t)desc->type;
     op->priority = (uint8_t)desc->priority;
-    op->stream = (uint8_t)stream_at;
     op->state = OP_REGISTERED;
     op->launch = desc->launch;
     op->launch_ctx = desc->launch_ctx;
-    op->ready_prev = op->ready_next = COORD_NONE;
     op->dep_total = (uint32_t)desc->dep_count;
-    size_t n = desc->description ? strnlen(desc->description, ORDO_OP_DESCRIPTION_MAX - 1) : 0;
-    memcpy(op->description, desc->description ? desc->description : "", n);
+    const char *text = desc->description ? desc->description : "";
+    size_t n = 0;
+    for (; n < ORDO_OP_DESCRIPTION_MAX - 1 && text[n]; ++n) {
+        op->description[n] = text[n];
+    }
     op->description[n] = '\0';
     op_id_publish(coord, slot);
-    /* Dependencies that finished or have their points: outcomes and needs
-     * now. Those still to complete become edges, their nodes first so the
-     * new op is ordered after them (no search, no cycle possible). */
-    for (int pass = 0; pass < (unrecorded ? 2 : 1); ++pass) {
-        if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
-            (void)op_graph_add_node(&coord->graph, slot); /* reserved */
-        }
-        for (size_t i = 0; i < desc->dep_count; ++i) {
-            uint32_t dep_slot = COORD_NONE;
-            ordo_status_t outcome = ORDO_OK;
-            op_lookup_t found;
-            if (i < REGISTER_KEPT) {
-                found = (op_lookup_t)kept_found[i];
-                dep_slot = kept_slot[i];
-                outcome = kept_outcome[i];
-            } else {
-                found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
-            }
-            const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
-            if (dep && !dep->recorded && dep->state != OP_FINISHED) {
-                if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
-                    (void)op_graph_add_node(&coord->graph, dep_slot);
-                } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
-                    (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
-                    op->pending_deps++;
-                }
-                continue;
-            }
-            if (pass == 1) {
-                continue;
-            }
-            if (dep && dep->state != OP_FINISHED) {
-                coord->waits_elided += (uint64_t)op_need(op, dep->stream, dep->point);
-                continue;
-            }
-            if (dep) {
-                outcome = dep->status;
-            }
-            if (outcome != ORDO_OK) {
-                if (op->dep_failure == ORDO_OK) {
-                    op->dep_failure = outcome;
-                }
-            } else {
-                coord->waits_elided++; /* finished already: nothing to wait for */
-            }
-        }
+    coord->waits_elided += elided;
+    if (unrecorded) {
+        register_edges(coord, desc, slot, kept, unrecorded);
     }
     if (op->launch && op->pending_deps == 0) {
         ready_push(coord, slot);
@@ -586,11 +617,11 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
 
 /* ---- begin and complete ------------------------------------------------------------------ */
 
-/* The record of origin's point `point`, if still kept. */
-static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t point) {
+/* The frontier recorded with origin's point `point`, if still kept. */
+static const uint64_t *record_of(const coord_stream_t *origin, uint64_t point) {
     for (unsigned i = 0; i < COORD_RECORDS; ++i) {
-        if (origin->records[i].point == point) {
-            return &origin->records[i];
+        if (origin->record_point[i] == point) {
+            return origin->record_frontier[i];
         }
     }
     return NULL;
@@ -601,11 +632,11 @@ static const coord_record_t *record_of(const coord_stream_t *origin, uint64_t po
 static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, uint64_t point,
                             uint32_t stream_count) {
     cs->frontier[origin->index] = point;
-    const coord_record_t *record = record_of(origin, point);
-    if (record) {
+    const uint64_t *recorded = record_of(origin, point);
+    if (recorded) {
         for (uint32_t k = 0; k < stream_count; ++k) {
-            if (cs->frontier[k] < record->frontier[k]) {
-                cs->frontier[k] = record->frontier[k];
+            if (cs->frontier[k] < recorded[k]) {
+                cs->frontier[k] = recorded[k];
             }
         }
     }
@@ -625,10 +656,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                           (unsigned long long)op->id, ordo_status_name(failure));
     }
     uint64_t elided = 0;
-    unsigned count = op->more_needs ? coord->stream_count : op->need_count;
+    unsigned count = op->wide ? coord->stream_count : op->need_count;
     for (unsigned i = 0; i < count; ++i) {
-        uint32_t s = op->more_needs ? i : op->need_stream[i];
-        uint64_t need = op->more_needs ? op->more_needs[i] : op->need_point[i];
+        uint32_t s = op->wide ? i : op->need_stream[i];
+        uint64_t need = op->wide ? op->more_needs[i] : op->need_point[i];
         if (need == 0) {
             continue; /* (more_needs: no dependency on stream i) */
         }
@@ -638,9 +669,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
             continue;
         }
         /* Read only now, for a wait that is otherwise needed: the line was
-         * just written by the origin's worker and costs a cache miss. */
+         * just written by the origin's worker and costs a cache miss (read
+         * for writing: the wait's reference to the timeline writes it). */
         uint64_t reached = 0;
-        ordo_status_t origin_failure = timeline_read(origin->timeline, &reached);
+        ordo_status_t origin_failure = timeline_read_for_wait(origin->timeline, &reached);
         if (reached >= need) {
             elided++; /* reached already (finished, just not polled yet) */
             frontier_absorb(cs, origin, need, coord->stream_count);
@@ -681,8 +713,12 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
     uint64_t point = cs->next_point + 1;
+    ordo_status_t st = stream_pending_reserve(cs);
+    if (st != ORDO_OK) {
+        return st;
+    }
     const hal_backend_t *backend = cs->stream->device->backend;
-    ordo_status_t st = backend->signal(cs->stream, cs->timeline, point);
+    st = backend->signal(cs->stream, cs->timeline, point);
     if (st != ORDO_OK) {
         ordo_status_t stream_st = backend->status(cs->stream);
         if (stream_st == ORDO_OK) {
@@ -695,10 +731,10 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     }
     cs->next_point = point;
     op->point = point;
-    coord_record_t *record = &cs->records[cs->next_record];
-    cs->next_record = (cs->next_record + 1) % COORD_RECORDS;
-    record->point = point;
-    memcpy(record->frontier, cs->frontier, coord->stream_count * sizeof *record->frontier);
+    unsigned r = cs->next_record;
+    cs->next_record = (r + 1) % COORD_RECORDS;
+    cs->record_point[r] = point;
+    memcpy(cs->record_frontier[r], cs->frontier, coord->stream_count * sizeof *cs->frontier);
     op_track_point(coord, slot, work);
     op_mark_recorded(coord, slot, ORDO_OK);
     return st;

@@ -649,11 +649,14 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                                   const char *api) {
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
+    /* op_fail may retire the op (its slot then reads id 0): name it by
+     * this copy. */
+    unsigned long long id = (unsigned long long)op->id;
     ordo_status_t failure = op->dep_failure;
     if (failure != ORDO_OK) {
         op_fail(coord, slot, failure, work);
-        return ordo_error(failure, api, "op %llu: a dependency failed (%s)",
-                          (unsigned long long)op->id, ordo_status_name(failure));
+        return ordo_error(failure, api, "op %llu: a dependency failed (%s)", id,
+                          ordo_status_name(failure));
     }
     uint64_t elided = 0;
     unsigned count = op->wide ? coord->stream_count : op->need_count;
@@ -682,8 +685,8 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
             /* It will never be reached: fail now rather than the stream. */
             coord->waits_elided += elided;
             op_fail(coord, slot, origin_failure, work);
-            return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)",
-                              (unsigned long long)op->id, ordo_status_name(origin_failure));
+            return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
+                              ordo_status_name(origin_failure));
         }
         /* Straight to the backend: the stream was checked when the op was
          * registered, and the timelines are the coordinator's own. */
@@ -695,8 +698,8 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                 return st; /* not enqueued; the waits before it only order more */
             }
             op_fail(coord, slot, st, work);
-            return ordo_error(st, api, "op %llu: its stream has failed (%s)",
-                              (unsigned long long)op->id, ordo_status_name(st));
+            return ordo_error(st, api, "op %llu: its stream has failed (%s)", id,
+                              ordo_status_name(st));
         }
         coord->waits_emitted++;
         frontier_absorb(cs, origin, need, coord->stream_count);
@@ -930,11 +933,13 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
         }
         coord_op_t *op = op_at(coord, slot);
         st = begin_locked(coord, slot, &work, __func__);
-        if (op->state == OP_FINISHED) {
-            continue; /* failed with its dependency */
-        }
         if (st != ORDO_OK) {
-            op_fail(coord, slot, st, &work);
+            /* Failed with a dependency or its stream (then it may have
+             * retired already: its slot is free), or left registered with
+             * a wait not enqueued: it fails here. */
+            if (op->state == OP_REGISTERED) {
+                op_fail(coord, slot, st, &work);
+            }
             continue;
         }
         op->state = OP_LAUNCHING;

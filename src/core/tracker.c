@@ -194,7 +194,10 @@ static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_ac
 static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *owner,
                                       uint64_t point, int wait) {
     const hal_backend_t *backend = stream->device->backend;
-    if (!backend->wait_adopt) {
+    /* Each adopting entry is optional on its own. */
+    ordo_status_t (*adopt)(ordo_stream_t *, ordo_signal_t *, uint64_t) =
+        wait ? backend->wait_adopt : backend->signal_adopt;
+    if (!adopt) {
         return wait ? backend->wait(stream, owner->timeline, point)
                     : backend->signal(stream, owner->timeline, point);
     }
@@ -202,8 +205,7 @@ static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *o
         signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
         owner->spare_refs = TRACKER_REF_BATCH;
     }
-    ordo_status_t st = wait ? backend->wait_adopt(stream, owner->timeline, point)
-                            : backend->signal_adopt(stream, owner->timeline, point);
+    ordo_status_t st = adopt(stream, owner->timeline, point);
     if (st == ORDO_OK) {
         --owner->spare_refs; /* the op's now */
     }

@@ -147,7 +147,7 @@ struct hal_backend {
      * submitting thread does not write the reference count, a line the
      * threads that run the ops write. Only the stream's health is checked
      * (as signal and wait do, failing the signal of a refused signal op).
-     * NULL: use signal and wait. */
+     * Either may be NULL (the other need not be): use signal or wait. */
     ordo_status_t (*signal_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*wait_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*synchronize)(ordo_stream_t *stream, ordo_deadline_t deadline);

@@ -118,12 +118,6 @@ static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
     return s < BUFFER_INLINE_READERS ? b->last_points[s] : b->more_last_points[s];
 }
 
-/* Makes sure stream's point `point` is recorded (signals the stream's
- * timeline at its current point if no record covers it yet) and gives the
- * record that covers it: the smallest recorded point >= point it knows.
- * Fails (and records nothing) only if the signal could not be enqueued on a
- * healthy stream; on a failed stream the record fails its timeline, which
- * is what its waiters need. */
 /* The stream's index in the tracker, attaching it on first use (checks
  * the handle and its device then). */
 ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -143,6 +137,12 @@ static inline uint64_t tracker_new_point(ordo_tracker_t *tracker, uint32_t t) {
     return ++tracker->streams[t]->point;
 }
 
+/* Makes sure stream's point `point` is recorded (signals the stream's
+ * timeline at its current point if no record covers it yet) and gives the
+ * record that covers it: the smallest recorded point >= point it knows.
+ * Fails (and records nothing) only if the signal could not be enqueued on a
+ * healthy stream; on a failed stream the record fails its timeline, which
+ * is what its waiters need. */
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record);
 

@@ -168,8 +168,9 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
 }
 
 /* Checks each access (the list and its count were checked by enter). */
-static ordo_status_t check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
-                                    size_t count, const char *api) {
+static inline __attribute__((always_inline)) ordo_status_t
+check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses, size_t count,
+               const char *api) {
     for (size_t i = 0; i < count; ++i) {
         const ordo_buffer_t *b = accesses[i].buffer;
         /* One test for the common case; the reason only on refusal. */
@@ -310,11 +311,9 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
 
 /* Allocates what recording accesses on stream t will need, so that the
  * recording itself cannot fail after the work was enqueued. */
-static ordo_status_t reserve_locked(uint32_t t, const ordo_access_t *accesses, size_t count,
-                                    const char *api) {
-    if (t < BUFFER_INLINE_READERS) {
-        return ORDO_OK;
-    }
+__attribute__((noinline)) static ordo_status_t
+reserve_beyond_inline(uint32_t t, const ordo_access_t *accesses, size_t count, const char *api) {
+    (void)t;
     for (size_t i = 0; i < count; ++i) {
         ordo_buffer_t *b = accesses[i].buffer;
         if (!b->more_last_points) {
@@ -329,10 +328,18 @@ static ordo_status_t reserve_locked(uint32_t t, const ordo_access_t *accesses, s
     return ORDO_OK;
 }
 
+/* Streams below BUFFER_INLINE_READERS need nothing (the common case, kept
+ * inline: the submission path is a few dozen instructions, and a call's
+ * register saves were a noticeable share of it). */
+static inline __attribute__((always_inline)) ordo_status_t
+reserve_locked(uint32_t t, const ordo_access_t *accesses, size_t count, const char *api) {
+    return t < BUFFER_INLINE_READERS ? ORDO_OK : reserve_beyond_inline(t, accesses, count, api);
+}
+
 /* Records the accesses as stream t's next point; cannot fail once
  * reserve_locked has succeeded for them. */
-static void finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses,
-                          size_t count) {
+static inline __attribute__((always_inline)) void
+finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
     uint64_t point = ++tracker->streams[t]->point;
     uint64_t bit = (uint64_t)1 << t;
     for (size_t i = 0; i < count; ++i) {
@@ -357,9 +364,9 @@ static void finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access
  * read: the tracker, the list itself, and the stream (attached on first
  * use). A stream already attached is found without a check; one seen for
  * the first time is attached only once its accesses are known good. */
-static ordo_status_t enter(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                           const ordo_access_t *accesses, size_t count, uint32_t *out_index,
-                           const char *api) {
+static inline __attribute__((always_inline)) ordo_status_t
+enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses, size_t count,
+      uint32_t *out_index, const char *api) {
     ordo_status_t st = tracker_check(tracker, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return st;
@@ -409,8 +416,9 @@ __attribute__((noinline)) static uint64_t need_reads(needs_t *needs, const ordo_
  * elided count. What tracker_wait_for does per origin stream is unchanged:
  * an origin whose highest needed point is known is elided, any other gets
  * one wait for that point. */
-static ordo_status_t prepare_locked(ordo_tracker_t *tracker, uint32_t t,
-                                    const ordo_access_t *accesses, size_t count, const char *api) {
+static inline __attribute__((always_inline)) ordo_status_t
+prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count,
+               const char *api) {
     const uint64_t *frontier = tracker->streams[t]->frontier;
     const uint64_t others = ~((uint64_t)1 << t);
     needs_t needs;

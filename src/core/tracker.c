@@ -83,32 +83,10 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo_device_release(device);
 }
 
-_Static_assert(TRACKER_LOOKUP == 128, "lookup_slot takes the top 7 bits");
-
-static inline uint32_t lookup_slot(const ordo_stream_t *stream) {
-    /* Fibonacci hashing of the address: the top bits of the product. */
-    return (uint32_t)(((uint64_t)(uintptr_t)stream * UINT64_C(0x9e3779b97f4a7c15)) >> 57);
-}
-
-/* The index of an attached stream; 0 if stream is not attached (or NULL). */
-static inline int stream_find(const ordo_tracker_t *tracker, const ordo_stream_t *stream,
-                              uint32_t *out_index) {
-    for (uint32_t slot = lookup_slot(stream);; slot = (slot + 1) & (TRACKER_LOOKUP - 1)) {
-        const ordo_stream_t *key = tracker->lookup_stream[slot];
-        if (ORDO_LIKELY(key == stream && key)) {
-            *out_index = tracker->lookup_index[slot];
-            return 1;
-        }
-        if (!key) {
-            return 0;
-        }
-    }
-}
-
 /* The stream's index in the tracker, attaching it on first use. */
 ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    uint32_t *out_index, const char *api) {
-    if (stream_find(tracker, stream, out_index)) {
+    if (tracker_stream_find(tracker, stream, out_index)) {
         return ORDO_OK;
     }
     ordo_status_t st = hal_stream_check(stream, api);
@@ -134,7 +112,7 @@ ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *strea
     }
     ts->stream = stream;
     tracker->streams[tracker->stream_count] = ts;
-    uint32_t slot = lookup_slot(stream);
+    uint32_t slot = tracker_lookup_slot(stream);
     while (tracker->lookup_stream[slot]) { /* a free slot: there are twice as many as streams */
         slot = (slot + 1) & (TRACKER_LOOKUP - 1);
     }
@@ -379,7 +357,7 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
                           ORDO_TRACKER_MAX_ACCESSES);
     }
-    if (ORDO_LIKELY(stream_find(tracker, stream, out_index))) {
+    if (ORDO_LIKELY(tracker_stream_find(tracker, stream, out_index))) {
         return ORDO_OK;
     }
     st = check_accesses(tracker, accesses, count, api);

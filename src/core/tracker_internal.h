@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "base/rlock.h"
 #include "ordo/buffer.h"
 #include "ordo/timepoint.h"
@@ -118,10 +119,42 @@ static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
     return s < BUFFER_INLINE_READERS ? b->last_points[s] : b->more_last_points[s];
 }
 
+_Static_assert(TRACKER_LOOKUP == 128, "tracker_lookup_slot takes the top 7 bits");
+
+static inline uint32_t tracker_lookup_slot(const ordo_stream_t *stream) {
+    /* Fibonacci hashing of the address: the top bits of the product. */
+    return (uint32_t)(((uint64_t)(uintptr_t)stream * UINT64_C(0x9e3779b97f4a7c15)) >> 57);
+}
+
+/* The index of an attached stream; 0 if stream is not attached (or NULL).
+ * Inline: every submission and every pool call looks its stream up. */
+static inline int tracker_stream_find(const ordo_tracker_t *tracker, const ordo_stream_t *stream,
+                                      uint32_t *out_index) {
+    for (uint32_t slot = tracker_lookup_slot(stream);; slot = (slot + 1) & (TRACKER_LOOKUP - 1)) {
+        const ordo_stream_t *key = tracker->lookup_stream[slot];
+        if (ORDO_LIKELY(key == stream && key)) {
+            *out_index = tracker->lookup_index[slot];
+            return 1;
+        }
+        if (!key) {
+            return 0;
+        }
+    }
+}
+
 /* The stream's index in the tracker, attaching it on first use (checks
  * the handle and its device then). */
 ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    uint32_t *out_index, const char *api);
+
+/* The same, found inline when the stream is attached already. */
+static inline ordo_status_t tracker_stream_index_fast(ordo_tracker_t *tracker,
+                                                      ordo_stream_t *stream, uint32_t *out_index,
+                                                      const char *api) {
+    return tracker_stream_find(tracker, stream, out_index)
+               ? ORDO_OK
+               : tracker_stream_index(tracker, stream, out_index, api);
+}
 
 /* Orders stream t after origin's point `point`: nothing if t's frontier
  * knows it already (counted elided), else one device wait on the record

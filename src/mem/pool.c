@@ -98,7 +98,7 @@ typedef struct pool {
 
 /* --- Size classes: exact below 16 units, then four per power of two --- */
 
-static unsigned class_of(size_t units) {
+static inline __attribute__((always_inline)) unsigned class_of(size_t units) {
     if (units <= 16) {
         return (unsigned)units - 1;
     }
@@ -113,7 +113,7 @@ _Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover eve
 
 /* --- Bins --- */
 
-static void bin_insert(pool_t *p, pool_block_t *b) {
+static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_block_t *b) {
     pool_bins_t *bins = p->bins[b->affinity];
     unsigned c = class_of(b->size / POOL_UNIT);
     b->cls = (uint8_t)c;
@@ -129,7 +129,7 @@ static void bin_insert(pool_t *p, pool_block_t *b) {
     }
 }
 
-static void bin_remove(pool_t *p, pool_block_t *b) {
+static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_block_t *b) {
     pool_bins_t *bins = p->bins[b->affinity];
     if (b->bin_prev) {
         b->bin_prev->bin_next = b->bin_next;
@@ -687,7 +687,7 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
                                           ordo_block_t **out_block) {
     static const char api[] = "ordo_mem_allocate";
     uint32_t t;
-    ordo_status_t st = tracker_stream_index(p->tracker, request->stream, &t, api);
+    ordo_status_t st = tracker_stream_index_fast(p->tracker, request->stream, &t, api);
     if (st == ORDO_OK) {
         st = bins_ensure(p, t, api);
     }
@@ -783,7 +783,7 @@ static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_requ
 static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_deallocate";
     uint32_t s;
-    ordo_status_t st = tracker_stream_index(p->tracker, stream, &s, api);
+    ordo_status_t st = tracker_stream_index_fast(p->tracker, stream, &s, api);
     if (st == ORDO_OK) {
         st = bins_ensure(p, s, api);
     }

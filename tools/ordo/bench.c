@@ -74,12 +74,21 @@ static const char *cpu_model(void) {
     return model;
 }
 
+static const char *device_name;
+
+void bench_set_device(const char *name) {
+    device_name = name;
+}
+
 void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
                 const bench_ratio_t *ratios, size_t ratio_count) {
     printf("{\"name\":\"%s\",\"impl\":\"%s\",\"median_ns\":%.2f,\"p90_ns\":%.2f,\"iters\":%llu,"
            "\"cpu\":\"%s\"",
            name, impl, stats->median_ns, stats->p90_ns, (unsigned long long)stats->iters,
            cpu_model());
+    if (device_name) {
+        printf(",\"device\":\"%s\"", device_name);
+    }
     if (ratio_count) {
         printf(",\"ratio_to\":{");
         for (size_t i = 0; i < ratio_count; ++i) {

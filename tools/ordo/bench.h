@@ -42,9 +42,14 @@ typedef struct bench_ratio {
 } bench_ratio_t;
 
 /* Prints one JSON line: name, impl, median_ns, p90_ns, iters, the host's
- * CPU model and, when given, ratios to the baselines of the same run. */
+ * CPU model, the device's name while one is set (bench_set_device) and,
+ * when given, ratios to the baselines of the same run. */
 void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
                 const bench_ratio_t *ratios, size_t ratio_count);
+
+/* The device the following lines measure ("device" in each), or NULL for
+ * none (host-only benchmarks). The string must outlive its use. */
+void bench_set_device(const char *name);
 
 /* Pins the calling thread to the slot-th CPU it may run on (0 or 1), so
  * each comparison uses the same two CPUs. Best effort. */

@@ -458,6 +458,19 @@ void bench_cuda_all(const bench_options_t *options) {
     if (ordo_cuda_make_current(device) != ORDO_OK) {
         bench_fail("cannot make the device's context current");
     }
+    /* Every line names the GPU it measured. Quotes and backslashes would
+     * break the JSON line: they are replaced. */
+    static char gpu_name[128];
+    cuda_device_t *d = device->impl;
+    if (cu->DeviceGetName(gpu_name, (int)sizeof gpu_name, d->dev) != CUDA_SUCCESS) {
+        snprintf(gpu_name, sizeof gpu_name, "cuda:0 (name unknown)");
+    }
+    for (char *c = gpu_name; *c; ++c) {
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) {
+            *c = '_';
+        }
+    }
+    bench_set_device(gpu_name);
     if (bench_selected(options, "cuda_event_pool")) {
         run_event_pool(options, device);
     }
@@ -479,6 +492,7 @@ void bench_cuda_all(const bench_options_t *options) {
         bench_selected(options, "cuda_signal_point_submit")) {
         run_signal_point(options, device);
     }
+    bench_set_device(NULL);
     ordo_device_release(device);
 }
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Runs every check of the CUDA backend that needs a GPU, in one go, and
+# keeps each step's output:
+#   - the build with the CUDA backend, its kernels (nvcc) and the tests;
+#   - test_cuda and the conformance suite on cuda:0;
+#   - compute-sanitizer (memcheck, racecheck, synccheck) over test_cuda;
+#   - `ordo demo --backend cuda` at three sizes;
+#   - `ordo bench cuda` (JSON lines, with the device's name).
+# A step that fails is reported and the next one still runs; the exit
+# status is the number of failed steps (0: all passed).
+#
+# usage: scripts/gpu_check.sh [--out DIR] [--debs DIR] [--build DIR]
+#        scripts/gpu_check.sh --fetch DIR
+#
+#   --out DIR    where the logs go (default: BUILD/gpu-check)
+#   --build DIR  the build tree (default: build-gpu)
+#   --fetch DIR  on a machine with Debian's package registry: download the
+#                packages the test build needs (cmocka, pkgconf) into DIR
+#                and stop
+#   --debs DIR   on a GPU machine without a registry: unpack the packages
+#                fetched into DIR in a private prefix and build against them
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+out="" build="build-gpu" fetch="" debs=""
+while (($#)); do
+  case "$1" in
+  --out) out=$2; shift 2 ;;
+  --build) build=$2; shift 2 ;;
+  --fetch) fetch=$2; shift 2 ;;
+  --debs) debs=$2; shift 2 ;;
+  *) echo "gpu_check: unknown argument '$1'" >&2; exit 64 ;;
+  esac
+done
+
+if [ -n "$fetch" ]; then
+  mkdir -p "$fetch"
+  (cd "$fetch" && apt-get download libcmocka0 libcmocka-dev pkgconf pkgconf-bin libpkgconf3) ||
+    { echo "gpu_check: could not download the packages" >&2; exit 1; }
+  ls "$fetch"
+  exit 0
+fi
+
+# The CUDA toolkit's usual place, for nvcc and compute-sanitizer.
+export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+out=${out:-$build/gpu-check}
+mkdir -p "$out"
+failed=0
+summary="$out/summary.txt"
+: >"$summary"
+
+# Runs one step, its output in $out/NAME.log; a line per step in the summary.
+step() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  echo "=== $name: $*"
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local verdict=passed
+  ((rc == 0)) || { verdict="FAILED (exit $rc)"; failed=$((failed + 1)); }
+  echo "$name: $verdict in $((SECONDS - start)) s" | tee -a "$summary"
+  tail -n 5 "$out/$name.log"
+}
+
+if [ -n "$debs" ]; then
+  prefix=$(mktemp -d)
+  for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+  multiarch=$(ls "$prefix/usr/lib" | grep -- -linux-gnu | head -n 1)
+  export PATH="$prefix/usr/bin:$PATH"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The packages' .pc files name /usr: the sysroot maps them to the prefix.
+  export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/usr/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$prefix"
+  [ -x "$prefix/usr/bin/pkg-config" ] || ln -s pkgconf "$prefix/usr/bin/pkg-config"
+fi
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 ||
+    echo "nvidia-smi: not available"
+  nvcc --version 2>&1 | tail -n 1 || echo "nvcc: not found"
+} | tee -a "$summary"
+
+step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+step build cmake --build "$build" -j"$(nproc)"
+bin="$build/bin"
+step info "$bin/ordo" info
+# Everything below is meant for a GPU: a backend that is unavailable (the
+# tests would only skip) is a failure here.
+step cuda_available sh -c "'$bin/ordo' info | grep -F 'cuda (available)'"
+step test_cuda "$bin/test_cuda"
+step test_conformance "$bin/test_conformance"
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/test_cuda"
+  done
+else
+  echo "compute-sanitizer: not found" | tee -a "$summary"
+  failed=$((failed + 1))
+fi
+step demo_small "$bin/ordo" demo --backend cuda --chunks 12 --rows 16 --size 64
+step demo_edges "$bin/ordo" demo --backend cuda --chunks 7 --rows 37 --size 50
+step demo_default "$bin/ordo" demo --backend cuda
+step bench_cuda sh -c "'$bin/ordo' bench cuda | tee '$out/bench_cuda.jsonl'"
+echo "failed steps: $failed" | tee -a "$summary"
+exit "$failed"

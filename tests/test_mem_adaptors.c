@@ -321,8 +321,17 @@ static void budget_charges_and_explains_refusals(void **state) {
     /* A free its stream has not reached keeps its charge. */
     ordo_signal_t *gate = gate_stream(e.s[1]);
     assert_ok(ordo_mem_deallocate(patient, b, e.s[1]));
-    test_sleep_ms(5);
-    assert_ok(ordo_mem_budget_stats(e.device, &bs));
+    /* The earlier free of c (before the gate) gives its charge back once
+     * s[1] reaches it: wait for that, with a deadline, rather than for a
+     * fixed time (a loaded machine under a sanitizer takes longer). */
+    ordo_deadline_t until = test_deadline();
+    do {
+        assert_ok(ordo_mem_budget_stats(e.device, &bs));
+        if (bs.charged == 3072) {
+            break;
+        }
+        test_sleep_ms(1);
+    } while (ordo_time_now_ns() < until);
     assert_int_equal(bs.charged, 3072);
     assert_int_equal(bs.charged_pending, 2048);
     /* The quick adaptor waits 20 ms for it, then gives up. */

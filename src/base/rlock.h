@@ -43,7 +43,7 @@ typedef struct ordo_rlock {
     uint32_t depth;               /* the holder's */
     uint32_t through_bias;        /* the holder's: held through the bias */
     _Atomic(const void *) bias;   /* the marker of the thread it is biased to, or NULL */
-    _Atomic uint32_t bias_inside; /* written by the biased thread only */
+    _Atomic uint32_t bias_inside; /* the biased thread's (and, backing off, the revoked one's) */
     _Atomic uint32_t revoking;    /* written under word: the bias is being taken away */
     /* Under word: the thread whose bias was last revoked, until it next
      * comes through the shared path (see below). */

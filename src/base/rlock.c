@@ -100,10 +100,6 @@ void ordo_rlock_unlock_shared(ordo_rlock_t *lock) {
     }
 }
 
-void ordo_rlock_wake_revoker(ordo_rlock_t *lock) {
-    ordo_futex_wake(&lock->bias_inside, 1);
-}
-
-void ordo_rlock_wake_revoker_at(_Atomic uint32_t *bias_inside) {
+void ordo_rlock_wake_revoker(_Atomic uint32_t *bias_inside) {
     ordo_futex_wake(bias_inside, 1);
 }

@@ -62,10 +62,10 @@ void ordo_rlock_init(ordo_rlock_t *lock);
 /* Out of line: the shared path of lock and unlock. */
 void ordo_rlock_lock_shared(ordo_rlock_t *lock);
 void ordo_rlock_unlock_shared(ordo_rlock_t *lock);
-/* Out of line: wakes a revoker waiting for the biased thread to leave
- * (the second form touches nothing but the address). */
-void ordo_rlock_wake_revoker(ordo_rlock_t *lock);
-void ordo_rlock_wake_revoker_at(_Atomic uint32_t *bias_inside);
+/* Out of line: wakes a revoker waiting for the biased thread to leave.
+ * It takes the flag's address and touches nothing but that address, so
+ * an unlock may call it after its release store. */
+void ordo_rlock_wake_revoker(_Atomic uint32_t *bias_inside);
 
 /* Non-zero when the calling thread holds the lock. Only this thread ever
  * stores its own marker, so seeing it means it is still ours. */
@@ -131,7 +131,7 @@ static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock) {
     atomic_store_explicit(&lock->bias_inside, 0, memory_order_release);
     ordo_asym_hot();
     if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
-        ordo_rlock_wake_revoker(lock);
+        ordo_rlock_wake_revoker(&lock->bias_inside);
     }
 }
 
@@ -146,7 +146,7 @@ static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock) {
     _Atomic uint32_t *inside = &lock->bias_inside;
     atomic_store_explicit(inside, 0, memory_order_release);
     if (wake) {
-        ordo_rlock_wake_revoker_at(inside);
+        ordo_rlock_wake_revoker(inside);
     }
 }
 

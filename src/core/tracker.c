@@ -83,12 +83,8 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo_device_release(device);
 }
 
-/* The stream's index in the tracker, attaching it on first use. */
-ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                   uint32_t *out_index, const char *api) {
-    if (tracker_stream_find(tracker, stream, out_index)) {
-        return ORDO_OK;
-    }
+ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                    uint32_t *out_index, const char *api) {
     ordo_status_t st = hal_stream_check(stream, api);
     if (st != ORDO_OK) {
         return st;
@@ -362,7 +358,7 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
     }
     st = check_accesses(tracker, accesses, count, api);
     if (st == ORDO_OK) {
-        st = tracker_stream_index(tracker, stream, out_index, api);
+        st = tracker_stream_attach(tracker, stream, out_index, api);
     }
     return st;
 }

@@ -142,18 +142,17 @@ static inline int tracker_stream_find(const ordo_tracker_t *tracker, const ordo_
     }
 }
 
-/* The stream's index in the tracker, attaching it on first use (checks
- * the handle and its device then). */
-ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                   uint32_t *out_index, const char *api);
+/* Attaches a stream not attached yet (checks the handle and its device)
+ * and gives its index. */
+ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                    uint32_t *out_index, const char *api);
 
-/* The same, found inline when the stream is attached already. */
-static inline ordo_status_t tracker_stream_index_fast(ordo_tracker_t *tracker,
-                                                      ordo_stream_t *stream, uint32_t *out_index,
-                                                      const char *api) {
+/* The stream's index in the tracker, attaching it on first use. */
+static inline ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                                 uint32_t *out_index, const char *api) {
     return tracker_stream_find(tracker, stream, out_index)
                ? ORDO_OK
-               : tracker_stream_index(tracker, stream, out_index, api);
+               : tracker_stream_attach(tracker, stream, out_index, api);
 }
 
 /* Orders stream t after origin's point `point`: nothing if t's frontier

@@ -687,7 +687,7 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
                                           ordo_block_t **out_block) {
     static const char api[] = "ordo_mem_allocate";
     uint32_t t;
-    ordo_status_t st = tracker_stream_index_fast(p->tracker, request->stream, &t, api);
+    ordo_status_t st = tracker_stream_index(p->tracker, request->stream, &t, api);
     if (st == ORDO_OK) {
         st = bins_ensure(p, t, api);
     }
@@ -783,7 +783,7 @@ static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_requ
 static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_deallocate";
     uint32_t s;
-    ordo_status_t st = tracker_stream_index_fast(p->tracker, stream, &s, api);
+    ordo_status_t st = tracker_stream_index(p->tracker, stream, &s, api);
     if (st == ORDO_OK) {
         st = bins_ensure(p, s, api);
     }

@@ -77,7 +77,7 @@ static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock);
 static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock);
 static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock);
 
-static inline void ordo_rlock_lock(ordo_rlock_t *lock) {
+static inline __attribute__((always_inline)) void ordo_rlock_lock(ordo_rlock_t *lock) {
     const void *me = &ordo_rlock_marker;
     if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == me) {
         ++lock->depth;
@@ -94,7 +94,7 @@ static inline void ordo_rlock_lock(ordo_rlock_t *lock) {
     lock->depth = 1;
 }
 
-static inline void ordo_rlock_unlock(ordo_rlock_t *lock) {
+static inline __attribute__((always_inline)) void ordo_rlock_unlock(ordo_rlock_t *lock) {
     if (--lock->depth) {
         return;
     }

@@ -43,6 +43,8 @@
 #define POOL_SCAN 8
 #define POOL_SLAB_BLOCKS 64
 #define POOL_DEFAULT_CHUNK ((size_t)2 << 20)
+/* The allocation and free paths: one frame each, not one per helper. */
+#define POOL_HOT static inline __attribute__((always_inline))
 
 typedef struct pool_death {
     uint32_t stream;
@@ -57,18 +59,20 @@ typedef struct pool_chunk {
 } pool_chunk_t;
 
 typedef struct pool_block {
-    ordo_block_t base; /* first: the handle */
-    ordo_buffer_t history;
-    pool_chunk_t *chunk;
-    struct pool_block *addr_prev, *addr_next; /* neighbours in the chunk */
-    struct pool_block *bin_prev, *bin_next;   /* free: its bin; spare: the spare list */
+    /* First: the handle. Aligned so that a block starts a cache line and
+     * the fields the allocation path reads sit in its first two. */
+    _Alignas(64) ordo_block_t base;
     char *start;
     size_t size;
+    struct pool_block *addr_prev, *addr_next; /* neighbours in the chunk */
+    struct pool_block *bin_prev, *bin_next;   /* free: its bin; spare: the spare list */
     uint8_t is_free;
     uint8_t affinity;
     uint8_t cls;
     uint8_t death_count;
     pool_death_t death[POOL_DEATH_MAX];
+    pool_chunk_t *chunk;
+    ordo_buffer_t history;
 } pool_block_t;
 
 typedef struct pool_bins {
@@ -86,7 +90,6 @@ typedef struct pool {
     ordo_tracker_t *tracker;
     ordo_mem_pool_config_t config;
     pool_bins_t *bins[POOL_AFFINITIES];
-    uint32_t free_count[POOL_AFFINITIES];
     uint64_t affinity_mask; /* streams whose bins hold a free block */
     pool_chunk_t *chunks;
     pool_block_t *spare;
@@ -113,37 +116,48 @@ _Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover eve
 
 /* --- Bins --- */
 
+static inline int bins_empty(const pool_bins_t *bins) {
+    _Static_assert(POOL_CLASS_WORDS == 3, "one term per word");
+    return !(bins->nonempty[0] | bins->nonempty[1] | bins->nonempty[2]);
+}
+
+/* Non-zero when the bins of affinity a hold a free block. */
+static inline int bins_hold(const pool_t *p, unsigned a) {
+    return p->bins[a] && !bins_empty(p->bins[a]);
+}
+
 static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_block_t *b) {
     pool_bins_t *bins = p->bins[b->affinity];
     unsigned c = class_of(b->size / POOL_UNIT);
     b->cls = (uint8_t)c;
     b->bin_prev = NULL;
     b->bin_next = bins->head[c];
+    bins->head[c] = b;
     if (b->bin_next) {
         b->bin_next->bin_prev = b;
-    }
-    bins->head[c] = b;
-    bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
-    if (p->free_count[b->affinity]++ == 0 && b->affinity < POOL_SETTLED) {
-        p->affinity_mask |= (uint64_t)1 << b->affinity;
+    } else {
+        if (b->affinity < POOL_SETTLED && bins_empty(bins)) {
+            p->affinity_mask |= (uint64_t)1 << b->affinity;
+        }
+        bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
     }
 }
 
 static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_block_t *b) {
     pool_bins_t *bins = p->bins[b->affinity];
-    if (b->bin_prev) {
-        b->bin_prev->bin_next = b->bin_next;
-    } else {
-        bins->head[b->cls] = b->bin_next;
-        if (!b->bin_next) {
-            bins->nonempty[b->cls / 64] &= ~((uint64_t)1 << (b->cls % 64));
-        }
-    }
     if (b->bin_next) {
         b->bin_next->bin_prev = b->bin_prev;
     }
-    if (--p->free_count[b->affinity] == 0 && b->affinity < POOL_SETTLED) {
-        p->affinity_mask &= ~((uint64_t)1 << b->affinity);
+    if (b->bin_prev) {
+        b->bin_prev->bin_next = b->bin_next;
+        return;
+    }
+    bins->head[b->cls] = b->bin_next;
+    if (!b->bin_next) {
+        bins->nonempty[b->cls / 64] &= ~((uint64_t)1 << (b->cls % 64));
+        if (b->affinity < POOL_SETTLED && bins_empty(bins)) {
+            p->affinity_mask &= ~((uint64_t)1 << b->affinity);
+        }
     }
 }
 
@@ -181,8 +195,9 @@ static pool_block_t *descriptor_take(pool_t *p) {
     return b;
 }
 
+/* A block handed out before keeps its FREED mark until the descriptor is
+ * handed out again: a second free of it is told as such. */
 static void descriptor_put(pool_t *p, pool_block_t *b) {
-    atomic_store_explicit(&b->base.magic, 0, memory_order_relaxed);
     b->history.magic = ORDO_BUFFER_RELEASED;
     b->bin_next = p->spare;
     p->spare = b;
@@ -222,7 +237,7 @@ static inline void death_copy(pool_death_t *to, const pool_death_t *from, unsign
 
 /* Non-zero when stream t may reuse b without waiting: t has waited for
  * every use in b's death frontier (an entry on t itself: t runs in order). */
-static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
+static int covered_by_frontier(const pool_t *p, const pool_block_t *b, uint32_t t) {
     const uint64_t *frontier = p->tracker->streams[t]->frontier;
     for (unsigned i = 0; i < b->death_count; ++i) {
         uint32_t s = b->death[i].stream;
@@ -231,6 +246,15 @@ static int covered(const pool_t *p, const pool_block_t *b, uint32_t t) {
         }
     }
     return 1;
+}
+
+/* The common case first: a block last used on t alone. */
+static inline __attribute__((always_inline)) int covered(const pool_t *p, const pool_block_t *b,
+                                                         uint32_t t) {
+    if (ORDO_LIKELY(b->death_count == 1 && b->death[0].stream == t)) {
+        return 1;
+    }
+    return covered_by_frontier(p, b, t);
 }
 
 /* Non-zero when the host knows stream s's point `point` complete, with
@@ -329,13 +353,7 @@ static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *ne
 
 /* Merges b's frontier into into (maximum per stream); zero if the result
  * has more entries than a block keeps. */
-static int death_merge(pool_death_t *into, uint8_t *count, const pool_block_t *b) {
-    if (*count == 1 && b->death_count == 1 && into[0].stream == b->death[0].stream) {
-        if (into[0].point < b->death[0].point) {
-            into[0].point = b->death[0].point; /* the common case: one stream */
-        }
-        return 1;
-    }
+static int death_merge_many(pool_death_t *into, uint8_t *count, const pool_block_t *b) {
     pool_death_t merged[POOL_DEATH_MAX];
     unsigned n = *count;
     death_copy(merged, into, n);
@@ -359,38 +377,57 @@ static int death_merge(pool_death_t *into, uint8_t *count, const pool_block_t *b
     return 1;
 }
 
-/* --- Splitting and coalescing --- */
-
-/* Cuts b down to units, the rest becoming a free block with b's affinity
- * and frontier. */
-static void split(pool_t *p, pool_block_t *b, size_t size) {
-    if (b->size - size < POOL_UNIT) {
-        return;
+/* death_merge_many, after the common case: both used on one stream. */
+static inline __attribute__((always_inline)) int death_merge(pool_death_t *into, uint8_t *count,
+                                                             const pool_block_t *b) {
+    if (ORDO_LIKELY(*count == 1 && b->death_count == 1 && into[0].stream == b->death[0].stream)) {
+        if (into[0].point < b->death[0].point) {
+            into[0].point = b->death[0].point;
+        }
+        return 1;
     }
-    pool_block_t *rest = descriptor_take(p);
-    if (!rest) {
-        return; /* keep the whole block: correct, just larger */
-    }
-    rest->chunk = b->chunk;
-    rest->start = b->start + size;
-    rest->size = b->size - size;
-    rest->addr_prev = b;
-    rest->addr_next = b->addr_next;
-    if (b->addr_next) {
-        b->addr_next->addr_prev = rest;
-    }
-    b->addr_next = rest;
-    b->size = size;
-    rest->is_free = 1;
-    rest->affinity = b->affinity;
-    rest->death_count = b->death_count;
-    death_copy(rest->death, b->death, b->death_count);
-    bin_insert(p, rest);
-    ++p->stats.splits;
+    return death_merge_many(into, count, b);
 }
 
-/* Absorbs the free neighbour next (b's addr_next) into b, both out of
- * their bins. */
+/* --- Splitting and coalescing --- */
+
+/* Moves free b to the bin of its size and affinity, if it is not there. */
+static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t *b,
+                                                        uint8_t affinity) {
+    if (b->affinity != affinity || b->cls != class_of(b->size / POOL_UNIT)) {
+        bin_remove(p, b);
+        b->affinity = affinity;
+        bin_insert(p, b);
+    }
+}
+
+/* Takes size bytes for an allocation from free block b (in its bin). The
+ * allocation is cut from the end, so the rest keeps b's descriptor and, as
+ * long as its size class holds, b's place in its bin. A cut that would
+ * leave less than a unit takes the whole block, as does one that cannot
+ * get a descriptor (correct, just larger). */
+POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size) {
+    pool_block_t *taken;
+    if (b->size - size < POOL_UNIT || !(taken = descriptor_take(p))) {
+        bin_remove(p, b);
+        return b;
+    }
+    b->size -= size;
+    taken->chunk = b->chunk;
+    taken->start = b->start + b->size;
+    taken->size = size;
+    taken->addr_prev = b;
+    taken->addr_next = b->addr_next;
+    if (b->addr_next) {
+        b->addr_next->addr_prev = taken;
+    }
+    b->addr_next = taken;
+    rebin(p, b, b->affinity);
+    ++p->stats.splits;
+    return taken;
+}
+
+/* Absorbs the free neighbour next (b's addr_next, out of its bin) into b. */
 static void absorb(pool_t *p, pool_block_t *b, pool_block_t *next) {
     b->size += next->size;
     b->addr_next = next->addr_next;
@@ -406,21 +443,24 @@ static void absorb(pool_t *p, pool_block_t *b, pool_block_t *next) {
  * merged block waits for every use of either), then bins it under b's
  * affinity: the freeing stream, whose next allocations likely fit it. A
  * settled block that absorbs an unsettled one takes that one's affinity:
- * the settled bins hold only blocks with nothing pending. */
-static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
+ * the settled bins hold only blocks with nothing pending. A free previous
+ * neighbour absorbs b and stays in its bin unless its class or affinity
+ * changes. */
+POOL_HOT void coalesce_and_bin_hot(pool_t *p, pool_block_t *b) {
     uint8_t affinity = b->affinity;
     pool_block_t *prev = b->addr_prev;
+    pool_block_t *next = b->addr_next;
+    int binned = 0;
     if (prev && prev->is_free == 1 && death_merge(b->death, &b->death_count, prev)) {
         if (affinity == POOL_SETTLED) {
             affinity = prev->affinity;
         }
-        bin_remove(p, prev);
         prev->death_count = b->death_count;
         death_copy(prev->death, b->death, b->death_count);
         absorb(p, prev, b);
         b = prev;
+        binned = 1;
     }
-    pool_block_t *next = b->addr_next;
     if (next && next->is_free == 1 && death_merge(b->death, &b->death_count, next)) {
         if (affinity == POOL_SETTLED) {
             affinity = next->affinity;
@@ -428,8 +468,16 @@ static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
         bin_remove(p, next);
         absorb(p, b, next);
     }
-    b->affinity = affinity;
-    bin_insert(p, b);
+    if (binned) {
+        rebin(p, b, affinity);
+    } else {
+        b->affinity = affinity;
+        bin_insert(p, b);
+    }
+}
+
+static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
+    coalesce_and_bin_hot(p, b);
 }
 
 /* --- Settling and trimming (explicit calls only) --- */
@@ -438,7 +486,7 @@ static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
  * move to the settled bins. */
 static void settle_all(pool_t *p) {
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        if (!p->free_count[a]) {
+        if (!bins_hold(p, a)) {
             continue;
         }
         /* Collect first: moving blocks changes the lists being walked. */
@@ -491,7 +539,7 @@ static void trim_to(pool_t *p, uint64_t keep) {
         next = chunk->next;
         pool_block_t *whole = NULL;
         pool_bins_t *settled = p->bins[POOL_SETTLED];
-        if (!settled || !p->free_count[POOL_SETTLED]) {
+        if (!bins_hold(p, POOL_SETTLED)) {
             return;
         }
         /* A wholly free chunk is one settled block of the chunk's size. */
@@ -522,8 +570,8 @@ static void trim_to(pool_t *p, uint64_t keep) {
  * t may reuse without waiting): the class of size first, then larger
  * classes, at most POOL_SCAN blocks per class. *out_uncovered gets the
  * first fitting block t could reuse only after waiting, if none yet. */
-static pool_block_t *bins_find(const pool_t *p, const pool_bins_t *bins, size_t size, uint32_t t,
-                               pool_block_t **out_uncovered) {
+POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, size_t size,
+                                     uint32_t t, pool_block_t **out_uncovered) {
     /* Best fit among the first POOL_SCAN blocks of the size's own class,
      * then of the first larger class holding a block t may take. */
     unsigned c = class_of(size / POOL_UNIT);
@@ -567,19 +615,18 @@ static pool_block_t *bins_find(const pool_t *p, const pool_bins_t *bins, size_t 
     return NULL;
 }
 
-/* A free block for size on stream t: freed on t, settled, or freed on
- * another stream and already ordered before t; else, by policy, one t
+static pool_block_t *bins_find(const pool_t *p, const pool_bins_t *bins, size_t size, uint32_t t,
+                               pool_block_t **out_uncovered) {
+    return bins_find_hot(p, bins, size, t, out_uncovered);
+}
+
+/* find_free past the stream's own bins: settled blocks, then blocks freed
+ * on another stream and already ordered before t; else, by policy, one t
  * must first wait for (its waits are emitted here) or none. */
-static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block) {
-    pool_block_t *uncovered = NULL;
+static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
+                                         pool_block_t *uncovered, pool_block_t **out_block) {
     pool_block_t *b = NULL;
-    if (p->free_count[t]) {
-        b = bins_find(p, p->bins[t], size, t, &uncovered);
-        if (b) {
-            ++p->stats.reuses_same_stream;
-        }
-    }
-    if (!b && p->free_count[POOL_SETTLED]) {
+    if (bins_hold(p, POOL_SETTLED)) {
         b = bins_find(p, p->bins[POOL_SETTLED], size, t, &uncovered);
         if (b) {
             ++p->stats.reuses_known;
@@ -614,10 +661,29 @@ static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t 
     return ORDO_OK;
 }
 
+/* A free block for size on stream t: one freed on t first (inline: the
+ * common case), then find_free_elsewhere. */
+POOL_HOT ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block) {
+    pool_block_t *uncovered = NULL;
+    if (bins_hold(p, t)) {
+        pool_block_t *b = bins_find_hot(p, p->bins[t], size, t, &uncovered);
+        if (b) {
+            ++p->stats.reuses_same_stream;
+            *out_block = b;
+            return ORDO_OK;
+        }
+    }
+    return find_free_elsewhere(p, size, t, uncovered, out_block);
+}
+
 /* Takes a chunk of at least size from upstream, as one free block born on
  * stream t (so other streams reuse it only once ordered after t). */
 static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *stream,
                           pool_block_t **out_block) {
+    ordo_status_t st = bins_ensure(p, t, "ordo_mem_allocate");
+    if (st != ORDO_OK) {
+        return st;
+    }
     size_t chunk_size = size > p->config.chunk_bytes ? size : p->config.chunk_bytes;
     pool_chunk_t *chunk = ordo_alloc(sizeof *chunk, 0);
     pool_block_t *b = descriptor_take(p);
@@ -632,7 +698,7 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
                           "cannot allocate the pool's bookkeeping");
     }
     mem_request_t request = {chunk_size, POOL_UNIT, stream, ORDO_MEM_TAG_NONE};
-    ordo_status_t st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
+    st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
     if (st != ORDO_OK) {
         ordo_dealloc(chunk, sizeof *chunk, 0);
         descriptor_put(p, b);
@@ -683,17 +749,24 @@ static void history_set_last(pool_block_t *b, uint32_t t, uint64_t point) {
     b->history.use_mask |= (uint64_t)1 << t;
 }
 
+/* A stream past the inline points needs a points array in the block carve
+ * hands out: b itself, or the first spare descriptor. Both get one before
+ * anything changes. */
+static ordo_status_t carve_reserve(pool_t *p, pool_block_t *b, uint32_t t, const char *api) {
+    ordo_status_t st = history_reserve(b, t, api);
+    pool_block_t *spare = st == ORDO_OK ? descriptor_take(p) : NULL;
+    if (spare) {
+        st = history_reserve(spare, t, api);
+        descriptor_put(p, spare);
+    }
+    return st;
+}
+
 static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *request,
                                           ordo_block_t **out_block) {
     static const char api[] = "ordo_mem_allocate";
     uint32_t t;
     ordo_status_t st = tracker_stream_index(p->tracker, request->stream, &t, api);
-    if (st == ORDO_OK) {
-        st = bins_ensure(p, t, api);
-    }
-    if (st == ORDO_OK) {
-        st = bins_ensure(p, POOL_SETTLED, api);
-    }
     if (st != ORDO_OK) {
         return st;
     }
@@ -721,11 +794,11 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
             return st;
         }
     }
-    if ((st = history_reserve(b, t, api)) != ORDO_OK) {
+    if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
+        (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
         return st;
     }
-    bin_remove(p, b);
-    split(p, b, size);
+    b = carve(p, b, size);
     b->is_free = 0;
     /* Birth: a write by t at a fresh point of t. */
     uint64_t point = tracker_new_point(p->tracker, t);
@@ -797,45 +870,49 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     }
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
     /* The death frontier: each use the freeing stream has not waited for,
-     * and the free itself on s, which implies the uses s already knows. */
-    const uint64_t *frontier = p->tracker->streams[s]->frontier;
-    pool_death_t entries[ORDO_TRACKER_MAX_STREAMS];
+     * and the free itself on s, which implies the uses s already knows.
+     * Written in place (a copy through the stack would stall on store
+     * forwarding); a refused free leaves it unread, the block being live. */
     unsigned n = 0;
     uint64_t others = b->history.use_mask & ~((uint64_t)1 << s);
-    for (uint64_t mask = others; mask; mask &= mask - 1) {
-        uint32_t u = (uint32_t)__builtin_ctzll(mask);
-        uint64_t point = buffer_last_point(&b->history, u);
-        if (frontier[u] < point) {
-            entries[n++] = (pool_death_t){u, point};
+    if (ORDO_UNLIKELY(others)) {
+        const uint64_t *frontier = p->tracker->streams[s]->frontier;
+        for (uint64_t mask = others; mask; mask &= mask - 1) {
+            uint32_t u = (uint32_t)__builtin_ctzll(mask);
+            uint64_t point = buffer_last_point(&b->history, u);
+            if (frontier[u] >= point) {
+                continue;
+            }
+            if (n < POOL_DEATH_MAX - 1) {
+                b->death[n++] = (pool_death_t){u, point};
+                continue;
+            }
+            /* More than a block keeps: s waits for the surplus on the
+             * device, so its free point implies them. A failed s cannot
+             * wait (nor will its free point ever be reached): refused, the
+             * block stays live. */
+            st = tracker_wait_for(p->tracker, s, u, point);
+            if (st != ORDO_OK) {
+                atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+                return ordo_error(st, api,
+                                  "block %p (tag %u) was used on more streams than the freeing "
+                                  "stream knows, and that stream cannot wait for them: %s",
+                                  (void *)b, b->base.tag, ordo_error_message());
+            }
         }
     }
-    /* More than a block keeps: s waits for the surplus on the device, so
-     * its free point implies them. A failed s cannot wait (nor will its
-     * free point ever be reached): refused, the block stays live. */
-    while (n > POOL_DEATH_MAX - 1) {
-        --n;
-        st = tracker_wait_for(p->tracker, s, entries[n].stream, entries[n].point);
-        if (st != ORDO_OK) {
-            atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
-            return ordo_error(st, api,
-                              "block %p (tag %u) was used on more streams than the freeing "
-                              "stream knows, and that stream cannot wait for them: %s",
-                              (void *)b, b->base.tag, ordo_error_message());
-        }
-    }
-    entries[n++] = (pool_death_t){s, tracker_new_point(p->tracker, s)};
+    b->death[n++] = (pool_death_t){s, tracker_new_point(p->tracker, s)};
     b->history.magic = ORDO_BUFFER_RELEASED;
     b->is_free = 1;
     b->affinity = (uint8_t)s;
     b->death_count = (uint8_t)n;
-    death_copy(b->death, entries, n);
     p->stats.bytes_in_use -= b->size;
     --p->blocks_out;
     atomic_store_explicit(&p->bytes_outstanding,
                           atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
                               b->base.bytes,
                           memory_order_relaxed);
-    coalesce_and_bin(p, b);
+    coalesce_and_bin_hot(p, b);
     return ORDO_OK;
 }
 
@@ -943,7 +1020,7 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     /* What is still pending, per stream: the highest point, recorded. */
     uint64_t need[ORDO_TRACKER_MAX_STREAMS] = {0};
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        for (unsigned c = 0; p->free_count[a] && c < POOL_CLASSES; ++c) {
+        for (unsigned c = 0; bins_hold(p, a) && c < POOL_CLASSES; ++c) {
             for (pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
                 for (unsigned i = 0; i < b->death_count; ++i) {
                     uint64_t visited = 0;
@@ -1032,7 +1109,11 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
     settle_all(p);
     uint32_t unsettled = 0;
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        unsettled += p->free_count[a];
+        for (unsigned c = 0; bins_hold(p, a) && c < POOL_CLASSES; ++c) {
+            for (const pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
+                ++unsettled;
+            }
+        }
     }
     if (unsettled) {
         ordo_rlock_unlock(&tracker->lock);
@@ -1112,9 +1193,18 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
         cfg.chunk_bytes = (cfg.chunk_bytes + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
     }
     pool_t *p = ordo_alloc(sizeof *p, 64);
-    if (!p) {
+    pool_bins_t *settled = ordo_alloc(sizeof *settled, 64);
+    if (!p || !settled) {
+        if (p) {
+            ordo_dealloc(p, sizeof *p, 64);
+        }
+        if (settled) {
+            ordo_dealloc(settled, sizeof *settled, 64);
+        }
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a pool");
     }
+    /* The settled bins exist from the start: settling cannot fail. */
+    p->bins[POOL_SETTLED] = settled;
     p->tracker = tracker;
     p->config = cfg;
     atomic_fetch_add_explicit(&tracker->pools, 1, memory_order_relaxed);

@@ -95,71 +95,105 @@ static ordo_status_t block_refused(ordo_mem_resource_t *resource, const ordo_blo
     return status;
 }
 
-ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
-                                ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block,
-                                void **out_ptr) {
-    ordo_status_t st = mem_resource_check(resource, __func__);
+/* The checks of ordo_mem_allocate one by one, each with its message. */
+__attribute__((noinline)) static ordo_status_t
+allocate_refused(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
+                 ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block, void **out_ptr) {
+    static const char api[] = "ordo_mem_allocate";
+    ordo_status_t st = mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_block) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_block is NULL");
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_block is NULL");
     }
     *out_block = NULL;
     if (out_ptr) {
         *out_ptr = NULL;
     }
-    if ((st = check_stream(resource, stream, __func__)) != ORDO_OK) {
+    if ((st = check_stream(resource, stream, api)) != ORDO_OK) {
         return st;
     }
     if (bytes == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
                           "a zero-byte allocation is refused (tag %u)", tag);
     }
     if (bytes > ORDO_MEM_MAX_BYTES) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
                           "%zu bytes (tag %u) is more than the %zu bytes one allocation may ask",
                           bytes, tag, (size_t)ORDO_MEM_MAX_BYTES);
     }
-    if (alignment == 0) {
-        alignment = ORDO_MEM_DEFAULT_ALIGNMENT;
-    }
     if ((alignment & (alignment - 1)) || alignment > ORDO_MEM_MAX_ALIGNMENT) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
                           "alignment %zu is not a power of two up to %zu", alignment,
                           (size_t)ORDO_MEM_MAX_ALIGNMENT);
     }
     if (tag >= ORDO_MEM_MAX_TAGS) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "tag %u is not below %u", tag,
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "tag %u is not below %u", tag,
                           ORDO_MEM_MAX_TAGS);
     }
-    mem_request_t request = {bytes, alignment, stream, tag};
+    /* Every check passes now: a handle changed while it was checked. */
+    return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
+                      "the resource or the stream changed while the call was checking them");
+}
+
+ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
+                                ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block,
+                                void **out_ptr) {
+    /* Every check in one condition; allocate_refused says which failed.
+     * bytes - 1 wraps for zero. Alignment zero passes the power-of-two
+     * test and means the default. */
+    if (ORDO_UNLIKELY(!resource || resource->magic != ORDO_RESOURCE_MAGIC || !out_block ||
+                      !stream || stream->magic != ORDO_STREAM_MAGIC ||
+                      stream->device != resource->device || bytes - 1 >= ORDO_MEM_MAX_BYTES ||
+                      (alignment & (alignment - 1)) || alignment > ORDO_MEM_MAX_ALIGNMENT ||
+                      tag >= ORDO_MEM_MAX_TAGS)) {
+        return allocate_refused(resource, bytes, alignment, stream, tag, out_block, out_ptr);
+    }
+    mem_request_t request = {bytes, alignment ? alignment : ORDO_MEM_DEFAULT_ALIGNMENT, stream,
+                             tag};
     ordo_block_t *block = NULL;
-    st = mem_allocate(resource, &request, &block);
-    if (st != ORDO_OK) {
-        return st;
+    ordo_status_t st = mem_allocate(resource, &request, &block);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        block = NULL;
     }
     *out_block = block;
     if (out_ptr) {
-        *out_ptr = block->ptr;
+        *out_ptr = block ? block->ptr : NULL;
     }
-    return ORDO_OK;
+    return st;
 }
 
-ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                  ordo_stream_t *stream) {
-    ordo_status_t st = mem_resource_check(resource, __func__);
+/* The checks of ordo_mem_deallocate one by one, each with its message. */
+__attribute__((noinline)) static ordo_status_t
+deallocate_checked(ordo_mem_resource_t *resource, ordo_block_t *block, ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
+    ordo_status_t st = mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
     mem_refusal_t why = MEM_REFUSED_NOT_LIVE;
-    if ((st = check_block(resource, block, &why, __func__)) != ORDO_OK) {
-        return block_refused(resource, block, why, st, __func__);
+    if ((st = check_block(resource, block, &why, api)) != ORDO_OK) {
+        return block_refused(resource, block, why, st, api);
     }
-    if ((st = check_stream(resource, stream, __func__)) != ORDO_OK) {
+    if ((st = check_stream(resource, stream, api)) != ORDO_OK) {
         return st;
     }
     return mem_deallocate(resource, block, stream);
+}
+
+ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream) {
+    /* The common case in one condition: a live block of this very
+     * resource, a live stream of its device. Anything else (a block of a
+     * resource below, or bad input) takes the checks one by one. */
+    if (ORDO_LIKELY(resource && resource->magic == ORDO_RESOURCE_MAGIC && block &&
+                    atomic_load_explicit(&block->magic, memory_order_acquire) == ORDO_BLOCK_MAGIC &&
+                    block->resource == resource && stream && stream->magic == ORDO_STREAM_MAGIC &&
+                    stream->device == resource->device)) {
+        return mem_deallocate(resource, block, stream);
+    }
+    return deallocate_checked(resource, block, stream);
 }
 
 ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t *out_bytes) {

@@ -1258,6 +1258,19 @@ static void bad_input_on_every_entry_point(void **state) {
     gate_open(&gate);
     assert_ok(ordo_coord_drain(coord, test_deadline()));
 
+    /* a refused registration leaves no stream attached: refusals on as
+     * many fresh streams (all kept alive, so none shares an address) as the
+     * coordinator holds streams, then a good registration still fits */
+    ordo_stream_t *refused[ORDO_COORD_MAX_STREAMS];
+    for (unsigned i = 0; i < ORDO_COORD_MAX_STREAMS; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &refused[i]));
+        ordo_op_id_t never_issued = 1u << 30;
+        ordo_op_desc_t rd = {.stream = refused[i], .deps = &never_issued, .dep_count = 1};
+        assert_status(ordo_coord_register(coord, &rd, &id), ORDO_ERR_NOT_FOUND);
+    }
+    ordo_op_desc_t fits = {.stream = refused[0]};
+    assert_ok(ordo_coord_register(coord, &fits, &id));
+
     /* at most ORDO_COORD_MAX_STREAMS streams */
     ordo_stream_t *many[ORDO_COORD_MAX_STREAMS + 1];
     ordo_status_t last = ORDO_OK;
@@ -1270,6 +1283,9 @@ static void bad_input_on_every_entry_point(void **state) {
     fixture_free(f); /* the ops registered above never begin: dropped */
     for (unsigned i = 0; i <= ORDO_COORD_MAX_STREAMS; ++i) {
         assert_ok(ordo_stream_destroy(many[i]));
+    }
+    for (unsigned i = 0; i < ORDO_COORD_MAX_STREAMS; ++i) {
+        assert_ok(ordo_stream_destroy(refused[i]));
     }
     gate_fini(&gate);
 }

@@ -245,6 +245,20 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
     return ORDO_OK;
 }
 
+/* Undoes stream_index's attach of the last stream: a registration refused
+ * after attaching it, so that nothing refers to it yet. A refused call
+ * leaves the coordinator's streams as they were. */
+static void stream_detach_last(ordo_coord_t *coord) {
+    coord_stream_t *cs = coord->streams[--coord->stream_count];
+    coord->streams[coord->stream_count] = NULL;
+    if (coord->last_stream >= coord->stream_count) {
+        coord->last_stream = 0;
+    }
+    (void)ordo_signal_release(cs->timeline);
+    stream_pending_fini(cs);
+    ordo_dealloc(cs, sizeof *cs, 64);
+}
+
 static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stream,
                                   const char *api) {
     ordo_status_t st = hal_stream_check(stream, api);
@@ -375,6 +389,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         coord_poll(coord, &work);
     }
     uint32_t stream_at = 0;
+    uint32_t streams_before = coord->stream_count;
     st = stream_index(coord, stream, &stream_at, __func__);
     /* Memory first: a slot, room for the id, and for more needs than fit
      * inline. Dependencies that have their points (or finished) then go
@@ -441,6 +456,9 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     if (st != ORDO_OK) {
         if (slot != COORD_NONE) {
             op_slot_return(coord, slot);
+        }
+        if (coord->stream_count > streams_before) {
+            stream_detach_last(coord);
         }
         coord_unlock(coord, &work);
         return st;

@@ -140,6 +140,15 @@ static void limits_and_misuse(void **state) {
     assert_ok(ordo_trace_stop(NULL, NULL));
     assert_status(ordo_trace_is_on(NULL), ORDO_ERR_INVALID_ARGUMENT);
 
+    /* Room for more events than memory can address: refused, still off. */
+    int on = 1;
+    ordo_trace_config_t absurd = {UINT64_MAX};
+    assert_status(ordo_trace_start(&absurd), ORDO_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(ordo_error_message(), "max_events"));
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    assert_status(ordo_trace_stop(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+
     ordo_trace_config_t config = {10};
     assert_ok(ordo_trace_start(&config));
     assert_status(ordo_trace_start(NULL), ORDO_ERR_BUSY);
@@ -195,8 +204,9 @@ static void stop_races_recorders(void **state) {
     }
     char path[128];
     temp_path(path, sizeof path, "race");
+    ordo_trace_config_t config = {64 * 1024}; /* quick to map each round */
     for (int round = 0; round < (int)test_scaled(40); ++round) {
-        assert_ok(ordo_trace_start(NULL));
+        assert_ok(ordo_trace_start(round % 8 == 0 ? NULL : &config));
         test_sleep_ms(1);
         ordo_trace_stats_t stats;
         assert_ok(ordo_trace_stop(round % 4 == 0 ? path : NULL, &stats));
@@ -212,6 +222,58 @@ static void stop_races_recorders(void **state) {
         pthread_join(threads[i], NULL);
     }
     remove(path);
+}
+
+typedef struct controller {
+    int rounds;
+    _Atomic int *unexpected;
+    int started, stopped;
+} controller_t;
+
+static void *control_main(void *arg) {
+    controller_t *c = arg;
+    ordo_trace_config_t config = {8192};
+    for (int i = 0; i < c->rounds; ++i) {
+        ordo_status_t st = ordo_trace_start(&config);
+        c->started += st == ORDO_OK;
+        if (st != ORDO_OK && st != ORDO_ERR_BUSY) {
+            atomic_fetch_add(c->unexpected, 1);
+        }
+        ordo_trace_stats_t stats;
+        st = ordo_trace_stop(NULL, &stats);
+        c->stopped += st == ORDO_OK;
+        if (st != ORDO_OK && st != ORDO_ERR_INVALID_ARGUMENT) {
+            atomic_fetch_add(c->unexpected, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Two threads start and stop traces against each other while a third
+ * records: each call either does its work or is refused as it should be,
+ * and every trace started is stopped once. */
+static void start_and_stop_race_each_other(void **state) {
+    (void)state;
+    _Atomic int stop = 0, unexpected = 0;
+    recorder_t recorder = {&stop, 0};
+    pthread_t recording = test_thread_start(record_main, &recorder);
+    controller_t controllers[2];
+    pthread_t threads[2];
+    for (int i = 0; i < 2; ++i) {
+        controllers[i] = (controller_t){(int)test_scaled(200), &unexpected, 0, 0};
+        threads[i] = test_thread_start(control_main, &controllers[i]);
+    }
+    for (int i = 0; i < 2; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    atomic_store(&stop, 1);
+    pthread_join(recording, NULL);
+    assert_int_equal(atomic_load(&unexpected), 0);
+    int on = 1;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    assert_int_equal(controllers[0].started + controllers[1].started,
+                     controllers[0].stopped + controllers[1].stopped);
 }
 
 static void write_text(const char *path, const char *text) {
@@ -454,6 +516,7 @@ int main(void) {
         cmocka_unit_test(traced_program_is_valid),
         cmocka_unit_test(limits_and_misuse),
         cmocka_unit_test(stop_races_recorders),
+        cmocka_unit_test(start_and_stop_race_each_other),
         cmocka_unit_test(checker_refuses_bad_traces),
         cmocka_unit_test(host_task_marks_keep_slices_in_place),
         cmocka_unit_test(op_across_restart_is_cut),

@@ -18,9 +18,8 @@
  * new chunk every few thousand events. When tracing is off, each hook costs
  * one relaxed load and a predicted branch.
  *
- * Thread-safety: start and stop must not race each other; everything else
- * may be called from any thread at any time (records made while tracing is
- * off are dropped).
+ * Thread-safety: every call may be made from any thread at any time (start
+ * and stop are serialized; records made while tracing is off are dropped).
  */
 #ifndef ORDO_TRACE_H
 #define ORDO_TRACE_H
@@ -39,7 +38,9 @@ typedef struct ordo_trace_config {
     /** Events kept, roughly: recording threads take room in chunks of
      * 4096 events, so a trace keeps up to this many rounded up to whole
      * chunks; later events are dropped and counted. 0: the default, 4 Mi
-     * events (about 230 MiB). */
+     * events (about 230 MiB). ordo_trace_start maps room for them all and
+     * touches the first 64 MiB, so that recording does not fault memory
+     * in; stop gives it back. */
     uint64_t max_events;
 } ordo_trace_config_t;
 
@@ -50,7 +51,9 @@ typedef struct ordo_trace_stats {
     uint64_t flows;   /**< tracker waits written as flow arrows */
 } ordo_trace_stats_t;
 
-/** Starts recording (config may be NULL). ORDO_ERR_BUSY if already on. */
+/** Starts recording (config may be NULL). ORDO_ERR_BUSY if already on;
+ * ORDO_ERR_OUT_OF_MEMORY (or ORDO_ERR_OUT_OF_RANGE for an absurd
+ * max_events) when the room for max_events cannot be mapped. */
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
 
 /** Stops recording and writes the trace to path (NULL: discards it). The

@@ -9,7 +9,12 @@
  * two sides use an asymmetric fence (base/asym_fence.h): stop pays for
  * both. Thread records are kept for the
  * life of the process (reused by later traces), so a recorder never touches
- * freed memory; chunks are freed by stop. */
+ * freed memory.
+ *
+ * Chunks come from one region that start maps for the whole trace and
+ * touches up to TRACE_PREFAULT_BYTES: a recorder that takes a chunk does
+ * not fault its memory in, which on a virtual machine costs about as much
+ * as the recording itself. Stop unmaps the region. */
 #include "base/trace.h"
 
 #include <errno.h>
@@ -32,6 +37,11 @@
 
 #define TRACE_CHUNK_EVENTS 4096u
 #define TRACE_DEFAULT_MAX ((uint64_t)4 << 20)
+/* The part of the region touched at start (the rest faults in as used). */
+#define TRACE_PREFAULT_BYTES ((size_t)64 << 20)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 #define TRACE_MAX_DEPTH 64
 
 typedef struct trace_chunk {
@@ -55,9 +65,16 @@ typedef struct trace_thread {
 _Atomic uint32_t trace_enabled;
 
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Serializes ordo_trace_start and ordo_trace_stop (taken before
+ * threads_lock). */
+static pthread_mutex_t control_lock = PTHREAD_MUTEX_INITIALIZER;
 static trace_thread_t *threads;
-static _Atomic uint64_t events_reserved;
-static uint64_t events_max;
+/* The trace's chunks: region_chunks of them from region, handed out in
+ * order by chunks_taken. */
+static char *region;
+static size_t region_bytes;
+static uint64_t region_chunks;
+static _Atomic uint64_t chunks_taken;
 /* Clock readings at start and stop map ticks to nanoseconds. */
 static uint64_t origin_ticks, origin_ns;
 static double ns_per_tick = 1.0;
@@ -90,18 +107,11 @@ static inline trace_thread_t *thread_record(void) {
 
 /* A fresh chunk, or NULL when the trace is full. */
 static __attribute__((noinline)) trace_chunk_t *chunk_new(trace_thread_t *t) {
-    uint64_t taken =
-        atomic_fetch_add_explicit(&events_reserved, TRACE_CHUNK_EVENTS, memory_order_relaxed);
-    if (taken >= events_max) {
+    uint64_t taken = atomic_fetch_add_explicit(&chunks_taken, 1, memory_order_relaxed);
+    if (taken >= region_chunks) {
         return NULL;
     }
-    /* Pre-faulted in one call: first touches of a fresh chunk would
-     * otherwise fault page by page inside the recording. */
-    trace_chunk_t *chunk = mmap(NULL, sizeof *chunk, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (chunk == MAP_FAILED) {
-        return NULL;
-    }
+    trace_chunk_t *chunk = (trace_chunk_t *)(region + taken * sizeof(trace_chunk_t));
     chunk->next = NULL;
     chunk->used = 0;
     if (t->tail) {
@@ -153,18 +163,55 @@ int trace_record(const trace_event_t *event) {
     return e != NULL;
 }
 
-ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
-    if (atomic_load(&trace_enabled)) {
-        return ordo_error(ORDO_ERR_BUSY, __func__, "tracing is on already");
+/* Touches the first bytes of a fresh region, in one call where the kernel
+ * has one. */
+static void region_prefault(void *start, size_t bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    bytes = (bytes + page - 1) & ~(page - 1);
+    if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) {
+        return;
     }
+    for (size_t at = 0; at < bytes; at += page) {
+        ((volatile char *)start)[at] = 0;
+    }
+}
+
+static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
+    if (atomic_load(&trace_enabled)) {
+        return ordo_error(ORDO_ERR_BUSY, "ordo_trace_start", "tracing is on already");
+    }
+    uint64_t max_events = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
+    uint64_t chunks = max_events / TRACE_CHUNK_EVENTS + (max_events % TRACE_CHUNK_EVENTS != 0);
+    if (chunks > SIZE_MAX / sizeof(trace_chunk_t)) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, "ordo_trace_start", "max_events %llu is too many",
+                          (unsigned long long)max_events);
+    }
+    size_t bytes = (size_t)chunks * sizeof(trace_chunk_t);
+    void *mapped = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mapped == MAP_FAILED) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
+                          "cannot map %zu bytes for %llu events: %s", bytes,
+                          (unsigned long long)max_events, strerror(errno));
+    }
+    region_prefault(mapped, bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES);
     (void)ordo_asym_init();
-    events_max = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
-    atomic_store(&events_reserved, 0);
+    region = mapped;
+    region_bytes = bytes;
+    region_chunks = chunks;
+    atomic_store(&chunks_taken, 0);
     origin_ns = ordo_time_now_ns();
     origin_ticks = trace_now();
     atomic_fetch_add(&generation, 1);
     atomic_store(&trace_enabled, 1);
     return ORDO_OK;
+}
+
+ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
+    pthread_mutex_lock(&control_lock);
+    ordo_status_t st = trace_start_locked(config);
+    pthread_mutex_unlock(&control_lock);
+    return st;
 }
 
 ordo_status_t ordo_trace_is_on(int *out_on) {
@@ -572,9 +619,9 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     return ORDO_OK;
 }
 
-ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
+static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out_stats) {
     if (!atomic_exchange(&trace_enabled, 0)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tracing is not on");
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "tracing is not on");
     }
     ordo_asym_rare();
     pthread_mutex_lock(&threads_lock);
@@ -595,8 +642,7 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
         /* Per track: a stream's slices are stamped with their start when
          * they end, after any marks the work made on this thread. */
         uint64_t last_stream = 0, last_own = 0;
-        for (trace_chunk_t *c = t->head, *next; c; c = next) {
-            next = c->next;
+        for (const trace_chunk_t *c = t->head; c; c = c->next) {
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
@@ -615,11 +661,13 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
                 }
                 *last = e->ts;
             }
-            munmap(c, sizeof *c);
         }
         t->head = t->tail = NULL;
         t->dropped = 0;
     }
+    munmap(region, region_bytes);
+    region = NULL;
+    region_chunks = 0;
     pthread_mutex_unlock(&threads_lock);
     ordo_status_t st = ORDO_OK;
     uint64_t flows = 0;
@@ -627,7 +675,8 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
         calibrate();
     }
     if (path && !events) {
-        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot gather %zu events", count);
+        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot gather %zu events",
+                        count);
     } else if (path) {
         st = write_trace(path, events, n, &flows);
     }
@@ -635,5 +684,12 @@ ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
     if (out_stats) {
         *out_stats = (ordo_trace_stats_t){count, dropped, flows};
     }
+    return st;
+}
+
+ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats) {
+    pthread_mutex_lock(&control_lock);
+    ordo_status_t st = trace_stop_locked(path, out_stats);
+    pthread_mutex_unlock(&control_lock);
     return st;
 }

@@ -406,10 +406,13 @@ static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t 
  * allocation is cut from the end, so the rest keeps b's descriptor and, as
  * long as its size class holds, b's place in its bin. A cut that would
  * leave less than a unit takes the whole block, as does one that cannot
- * get a descriptor (correct, just larger). */
-POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size) {
+ * get a descriptor (correct, just larger). With reserved_only, the cut
+ * takes only a spare descriptor already there (the one carve_reserve
+ * prepared), never one of a new slab, which would lack what it reserved. */
+POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, int reserved_only) {
     pool_block_t *taken;
-    if (b->size - size < POOL_UNIT || !(taken = descriptor_take(p))) {
+    if (b->size - size < POOL_UNIT || (reserved_only && !p->spare) ||
+        !(taken = descriptor_take(p))) {
         bin_remove(p, b);
         return b;
     }
@@ -752,7 +755,9 @@ static void history_set_last(pool_block_t *b, uint32_t t, uint64_t point) {
 
 /* A stream past the inline points needs a points array in the block carve
  * hands out: b itself, or the first spare descriptor. Both get one before
- * anything changes. */
+ * anything changes. Without a spare descriptor (a new slab could not be
+ * allocated) carve takes the whole of b, which has its array: it must not
+ * take a descriptor of a slab allocated after this. */
 static ordo_status_t carve_reserve(pool_t *p, pool_block_t *b, uint32_t t, const char *api) {
     ordo_status_t st = history_reserve(b, t, api);
     pool_block_t *spare = st == ORDO_OK ? descriptor_take(p) : NULL;
@@ -795,11 +800,11 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
             return st;
         }
     }
-    if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
-        (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
+    int past_inline = ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS);
+    if (past_inline && (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
         return st;
     }
-    b = carve(p, b, size);
+    b = carve(p, b, size, past_inline);
     b->is_free = 0;
     /* Birth: a write by t at a fresh point of t. */
     uint64_t point = tracker_new_point(p->tracker, t);

@@ -351,6 +351,179 @@ static void host_allocation_failing_once_while_carving(void **state) {
     fixture_free(&f);
 }
 
+/* A free that needs device waits on a stream that failed is refused: the
+ * frontier written into the block so far is left unread, the block stays
+ * live, and a free on a healthy stream later takes it. */
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void refused_free_on_a_failed_stream_keeps_the_block_live(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_block_t *a = alloc(&f, 4096, 0, 1, NULL);
+    ordo_block_t *b = alloc(&f, 4096, 0, 1, NULL);
+    for (unsigned s = 2; s < 10; ++s) {
+        assert_ok(ordo_mem_record_use(f.pool, a, f.s[s]));
+    }
+    assert_ok(ordo_stream_host_task(f.s[0], fail_task, NULL));
+    ordo_status_t st = ordo_stream_synchronize(f.s[0], test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    st = ordo_mem_deallocate(f.pool, a, f.s[0]);
+    assert_int_not_equal(st, ORDO_OK);
+    assert_non_null(strstr(ordo_error_message(), "cannot wait"));
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 2);
+    void *ptr = NULL;
+    assert_ok(ordo_block_ptr(a, &ptr));
+    /* Its neighbour, freed on the failed stream (nothing to wait for),
+     * does not merge with it. */
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[11]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    for (unsigned i = 1; i < f.streams; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    assert_int_equal(n.settled_blocks, 1);
+    assert_ok(ordo_mem_resource_destroy(f.pool));
+    assert_ok(ordo_mem_reap_pending(f.direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(f.direct));
+    for (unsigned i = 0; i < f.streams; ++i) {
+        assert_ok(ordo_stream_destroy(f.s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f.tracker));
+}
+
+/* --- Randomized cross-stream reuse with real data, twelve streams ---
+ *
+ * Like test_memory's random program, with more streams than a block's
+ * frontier keeps and than the inline per-stream points hold: host tasks
+ * stamp and verify whole blocks through their buffers, blocks are freed on
+ * random streams while tasks may still be queued and are reused at once;
+ * a block handed out while an earlier owner's task could still touch it
+ * shows as a wrong stamp. */
+
+#define DATA_SLOTS 24
+
+typedef struct data_block {
+    ordo_block_t *block;
+    uint32_t *words;
+    size_t count;
+    uint32_t owner, version;
+} data_block_t;
+
+typedef struct data_task {
+    uint32_t *words;
+    size_t count;
+    uint32_t stamp;
+    int write;
+    unsigned spin;
+    _Atomic int *errors;
+} data_task_t;
+
+static ordo_status_t data_task_run(void *ctx) {
+    data_task_t *t = ctx;
+    for (volatile unsigned i = 0; i < t->spin; ++i) {
+    }
+    if (t->write) {
+        for (size_t i = 0; i < t->count; ++i) {
+            t->words[i] = t->stamp;
+        }
+    }
+    for (size_t i = 0; i < t->count; ++i) {
+        if (t->words[i] != t->stamp) {
+            atomic_fetch_add(t->errors, 1);
+            break;
+        }
+    }
+    free(t);
+    return ORDO_OK;
+}
+
+static ordo_status_t data_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, data_task_run, ctx);
+}
+
+static void run_data_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsigned steps) {
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, policy, 128 * 1024);
+    _Atomic int errors = 0;
+    data_block_t slots[DATA_SLOTS];
+    memset(slots, 0, sizeof slots);
+    uint32_t next_owner = 1;
+    uint64_t rng = seed;
+    for (unsigned step = 0; step < steps; ++step) {
+        data_block_t *slot = &slots[test_rand(&rng) % DATA_SLOTS];
+        ordo_stream_t *s = f.s[test_rand(&rng) % MAX_STREAMS];
+        unsigned action = (unsigned)(test_rand(&rng) % 8);
+        if (!slot->block) {
+            size_t bytes = 64 + (size_t)(test_rand(&rng) % (16 * 1024));
+            assert_ok(
+                ordo_mem_allocate(f.pool, bytes, 0, s, 0, &slot->block, (void **)&slot->words));
+            slot->count = bytes / sizeof(uint32_t);
+            slot->owner = next_owner++;
+            slot->version = 0;
+            action = 0; /* first a write */
+        } else if (action == 7) {
+            assert_ok(ordo_mem_deallocate(f.pool, slot->block, s));
+            slot->block = NULL;
+            continue;
+        }
+        data_task_t *t = malloc(sizeof *t);
+        assert_non_null(t);
+        t->words = slot->words;
+        t->count = slot->count;
+        t->write = action < 2;
+        if (t->write) {
+            ++slot->version;
+        }
+        t->stamp = slot->owner * 1000003u + slot->version;
+        t->spin = (unsigned)(test_rand(&rng) % 5000);
+        t->errors = &errors;
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_block_buffer(slot->block, &buffer));
+        ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
+        assert_ok(ordo_tracker_lock(f.tracker));
+        assert_ok(ordo_submit(f.tracker, s, &access, 1, data_launch, t));
+        assert_ok(ordo_tracker_unlock(f.tracker));
+        if (step % 64 == 0) {
+            census(f.pool);
+        }
+    }
+    for (unsigned i = 0; i < DATA_SLOTS; ++i) {
+        if (slots[i].block) {
+            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % MAX_STREAMS]));
+        }
+    }
+    for (unsigned i = 0; i < MAX_STREAMS; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    if (atomic_load(&errors)) {
+        fail_msg("seed %llu (policy %d): %d task(s) saw memory another owner touched",
+                 (unsigned long long)seed, (int)policy, atomic_load(&errors));
+    }
+    census(f.pool);
+    fixture_free(&f);
+}
+
+static void random_reuse_on_twelve_streams_is_safe(void **state) {
+    (void)state;
+    unsigned programs = (unsigned)test_scaled(8);
+    for (unsigned p = 0; p < programs; ++p) {
+        run_data_program(p % 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
+                         0xda942042e4dd58b5ull * (p + 1), 800);
+    }
+}
+
 /* --- Randomized model check --- */
 
 typedef struct model_block {
@@ -402,7 +575,7 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
                 }
                 outstanding += bytes;
                 ++live;
-            } else if (action < 62) {
+            } else if (action < 62 && (streams <= 6 || step >= steps / 2)) {
                 if (test_rand(&rng) % 2) {
                     for (unsigned i = 0; i < streams; ++i) {
                         assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
@@ -410,7 +583,7 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
                 }
                 assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
                 settled = 1;
-            } else if (action < 63) {
+            } else if (action < 63 && (streams <= 6 || step >= steps / 2)) {
                 assert_ok(ordo_mem_pool_trim(f.pool, test_rand(&rng) % (512 * 1024)));
                 settled = 1;
             }
@@ -471,7 +644,7 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
 
 static void randomized_layout_model_check(void **state) {
     (void)state;
-    unsigned steps = (unsigned)test_scaled(2500);
+    unsigned steps = (unsigned)test_scaled(6000);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
         run_model(4, ORDO_MEM_REUSE_WAIT, seed * 0x9e3779b97f4a7c15ull, steps);
         run_model(4, ORDO_MEM_REUSE_OTHER_BLOCK, seed * 0x2545f4914f6cdd1dull, steps);
@@ -669,7 +842,9 @@ int main(void) {
         cmocka_unit_test(crowded_frontiers_stay_apart),
         cmocka_unit_test(many_streams_carve_with_history_reserve),
         cmocka_unit_test(host_allocation_failing_once_while_carving),
+        cmocka_unit_test(refused_free_on_a_failed_stream_keeps_the_block_live),
         cmocka_unit_test(randomized_layout_model_check),
+        cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
         cmocka_unit_test(entry_points_refuse_each_bad_argument),
     };

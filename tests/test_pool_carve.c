@@ -351,6 +351,44 @@ static void host_allocation_failing_once_while_carving(void **state) {
     fixture_free(&f);
 }
 
+/* The bins are allocated when the pool is made (the settled ones) and when
+ * a stream first frees into it: a host allocation failing there refuses
+ * the call and changes nothing. */
+static void bins_that_cannot_be_allocated_refuse_cleanly(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 3, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    size_t live_before = 0, live_after = 0;
+    assert_ok(ordo_allocator_live_blocks(&live_before));
+    /* A pool is smaller than its settled bins: the second allocation of
+     * the creation fails. */
+    ordo_mem_resource_t *pool = NULL;
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)1024);
+    assert_status(ordo_mem_pool_create(f.tracker, f.direct, NULL, &pool), ORDO_ERR_OUT_OF_MEMORY);
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    assert_null(pool);
+    assert_ok(ordo_allocator_live_blocks(&live_after));
+    assert_int_equal(live_after, live_before);
+
+    /* A free on a stream known to the tracker whose bins are not there. */
+    ordo_block_t *a = alloc(&f, 4096, 0, 0, NULL);
+    assert_ok(ordo_mem_record_use(f.pool, a, f.s[2])); /* s2 known, no bins */
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)1024);
+    assert_status(ordo_mem_deallocate(f.pool, a, f.s[2]), ORDO_ERR_OUT_OF_MEMORY);
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[2]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    assert_int_equal(n.free_blocks, 1);
+    fixture_free(&f);
+}
+
 /* A free that needs device waits on a stream that failed is refused: the
  * frontier written into the block so far is left unread, the block stays
  * live, and a free on a healthy stream later takes it. */
@@ -842,6 +880,7 @@ int main(void) {
         cmocka_unit_test(crowded_frontiers_stay_apart),
         cmocka_unit_test(many_streams_carve_with_history_reserve),
         cmocka_unit_test(host_allocation_failing_once_while_carving),
+        cmocka_unit_test(bins_that_cannot_be_allocated_refuse_cleanly),
         cmocka_unit_test(refused_free_on_a_failed_stream_keeps_the_block_live),
         cmocka_unit_test(randomized_layout_model_check),
         cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
 #include "mem/resource.h"
@@ -762,6 +763,42 @@ static void adaptors_over_a_pool_free_and_refuse_double_frees(void **state) {
     fclose(log);
 }
 
+/* Streams used with a tracker must outlive it. A guard over a pool gives
+ * quarantined memory back with frees the pool orders on its tracker: only
+ * on streams the tracker already orders (its caller's), never on one of
+ * the guard's own that the guard destroys before the pool's tracker. */
+static void guard_over_a_pool_adds_no_stream_to_its_tracker(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_mem_resource_t *guard = NULL;
+    assert_ok(ordo_mem_guard_create(f.pool, NULL, &guard));
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(guard, 1000, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(guard, 1000, 0, f.s[0], 0, &b, NULL));
+    assert_ok(ordo_mem_record_use(guard, a, f.s[1]));
+    assert_ok(ordo_mem_deallocate(guard, a, f.s[1]));
+    assert_ok(ordo_mem_deallocate(guard, b, f.s[0]));
+    assert_ok(ordo_mem_reap_pending(guard, test_deadline()));
+    assert_ok(ordo_mem_guard_drain(guard)); /* the memory goes back to the pool */
+    assert_ok(ordo_mem_resource_destroy(guard));
+    assert_ok(ordo_tracker_lock(f.tracker));
+    uint32_t count = f.tracker->stream_count;
+    for (uint32_t i = 0; i < count; ++i) {
+        ordo_stream_t *s = f.tracker->streams[i]->stream;
+        if (s != f.s[0] && s != f.s[1]) {
+            assert_ok(ordo_tracker_unlock(f.tracker));
+            fail_msg("the pool's tracker orders stream %p, which the test did not make (and "
+                     "which no longer lives)",
+                     (void *)s);
+        }
+    }
+    assert_ok(ordo_tracker_unlock(f.tracker));
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    fixture_free(&f);
+}
+
 /* --- The entry points' refusals, one check at a time --- */
 
 static void entry_points_refuse_each_bad_argument(void **state) {
@@ -885,6 +922,7 @@ int main(void) {
         cmocka_unit_test(randomized_layout_model_check),
         cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
+        cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),
         cmocka_unit_test(entry_points_refuse_each_bad_argument),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -87,10 +87,13 @@ typedef struct findings {
 struct guard_resource {
     ordo_mem_resource_t base;
     ordo_mem_guard_config_t config;
-    /* Quarantined memory goes back upstream as a free on this stream when
-     * upstream tracks uses (so uses on other streams still order its
-     * reuse); NULL otherwise: a settled free. */
-    ordo_stream_t *release_stream;
+    /* Non-zero when upstream tracks uses: quarantined memory then goes back
+     * as a free on the block's allocating stream (so uses on other streams
+     * still order its reuse). That stream is one upstream's tracker orders
+     * already, which must outlive the tracker; a stream of the guard's own
+     * would be left in the tracker when the guard destroys it. Zero: a
+     * settled free. */
+    int release_on_stream;
     pthread_mutex_t lock; /* everything below but the atomics; a leaf */
     guard_slab_t *slabs;
     guard_block_t *free_headers;
@@ -335,9 +338,12 @@ static void live_unlink_locked(guard_resource_t *g, guard_block_t *b) {
  * gives its memory back upstream and retires its header. */
 static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) {
     check_poison(b, f);
-    /* A settled free, or one on the release stream: neither fails for a
-     * live upstream block. */
-    (void)mem_deallocate(g->base.upstream, b->inner, g->release_stream);
+    /* A settled free, or one on the allocating stream, whose uses need no
+     * wait (the stream runs in order): it fails only if that stream failed
+     * and the block was used on more other streams than upstream's free
+     * can order without waiting; the memory then stays with upstream,
+     * counted there as outstanding. */
+    (void)mem_deallocate(g->base.upstream, b->inner, g->release_on_stream ? b->base.stream : NULL);
     pthread_mutex_lock(&g->lock);
     b->inner = NULL;
     b->state = GUARD_RETIRED;
@@ -666,9 +672,6 @@ static ordo_status_t guard_destroy(ordo_mem_resource_t *resource) {
     findings_init(&f);
     evict(g, 1, &f);
     findings_publish(g, &f);
-    if (g->release_stream) {
-        (void)ordo_stream_destroy(g->release_stream);
-    }
     while (g->slabs) {
         guard_slab_t *slab = g->slabs;
         g->slabs = slab->next;
@@ -802,13 +805,7 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a guard");
     }
     g->config = *config;
-    if (upstream->ops->supports_use_tracking(upstream)) {
-        st = ordo_stream_create(device, device->info.priority_least, &g->release_stream);
-        if (st != ORDO_OK) {
-            ordo_dealloc(g, sizeof *g, 0);
-            return st;
-        }
-    }
+    g->release_on_stream = upstream->ops->supports_use_tracking(upstream);
     pthread_mutex_init(&g->lock, NULL);
     mem_resource_init(&g->base, &guard_ops, device, upstream);
     *out_resource = &g->base;

@@ -29,6 +29,7 @@
 #include "base/trace.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
+#include "mem/pool_internal.h"
 #include "mem/resource.h"
 
 #define POOL_UNIT ((size_t)ORDO_MEM_DEFAULT_ALIGNMENT)
@@ -405,10 +406,13 @@ static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t 
  * allocation is cut from the end, so the rest keeps b's descriptor and, as
  * long as its size class holds, b's place in its bin. A cut that would
  * leave less than a unit takes the whole block, as does one that cannot
- * get a descriptor (correct, just larger). */
-POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size) {
+ * get a descriptor (correct, just larger). With reserved_only, the cut
+ * takes only a spare descriptor already there (the one carve_reserve
+ * prepared), never one of a new slab, which would lack what it reserved. */
+POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, int reserved_only) {
     pool_block_t *taken;
-    if (b->size - size < POOL_UNIT || !(taken = descriptor_take(p))) {
+    if (b->size - size < POOL_UNIT || (reserved_only && !p->spare) ||
+        !(taken = descriptor_take(p))) {
         bin_remove(p, b);
         return b;
     }
@@ -751,7 +755,9 @@ static void history_set_last(pool_block_t *b, uint32_t t, uint64_t point) {
 
 /* A stream past the inline points needs a points array in the block carve
  * hands out: b itself, or the first spare descriptor. Both get one before
- * anything changes. */
+ * anything changes. Without a spare descriptor (a new slab could not be
+ * allocated) carve takes the whole of b, which has its array: it must not
+ * take a descriptor of a slab allocated after this. */
 static ordo_status_t carve_reserve(pool_t *p, pool_block_t *b, uint32_t t, const char *api) {
     ordo_status_t st = history_reserve(b, t, api);
     pool_block_t *spare = st == ORDO_OK ? descriptor_take(p) : NULL;
@@ -794,11 +800,11 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
             return st;
         }
     }
-    if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
-        (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
+    int past_inline = ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS);
+    if (past_inline && (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
         return st;
     }
-    b = carve(p, b, size);
+    b = carve(p, b, size, past_inline);
     b->is_free = 0;
     /* Birth: a write by t at a fresh point of t. */
     uint64_t point = tracker_new_point(p->tracker, t);
@@ -1248,4 +1254,218 @@ ordo_status_t ordo_mem_pool_trim(ordo_mem_resource_t *resource, uint64_t keep_by
     trim_to(p, keep_bytes);
     ordo_rlock_unlock(&p->tracker->lock);
     return ORDO_OK;
+}
+
+/* --- Consistency check (tests) --- */
+
+/* The index of b among the descriptors of the pool's slabs, or SIZE_MAX. */
+static size_t census_index(const pool_t *p, const pool_block_t *b) {
+    size_t base = 0;
+    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
+        uintptr_t first = (uintptr_t)&slab->blocks[0];
+        uintptr_t at = (uintptr_t)b;
+        if (at >= first && at < (uintptr_t)&slab->blocks[POOL_SLAB_BLOCKS]) {
+            if ((at - first) % sizeof *b) {
+                return SIZE_MAX;
+            }
+            return base + (at - first) / sizeof *b;
+        }
+        base += POOL_SLAB_BLOCKS;
+    }
+    return SIZE_MAX;
+}
+
+/* Non-zero when the frontiers of a and b fit together in one block. */
+static int census_mergeable(const pool_block_t *a, const pool_block_t *b) {
+    unsigned n = a->death_count;
+    for (unsigned i = 0; i < b->death_count; ++i) {
+        unsigned j = 0;
+        while (j < a->death_count && a->death[j].stream != b->death[i].stream) {
+            ++j;
+        }
+        n += j == a->death_count;
+    }
+    return n <= POOL_DEATH_MAX;
+}
+
+enum { CENSUS_UNSEEN, CENSUS_SPARE, CENSUS_IN_CHUNK, CENSUS_BINNED };
+
+static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c) {
+    static const char api[] = "mem_pool_census";
+#define CENSUS_FAIL(...) return ordo_error(ORDO_ERR_CORRUPTED, api, __VA_ARGS__)
+    c->descriptors = total;
+    for (const pool_block_t *b = p->spare; b; b = b->bin_next) {
+        size_t i = census_index(p, b);
+        if (i == SIZE_MAX || state[i] != CENSUS_UNSEEN) {
+            CENSUS_FAIL("spare descriptor %p is not a slab's, or listed twice", (const void *)b);
+        }
+        state[i] = CENSUS_SPARE;
+        ++c->spare;
+    }
+    uint64_t reserved = 0, in_use = 0, outstanding = 0;
+    const pool_chunk_t *before = NULL;
+    for (const pool_chunk_t *chunk = p->chunks; chunk; before = chunk, chunk = chunk->next) {
+        if (chunk->prev != before) {
+            CENSUS_FAIL("chunk %p: prev link broken", (const void *)chunk);
+        }
+        ++c->chunks;
+        reserved += chunk->size;
+        /* Its first block: the descriptor in use that starts it. */
+        pool_block_t *first = NULL;
+        for (const pool_slab_t *slab = p->slabs; slab && !first; slab = slab->next) {
+            for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+                pool_block_t *b = (pool_block_t *)&slab->blocks[i];
+                if (state[census_index(p, b)] != CENSUS_SPARE && b->chunk == chunk &&
+                    b->start == chunk->base && !b->addr_prev) {
+                    first = b;
+                    break;
+                }
+            }
+        }
+        if (!first) {
+            CENSUS_FAIL("chunk %p: no block starts it", (const void *)chunk);
+        }
+        char *expect = chunk->base;
+        const pool_block_t *prev = NULL;
+        for (pool_block_t *b = first; b; prev = b, b = b->addr_next) {
+            size_t i = census_index(p, b);
+            if (i == SIZE_MAX || state[i] != CENSUS_UNSEEN) {
+                CENSUS_FAIL("block %p of chunk %p: not a slab's, spare, or in two chunks",
+                            (const void *)b, (const void *)chunk);
+            }
+            state[i] = CENSUS_IN_CHUNK;
+            if (b->chunk != chunk || b->addr_prev != prev || b->start != expect || !b->size ||
+                b->size % POOL_UNIT || b->size > (size_t)(chunk->base + chunk->size - expect)) {
+                CENSUS_FAIL("block %p of chunk %p: wrong chunk, link, start or size "
+                            "(at +%zu, %zu bytes)",
+                            (const void *)b, (const void *)chunk, (size_t)(b->start - chunk->base),
+                            b->size);
+            }
+            expect += b->size;
+            uint32_t magic = atomic_load_explicit(&b->base.magic, memory_order_relaxed);
+            if (b->is_free == 1) {
+                ++c->free_blocks;
+                if (b->affinity > POOL_SETTLED || !p->bins[b->affinity] ||
+                    b->cls != class_of(b->size / POOL_UNIT) || b->death_count > POOL_DEATH_MAX ||
+                    (b->affinity == POOL_SETTLED && b->death_count) || magic == ORDO_BLOCK_MAGIC) {
+                    CENSUS_FAIL("free block %p: affinity %u, class %u for %zu bytes, %u death "
+                                "entries, magic %#x",
+                                (const void *)b, b->affinity, b->cls, b->size, b->death_count,
+                                magic);
+                }
+                c->settled_blocks += b->affinity == POOL_SETTLED;
+                if (prev && prev->is_free == 1 && census_mergeable(prev, b)) {
+                    ++c->mergeable_pairs;
+                }
+            } else if (b->is_free == 0) {
+                ++c->live_blocks;
+                uintptr_t ptr = (uintptr_t)b->base.ptr;
+                if (magic != ORDO_BLOCK_MAGIC || b->base.resource != &p->base ||
+                    ptr < (uintptr_t)b->start || ptr % b->base.alignment ||
+                    b->base.bytes > b->size - (ptr - (uintptr_t)b->start) ||
+                    (b->history.use_mask >> BUFFER_INLINE_READERS &&
+                     !b->history.more_last_points)) {
+                    CENSUS_FAIL("live block %p: magic %#x, or its bytes outside it, or its "
+                                "per-stream points missing",
+                                (const void *)b, magic);
+                }
+                in_use += b->size;
+                outstanding += b->base.bytes;
+            } else {
+                CENSUS_FAIL("block %p: is_free %u", (const void *)b, b->is_free);
+            }
+        }
+        if (expect != chunk->base + chunk->size) {
+            CENSUS_FAIL("chunk %p: its blocks cover %zu of its %zu bytes", (const void *)chunk,
+                        (size_t)(expect - chunk->base), chunk->size);
+        }
+    }
+    for (size_t i = 0; i < total; ++i) {
+        if (state[i] == CENSUS_UNSEEN) {
+            CENSUS_FAIL("descriptor %zu is neither spare nor in a chunk", i);
+        }
+    }
+    if (c->chunks != p->stats.chunks || reserved != p->stats.bytes_reserved ||
+        in_use != p->stats.bytes_in_use || c->live_blocks != p->blocks_out ||
+        outstanding != atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed)) {
+        CENSUS_FAIL(
+            "counters: %zu chunks, %llu reserved, %llu in use, %zu out, %llu outstanding; "
+            "the stats say %llu, %llu, %llu, %llu, %llu",
+            c->chunks, (unsigned long long)reserved, (unsigned long long)in_use, c->live_blocks,
+            (unsigned long long)outstanding, (unsigned long long)p->stats.chunks,
+            (unsigned long long)p->stats.bytes_reserved, (unsigned long long)p->stats.bytes_in_use,
+            (unsigned long long)p->blocks_out,
+            (unsigned long long)atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed));
+    }
+    if (!p->bins[POOL_SETTLED]) {
+        CENSUS_FAIL("no settled bins");
+    }
+    size_t binned = 0;
+    for (unsigned a = 0; a < POOL_AFFINITIES; ++a) {
+        const pool_bins_t *bins = p->bins[a];
+        int holds = 0;
+        for (unsigned k = 0; bins && k < POOL_CLASSES; ++k) {
+            int bit = (int)(bins->nonempty[k / 64] >> (k % 64) & 1);
+            if (bit != (bins->head[k] != NULL)) {
+                CENSUS_FAIL("bins of affinity %u, class %u: bitmap bit %d", a, k, bit);
+            }
+            holds |= bit;
+            const pool_block_t *prev = NULL;
+            for (const pool_block_t *b = bins->head[k]; b; prev = b, b = b->bin_next) {
+                size_t i = census_index(p, b);
+                if (i == SIZE_MAX || state[i] != CENSUS_IN_CHUNK || b->is_free != 1 ||
+                    b->affinity != a || b->cls != k || b->bin_prev != prev) {
+                    CENSUS_FAIL("bins of affinity %u, class %u: block %p is not a free block "
+                                "of that bin in a chunk, is listed twice, or its links are "
+                                "broken",
+                                a, k, (const void *)b);
+                }
+                state[i] = CENSUS_BINNED;
+                ++binned;
+            }
+        }
+        for (unsigned k = POOL_CLASSES; bins && k < POOL_CLASS_WORDS * 64; ++k) {
+            if (bins->nonempty[k / 64] >> (k % 64) & 1) {
+                CENSUS_FAIL("bins of affinity %u: bit %u past the classes", a, k);
+            }
+        }
+        if (a < POOL_SETTLED && holds != (int)(p->affinity_mask >> a & 1)) {
+            CENSUS_FAIL("affinity mask bit %u is %d, its bins hold %s", a,
+                        (int)(p->affinity_mask >> a & 1), holds ? "blocks" : "none");
+        }
+    }
+    if (binned != c->free_blocks) {
+        CENSUS_FAIL("%zu free blocks, %zu in bins", c->free_blocks, binned);
+    }
+#undef CENSUS_FAIL
+    return ORDO_OK;
+}
+
+ordo_status_t mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census) {
+    static const char api[] = "mem_pool_census";
+    ordo_status_t st = pool_check(resource, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_census) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_census is NULL");
+    }
+    pool_t *p = (pool_t *)resource;
+    *out_census = (mem_pool_census_t){0};
+    ordo_rlock_lock(&p->tracker->lock);
+    size_t total = 0;
+    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
+        total += POOL_SLAB_BLOCKS;
+    }
+    uint8_t *state = total ? ordo_alloc(total, 0) : NULL;
+    if (total && !state) {
+        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the census");
+    } else {
+        st = census_locked(p, state, total, out_census);
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+    if (state) {
+        ordo_dealloc(state, total, 0);
+    }
+    return st;
 }

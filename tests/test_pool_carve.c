@@ -1,0 +1,930 @@
+/* The pool's layout under allocation from the end of free blocks, in-place
+ * merging and re-binning: a randomized single-thread model check of its
+ * invariants (mem_pool_census: every byte of a chunk in exactly one block,
+ * free blocks in exactly the bin of their class and affinity, bitmaps and
+ * the affinity mask true, no mergeable neighbours left apart), targeted
+ * merges across affinities, streams past the inline per-stream points,
+ * host allocations that fail, adaptors over a pool, and the entry points'
+ * refusals one check at a time. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/tracker_internal.h"
+#include "hal/hal.h"
+#include "mem/pool_internal.h"
+#include "mem/resource.h"
+#include "ordo/memory.h"
+#include "ordo/memory_adaptors.h"
+#include "test_util.h"
+
+static ordo_device_t *device;
+
+/* --- A host allocator that can refuse one allocation --- */
+
+/* The next allocation of at least fail_min bytes (0: none) fails, once. */
+static _Atomic size_t fail_min;
+static _Atomic unsigned failures;
+
+static void *hook_allocate(void *user, size_t size, size_t alignment) {
+    (void)user;
+    size_t min = atomic_load(&fail_min);
+    if (min && size >= min && atomic_compare_exchange_strong(&fail_min, &min, 0)) {
+        atomic_fetch_add(&failures, 1);
+        return NULL;
+    }
+    return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+}
+
+static void hook_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)user, (void)size, (void)alignment;
+    free(block);
+}
+
+static int setup(void **state) {
+    (void)state;
+    static const ordo_allocator_t hooks = {hook_allocate, hook_deallocate, NULL};
+    if (ordo_allocator_set(&hooks) != ORDO_OK) {
+        return -1;
+    }
+    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+}
+
+/* --- Fixture: a tracker, a direct resource, a pool, up to 12 streams --- */
+
+#define MAX_STREAMS 12
+
+typedef struct fixture {
+    ordo_tracker_t *tracker;
+    ordo_mem_resource_t *direct;
+    ordo_mem_resource_t *pool;
+    ordo_stream_t *s[MAX_STREAMS];
+    unsigned streams;
+} fixture_t;
+
+static void fixture_make(fixture_t *f, unsigned streams, ordo_mem_reuse_policy_t policy,
+                         size_t chunk_bytes) {
+    atomic_store(&fail_min, 0); /* a test that failed armed may not have disarmed */
+    memset(f, 0, sizeof *f);
+    assert_ok(ordo_tracker_create(device, &f->tracker));
+    assert_ok(ordo_mem_direct_create(device, &f->direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.reuse = policy;
+    config.chunk_bytes = chunk_bytes;
+    assert_ok(ordo_mem_pool_create(f->tracker, f->direct, &config, &f->pool));
+    f->streams = streams;
+    for (unsigned i = 0; i < streams; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &f->s[i]));
+    }
+}
+
+static void fixture_free(fixture_t *f) {
+    for (unsigned i = 0; i < f->streams; ++i) {
+        assert_ok(ordo_stream_synchronize(f->s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f->pool, test_deadline()));
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f->pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(f->pool));
+    assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(f->direct));
+    for (unsigned i = 0; i < f->streams; ++i) {
+        assert_ok(ordo_stream_destroy(f->s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f->tracker));
+}
+
+static mem_pool_census_t census(ordo_mem_resource_t *pool) {
+    mem_pool_census_t c;
+    ordo_status_t st = mem_pool_census(pool, &c);
+    if (st != ORDO_OK) {
+        fail_msg("pool census: %s", ordo_error_message());
+    }
+    return c;
+}
+
+static ordo_block_t *alloc(fixture_t *f, size_t bytes, size_t alignment, unsigned s,
+                           char **out_ptr) {
+    ordo_block_t *block = NULL;
+    void *ptr = NULL;
+    assert_ok(ordo_mem_allocate(f->pool, bytes, alignment, f->s[s], 0, &block, &ptr));
+    assert_non_null(ptr);
+    if (out_ptr) {
+        *out_ptr = ptr;
+    }
+    return block;
+}
+
+static ordo_mem_pool_stats_t pool_stats(ordo_mem_resource_t *pool) {
+    ordo_mem_pool_stats_t stats;
+    assert_ok(ordo_mem_pool_stats(pool, &stats));
+    return stats;
+}
+
+/* --- Targeted layouts --- */
+
+/* An allocation is cut from the end of the free block; the rest stays in
+ * place, and freeing everything gives back one block of the whole chunk. */
+static void allocation_is_cut_from_the_end(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    char *pa = NULL, *pb = NULL, *pc = NULL;
+    ordo_block_t *a = alloc(&f, 4096, 0, 0, &pa);
+    mem_pool_census_t c = census(f.pool);
+    assert_int_equal(c.chunks, 1);
+    assert_int_equal(c.live_blocks, 1);
+    assert_int_equal(c.free_blocks, 1);
+    ordo_block_t *b = alloc(&f, 4096, 0, 0, &pb);
+    assert_ptr_equal(pb + 4096, pa);
+    char *base = pa + 4096 - 64 * 1024;
+    assert_int_equal(pool_stats(f.pool).splits, 2);
+    /* a ends the chunk, b lies before it: a freed alone, then b merges
+     * with the rest before it and with a after it. */
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    c = census(f.pool);
+    assert_int_equal(c.free_blocks, 2);
+    assert_int_equal(c.mergeable_pairs, 0);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    c = census(f.pool);
+    assert_int_equal(c.free_blocks, 1);
+    assert_int_equal(c.live_blocks, 0);
+    ordo_block_t *whole = alloc(&f, 64 * 1024, 0, 0, &pc);
+    assert_ptr_equal(pc, base);
+    assert_int_equal(pool_stats(f.pool).grows, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, whole, f.s[0]));
+    census(f.pool);
+    fixture_free(&f);
+}
+
+/* Alignments past the pool's unit: the pointer is aligned and the bytes
+ * lie inside the block, wherever in the free block it was cut. */
+static void large_alignments_fit_in_their_blocks(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 256 * 1024);
+    static const size_t alignments[] = {512, 4096, 65536, 1024, 256, 0, 2048};
+    ordo_block_t *blocks[7];
+    for (int i = 0; i < 7; ++i) {
+        char *ptr = NULL;
+        blocks[i] = alloc(&f, 1000 + (size_t)i * 777, alignments[i], (unsigned)i % 2, &ptr);
+        size_t align = alignments[i] ? alignments[i] : ORDO_MEM_DEFAULT_ALIGNMENT;
+        assert_int_equal((uintptr_t)ptr % align, 0);
+        memset(ptr, i, 1000 + (size_t)i * 777);
+        census(f.pool);
+    }
+    for (int i = 0; i < 7; ++i) {
+        assert_ok(ordo_mem_deallocate(f.pool, blocks[(i * 3) % 7], f.s[i % 2]));
+        census(f.pool);
+    }
+    fixture_free(&f);
+}
+
+/* A settled free block that absorbs a block freed on a stream moves to
+ * that stream's bins (it now waits for that stream's uses); a block freed
+ * next to it on another stream joins it there. */
+static void settled_neighbour_takes_the_freeing_streams_affinity(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 3, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_block_t *a = alloc(&f, 4096, 0, 0, NULL);     /* [60K, 64K) */
+    ordo_block_t *b = alloc(&f, 4096, 0, 0, NULL);     /* [56K, 60K) */
+    ordo_block_t *c = alloc(&f, 4096, 0, 0, NULL);     /* [52K, 56K) */
+    assert_ok(ordo_mem_deallocate(f.pool, c, f.s[0])); /* the rest absorbs it */
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    assert_int_equal(n.settled_blocks, 1);
+    /* b, born on s0, freed on s1: the settled rest before it absorbs it
+     * and must leave the settled bins. */
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[1]));
+    n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    assert_int_equal(n.settled_blocks, 0);
+    /* a, freed on s2: absorbed too, frontier of all three streams. */
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[2]));
+    n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    /* s0 has not waited for s1 or s2: the whole chunk is reused after a
+     * device wait, never as a known-free block. */
+    ordo_tracker_metrics_t m0, m1;
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    ordo_block_t *whole = alloc(&f, 64 * 1024, 0, 0, NULL);
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    assert_true(m1.waits_emitted > m0.waits_emitted);
+    ordo_mem_pool_stats_t stats = pool_stats(f.pool);
+    assert_int_equal(stats.reuses_waited, 1);
+    assert_int_equal(stats.grows, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, whole, f.s[0]));
+    census(f.pool);
+    fixture_free(&f);
+}
+
+/* A block freed on a stream that used it with seven others: its frontier
+ * keeps five of them and the freeing stream waits for the rest on the
+ * device; a neighbour whose frontier does not fit with it stays apart. */
+static void crowded_frontiers_stay_apart(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_block_t *a = alloc(&f, 4096, 0, 0, NULL);
+    ordo_block_t *b = alloc(&f, 4096, 0, 0, NULL);
+    for (unsigned s = 1; s < 8; ++s) {
+        assert_ok(ordo_mem_record_use(f.pool, a, f.s[s]));
+    }
+    for (unsigned s = 8; s < MAX_STREAMS; ++s) {
+        assert_ok(ordo_mem_record_use(f.pool, b, f.s[s]));
+    }
+    ordo_tracker_metrics_t m0, m1;
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    assert_int_equal(m1.waits_emitted - m0.waits_emitted, 2); /* 7 others, 5 kept */
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.free_blocks, 2); /* a (six entries) and the rest apart */
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[11]));
+    n = census(f.pool);
+    assert_int_equal(n.mergeable_pairs, 0);
+    for (unsigned i = 0; i < f.streams; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    assert_int_equal(n.settled_blocks, 1);
+    fixture_free(&f);
+}
+
+/* Streams past the inline per-stream points (index 8 and up) allocate,
+ * use and free blocks cut from one chunk: the block handed out has its
+ * points array whichever descriptor carries it. */
+static void many_streams_carve_with_history_reserve(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, ORDO_MEM_REUSE_WAIT, 1 << 20);
+    ordo_block_t *held[MAX_STREAMS][40];
+    memset(held, 0, sizeof held);
+    for (unsigned round = 0; round < 40; ++round) {
+        for (unsigned s = 0; s < MAX_STREAMS; ++s) {
+            held[s][round] = alloc(&f, 256 + round * 64, 0, s, NULL);
+            unsigned other = (s + round) % MAX_STREAMS;
+            assert_ok(ordo_mem_record_use(f.pool, held[s][round], f.s[other]));
+            assert_ok(ordo_mem_prepare_use(f.pool, held[s][round], f.s[MAX_STREAMS - 1 - s],
+                                           ORDO_ACCESS_READ));
+            assert_ok(ordo_mem_finish_use(f.pool, held[s][round], f.s[MAX_STREAMS - 1 - s],
+                                          ORDO_ACCESS_READ));
+        }
+        census(f.pool);
+        if (round % 3 == 2) {
+            for (unsigned s = 0; s < MAX_STREAMS; ++s) {
+                assert_ok(ordo_mem_deallocate(f.pool, held[s][round - 1], f.s[(s + 9) % 12]));
+                held[s][round - 1] = NULL;
+            }
+            census(f.pool);
+        }
+    }
+    for (unsigned round = 0; round < 40; ++round) {
+        for (unsigned s = 0; s < MAX_STREAMS; ++s) {
+            if (held[s][round]) {
+                assert_ok(ordo_mem_deallocate(f.pool, held[s][round], f.s[s]));
+            }
+        }
+    }
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    fixture_free(&f);
+}
+
+/* A stream past the inline points allocates while the descriptors' slab
+ * cannot be grown for the reservation but can for the cut: the block
+ * handed out must still carry its points array (or the call fail
+ * cleanly). */
+static void host_allocation_failing_once_while_carving(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 10, ORDO_MEM_REUSE_WAIT, 1 << 20);
+    /* Streams 0..9 known to the tracker, index 9 last. */
+    ordo_block_t *first = alloc(&f, 256, 0, 0, NULL);
+    for (unsigned s = 1; s < 10; ++s) {
+        assert_ok(ordo_mem_record_use(f.pool, first, f.s[s]));
+    }
+    assert_ok(ordo_mem_deallocate(f.pool, first, f.s[0]));
+    /* Every descriptor of the first slab handed out, then the next slab
+     * refused once: 8 KiB and up is only a slab of descriptors here. */
+    ordo_block_t *held[200];
+    unsigned count = 0;
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)8192);
+    for (; count < 200; ++count) {
+        ordo_block_t *block = NULL;
+        void *ptr = NULL;
+        ordo_status_t st = ordo_mem_allocate(f.pool, 256, 0, f.s[9], 0, &block, &ptr);
+        if (st != ORDO_OK) {
+            assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+            assert_null(block);
+            held[count] = NULL;
+            ++count;
+            break;
+        }
+        memset(ptr, 0x5a, 256);
+        assert_ok(ordo_mem_record_use(f.pool, block, f.s[9]));
+        held[count] = block;
+        census(f.pool);
+        if (atomic_load(&failures)) {
+            ++count;
+            break;
+        }
+    }
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    for (unsigned i = 0; i < count; ++i) {
+        if (held[i]) {
+            assert_ok(ordo_mem_deallocate(f.pool, held[i], f.s[9]));
+        }
+    }
+    census(f.pool);
+    fixture_free(&f);
+}
+
+/* The bins are allocated when the pool is made (the settled ones) and when
+ * a stream first frees into it: a host allocation failing there refuses
+ * the call and changes nothing. */
+static void bins_that_cannot_be_allocated_refuse_cleanly(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 3, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    size_t live_before = 0, live_after = 0;
+    assert_ok(ordo_allocator_live_blocks(&live_before));
+    /* A pool is smaller than its settled bins: the second allocation of
+     * the creation fails. */
+    ordo_mem_resource_t *pool = NULL;
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)1024);
+    assert_status(ordo_mem_pool_create(f.tracker, f.direct, NULL, &pool), ORDO_ERR_OUT_OF_MEMORY);
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    assert_null(pool);
+    assert_ok(ordo_allocator_live_blocks(&live_after));
+    assert_int_equal(live_after, live_before);
+
+    /* A free on a stream known to the tracker whose bins are not there. */
+    ordo_block_t *a = alloc(&f, 4096, 0, 0, NULL);
+    assert_ok(ordo_mem_record_use(f.pool, a, f.s[2])); /* s2 known, no bins */
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)1024);
+    assert_status(ordo_mem_deallocate(f.pool, a, f.s[2]), ORDO_ERR_OUT_OF_MEMORY);
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[2]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    assert_int_equal(n.free_blocks, 1);
+    fixture_free(&f);
+}
+
+/* A free that needs device waits on a stream that failed is refused: the
+ * frontier written into the block so far is left unread, the block stays
+ * live, and a free on a healthy stream later takes it. */
+static ordo_status_t fail_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void refused_free_on_a_failed_stream_keeps_the_block_live(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_block_t *a = alloc(&f, 4096, 0, 1, NULL);
+    ordo_block_t *b = alloc(&f, 4096, 0, 1, NULL);
+    for (unsigned s = 2; s < 10; ++s) {
+        assert_ok(ordo_mem_record_use(f.pool, a, f.s[s]));
+    }
+    assert_ok(ordo_stream_host_task(f.s[0], fail_task, NULL));
+    ordo_status_t st = ordo_stream_synchronize(f.s[0], test_deadline());
+    assert_int_not_equal(st, ORDO_OK);
+    assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
+    st = ordo_mem_deallocate(f.pool, a, f.s[0]);
+    assert_int_not_equal(st, ORDO_OK);
+    assert_non_null(strstr(ordo_error_message(), "cannot wait"));
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 2);
+    void *ptr = NULL;
+    assert_ok(ordo_block_ptr(a, &ptr));
+    /* Its neighbour, freed on the failed stream (nothing to wait for),
+     * does not merge with it. */
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[11]));
+    n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    for (unsigned i = 1; i < f.streams; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    n = census(f.pool);
+    assert_int_equal(n.free_blocks, 1);
+    assert_int_equal(n.settled_blocks, 1);
+    assert_ok(ordo_mem_resource_destroy(f.pool));
+    assert_ok(ordo_mem_reap_pending(f.direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(f.direct));
+    for (unsigned i = 0; i < f.streams; ++i) {
+        assert_ok(ordo_stream_destroy(f.s[i]));
+    }
+    assert_ok(ordo_tracker_destroy(f.tracker));
+}
+
+/* --- Randomized cross-stream reuse with real data, twelve streams ---
+ *
+ * Like test_memory's random program, with more streams than a block's
+ * frontier keeps and than the inline per-stream points hold: host tasks
+ * stamp and verify whole blocks through their buffers, blocks are freed on
+ * random streams while tasks may still be queued and are reused at once;
+ * a block handed out while an earlier owner's task could still touch it
+ * shows as a wrong stamp. */
+
+#define DATA_SLOTS 24
+
+typedef struct data_block {
+    ordo_block_t *block;
+    uint32_t *words;
+    size_t count;
+    uint32_t owner, version;
+} data_block_t;
+
+typedef struct data_task {
+    uint32_t *words;
+    size_t count;
+    uint32_t stamp;
+    int write;
+    unsigned spin;
+    _Atomic int *errors;
+} data_task_t;
+
+static ordo_status_t data_task_run(void *ctx) {
+    data_task_t *t = ctx;
+    for (volatile unsigned i = 0; i < t->spin; ++i) {
+    }
+    if (t->write) {
+        for (size_t i = 0; i < t->count; ++i) {
+            t->words[i] = t->stamp;
+        }
+    }
+    for (size_t i = 0; i < t->count; ++i) {
+        if (t->words[i] != t->stamp) {
+            atomic_fetch_add(t->errors, 1);
+            break;
+        }
+    }
+    free(t);
+    return ORDO_OK;
+}
+
+static ordo_status_t data_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, data_task_run, ctx);
+}
+
+static void run_data_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsigned steps) {
+    fixture_t f;
+    fixture_make(&f, MAX_STREAMS, policy, 128 * 1024);
+    _Atomic int errors = 0;
+    data_block_t slots[DATA_SLOTS];
+    memset(slots, 0, sizeof slots);
+    uint32_t next_owner = 1;
+    uint64_t rng = seed;
+    for (unsigned step = 0; step < steps; ++step) {
+        data_block_t *slot = &slots[test_rand(&rng) % DATA_SLOTS];
+        ordo_stream_t *s = f.s[test_rand(&rng) % MAX_STREAMS];
+        unsigned action = (unsigned)(test_rand(&rng) % 8);
+        if (!slot->block) {
+            size_t bytes = 64 + (size_t)(test_rand(&rng) % (16 * 1024));
+            assert_ok(
+                ordo_mem_allocate(f.pool, bytes, 0, s, 0, &slot->block, (void **)&slot->words));
+            slot->count = bytes / sizeof(uint32_t);
+            slot->owner = next_owner++;
+            slot->version = 0;
+            action = 0; /* first a write */
+        } else if (action == 7) {
+            assert_ok(ordo_mem_deallocate(f.pool, slot->block, s));
+            slot->block = NULL;
+            continue;
+        }
+        data_task_t *t = malloc(sizeof *t);
+        assert_non_null(t);
+        t->words = slot->words;
+        t->count = slot->count;
+        t->write = action < 2;
+        if (t->write) {
+            ++slot->version;
+        }
+        t->stamp = slot->owner * 1000003u + slot->version;
+        t->spin = (unsigned)(test_rand(&rng) % 5000);
+        t->errors = &errors;
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_block_buffer(slot->block, &buffer));
+        ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
+        assert_ok(ordo_tracker_lock(f.tracker));
+        assert_ok(ordo_submit(f.tracker, s, &access, 1, data_launch, t));
+        assert_ok(ordo_tracker_unlock(f.tracker));
+        if (step % 64 == 0) {
+            census(f.pool);
+        }
+    }
+    for (unsigned i = 0; i < DATA_SLOTS; ++i) {
+        if (slots[i].block) {
+            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % MAX_STREAMS]));
+        }
+    }
+    for (unsigned i = 0; i < MAX_STREAMS; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    if (atomic_load(&errors)) {
+        fail_msg("seed %llu (policy %d): %d task(s) saw memory another owner touched",
+                 (unsigned long long)seed, (int)policy, atomic_load(&errors));
+    }
+    census(f.pool);
+    fixture_free(&f);
+}
+
+static void random_reuse_on_twelve_streams_is_safe(void **state) {
+    (void)state;
+    unsigned programs = (unsigned)test_scaled(8);
+    for (unsigned p = 0; p < programs; ++p) {
+        run_data_program(p % 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
+                         0xda942042e4dd58b5ull * (p + 1), 800);
+    }
+}
+
+/* --- Randomized model check --- */
+
+typedef struct model_block {
+    ordo_block_t *block;
+    uint64_t *words;
+    size_t bytes;
+    uint64_t stamp;
+} model_block_t;
+
+#define MODEL_SLOTS 48
+
+static void model_stamp_check(const model_block_t *m) {
+    size_t n = m->bytes / sizeof(uint64_t);
+    if (n && (m->words[0] != m->stamp || m->words[n - 1] != m->stamp)) {
+        fail_msg("block %p: its memory was handed to another block", (void *)m->block);
+    }
+}
+
+static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t seed,
+                      unsigned steps) {
+    fixture_t f;
+    fixture_make(&f, streams, policy, 128 * 1024);
+    model_block_t slots[MODEL_SLOTS];
+    memset(slots, 0, sizeof slots);
+    uint64_t rng = seed, outstanding = 0, next_stamp = 1;
+    size_t live = 0;
+    int settled = 0; /* reap or trim ran: frontiers may have shrunk */
+    static const size_t alignments[] = {0, 0, 0, 256, 512, 4096, 65536};
+    for (unsigned step = 0; step < steps; ++step) {
+        model_block_t *m = &slots[test_rand(&rng) % MODEL_SLOTS];
+        unsigned s = (unsigned)(test_rand(&rng) % streams);
+        unsigned action = (unsigned)(test_rand(&rng) % 100);
+        if (!m->block) {
+            if (action < 60) {
+                size_t bytes = test_rand(&rng) % 8 == 0 ? 1 + test_rand(&rng) % (200 * 1024)
+                                                        : 1 + test_rand(&rng) % 6000;
+                size_t alignment = alignments[test_rand(&rng) % 7];
+                void *ptr = NULL;
+                assert_ok(ordo_mem_allocate(f.pool, bytes, alignment, f.s[s],
+                                            (uint32_t)(test_rand(&rng) % 4), &m->block, &ptr));
+                size_t align = alignment ? alignment : ORDO_MEM_DEFAULT_ALIGNMENT;
+                assert_int_equal((uintptr_t)ptr % align, 0);
+                m->words = ptr;
+                m->bytes = bytes;
+                m->stamp = next_stamp++;
+                size_t n = bytes / sizeof(uint64_t);
+                if (n) {
+                    m->words[0] = m->words[n - 1] = m->stamp;
+                }
+                outstanding += bytes;
+                ++live;
+            } else if (action < 62 && (streams <= 6 || step >= steps / 2)) {
+                if (test_rand(&rng) % 2) {
+                    for (unsigned i = 0; i < streams; ++i) {
+                        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+                    }
+                }
+                assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+                settled = 1;
+            } else if (action < 63 && (streams <= 6 || step >= steps / 2)) {
+                assert_ok(ordo_mem_pool_trim(f.pool, test_rand(&rng) % (512 * 1024)));
+                settled = 1;
+            }
+        } else {
+            model_stamp_check(m);
+            if (action < 45) {
+                assert_ok(ordo_mem_deallocate(f.pool, m->block, f.s[s]));
+                outstanding -= m->bytes;
+                --live;
+                m->block = NULL;
+            } else if (action < 70) {
+                assert_ok(ordo_mem_record_use(f.pool, m->block, f.s[s]));
+            } else {
+                ordo_access_mode_t mode = action < 85 ? ORDO_ACCESS_READ : ORDO_ACCESS_WRITE;
+                assert_ok(ordo_mem_prepare_use(f.pool, m->block, f.s[s], mode));
+                assert_ok(ordo_mem_finish_use(f.pool, m->block, f.s[s], mode));
+            }
+        }
+        mem_pool_census_t c = census(f.pool);
+        assert_int_equal(c.live_blocks, live);
+        uint64_t out = 0;
+        assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+        assert_int_equal(out, outstanding);
+        /* With at most six streams every two frontiers fit together, so
+         * neighbours always merge; with more, they stay apart only when
+         * they do not fit, until settling drops entries. */
+        if (streams <= 6 || !settled) {
+            if (c.mergeable_pairs) {
+                fail_msg("seed %llu step %u: %zu mergeable free neighbours left apart",
+                         (unsigned long long)seed, step, c.mergeable_pairs);
+            }
+        }
+    }
+    for (unsigned i = 0; i < MODEL_SLOTS; ++i) {
+        if (slots[i].block) {
+            model_stamp_check(&slots[i]);
+            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % streams]));
+        }
+    }
+    mem_pool_census_t c = census(f.pool);
+    assert_int_equal(c.live_blocks, 0);
+    if (streams <= 6) {
+        assert_int_equal(c.mergeable_pairs, 0);
+    }
+    /* Once everything completed, every chunk is one settled block. */
+    for (unsigned i = 0; i < streams; ++i) {
+        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+    }
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    c = census(f.pool);
+    assert_int_equal(c.free_blocks, c.chunks);
+    assert_int_equal(c.settled_blocks, c.chunks);
+    assert_ok(ordo_mem_pool_trim(f.pool, 0));
+    c = census(f.pool);
+    assert_int_equal(c.chunks, 0);
+    fixture_free(&f);
+}
+
+static void randomized_layout_model_check(void **state) {
+    (void)state;
+    unsigned steps = (unsigned)test_scaled(6000);
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        run_model(4, ORDO_MEM_REUSE_WAIT, seed * 0x9e3779b97f4a7c15ull, steps);
+        run_model(4, ORDO_MEM_REUSE_OTHER_BLOCK, seed * 0x2545f4914f6cdd1dull, steps);
+        run_model(MAX_STREAMS, seed % 2 ? ORDO_MEM_REUSE_WAIT : ORDO_MEM_REUSE_OTHER_BLOCK,
+                  seed * 0x5851f42d4c957f2dull, steps);
+    }
+}
+
+/* --- Adaptors over a pool --- */
+
+/* Each adaptor over a pool hands out the pool's blocks or its own; frees
+ * through it (a block of the resource below takes the checked path) give
+ * everything back, and a second free is refused as such, also once the
+ * block's descriptor was absorbed by a neighbour. */
+static void adaptors_over_a_pool_free_and_refuse_double_frees(void **state) {
+    (void)state;
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    for (int kind = 0; kind < 5; ++kind) {
+        fixture_t f;
+        fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+        ordo_mem_resource_t *top = NULL, *middle = NULL;
+        switch (kind) {
+        case 0:
+            assert_ok(ordo_mem_budget_create(f.pool, NULL, &top));
+            break;
+        case 1:
+            assert_ok(ordo_mem_statistics_create(f.pool, &top));
+            break;
+        case 2:
+            assert_ok(ordo_mem_logging_create(f.pool, log, &top));
+            break;
+        case 3:
+            assert_ok(ordo_mem_guard_create(f.pool, NULL, &top));
+            break;
+        default:
+            assert_ok(ordo_mem_statistics_create(f.pool, &middle));
+            assert_ok(ordo_mem_logging_create(middle, log, &top));
+            break;
+        }
+        ordo_block_t *a = NULL, *b = NULL, *c = NULL;
+        assert_ok(ordo_mem_allocate(top, 1000, 0, f.s[0], 1, &a, NULL));
+        assert_ok(ordo_mem_allocate(top, 1000, 0, f.s[0], 1, &b, NULL));
+        assert_ok(ordo_mem_allocate(top, 1000, 0, f.s[1], 2, &c, NULL));
+        assert_ok(ordo_mem_deallocate(top, b, f.s[0]));
+        assert_ok(ordo_mem_deallocate(top, a, f.s[1]));
+        census(f.pool);
+        assert_status(ordo_mem_deallocate(top, b, f.s[0]), ORDO_ERR_INVALID_HANDLE);
+        assert_non_null(strstr(ordo_error_message(), kind == 3 ? "double free" : "already"));
+        assert_status(ordo_mem_deallocate(top, a, f.s[1]), ORDO_ERR_INVALID_HANDLE);
+        if (kind == 1 || kind == 4) {
+            ordo_mem_statistics_t stats;
+            assert_ok(ordo_mem_statistics_get(kind == 1 ? top : middle, &stats));
+            assert_int_equal(stats.overall.current_bytes, 1000);
+            assert_int_equal(stats.overall.current_blocks, 1);
+        }
+        assert_ok(ordo_mem_deallocate(top, c, f.s[1]));
+        assert_status(ordo_mem_deallocate(top, c, f.s[0]), ORDO_ERR_INVALID_HANDLE);
+        for (unsigned i = 0; i < f.streams; ++i) {
+            assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+        }
+        uint64_t out = 1;
+        assert_ok(ordo_mem_reap_pending(top, test_deadline()));
+        assert_ok(ordo_mem_bytes_outstanding(top, &out));
+        assert_int_equal(out, 0);
+        if (kind == 3) {
+            assert_ok(ordo_mem_guard_drain(top));
+        }
+        assert_ok(ordo_mem_resource_destroy(top));
+        if (middle) {
+            assert_ok(ordo_mem_resource_destroy(middle));
+        }
+        mem_pool_census_t n = census(f.pool);
+        assert_int_equal(n.live_blocks, 0);
+        fixture_free(&f);
+    }
+    fclose(log);
+}
+
+/* Streams used with a tracker must outlive it. A guard over a pool gives
+ * quarantined memory back with frees the pool orders on its tracker: only
+ * on streams the tracker already orders (its caller's), never on one of
+ * the guard's own that the guard destroys before the pool's tracker. */
+static void guard_over_a_pool_adds_no_stream_to_its_tracker(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_mem_resource_t *guard = NULL;
+    assert_ok(ordo_mem_guard_create(f.pool, NULL, &guard));
+    ordo_block_t *a = NULL, *b = NULL;
+    assert_ok(ordo_mem_allocate(guard, 1000, 0, f.s[0], 0, &a, NULL));
+    assert_ok(ordo_mem_allocate(guard, 1000, 0, f.s[0], 0, &b, NULL));
+    assert_ok(ordo_mem_record_use(guard, a, f.s[1]));
+    assert_ok(ordo_mem_deallocate(guard, a, f.s[1]));
+    assert_ok(ordo_mem_deallocate(guard, b, f.s[0]));
+    assert_ok(ordo_mem_reap_pending(guard, test_deadline()));
+    assert_ok(ordo_mem_guard_drain(guard)); /* the memory goes back to the pool */
+    assert_ok(ordo_mem_resource_destroy(guard));
+    assert_ok(ordo_tracker_lock(f.tracker));
+    uint32_t count = f.tracker->stream_count;
+    for (uint32_t i = 0; i < count; ++i) {
+        ordo_stream_t *s = f.tracker->streams[i]->stream;
+        if (s != f.s[0] && s != f.s[1]) {
+            assert_ok(ordo_tracker_unlock(f.tracker));
+            fail_msg("the pool's tracker orders stream %p, which the test did not make (and "
+                     "which no longer lives)",
+                     (void *)s);
+        }
+    }
+    assert_ok(ordo_tracker_unlock(f.tracker));
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+    fixture_free(&f);
+}
+
+/* --- The entry points' refusals, one check at a time --- */
+
+static void entry_points_refuse_each_bad_argument(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_stream_t *s = f.s[0];
+    ordo_block_t *sentinel = (ordo_block_t *)&f; /* overwritten with NULL when refused */
+    void *ptr = &f;
+    ordo_block_t *block = sentinel;
+    ordo_mem_resource_t fake_resource;
+    memset(&fake_resource, 0, sizeof fake_resource);
+    ordo_stream_t *fake_stream = calloc(1, sizeof(ordo_stream_t));
+    assert_non_null(fake_stream);
+
+    struct {
+        ordo_mem_resource_t *resource;
+        size_t bytes, alignment;
+        ordo_stream_t *stream;
+        uint32_t tag;
+        ordo_status_t expected;
+        const char *message;
+        int touches_out; /* out_block set to NULL */
+    } cases[] = {
+        {NULL, 64, 0, s, 0, ORDO_ERR_INVALID_HANDLE, "is NULL", 0},
+        {&fake_resource, 64, 0, s, 0, ORDO_ERR_INVALID_HANDLE, "not a live memory resource", 0},
+        {f.pool, 64, 0, NULL, 0, ORDO_ERR_INVALID_HANDLE, "stream is NULL", 1},
+        {f.pool, 64, 0, fake_stream, 0, ORDO_ERR_INVALID_HANDLE, "not a live stream", 1},
+        {f.pool, 0, 0, s, 0, ORDO_ERR_INVALID_ARGUMENT, "zero-byte", 1},
+        {f.pool, ORDO_MEM_MAX_BYTES + 1, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "one allocation may ask",
+         1},
+        {f.pool, SIZE_MAX, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "one allocation may ask", 1},
+        {f.pool, ORDO_MEM_MAX_BYTES, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "too large", 1},
+        {f.pool, 64, 3, s, 0, ORDO_ERR_INVALID_ARGUMENT, "power of two", 1},
+        {f.pool, 64, ORDO_MEM_MAX_ALIGNMENT * 2, s, 0, ORDO_ERR_INVALID_ARGUMENT, "power of two",
+         1},
+        {f.pool, 64, 0, s, ORDO_MEM_MAX_TAGS, ORDO_ERR_OUT_OF_RANGE, "not below", 1},
+        /* Checked in order: the first failing check speaks. */
+        {f.pool, 0, 3, NULL, ORDO_MEM_MAX_TAGS, ORDO_ERR_INVALID_HANDLE, "stream is NULL", 1},
+        {f.pool, 0, 3, s, ORDO_MEM_MAX_TAGS, ORDO_ERR_INVALID_ARGUMENT, "zero-byte", 1},
+        {f.pool, 64, 3, s, ORDO_MEM_MAX_TAGS, ORDO_ERR_INVALID_ARGUMENT, "power of two", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+        block = sentinel;
+        ptr = &f;
+        ordo_status_t st = ordo_mem_allocate(cases[i].resource, cases[i].bytes, cases[i].alignment,
+                                             cases[i].stream, cases[i].tag, &block, &ptr);
+        if (st != cases[i].expected || !strstr(ordo_error_message(), cases[i].message)) {
+            fail_msg("allocate case %zu: %s (%s), expected %s with \"%s\"", i, ordo_status_name(st),
+                     ordo_error_message(), ordo_status_name(cases[i].expected), cases[i].message);
+        }
+        if (cases[i].touches_out) {
+            assert_null(block);
+            assert_null(ptr);
+        } else {
+            assert_ptr_equal(block, sentinel);
+        }
+    }
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, s, 0, NULL, &ptr), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "out_block is NULL"));
+    /* A stream of another device. */
+    ordo_device_t *other = NULL;
+    assert_ok(ordo_device_create_owned("cpu:0", NULL, &other));
+    ordo_stream_t *foreign = NULL;
+    assert_ok(ordo_stream_create(other, 0, &foreign));
+    assert_status(ordo_mem_allocate(f.pool, 64, 0, foreign, 0, &block, &ptr),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "used with a memory resource"));
+    assert_null(block);
+    /* Alignment 0 is the default; ORDO_MEM_MAX_ALIGNMENT itself is fine. */
+    assert_ok(ordo_mem_allocate(f.pool, 64, ORDO_MEM_MAX_ALIGNMENT, s, 0, &block, &ptr));
+    assert_int_equal((uintptr_t)ptr % ORDO_MEM_MAX_ALIGNMENT, 0);
+    ordo_block_t *live = block;
+
+    /* Deallocation, each check alone. */
+    ordo_block_t fake_block;
+    memset(&fake_block, 0, sizeof fake_block);
+    ordo_mem_resource_t *other_direct = NULL;
+    assert_ok(ordo_mem_direct_create(device, &other_direct));
+    ordo_block_t *stranger = NULL;
+    assert_ok(ordo_mem_allocate(other_direct, 64, 0, s, 0, &stranger, NULL));
+    assert_status(ordo_mem_deallocate(NULL, live, s), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_deallocate(&fake_resource, live, s), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_deallocate(f.pool, NULL, s), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "block is NULL"));
+    assert_status(ordo_mem_deallocate(f.pool, &fake_block, s), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "not a live block"));
+    assert_status(ordo_mem_deallocate(f.pool, stranger, s), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "another resource stack"));
+    assert_status(ordo_mem_deallocate(f.pool, live, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "stream is NULL"));
+    assert_status(ordo_mem_deallocate(f.pool, live, fake_stream), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_deallocate(f.pool, live, foreign), ORDO_ERR_INVALID_ARGUMENT);
+    /* The block before the stream: a freed block with a bad stream. */
+    assert_ok(ordo_mem_deallocate(f.pool, live, s));
+    assert_status(ordo_mem_deallocate(f.pool, live, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "already deallocated"));
+    /* The pool is intact after all that. */
+    mem_pool_census_t n = census(f.pool);
+    assert_int_equal(n.live_blocks, 0);
+
+    assert_ok(ordo_mem_deallocate(other_direct, stranger, s));
+    assert_ok(ordo_mem_reap_pending(other_direct, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(other_direct));
+    assert_ok(ordo_stream_destroy(foreign));
+    assert_ok(ordo_device_release(other));
+    free(fake_stream);
+    fixture_free(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allocation_is_cut_from_the_end),
+        cmocka_unit_test(large_alignments_fit_in_their_blocks),
+        cmocka_unit_test(settled_neighbour_takes_the_freeing_streams_affinity),
+        cmocka_unit_test(crowded_frontiers_stay_apart),
+        cmocka_unit_test(many_streams_carve_with_history_reserve),
+        cmocka_unit_test(host_allocation_failing_once_while_carving),
+        cmocka_unit_test(bins_that_cannot_be_allocated_refuse_cleanly),
+        cmocka_unit_test(refused_free_on_a_failed_stream_keeps_the_block_live),
+        cmocka_unit_test(randomized_layout_model_check),
+        cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),
+        cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
+        cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),
+        cmocka_unit_test(entry_points_refuse_each_bad_argument),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -45,11 +45,13 @@ foreach(line ${lines})
     continue()
   endif()
   # Timing lines carry median_ns, p90_ns and iters; report lines (a
-  # verification count or a ratio of sizes) carry unsafe or ratio instead.
+  # verification count, a ratio of sizes, a trace's start and stop times)
+  # carry unsafe, ratio or start_ms instead.
   set(keys name impl median_ns p90_ns iters)
   string(JSON value ERROR_VARIABLE unsafe_error GET "${line}" unsafe)
   string(JSON value ERROR_VARIABLE ratio_error GET "${line}" ratio)
-  if(NOT unsafe_error OR NOT ratio_error)
+  string(JSON value ERROR_VARIABLE start_error GET "${line}" start_ms)
+  if(NOT unsafe_error OR NOT ratio_error OR NOT start_error)
     set(keys name impl)
   endif()
   foreach(key ${keys})

@@ -303,7 +303,9 @@ static void deadlines_fire_in_deadline_order(void **state) {
     ordo_signal_t *s = test_signal_make(0);
     atomic_store(&order_count, 0);
     static const int ms[5] = {40, 10, 30, 20, 50};
-    uint64_t base = ordo_time_now_ns();
+    /* A margin first, so that registering and cancelling all happen before
+     * any deadline even on a loaded machine under a sanitizer. */
+    uint64_t base = ordo_time_now_ns() + 300000000u;
     ordo_wait_id_t ids[5];
     for (int i = 0; i < 5; ++i) {
         assert_ok(ordo_wait_async(w, s, 1, base + (uint64_t)ms[i] * 1000000u, ORDO_WAIT_INLINE,
@@ -344,7 +346,9 @@ static void heap_compaction_keeps_live_deadlines(void **state) {
     counter_t c = {0, test_signal_make(0)};
     enum { N = 4 * WAITER_COMPACT_MIN };
     static ordo_wait_id_t ids[N];
-    uint64_t base = ordo_time_now_ns() + 200000000u;
+    /* A second ahead: registering, cancelling and the compaction all come
+     * well before, even on a loaded machine under a sanitizer. */
+    uint64_t base = ordo_time_now_ns() + 1000000000u;
     for (uint32_t i = 0; i < N; ++i) {
         /* Deadlines in shuffled order. */
         uint64_t deadline = base + (uint64_t)((i * 7919u) % N) * 1000u;
@@ -498,15 +502,26 @@ static void cancel_prevents_a_pending_wait(void **state) {
     rec_init(&r, NULL, NULL);
     rec_init(&q, NULL, NULL);
     ordo_wait_id_t id, qid;
-    assert_ok(ordo_wait_async(w, s, 1, ordo_deadline_after_ms(5), 0, rec_fn, &r, &id));
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
+    /* A deadline close enough to pass during the sleep below; should this
+     * thread be held up past it before the cancel (a loaded machine), the
+     * timeout has run, and the round is taken again with a later one. */
     ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
-    assert_ok(ordo_waiter_cancel(w, id, 1, &result));
-    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    uint32_t ms = 5;
+    for (; result != ORDO_CANCEL_PREVENTED; ms *= 4) {
+        assert_true(ms <= 5 * 4 * 4 * 4 * 4);
+        rec_init(&r, NULL, NULL);
+        assert_ok(ordo_wait_async(w, s, 1, ordo_deadline_after_ms(ms), 0, rec_fn, &r, &id));
+        assert_ok(ordo_waiter_cancel(w, id, 1, &result));
+        if (result != ORDO_CANCEL_PREVENTED) {
+            wait_idle(w);
+        }
+    }
+    ms /= 4;
+    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
     assert_ok(ordo_waiter_cancel(w, qid, 0, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
     /* Neither the deadline nor the signal runs them now. */
-    test_sleep_ms(10);
+    test_sleep_ms(2 * ms);
     assert_ok(ordo_signal_signal(s, 1));
     wait_idle(w);
     assert_int_equal(atomic_load(&r.calls), 0);

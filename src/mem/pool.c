@@ -619,11 +619,6 @@ POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, s
     return NULL;
 }
 
-static pool_block_t *bins_find(const pool_t *p, const pool_bins_t *bins, size_t size, uint32_t t,
-                               pool_block_t **out_uncovered) {
-    return bins_find_hot(p, bins, size, t, out_uncovered);
-}
-
 /* find_free past the stream's own bins: settled blocks, then blocks freed
  * on another stream and already ordered before t; else, by policy, one t
  * must first wait for (its waits are emitted here) or none. */
@@ -631,13 +626,13 @@ static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
                                          pool_block_t *uncovered, pool_block_t **out_block) {
     pool_block_t *b = NULL;
     if (bins_hold(p, POOL_SETTLED)) {
-        b = bins_find(p, p->bins[POOL_SETTLED], size, t, &uncovered);
+        b = bins_find_hot(p, p->bins[POOL_SETTLED], size, t, &uncovered);
         if (b) {
             ++p->stats.reuses_known;
         }
     }
     for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
-        b = bins_find(p, p->bins[__builtin_ctzll(mask)], size, t, &uncovered);
+        b = bins_find_hot(p, p->bins[__builtin_ctzll(mask)], size, t, &uncovered);
         if (b) {
             ++p->stats.reuses_known;
         }

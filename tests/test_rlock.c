@@ -27,7 +27,7 @@ static void bias_to_me(ordo_rlock_t *lock) {
 }
 
 static int biased_to_me(ordo_rlock_t *lock) {
-    return atomic_load(&lock->bias) == &ordo_rlock_marker;
+    return (atomic_load(&lock->bias) & ~(uintptr_t)1) == (uintptr_t)&ordo_rlock_marker;
 }
 
 static void test_recursion_and_held(void **state) {
@@ -62,7 +62,8 @@ static void test_a_thread_alone_earns_the_bias(void **state) {
     ordo_rlock_unlock(&lock);
     ordo_rlock_unlock(&lock);
     assert_false(ordo_rlock_held(&lock));
-    assert_int_equal(atomic_load(&lock.bias_inside), 0);
+    assert_int_equal(atomic_load(&lock.bias_inside[0]), 0);
+    assert_int_equal(atomic_load(&lock.bias_inside[1]), 0);
 }
 
 typedef struct contender {
@@ -109,12 +110,12 @@ static void test_revocation_waits_for_the_biased_holder(void **state) {
     ordo_rlock_unlock(&lock);
 }
 
-/* A thread that read `bias` (its own marker) in ordo_rlock_lock, then was
- * descheduled before announcing itself in `bias_inside`: meanwhile its
- * bias is revoked and another thread earns the bias and enters. The stale
- * thread's entry (modelled by calling ordo_rlock_enter_bias, which is what
- * ordo_rlock_lock does next) must back off without hiding the new biased
- * holder from a revoker. */
+/* A thread that read `bias` (its own marker and flag) in ordo_rlock_lock,
+ * then was descheduled before raising its flag: meanwhile its bias is
+ * revoked and another thread earns the bias (on the other flag: a hand-off
+ * is biased at once) and enters. The stale thread's entry (modelled by
+ * calling ordo_rlock_enter_bias, which is what ordo_rlock_lock does next)
+ * must back off without hiding the new biased holder from a revoker. */
 typedef struct stale {
     ordo_rlock_t lock;
     _Atomic int inside; /* the second thread holds the lock through the bias */
@@ -154,16 +155,18 @@ static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
     bias_to_me(&s->lock);
     assert_true(biased_to_me(&s->lock));
     /* Here this thread would read `bias` == itself and be descheduled. */
+    unsigned stale_flag = (unsigned)atomic_load(&s->lock.bias) & 1u;
     pthread_t second = test_thread_start(take_bias_and_hold, s);
     const ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&s->inside) && ordo_time_now_ns() < deadline) {
         test_sleep_ms(1);
     }
-    /* The second thread holds the lock (through the shared path: the lock
-     * stays unbiased while the first thread may be on its way in). */
-    assert_int_not_equal(atomic_load(&s->inside), 0);
+    /* The second thread holds the lock through the bias, on the flag the
+     * first thread cannot touch. */
+    assert_int_equal(atomic_load(&s->inside), 1);
+    assert_int_not_equal((unsigned)atomic_load(&s->lock.bias) & 1u, stale_flag);
     /* This thread resumes its entry: it must see it lost the bias. */
-    assert_false(ordo_rlock_enter_bias(&s->lock));
+    assert_false(ordo_rlock_enter_bias(&s->lock, stale_flag));
     /* A third thread must still wait for the second to leave. */
     pthread_t third = test_thread_start(take_once_stale, s);
     test_sleep_ms(50);
@@ -174,6 +177,80 @@ static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
     assert_int_equal(overlapped, 0);
     assert_int_equal(atomic_load(&s->third_acquired), 1);
     free(s);
+}
+
+/* The bias after hand-offs: A earns it, B takes over (biased at once on
+ * the other flag) and stays alive without taking the lock again, C takes
+ * over from B. Both flags then wait for threads that have not come back,
+ * so C is not biased, until A comes through the shared path once. */
+typedef struct handoff {
+    ordo_rlock_t lock;
+    _Atomic int step;   /* raised by the main thread: what to do next */
+    _Atomic int done;   /* raised by a helper when its step is done */
+    _Atomic int biased; /* what the helper saw at the end of its step */
+} handoff_t;
+
+static int wait_for(_Atomic int *flag, int value) {
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(flag) < value) {
+        if (ordo_time_now_ns() >= deadline) {
+            return 0;
+        }
+        test_sleep_ms(1);
+    }
+    return 1;
+}
+
+/* B: earns the bias, then waits without the lock until told to end. */
+static void *handoff_b(void *arg) {
+    handoff_t *h = arg;
+    bias_to_me(&h->lock);
+    atomic_store(&h->biased, biased_to_me(&h->lock));
+    atomic_store(&h->done, 1);
+    (void)wait_for(&h->step, 3);
+    return NULL;
+}
+
+/* C: takes over from B; then, once A has been through, runs again. */
+static void *handoff_c(void *arg) {
+    handoff_t *h = arg;
+    bias_to_me(&h->lock);
+    atomic_store(&h->biased, biased_to_me(&h->lock));
+    atomic_store(&h->done, 2);
+    if (wait_for(&h->step, 2)) {
+        bias_to_me(&h->lock);
+        atomic_store(&h->biased, biased_to_me(&h->lock));
+    }
+    atomic_store(&h->done, 3);
+    return NULL;
+}
+
+static void test_bias_follows_hand_offs(void **state) {
+    (void)state;
+    if (!ordo_asym_init()) {
+        skip();
+    }
+    handoff_t *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    ordo_rlock_init(&h->lock);
+    bias_to_me(&h->lock); /* A */
+    assert_true(biased_to_me(&h->lock));
+    pthread_t b = test_thread_start(handoff_b, h);
+    assert_true(wait_for(&h->done, 1));
+    assert_int_equal(atomic_load(&h->biased), 1); /* biased at once after a hand-off */
+    pthread_t c = test_thread_start(handoff_c, h);
+    assert_true(wait_for(&h->done, 2));
+    assert_int_equal(atomic_load(&h->biased), 0); /* A and B hold both flags */
+    ordo_rlock_lock(&h->lock);                    /* A comes through the shared path */
+    assert_false(h->lock.through_bias);
+    ordo_rlock_unlock(&h->lock);
+    atomic_store(&h->step, 2);
+    assert_true(wait_for(&h->done, 3));
+    assert_int_equal(atomic_load(&h->biased), 1); /* A's flag is free again */
+    atomic_store(&h->step, 3);
+    join_bounded(b);
+    join_bounded(c);
+    free(h);
 }
 
 /* Contention across bias changes: threads alternate solo runs long
@@ -293,10 +370,12 @@ typedef struct churn_arg {
  * between its relaxed read of `bias` and its entry through the bias. */
 static void lock_descheduled_after_bias_load(ordo_rlock_t *lock) {
     const void *me = &ordo_rlock_marker;
-    if (atomic_load_explicit(&lock->bias, memory_order_relaxed) == me) {
+    uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
+    unsigned flag = (unsigned)bias & 1u;
+    if ((bias & ~(uintptr_t)1) == (uintptr_t)me) {
         sched_yield();
-        if (ordo_rlock_enter_bias(lock)) {
-            lock->through_bias = 1;
+        if (ordo_rlock_enter_bias(lock, flag)) {
+            lock->through_bias = 1 + flag;
             atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
             lock->depth = 1;
             return;
@@ -472,6 +551,7 @@ int main(void) {
         cmocka_unit_test(test_revocation_waits_for_the_biased_holder),
         cmocka_unit_test(test_mutual_exclusion_across_bias_changes),
         cmocka_unit_test(test_stale_biased_entry_does_not_hide_the_new_holder),
+        cmocka_unit_test(test_bias_follows_hand_offs),
         cmocka_unit_test(test_bias_churn_keeps_mutual_exclusion),
         cmocka_unit_test(test_revokers_woken_after_short_biased_holds),
     };

@@ -2,7 +2,7 @@
 
 #include "base/futex.h"
 
-_Thread_local char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+_Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
 
 /* The first run that earns the bias, and the longest after revocations. */
 #define RUN_TO_BIAS_FIRST 64u
@@ -15,10 +15,11 @@ void ordo_rlock_init(ordo_rlock_t *lock) {
     atomic_init(&lock->owner, NULL);
     lock->depth = 0;
     lock->through_bias = 0;
-    atomic_init(&lock->bias, NULL);
-    atomic_init(&lock->bias_inside, 0);
+    atomic_init(&lock->bias, 0);
+    atomic_init(&lock->bias_inside[0], 0);
+    atomic_init(&lock->bias_inside[1], 0);
     atomic_init(&lock->revoking, 0);
-    lock->revoked = NULL;
+    lock->revoked[0] = lock->revoked[1] = NULL;
     lock->run_owner = NULL;
     lock->run = 0;
     /* Without cheap asymmetric fences a biased entry costs two fences:
@@ -47,8 +48,11 @@ static void word_lock(ordo_rlock_t *lock) {
     }
 }
 
-/* Under word: takes the bias away from the thread that has it. */
-static void revoke(ordo_rlock_t *lock, const void *biased) {
+/* Under word: takes the bias away from the thread that has it (`bias`, its
+ * marker and flag). */
+static void revoke(ordo_rlock_t *lock, uintptr_t bias) {
+    unsigned flag = (unsigned)bias & 1u;
+    _Atomic uint32_t *inside = &lock->bias_inside[flag];
     atomic_store_explicit(&lock->revoking, 1, memory_order_seq_cst);
     ordo_asym_rare();
     /* The biased thread either saw `revoking` and stays out, or is inside
@@ -56,14 +60,14 @@ static void revoke(ordo_rlock_t *lock, const void *biased) {
      * ordo_rlock_leave_bias), so a leave that raced with this revocation
      * may not wake us: each sleep is short, and the flag is looked at
      * again. */
-    while (atomic_load_explicit(&lock->bias_inside, memory_order_acquire)) {
-        (void)ordo_futex_wait(&lock->bias_inside, 1, ordo_deadline_after_ns(REVOKE_RECHECK_NS));
+    while (atomic_load_explicit(inside, memory_order_acquire)) {
+        (void)ordo_futex_wait(inside, 1, ordo_deadline_after_ns(REVOKE_RECHECK_NS));
     }
-    atomic_store_explicit(&lock->bias, NULL, memory_order_relaxed);
+    atomic_store_explicit(&lock->bias, 0, memory_order_relaxed);
     atomic_store_explicit(&lock->revoking, 0, memory_order_release);
-    /* It may have read `bias` just before and still be on its way to
-     * `bias_inside`: no other thread may be biased until it has come here. */
-    lock->revoked = biased;
+    /* It may have read `bias` just before and still be on its way to its
+     * flag: no other thread may use that flag until it has come here. */
+    lock->revoked[flag] = (const void *)(bias & ~(uintptr_t)1);
     if (lock->run_to_bias < RUN_TO_BIAS_MAX) {
         lock->run_to_bias *= 2;
     }
@@ -72,13 +76,15 @@ static void revoke(ordo_rlock_t *lock, const void *biased) {
 void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
     const void *me = &ordo_rlock_marker;
     word_lock(lock);
-    const void *bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
-    if (bias && bias != me) {
+    uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
+    if (bias && (bias & ~(uintptr_t)1) != (uintptr_t)me) {
         revoke(lock, bias);
-        bias = NULL;
+        bias = 0;
     }
-    if (lock->revoked == me) {
-        lock->revoked = NULL; /* past any entry it began before losing the bias */
+    for (unsigned flag = 0; flag < 2; ++flag) {
+        if (lock->revoked[flag] == me) {
+            lock->revoked[flag] = NULL; /* past any entry it began before losing the bias */
+        }
     }
     if (lock->run_owner == me) {
         ++lock->run;
@@ -86,11 +92,18 @@ void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
         lock->run_owner = me;
         lock->run = 1;
     }
-    if (!bias && !lock->revoked && lock->run_to_bias && lock->run >= lock->run_to_bias) {
-        /* Biased from this thread's next acquisition; it holds word now,
-         * so no other thread is inside. */
-        atomic_store_explicit(&lock->bias, me, memory_order_relaxed);
-        lock->run = 0;
+    if (!bias && lock->run_to_bias && lock->run >= lock->run_to_bias) {
+        /* Biased from this thread's next acquisition, on a flag no revoked
+         * thread may still write; it holds word now, so no other thread
+         * is inside. */
+        for (unsigned flag = 0; flag < 2; ++flag) {
+            if (!lock->revoked[flag]) {
+                atomic_store_explicit(&lock->bias, ordo_rlock_bias_of_me(flag),
+                                      memory_order_relaxed);
+                lock->run = 0;
+                break;
+            }
+        }
     }
 }
 

@@ -16,13 +16,18 @@
  * on the shared path. Without membarrier the lock is never biased.
  *
  * A revoked thread may have read `bias` (itself) just before the
- * revocation and be descheduled before it writes `bias_inside`; when it
- * resumes it sees that it lost the bias and backs off, clearing
- * `bias_inside`. Were the lock biased to another thread by then, that
- * store would hide the new biased thread from its revoker. So after a
- * revocation the lock is biased to no other thread until the revoked one
- * has come through the shared path (which it does when it backs off):
- * `bias_inside` has one writer at a time.
+ * revocation and be descheduled before it writes its flag; when it resumes
+ * it sees that it lost the bias and backs off, clearing the flag. Were the
+ * lock biased to another thread with the same flag by then, that store
+ * would hide the new biased thread from its revoker. So there are two
+ * flags, and `bias` names the thread with the flag it uses (in the low bit
+ * of the thread's marker, which is aligned): a revocation leaves its flag
+ * to the revoked thread until that thread has come through the shared
+ * path (which it does when it backs off), and the bias can go at once to
+ * another thread on the other flag. A thread that earns the bias after a
+ * hand-off is thus biased at once; only when both flags wait for threads
+ * that have not come back is the lock biased to no one. Each flag has one
+ * writer at a time.
  *
  * Unlock through the bias reads nothing of the lock after its release
  * store, so a thread that takes the lock next may destroy it at once, as
@@ -38,16 +43,20 @@
 #include <stdint.h>
 
 typedef struct ordo_rlock {
-    _Atomic uint32_t word;        /* the shared lock: 0 free, 1 held, 2 held with sleepers */
-    _Atomic(const void *) owner;  /* the holder's marker, whichever path it took */
-    uint32_t depth;               /* the holder's */
-    uint32_t through_bias;        /* the holder's: held through the bias */
-    _Atomic(const void *) bias;   /* the marker of the thread it is biased to, or NULL */
-    _Atomic uint32_t bias_inside; /* the biased thread's (and, backing off, the revoked one's) */
-    _Atomic uint32_t revoking;    /* written under word: the bias is being taken away */
-    /* Under word: the thread whose bias was last revoked, until it next
-     * comes through the shared path (see below). */
-    const void *revoked;
+    _Atomic uint32_t word;       /* the shared lock: 0 free, 1 held, 2 held with sleepers */
+    _Atomic(const void *) owner; /* the holder's marker, whichever path it took */
+    uint32_t depth;              /* the holder's */
+    uint32_t through_bias;       /* the holder's: 1 + the flag it entered with, or 0 */
+    /* The marker of the thread it is biased to, plus the flag that thread
+     * uses (0 or 1); 0 when biased to no one. */
+    _Atomic uintptr_t bias;
+    /* Per flag: up while its thread is inside through the bias (written by
+     * the biased thread and, backing off, by a revoked one). */
+    _Atomic uint32_t bias_inside[2];
+    _Atomic uint32_t revoking; /* written under word: the bias is being taken away */
+    /* Under word, per flag: the thread whose bias on it was last revoked,
+     * until it next comes through the shared path (see above). */
+    const void *revoked[2];
     /* Under word: the last thread through the shared path, its run of
      * consecutive acquisitions and the run that earns the bias. */
     const void *run_owner;
@@ -55,8 +64,9 @@ typedef struct ordo_rlock {
     uint32_t run_to_bias;
 } ordo_rlock_t;
 
-/* One per thread; its address names the thread. */
-extern _Thread_local char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+/* One per thread; its address names the thread (aligned, so that `bias`
+ * can carry a flag index in the low bit). */
+extern _Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
 
 void ordo_rlock_init(ordo_rlock_t *lock);
 /* Out of line: the shared path of lock and unlock. */
@@ -67,15 +77,20 @@ void ordo_rlock_unlock_shared(ordo_rlock_t *lock);
  * an unlock may call it after its release store. */
 void ordo_rlock_wake_revoker(_Atomic uint32_t *bias_inside);
 
+/* The value of `bias` that names the calling thread on flag `flag`. */
+static inline uintptr_t ordo_rlock_bias_of_me(unsigned flag) {
+    return (uintptr_t)&ordo_rlock_marker | flag;
+}
+
 /* Non-zero when the calling thread holds the lock. Only this thread ever
  * stores its own marker, so seeing it means it is still ours. */
 static inline int ordo_rlock_held(const ordo_rlock_t *lock) {
     return atomic_load_explicit(&lock->owner, memory_order_relaxed) == &ordo_rlock_marker;
 }
 
-static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock);
-static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock);
-static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock);
+static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag);
+static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag);
+static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock, unsigned flag);
 
 static inline __attribute__((always_inline)) void ordo_rlock_lock(ordo_rlock_t *lock) {
     const void *me = &ordo_rlock_marker;
@@ -83,9 +98,10 @@ static inline __attribute__((always_inline)) void ordo_rlock_lock(ordo_rlock_t *
         ++lock->depth;
         return;
     }
-    if (atomic_load_explicit(&lock->bias, memory_order_relaxed) == me &&
-        ordo_rlock_enter_bias(lock)) {
-        lock->through_bias = 1;
+    uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
+    unsigned flag = (unsigned)bias & 1u;
+    if ((bias & ~(uintptr_t)1) == (uintptr_t)me && ordo_rlock_enter_bias(lock, flag)) {
+        lock->through_bias = 1 + flag;
     } else {
         ordo_rlock_lock_shared(lock);
         lock->through_bias = 0;
@@ -100,7 +116,7 @@ static inline __attribute__((always_inline)) void ordo_rlock_unlock(ordo_rlock_t
     }
     atomic_store_explicit(&lock->owner, NULL, memory_order_relaxed);
     if (lock->through_bias) {
-        ordo_rlock_leave_bias(lock);
+        ordo_rlock_leave_bias(lock, lock->through_bias - 1);
     } else {
         ordo_rlock_unlock_shared(lock);
     }
@@ -111,15 +127,15 @@ static inline __attribute__((always_inline)) void ordo_rlock_unlock(ordo_rlock_t
 /* The biased thread enters: announce, then make sure no revocation has
  * started or finished (an asymmetric fence orders the store before the
  * loads; the revoker pays for it). */
-static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock) {
-    atomic_store_explicit(&lock->bias_inside, 1, memory_order_relaxed);
+static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
+    atomic_store_explicit(&lock->bias_inside[flag], 1, memory_order_relaxed);
     ordo_asym_hot();
     /* Acquire: a finished revocation cleared `bias` before `revoking`. */
     if (!atomic_load_explicit(&lock->revoking, memory_order_acquire) &&
-        atomic_load_explicit(&lock->bias, memory_order_relaxed) == &ordo_rlock_marker) {
+        atomic_load_explicit(&lock->bias, memory_order_relaxed) == ordo_rlock_bias_of_me(flag)) {
         return 1;
     }
-    ordo_rlock_back_off_bias(lock);
+    ordo_rlock_back_off_bias(lock, flag);
     return 0;
 }
 
@@ -127,11 +143,11 @@ static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock) {
  * uses the lock afterwards). Release: a revoker that sees the flag down
  * sees this thread's writes; one that found it up and sleeps raised
  * `revoking` before its fence, so this load sees it. */
-static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock) {
-    atomic_store_explicit(&lock->bias_inside, 0, memory_order_release);
+static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag) {
+    atomic_store_explicit(&lock->bias_inside[flag], 0, memory_order_release);
     ordo_asym_hot();
     if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
-        ordo_rlock_wake_revoker(&lock->bias_inside);
+        ordo_rlock_wake_revoker(&lock->bias_inside[flag]);
     }
 }
 
@@ -141,9 +157,9 @@ static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock) {
  * `revoking` is read first: a revocation that began before that is woken
  * (by address only); one that begins later and finds the flag still up
  * sleeps with a short timeout and looks again (see revoke). */
-static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock) {
+static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock, unsigned flag) {
     int wake = atomic_load_explicit(&lock->revoking, memory_order_relaxed) != 0;
-    _Atomic uint32_t *inside = &lock->bias_inside;
+    _Atomic uint32_t *inside = &lock->bias_inside[flag];
     atomic_store_explicit(inside, 0, memory_order_release);
     if (wake) {
         ordo_rlock_wake_revoker(inside);

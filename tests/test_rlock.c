@@ -144,16 +144,24 @@ static void *take_once_stale(void *arg) {
     return NULL;
 }
 
-static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
-    (void)state;
+/* A zeroed fixture of `size` bytes that starts with a lock, biased to this
+ * thread (the test is skipped where the lock is never biased). */
+static void *biased_fixture(size_t size) {
     if (!ordo_asym_init()) {
         skip();
     }
-    stale_t *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    ordo_rlock_init(&s->lock);
-    bias_to_me(&s->lock);
-    assert_true(biased_to_me(&s->lock));
+    void *fixture = calloc(1, size);
+    assert_non_null(fixture);
+    ordo_rlock_t *lock = fixture;
+    ordo_rlock_init(lock);
+    bias_to_me(lock);
+    assert_true(biased_to_me(lock));
+    return fixture;
+}
+
+static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
+    (void)state;
+    stale_t *s = biased_fixture(sizeof *s);
     /* Here this thread would read `bias` == itself and be descheduled. */
     unsigned stale_flag = (unsigned)atomic_load(&s->lock.bias) & 1u;
     pthread_t second = test_thread_start(take_bias_and_hold, s);
@@ -227,14 +235,7 @@ static void *handoff_c(void *arg) {
 
 static void test_bias_follows_hand_offs(void **state) {
     (void)state;
-    if (!ordo_asym_init()) {
-        skip();
-    }
-    handoff_t *h = calloc(1, sizeof *h);
-    assert_non_null(h);
-    ordo_rlock_init(&h->lock);
-    bias_to_me(&h->lock); /* A */
-    assert_true(biased_to_me(&h->lock));
+    handoff_t *h = biased_fixture(sizeof *h); /* biased to A, this thread */
     pthread_t b = test_thread_start(handoff_b, h);
     assert_true(wait_for(&h->done, 1));
     assert_int_equal(atomic_load(&h->biased), 1); /* biased at once after a hand-off */

@@ -368,13 +368,21 @@ typedef struct churn_arg {
 } churn_arg_t;
 
 /* ordo_rlock_lock with the thread descheduled where preemption can fall
- * between its relaxed read of `bias` and its entry through the bias. */
-static void lock_descheduled_after_bias_load(ordo_rlock_t *lock) {
+ * between its relaxed read of `bias` and its entry through the bias: for a
+ * moment (a yield), or now and then long enough (tens of microseconds) for
+ * the bias to be revoked and handed to another thread on the other flag,
+ * who may be inside when this entry resumes. */
+static void lock_descheduled_after_bias_load(ordo_rlock_t *lock, uint64_t *rng) {
     const void *me = &ordo_rlock_marker;
     uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     unsigned flag = (unsigned)bias & 1u;
     if ((bias & ~(uintptr_t)1) == (uintptr_t)me) {
-        sched_yield();
+        if (test_rand(rng) & 3) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 10000 + (long)(test_rand(rng) % 90000)};
+            nanosleep(&pause, NULL);
+        }
         if (ordo_rlock_enter_bias(lock, flag)) {
             lock->through_bias = 1 + flag;
             atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
@@ -396,7 +404,7 @@ static void *churn_thread(void *arg) {
         unsigned burst = 1u + (unsigned)(test_rand(&rng) % 8);
         for (unsigned i = 0; i < burst; ++i) {
             if ((test_rand(&rng) & 15) == 0) {
-                lock_descheduled_after_bias_load(&c->lock);
+                lock_descheduled_after_bias_load(&c->lock, &rng);
             } else {
                 ordo_rlock_lock(&c->lock);
             }

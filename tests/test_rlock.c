@@ -254,6 +254,228 @@ static void test_bias_follows_hand_offs(void **state) {
     free(h);
 }
 
+/* A helper thread driven step by step: it does its actions[i] once the
+ * test has raised `go` past i, then raises `reached` to i + 1. */
+enum { ACT_END, ACT_EARN, ACT_LOCK, ACT_UNLOCK };
+
+typedef struct agent {
+    ordo_rlock_t *lock;
+    int actions[8];
+    _Atomic int go;
+    _Atomic int reached;
+    _Atomic int held;    /* levels of the lock it holds */
+    _Atomic int through; /* through_bias at its last outermost lock */
+    _Atomic int biased;  /* biased_to_me after its last action */
+    _Atomic(const void *) marker;
+    pthread_t thread;
+} agent_t;
+
+static void *agent_run(void *arg) {
+    agent_t *a = arg;
+    atomic_store(&a->marker, (const void *)&ordo_rlock_marker);
+    for (int i = 0; a->actions[i] != ACT_END; ++i) {
+        if (!wait_for(&a->go, i + 1)) {
+            break;
+        }
+        switch (a->actions[i]) {
+        case ACT_EARN:
+            bias_to_me(a->lock);
+            break;
+        case ACT_LOCK:
+            ordo_rlock_lock(a->lock);
+            if (atomic_fetch_add(&a->held, 1) == 0) {
+                atomic_store(&a->through, (int)a->lock->through_bias);
+            }
+            break;
+        default:
+            atomic_fetch_sub(&a->held, 1);
+            ordo_rlock_unlock(a->lock);
+            break;
+        }
+        atomic_store(&a->biased, biased_to_me(a->lock));
+        atomic_store(&a->reached, i + 1);
+    }
+    /* A test that failed half-way leaves nothing held. */
+    for (int n = atomic_load(&a->held); n > 0; --n) {
+        ordo_rlock_unlock(a->lock);
+    }
+    return NULL;
+}
+
+static void agent_start(agent_t *a, ordo_rlock_t *lock) {
+    a->lock = lock;
+    a->thread = test_thread_start(agent_run, a);
+}
+
+/* Lets the agent do its next action and waits until it is done. */
+static void agent_step(agent_t *a) {
+    int next = atomic_fetch_add(&a->go, 1) + 1;
+    assert_true(wait_for(&a->reached, next));
+}
+
+/* Lets the agent take the lock, which it must not get while another
+ * thread holds it: waits until it is revoking the bias, then a little. */
+static void agent_step_blocked(agent_t *a, ordo_rlock_t *lock) {
+    atomic_fetch_add(&a->go, 1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&lock->revoking) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&lock->revoking));
+    test_sleep_ms(20);
+    assert_int_equal(atomic_load(&a->held), 0);
+}
+
+/* Joins the agent, which has done all its actions. */
+static void agent_finish(agent_t *a) {
+    int count = 0;
+    while (a->actions[count] != ACT_END) {
+        ++count;
+    }
+    assert_int_equal(atomic_load(&a->reached), count);
+    join_bounded(a->thread);
+}
+
+/* A's entry raised its flag and was descheduled before its check; B has
+ * the bias on the other flag and holds the lock. A revoker C waits for B's
+ * flag only, not for A's: it gets the lock when B leaves. A then resumes,
+ * backs off, and its flag is free again once it has come through the
+ * shared path. */
+static void test_revoker_waits_only_for_the_flag_it_revokes(void **state) {
+    (void)state;
+    ordo_rlock_t *lock = biased_fixture(sizeof *lock); /* biased to A, this thread */
+    const unsigned a_flag = (unsigned)atomic_load(&lock->bias) & 1u;
+    agent_t b = {.actions = {ACT_EARN, ACT_LOCK, ACT_UNLOCK}};
+    agent_t c = {.actions = {ACT_LOCK, ACT_UNLOCK}};
+    agent_start(&b, lock);
+    agent_start(&c, lock);
+    agent_step(&b);
+    assert_int_equal(atomic_load(&b.biased), 1);
+    assert_int_equal((unsigned)atomic_load(&lock->bias) & 1u, a_flag ^ 1u);
+    agent_step(&b); /* B holds the lock through the bias */
+    assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
+    assert_false(ordo_rlock_held(lock));
+    /* A's stale entry: its flag is up, its check not yet made. */
+    atomic_store(&lock->bias_inside[a_flag], 1);
+    agent_step_blocked(&c, lock);
+    agent_step(&b);                       /* B leaves */
+    assert_true(wait_for(&c.reached, 1)); /* C gets it, A's flag still up */
+    assert_int_equal(atomic_load(&c.through), 0);
+    assert_int_equal(atomic_load(&lock->bias_inside[a_flag]), 1);
+    agent_step(&c);
+    agent_finish(&b);
+    agent_finish(&c);
+    /* A resumes: its check fails (the bias is no longer A's), it backs off. */
+    assert_int_not_equal(atomic_load(&lock->bias), ordo_rlock_bias_of_me(a_flag));
+    ordo_rlock_back_off_bias(lock, a_flag);
+    assert_int_equal(atomic_load(&lock->bias_inside[a_flag]), 0);
+    ordo_rlock_lock(lock);
+    assert_int_equal(lock->through_bias, 0);
+    ordo_rlock_unlock(lock);
+    assert_null(lock->revoked[a_flag]); /* A came back: its flag is free */
+    free(lock);
+}
+
+/* A revocation of B (biased on one flag, holding the lock twice) is under
+ * way when A's stale entry on the other flag resumes: A sees `revoking`
+ * (shared by both flags) and backs off without disturbing the revoker,
+ * which gets the lock only when B has left both levels. */
+static void test_stale_entry_during_a_revocation_on_the_other_flag(void **state) {
+    (void)state;
+    ordo_rlock_t *lock = biased_fixture(sizeof *lock);
+    const unsigned a_flag = (unsigned)atomic_load(&lock->bias) & 1u;
+    agent_t b = {.actions = {ACT_EARN, ACT_LOCK, ACT_LOCK, ACT_UNLOCK, ACT_UNLOCK}};
+    agent_t c = {.actions = {ACT_LOCK, ACT_UNLOCK}};
+    agent_start(&b, lock);
+    agent_start(&c, lock);
+    agent_step(&b);
+    agent_step(&b);
+    agent_step(&b); /* B holds the lock twice through the bias */
+    assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
+    agent_step_blocked(&c, lock); /* C is revoking B */
+    assert_false(ordo_rlock_enter_bias(lock, a_flag));
+    assert_int_equal(atomic_load(&lock->bias_inside[a_flag]), 0);
+    assert_int_equal(atomic_load(&lock->bias_inside[a_flag ^ 1u]), 1);
+    agent_step(&b); /* one level left: B still holds it */
+    test_sleep_ms(20);
+    assert_int_equal(atomic_load(&c.held), 0);
+    agent_step(&b);
+    assert_true(wait_for(&c.reached, 1));
+    agent_step(&c);
+    agent_finish(&b);
+    agent_finish(&c);
+    free(lock);
+}
+
+/* While A's stale entry is pending on its flag, the bias moves from B to no
+ * one (C revokes B: both flags wait for their threads) and back to B once B
+ * has come through the shared path: on B's flag again, never on A's. A's
+ * entry then backs off, and a revoker still waits for B. */
+static void test_bias_returns_only_to_a_free_flag(void **state) {
+    (void)state;
+    ordo_rlock_t *lock = biased_fixture(sizeof *lock);
+    const unsigned a_flag = (unsigned)atomic_load(&lock->bias) & 1u;
+    agent_t b = {.actions = {ACT_EARN, ACT_EARN, ACT_LOCK, ACT_UNLOCK}};
+    agent_t c = {.actions = {ACT_EARN, ACT_LOCK, ACT_UNLOCK}};
+    agent_start(&b, lock);
+    agent_start(&c, lock);
+    agent_step(&b); /* B revokes A and earns the bias on the other flag */
+    assert_int_equal(atomic_load(&b.biased), 1);
+    agent_step(&c); /* C revokes B: both flags are reserved */
+    assert_int_equal(atomic_load(&c.biased), 0);
+    assert_int_equal(atomic_load(&lock->bias), 0);
+    agent_step(&b); /* B comes back and earns the bias again */
+    assert_int_equal(atomic_load(&b.biased), 1);
+    assert_int_equal((unsigned)atomic_load(&lock->bias) & 1u, a_flag ^ 1u);
+    agent_step(&b); /* and holds the lock */
+    assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
+    assert_false(ordo_rlock_enter_bias(lock, a_flag)); /* A resumes */
+    agent_step_blocked(&c, lock);
+    agent_step(&b);
+    assert_true(wait_for(&c.reached, 2));
+    agent_step(&c);
+    agent_finish(&b);
+    agent_finish(&c);
+    free(lock);
+}
+
+/* A thread that held the bias exits; a new thread may get the same
+ * thread-local address, and so the same marker. It then enters through
+ * the old thread's bias (harmless: that thread can be neither inside nor on
+ * its way in), and a revoker still waits for it. */
+static void test_new_thread_on_an_exited_threads_marker(void **state) {
+    (void)state;
+    ordo_rlock_t *lock = biased_fixture(sizeof *lock);
+    agent_t d = {.actions = {ACT_EARN}};
+    agent_start(&d, lock);
+    agent_step(&d);
+    assert_int_equal(atomic_load(&d.biased), 1);
+    const uintptr_t d_bias = atomic_load(&lock->bias);
+    agent_finish(&d);
+    agent_t n = {.actions = {ACT_LOCK, ACT_UNLOCK}};
+    agent_t c = {.actions = {ACT_LOCK, ACT_UNLOCK}};
+    agent_start(&n, lock);
+    agent_step(&n);
+    const int reused = atomic_load(&n.marker) == atomic_load(&d.marker);
+    print_message("the new thread %s the exited thread's marker\n",
+                  reused ? "has" : "does not have");
+    agent_start(&c, lock);
+    if (reused) {
+        assert_int_equal(atomic_load(&n.through), 1 + (int)(d_bias & 1u));
+        agent_step_blocked(&c, lock); /* C revokes N */
+        agent_step(&n);
+        assert_true(wait_for(&c.reached, 1));
+    } else {
+        assert_int_equal(atomic_load(&n.through), 0); /* it revoked the exited thread */
+        agent_step(&n);
+        agent_step(&c);
+    }
+    agent_step(&c);
+    agent_finish(&n);
+    agent_finish(&c);
+    free(lock);
+}
+
 /* Contention across bias changes: threads alternate solo runs long
  * enough to earn the bias with bursts that revoke it; a plain counter and
  * an "inside" flag catch any overlap (ThreadSanitizer too). */
@@ -368,13 +590,21 @@ typedef struct churn_arg {
 } churn_arg_t;
 
 /* ordo_rlock_lock with the thread descheduled where preemption can fall
- * between its relaxed read of `bias` and its entry through the bias. */
-static void lock_descheduled_after_bias_load(ordo_rlock_t *lock) {
+ * between its relaxed read of `bias` and its entry through the bias: for a
+ * moment (a yield), or now and then long enough (tens of microseconds) for
+ * the bias to be revoked and handed to another thread on the other flag,
+ * who may be inside when this entry resumes. */
+static void lock_descheduled_after_bias_load(ordo_rlock_t *lock, uint64_t *rng) {
     const void *me = &ordo_rlock_marker;
     uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     unsigned flag = (unsigned)bias & 1u;
     if ((bias & ~(uintptr_t)1) == (uintptr_t)me) {
-        sched_yield();
+        if (test_rand(rng) & 3) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 10000 + (long)(test_rand(rng) % 90000)};
+            nanosleep(&pause, NULL);
+        }
         if (ordo_rlock_enter_bias(lock, flag)) {
             lock->through_bias = 1 + flag;
             atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
@@ -396,7 +626,7 @@ static void *churn_thread(void *arg) {
         unsigned burst = 1u + (unsigned)(test_rand(&rng) % 8);
         for (unsigned i = 0; i < burst; ++i) {
             if ((test_rand(&rng) & 15) == 0) {
-                lock_descheduled_after_bias_load(&c->lock);
+                lock_descheduled_after_bias_load(&c->lock, &rng);
             } else {
                 ordo_rlock_lock(&c->lock);
             }
@@ -553,6 +783,10 @@ int main(void) {
         cmocka_unit_test(test_mutual_exclusion_across_bias_changes),
         cmocka_unit_test(test_stale_biased_entry_does_not_hide_the_new_holder),
         cmocka_unit_test(test_bias_follows_hand_offs),
+        cmocka_unit_test(test_revoker_waits_only_for_the_flag_it_revokes),
+        cmocka_unit_test(test_stale_entry_during_a_revocation_on_the_other_flag),
+        cmocka_unit_test(test_bias_returns_only_to_a_free_flag),
+        cmocka_unit_test(test_new_thread_on_an_exited_threads_marker),
         cmocka_unit_test(test_bias_churn_keeps_mutual_exclusion),
         cmocka_unit_test(test_revokers_woken_after_short_biased_holds),
     };

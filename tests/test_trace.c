@@ -1,6 +1,8 @@
 /* Traces: a real multi-stream program traced and its JSON validated (well
  * formed, flows with both ends, timestamps monotonic per track); marks;
- * limits; start/stop misuse; recording threads racing stop. */
+ * limits (max_events at chunk edges, huge or unmappable, threads running
+ * out of room together); start/stop misuse; recording threads racing stop; and a host task that
+ * stops and starts traces. */
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -511,6 +513,171 @@ static void flows_join_their_own_round(void **state) {
     remove(path);
 }
 
+/* The virtual size of this process, in KiB (from /proc/self/status). */
+static unsigned long long vm_size_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmSize: %llu kB", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+/* Records n instants on this thread. */
+static void instants(uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+        assert_ok(ordo_trace_instant("edge"));
+    }
+}
+
+/* max_events is rounded up to whole chunks of 4096 events: 1 and 4096 keep
+ * one chunk, 4097 two; the rest is dropped and counted. */
+static void max_events_edges(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t max_events, kept;
+    } cases[] = {{1, 4096}, {4095, 4096}, {4096, 4096}, {4097, 8192}, {8192, 8192}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        ordo_trace_config_t config = {cases[i].max_events};
+        assert_ok(ordo_trace_start(&config));
+        instants(cases[i].kept + 100);
+        ordo_trace_stats_t stats;
+        assert_ok(ordo_trace_stop(NULL, &stats));
+        assert_int_equal(stats.events, cases[i].kept);
+        assert_int_equal(stats.dropped, 100);
+    }
+}
+
+/* Room that can be mapped but not backed: start maps it without touching
+ * more than its first part, stop gives it all back, and a start that cannot
+ * map its room leaves tracing off and the next start working. */
+static void huge_max_events(void **state) {
+    (void)state;
+    unsigned long long before = vm_size_kib();
+    ordo_trace_config_t huge = {(uint64_t)1 << 36}; /* about 3.8 TB of room */
+    ordo_status_t st = ordo_trace_start(&huge);
+    if (st == ORDO_OK) {
+        assert_true(vm_size_kib() > before + (1ull << 30)); /* mapped */
+        instants(10000);
+        ordo_trace_stats_t stats;
+        assert_ok(ordo_trace_stop(NULL, &stats));
+        assert_int_equal(stats.events, 10000);
+        assert_int_equal(stats.dropped, 0);
+        assert_true(vm_size_kib() < before + (1ull << 20)); /* and given back */
+    } else {
+        assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+    }
+    /* Past the address space, but no overflow in bytes. */
+    ordo_trace_config_t unmappable = {(uint64_t)1 << 50};
+    assert_status(ordo_trace_start(&unmappable), ORDO_ERR_OUT_OF_MEMORY);
+    int on = 1;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    /* Just past what size_t can count in bytes. */
+    ordo_trace_config_t overflow = {(uint64_t)1 << 60};
+    assert_status(ordo_trace_start(&overflow), ORDO_ERR_OUT_OF_RANGE);
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    ordo_trace_config_t small = {4096};
+    assert_ok(ordo_trace_start(&small));
+    instants(10);
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(NULL, &stats));
+    assert_int_equal(stats.events, 10);
+    assert_true(vm_size_kib() < before + (1ull << 20));
+}
+
+typedef struct filler {
+    uint64_t count;
+    _Atomic int *go;
+} filler_t;
+
+static void *fill_main(void *arg) {
+    filler_t *f = arg;
+    while (!atomic_load(f->go)) {
+    }
+    for (uint64_t i = 0; i < f->count; ++i) {
+        (void)ordo_trace_instant("fill");
+    }
+    return NULL;
+}
+
+/* Threads that run out of room together: every chunk is filled, every
+ * event recorded or counted as dropped, none twice. */
+static void threads_exhaust_room_together(void **state) {
+    (void)state;
+    enum { THREADS = 4, CHUNKS = 4 };
+    ordo_trace_config_t config = {CHUNKS * 4096};
+    assert_ok(ordo_trace_start(&config));
+    _Atomic int go = 0;
+    filler_t fillers[THREADS];
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; ++i) {
+        fillers[i] = (filler_t){CHUNKS * 4096 + 1000, &go};
+        threads[i] = test_thread_start(fill_main, &fillers[i]);
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < THREADS; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    char path[128];
+    temp_path(path, sizeof path, "exhaust");
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, CHUNKS * 4096);
+    assert_int_equal(stats.events + stats.dropped, THREADS * (CHUNKS * 4096 + 1000));
+    check_trace_file(path);
+}
+
+/* A host task that stops the trace and starts the next one from a stream's
+ * worker, while another stream keeps recording. */
+typedef struct restart_ctx {
+    const char *path;
+    ordo_status_t stopped, started;
+} restart_ctx_t;
+
+static ordo_status_t restart_task(void *ctx) {
+    restart_ctx_t *r = ctx;
+    r->stopped = ordo_trace_stop(r->path, NULL);
+    r->started = ordo_trace_start(NULL);
+    return ORDO_OK;
+}
+
+static void restart_from_host_task(void **state) {
+    (void)state;
+    char first[128], second[128];
+    temp_path(first, sizeof first, "task-first");
+    temp_path(second, sizeof second, "task-second");
+    ordo_stream_t *a = NULL, *b = NULL;
+    assert_ok(ordo_stream_create(device, 0, &a));
+    assert_ok(ordo_stream_create(device, 0, &b));
+    assert_ok(ordo_trace_start(NULL));
+    for (int i = 0; i < 50; ++i) {
+        assert_ok(ordo_stream_host_task(b, busy_task, NULL));
+    }
+    restart_ctx_t r = {first, ORDO_ERR_INTERNAL, ORDO_ERR_INTERNAL};
+    assert_ok(ordo_stream_host_task(a, busy_task, NULL));
+    assert_ok(ordo_stream_host_task(a, restart_task, &r));
+    assert_ok(ordo_stream_host_task(a, busy_task, NULL));
+    for (int i = 0; i < 50; ++i) {
+        assert_ok(ordo_stream_host_task(b, busy_task, NULL));
+    }
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_ok(r.stopped);
+    assert_ok(r.started);
+    assert_ok(ordo_trace_stop(second, NULL));
+    check_trace_file(first);
+    check_trace_file(second);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -522,6 +689,10 @@ int main(void) {
         cmocka_unit_test(op_across_restart_is_cut),
         cmocka_unit_test(many_threads_balance),
         cmocka_unit_test(flows_join_their_own_round),
+        cmocka_unit_test(max_events_edges),
+        cmocka_unit_test(huge_max_events),
+        cmocka_unit_test(threads_exhaust_room_together),
+        cmocka_unit_test(restart_from_host_task),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

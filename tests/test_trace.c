@@ -1,10 +1,12 @@
 /* Traces: a real multi-stream program traced and its JSON validated (well
  * formed, flows with both ends, timestamps monotonic per track); marks;
  * limits (max_events at chunk edges, huge or unmappable, threads running
- * out of room together); start/stop misuse; recording threads racing stop; and a host task that
- * stops and starts traces. */
+ * out of room together); start/stop misuse; recording threads racing stop;
+ * a host task that stops and starts traces; a child forked during one. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ordo/memory.h"
@@ -678,6 +680,71 @@ static void restart_from_host_task(void **state) {
     assert_ok(ordo_stream_destroy(b));
 }
 
+typedef struct toggler {
+    _Atomic int *stop;
+    int rounds;
+} toggler_t;
+
+static void *toggle_main(void *arg) {
+    toggler_t *t = arg;
+    ordo_trace_config_t config = {64 * 1024};
+    while (!atomic_load(t->stop)) {
+        if (ordo_trace_start(&config) == ORDO_OK) {
+            (void)ordo_trace_stop(NULL, NULL);
+            ++t->rounds;
+        }
+    }
+    return NULL;
+}
+
+/* A child forked while other threads record, start and stop traces goes on
+ * tracing alone: it can stop the trace it inherited, or start and stop its
+ * own (the other threads are gone; a stop must not wait for them, nor a
+ * call for a lock one of them held). Each child is given 2 s. */
+static void trace_in_forked_child(void **state) {
+    (void)state;
+    _Atomic int stop = 0;
+    recorder_t recorders[2] = {{&stop, 0}, {&stop, 0}};
+    toggler_t toggler = {&stop, 0};
+    pthread_t threads[3];
+    for (int i = 0; i < 2; ++i) {
+        threads[i] = test_thread_start(record_main, &recorders[i]);
+    }
+    threads[2] = test_thread_start(toggle_main, &toggler);
+    int failed_round = -1, hung = 0;
+    for (int round = 0; round < (int)test_scaled(32) && failed_round < 0; ++round) {
+        test_sleep_ms(1);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            alarm(2);
+            int on = 0;
+            ordo_trace_config_t config = {4096};
+            int ok = ordo_trace_is_on(&on) == ORDO_OK &&
+                     (on || ordo_trace_start(&config) == ORDO_OK) &&
+                     ordo_trace_instant("in the child") == ORDO_OK &&
+                     ordo_trace_stop(NULL, NULL) == ORDO_OK;
+            _exit(ok ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            failed_round = round;
+            hung = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+        }
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    int on = 0;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    if (failed_round >= 0) {
+        fail_msg("the child of fork %d %s", failed_round, hung ? "hung" : "failed");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -693,6 +760,7 @@ int main(void) {
         cmocka_unit_test(huge_max_events),
         cmocka_unit_test(threads_exhaust_room_together),
         cmocka_unit_test(restart_from_host_task),
+        cmocka_unit_test(trace_in_forked_child),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,8 @@
  * formed, flows with both ends, timestamps monotonic per track); marks;
  * limits (max_events at chunk edges, huge or unmappable, threads running
  * out of room together); start/stop misuse; recording threads racing stop;
- * a host task that stops and starts traces; a child forked during one. */
+ * a host task that stops and starts traces; program slices across
+ * restarts and full traces; a child forked during a trace. */
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -680,6 +681,66 @@ static void restart_from_host_task(void **state) {
     assert_ok(ordo_stream_destroy(b));
 }
 
+/* How often needle occurs in text. */
+static size_t occurrences(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle)) {
+        ++n;
+    }
+    return n;
+}
+
+/* A program slice open when a trace stops does not carry over: in the next
+ * trace its end is ignored, and the slices made there balance on their
+ * own; a begin dropped for want of room leaves its end out too. */
+static void slices_across_restarts(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "depth");
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_slice_begin("left open"));
+    assert_ok(ordo_trace_slice_begin("left open too"));
+    assert_ok(ordo_trace_stop(NULL, NULL));
+    assert_ok(ordo_trace_slice_end()); /* while off: nothing */
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_slice_end()); /* began in the last trace */
+    assert_ok(ordo_trace_slice_begin("outer"));
+    assert_ok(ordo_trace_slice_begin("inner"));
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_slice_end()); /* one too many */
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 4);
+    char *text = read_file(path);
+    assert_int_equal(occurrences(text, "\"ph\":\"B\""), 2);
+    assert_int_equal(occurrences(text, "\"ph\":\"E\""), 2);
+    assert_null(strstr(text, "left open"));
+    free(text);
+    check_trace_file(path);
+
+    /* A full trace drops a begin; in the next, the last event that fits is
+     * a begin, its end is dropped: the slice ends with the trace. */
+    ordo_trace_config_t one_chunk = {1};
+    assert_ok(ordo_trace_start(&one_chunk));
+    instants(4096);
+    assert_ok(ordo_trace_slice_begin("dropped"));
+    assert_ok(ordo_trace_stop(NULL, &stats));
+    assert_int_equal(stats.dropped, 1);
+    assert_ok(ordo_trace_start(&one_chunk));
+    instants(4095);
+    assert_ok(ordo_trace_slice_begin("last to fit"));
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 4096);
+    assert_int_equal(stats.dropped, 1);
+    text = read_file(path);
+    assert_int_equal(occurrences(text, "\"ph\":\"B\""), 1);
+    assert_int_equal(occurrences(text, "\"ph\":\"E\""), 1);
+    free(text);
+    check_trace_file(path);
+}
+
 typedef struct toggler {
     _Atomic int *stop;
     int rounds;
@@ -760,6 +821,7 @@ int main(void) {
         cmocka_unit_test(huge_max_events),
         cmocka_unit_test(threads_exhaust_room_together),
         cmocka_unit_test(restart_from_host_task),
+        cmocka_unit_test(slices_across_restarts),
         cmocka_unit_test(trace_in_forked_child),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -2,7 +2,8 @@
  * checked with real data, waits emitted and elided, failures reaching
  * callbacks, dispatch by priority, callbacks exactly once (also from
  * several threads), cycles refused and listed, retirement and stale ids,
- * stream pools, bad input on every entry point. */
+ * stream pools, registrations refused after attaching a fresh stream
+ * (alone and from several threads), bad input on every entry point. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -1132,6 +1133,175 @@ static void ops_without_a_stream_take_one_from_the_pool(void **state) {
     assert_ok(ordo_stream_pool_destroy(pool));
 }
 
+/* ---- refused registrations ------------------------------------------------------------------- */
+
+/* A registration refused on a fresh stream leaves nothing of that stream
+ * behind: the next fresh stream, which takes its place, still has to wait
+ * for what the refused op would have waited for; a refusal on a stream
+ * already attached detaches nothing; a refused op that listed more
+ * dependencies than fit inline frees what it reserved. */
+static void refused_registrations_leave_streams_as_they_were(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_stream_t *A = f->s[0], *B = f->s[1], *X = f->s[2], *Y = f->s[3];
+    gate_t gate;
+    gate_init(&gate, ORDO_OK);
+    ordo_op_id_t a1 = reg(f, A, NULL, 0, "a1");
+    assert_ok(ordo_coord_begin(f->coord, a1));
+    assert_ok(ordo_stream_host_task(A, gate_task, &gate));
+    assert_ok(ordo_coord_complete(f->coord, a1));
+    ordo_op_id_t b1 = reg(f, B, NULL, 0, "b1");
+    ordo_op_id_t never_issued = (ordo_op_id_t)1 << 40;
+    ordo_op_id_t id = 0;
+    /* On fresh X: a1 is taken as a need of the refused op first. */
+    ordo_op_desc_t rx = {.stream = X, .deps = (ordo_op_id_t[]){a1, never_issued}, .dep_count = 2};
+    assert_status(ordo_coord_register(f->coord, &rx, &id), ORDO_ERR_NOT_FOUND);
+    /* Wide: more dependencies than fit inline, then one never issued. */
+    ordo_op_id_t wide_deps[8] = {a1, b1, a1, b1, a1, b1, a1, never_issued};
+    ordo_op_desc_t rw = {.stream = X, .deps = wide_deps, .dep_count = 8};
+    assert_status(ordo_coord_register(f->coord, &rw, &id), ORDO_ERR_NOT_FOUND);
+    /* On B, attached already. */
+    ordo_op_desc_t rb = {.stream = B, .deps = &never_issued, .dep_count = 1};
+    assert_status(ordo_coord_register(f->coord, &rb, &id), ORDO_ERR_NOT_FOUND);
+    ordo_stream_t *got = NULL;
+    assert_ok(ordo_coord_op_stream(f->coord, b1, &got));
+    assert_ptr_equal(got, B);
+    assert_ok(ordo_coord_op_stream(f->coord, a1, &got));
+    assert_ptr_equal(got, A);
+    /* Y takes the place X had: it has waited for nothing. */
+    ordo_op_id_t y1 = reg(f, Y, &a1, 1, "y1");
+    assert_ok(ordo_coord_op_stream(f->coord, y1, &got));
+    assert_ptr_equal(got, Y);
+    assert_ok(ordo_coord_begin(f->coord, y1));
+    assert_ok(ordo_coord_complete(f->coord, y1));
+    ordo_coord_metrics_t m = metrics(f);
+    assert_int_equal(m.waits_emitted, 1);
+    assert_int_equal(m.waits_elided, 0);
+    assert_int_equal(m.registered, 3);
+    /* B still orders its ops: b2 after b1 needs no wait. */
+    ordo_op_id_t b2 = reg(f, B, &b1, 1, "b2");
+    const ordo_op_id_t order[] = {b1, b2};
+    for (int i = 0; i < 2; ++i) {
+        assert_ok(ordo_coord_begin(f->coord, order[i]));
+        assert_ok(ordo_coord_complete(f->coord, order[i]));
+    }
+    m = metrics(f);
+    assert_int_equal(m.waits_emitted, 1);
+    assert_int_equal(m.waits_elided, 1);
+    /* X is fresh still: it attaches now, after Y. */
+    ordo_op_id_t x1 = reg(f, X, &y1, 1, "x1");
+    assert_ok(ordo_coord_begin(f->coord, x1));
+    assert_ok(ordo_coord_complete(f->coord, x1));
+    m = metrics(f);
+    assert_int_equal(m.waits_emitted, 2);
+    gate_open(&gate);
+    fixture_free(f);
+    gate_fini(&gate);
+}
+
+#define REFUSING_THREADS 3
+#define REFUSING_FRESH 4
+
+typedef struct refuser {
+    ordo_coord_t *coord;
+    ordo_stream_t *own;
+    ordo_stream_t *fresh[REFUSING_FRESH];
+    int rounds;
+    _Atomic int *errors;
+} refuser_t;
+
+static void refuser_check(refuser_t *r, int ok) {
+    if (!ok) {
+        atomic_fetch_add(r->errors, 1);
+    }
+}
+
+/* Registers a chain of good ops on its own stream, each followed by
+ * refusals on a fresh stream (listing the good op first) and on its own. */
+static void *refuser_main(void *arg) {
+    refuser_t *r = arg;
+    ordo_op_id_t last = 0;
+    ordo_op_id_t never_issued = (ordo_op_id_t)1 << 40;
+    for (int i = 0; i < r->rounds; ++i) {
+        ordo_op_id_t id = 0;
+        ordo_op_desc_t good = {.stream = r->own, .deps = &last, .dep_count = last ? 1 : 0};
+        refuser_check(r, ordo_coord_register(r->coord, &good, &id) == ORDO_OK);
+        ordo_stream_t *got = NULL;
+        refuser_check(r, ordo_coord_op_stream(r->coord, id, &got) == ORDO_OK && got == r->own);
+        refuser_check(r, ordo_coord_begin(r->coord, id) == ORDO_OK);
+        refuser_check(r, ordo_coord_complete(r->coord, id) == ORDO_OK);
+        last = id;
+        ordo_op_id_t deps[2] = {last, never_issued};
+        ordo_op_desc_t fresh = {
+            .stream = r->fresh[i % REFUSING_FRESH], .deps = deps, .dep_count = 2};
+        ordo_op_id_t refused = 0;
+        refuser_check(r, ordo_coord_register(r->coord, &fresh, &refused) == ORDO_ERR_NOT_FOUND);
+        ordo_op_desc_t own = {.stream = r->own, .deps = &never_issued, .dep_count = 1};
+        refuser_check(r, ordo_coord_register(r->coord, &own, &refused) == ORDO_ERR_NOT_FOUND);
+    }
+    return NULL;
+}
+
+/* Threads register and are refused on one coordinator at once: each good
+ * op is on its own stream, and the refusals attach nothing, so every other
+ * stream can still be attached. */
+static void refusals_from_several_threads(void **state) {
+    (void)state;
+    ordo_coord_t *coord = NULL;
+    assert_ok(ordo_coord_create(device, NULL, &coord));
+    _Atomic int errors = 0;
+    refuser_t refusers[REFUSING_THREADS];
+    pthread_t threads[REFUSING_THREADS];
+    int rounds = (int)test_scaled(400);
+    for (int t = 0; t < REFUSING_THREADS; ++t) {
+        refusers[t] = (refuser_t){coord, NULL, {NULL}, rounds, &errors};
+        assert_ok(ordo_stream_create(device, 0, &refusers[t].own));
+        for (int k = 0; k < REFUSING_FRESH; ++k) {
+            assert_ok(ordo_stream_create(device, 0, &refusers[t].fresh[k]));
+        }
+    }
+    for (int t = 0; t < REFUSING_THREADS; ++t) {
+        threads[t] = test_thread_start(refuser_main, &refusers[t]);
+    }
+    for (int t = 0; t < REFUSING_THREADS; ++t) {
+        pthread_join(threads[t], NULL);
+    }
+    assert_int_equal(atomic_load(&errors), 0);
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    ordo_coord_metrics_t m;
+    assert_ok(ordo_coord_metrics(coord, &m));
+    assert_int_equal(m.registered, (uint64_t)REFUSING_THREADS * (uint64_t)rounds);
+    assert_int_equal(m.completed, m.registered);
+    assert_int_equal(m.waits_emitted, 0); /* each chain stays on its stream */
+    /* Three streams attached: exactly the rest still fit. */
+    ordo_stream_t *more[ORDO_COORD_MAX_STREAMS];
+    unsigned fitted = 0;
+    ordo_status_t st = ORDO_OK;
+    for (unsigned i = 0; i < ORDO_COORD_MAX_STREAMS && st == ORDO_OK; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &more[i]));
+        ordo_op_desc_t desc = {.stream = more[i]};
+        ordo_op_id_t id = 0;
+        st = ordo_coord_register(coord, &desc, &id);
+        fitted += st == ORDO_OK;
+        if (st != ORDO_OK) {
+            assert_int_equal(st, ORDO_ERR_RESOURCE_EXHAUSTED);
+            assert_ok(ordo_stream_destroy(more[i]));
+        }
+    }
+    assert_int_equal(fitted, ORDO_COORD_MAX_STREAMS - REFUSING_THREADS);
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    assert_ok(ordo_coord_destroy(coord)); /* the ops registered last never begin */
+    for (unsigned i = 0; i < fitted; ++i) {
+        assert_ok(ordo_stream_destroy(more[i]));
+    }
+    for (int t = 0; t < REFUSING_THREADS; ++t) {
+        assert_ok(ordo_stream_destroy(refusers[t].own));
+        for (int k = 0; k < REFUSING_FRESH; ++k) {
+            assert_ok(ordo_stream_destroy(refusers[t].fresh[k]));
+        }
+    }
+}
+
 /* ---- bad input ----------------------------------------------------------------------------- */
 
 static void bad_input_on_every_entry_point(void **state) {
@@ -1316,6 +1486,8 @@ int main(void) {
         cmocka_unit_test(many_live_ops_are_found_by_id),
         cmocka_unit_test(many_dependencies_in_one_registration),
         cmocka_unit_test(ops_without_a_stream_take_one_from_the_pool),
+        cmocka_unit_test(refused_registrations_leave_streams_as_they_were),
+        cmocka_unit_test(refusals_from_several_threads),
         cmocka_unit_test(bad_input_on_every_entry_point),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,8 +1,13 @@
 /* Traces: a real multi-stream program traced and its JSON validated (well
  * formed, flows with both ends, timestamps monotonic per track); marks;
- * limits; start/stop misuse; recording threads racing stop. */
+ * limits (max_events at chunk edges, huge or unmappable, threads running
+ * out of room together); start/stop misuse; recording threads racing stop;
+ * a host task that stops and starts traces; program slices across
+ * restarts and full traces; a child forked during a trace. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ordo/memory.h"
@@ -511,6 +516,296 @@ static void flows_join_their_own_round(void **state) {
     remove(path);
 }
 
+/* The virtual size of this process, in KiB (from /proc/self/status). */
+static unsigned long long vm_size_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmSize: %llu kB", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+/* Records n instants on this thread. */
+static void instants(uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+        assert_ok(ordo_trace_instant("edge"));
+    }
+}
+
+/* max_events is rounded up to whole chunks of 4096 events: 1 and 4096 keep
+ * one chunk, 4097 two; the rest is dropped and counted. */
+static void max_events_edges(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t max_events, kept;
+    } cases[] = {{1, 4096}, {4095, 4096}, {4096, 4096}, {4097, 8192}, {8192, 8192}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        ordo_trace_config_t config = {cases[i].max_events};
+        assert_ok(ordo_trace_start(&config));
+        instants(cases[i].kept + 100);
+        ordo_trace_stats_t stats;
+        assert_ok(ordo_trace_stop(NULL, &stats));
+        assert_int_equal(stats.events, cases[i].kept);
+        assert_int_equal(stats.dropped, 100);
+    }
+}
+
+/* Room that can be mapped but not backed: start maps it without touching
+ * more than its first part, stop gives it all back, and a start that cannot
+ * map its room leaves tracing off and the next start working. */
+static void huge_max_events(void **state) {
+    (void)state;
+    unsigned long long before = vm_size_kib();
+    ordo_trace_config_t huge = {(uint64_t)1 << 36}; /* about 3.8 TB of room */
+    ordo_status_t st = ordo_trace_start(&huge);
+    if (st == ORDO_OK) {
+        assert_true(vm_size_kib() > before + (1ull << 30)); /* mapped */
+        instants(10000);
+        ordo_trace_stats_t stats;
+        assert_ok(ordo_trace_stop(NULL, &stats));
+        assert_int_equal(stats.events, 10000);
+        assert_int_equal(stats.dropped, 0);
+        assert_true(vm_size_kib() < before + (1ull << 20)); /* and given back */
+    } else {
+        assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+    }
+    /* Past the address space, but no overflow in bytes. */
+    ordo_trace_config_t unmappable = {(uint64_t)1 << 50};
+    assert_status(ordo_trace_start(&unmappable), ORDO_ERR_OUT_OF_MEMORY);
+    int on = 1;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    /* Just past what size_t can count in bytes. */
+    ordo_trace_config_t overflow = {(uint64_t)1 << 60};
+    assert_status(ordo_trace_start(&overflow), ORDO_ERR_OUT_OF_RANGE);
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    ordo_trace_config_t small = {4096};
+    assert_ok(ordo_trace_start(&small));
+    instants(10);
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(NULL, &stats));
+    assert_int_equal(stats.events, 10);
+    assert_true(vm_size_kib() < before + (1ull << 20));
+}
+
+typedef struct filler {
+    uint64_t count;
+    _Atomic int *go;
+} filler_t;
+
+static void *fill_main(void *arg) {
+    filler_t *f = arg;
+    while (!atomic_load(f->go)) {
+    }
+    for (uint64_t i = 0; i < f->count; ++i) {
+        (void)ordo_trace_instant("fill");
+    }
+    return NULL;
+}
+
+/* Threads that run out of room together: every chunk is filled, every
+ * event recorded or counted as dropped, none twice. */
+static void threads_exhaust_room_together(void **state) {
+    (void)state;
+    enum { THREADS = 4, CHUNKS = 4 };
+    ordo_trace_config_t config = {CHUNKS * 4096};
+    assert_ok(ordo_trace_start(&config));
+    _Atomic int go = 0;
+    filler_t fillers[THREADS];
+    pthread_t threads[THREADS];
+    for (int i = 0; i < THREADS; ++i) {
+        fillers[i] = (filler_t){CHUNKS * 4096 + 1000, &go};
+        threads[i] = test_thread_start(fill_main, &fillers[i]);
+    }
+    atomic_store(&go, 1);
+    for (int i = 0; i < THREADS; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    char path[128];
+    temp_path(path, sizeof path, "exhaust");
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, CHUNKS * 4096);
+    assert_int_equal(stats.events + stats.dropped, THREADS * (CHUNKS * 4096 + 1000));
+    check_trace_file(path);
+}
+
+/* A host task that stops the trace and starts the next one from a stream's
+ * worker, while another stream keeps recording. */
+typedef struct restart_ctx {
+    const char *path;
+    ordo_status_t stopped, started;
+} restart_ctx_t;
+
+static ordo_status_t restart_task(void *ctx) {
+    restart_ctx_t *r = ctx;
+    r->stopped = ordo_trace_stop(r->path, NULL);
+    r->started = ordo_trace_start(NULL);
+    return ORDO_OK;
+}
+
+static void restart_from_host_task(void **state) {
+    (void)state;
+    char first[128], second[128];
+    temp_path(first, sizeof first, "task-first");
+    temp_path(second, sizeof second, "task-second");
+    ordo_stream_t *a = NULL, *b = NULL;
+    assert_ok(ordo_stream_create(device, 0, &a));
+    assert_ok(ordo_stream_create(device, 0, &b));
+    assert_ok(ordo_trace_start(NULL));
+    for (int i = 0; i < 50; ++i) {
+        assert_ok(ordo_stream_host_task(b, busy_task, NULL));
+    }
+    restart_ctx_t r = {first, ORDO_ERR_INTERNAL, ORDO_ERR_INTERNAL};
+    assert_ok(ordo_stream_host_task(a, busy_task, NULL));
+    assert_ok(ordo_stream_host_task(a, restart_task, &r));
+    assert_ok(ordo_stream_host_task(a, busy_task, NULL));
+    for (int i = 0; i < 50; ++i) {
+        assert_ok(ordo_stream_host_task(b, busy_task, NULL));
+    }
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_ok(r.stopped);
+    assert_ok(r.started);
+    assert_ok(ordo_trace_stop(second, NULL));
+    check_trace_file(first);
+    check_trace_file(second);
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+}
+
+/* How often needle occurs in text. */
+static size_t occurrences(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle)) {
+        ++n;
+    }
+    return n;
+}
+
+/* A program slice open when a trace stops does not carry over: in the next
+ * trace its end is ignored, and the slices made there balance on their
+ * own; a begin dropped for want of room leaves its end out too. */
+static void slices_across_restarts(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "depth");
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_slice_begin("left open"));
+    assert_ok(ordo_trace_slice_begin("left open too"));
+    assert_ok(ordo_trace_stop(NULL, NULL));
+    assert_ok(ordo_trace_slice_end()); /* while off: nothing */
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_slice_end()); /* began in the last trace */
+    assert_ok(ordo_trace_slice_begin("outer"));
+    assert_ok(ordo_trace_slice_begin("inner"));
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_slice_end()); /* one too many */
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 4);
+    char *text = read_file(path);
+    assert_int_equal(occurrences(text, "\"ph\":\"B\""), 2);
+    assert_int_equal(occurrences(text, "\"ph\":\"E\""), 2);
+    assert_null(strstr(text, "left open"));
+    free(text);
+    check_trace_file(path);
+
+    /* A full trace drops a begin; in the next, the last event that fits is
+     * a begin, its end is dropped: the slice ends with the trace. */
+    ordo_trace_config_t one_chunk = {1};
+    assert_ok(ordo_trace_start(&one_chunk));
+    instants(4096);
+    assert_ok(ordo_trace_slice_begin("dropped"));
+    assert_ok(ordo_trace_stop(NULL, &stats));
+    assert_int_equal(stats.dropped, 1);
+    assert_ok(ordo_trace_start(&one_chunk));
+    instants(4095);
+    assert_ok(ordo_trace_slice_begin("last to fit"));
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 4096);
+    assert_int_equal(stats.dropped, 1);
+    text = read_file(path);
+    assert_int_equal(occurrences(text, "\"ph\":\"B\""), 1);
+    assert_int_equal(occurrences(text, "\"ph\":\"E\""), 1);
+    free(text);
+    check_trace_file(path);
+}
+
+typedef struct toggler {
+    _Atomic int *stop;
+    int rounds;
+} toggler_t;
+
+static void *toggle_main(void *arg) {
+    toggler_t *t = arg;
+    ordo_trace_config_t config = {64 * 1024};
+    while (!atomic_load(t->stop)) {
+        if (ordo_trace_start(&config) == ORDO_OK) {
+            (void)ordo_trace_stop(NULL, NULL);
+            ++t->rounds;
+        }
+    }
+    return NULL;
+}
+
+/* A child forked while other threads record, start and stop traces goes on
+ * tracing alone: it can stop the trace it inherited, or start and stop its
+ * own (the other threads are gone; a stop must not wait for them, nor a
+ * call for a lock one of them held). Each child is given 2 s. */
+static void trace_in_forked_child(void **state) {
+    (void)state;
+    _Atomic int stop = 0;
+    recorder_t recorders[2] = {{&stop, 0}, {&stop, 0}};
+    toggler_t toggler = {&stop, 0};
+    pthread_t threads[3];
+    for (int i = 0; i < 2; ++i) {
+        threads[i] = test_thread_start(record_main, &recorders[i]);
+    }
+    threads[2] = test_thread_start(toggle_main, &toggler);
+    int failed_round = -1, hung = 0;
+    for (int round = 0; round < (int)test_scaled(32) && failed_round < 0; ++round) {
+        test_sleep_ms(1);
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            alarm(2);
+            int on = 0;
+            ordo_trace_config_t config = {4096};
+            int ok = ordo_trace_is_on(&on) == ORDO_OK &&
+                     (on || ordo_trace_start(&config) == ORDO_OK) &&
+                     ordo_trace_instant("in the child") == ORDO_OK &&
+                     ordo_trace_stop(NULL, NULL) == ORDO_OK;
+            _exit(ok ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            failed_round = round;
+            hung = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+        }
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; ++i) {
+        pthread_join(threads[i], NULL);
+    }
+    int on = 0;
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    if (failed_round >= 0) {
+        fail_msg("the child of fork %d %s", failed_round, hung ? "hung" : "failed");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -522,6 +817,12 @@ int main(void) {
         cmocka_unit_test(op_across_restart_is_cut),
         cmocka_unit_test(many_threads_balance),
         cmocka_unit_test(flows_join_their_own_round),
+        cmocka_unit_test(max_events_edges),
+        cmocka_unit_test(huge_max_events),
+        cmocka_unit_test(threads_exhaust_room_together),
+        cmocka_unit_test(restart_from_host_task),
+        cmocka_unit_test(slices_across_restarts),
+        cmocka_unit_test(trace_in_forked_child),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

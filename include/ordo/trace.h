@@ -14,12 +14,16 @@
  * - slices and instants the program adds itself (ordo_trace_slice_begin
  *   and friends) on its threads' tracks.
  *
- * Recording appends to a per-thread buffer: no lock, no allocation except a
- * new chunk every few thousand events. When tracing is off, each hook costs
- * one relaxed load and a predicted branch.
+ * Recording appends to a per-thread buffer: no lock, no allocation (a
+ * thread's first record aside); every few thousand events the thread takes
+ * a new chunk of the room start mapped. When tracing is off, each hook
+ * costs one relaxed load and a predicted branch.
  *
  * Thread-safety: every call may be made from any thread at any time (start
  * and stop are serialized; records made while tracing is off are dropped).
+ * A child forked during a trace goes on with it alone: it may stop it (the
+ * events of a thread that was recording at the fork are left out) or start
+ * its own.
  */
 #ifndef ORDO_TRACE_H
 #define ORDO_TRACE_H

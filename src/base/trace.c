@@ -176,6 +176,38 @@ static void region_prefault(void *start, size_t bytes) {
     }
 }
 
+/* A child forked during a trace goes on alone: the other threads are gone.
+ * The locks are held across the fork, so the child finds them free. A
+ * thread that was recording at the fork never finishes: the child clears
+ * its busy flag (or a stop would wait for it forever) and leaves its events
+ * out (its last one may be half written, its chunk list half linked). */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&control_lock);
+    pthread_mutex_lock(&threads_lock);
+}
+
+static void fork_parent(void) {
+    pthread_mutex_unlock(&threads_lock);
+    pthread_mutex_unlock(&control_lock);
+}
+
+static void fork_child(void) {
+    for (trace_thread_t *t = threads; t; t = t->next) {
+        if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
+            atomic_store_explicit(&t->busy, 0, memory_order_relaxed);
+            t->head = t->tail = NULL;
+        }
+    }
+    pthread_mutex_unlock(&threads_lock);
+    pthread_mutex_unlock(&control_lock);
+}
+
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void fork_handlers_install(void) {
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
     if (atomic_load(&trace_enabled)) {
         return ordo_error(ORDO_ERR_BUSY, "ordo_trace_start", "tracing is on already");
@@ -208,6 +240,8 @@ static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
 }
 
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
+    /* Before any trace can be on: a fork during one finds them. */
+    pthread_once(&fork_handlers_once, fork_handlers_install);
     pthread_mutex_lock(&control_lock);
     ordo_status_t st = trace_start_locked(config);
     pthread_mutex_unlock(&control_lock);

@@ -165,15 +165,19 @@ int trace_record(const trace_event_t *event) {
 
 /* Touches the first bytes of a fresh region, in one call where the kernel
  * has one. */
-static void region_prefault(void *start, size_t bytes) {
+static int region_prefault(void *start, size_t bytes) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     bytes = (bytes + page - 1) & ~(page - 1);
     if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0) {
-        return;
+        return 0;
     }
-    for (size_t at = 0; at < bytes; at += page) {
+    if (errno != EINVAL) {
+        return errno; /* out of memory (or a signal): an error, not a touch that could kill */
+    }
+    for (size_t at = 0; at < bytes; at += page) { /* a kernel without the advice */
         ((volatile char *)start)[at] = 0;
     }
+    return 0;
 }
 
 /* A child forked during a trace goes on alone: the other threads are gone.
@@ -226,7 +230,15 @@ static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
                           "cannot map %zu bytes for %llu events: %s", bytes,
                           (unsigned long long)max_events, strerror(errno));
     }
-    region_prefault(mapped, bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES);
+    int failed =
+        region_prefault(mapped, bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES);
+    if (failed) {
+        munmap(mapped, bytes);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
+                          "cannot touch the first %zu bytes of the room for %llu events: %s",
+                          bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES,
+                          (unsigned long long)max_events, strerror(failed));
+    }
     (void)ordo_asym_init();
     region = mapped;
     region_bytes = bytes;

@@ -7,6 +7,7 @@
 
 #include "ordo/memory.h"
 #include "ordo/memory_adaptors.h"
+#include "mem_program.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -761,119 +762,18 @@ static void bad_input_is_refused(void **state) {
     pool_fixture_free(&f);
 }
 
-/* --- Randomized cross-stream reuse with real data ---
- *
- * Blocks are written and read by host tasks on random streams (ordered by
- * the tracker through the blocks' buffers), freed on random streams while
- * those tasks may still be queued, and reallocated at once elsewhere. A
- * task stamps the whole block with (owner, version) and readers verify the
- * stamp their submission expects; each task also checks, on entry and on
- * exit, that its block generation is still current: a block handed out
- * while an earlier owner's task could still touch it shows up as a wrong
- * stamp or a stale generation. */
+/* --- Randomized cross-stream reuse with real data (tests/mem_program.h) --- */
 
 #define RAND_STREAMS 4
-#define RAND_SLOTS 24
-
-typedef struct rand_block {
-    ordo_block_t *block;
-    uint32_t *words;
-    size_t count;
-    uint32_t owner;   /* a fresh number per allocation */
-    uint32_t version; /* of the last write submitted */
-} rand_block_t;
-
-typedef struct rand_task {
-    uint32_t *words;
-    size_t count;
-    uint32_t stamp;
-    int write;
-    unsigned spin;
-    _Atomic int *errors;
-} rand_task_t;
-
-static uint32_t stamp_of(uint32_t owner, uint32_t version) {
-    return owner * 1000003u + version;
-}
-
-static ordo_status_t rand_task_run(void *ctx) {
-    rand_task_t *t = ctx;
-    for (volatile unsigned i = 0; i < t->spin; ++i) {
-    }
-    if (t->write) {
-        for (size_t i = 0; i < t->count; ++i) {
-            t->words[i] = t->stamp;
-        }
-    }
-    for (size_t i = 0; i < t->count; ++i) {
-        if (t->words[i] != t->stamp) {
-            atomic_fetch_add(t->errors, 1);
-            break;
-        }
-    }
-    free(t);
-    return ORDO_OK;
-}
-
-static ordo_status_t rand_launch(void *ctx, ordo_stream_t *stream) {
-    return ordo_stream_host_task(stream, rand_task_run, ctx);
-}
 
 static void run_random_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsigned steps) {
     pool_fixture_t f;
     pool_fixture_make(&f, policy, 256 * 1024);
-    _Atomic int errors = 0;
-    rand_block_t slots[RAND_SLOTS];
-    memset(slots, 0, sizeof slots);
-    uint32_t next_owner = 1;
-    uint64_t rng = seed;
-    for (unsigned step = 0; step < steps; ++step) {
-        unsigned i = (unsigned)(test_rand(&rng) % RAND_SLOTS);
-        ordo_stream_t *s = f.s[test_rand(&rng) % RAND_STREAMS];
-        rand_block_t *slot = &slots[i];
-        unsigned action = (unsigned)(test_rand(&rng) % 8);
-        if (!slot->block) {
-            size_t bytes = 64 + (size_t)(test_rand(&rng) % (48 * 1024));
-            assert_ok(
-                ordo_mem_allocate(f.pool, bytes, 0, s, 0, &slot->block, (void **)&slot->words));
-            slot->count = bytes / sizeof(uint32_t);
-            slot->owner = next_owner++;
-            slot->version = 0;
-            action = 0; /* first a write */
-        } else if (action == 7) {
-            assert_ok(ordo_mem_deallocate(f.pool, slot->block, s));
-            slot->block = NULL;
-            continue;
-        }
-        rand_task_t *t = malloc(sizeof *t);
-        assert_non_null(t);
-        t->words = slot->words;
-        t->count = slot->count;
-        t->write = action < 3;
-        if (t->write) {
-            ++slot->version;
-        }
-        t->stamp = stamp_of(slot->owner, slot->version);
-        t->spin = (unsigned)(test_rand(&rng) % 20000);
-        t->errors = &errors;
-        ordo_buffer_t *buffer = NULL;
-        assert_ok(ordo_block_buffer(slot->block, &buffer));
-        ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
-        assert_ok(ordo_tracker_lock(f.tracker));
-        assert_ok(ordo_submit(f.tracker, s, &access, 1, rand_launch, t));
-        assert_ok(ordo_tracker_unlock(f.tracker));
-    }
-    for (unsigned i = 0; i < RAND_SLOTS; ++i) {
-        if (slots[i].block) {
-            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % RAND_STREAMS]));
-        }
-    }
-    for (int i = 0; i < RAND_STREAMS; ++i) {
-        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
-    }
-    if (atomic_load(&errors)) {
+    const mem_program_t program = {f.tracker, f.pool, f.s, RAND_STREAMS, 48 * 1024, 3, 20000, NULL};
+    int errors = mem_program_run(&program, seed, steps);
+    if (errors) {
         fail_msg("seed %llu (policy %d): %d task(s) saw memory another owner touched",
-                 (unsigned long long)seed, (int)policy, atomic_load(&errors));
+                 (unsigned long long)seed, (int)policy, errors);
     }
     ordo_mem_pool_stats_t stats;
     assert_ok(ordo_mem_pool_stats(f.pool, &stats));

@@ -15,6 +15,7 @@
 #include "mem/resource.h"
 #include "ordo/memory.h"
 #include "ordo/memory_adaptors.h"
+#include "mem_program.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -445,111 +446,23 @@ static void refused_free_on_a_failed_stream_keeps_the_block_live(void **state) {
 
 /* --- Randomized cross-stream reuse with real data, twelve streams ---
  *
- * Like test_memory's random program, with more streams than a block's
- * frontier keeps and than the inline per-stream points hold: host tasks
- * stamp and verify whole blocks through their buffers, blocks are freed on
- * random streams while tasks may still be queued and are reused at once;
- * a block handed out while an earlier owner's task could still touch it
- * shows as a wrong stamp. */
+ * test_memory's random program (tests/mem_program.h) with more streams
+ * than a block's frontier keeps and than the inline per-stream points
+ * hold, and the pool's census taken as it runs. */
 
-#define DATA_SLOTS 24
-
-typedef struct data_block {
-    ordo_block_t *block;
-    uint32_t *words;
-    size_t count;
-    uint32_t owner, version;
-} data_block_t;
-
-typedef struct data_task {
-    uint32_t *words;
-    size_t count;
-    uint32_t stamp;
-    int write;
-    unsigned spin;
-    _Atomic int *errors;
-} data_task_t;
-
-static ordo_status_t data_task_run(void *ctx) {
-    data_task_t *t = ctx;
-    for (volatile unsigned i = 0; i < t->spin; ++i) {
-    }
-    if (t->write) {
-        for (size_t i = 0; i < t->count; ++i) {
-            t->words[i] = t->stamp;
-        }
-    }
-    for (size_t i = 0; i < t->count; ++i) {
-        if (t->words[i] != t->stamp) {
-            atomic_fetch_add(t->errors, 1);
-            break;
-        }
-    }
-    free(t);
-    return ORDO_OK;
-}
-
-static ordo_status_t data_launch(void *ctx, ordo_stream_t *stream) {
-    return ordo_stream_host_task(stream, data_task_run, ctx);
+static void census_check(ordo_mem_resource_t *pool) {
+    (void)census(pool);
 }
 
 static void run_data_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsigned steps) {
     fixture_t f;
     fixture_make(&f, MAX_STREAMS, policy, 128 * 1024);
-    _Atomic int errors = 0;
-    data_block_t slots[DATA_SLOTS];
-    memset(slots, 0, sizeof slots);
-    uint32_t next_owner = 1;
-    uint64_t rng = seed;
-    for (unsigned step = 0; step < steps; ++step) {
-        data_block_t *slot = &slots[test_rand(&rng) % DATA_SLOTS];
-        ordo_stream_t *s = f.s[test_rand(&rng) % MAX_STREAMS];
-        unsigned action = (unsigned)(test_rand(&rng) % 8);
-        if (!slot->block) {
-            size_t bytes = 64 + (size_t)(test_rand(&rng) % (16 * 1024));
-            assert_ok(
-                ordo_mem_allocate(f.pool, bytes, 0, s, 0, &slot->block, (void **)&slot->words));
-            slot->count = bytes / sizeof(uint32_t);
-            slot->owner = next_owner++;
-            slot->version = 0;
-            action = 0; /* first a write */
-        } else if (action == 7) {
-            assert_ok(ordo_mem_deallocate(f.pool, slot->block, s));
-            slot->block = NULL;
-            continue;
-        }
-        data_task_t *t = malloc(sizeof *t);
-        assert_non_null(t);
-        t->words = slot->words;
-        t->count = slot->count;
-        t->write = action < 2;
-        if (t->write) {
-            ++slot->version;
-        }
-        t->stamp = slot->owner * 1000003u + slot->version;
-        t->spin = (unsigned)(test_rand(&rng) % 5000);
-        t->errors = &errors;
-        ordo_buffer_t *buffer = NULL;
-        assert_ok(ordo_block_buffer(slot->block, &buffer));
-        ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
-        assert_ok(ordo_tracker_lock(f.tracker));
-        assert_ok(ordo_submit(f.tracker, s, &access, 1, data_launch, t));
-        assert_ok(ordo_tracker_unlock(f.tracker));
-        if (step % 64 == 0) {
-            census(f.pool);
-        }
-    }
-    for (unsigned i = 0; i < DATA_SLOTS; ++i) {
-        if (slots[i].block) {
-            assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % MAX_STREAMS]));
-        }
-    }
-    for (unsigned i = 0; i < MAX_STREAMS; ++i) {
-        assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
-    }
-    if (atomic_load(&errors)) {
+    const mem_program_t program = {f.tracker, f.pool, f.s,  MAX_STREAMS,
+                                   16 * 1024, 2,      5000, census_check};
+    int errors = mem_program_run(&program, seed, steps);
+    if (errors) {
         fail_msg("seed %llu (policy %d): %d task(s) saw memory another owner touched",
-                 (unsigned long long)seed, (int)policy, atomic_load(&errors));
+                 (unsigned long long)seed, (int)policy, errors);
     }
     census(f.pool);
     fixture_free(&f);

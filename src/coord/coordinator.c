@@ -100,6 +100,14 @@ static void run_cancelled(const coord_op_t *op) {
     }
 }
 
+/* Frees one stream's state: its timeline reference, its pending ring, the
+ * record itself. */
+static void stream_state_free(coord_stream_t *cs) {
+    (void)ordo_signal_release(cs->timeline);
+    stream_pending_fini(cs);
+    ordo_dealloc(cs, sizeof *cs, 64);
+}
+
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
@@ -132,9 +140,7 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     }
     ops_free_all(coord);
     for (uint32_t s = 0; s < coord->stream_count; ++s) {
-        (void)ordo_signal_release(coord->streams[s]->timeline);
-        stream_pending_fini(coord->streams[s]);
-        ordo_dealloc(coord->streams[s], sizeof *coord->streams[s], 64);
+        stream_state_free(coord->streams[s]);
     }
     ordo_device_t *device = coord->device;
     ordo_dealloc(coord, sizeof *coord, 64);
@@ -254,9 +260,7 @@ static void stream_detach_last(ordo_coord_t *coord) {
     if (coord->last_stream >= coord->stream_count) {
         coord->last_stream = 0;
     }
-    (void)ordo_signal_release(cs->timeline);
-    stream_pending_fini(cs);
-    ordo_dealloc(cs, sizeof *cs, 64);
+    stream_state_free(cs);
 }
 
 static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stream,

@@ -72,7 +72,6 @@ static trace_thread_t *threads;
 /* The trace's chunks: region_chunks of them from region, handed out in
  * order by chunks_taken. */
 static char *region;
-static size_t region_bytes;
 static uint64_t region_chunks;
 static _Atomic uint64_t chunks_taken;
 /* Clock readings at start and stop map ticks to nanoseconds. */
@@ -230,18 +229,16 @@ static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
                           "cannot map %zu bytes for %llu events: %s", bytes,
                           (unsigned long long)max_events, strerror(errno));
     }
-    int failed =
-        region_prefault(mapped, bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES);
+    size_t prefault = bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES;
+    int failed = region_prefault(mapped, prefault);
     if (failed) {
         munmap(mapped, bytes);
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
                           "cannot touch the first %zu bytes of the room for %llu events: %s",
-                          bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES,
-                          (unsigned long long)max_events, strerror(failed));
+                          prefault, (unsigned long long)max_events, strerror(failed));
     }
     (void)ordo_asym_init();
     region = mapped;
-    region_bytes = bytes;
     region_chunks = chunks;
     atomic_store(&chunks_taken, 0);
     origin_ns = ordo_time_now_ns();
@@ -711,7 +708,7 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
         t->head = t->tail = NULL;
         t->dropped = 0;
     }
-    munmap(region, region_bytes);
+    munmap(region, (size_t)region_chunks * sizeof(trace_chunk_t));
     region = NULL;
     region_chunks = 0;
     pthread_mutex_unlock(&threads_lock);

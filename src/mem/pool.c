@@ -402,17 +402,19 @@ static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t 
     }
 }
 
-/* Takes size bytes for an allocation from free block b (in its bin). The
- * allocation is cut from the end, so the rest keeps b's descriptor and, as
- * long as its size class holds, b's place in its bin. A cut that would
- * leave less than a unit takes the whole block, as does one that cannot
- * get a descriptor (correct, just larger). With reserved_only, the cut
- * takes only a spare descriptor already there (the one carve_reserve
- * prepared), never one of a new slab, which would lack what it reserved. */
-POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, int reserved_only) {
-    pool_block_t *taken;
-    if (b->size - size < POOL_UNIT || (reserved_only && !p->spare) ||
-        !(taken = descriptor_take(p))) {
+/* The descriptor an allocation of size from free block b will be handed
+ * in: a spare one for a cut, or NULL when b goes whole (a cut would leave
+ * less than a unit, or no descriptor can be had: correct, just larger). */
+POOL_HOT pool_block_t *carve_descriptor(pool_t *p, const pool_block_t *b, size_t size) {
+    return b->size - size < POOL_UNIT ? NULL : descriptor_take(p);
+}
+
+/* Takes size bytes for an allocation from free block b (in its bin), in
+ * `taken` from carve_descriptor. The allocation is cut from the end, so the
+ * rest keeps b's descriptor and, as long as its size class holds, b's place
+ * in its bin; without `taken` the whole of b goes. */
+POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, pool_block_t *taken) {
+    if (!taken) {
         bin_remove(p, b);
         return b;
     }
@@ -748,21 +750,6 @@ static void history_set_last(pool_block_t *b, uint32_t t, uint64_t point) {
     b->history.use_mask |= (uint64_t)1 << t;
 }
 
-/* A stream past the inline points needs a points array in the block carve
- * hands out: b itself, or the first spare descriptor. Both get one before
- * anything changes. Without a spare descriptor (a new slab could not be
- * allocated) carve takes the whole of b, which has its array: it must not
- * take a descriptor of a slab allocated after this. */
-static ordo_status_t carve_reserve(pool_t *p, pool_block_t *b, uint32_t t, const char *api) {
-    ordo_status_t st = history_reserve(b, t, api);
-    pool_block_t *spare = st == ORDO_OK ? descriptor_take(p) : NULL;
-    if (spare) {
-        st = history_reserve(spare, t, api);
-        descriptor_put(p, spare);
-    }
-    return st;
-}
-
 static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *request,
                                           ordo_block_t **out_block) {
     static const char api[] = "ordo_mem_allocate";
@@ -795,11 +782,17 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
             return st;
         }
     }
-    int past_inline = ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS);
-    if (past_inline && (st = carve_reserve(p, b, t, api)) != ORDO_OK) {
+    /* The descriptor handed out is chosen first, so that a stream past the
+     * inline points can get it a points array before anything changes. */
+    pool_block_t *taken = carve_descriptor(p, b, size);
+    if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
+        (st = history_reserve(taken ? taken : b, t, api)) != ORDO_OK) {
+        if (taken) {
+            descriptor_put(p, taken);
+        }
         return st;
     }
-    b = carve(p, b, size, past_inline);
+    b = carve(p, b, size, taken);
     b->is_free = 0;
     /* Birth: a write by t at a fresh point of t. */
     uint64_t point = tracker_new_point(p->tracker, t);

@@ -1,6 +1,7 @@
 /* Wait-all and wait-any over arrays of (signal, value). */
 #include <string.h>
 
+#include "signal_probe.h"
 #include "test_util.h"
 
 #define MANY 64
@@ -160,9 +161,12 @@ static void largest_waits_work(void **state) {
     set_free(set);
 }
 
-static void *destroy_later(void *arg) {
-    test_sleep_ms(20);
-    (void)ordo_signal_destroy(arg);
+/* Destroys the victim once the wait holds its reference (create, the
+ * test's retain, the wait's). */
+static void *destroy_during_the_wait(void *arg) {
+    if (test_signal_refs_reach(arg, 3)) {
+        (void)ordo_signal_destroy(arg);
+    }
     return NULL;
 }
 
@@ -173,7 +177,7 @@ static void destroy_during_wait_any_cancels_it(void **state) {
     assert_ok(ordo_signal_create(0, &victim));
     assert_ok(ordo_signal_retain(victim)); /* the points still name it */
     ordo_signal_point_t points[4] = {set->points[0], set->points[1], {victim, 1}, set->points[3]};
-    pthread_t t = test_thread_start(destroy_later, victim);
+    pthread_t t = test_thread_start(destroy_during_the_wait, victim);
     size_t index = 0;
     assert_status(ordo_signal_wait_any(points, 4, test_deadline(), &index), ORDO_ERR_CANCELLED);
     assert_int_equal(index, 2);

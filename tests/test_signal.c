@@ -2,6 +2,8 @@
  * input. */
 #include <string.h>
 
+#include "signal_probe.h"
+#include "sync/wait_tuning.h"
 #include "test_util.h"
 
 static void create_query_destroy(void **state) {
@@ -158,20 +160,40 @@ static void *wait_expect_cancelled(void *arg) {
     return (void *)(intptr_t)st;
 }
 
-static void destroy_wakes_blocked_waiters_with_cancelled(void **state) {
-    (void)state;
-    ordo_signal_t *s = test_signal_make(0);
+/* Destroys s once waiters waits hold their references (they are under way,
+ * spinning or asleep), then checks that each was cancelled. The waiters'
+ * references are the last ones: the memory goes with the last of them. */
+static void destroy_during_waits(ordo_signal_t *s, int waiters) {
     pthread_t t[3];
-    for (int i = 0; i < 3; ++i) {
+    assert_true(waiters <= 3);
+    for (int i = 0; i < waiters; ++i) {
         t[i] = test_thread_start(wait_expect_cancelled, s);
     }
-    test_sleep_ms(30);
+    assert_true(test_signal_refs_reach(s, 1 + (uint32_t)waiters));
     assert_ok(ordo_signal_destroy(s));
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < waiters; ++i) {
         void *result;
         pthread_join(t[i], &result);
         assert_int_equal((ordo_status_t)(intptr_t)result, ORDO_ERR_CANCELLED);
     }
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+}
+
+static void destroy_cancels_waits_under_way(void **state) {
+    (void)state;
+    destroy_during_waits(test_signal_make(0), 3);
+}
+
+/* A wait still spinning when the signal is destroyed is cancelled, and the
+ * memory stays until it is done: the spin is made longer than the wait's
+ * deadline, so the wait is in it when the destroy comes. */
+static void destroy_cancels_a_spinning_wait(void **state) {
+    (void)state;
+    uint64_t previous = sync_wait_set_spin_ns(UINT64_MAX);
+    destroy_during_waits(test_signal_make(0), 1);
+    sync_wait_set_spin_ns(previous);
 }
 
 static void references_outlive_destroy(void **state) {
@@ -242,7 +264,8 @@ int main(void) {
         cmocka_unit_test(double_failure_keeps_the_first),
         cmocka_unit_test(failure_of_a_healthy_signal_reads_ok),
         cmocka_unit_test(deadline_exceeded_and_not_early),
-        cmocka_unit_test(destroy_wakes_blocked_waiters_with_cancelled),
+        cmocka_unit_test(destroy_cancels_waits_under_way),
+        cmocka_unit_test(destroy_cancels_a_spinning_wait),
         cmocka_unit_test(references_outlive_destroy),
         cmocka_unit_test(last_release_destroys),
         cmocka_unit_test(bad_input_is_refused),

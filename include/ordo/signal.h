@@ -33,7 +33,10 @@
  *
  * Thread-safety: every function may be called from any thread on the same
  * signal concurrently, except that no call may race with the release of the
- * last reference.
+ * last reference. A wait under way holds references of its own, so a
+ * destroy from another thread cancels it safely; a thread that may still be
+ * entering a call when the destroy comes needs its own reference
+ * (ordo_signal_retain before handing the signal to it).
  */
 #ifndef ORDO_SIGNAL_H
 #define ORDO_SIGNAL_H

@@ -364,13 +364,13 @@ static void *model_thread(void *arg) {
     mthread_t *mt = arg;
     model_t *m = mt->m;
     uint64_t rng = m->seed * 31 + (uint64_t)mt->t + 1;
-    ordo_deadline_t deadline = test_deadline();
     for (int k = mt->t; k < m->count; k += MODEL_THREADS) {
         /* Learn an older op's outcome while it is still kept (a
          * callback on a retired op runs at once). */
         if (k >= MODEL_LAG) {
             mop_t *old = &m->ops[k - MODEL_LAG];
             ordo_op_id_t old_id;
+            ordo_deadline_t deadline = test_deadline();
             while (!(old_id = atomic_load(&old->id))) {
                 CHECK(ordo_time_now_ns() < deadline);
                 test_sleep_ms(0);
@@ -380,6 +380,7 @@ static void *model_thread(void *arg) {
         mop_t *op = &m->ops[k];
         ordo_op_id_t deps[MODEL_MAX_DEPS];
         for (int d = 0; d < op->ndeps; ++d) { /* registered by their threads */
+            ordo_deadline_t deadline = test_deadline();
             while (!(deps[d] = atomic_load(&m->ops[op->deps[d]].id))) {
                 CHECK(ordo_time_now_ns() < deadline);
                 test_sleep_ms(0);
@@ -411,6 +412,7 @@ static void *model_thread(void *arg) {
         if (op->abandoned || op->dispatched) {
             continue;
         }
+        ordo_deadline_t deadline = test_deadline();
         for (;;) {
             ordo_status_t st = ordo_coord_begin(m->coord, id);
             if (st == ORDO_OK) {

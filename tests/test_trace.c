@@ -778,7 +778,7 @@ static void trace_in_forked_child(void **state) {
         pid_t child = fork();
         assert_true(child >= 0);
         if (child == 0) {
-            alarm(2);
+            alarm(TEST_WAIT_MS / 1000);
             int on = 0;
             ordo_trace_config_t config = {4096};
             int ok = ordo_trace_is_on(&on) == ORDO_OK &&

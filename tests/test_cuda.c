@@ -236,6 +236,54 @@ static unsigned long long cell_read(CUdeviceptr cells, int index) {
     return value;
 }
 
+/* A gate: a word of page-locked host memory mapped for the device. A
+ * stream held at a gate waits on the device (a 64-bit stream memory wait)
+ * until the host opens it, however long the host's threads stall: unlike a
+ * timed spin, only the host ends the wait (or a fault of the context, which
+ * fails all pending work). */
+typedef struct gate {
+    _Atomic uint64_t *word;
+    CUdeviceptr device;
+} gate_t;
+
+#define REQUIRE_GATES()                                                                            \
+    do {                                                                                           \
+        REQUIRE_KERNELS();                                                                         \
+        if (!((cuda_device_t *)device->impl)->memops) {                                            \
+            print_message("  skipped: the device has no 64-bit stream memory operations\n");       \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void gate_make(gate_t *gate) {
+    void *word = NULL;
+    assert_cu(cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    gate->word = word;
+    atomic_init(gate->word, 0);
+    assert_cu(cu->MemHostGetDevicePointer(&gate->device, word, 0));
+}
+
+static ordo_status_t gate_wait_fn(void *ctx, struct CUstream_st *stream) {
+    const gate_t *gate = ctx;
+    CUresult r = cu->StreamWaitValue64(stream, gate->device, 1, CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+/* Holds the stream's later device work until the gate opens. */
+static void gate_hold(ordo_stream_t *stream, gate_t *gate) {
+    assert_ok(ordo_cuda_stream_enqueue(stream, gate_wait_fn, gate));
+}
+
+static void gate_open(gate_t *gate) {
+    atomic_store_explicit(gate->word, 1, memory_order_release);
+}
+
+/* Once no stream waits at it any more. */
+static void gate_free(gate_t *gate) {
+    assert_cu(cu->MemFreeHost((void *)gate->word));
+    gate->word = NULL;
+}
+
 /* ---- on a device -------------------------------------------------------------- */
 
 static void the_device_is_listed_with_its_capabilities(void **state) {
@@ -337,8 +385,10 @@ static void device_waits_stay_on_the_device(void **state) {
 
 static void a_wait_before_its_signal_binds_on_the_device(void **state) {
     (void)state;
-    REQUIRE_KERNELS();
+    REQUIRE_GATES();
     CUdeviceptr cells = cells_alloc(2);
+    gate_t gate;
+    gate_make(&gate);
     ordo_stream_t *a = stream_make();
     ordo_stream_t *b = stream_make();
     ordo_signal_t *s = test_signal_make(0);
@@ -348,11 +398,12 @@ static void a_wait_before_its_signal_binds_on_the_device(void **state) {
     assert_true(holding(b));
     combine(b, cells, 1, 0, 0, 0);
     assert_ok(ordo_stream_signal(b, t, 1));
-    spin(a, 50000000ull);
+    /* a's work stays on the device, behind the gate, until it opens. */
+    gate_hold(a, &gate);
     fill(a, cells, 5, 1);
     assert_ok(ordo_stream_signal(a, s, 1));
     /* The point is now recorded: b's lane binds the wait to it and lets go
-     * long before the device reaches it. */
+     * before the device reaches it, and b's work waits on the device. */
     ordo_deadline_t deadline = test_deadline();
     uint64_t value = 0;
     while (holding(b)) {
@@ -361,12 +412,15 @@ static void a_wait_before_its_signal_binds_on_the_device(void **state) {
     }
     assert_ok(ordo_signal_query(s, &value));
     assert_int_equal(value, 0);
+    assert_int_equal(cell_read(cells, 1), 0);
+    gate_open(&gate);
     assert_ok(ordo_signal_wait(t, 1, test_deadline()));
     assert_int_equal(cell_read(cells, 1), combined(5, 5, 1));
     assert_ok(ordo_stream_destroy(a));
     assert_ok(ordo_stream_destroy(b));
     assert_ok(ordo_signal_destroy(s));
     assert_ok(ordo_signal_destroy(t));
+    gate_free(&gate);
     assert_cu(cu->MemFree(cells));
     launches_free();
 }
@@ -918,7 +972,11 @@ static void points_come_from_a_pool(void **state) {
 /* Last: a fault poisons the context for the rest of the process. */
 static void a_device_fault_fails_every_signal(void **state) {
     (void)state;
-    REQUIRE_KERNELS();
+    REQUIRE_GATES();
+    /* Never opened, and never freed: the faulted context's wait may still
+     * read it (a reset context would free it). */
+    static gate_t gate;
+    gate_make(&gate);
     ordo_stream_t *a = stream_make();
     ordo_stream_t *b = stream_make();
     ordo_signal_t *s = test_signal_make(0);
@@ -926,8 +984,13 @@ static void a_device_fault_fails_every_signal(void **state) {
     launch_t *l = launch_new(kernels.fault);
     l->ptr = (CUdeviceptr)64; /* nothing is mapped there */
     l->params[0] = &l->ptr;
-    spin(b, 20000000ull);
+    /* r's point is pending on the device, behind the gate, when the fault
+     * comes. */
+    gate_hold(b, &gate);
     assert_ok(ordo_stream_signal(b, r, 1));
+    uint64_t value = 1;
+    assert_ok(ordo_signal_query(r, &value));
+    assert_int_equal(value, 0);
     enqueue(a, l);
     /* The fault may already be known when the point is submitted: then the
      * submission itself fails. Either way nothing hangs. */

@@ -6,6 +6,7 @@
 
 #include "hal/hal.h"
 #include "ordo/stream_pool.h"
+#include "stream_probe.h"
 #include "test_util.h"
 
 static char device_name[ORDO_DEVICE_NAME_MAX];
@@ -444,16 +445,19 @@ static void concurrent_submission(void **state) {
     assert_ok(ordo_stream_destroy(stream));
 }
 
-typedef struct opener {
-    gate_t *gate;
-    unsigned delay_ms;
-} opener_t;
+/* Holds its stream until that stream's destroy has begun (bounded by the
+ * test deadline): the destroy then drops what is queued behind it. */
+typedef struct destroy_gate {
+    ordo_stream_t *stream;
+    _Atomic int entered;
+    _Atomic int saw_destroy;
+} destroy_gate_t;
 
-static void *open_gate_later(void *arg) {
-    opener_t *o = arg;
-    test_sleep_ms(o->delay_ms);
-    atomic_store(&o->gate->open, 1);
-    return NULL;
+static ordo_status_t until_destroyed_task(void *ctx) {
+    destroy_gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    atomic_store(&g->saw_destroy, test_stream_await_destroy(g->stream));
+    return ORDO_OK;
 }
 
 static void destroy_with_work_pending(void **state) {
@@ -461,20 +465,19 @@ static void destroy_with_work_pending(void **state) {
     SKIP_IF_LISTED();
     ordo_stream_t *stream = stream_make();
     ordo_signal_t *s = test_signal_make(0);
-    gate_t gate = {0, 0};
+    destroy_gate_t gate = {stream, 0, 0};
     _Atomic int ran = 0;
-    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_stream_host_task(stream, until_destroyed_task, &gate));
     assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
     assert_ok(ordo_stream_signal(stream, s, 1));
     ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&gate.entered)) {
         assert_true(ordo_time_now_ns() < deadline);
     }
-    /* The running task finishes; what was queued behind it is dropped. */
-    opener_t opener = {&gate, 20};
-    pthread_t t = test_thread_start(open_gate_later, &opener);
+    /* The running task finishes once the destroy has begun; what was
+     * queued behind it is dropped. */
     assert_ok(ordo_stream_destroy(stream));
-    pthread_join(t, NULL);
+    assert_true(atomic_load(&gate.saw_destroy));
     assert_int_equal(atomic_load(&ran), 0);
     assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_CANCELLED);
     assert_ok(ordo_signal_destroy(s));

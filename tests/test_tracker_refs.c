@@ -11,6 +11,7 @@
 #include "hal/hal.h"
 #include "ordo/buffer.h"
 #include "ordo/tracker.h"
+#include "stream_probe.h"
 #include "test_util.h"
 #include "tracker_model.h"
 
@@ -19,10 +20,20 @@ static ordo_device_t *device;
 typedef struct gate {
     _Atomic int open;
     ordo_status_t result; /* what the gate task returns once open */
+    /* If set: the gate opens once this stream's destroy has begun (the
+     * task runs on it), not on `open`. */
+    ordo_stream_t *until_destroyed;
+    _Atomic int entered;
+    _Atomic int saw_destroy;
 } gate_t;
 
 static ordo_status_t gate_task(void *ctx) {
     gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    if (g->until_destroyed) {
+        atomic_store(&g->saw_destroy, test_stream_await_destroy(g->until_destroyed));
+        return g->result;
+    }
     ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&g->open) && ordo_time_now_ns() < deadline) {
         test_sleep_ms(1);
@@ -49,12 +60,6 @@ static ordo_status_t launch_refused(void *ctx, ordo_stream_t *stream) {
 /* More records and waits than one batch of references on a timeline. */
 #define QUEUED 600
 
-static void *open_later(void *arg) {
-    test_sleep_ms(30);
-    atomic_store(&((gate_t *)arg)->open, 1);
-    return NULL;
-}
-
 /* How the blocked stream ends in queued_waits_outlive_the_tracker. */
 enum { END_RUNS, END_FAILS, END_DESTROYED };
 
@@ -73,7 +78,8 @@ static void queued_waits_outlive_the_tracker(int end) {
         assert_ok(ordo_stream_create(device, 0, &s[i]));
     }
     assert_ok(ordo_buffer_create(tracker, &b));
-    gate_t gate = {0, end == END_FAILS ? ORDO_ERR_ABORTED : ORDO_OK};
+    gate_t gate = {0, end == END_FAILS ? ORDO_ERR_ABORTED : ORDO_OK,
+                   end == END_DESTROYED ? s[1] : NULL, 0, 0};
     assert_ok(ordo_stream_host_task(s[1], gate_task, &gate));
     ordo_access_t w = {b, ORDO_ACCESS_WRITE};
     ordo_access_t r = {b, ORDO_ACCESS_READ};
@@ -100,10 +106,15 @@ static void queued_waits_outlive_the_tracker(int end) {
         break;
     default: {
         /* Destroyed while the gate still holds the waits back: they are
-         * dropped (each releasing its reference) once the gate opens. */
-        pthread_t opener = test_thread_start(open_later, &gate);
+         * dropped (each releasing its reference) once the gate opens,
+         * which it does once the destroy has begun. */
+        ordo_deadline_t deadline = test_deadline();
+        while (!atomic_load(&gate.entered)) {
+            assert_true(ordo_time_now_ns() < deadline);
+            test_sleep_ms(1);
+        }
         assert_ok(ordo_stream_destroy(s[1]));
-        pthread_join(opener, NULL);
+        assert_true(atomic_load(&gate.saw_destroy));
         s[1] = NULL;
         break;
     }
@@ -147,7 +158,7 @@ static void refused_enqueues_keep_their_references(void **state) {
     for (int i = 0; i < 2; ++i) {
         assert_ok(ordo_buffer_create(tracker, &b[i]));
     }
-    gate_t gate = {0, ORDO_ERR_ABORTED};
+    gate_t gate = {0, ORDO_ERR_ABORTED, NULL, 0, 0};
     ordo_access_t w0 = {b[0], ORDO_ACCESS_WRITE};
     ordo_access_t r0 = {b[0], ORDO_ACCESS_READ};
     ordo_access_t w1 = {b[1], ORDO_ACCESS_WRITE};

@@ -567,6 +567,31 @@ static void wait_count(lane_log_t *log, int count) {
     }
 }
 
+/* Polls the lane's stall snapshot (bounded by the test deadline) until
+ * its first held op is a wait the lane's thread is blocked in; returns the
+ * last snapshot's op count, its first op in *out_first (its signal's
+ * reference released) and whether it was blocked. */
+static size_t snapshot_until_in_wait(hal_lane_t *lane, hal_pending_op_t *out_first,
+                                     int *out_in_wait) {
+    ordo_deadline_t deadline = test_deadline();
+    for (;;) {
+        hal_pending_op_t ops[4];
+        int in_wait = 0;
+        size_t n = hal_lane_snapshot(lane, ops, 4, &in_wait);
+        for (size_t i = 0; i < n && i < 4; ++i) {
+            assert_ok(ordo_signal_release(ops[i].signal));
+        }
+        if (in_wait || ordo_time_now_ns() >= deadline) {
+            if (n > 0) {
+                *out_first = ops[0];
+            }
+            *out_in_wait = in_wait;
+            return n;
+        }
+        test_sleep_ms(1);
+    }
+}
+
 static _Atomic int lane_thread_started;
 
 static void lane_started(void *user) {
@@ -585,18 +610,17 @@ static void lanes_run_held_ops_in_order(void **state) {
     push(&lane, op_make(&log, 2, HAL_LANE_WAIT, gate));
     push(&lane, op_make(&log, 3, HAL_LANE_OTHER, NULL));
     wait_count(&log, 1);
-    test_sleep_ms(5);
+    /* A stall report sees the wait, blocked once the lane's thread has
+     * started it; op 3 stays behind it. */
+    hal_pending_op_t first = {0};
+    int in_wait = 0;
+    assert_int_equal(snapshot_until_in_wait(&lane, &first, &in_wait), 1);
+    assert_true(in_wait);
+    assert_int_equal(first.kind, HAL_PENDING_WAIT);
+    assert_ptr_equal(first.signal, gate);
+    assert_int_equal(first.seq, 2);
     assert_int_equal(atomic_load(&log.count), 1);
     assert_true(holding(&lane));
-    /* A stall report sees the wait, blocked now. */
-    hal_pending_op_t ops[4];
-    int in_wait = 0;
-    assert_int_equal(hal_lane_snapshot(&lane, ops, 4, &in_wait), 1);
-    assert_int_equal(ops[0].kind, HAL_PENDING_WAIT);
-    assert_ptr_equal(ops[0].signal, gate);
-    assert_int_equal(ops[0].seq, 2);
-    assert_true(in_wait);
-    assert_ok(ordo_signal_release(ops[0].signal));
     assert_ok(ordo_signal_signal(gate, 1));
     wait_count(&log, 3);
     assert_int_equal(log.order[0], 1);

@@ -11,6 +11,7 @@
 #include "hal/lane.h"
 #include "hal/watcher.h"
 #include "sync/signal_internal.h"
+#include "test_rescue.h"
 #include "test_util.h"
 
 /* ---- a stand-in backend -------------------------------------------------- */
@@ -669,10 +670,23 @@ static void teardown_cancels_held_ops(void **state) {
     push(&lane, op_make(&log, 1, HAL_LANE_WAIT, never));
     push(&lane, op_make(&log, 2, HAL_LANE_SIGNAL, NULL));
     push(&lane, op_make(&log, 3, HAL_LANE_OTHER, NULL));
-    test_sleep_ms(5);
-    uint64_t start = ordo_time_now_ns();
+    /* Torn down while op 1 is blocked: the teardown wakes it (it does not
+     * wait for `never`), and every op runs cancelled. */
+    ordo_deadline_t deadline = test_deadline();
+    for (;;) {
+        hal_lane_lock(&lane);
+        int blocked = lane.in_wait && lane.current && lane.current->signal == never;
+        hal_lane_unlock(&lane);
+        if (blocked) {
+            break;
+        }
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    test_rescue_t rescue;
+    test_rescue_begin(&rescue, never, 1);
     hal_lane_fini(&lane);
-    assert_true(ordo_time_now_ns() - start < 1000000000ull);
+    assert_false(test_rescue_end(&rescue));
     assert_int_equal(atomic_load(&log.count), 3);
     for (int i = 0; i < 3; ++i) {
         assert_int_equal(log.order[i], i + 1);

@@ -1,6 +1,7 @@
 /* Test-only: reads a signal's internal reference count, so a test can tell
- * that a wait on another thread is under way (it holds a reference) before
- * it destroys the signal, instead of sleeping and hoping. */
+ * that a wait on another thread is asleep (a sleeping wait holds a
+ * reference) before it destroys the signal, instead of sleeping and
+ * hoping. */
 #ifndef ORDO_TEST_SIGNAL_PROBE_H
 #define ORDO_TEST_SIGNAL_PROBE_H
 

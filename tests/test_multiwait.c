@@ -161,8 +161,8 @@ static void largest_waits_work(void **state) {
     set_free(set);
 }
 
-/* Destroys the victim once the wait holds its reference (create, the
- * test's retain, the wait's). */
+/* Destroys the victim once the wait is asleep: it then holds a reference
+ * of its own (after the create's and the test's). */
 static void *destroy_during_the_wait(void *arg) {
     if (test_signal_refs_reach(arg, 3)) {
         (void)ordo_signal_destroy(arg);

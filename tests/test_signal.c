@@ -1,5 +1,7 @@
 /* Timeline signal semantics: values, failures, deadlines, lifetime, bad
  * input. */
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "signal_probe.h"
@@ -155,46 +157,79 @@ static void deadline_exceeded_and_not_early(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
-static void *wait_expect_cancelled(void *arg) {
-    ordo_status_t st = ordo_signal_wait(arg, 100, test_deadline());
-    return (void *)(intptr_t)st;
+/* A waiter holding a reference of its own, as a thread must when another
+ * thread may destroy the signal it waits on; it drops it after the wait. */
+typedef struct ref_waiter {
+    ordo_signal_t *signal;
+    _Atomic int entering;
+    ordo_status_t result;
+    ordo_status_t released;
+} ref_waiter_t;
+
+static void *wait_then_release(void *arg) {
+    ref_waiter_t *w = arg;
+    atomic_store(&w->entering, 1);
+    w->result = ordo_signal_wait(w->signal, 100, test_deadline());
+    w->released = ordo_signal_release(w->signal);
+    return NULL;
 }
 
-/* Destroys s once waiters waits hold their references (they are under way,
- * spinning or asleep), then checks that each was cancelled. The waiters'
- * references are the last ones: the memory goes with the last of them. */
-static void destroy_during_waits(ordo_signal_t *s, int waiters) {
+static pthread_t ref_waiter_start(ref_waiter_t *w, ordo_signal_t *s) {
+    w->signal = s;
+    atomic_init(&w->entering, 0);
+    w->result = w->released = ORDO_ERR_INTERNAL;
+    assert_ok(ordo_signal_retain(s));
+    return test_thread_start(wait_then_release, w);
+}
+
+static void destroy_cancels_sleeping_waits(void **state) {
+    (void)state;
+    ordo_signal_t *s = test_signal_make(0);
+    ref_waiter_t w[3];
     pthread_t t[3];
-    assert_true(waiters <= 3);
-    for (int i = 0; i < waiters; ++i) {
-        t[i] = test_thread_start(wait_expect_cancelled, s);
+    for (int i = 0; i < 3; ++i) {
+        t[i] = ref_waiter_start(&w[i], s);
     }
-    assert_true(test_signal_refs_reach(s, 1 + (uint32_t)waiters));
+    /* Each waiter holds its own reference and, once asleep in its wait,
+     * the wait's: all three are asleep. */
+    assert_true(test_signal_refs_reach(s, 1 + 2 * 3));
     assert_ok(ordo_signal_destroy(s));
-    for (int i = 0; i < waiters; ++i) {
-        void *result;
-        pthread_join(t[i], &result);
-        assert_int_equal((ordo_status_t)(intptr_t)result, ORDO_ERR_CANCELLED);
+    for (int i = 0; i < 3; ++i) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].result, ORDO_ERR_CANCELLED);
+        assert_ok(w[i].released);
     }
     size_t live;
     assert_ok(ordo_allocator_live_blocks(&live));
     assert_int_equal(live, 0);
 }
 
-static void destroy_cancels_waits_under_way(void **state) {
-    (void)state;
-    destroy_during_waits(test_signal_make(0), 3);
-}
-
-/* A wait still spinning when the signal is destroyed is cancelled, and the
- * memory stays until it is done: the spin is made longer than the wait's
- * deadline, so the wait is in it when the destroy comes. */
+/* The waiter's own reference keeps the memory while its wait spins: a
+ * destroy then ends the wait (the spin is made longer than the wait's
+ * deadline, so a wait that has begun is spinning). A waiter that had not
+ * reached its wait yet finds the signal destroyed; either way nothing
+ * reads freed memory, and the memory goes with the waiter's release. */
 static uint64_t spin_before;
 
-static void destroy_cancels_a_spinning_wait(void **state) {
+static void destroy_during_a_spinning_wait(void **state) {
     (void)state;
     spin_before = sync_wait_set_spin_ns(UINT64_MAX);
-    destroy_during_waits(test_signal_make(0), 1);
+    ordo_signal_t *s = test_signal_make(0);
+    ref_waiter_t w;
+    pthread_t t = ref_waiter_start(&w, s);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&w.entering)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    test_sleep_ms(20); /* usually well into its spin by now */
+    assert_ok(ordo_signal_destroy(s));
+    pthread_join(t, NULL);
+    assert_true(w.result == ORDO_ERR_CANCELLED || w.result == ORDO_ERR_DESTROYED);
+    assert_ok(w.released);
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
 }
 
 /* Runs even when the test fails, so later tests spin as usual. */
@@ -272,8 +307,8 @@ int main(void) {
         cmocka_unit_test(double_failure_keeps_the_first),
         cmocka_unit_test(failure_of_a_healthy_signal_reads_ok),
         cmocka_unit_test(deadline_exceeded_and_not_early),
-        cmocka_unit_test(destroy_cancels_waits_under_way),
-        cmocka_unit_test_teardown(destroy_cancels_a_spinning_wait, spin_restore),
+        cmocka_unit_test(destroy_cancels_sleeping_waits),
+        cmocka_unit_test_teardown(destroy_during_a_spinning_wait, spin_restore),
         cmocka_unit_test(references_outlive_destroy),
         cmocka_unit_test(last_release_destroys),
         cmocka_unit_test(bad_input_is_refused),

@@ -33,10 +33,12 @@
  *
  * Thread-safety: every function may be called from any thread on the same
  * signal concurrently, except that no call may race with the release of the
- * last reference. A wait under way holds references of its own, so a
- * destroy from another thread cancels it safely; a thread that may still be
- * entering a call when the destroy comes needs its own reference
- * (ordo_signal_retain before handing the signal to it).
+ * last reference. So a thread that waits on a signal another thread may
+ * destroy holds a reference of its own (ordo_signal_retain before handing
+ * the signal over, ordo_signal_release after the wait): the destroy then
+ * cancels the wait wherever it is, spinning or asleep. Without one, the
+ * destroy may free the memory under a wait that is still entering or
+ * spinning (a wait holds references itself only while asleep).
  */
 #ifndef ORDO_SIGNAL_H
 #define ORDO_SIGNAL_H

@@ -174,6 +174,11 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     atomic_init(&waiter.decided, 0);
     memset(timepoints, 0, count * sizeof *timepoints);
 
+    /* References keep every signal alive until the outcome is read, even if
+     * another thread destroys one meanwhile. */
+    for (size_t i = 0; i < count; ++i) {
+        signal_retain_internal(points[i].signal);
+    }
     uint32_t armed = 0;
     size_t cancelled_at = count; /* an entry destroyed before it was armed */
     for (size_t i = 0; i < count; ++i) {
@@ -256,6 +261,9 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
                    status == ORDO_ERR_CANCELLED ? "was cancelled: its signal was destroyed"
                                                 : "failed before it was reached");
     }
+    for (size_t i = 0; i < count; ++i) {
+        signal_release_internal(points[i].signal);
+    }
     return status;
 }
 
@@ -271,9 +279,8 @@ static ordo_status_t scan_result(const scan_t *scan, const ordo_signal_point_t *
                                                          : "failed before reaching it");
 }
 
-static ordo_status_t wait_points_held(const ordo_signal_point_t *points, size_t count, int any,
-                                      ordo_deadline_t deadline, size_t *out_index,
-                                      const char *api) {
+static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count, int any,
+                                 ordo_deadline_t deadline, size_t *out_index, const char *api) {
     scan_t scan = spin_entries(points, count, any, deadline);
     if (scan.decided) {
         return scan_result(&scan, points, out_index, api);
@@ -294,21 +301,6 @@ static ordo_status_t wait_points_held(const ordo_signal_point_t *points, size_t 
     ordo_status_t st = wait_blocking(points, count, any, deadline, timepoints, out_index, api);
     if (timepoints != stack_timepoints) {
         ordo_dealloc(timepoints, count * sizeof *timepoints, 0);
-    }
-    return st;
-}
-
-/* A wait under way holds a reference on every signal it reads, from before
- * its first spin to its last read: another thread's destroy then cancels
- * it instead of freeing the memory under it, whichever phase it is in. */
-static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count, int any,
-                                 ordo_deadline_t deadline, size_t *out_index, const char *api) {
-    for (size_t i = 0; i < count; ++i) {
-        signal_retain_internal(points[i].signal);
-    }
-    ordo_status_t st = wait_points_held(points, count, any, deadline, out_index, api);
-    for (size_t i = 0; i < count; ++i) {
-        signal_release_internal(points[i].signal);
     }
     return st;
 }

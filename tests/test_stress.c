@@ -1,6 +1,7 @@
 /* Concurrency stress: many producers and consumers on shared signals, a
  * ping-pong that would expose a lost wake-up, arm/cancel races. Every wait
  * has a deadline; sizes shrink in sanitizer builds. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -266,6 +267,7 @@ static void arm_cancel_race(void **state) {
             ordo_deadline_t deadline = test_deadline();
             while (atomic_load(&counted.fired) < too_late) {
                 assert_true(ordo_time_now_ns() < deadline);
+                sched_yield();
             }
         }
     }
@@ -294,6 +296,8 @@ static void *handoff_producer(void *arg) {
         ordo_signal_t *s = atomic_exchange(&h->slot, NULL);
         if (s) {
             (void)ordo_signal_signal(s, 1);
+        } else {
+            sched_yield(); /* on a busy machine, the consumer may need this CPU */
         }
     }
     return NULL;
@@ -326,6 +330,7 @@ static void destroy_right_after_wait(void **state) {
         ordo_deadline_t deadline = test_deadline();
         while (!atomic_load(&fired)) {
             assert_true(ordo_time_now_ns() < deadline);
+            sched_yield();
         }
     }
     atomic_store(&h.stop, 1);
@@ -354,6 +359,7 @@ static void link_rearm_race(void **state) {
         while ((st = ordo_link_arm(&link, r.signal, now + 1, target, i)) == ORDO_ERR_BUSY) {
             ++busy;
             assert_true(ordo_time_now_ns() < deadline);
+            sched_yield(); /* the link's callback may be waiting for this CPU */
         }
         assert_ok(st);
         assert_ok(ordo_signal_wait(target, i, deadline));

@@ -761,7 +761,8 @@ static void *toggle_main(void *arg) {
 /* A child forked while other threads record, start and stop traces goes on
  * tracing alone: it can stop the trace it inherited, or start and stop its
  * own (the other threads are gone; a stop must not wait for them, nor a
- * call for a lock one of them held). Each child is given 2 s. */
+ * call for a lock one of them held). Each child is given the test wait
+ * bound (TEST_WAIT_MS). */
 static void trace_in_forked_child(void **state) {
     (void)state;
     _Atomic int stop = 0;

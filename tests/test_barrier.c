@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "test_rescue.h"
 #include "test_util.h"
 
 #define MAX_STREAMS 8
@@ -133,23 +134,6 @@ static ordo_status_t count_task(void *ctx) {
     return ORDO_OK;
 }
 
-/* If the calls under test blocked the host, this thread opens the gate
- * after the test deadline, so the test fails on its timing instead of
- * hanging. */
-typedef struct rescue {
-    ordo_signal_t *gate;
-    uint64_t value;
-    ordo_signal_t *done;
-} rescue_t;
-
-static void *rescuer(void *arg) {
-    rescue_t *r = arg;
-    if (ordo_signal_wait(r->done, 1, test_deadline()) == ORDO_ERR_TIMEOUT) {
-        (void)ordo_signal_signal(r->gate, r->value);
-    }
-    return NULL;
-}
-
 /* Polls the stall report until it lists want streams (bounded). */
 static size_t report_until(ordo_stall_entry_t *entries, size_t capacity, size_t want) {
     size_t count = 0;
@@ -184,8 +168,10 @@ static void device_barrier_does_not_block(void **state) {
             }
             assert_ok(ordo_stream_host_task(streams[i], count_task, &before));
         }
-        rescue_t rescue = {gate, g, test_signal_make(0)};
-        pthread_t thread = test_thread_start(rescuer, &rescue);
+        /* If the calls under test blocked the host, the rescuer opens the
+         * gate after the test deadline: the test fails instead of hanging. */
+        test_rescue_t rescue;
+        test_rescue_begin(&rescue, gate, g);
         uint64_t t0 = ordo_time_now_ns();
         assert_ok(ordo_barrier_arrive(barrier));
         assert_ok(ordo_barrier_streams(streams, N));
@@ -219,9 +205,7 @@ static void device_barrier_does_not_block(void **state) {
             }
         }
         assert_int_equal(gated, N - 1);
-        assert_ok(ordo_signal_signal(rescue.done, 1));
-        pthread_join(thread, NULL);
-        assert_ok(ordo_signal_destroy(rescue.done));
+        assert_false(test_rescue_end(&rescue));
         assert_ok(ordo_signal_signal(gate, g));
         uint64_t ns = 0;
         assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));

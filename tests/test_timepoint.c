@@ -1,5 +1,6 @@
 /* Timepoints and links: firing once, cancellation, callbacks that signal,
  * chains, failure propagation, destroy with pending timepoints. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -375,6 +376,83 @@ static void bad_input_is_refused(void **state) {
     assert_int_equal(live, 0);
 }
 
+/* Allocator hooks that hold up the deallocation of one block until the test
+ * opens a gate (bounded by the test deadline), so that a thread freeing
+ * that block stops at a known point. */
+typedef struct stall_hooks {
+    _Atomic(void *) block; /* the block whose deallocation waits */
+    _Atomic int stalled;   /* its deallocation has begun */
+    _Atomic int gate;      /* opened by the test */
+} stall_hooks_t;
+
+static void *stall_allocate(void *user, size_t size, size_t alignment) {
+    (void)user;
+    return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+}
+
+static void stall_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)size;
+    (void)alignment;
+    stall_hooks_t *hooks = user;
+    if (block == atomic_load(&hooks->block)) {
+        atomic_store(&hooks->stalled, 1);
+        const ordo_deadline_t deadline = test_deadline();
+        while (!atomic_load(&hooks->gate) && ordo_time_now_ns() < deadline) {
+            sched_yield();
+        }
+    }
+    free(block);
+}
+
+/* A link is its owner's again (to re-arm or free) once it has given its
+ * target the outcome: a thread that sees the target reached may reuse the
+ * link while the thread that ran the link is still finishing. Here that
+ * thread is held inside the link, freeing the source (the link held its
+ * last reference), while the test re-arms the link. */
+static void link_is_the_owners_once_its_target_is_signalled(void **state) {
+    (void)state;
+    stall_hooks_t hooks_state;
+    atomic_init(&hooks_state.block, NULL);
+    atomic_init(&hooks_state.stalled, 0);
+    atomic_init(&hooks_state.gate, 0);
+    const ordo_allocator_t hooks = {stall_allocate, stall_deallocate, &hooks_state};
+    assert_ok(ordo_allocator_set(&hooks));
+
+    ordo_signal_t *trigger = test_signal_make(0);
+    ordo_signal_t *source = test_signal_make(0);
+    ordo_signal_t *target = test_signal_make(0);
+    ordo_signal_t *other = test_signal_make(0);
+    ordo_link_t first = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&first, trigger, 1, source, 1));
+    assert_ok(ordo_link_arm(&link, source, 1, target, 1));
+    /* From here the links hold the source's only references; `link`
+     * releases the last one after signalling its target. */
+    assert_ok(ordo_signal_release(source));
+    atomic_store(&hooks_state.block, (void *)source);
+
+    pthread_t producer = test_thread_start(signal_to_one, trigger);
+    ordo_status_t waited = ordo_signal_wait(target, 1, test_deadline());
+    /* Nothing here may allocate: the producer may hold the allocator. */
+    ordo_status_t rearmed = ordo_link_arm(&link, other, 1, other, 2);
+    atomic_store(&hooks_state.gate, 1);
+    pthread_join(producer, NULL);
+
+    assert_int_equal(waited, ORDO_OK);
+    assert_int_equal(atomic_load(&hooks_state.stalled), 1);
+    assert_int_equal(rearmed, ORDO_OK);
+    ordo_cancel_result_t result;
+    assert_ok(ordo_link_cancel(&link, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    assert_ok(ordo_signal_destroy(trigger));
+    assert_ok(ordo_signal_destroy(target));
+    assert_ok(ordo_signal_destroy(other));
+    size_t live;
+    assert_ok(ordo_allocator_live_blocks(&live));
+    assert_int_equal(live, 0);
+    assert_ok(ordo_allocator_set(NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timepoint_fires_once),
@@ -391,6 +469,7 @@ int main(void) {
         cmocka_unit_test(long_link_chain_does_not_recurse),
         cmocka_unit_test(due_timepoint_cannot_be_rearmed),
         cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(link_is_the_owners_once_its_target_is_signalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

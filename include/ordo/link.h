@@ -9,6 +9,12 @@
  * A with ordo_signal_destroy (which fires the link with a cancellation), not
  * only by releasing it.
  *
+ * The link's memory must stay valid while it is armed or due. It is its
+ * owner's again (to re-arm or free) once ordo_link_cancel prevented it, or
+ * once it has started to act: ordo marks it fired before it signals or
+ * fails B, so a thread that sees B given the link's outcome may reuse the
+ * link at once.
+ *
  * Thread-safety: as for timepoints (ordo/timepoint.h).
  */
 #ifndef ORDO_LINK_H

@@ -8,8 +8,11 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
     ordo_signal_t *source = timepoint->signal_;
     ordo_signal_t *target = link->target_;
     uint64_t target_value = link->target_value_;
-    /* The dispatcher marks the link FIRED (its owner's again) only after
-     * this returns; see run_one. */
+    /* Everything of the link is read: it is its owner's again (to re-arm or
+     * free) from here on, before its target gets the outcome, so a thread
+     * that sees the target reached may reuse the link at once. The
+     * references the link held are this call's until its end. */
+    __atomic_store_n(&timepoint->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
     if (status == ORDO_OK) {
         (void)ordo_signal_signal(target, target_value);
     } else if (status == ORDO_ERR_CANCELLED) {

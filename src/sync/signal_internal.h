@@ -107,9 +107,11 @@ int timepoints_running_here(void);
  * whatever is due, then lets DISPATCHING go. */
 void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
 
-/* The callback of every link's timepoint. Unlike other callbacks it runs
- * before its timepoint is marked FIRED, so the owner cannot re-arm the link
- * while it still reads the link's fields. */
+/* The callback of every link's timepoint. Unlike other callbacks it is
+ * entered while its timepoint is still DUE, and marks it FIRED itself once
+ * it has read the link's fields and before it signals or fails the target:
+ * the owner cannot re-arm the link while it is read, and may reuse it as
+ * soon as the target has its outcome. */
 void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
 
 /* Arms a validated timepoint; no error message on failure (the only one is

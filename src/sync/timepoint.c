@@ -123,10 +123,9 @@ static void run_one(ordo_timepoint_t *tp) {
     void *ctx = tp->ctx_;
     ordo_status_t status = tp->status_;
     if (fn == link_timepoint_fired) {
-        /* Links are caller-owned but never freed by their callback; it reads
-         * the link's fields, so the owner gets it back afterwards. */
+        /* A link's callback reads the link's fields first and marks it FIRED
+         * itself, before it signals the target. */
         fn(ctx, status, tp);
-        __atomic_store_n(&tp->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
         return;
     }
     __atomic_store_n(&tp->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);

@@ -11,9 +11,10 @@
  * on it or measuring it is refused with ORDO_ERR_INVALID_ARGUMENT, never
  * treated as complete or as a wait on nothing.
  *
- * Thread-safety: recording one event must not race with other calls on it;
- * query, synchronize and stream waits on a recorded event may run from any
- * thread.
+ * Thread-safety: recording or destroying one event must not race with
+ * other calls on it (a synchronize still waiting when the event goes back
+ * to its pool would read an event handed out again); query, synchronize
+ * and stream waits on a recorded event may run from any thread.
  */
 #ifndef ORDO_EVENT_H
 #define ORDO_EVENT_H

@@ -25,7 +25,9 @@
  * ORDO_ERR_CANCELLED through the callback like any other outcome.
  *
  * Thread-safety: arming and cancelling one timepoint must not race with each
- * other (the owner serialises them); different timepoints are independent.
+ * other (the owner serialises them), and a callback that re-arms its own
+ * timepoint is arming it: while it may, no other thread may cancel it.
+ * Different timepoints are independent.
  * The signal must stay alive (hold a reference) while its timepoint may be
  * cancelled.
  */

@@ -753,6 +753,97 @@ static void cancel_from_inside_a_callback(void **state) {
     }
 }
 
+/* Two inline waits time out together on the timer thread; the first one's
+ * callback cancels the second, waiting for its callback. The second has not
+ * started: the cancel must prevent it, not wait for a callback that this
+ * very thread would run only afterwards. A gate callback holds the timer
+ * thread until both are registered, so that both expire in one pass. No
+ * cmocka assert runs off the test thread. */
+typedef struct timer_pair {
+    ordo_waiter_t *waiter;
+    _Atomic int gate_entered;
+    _Atomic int gate_open;
+    _Atomic uint64_t second;
+    _Atomic int first_done;
+    _Atomic int first_status;
+    _Atomic int cancel_status;
+    _Atomic int cancel_result;
+    _Atomic int second_calls;
+} timer_pair_t;
+
+static void timer_gate_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status;
+    (void)id;
+    timer_pair_t *p = ctx;
+    atomic_store(&p->gate_entered, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&p->gate_open) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+}
+
+static void timer_first_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    timer_pair_t *p = ctx;
+    atomic_store(&p->first_status, (int)status);
+    ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
+    atomic_store(&p->cancel_status,
+                 (int)ordo_waiter_cancel(p->waiter, atomic_load(&p->second), 1, &result));
+    atomic_store(&p->cancel_result, (int)result);
+    atomic_store(&p->first_done, 1);
+}
+
+static void timer_second_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status;
+    (void)id;
+    timer_pair_t *p = ctx;
+    atomic_fetch_add(&p->second_calls, 1);
+}
+
+static void cancel_from_a_timer_callback_prevents_the_next(void **state) {
+    (void)state;
+    timer_pair_t *p = calloc(1, sizeof *p); /* leaked if the timer thread hangs */
+    assert_non_null(p);
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0);
+    p->waiter = w;
+    atomic_store(&p->cancel_status, -1);
+    assert_ok(
+        ordo_wait_async(w, s, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, timer_gate_fn, p, NULL));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&p->gate_entered)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    /* Both deadlines are past, the first earlier. */
+    ordo_wait_id_t second = 0;
+    assert_ok(ordo_wait_async(w, s, 1, 1, ORDO_WAIT_INLINE, timer_first_fn, p, NULL));
+    assert_ok(ordo_wait_async(w, s, 1, 2, ORDO_WAIT_INLINE, timer_second_fn, p, &second));
+    atomic_store(&p->second, second);
+    atomic_store(&p->gate_open, 1);
+    while (!atomic_load(&p->first_done) && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    if (!atomic_load(&p->first_done)) {
+        /* The timer thread waits for itself: nothing can end it. */
+        fail_msg("the first callback never returned: its cancel waits for a callback that "
+                 "only its own thread would run");
+    }
+    assert_int_equal(atomic_load(&p->first_status), ORDO_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&p->cancel_status), ORDO_OK);
+    assert_int_equal(atomic_load(&p->cancel_result), ORDO_CANCEL_PREVENTED);
+    wait_idle(w);
+    ordo_waiter_metrics_t m;
+    assert_ok(ordo_waiter_metrics(w, &m));
+    assert_int_equal(m.timed_out, 2);
+    assert_int_equal(m.cancelled, 1);
+    assert_int_equal(m.pending, 0);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&p->second_calls), 0);
+    assert_ok(ordo_signal_destroy(s));
+    free(p);
+}
+
 /* ---- destroy with pending waits ---------------------------------------- */
 
 typedef struct destroy_rec {
@@ -1316,6 +1407,7 @@ int main(void) {
         cmocka_unit_test(stale_ids_are_not_found),
         cmocka_unit_test(cancel_too_late_waits_for_the_callback),
         cmocka_unit_test(cancel_from_inside_a_callback),
+        cmocka_unit_test(cancel_from_a_timer_callback_prevents_the_next),
         cmocka_unit_test(destroy_cancels_pending_waits),
         cmocka_unit_test(destroy_from_a_timepoint_callback_is_refused),
         cmocka_unit_test(metrics_are_exact),

@@ -361,7 +361,7 @@ static void *timer_main(void *arg) {
         }
         uint64_t now = ordo_time_now_ns();
         wait_entry_t *batch[TIMER_BATCH];
-        uint32_t gens[TIMER_BATCH];
+        uint64_t words[TIMER_BATCH];
         uint32_t n = 0;
         /* Expired nodes, and stale ones on top: the timer then sleeps until
          * the earliest live deadline. */
@@ -374,8 +374,8 @@ static void *timer_main(void *arg) {
                 break;
             }
             wait_heap_pop(&w->heap);
-            if (live && entry_claim_pending(e, word)) {
-                gens[n] = top.gen;
+            if (live) {
+                words[n] = word;
                 batch[n++] = e;
             } else {
                 /* Its claimer counts it stale (or has): it is gone now. */
@@ -385,8 +385,21 @@ static void *timer_main(void *arg) {
         atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
         if (n) {
             pthread_mutex_unlock(&w->timer_lock);
+            /* Each wait is claimed only when its turn comes, so a wait
+             * stays PENDING (cancellable: PREVENTED) while the callbacks
+             * before it in the batch run. Claimed up front, an inline wait
+             * would sit in RUNNING before its callback started, and a
+             * callback earlier in the batch that cancels it with
+             * wait_for_callback would wait for this thread forever. */
             for (uint32_t i = 0; i < n; ++i) {
-                entry_resolved(w, batch[i], gens[i], ORDO_ERR_TIMEOUT, OUTCOME_TIMED_OUT, 0, 0);
+                if (entry_claim_pending(batch[i], words[i])) {
+                    entry_resolved(w, batch[i], WORD_GEN(words[i]), ORDO_ERR_TIMEOUT,
+                                   OUTCOME_TIMED_OUT, 0, 0);
+                } else {
+                    /* Resolved otherwise meanwhile; its claimer found
+                     * IN_HEAP and counted the node stale. */
+                    atomic_fetch_sub_explicit(&w->heap_stale, 1, memory_order_relaxed);
+                }
             }
             pthread_mutex_lock(&w->timer_lock);
             continue;

@@ -1,6 +1,7 @@
 /* The device conformance suite: written once against the HAL, run for
  * every backend compiled in and available here. Each backend may list
  * tests it skips, with the reason (the CPU backend skips nothing). */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -576,6 +577,80 @@ static ordo_status_t noop_task(void *ctx) {
     return ORDO_OK;
 }
 
+/* What a host task or a callback on a stream's own thread got when it
+ * tried to destroy that stream (or its pool). */
+typedef struct self_destroy {
+    ordo_stream_t *stream;
+    ordo_stream_pool_t *pool;
+    _Atomic ordo_status_t status;
+    _Atomic int ran;
+} self_destroy_t;
+
+static ordo_status_t self_destroy_task(void *ctx) {
+    self_destroy_t *d = ctx;
+    ordo_status_t st = d->pool ? ordo_stream_pool_destroy(d->pool) : ordo_stream_destroy(d->stream);
+    atomic_store(&d->status, st);
+    atomic_store(&d->ran, 1);
+    return ORDO_OK;
+}
+
+static void self_destroy_callback(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    (void)self_destroy_task(ctx);
+}
+
+/* A stream's own thread cannot destroy it (the destroy would wait for that
+ * thread): refused, and the stream goes on working. */
+static void destroy_from_the_streams_own_thread_is_refused(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    /* From a host task. */
+    ordo_stream_t *stream = stream_make();
+    self_destroy_t d = {stream, NULL, ORDO_OK, 0};
+    assert_ok(ordo_stream_host_task(stream, self_destroy_task, &d));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_true(atomic_load(&d.ran));
+    assert_int_equal(atomic_load(&d.status), ORDO_ERR_BUSY);
+    assert_ok(ordo_stream_status(stream));
+
+    /* From a callback of a signal the stream raises. */
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    self_destroy_t c = {stream, NULL, ORDO_OK, 0};
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, self_destroy_callback, &c));
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&c.ran) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&c.ran));
+    assert_int_equal(atomic_load(&c.status), ORDO_ERR_BUSY);
+    assert_ok(ordo_stream_host_task(stream, noop_task, NULL));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+
+    /* A pool destroyed from a host task on one of its streams: refused as
+     * a whole, every stream still usable. */
+    const ordo_stream_pool_config_t config = {2, 0, 1, 0};
+    ordo_stream_pool_t *pool;
+    assert_ok(ordo_stream_pool_create(device, &config, &pool));
+    ordo_stream_t *member;
+    assert_ok(ordo_stream_pool_next(pool, ORDO_WORKLOAD_TRANSFER, &member));
+    self_destroy_t p = {member, pool, ORDO_OK, 0};
+    assert_ok(ordo_stream_host_task(member, self_destroy_task, &p));
+    assert_ok(ordo_stream_synchronize(member, test_deadline()));
+    assert_int_equal(atomic_load(&p.status), ORDO_ERR_BUSY);
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_pool_next(pool, ORDO_WORKLOAD_ANY, &member));
+        assert_ok(ordo_stream_host_task(member, noop_task, NULL));
+        assert_ok(ordo_stream_synchronize(member, test_deadline()));
+    }
+    assert_ok(ordo_stream_pool_destroy(pool));
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     SKIP_IF_LISTED();
@@ -737,6 +812,7 @@ int main(void) {
         cmocka_unit_test(destroy_right_after_submission),
         cmocka_unit_test(wait_on_a_signal_destroyed_before_the_stream_reaches_it),
         cmocka_unit_test(event_destroyed_with_a_pending_record),
+        cmocka_unit_test(destroy_from_the_streams_own_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(priorities_within_range),
         cmocka_unit_test(stream_pool_honours_classes_and_priorities),

@@ -1,8 +1,12 @@
 /* Memory adaptors: budget, statistics, logging and guard, alone over the
  * direct resource and stacked, under concurrency, with a replay of the
  * log and one test per guard finding. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hal/hal.h"
@@ -890,6 +894,109 @@ static void logging_writes_whole_lines_and_replays(void **state) {
     env_close(&e);
 }
 
+/* A FIFO in a fresh directory of its own; *dir receives the directory. */
+static void fifo_make(char dir[64], char path[96]) {
+    snprintf(dir, 64, "/tmp/ordo-log-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, 96, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+static void fifo_remove(const char *dir, const char *path) {
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* A log whose reader went away fails its lines (counted); the calls go on
+ * and the process is not killed by SIGPIPE, for a path and for a FILE. */
+static void logging_survives_a_reader_that_went_away(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    char dir[64], path[96];
+    fifo_make(dir, path);
+    int reader = open(path, O_RDONLY | O_NONBLOCK);
+    assert_true(reader >= 0);
+    ordo_mem_resource_t *l = NULL;
+    assert_ok(ordo_mem_logging_create_path(e.direct, path, &l));
+    assert_int_equal(close(reader), 0);
+    ordo_block_t *block = NULL;
+    alloc_ok(l, 64, e.s[0], 1, &block);
+    assert_ok(ordo_mem_deallocate(l, block, e.s[0]));
+    ordo_mem_logging_stats_t ls;
+    assert_ok(ordo_mem_logging_stats(l, &ls));
+    assert_int_equal(ls.lines, 1); /* the open line, read by nobody but written */
+    assert_int_equal(ls.failed_lines, 2);
+    assert_ok(ordo_mem_reap_pending(l, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(l));
+    fifo_remove(dir, path);
+
+    /* A caller's FILE on a pipe whose read end is closed. */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(close(fds[0]), 0);
+    FILE *file = fdopen(fds[1], "w");
+    assert_non_null(file);
+    assert_ok(ordo_mem_logging_create(e.direct, file, &l));
+    alloc_ok(l, 64, e.s[1], 2, &block);
+    assert_ok(ordo_mem_deallocate(l, block, e.s[1]));
+    assert_ok(ordo_mem_logging_stats(l, &ls));
+    assert_int_equal(ls.lines, 0);
+    assert_int_equal(ls.failed_lines, 3);
+    assert_ok(ordo_mem_reap_pending(l, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(l));
+    (void)fclose(file);
+    env_close(&e);
+}
+
+typedef struct fifo_open {
+    ordo_mem_resource_t *upstream;
+    const char *path;
+    ordo_mem_resource_t *made;
+    ordo_status_t status;
+    _Atomic int returned;
+} fifo_open_t;
+
+static void *fifo_open_main(void *arg) {
+    fifo_open_t *o = arg;
+    o->status = ordo_mem_logging_create_path(o->upstream, o->path, &o->made);
+    atomic_store(&o->returned, 1);
+    return NULL;
+}
+
+/* A FIFO that no process reads is refused with a message, not waited on
+ * until a reader comes (which may be never). */
+static void logging_refuses_a_fifo_nobody_reads(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    char dir[64], path[96];
+    fifo_make(dir, path);
+    fifo_open_t o = {e.direct, path, NULL, ORDO_OK, 0};
+    pthread_t thread = test_thread_start(fifo_open_main, &o);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&o.returned) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    int blocked = !atomic_load(&o.returned);
+    int reader = -1;
+    if (blocked) {
+        /* Rescue: a reader lets the open return, so the test can fail. */
+        reader = open(path, O_RDONLY | O_NONBLOCK);
+    }
+    pthread_join(thread, NULL);
+    if (o.made) {
+        assert_ok(ordo_mem_resource_destroy(o.made));
+    }
+    if (reader >= 0) {
+        (void)close(reader);
+    }
+    assert_false(blocked);
+    assert_status(o.status, ORDO_ERR_INVALID_ARGUMENT);
+    fifo_remove(dir, path);
+    env_close(&e);
+}
+
 /* --- Guard --- */
 
 typedef struct collected {
@@ -1405,6 +1512,8 @@ int main(void) {
         cmocka_unit_test(budget_is_per_device),
         cmocka_unit_test(statistics_count_per_tag),
         cmocka_unit_test(logging_writes_whole_lines_and_replays),
+        cmocka_unit_test(logging_survives_a_reader_that_went_away),
+        cmocka_unit_test(logging_refuses_a_fifo_nobody_reads),
         cmocka_unit_test(guard_fills_poisons_and_forwards),
         cmocka_unit_test(guard_catches_overflow),
         cmocka_unit_test(guard_catches_underflow),

@@ -178,7 +178,10 @@ ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
                                       ordo_mem_resource_t **out_resource);
 
 /** Logs to the file at path, created if absent and appended to (each line
- * one write(2) in append mode: whole lines even with other writers). */
+ * one write(2) in append mode: whole lines even with other writers). A FIFO
+ * that no process has open for reading is refused, not waited on. On a pipe
+ * or socket whose reader has gone, lines fail (failed_lines) and no SIGPIPE
+ * reaches the process; likewise for ordo_mem_logging_create's file. */
 ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
                                            ordo_mem_resource_t **out_resource);
 

@@ -49,7 +49,10 @@ typedef ordo_status_t (*ordo_host_fn)(void *ctx);
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream);
 
 /** Destroys the stream: work not yet started is dropped (see above), and
- * the call returns once a host task already running has returned. */
+ * the call returns once a host task already running has returned. Called
+ * on one of the stream's own threads (from its host task, or from a signal
+ * callback the stream ran), where it would wait for itself: ORDO_ERR_BUSY,
+ * nothing done. */
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
 
 /** Enqueues fn(ctx) as a host task. */

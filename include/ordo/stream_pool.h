@@ -46,7 +46,8 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       const ordo_stream_pool_config_t *config,
                                       ordo_stream_pool_t **out_pool);
 
-/** Destroys the pool and every stream in it. */
+/** Destroys the pool and every stream in it. ORDO_ERR_BUSY, nothing done,
+ * when called on one of its streams' own threads (ordo_stream_destroy). */
 ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool);
 
 /** The next stream for workload, round-robin within its class. */

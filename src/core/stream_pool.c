@@ -90,10 +90,22 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
 
 ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
     ordo_status_t st = pool_check(pool, __func__);
-    if (st == ORDO_OK) {
-        pool_free(pool, pool->compute + pool->transfer);
+    if (st != ORDO_OK) {
+        return st;
     }
-    return st;
+    /* All or nothing: a stream that cannot be destroyed here keeps the
+     * whole pool (and its handles) alive. */
+    size_t total = pool->compute + pool->transfer;
+    for (size_t i = 0; i < total; ++i) {
+        if (hal_stream_on_own_thread(pool->streams[i])) {
+            return ordo_error(ORDO_ERR_BUSY, __func__,
+                              "called on a thread of the pool's stream %p (from a host task or a "
+                              "callback it ran): destroy the pool from another thread",
+                              (void *)pool->streams[i]);
+        }
+    }
+    pool_free(pool, total);
+    return ORDO_OK;
 }
 
 /* The class serving workload: [first, first + count). */

@@ -138,6 +138,11 @@ struct hal_backend {
     ordo_status_t (*stream_init)(ordo_stream_t *stream);
     /* Cancels pending work and returns once the stream is idle. */
     void (*stream_fini)(ordo_stream_t *stream);
+    /* Optional: non-zero when the calling thread is one stream_fini waits
+     * for (the stream's worker, its host lane, its device's completion
+     * thread), where user code runs as host tasks and signal callbacks:
+     * destroying the stream from there would wait for itself. */
+    int (*stream_on_own_thread)(const ordo_stream_t *stream);
     ordo_status_t (*host_task)(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
     ordo_status_t (*signal)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*wait)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
@@ -198,6 +203,10 @@ ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api);
 ordo_status_t hal_event_check(const ordo_event_t *event, const char *api);
 /* hal_event_check, and refuses an event never recorded (it names no point). */
 ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *api);
+
+/* Non-zero when the calling thread is one of stream's own (see
+ * hal_backend.stream_on_own_thread): it must not destroy the stream. */
+int hal_stream_on_own_thread(const ordo_stream_t *stream);
 
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */

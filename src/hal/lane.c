@@ -49,8 +49,16 @@ static void op_run(hal_lane_t *lane, hal_lane_op_t *op, int cancelled) {
     }
 }
 
+/* The lane whose thread this is (NULL elsewhere). */
+static _Thread_local const hal_lane_t *tls_lane;
+
+int hal_lane_is_current(const hal_lane_t *lane) {
+    return tls_lane == lane;
+}
+
 static void *lane_main(void *arg) {
     hal_lane_t *lane = arg;
+    tls_lane = lane;
     if (lane->thread_start) {
         lane->thread_start(lane->user);
     }

@@ -113,6 +113,10 @@ static inline void hal_lane_begin_direct_locked(hal_lane_t *lane) {
     lane->direct = 1;
 }
 
+/* Non-zero on the lane's own thread (where its ops, and user code they
+ * run, execute): hal_lane_fini must not be called there. */
+int hal_lane_is_current(const hal_lane_t *lane);
+
 /* Ends a direct issue (takes the lock): queued ops may start. */
 void hal_lane_end_direct(hal_lane_t *lane);
 

@@ -79,6 +79,11 @@ void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
     }
 }
 
+int hal_stream_on_own_thread(const ordo_stream_t *stream) {
+    const hal_backend_t *backend = stream->device->backend;
+    return backend->stream_on_own_thread && backend->stream_on_own_thread(stream);
+}
+
 /* ---- public entry points ------------------------------------------------ */
 
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream) {
@@ -119,6 +124,13 @@ ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
     ordo_status_t st = hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
+    }
+    if (hal_stream_on_own_thread(stream)) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "called on a thread of stream %p itself (from a host task or a callback "
+                          "it ran): the destroy would wait for that thread; destroy the stream "
+                          "from another thread",
+                          (void *)stream);
     }
     ordo_device_t *device = stream->device;
     /* Out of the registry first: a stall report snapshotting the stream

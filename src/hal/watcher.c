@@ -307,8 +307,16 @@ static void watcher_scan(hal_watcher_t *w, watcher_pass_t *pass) {
     pthread_mutex_unlock(&w->lock);
 }
 
+/* The watcher whose thread this is (NULL elsewhere). */
+static _Thread_local const hal_watcher_t *tls_watcher;
+
+int hal_watcher_is_current(const hal_watcher_t *w) {
+    return tls_watcher == w;
+}
+
 static void *watcher_main(void *arg) {
     hal_watcher_t *w = arg;
+    tls_watcher = w;
     if (w->ops->thread_start) {
         w->ops->thread_start(w->user);
     }

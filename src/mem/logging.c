@@ -6,9 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -23,6 +27,9 @@ typedef struct logging_resource {
     ordo_mem_resource_t base;
     FILE *file; /* the caller's, or NULL */
     int fd;     /* ours (a path), or -1 */
+    /* The file is a pipe or a socket: a write after its reader has gone
+     * raises SIGPIPE, which must not kill the process over a log line. */
+    int pipe_like;
     _Atomic uint64_t seq;
     _Atomic uint64_t lines;
     _Atomic uint64_t failed_lines;
@@ -50,13 +57,53 @@ static const char *mode_name(ordo_access_mode_t mode) {
     }
 }
 
+/* Whether fd is a pipe or a socket (where a write may raise SIGPIPE). */
+static int fd_is_pipe_like(int fd) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+/* SIGPIPE blocked on this thread for one write; one that write raised is
+ * taken back (unless it was pending before), so a reader that went away
+ * fails the line (EPIPE) instead of killing the process. */
+typedef struct sigpipe_guard {
+    sigset_t old;
+    int was_pending;
+} sigpipe_guard_t;
+
+static void sigpipe_block(sigpipe_guard_t *g) {
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
+    g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+}
+
+static void sigpipe_restore(sigpipe_guard_t *g, int raised) {
+    if (raised && !g->was_pending) {
+        sigset_t pipe_set;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 static void write_line(logging_resource_t *l, const char *line, size_t length) {
     int ok;
+    sigpipe_guard_t guard;
+    if (l->pipe_like) {
+        sigpipe_block(&guard);
+    }
+    int broken = 0;
     if (l->file) {
         /* One fwrite is atomic against other stdio calls on the stream;
          * the flush keeps the log whole if the process dies. */
         flockfile(l->file);
         ok = fwrite(line, 1, length, l->file) == length && fflush(l->file) == 0;
+        broken = !ok && errno == EPIPE;
         funlockfile(l->file);
     } else {
         ssize_t n;
@@ -64,6 +111,10 @@ static void write_line(logging_resource_t *l, const char *line, size_t length) {
             n = write(l->fd, line, length);
         } while (n < 0 && errno == EINTR);
         ok = n == (ssize_t)length;
+        broken = n < 0 && errno == EPIPE;
+    }
+    if (l->pipe_like) {
+        sigpipe_restore(&guard, broken);
     }
     atomic_fetch_add_explicit(ok ? &l->lines : &l->failed_lines, 1, memory_order_relaxed);
 }
@@ -234,6 +285,7 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
     }
     l->file = file;
     l->fd = fd;
+    l->pipe_like = fd_is_pipe_like(file ? fileno(file) : fd);
     atomic_init(&l->seq, 1);
     mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
     log_line(l, 0, ordo_time_now_ns(), "open", ORDO_OK, " version=1 device=%s upstream=%s",
@@ -273,10 +325,21 @@ ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const 
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "path is %s",
                           path ? "empty" : "NULL");
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* Non-blocking for the open only: a FIFO nobody reads is refused
+     * (ENXIO) instead of blocking the call until a reader comes. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "cannot open '%s' for appending: %s",
-                          path, strerror(errno));
+        int err = errno;
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "cannot open '%s' for appending: %s%s", path, strerror(err),
+                          err == ENXIO ? " (a FIFO that no process has open for reading)" : "");
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        int err = errno;
+        (void)close(fd);
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "cannot set up '%s' for writing: %s",
+                          path, strerror(err));
     }
     st = logging_make(upstream, NULL, fd, out_resource, __func__);
     if (st != ORDO_OK) {

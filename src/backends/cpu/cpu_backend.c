@@ -83,6 +83,7 @@ const hal_backend_t hal_cpu_backend = {
     .device_fini = cpu_device_fini,
     .stream_init = cpu_stream_init,
     .stream_fini = cpu_stream_fini,
+    .stream_on_own_thread = cpu_stream_on_own_thread,
     .host_task = cpu_stream_host_task,
     .signal = cpu_stream_signal,
     .wait = cpu_stream_wait,

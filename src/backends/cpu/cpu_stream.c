@@ -370,8 +370,16 @@ static void apply_priority(int priority) {
     }
 }
 
+/* The stream whose worker this thread is (NULL elsewhere). */
+static _Thread_local const cpu_stream_t *tls_worker_of;
+
+int cpu_stream_on_own_thread(const ordo_stream_t *stream) {
+    return tls_worker_of == stream->impl;
+}
+
 static void *worker_main(void *arg) {
     cpu_stream_t *s = arg;
+    tls_worker_of = s;
     apply_priority(s->priority);
     uint64_t seq = 0;
     for (;;) {

@@ -10,6 +10,7 @@
 
 ordo_status_t cpu_stream_init(ordo_stream_t *stream);
 void cpu_stream_fini(ordo_stream_t *stream);
+int cpu_stream_on_own_thread(const ordo_stream_t *stream);
 ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
 ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);

@@ -433,6 +433,7 @@ const hal_backend_t hal_cuda_backend = {
     .device_fini = cuda_device_fini,
     .stream_init = cuda_stream_init,
     .stream_fini = cuda_stream_fini,
+    .stream_on_own_thread = cuda_stream_on_own_thread,
     .host_task = cuda_stream_host_task,
     .signal = cuda_stream_signal,
     .wait = cuda_stream_wait,

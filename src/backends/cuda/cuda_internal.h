@@ -98,6 +98,7 @@ ordo_status_t cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn 
 /* The backend entry points of cuda_stream.c. */
 ordo_status_t cuda_stream_init(ordo_stream_t *stream);
 void cuda_stream_fini(ordo_stream_t *stream);
+int cuda_stream_on_own_thread(const ordo_stream_t *stream);
 ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
 ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);

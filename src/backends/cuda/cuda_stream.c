@@ -462,6 +462,13 @@ fail:
     return st;
 }
 
+/* The stream's host lane runs its host tasks; the device's completion
+ * thread runs signal callbacks and is waited for by hal_timeline_fini. */
+int cuda_stream_on_own_thread(const ordo_stream_t *stream) {
+    const cuda_stream_t *s = stream->impl;
+    return hal_lane_is_current(&s->lane) || hal_watcher_is_current(&s->dev->watcher);
+}
+
 void cuda_stream_fini(ordo_stream_t *stream) {
     static const char why[] = "the stream was destroyed with work pending";
     cuda_stream_t *s = stream->impl;

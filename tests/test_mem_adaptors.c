@@ -1431,6 +1431,102 @@ static void guard_over_a_use_tracking_upstream(void **state) {
 
 /* --- Stacks under concurrency --- */
 
+/* A peak reset racing with allocations: each round, one thread allocates a
+ * block while another resets the peaks in a loop until it is done; once
+ * both are quiet, no peak may be below what is held. (A reset used to load
+ * the counter and store it as the peak; an allocation between the two,
+ * whose raise read the old higher peak and so left it, was lost.) */
+typedef struct peak_race {
+    ordo_mem_resource_t *top;
+    ordo_stream_t *stream;
+    _Atomic uint64_t go;        /* main: the round whose block to allocate */
+    _Atomic uint64_t release;   /* main: the round whose block to free */
+    _Atomic uint64_t allocated; /* worker: the round whose block it holds */
+    _Atomic uint64_t freed;     /* worker: the round whose block it freed */
+    _Atomic int failures;
+    ordo_deadline_t deadline;
+} peak_race_t;
+
+static int peak_race_await(_Atomic uint64_t *word, uint64_t value, ordo_deadline_t deadline) {
+    while (atomic_load(word) < value) {
+        if (ordo_time_now_ns() > deadline) {
+            return 0;
+        }
+        sched_yield();
+    }
+    return 1;
+}
+
+static void *peak_race_worker(void *arg) {
+    peak_race_t *r = arg;
+    for (uint64_t k = 1;; ++k) {
+        if (!peak_race_await(&r->go, k, r->deadline)) {
+            atomic_fetch_add(&r->failures, 1);
+            return NULL;
+        }
+        if (atomic_load(&r->go) == UINT64_MAX) {
+            return NULL;
+        }
+        ordo_block_t *block = NULL;
+        if (ordo_mem_allocate(r->top, 4096, 0, r->stream, 5, &block, NULL) != ORDO_OK) {
+            atomic_fetch_add(&r->failures, 1);
+            return NULL;
+        }
+        atomic_store(&r->allocated, k);
+        if (!peak_race_await(&r->release, k, r->deadline) ||
+            ordo_mem_deallocate(r->top, block, r->stream) != ORDO_OK) {
+            atomic_fetch_add(&r->failures, 1);
+            return NULL;
+        }
+        atomic_store(&r->freed, k);
+    }
+}
+
+static void peaks_survive_a_racing_reset(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    ordo_mem_resource_t *budget = NULL, *stats = NULL;
+    assert_ok(ordo_mem_budget_create(e.direct, NULL, &budget));
+    assert_ok(ordo_mem_statistics_create(budget, &stats));
+    peak_race_t r = {.top = stats, .stream = e.s[0], .deadline = test_deadline()};
+    pthread_t worker = test_thread_start(peak_race_worker, &r);
+    uint64_t rounds = test_scaled(20000), done = 0, below = 0;
+    for (uint64_t k = 1; k <= rounds; ++k) {
+        atomic_store(&r.go, k);
+        /* Resets race with the allocation until it is over. */
+        while (atomic_load(&r.allocated) < k && ordo_time_now_ns() < r.deadline &&
+               !atomic_load(&r.failures)) {
+            assert_ok(ordo_mem_statistics_reset_peak(stats));
+            assert_ok(ordo_mem_budget_reset_peak(e.device));
+        }
+        if (atomic_load(&r.allocated) < k) {
+            break;
+        }
+        ordo_mem_statistics_t st;
+        ordo_mem_budget_stats_t bs;
+        assert_ok(ordo_mem_statistics_get(stats, &st));
+        assert_ok(ordo_mem_budget_stats(e.device, &bs));
+        below += st.overall.peak_bytes < st.overall.current_bytes ||
+                 st.overall.peak_blocks < st.overall.current_blocks ||
+                 st.tags[5].peak_bytes < st.tags[5].current_bytes || bs.peak_charged < bs.charged;
+        atomic_store(&r.release, k);
+        if (!peak_race_await(&r.freed, k, r.deadline)) {
+            break;
+        }
+        done = k;
+    }
+    atomic_store(&r.go, UINT64_MAX);
+    atomic_store(&r.release, UINT64_MAX);
+    pthread_join(worker, NULL);
+    assert_int_equal(atomic_load(&r.failures), 0);
+    assert_int_equal(done, rounds);
+    assert_int_equal(below, 0);
+    assert_ok(ordo_mem_resource_destroy(stats));
+    assert_ok(ordo_mem_resource_destroy(budget));
+    env_close(&e);
+}
+
 static void stacked_adaptors_stay_exact_under_concurrency(void **state) {
     (void)state;
     env_t e;
@@ -1511,6 +1607,7 @@ int main(void) {
         cmocka_unit_test(budget_charges_and_explains_refusals),
         cmocka_unit_test(budget_is_per_device),
         cmocka_unit_test(statistics_count_per_tag),
+        cmocka_unit_test(peaks_survive_a_racing_reset),
         cmocka_unit_test(logging_writes_whole_lines_and_replays),
         cmocka_unit_test(logging_survives_a_reader_that_went_away),
         cmocka_unit_test(logging_refuses_a_fifo_nobody_reads),

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/futex.h"
 #include "hal/hal.h"
+#include "mem/peak.h"
 #include "mem/resource.h"
 #include "ordo/memory_adaptors.h"
 #include "ordo/timepoint.h"
@@ -83,13 +84,6 @@ static uint64_t charge_of(size_t bytes, size_t alignment) {
     return ((uint64_t)bytes + granule - 1) / granule * granule;
 }
 
-static void raise_peak(_Atomic uint64_t *peak, uint64_t value) {
-    uint64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
-    while (seen < value && !atomic_compare_exchange_weak_explicit(
-                               peak, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
 /* Reserves charge if the limit allows: never exceeded, whatever races. */
 static int account_reserve(budget_account_t *a, uint64_t charge) {
     uint64_t held = atomic_load_explicit(&a->charged, memory_order_relaxed);
@@ -98,9 +92,10 @@ static int account_reserve(budget_account_t *a, uint64_t charge) {
         if (charge > limit || held > limit - charge) {
             return 0;
         }
+        /* Sequentially consistent, for the peak (mem/peak.h). */
         if (atomic_compare_exchange_weak_explicit(&a->charged, &held, held + charge,
-                                                  memory_order_relaxed, memory_order_relaxed)) {
-            raise_peak(&a->peak_charged, held + charge);
+                                                  memory_order_seq_cst, memory_order_relaxed)) {
+            mem_peak_raise(&a->peak_charged, held + charge);
             return 1;
         }
     }
@@ -377,10 +372,7 @@ ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
     }
     budget_account_t *a = account_get(device, 0);
     if (a) {
-        /* A charge racing with the reset raises the peak again itself. */
-        atomic_store_explicit(&a->peak_charged,
-                              atomic_load_explicit(&a->charged, memory_order_relaxed),
-                              memory_order_relaxed);
+        mem_peak_reset(&a->peak_charged, &a->charged);
     }
     return ORDO_OK;
 }

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "mem/peak.h"
 #include "mem/resource.h"
 #include "ordo/memory_adaptors.h"
 
@@ -28,21 +29,14 @@ typedef struct statistics_resource {
 
 static const mem_resource_ops_t statistics_ops;
 
-/* The peak is the highest value current ever took: each raise compares
- * with the value its own increment produced. */
-static void raise_peak(_Atomic uint64_t *peak, uint64_t value) {
-    uint64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
-    while (seen < value && !atomic_compare_exchange_weak_explicit(
-                               peak, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
-    }
-}
-
+/* The peaks are raised with the values these increments produced
+ * (mem/peak.h: sequentially consistent, against a racing reset). */
 static void counters_add(counters_t *c, uint64_t bytes) {
-    uint64_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_relaxed);
-    raise_peak(&c->peak_bytes, now + bytes);
+    uint64_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_seq_cst);
+    mem_peak_raise(&c->peak_bytes, now + bytes);
     atomic_fetch_add_explicit(&c->total_bytes, bytes, memory_order_relaxed);
-    now = atomic_fetch_add_explicit(&c->current_blocks, 1, memory_order_relaxed);
-    raise_peak(&c->peak_blocks, now + 1);
+    now = atomic_fetch_add_explicit(&c->current_blocks, 1, memory_order_seq_cst);
+    mem_peak_raise(&c->peak_blocks, now + 1);
     atomic_fetch_add_explicit(&c->total_blocks, 1, memory_order_relaxed);
 }
 
@@ -65,11 +59,14 @@ static int counters_sub_checked(counters_t *c, uint64_t bytes) {
     return 1;
 }
 
-/* Undoes counters_sub after a refused deallocation (peaks untouched: the
- * block was held all along). */
+/* Undoes counters_sub after a refused deallocation. The block was held
+ * all along, but a peak reset in between may have set the peaks to the
+ * lowered values, so they are raised again. */
 static void counters_restore(counters_t *c, uint64_t bytes) {
-    atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->current_blocks, 1, memory_order_relaxed);
+    uint64_t now = atomic_fetch_add_explicit(&c->current_bytes, bytes, memory_order_seq_cst);
+    mem_peak_raise(&c->peak_bytes, now + bytes);
+    now = atomic_fetch_add_explicit(&c->current_blocks, 1, memory_order_seq_cst);
+    mem_peak_raise(&c->peak_blocks, now + 1);
 }
 
 static void counters_read(counters_t *c, ordo_mem_counters_t *out) {
@@ -84,12 +81,8 @@ static void counters_read(counters_t *c, ordo_mem_counters_t *out) {
 }
 
 static void counters_reset_peak(counters_t *c) {
-    atomic_store_explicit(&c->peak_bytes,
-                          atomic_load_explicit(&c->current_bytes, memory_order_relaxed),
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->peak_blocks,
-                          atomic_load_explicit(&c->current_blocks, memory_order_relaxed),
-                          memory_order_relaxed);
+    mem_peak_reset(&c->peak_bytes, &c->current_bytes);
+    mem_peak_reset(&c->peak_blocks, &c->current_blocks);
 }
 
 static ordo_status_t statistics_allocate(ordo_mem_resource_t *resource,

@@ -10,6 +10,7 @@
  * resources, stall reports, teardown with held work, pooled points, and
  * last (it breaks the context) a faulting kernel failing every signal.
  * Every wait has a deadline; the kernels spin for microseconds. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -582,6 +583,79 @@ static void a_failing_enqueue_fails_the_stream(void **state) {
     assert_ok(ordo_signal_destroy(later));
 }
 
+/* User code that runs on ordo's own threads (a host task or an enqueued
+ * function on the lane, a callback on the completion thread) may leave
+ * another context current, or none (a task that works with another
+ * device, say). The next thing ordo does there still has the device's. */
+static ordo_status_t unbind_in_task(void *ctx) {
+    (void)ctx;
+    return cu->CtxSetCurrent(NULL) == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static ordo_status_t note_current(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    CUcontext current = NULL;
+    if (cu->CtxGetCurrent(&current) == CUDA_SUCCESS &&
+        current == ((cuda_device_t *)device->impl)->ctx) {
+        atomic_store((_Atomic int *)ctx, 1);
+    }
+    return ORDO_OK;
+}
+
+typedef struct unbinder {
+    _Atomic int ran;
+    _Atomic int unbound;
+} unbinder_t;
+
+static void unbind_in_callback(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    unbinder_t *u = ctx;
+    atomic_store(&u->unbound, cu->CtxSetCurrent(NULL) == CUDA_SUCCESS);
+    atomic_store(&u->ran, 1);
+}
+
+static void user_code_on_ordo_threads_cannot_unbind_the_context(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* The lane: a held wait keeps everything after it on the lane thread,
+     * where the task runs before the enqueued function and the point. */
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic int bound = 0;
+    assert_ok(ordo_stream_wait(stream, host, 1));
+    assert_ok(ordo_stream_host_task(stream, unbind_in_task, NULL));
+    assert_ok(ordo_cuda_stream_enqueue(stream, note_current, (void *)&bound));
+    assert_ok(ordo_stream_signal(stream, done, 1));
+    assert_true(holding(stream));
+    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_true(atomic_load(&bound));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    /* The completion thread: a callback run when a point completes unbinds
+     * the context; the points after it are still observed. */
+    ordo_signal_t *first = test_signal_make(0);
+    ordo_signal_t *second = test_signal_make(0);
+    unbinder_t unbinder = {0, 0};
+    ordo_timepoint_t timepoint = ORDO_TIMEPOINT_INIT;
+    assert_ok(ordo_timepoint_arm(&timepoint, first, 1, unbind_in_callback, &unbinder));
+    assert_ok(ordo_stream_signal(stream, first, 1));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&unbinder.ran)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_true(atomic_load(&unbinder.unbound));
+    assert_ok(ordo_stream_signal(stream, second, 1));
+    assert_ok(ordo_signal_wait(second, 1, test_deadline()));
+    assert_ok(ordo_stream_status(stream));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+    assert_ok(ordo_signal_destroy(done));
+    assert_ok(ordo_signal_destroy(first));
+    assert_ok(ordo_signal_destroy(second));
+}
+
 #define ENQUEUERS 4
 
 typedef struct enqueuer {
@@ -1087,6 +1161,7 @@ int main(void) {
         cmocka_unit_test(host_signals_gate_device_work),
         cmocka_unit_test(host_tasks_run_between_kernels),
         cmocka_unit_test(a_failing_enqueue_fails_the_stream),
+        cmocka_unit_test(user_code_on_ordo_threads_cannot_unbind_the_context),
         cmocka_unit_test(concurrent_enqueues_on_one_stream),
         cmocka_unit_test(random_program_ordered_by_a_tracker),
         cmocka_unit_test(random_program_with_waits_before_signals),

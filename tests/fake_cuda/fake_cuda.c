@@ -299,10 +299,7 @@ static CUresult event_destroy(CUevent e) {
 }
 
 static CUresult event_query(CUevent e) {
-    int error = atomic_load(&sticky);
-    if (error) {
-        return (CUresult)error;
-    }
+    USABLE();
     pthread_mutex_lock(&g);
     CUresult r = !event_live_locked(e)         ? CUDA_ERROR_INVALID_HANDLE
                  : e->completed >= e->recorded ? CUDA_SUCCESS

@@ -112,6 +112,12 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
             return ORDO_ERR_BUSY;
         }
     }
+    /* Completions run users' callbacks on this thread, and one may have
+     * made another context current (or none): bind the device's again. */
+    if (cuda_enter(d, "the CUDA completion thread") != ORDO_OK) {
+        snprintf(msg, capacity, "the device failed: %s", ordo_error_message());
+        return ORDO_ERR_DEVICE;
+    }
     CUresult r = d->cu->EventQuery((CUevent)w->point);
     if (r == CUDA_SUCCESS) {
         return ORDO_OK;
@@ -309,6 +315,14 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
     held_op_t *op = (held_op_t *)base;
     cuda_stream_t *s = op->s;
     const char *api = held_api(op->kind);
+    /* The op before may have been a host task or an enqueued function
+     * that left another context current (or none) on this thread: every
+     * op starts with the device's context bound again, or fails the
+     * stream if it cannot be. */
+    ordo_status_t entered = cuda_enter(s->dev, api);
+    if (entered != ORDO_OK) {
+        lane_fail(s, entered);
+    }
     ordo_status_t failure = ORDO_OK;
     const char *message = NULL;
     int failed = hal_timeline_failed(&s->timeline, &failure, &message);

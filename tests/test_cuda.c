@@ -1058,6 +1058,56 @@ static void points_come_from_a_pool(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* With points observed through a word the device writes: a stream that
+ * fails on the host while its device work still runs (here an enqueued
+ * function launches a kernel, then fails) is destroyed with a write to its
+ * word pending. The word must outlive that write: the device would write
+ * through a freed mapping (and fault the context). */
+static ordo_status_t launch_then_refuse(void *ctx, struct CUstream_st *stream) {
+    (void)launch_fn(ctx, stream);
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_destroyed_streams_word_outlives_its_pending_writes(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    if (!((cuda_device_t *)device->impl)->observe_memops) {
+        print_message("  skipped: points are observed by events (ORDO_CUDA_POINTS=memops)\n");
+        skip();
+    }
+    gate_t gate;
+    gate_make(&gate);
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    /* `before` waits behind the gate, so the failure (queued after it) is
+     * not seen before `after` is issued behind the kernel. */
+    gate_hold(stream, &gate);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    launch_t *l = launch_new(kernels.spin);
+    l->u = 300000000ull;
+    l->params[0] = &l->u;
+    assert_status(ordo_cuda_stream_enqueue(stream, launch_then_refuse, l), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    gate_open(&gate);
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    ordo_deadline_t deadline = test_deadline();
+    while (ordo_stream_status(stream) == ORDO_OK) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    /* The kernel still spins: the destroy drains nothing. */
+    assert_ok(ordo_stream_destroy(stream));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    /* Once the device has run it all, the context is still healthy. */
+    assert_cu(cu->CtxSynchronize());
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    launches_free();
+}
+
 /* Last: a fault poisons the context for the rest of the process. */
 static void a_device_fault_fails_every_signal(void **state) {
     (void)state;
@@ -1171,6 +1221,7 @@ int main(void) {
         cmocka_unit_test(a_held_wait_shows_in_a_stall_report),
         cmocka_unit_test(destroy_with_held_work_cancels_it),
         cmocka_unit_test(points_come_from_a_pool),
+        cmocka_unit_test(a_destroyed_streams_word_outlives_its_pending_writes),
         cmocka_unit_test(a_device_fault_fails_every_signal),
 #endif
     };

@@ -1108,6 +1108,61 @@ static void a_destroyed_streams_word_outlives_its_pending_writes(void **state) {
     launches_free();
 }
 
+/* A page-locked block freed on a stream that has failed while device work
+ * it issued still uses the block: the memory goes back only once that work
+ * is done (here a kernel, then a write into the block through its device
+ * address). */
+typedef struct late_write {
+    launch_t *spin;
+    CUdeviceptr target;
+} late_write_t;
+
+static ordo_status_t spin_write_then_refuse(void *ctx, struct CUstream_st *stream) {
+    late_write_t *w = ctx;
+    (void)launch_fn(w->spin, stream);
+    (void)cu->StreamWriteValue64(stream, w->target, 7, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_pinned_block_freed_on_a_failed_stream_outlives_its_use(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    ordo_mem_resource_t *pinned;
+    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
+    gate_t gate;
+    gate_make(&gate);
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_block_t *block;
+    void *host = NULL;
+    assert_ok(ordo_mem_allocate(pinned, 64, 0, stream, 0, &block, &host));
+    late_write_t w = {launch_new(kernels.spin), 0};
+    w.spin->u = 300000000ull;
+    w.spin->params[0] = &w.spin->u;
+    assert_cu(cu->MemHostGetDevicePointer(&w.target, host, 0));
+    /* `before` waits behind the gate, so the failure (queued after it) is
+     * not seen before the kernel and the write are enqueued. */
+    gate_hold(stream, &gate);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_status(ordo_cuda_stream_enqueue(stream, spin_write_then_refuse, &w), ORDO_ERR_ABORTED);
+    gate_open(&gate);
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    ordo_deadline_t deadline = test_deadline();
+    while (ordo_stream_status(stream) == ORDO_OK) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    /* The kernel still spins; the free point fails at once. */
+    assert_ok(ordo_mem_deallocate(pinned, block, stream));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
+    assert_cu(cu->CtxSynchronize());
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_mem_resource_destroy(pinned));
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(before));
+    launches_free();
+}
+
 /* Last: a fault poisons the context for the rest of the process. */
 static void a_device_fault_fails_every_signal(void **state) {
     (void)state;
@@ -1222,6 +1277,7 @@ int main(void) {
         cmocka_unit_test(destroy_with_held_work_cancels_it),
         cmocka_unit_test(points_come_from_a_pool),
         cmocka_unit_test(a_destroyed_streams_word_outlives_its_pending_writes),
+        cmocka_unit_test(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),
         cmocka_unit_test(a_device_fault_fails_every_signal),
 #endif
     };

@@ -10,6 +10,7 @@
  * resources, stall reports, teardown with held work, pooled points, and
  * last (it breaks the context) a faulting kernel failing every signal.
  * Every wait has a deadline; the kernels spin for microseconds. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -582,6 +583,79 @@ static void a_failing_enqueue_fails_the_stream(void **state) {
     assert_ok(ordo_signal_destroy(later));
 }
 
+/* User code that runs on ordo's own threads (a host task or an enqueued
+ * function on the lane, a callback on the completion thread) may leave
+ * another context current, or none (a task that works with another
+ * device, say). The next thing ordo does there still has the device's. */
+static ordo_status_t unbind_in_task(void *ctx) {
+    (void)ctx;
+    return cu->CtxSetCurrent(NULL) == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static ordo_status_t note_current(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    CUcontext current = NULL;
+    if (cu->CtxGetCurrent(&current) == CUDA_SUCCESS &&
+        current == ((cuda_device_t *)device->impl)->ctx) {
+        atomic_store((_Atomic int *)ctx, 1);
+    }
+    return ORDO_OK;
+}
+
+typedef struct unbinder {
+    _Atomic int ran;
+    _Atomic int unbound;
+} unbinder_t;
+
+static void unbind_in_callback(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    unbinder_t *u = ctx;
+    atomic_store(&u->unbound, cu->CtxSetCurrent(NULL) == CUDA_SUCCESS);
+    atomic_store(&u->ran, 1);
+}
+
+static void user_code_on_ordo_threads_cannot_unbind_the_context(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    /* The lane: a held wait keeps everything after it on the lane thread,
+     * where the task runs before the enqueued function and the point. */
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *host = test_signal_make(0);
+    ordo_signal_t *done = test_signal_make(0);
+    _Atomic int bound = 0;
+    assert_ok(ordo_stream_wait(stream, host, 1));
+    assert_ok(ordo_stream_host_task(stream, unbind_in_task, NULL));
+    assert_ok(ordo_cuda_stream_enqueue(stream, note_current, (void *)&bound));
+    assert_ok(ordo_stream_signal(stream, done, 1));
+    assert_true(holding(stream));
+    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_true(atomic_load(&bound));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    /* The completion thread: a callback run when a point completes unbinds
+     * the context; the points after it are still observed. */
+    ordo_signal_t *first = test_signal_make(0);
+    ordo_signal_t *second = test_signal_make(0);
+    unbinder_t unbinder = {0, 0};
+    ordo_timepoint_t timepoint = ORDO_TIMEPOINT_INIT;
+    assert_ok(ordo_timepoint_arm(&timepoint, first, 1, unbind_in_callback, &unbinder));
+    assert_ok(ordo_stream_signal(stream, first, 1));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&unbinder.ran)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_true(atomic_load(&unbinder.unbound));
+    assert_ok(ordo_stream_signal(stream, second, 1));
+    assert_ok(ordo_signal_wait(second, 1, test_deadline()));
+    assert_ok(ordo_stream_status(stream));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(host));
+    assert_ok(ordo_signal_destroy(done));
+    assert_ok(ordo_signal_destroy(first));
+    assert_ok(ordo_signal_destroy(second));
+}
+
 #define ENQUEUERS 4
 
 typedef struct enqueuer {
@@ -984,6 +1058,111 @@ static void points_come_from_a_pool(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* With points observed through a word the device writes: a stream that
+ * fails on the host while its device work still runs (here an enqueued
+ * function launches a kernel, then fails) is destroyed with a write to its
+ * word pending. The word must outlive that write: the device would write
+ * through a freed mapping (and fault the context). */
+static ordo_status_t launch_then_refuse(void *ctx, struct CUstream_st *stream) {
+    (void)launch_fn(ctx, stream);
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_destroyed_streams_word_outlives_its_pending_writes(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    if (!((cuda_device_t *)device->impl)->observe_memops) {
+        print_message("  skipped: points are observed by events (ORDO_CUDA_POINTS=memops)\n");
+        skip();
+    }
+    gate_t gate;
+    gate_make(&gate);
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    /* `before` waits behind the gate, so the failure (queued after it) is
+     * not seen before `after` is issued behind the kernel. */
+    gate_hold(stream, &gate);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    launch_t *l = launch_new(kernels.spin);
+    l->u = 300000000ull;
+    l->params[0] = &l->u;
+    assert_status(ordo_cuda_stream_enqueue(stream, launch_then_refuse, l), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    gate_open(&gate);
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    ordo_deadline_t deadline = test_deadline();
+    while (ordo_stream_status(stream) == ORDO_OK) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
+    /* The kernel still spins: the destroy drains nothing. */
+    assert_ok(ordo_stream_destroy(stream));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    /* Once the device has run it all, the context is still healthy. */
+    assert_cu(cu->CtxSynchronize());
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(after));
+    launches_free();
+}
+
+/* A page-locked block freed on a stream that has failed while device work
+ * it issued still uses the block: the memory goes back only once that work
+ * is done (here a kernel, then a write into the block through its device
+ * address). */
+typedef struct late_write {
+    launch_t *spin;
+    CUdeviceptr target;
+} late_write_t;
+
+static ordo_status_t spin_write_then_refuse(void *ctx, struct CUstream_st *stream) {
+    late_write_t *w = ctx;
+    (void)launch_fn(w->spin, stream);
+    (void)cu->StreamWriteValue64(stream, w->target, 7, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_pinned_block_freed_on_a_failed_stream_outlives_its_use(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    ordo_mem_resource_t *pinned;
+    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
+    gate_t gate;
+    gate_make(&gate);
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_block_t *block;
+    void *host = NULL;
+    assert_ok(ordo_mem_allocate(pinned, 64, 0, stream, 0, &block, &host));
+    late_write_t w = {launch_new(kernels.spin), 0};
+    w.spin->u = 300000000ull;
+    w.spin->params[0] = &w.spin->u;
+    assert_cu(cu->MemHostGetDevicePointer(&w.target, host, 0));
+    /* `before` waits behind the gate, so the failure (queued after it) is
+     * not seen before the kernel and the write are enqueued. */
+    gate_hold(stream, &gate);
+    assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_status(ordo_cuda_stream_enqueue(stream, spin_write_then_refuse, &w), ORDO_ERR_ABORTED);
+    gate_open(&gate);
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    ordo_deadline_t deadline = test_deadline();
+    while (ordo_stream_status(stream) == ORDO_OK) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    /* The kernel still spins; the free point fails at once. */
+    assert_ok(ordo_mem_deallocate(pinned, block, stream));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
+    assert_cu(cu->CtxSynchronize());
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_mem_resource_destroy(pinned));
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(before));
+    launches_free();
+}
+
 /* Last: a fault poisons the context for the rest of the process. */
 static void a_device_fault_fails_every_signal(void **state) {
     (void)state;
@@ -1087,6 +1266,7 @@ int main(void) {
         cmocka_unit_test(host_signals_gate_device_work),
         cmocka_unit_test(host_tasks_run_between_kernels),
         cmocka_unit_test(a_failing_enqueue_fails_the_stream),
+        cmocka_unit_test(user_code_on_ordo_threads_cannot_unbind_the_context),
         cmocka_unit_test(concurrent_enqueues_on_one_stream),
         cmocka_unit_test(random_program_ordered_by_a_tracker),
         cmocka_unit_test(random_program_with_waits_before_signals),
@@ -1096,6 +1276,8 @@ int main(void) {
         cmocka_unit_test(a_held_wait_shows_in_a_stall_report),
         cmocka_unit_test(destroy_with_held_work_cancels_it),
         cmocka_unit_test(points_come_from_a_pool),
+        cmocka_unit_test(a_destroyed_streams_word_outlives_its_pending_writes),
+        cmocka_unit_test(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),
         cmocka_unit_test(a_device_fault_fails_every_signal),
 #endif
     };

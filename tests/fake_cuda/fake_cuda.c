@@ -10,7 +10,8 @@
  * copies, memsets and frees, and 64-bit stream memory operations. An event completes when its
  * stream runs the record; a wait blocks its stream until the record it names (the latest at the
  * time of the call) completes. The fault kernel sets a sticky error, as a real fault does: every
- * later call returns it and nothing more runs.
+ * later call returns it and nothing more runs; so does a stream memory operation on an address no
+ * live allocation (device or page-locked host memory) covers.
  *
  * Stricter than a real driver where that finds bugs: a call without a
  * current context fails (CUDA_ERROR_INVALID_CONTEXT), a destroyed or
@@ -299,10 +300,7 @@ static CUresult event_destroy(CUevent e) {
 }
 
 static CUresult event_query(CUevent e) {
-    int error = atomic_load(&sticky);
-    if (error) {
-        return (CUresult)error;
-    }
+    USABLE();
     pthread_mutex_lock(&g);
     CUresult r = !event_live_locked(e)         ? CUDA_ERROR_INVALID_HANDLE
                  : e->completed >= e->recorded ? CUDA_SUCCESS
@@ -386,10 +384,65 @@ struct CUstream_st {
     int busy;
     int destroyed;
     struct CUstream_st *next_dead;
+    struct CUstream_st *next_all; /* every stream ever created, under dead_lock */
 };
 
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUstream_st *dead_streams;
+static struct CUstream_st *all_streams;
+
+/* ---- what the device can address ------------------------------------------------
+ *
+ * Device memory and page-locked host memory, from allocation to free. A
+ * stream memory operation on any other address faults the device (as a
+ * real one's MMU does: an access through a freed mapping). */
+
+typedef struct mapping {
+    struct mapping *next;
+    uintptr_t base;
+    size_t bytes;
+} mapping_t;
+
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static mapping_t *mappings;
+
+static int map_add(void *ptr, size_t bytes) {
+    mapping_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        return 0;
+    }
+    m->base = (uintptr_t)ptr;
+    m->bytes = bytes;
+    pthread_mutex_lock(&map_lock);
+    m->next = mappings;
+    mappings = m;
+    pthread_mutex_unlock(&map_lock);
+    return 1;
+}
+
+static void map_remove(void *ptr) {
+    pthread_mutex_lock(&map_lock);
+    for (mapping_t **link = &mappings; *link; link = &(*link)->next) {
+        if ((*link)->base == (uintptr_t)ptr) {
+            mapping_t *m = *link;
+            *link = m->next;
+            free(m);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&map_lock);
+}
+
+static int mapped(const void *ptr, size_t bytes) {
+    uintptr_t p = (uintptr_t)ptr;
+    int found = 0;
+    pthread_mutex_lock(&map_lock);
+    for (const mapping_t *m = mappings; m && !found; m = m->next) {
+        found = p >= m->base && p - m->base <= m->bytes && bytes <= m->bytes - (p - m->base);
+    }
+    pthread_mutex_unlock(&map_lock);
+    return found;
+}
 
 /* The demo's kernels, emulated thread by thread of the launch's grid as
  * demo_kernels.h describes them (and demo_kernels.cu computes them): a
@@ -521,6 +574,10 @@ static void run(cmd_t *c) {
         run_kernel(c);
         break;
     case CMD_WAIT_VALUE:
+        if (!mapped(c->dst, sizeof(uint64_t))) {
+            fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+            break;
+        }
         while (atomic_load_explicit((_Atomic uint64_t *)c->dst, memory_order_acquire) <
                    c->args[0] &&
                !atomic_load(&sticky)) {
@@ -528,6 +585,10 @@ static void run(cmd_t *c) {
         }
         break;
     case CMD_WRITE_VALUE:
+        if (!mapped(c->dst, sizeof(uint64_t))) {
+            fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+            break;
+        }
         atomic_store_explicit((_Atomic uint64_t *)c->dst, c->args[0], memory_order_release);
         break;
     case CMD_COPY:
@@ -537,6 +598,7 @@ static void run(cmd_t *c) {
         memset(c->dst, (int)c->args[0], c->bytes);
         break;
     case CMD_FREE:
+        map_remove(c->dst);
         free(c->dst);
         break;
     }
@@ -629,6 +691,10 @@ static CUresult stream_create(CUstream *out, unsigned int flags, int priority) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_detach(thread);
+    pthread_mutex_lock(&dead_lock);
+    s->next_all = all_streams;
+    all_streams = s;
+    pthread_mutex_unlock(&dead_lock);
     *out = s;
     return CUDA_SUCCESS;
 }
@@ -764,6 +830,10 @@ static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     void *p = too_big(bytes) ? NULL : block(bytes, 256);
+    if (p && !map_add(p, bytes)) {
+        free(p);
+        p = NULL;
+    }
     if (!p) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -778,6 +848,7 @@ static CUresult release_block(void *ptr) {
     if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
         return r;
     }
+    map_remove(ptr);
     free(ptr);
     return r;
 }
@@ -814,6 +885,10 @@ static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
     (void)flags;
     USABLE();
     void *p = too_big(bytes) ? NULL : block(bytes, 4096);
+    if (p && !map_add(p, bytes)) {
+        free(p);
+        p = NULL;
+    }
     if (!p) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -998,9 +1073,21 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
     return enqueue(s, c);
 }
 
+/* Waits until every stream of the context, destroyed ones included, has
+ * run all it was given (or the context has faulted). */
 static CUresult ctx_synchronize(void) {
     USABLE();
-    return CUDA_SUCCESS;
+    pthread_mutex_lock(&dead_lock);
+    struct CUstream_st *first = all_streams;
+    pthread_mutex_unlock(&dead_lock);
+    for (struct CUstream_st *s = first; s; s = s->next_all) {
+        pthread_mutex_lock(&s->lock);
+        while ((s->head || s->busy) && !atomic_load(&sticky)) {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    return (CUresult)atomic_load(&sticky);
 }
 
 /* ---- entry points ------------------------------------------------------------- */

@@ -154,6 +154,17 @@ static void device_release_parts(cuda_device_t *d) {
         d->aligned = a->next;
         ordo_dealloc(a, sizeof *a, 0);
     }
+    if (d->orphans) {
+        /* Words of streams destroyed with writes to them still pending:
+         * free once the context has run everything (or failed). */
+        (void)d->cu->CtxSynchronize();
+        while (d->orphans) {
+            cuda_orphan_word_t *o = d->orphans;
+            d->orphans = o->next;
+            (void)d->cu->MemFreeHost(o->word);
+            ordo_dealloc(o, sizeof *o, 0);
+        }
+    }
     pthread_mutex_destroy(&d->aligned_lock);
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);

@@ -11,7 +11,7 @@
  * Locks (after those of hal/hal.h): a stream's lane lock before its
  * timeline lock and the watcher's registry lock (a direct issue pushes a
  * watch, and a device wait looks a point up, under the lane lock);
- * `aligned_lock` is a leaf. */
+ * `aligned_lock` (also the orphaned words') is a leaf. */
 #ifndef ORDO_BACKENDS_CUDA_INTERNAL_H
 #define ORDO_BACKENDS_CUDA_INTERNAL_H
 
@@ -37,6 +37,14 @@ typedef struct cuda_aligned {
     CUdeviceptr aligned;
 } cuda_aligned_t;
 
+/* A stream's progress word (host memory the device writes) that its
+ * stream was destroyed before the device's last write to it: freed when
+ * the device is, after the context has drained. */
+typedef struct cuda_orphan_word {
+    struct cuda_orphan_word *next;
+    void *word;
+} cuda_orphan_word_t;
+
 typedef struct cuda_device {
     ordo_device_t *shell;
     const cuda_api_t *cu;
@@ -50,7 +58,8 @@ typedef struct cuda_device {
     hal_watcher_t watcher;
     int watcher_started;
     pthread_mutex_t aligned_lock;
-    cuda_aligned_t *aligned; /* under aligned_lock */
+    cuda_aligned_t *aligned;     /* under aligned_lock */
+    cuda_orphan_word_t *orphans; /* under aligned_lock */
 } cuda_device_t;
 
 typedef struct cuda_stream {
@@ -74,7 +83,8 @@ typedef struct cuda_stream {
      * to (host memory mapped for the device), and its device address. */
     _Atomic uint64_t *word; /* read with acquire: the device's write is fenced */
     CUdeviceptr word_device;
-    unsigned polls; /* watcher thread only */
+    uint64_t word_last; /* the last value a write to it was enqueued with (as `reserved`) */
+    unsigned polls;     /* watcher thread only */
 } cuda_stream_t;
 
 /* Makes the device's primary context current on the calling thread. */

@@ -150,9 +150,18 @@ static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed
  * frees_pending drops last: after it the resource may be destroyed, and
  * only the futex wake, which touches no memory, follows. */
 static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
-    (void)status, (void)timepoint;
+    (void)timepoint;
     cuda_block_t *b = ctx;
     cuda_resource_t *r = b->owner;
+    if (r->kind == CUDA_MEM_PINNED && status != ORDO_OK &&
+        cuda_enter(r->d, "ordo_mem_deallocate") == ORDO_OK) {
+        /* The stream failed or was destroyed short of the free: work it
+         * (or a stream it waited for on the device) issued before may
+         * still read or write the block. cuMemFreeHost does not promise
+         * to wait for it, so the device drains first (it never waits for
+         * the host, so this ends). */
+        (void)r->d->cu->CtxSynchronize();
+    }
     release_memory(r, b, r->kind == CUDA_MEM_ASYNC);
     mem_frees_done(&r->frees_pending);
 }

@@ -77,6 +77,9 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
     if (r == CUDA_SUCCESS && d->observe_memops) {
         what = "cuStreamWriteValue64";
         r = d->cu->StreamWriteValue64(s->cu, s->word_device, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (r == CUDA_SUCCESS) {
+            s->word_last = seq;
+        }
     }
     if (r != CUDA_SUCCESS) {
         (void)event_pool_release(d->points, point, pooled);
@@ -111,6 +114,12 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
         if ((++s->polls & 255u) != 0) {
             return ORDO_ERR_BUSY;
         }
+    }
+    /* Completions run users' callbacks on this thread, and one may have
+     * made another context current (or none): bind the device's again. */
+    if (cuda_enter(d, "the CUDA completion thread") != ORDO_OK) {
+        snprintf(msg, capacity, "the device failed: %s", ordo_error_message());
+        return ORDO_ERR_DEVICE;
     }
     CUresult r = d->cu->EventQuery((CUevent)w->point);
     if (r == CUDA_SUCCESS) {
@@ -309,6 +318,14 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
     held_op_t *op = (held_op_t *)base;
     cuda_stream_t *s = op->s;
     const char *api = held_api(op->kind);
+    /* The op before may have been a host task or an enqueued function
+     * that left another context current (or none) on this thread: every
+     * op starts with the device's context bound again, or fails the
+     * stream if it cannot be. */
+    ordo_status_t entered = cuda_enter(s->dev, api);
+    if (entered != ORDO_OK) {
+        lane_fail(s, entered);
+    }
     ordo_status_t failure = ORDO_OK;
     const char *message = NULL;
     int failed = hal_timeline_failed(&s->timeline, &failure, &message);
@@ -469,6 +486,27 @@ int cuda_stream_on_own_thread(const ordo_stream_t *stream) {
     return hal_lane_is_current(&s->lane) || hal_watcher_is_current(&s->dev->watcher);
 }
 
+/* The progress word goes back once the device has made its last write
+ * to it. Work still pending on the destroyed stream (past the drain, or
+ * after a failure the host saw first) may write it later: a free now would
+ * let the device write through a freed mapping, so the word is kept until
+ * the device is released. */
+static void word_release(cuda_device_t *d, cuda_stream_t *s) {
+    if (atomic_load_explicit(s->word, memory_order_acquire) >= s->word_last) {
+        (void)d->cu->MemFreeHost((void *)s->word);
+        return;
+    }
+    cuda_orphan_word_t *orphan = ordo_alloc(sizeof *orphan, 0);
+    if (!orphan) {
+        return; /* leaked rather than freed under the device */
+    }
+    orphan->word = (void *)s->word;
+    pthread_mutex_lock(&d->aligned_lock);
+    orphan->next = d->orphans;
+    d->orphans = orphan;
+    pthread_mutex_unlock(&d->aligned_lock);
+}
+
 void cuda_stream_fini(ordo_stream_t *stream) {
     static const char why[] = "the stream was destroyed with work pending";
     cuda_stream_t *s = stream->impl;
@@ -484,7 +522,7 @@ void cuda_stream_fini(ordo_stream_t *stream) {
     /* Returns at once; the driver frees the stream when its work is done. */
     (void)d->cu->StreamDestroy(s->cu);
     if (s->word) {
-        (void)d->cu->MemFreeHost((void *)s->word);
+        word_release(d, s);
     }
     ordo_dealloc(s, sizeof *s, 64);
     stream->impl = NULL;

@@ -2,9 +2,13 @@
  * ordo/alloc.h - optional host allocator hooks.
  *
  * Every host allocation ordo makes for its own objects goes through these
- * hooks (the default is the C library's aligned_alloc/free). A program that
- * wants ordo's memory in its own arena installs hooks once, before creating
- * any ordo object. Caller-owned records (timepoints, links) never allocate.
+ * hooks (the default is the C library's aligned_alloc/free), except those
+ * of traces (ordo/trace.h): the room a trace records into is mapped with
+ * mmap, and each recording thread's record (kept for the life of the
+ * process) and the buffers of the export come from the C library. A program
+ * that wants ordo's memory in its own arena installs hooks once, before
+ * creating any ordo object. Caller-owned records (timepoints, links) never
+ * allocate.
  *
  * Thread-safety: ordo_allocator_set must not race with other ordo calls; it
  * refuses (ORDO_ERR_BUSY) while memory obtained through the current hooks is

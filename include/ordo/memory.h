@@ -128,7 +128,9 @@ ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *b
                                   ordo_stream_t *stream);
 
 /** Destroys a resource (not its upstream). Refused with ORDO_ERR_BUSY while
- * blocks are outstanding or adaptors stand on it. */
+ * blocks are outstanding, while frees it must still see through are pending
+ * on their streams (ordo_mem_reap_pending first), or while adaptors stand
+ * on it. */
 ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource);
 
 /** The block's pointer, size, alignment, tag, stream and resource. */

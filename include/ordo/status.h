@@ -1,11 +1,13 @@
 /** @file
  * ordo/status.h - the error model of the whole library.
  *
- * Every public function returns an ordo_status_t. ORDO_OK (zero) is success;
- * every other value is an error class. The class tells a program what to do;
- * the detail of the most recent error raised on the calling thread (which
- * function, which argument, which value) is kept as text and read with
- * ordo_error_message(). Successful calls leave that text untouched.
+ * Every public function that can fail returns an ordo_status_t (the helpers
+ * that cannot, here, in ordo/time.h and ordo/version.h, return their value).
+ * ORDO_OK (zero) is success; every other value is an error class. The class
+ * tells a program what to do; the detail of the most recent error raised on
+ * the calling thread (which function, which argument, which value) is kept
+ * as text and read with ordo_error_message(). Successful calls leave that
+ * text untouched.
  *
  * Statuses also travel as data: a failed timeline signal carries the status
  * (and a message) it was failed with, and every waiter receives it.
@@ -20,7 +22,7 @@
 
 ORDO_BEGIN_DECLS
 
-/** What every public function returns: ORDO_OK or an error class. */
+/** What every public function that can fail returns: ORDO_OK or an error class. */
 typedef enum ordo_status {
     /** Success. */
     ORDO_OK = 0,

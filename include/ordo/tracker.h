@@ -101,8 +101,8 @@ typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
 /** Creates a tracker for device's streams and starts its reclaimer thread. */
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
 
-/** Destroys the tracker. Refused with ORDO_ERR_BUSY while buffers are live or reclamations are
- * pending (ordo_tracker_drain waits for those). */
+/** Destroys the tracker. Refused with ORDO_ERR_BUSY while memory pools use it (destroy them
+ * first), buffers are live or reclamations are pending (ordo_tracker_drain waits for those). */
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
 
 /** Orders and enqueues one submission: prepare + launch + finish. */

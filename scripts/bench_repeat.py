@@ -23,8 +23,8 @@ def run_once(ordo, filt):
     for line in out.stdout.splitlines():
         try:
             lines.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+        except json.JSONDecodeError as e:
+            print(f"bench_repeat: not a JSON line ({e}): {line}", file=sys.stderr)
     return lines
 
 
@@ -46,9 +46,13 @@ def main():
                 if key not in medians and key not in extras:
                     order.append(key)
                 if "median_ns" in d:
-                    medians[key].append(d["median_ns"])
+                    # null where a run had no figure (a ratio to a zero median)
+                    runs = medians[key]
+                    if d["median_ns"] is not None:
+                        runs.append(d["median_ns"])
                     for base, r in d.get("ratio_to", {}).items():
-                        ratios[key][base].append(r)
+                        if r is not None:
+                            ratios[key][base].append(r)
                 else:
                     extras[key] = {k: v for k, v in d.items() if k not in ("name", "impl")}
 
@@ -58,6 +62,9 @@ def main():
     for key in order:
         if key in medians:
             v = medians[key]
+            if not v:
+                print(f"| {key[0]} | {key[1]} | | | no figure in any run |")
+                continue
             r = "; ".join(
                 f"{base}: {statistics.median(x):.3f} ({min(x):.3f}-{max(x):.3f})"
                 for base, x in ratios[key].items())

@@ -21,6 +21,28 @@ if(rc EQUAL 0)
   message(FATAL_ERROR "an unknown command succeeded")
 endif()
 
+# Bad input: status 2 and a message naming what is wrong, never a crash
+# or an empty success.
+function(run_refused expect)
+  list(REMOVE_AT ARGV 0)
+  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  TIMEOUT 60)
+  if(NOT rc EQUAL 2)
+    message(FATAL_ERROR "'${ARGV}' exited ${rc}, not 2: ${err}")
+  endif()
+  if(NOT err MATCHES "${expect}")
+    message(FATAL_ERROR "'${ARGV}' did not say '${expect}': ${err}")
+  endif()
+endfunction()
+run_refused("no benchmark name contains 'no-such-benchmark'" ${ORDO} bench no-such-benchmark)
+run_refused("'--trace' needs a FILE" ${ORDO} bench --trace)
+run_refused("unknown option '--bogus'" ${ORDO} bench --bogus)
+run_refused("unknown option '--bogus'" ${ORDO} demo --bogus)
+run_refused("unknown option '--bogus'" ${ORDO} demo --bogus 1)
+run_refused("'--chunks' needs a value" ${ORDO} demo --chunks)
+run_refused("cannot use '--rows x'" ${ORDO} demo --rows x)
+run_refused("takes no arguments" ${ORDO} info extra)
+
 # The main job, small, traced; its trace validated.
 set(trace "${CMAKE_CURRENT_BINARY_DIR}/cli-smoke-demo.json")
 run_ok(${ORDO} demo --chunks 12 --rows 16 --size 64 --quiet --trace "${trace}")

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/error.h"
 #include "base/futex.h"
 #include "test_util.h"
 
@@ -26,6 +27,31 @@ static void failing_call_leaves_a_message(void **state) {
     assert_status(ordo_signal_create(0, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(ordo_error_message(), "ordo_signal_create"));
     assert_non_null(strstr(ordo_error_message(), "out_signal"));
+}
+
+/* A detail that wraps the previous one reads the buffer it replaces: the
+ * new message must hold the old one intact after its own prefix. */
+static void error_can_wrap_the_previous_message(void **state) {
+    (void)state;
+    assert_status(ordo_signal_create(0, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    char inner[512];
+    snprintf(inner, sizeof inner, "%s", ordo_error_message());
+    assert_true(strlen(inner) > 10);
+    assert_status(ordo_error(ORDO_ERR_ABORTED, "outer_api", "member 0: %s", ordo_error_message()),
+                  ORDO_ERR_ABORTED);
+    char expected[600];
+    snprintf(expected, sizeof expected, "outer_api: member 0: %s", inner);
+    assert_string_equal(ordo_error_message(), expected);
+
+    /* Wrapped until it no longer fits: truncated, never garbled. */
+    for (int i = 0; i < 120; ++i) {
+        (void)ordo_error(ORDO_ERR_ABORTED, "api", "%s", ordo_error_message());
+    }
+    const char *message = ordo_error_message();
+    assert_int_equal(strlen(message), 511);
+    for (size_t at = 0; at + 5 <= 511; at += 5) {
+        assert_memory_equal(message + at, "api: ", 5);
+    }
 }
 
 static void *fail_on_this_thread(void *arg) {
@@ -169,6 +195,7 @@ int main(void) {
         cmocka_unit_test(status_names_cover_every_status),
         cmocka_unit_test(failing_call_leaves_a_message),
         cmocka_unit_test(error_message_is_per_thread),
+        cmocka_unit_test(error_can_wrap_the_previous_message),
         cmocka_unit_test(deadlines_saturate_and_count_down),
         cmocka_unit_test(futex_times_out_not_early),
         cmocka_unit_test(futex_wakes_a_sleeper),

@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/error.h"
 
@@ -62,13 +63,20 @@ const char *ordo_error_message(void) {
 }
 
 ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
-    int used = snprintf(error_message, sizeof error_message, "%s: ", api);
-    if (used < 0 || (size_t)used >= sizeof error_message) {
-        return status;
+    /* The arguments may point into error_message itself (a detail that
+     * wraps the previous one: "%s", ordo_error_message()), and formatting
+     * into the buffer being read is undefined and garbles the text in
+     * practice: the message is formatted apart, then copied in. */
+    char text[ORDO_ERROR_MESSAGE_MAX];
+    int used = snprintf(text, sizeof text, "%s: ", api);
+    if (used < 0) {
+        text[0] = '\0';
+    } else if ((size_t)used < sizeof text) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(text + used, sizeof text - (size_t)used, fmt, args);
+        va_end(args);
     }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(error_message + used, sizeof error_message - (size_t)used, fmt, args);
-    va_end(args);
+    memcpy(error_message, text, sizeof error_message);
     return status;
 }

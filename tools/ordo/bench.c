@@ -1,3 +1,4 @@
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +43,10 @@ bench_stats_t bench_summarise(double *samples, size_t count, uint64_t ops_per_sa
     qsort(samples, count, sizeof *samples, compare_double);
     stats.median_ns =
         count % 2 ? samples[count / 2] : (samples[count / 2 - 1] + samples[count / 2]) / 2.0;
-    size_t p90 = (count * 9) / 10;
-    stats.p90_ns = samples[p90 < count ? p90 : count - 1];
+    /* Nearest rank: the smallest sample with at least 90% of the samples
+     * at or below it (rank ceil(0.9 n), index one less). */
+    size_t p90_rank = (count * 9 + 9) / 10;
+    stats.p90_ns = samples[p90_rank - 1];
     stats.iters = (uint64_t)count * ops_per_sample;
     return stats;
 }
@@ -80,19 +83,54 @@ void bench_set_device(const char *name) {
     device_name = name;
 }
 
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void put_json_string(const char *text) {
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)text; *c; ++c) {
+        if (*c == '"' || *c == '\\') {
+            printf("\\%c", *c);
+        } else if (*c < 0x20) {
+            printf("\\u%04x", *c);
+        } else {
+            putchar(*c);
+        }
+    }
+    putchar('"');
+}
+
+/* A JSON number, or null where there is none (a ratio to a median of zero,
+ * NaN): printf's "inf" and "nan" are not JSON. */
+static void put_json_number(const char *format, double value) {
+    if (isfinite(value)) {
+        printf(format, value);
+    } else {
+        printf("null");
+    }
+}
+
 void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
                 const bench_ratio_t *ratios, size_t ratio_count) {
-    printf("{\"name\":\"%s\",\"impl\":\"%s\",\"median_ns\":%.2f,\"p90_ns\":%.2f,\"iters\":%llu,"
-           "\"cpu\":\"%s\"",
-           name, impl, stats->median_ns, stats->p90_ns, (unsigned long long)stats->iters,
-           cpu_model());
+    printf("{\"name\":");
+    put_json_string(name);
+    printf(",\"impl\":");
+    put_json_string(impl);
+    printf(",\"median_ns\":");
+    put_json_number("%.2f", stats->median_ns);
+    printf(",\"p90_ns\":");
+    put_json_number("%.2f", stats->p90_ns);
+    printf(",\"iters\":%llu,\"cpu\":", (unsigned long long)stats->iters);
+    put_json_string(cpu_model());
     if (device_name) {
-        printf(",\"device\":\"%s\"", device_name);
+        printf(",\"device\":");
+        put_json_string(device_name);
     }
     if (ratio_count) {
         printf(",\"ratio_to\":{");
         for (size_t i = 0; i < ratio_count; ++i) {
-            printf("%s\"%s\":%.3f", i ? "," : "", ratios[i].against, ratios[i].ratio);
+            printf("%s", i ? "," : "");
+            put_json_string(ratios[i].against);
+            putchar(':');
+            put_json_number("%.3f", ratios[i].ratio);
         }
         printf("}");
     }
@@ -160,6 +198,14 @@ int bench_thread_start(pthread_t *thread, int slot, void *(*fn)(void *), void *a
     return 0;
 }
 
+static int any_selected;
+
 int bench_selected(const bench_options_t *options, const char *name) {
-    return !options->filter || strstr(name, options->filter) != NULL;
+    int selected = !options->filter || strstr(name, options->filter) != NULL;
+    any_selected |= selected;
+    return selected;
+}
+
+int bench_any_selected(void) {
+    return any_selected;
 }

@@ -80,7 +80,12 @@ struct channel_ops;
 /* Two threads bouncing a counter through two channels; per round trip. */
 bench_stats_t bench_run_pingpong(const struct channel_ops *ops, size_t samples, uint64_t batch);
 
-/* Non-zero when name passes the filter. */
+/* Non-zero when name passes the filter. Every benchmark asks before it
+ * runs (or says why it is skipped). */
 int bench_selected(const bench_options_t *options, const char *name);
+
+/* Non-zero once any benchmark's name passed the filter: a filter matching
+ * none is an error, not an empty run. */
+int bench_any_selected(void);
 
 #endif

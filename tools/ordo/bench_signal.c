@@ -165,6 +165,9 @@ static void bench_set_nowait(const bench_options_t *options) {
     const char *name = "signal_set_nowait";
     bench_sizes_t sz = bench_pick(options, 200, 10000);
     double *samples = calloc(sz.samples, sizeof *samples);
+    if (!samples) {
+        bench_fail("out of memory");
+    }
     _Atomic uint64_t word = 0;
     uint64_t v = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
@@ -182,14 +185,18 @@ static void bench_set_nowait(const bench_options_t *options) {
         bench_fail("cannot create a signal");
     }
     v = 0;
+    unsigned failures = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
-            ordo_signal_signal(signal, ++v);
+            failures += ordo_signal_signal(signal, ++v) != ORDO_OK;
         }
         samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
     }
     ordo_signal_destroy(signal);
+    if (failures) {
+        bench_fail("a signal refused a value");
+    }
     bench_stats_t ordo = bench_summarise(samples, sz.samples, sz.batch);
     bench_ratio_t ratio = {"atomic", ordo.median_ns / atomic.median_ns};
     bench_emit(name, "ordo", &ordo, &ratio, 1);
@@ -200,6 +207,9 @@ static void bench_wait_reached(const bench_options_t *options) {
     const char *name = "signal_wait_reached";
     bench_sizes_t sz = bench_pick(options, 200, 10000);
     double *samples = calloc(sz.samples, sizeof *samples);
+    if (!samples) {
+        bench_fail("out of memory");
+    }
     _Atomic uint64_t word = 100;
     unsigned misses = 0;
     for (size_t s = 0; s < sz.samples; ++s) {
@@ -216,7 +226,7 @@ static void bench_wait_reached(const bench_options_t *options) {
     bench_emit(name, "call", &floor, NULL, 0);
 
     ordo_signal_t *signal;
-    if (!samples || ordo_signal_create(100, &signal) != ORDO_OK) {
+    if (ordo_signal_create(100, &signal) != ORDO_OK) {
         bench_fail("cannot create a signal");
     }
     ordo_deadline_t deadline = ordo_deadline_after_ms(1000);

@@ -184,6 +184,9 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
     const uint64_t rounds = options->quick ? 200 : 20000;
     const size_t samples = options->quick ? 2 : 15;
     double *times = calloc(samples, sizeof *times);
+    if (!times) {
+        bench_fail("out of memory");
+    }
     for (size_t s = 0; s < samples; ++s) {
         ordo_stream_t *a = NULL;
         ordo_stream_t *b = NULL;
@@ -203,12 +206,15 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
         }
         /* Everything is enqueued first, behind a start signal, so the
          * measurement is the streams handing over to each other. */
-        ordo_stream_wait(a, start, 1);
+        unsigned failures = ordo_stream_wait(a, start, 1) != ORDO_OK;
         for (uint64_t i = 1; i <= rounds; ++i) {
-            ordo_stream_wait(a, ba, i - 1);
-            ordo_stream_signal(a, ab, i);
-            ordo_stream_wait(b, ab, i);
-            ordo_stream_signal(b, ba, i);
+            failures += ordo_stream_wait(a, ba, i - 1) != ORDO_OK;
+            failures += ordo_stream_signal(a, ab, i) != ORDO_OK;
+            failures += ordo_stream_wait(b, ab, i) != ORDO_OK;
+            failures += ordo_stream_signal(b, ba, i) != ORDO_OK;
+        }
+        if (failures) {
+            bench_fail("a stream refused a wait or a signal");
         }
         uint64_t t0 = bench_now_ns();
         ordo_signal_signal(start, 1);

@@ -190,6 +190,11 @@ static int parse_options(int argc, char **argv, demo_options_t *o) {
             o->quiet = 1;
             continue;
         }
+        if (strcmp(arg, "--backend") && strcmp(arg, "--trace") && strcmp(arg, "--chunks") &&
+            strcmp(arg, "--rows") && strcmp(arg, "--size")) {
+            fprintf(stderr, "ordo demo: unknown option '%s' (see ordo --help)\n", arg);
+            return 0;
+        }
         if (!value) {
             fprintf(stderr, "ordo demo: '%s' needs a value (see ordo --help)\n", arg);
             return 0;

@@ -64,7 +64,11 @@ static int command_bench(int argc, char **argv) {
     for (int i = 0; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) {
             options.quick = 1;
-        } else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--trace") == 0) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "ordo bench: '--trace' needs a FILE (see ordo --help)\n");
+                return 2;
+            }
             trace = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "ordo bench: unknown option '%s'\n", argv[i]);
@@ -91,6 +95,14 @@ static int command_bench(int argc, char **argv) {
     bench_waiter_all(&options);
     bench_coord_all(&options);
     bench_cuda_all(&options);
+    if (!bench_any_selected()) {
+        /* Checked after the runs: each group says which names it has. */
+        fprintf(stderr, "ordo bench: no benchmark name contains '%s'\n", options.filter);
+        if (trace) {
+            (void)ordo_trace_stop(NULL, NULL);
+        }
+        return 2;
+    }
     if (trace) {
         ordo_trace_stats_t stats;
         if (ordo_trace_stop(trace, &stats) != ORDO_OK) {
@@ -116,6 +128,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(command, "info") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "ordo info: takes no arguments, got '%s'\n", argv[2]);
+            return 2;
+        }
         return command_info();
     }
     if (strcmp(command, "demo") == 0) {

@@ -174,6 +174,64 @@ static void allocator_hooks_see_every_block(void **state) {
     assert_ok(ordo_allocator_set(NULL));
 }
 
+/* Hooks that hold the first allocation at a gate: while one thread is
+ * inside a hook, another's allocation must go through (no lock of ordo's
+ * is held around a hook). */
+typedef struct gated_hooks {
+    _Atomic int hold_next;
+    _Atomic int entered;
+    _Atomic int open;
+    ordo_deadline_t deadline;
+} gated_hooks_t;
+
+static void *gated_allocate(void *user, size_t size, size_t alignment) {
+    gated_hooks_t *g = user;
+    if (atomic_exchange(&g->hold_next, 0)) {
+        atomic_store(&g->entered, 1);
+        while (!atomic_load(&g->open) && ordo_time_now_ns() < g->deadline) {
+            test_sleep_ms(1);
+        }
+    }
+    return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+}
+
+static void gated_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)user, (void)size, (void)alignment;
+    free(block);
+}
+
+static void *create_a_signal(void *arg) {
+    ordo_signal_t **out = arg;
+    if (ordo_signal_create(0, out) != ORDO_OK) {
+        *out = NULL;
+    }
+    return NULL;
+}
+
+static void allocator_hooks_run_without_a_lock(void **state) {
+    (void)state;
+    gated_hooks_t g = {.deadline = test_deadline()};
+    atomic_store(&g.hold_next, 1);
+    ordo_allocator_t hooks = {gated_allocate, gated_deallocate, &g};
+    assert_ok(ordo_allocator_set(&hooks));
+    ordo_signal_t *held = NULL, *free_to_go = NULL;
+    pthread_t t = test_thread_start(create_a_signal, &held);
+    while (!atomic_load(&g.entered) && ordo_time_now_ns() < g.deadline) {
+        test_sleep_ms(1);
+    }
+    assert_true(atomic_load(&g.entered));
+    /* The other thread is inside its hook: this allocation does not wait. */
+    assert_ok(ordo_signal_create(0, &free_to_go));
+    int overtook = !atomic_load(&g.open) && ordo_time_now_ns() < g.deadline;
+    atomic_store(&g.open, 1);
+    pthread_join(t, NULL);
+    assert_true(overtook);
+    assert_non_null(held);
+    assert_ok(ordo_signal_destroy(held));
+    assert_ok(ordo_signal_destroy(free_to_go));
+    assert_ok(ordo_allocator_set(NULL));
+}
+
 static void allocator_rejects_bad_hooks(void **state) {
     (void)state;
     ordo_allocator_t half = {counting_allocate, NULL, NULL};
@@ -200,6 +258,7 @@ int main(void) {
         cmocka_unit_test(futex_times_out_not_early),
         cmocka_unit_test(futex_wakes_a_sleeper),
         cmocka_unit_test(allocator_hooks_see_every_block),
+        cmocka_unit_test(allocator_hooks_run_without_a_lock),
         cmocka_unit_test(allocator_rejects_bad_hooks),
         cmocka_unit_test(version_is_reported),
     };

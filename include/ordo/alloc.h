@@ -13,6 +13,8 @@
  * Thread-safety: ordo_allocator_set must not race with other ordo calls; it
  * refuses (ORDO_ERR_BUSY) while memory obtained through the current hooks is
  * still live, so blocks are always returned to the allocator that made them.
+ * The hooks are called from any thread, concurrently, with no lock of
+ * ordo's held: they must be thread-safe, and may take their own locks.
  */
 #ifndef ORDO_ALLOC_H
 #define ORDO_ALLOC_H

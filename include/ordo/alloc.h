@@ -13,8 +13,11 @@
  * Thread-safety: ordo_allocator_set must not race with other ordo calls; it
  * refuses (ORDO_ERR_BUSY) while memory obtained through the current hooks is
  * still live, so blocks are always returned to the allocator that made them.
- * The hooks are called from any thread, concurrently, with no lock of
- * ordo's held: they must be thread-safe, and may take their own locks.
+ * The hooks are called from any thread, concurrently; none of ordo's locks
+ * is held for the hooks' sake, so calls on different threads do not wait
+ * for each other. A hook may be called while ordo holds one of its internal
+ * locks (a new slab for a queue), so it must be thread-safe and must not
+ * call into ordo; it may take locks of its own.
  */
 #ifndef ORDO_ALLOC_H
 #define ORDO_ALLOC_H

@@ -424,6 +424,63 @@ static ordo_status_t launch_must_not_run(void *ctx, ordo_stream_t *stream) {
     return ORDO_OK;
 }
 
+/* A dependency that has failed short of its point fails the op at begin
+ * also when begin would emit no wait for it: one on the op's own stream,
+ * and one whose origin the op's stream has already waited for further. */
+static void failed_dependencies_without_a_wait_fail_at_begin(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t gate;
+    gate_init(&gate, ORDO_ERR_ABORTED);
+    seen_t sa = {0}, sb = {0}, sc = {0};
+    /* a1 fails on stream 0 (its task fails the stream); a2 comes after. */
+    ordo_op_id_t a1 = reg(f, f->s[0], NULL, 0, "a1");
+    assert_ok(ordo_coord_on_complete(f->coord, a1, on_done, &sa));
+    assert_ok(ordo_coord_begin(f->coord, a1));
+    assert_ok(ordo_stream_host_task(f->s[0], gate_task, &gate));
+    assert_ok(ordo_coord_complete(f->coord, a1));
+    ordo_op_id_t a2 = reg(f, f->s[0], NULL, 0, "a2");
+    assert_ok(ordo_coord_begin(f->coord, a2));
+    assert_ok(ordo_coord_complete(f->coord, a2));
+    /* Stream 1 waits for a2's point, beyond a1's. */
+    ordo_op_id_t x = reg(f, f->s[1], &a2, 1, "x");
+    assert_ok(ordo_coord_begin(f->coord, x));
+    assert_ok(ordo_coord_complete(f->coord, x));
+    /* Registered while a1 has not failed yet: both take a1's point. */
+    ordo_op_id_t b = reg(f, f->s[0], &a1, 1, "b (same stream)");
+    ordo_op_id_t c = reg(f, f->s[1], &a1, 1, "c (waited for already)");
+    assert_ok(ordo_coord_on_complete(f->coord, b, on_done, &sb));
+    assert_ok(ordo_coord_on_complete(f->coord, c, on_done, &sc));
+    gate_open(&gate);
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    assert_int_equal(atomic_load(&sa.calls), 1);
+    assert_int_equal(atomic_load(&sa.status), ORDO_ERR_ABORTED);
+    /* a1 is known to have failed: begin says so, and nothing is enqueued. */
+    assert_status(ordo_coord_begin(f->coord, b), ORDO_ERR_ABORTED);
+    assert_int_equal(atomic_load(&sb.calls), 1);
+    assert_int_equal(atomic_load(&sb.status), ORDO_ERR_ABORTED);
+    assert_status(ordo_coord_begin(f->coord, c), ORDO_ERR_ABORTED);
+    assert_int_equal(atomic_load(&sc.calls), 1);
+    assert_int_equal(atomic_load(&sc.status), ORDO_ERR_ABORTED);
+    /* A dependency whose point was reached before its stream failed has
+     * not failed: begin goes on, and the op fails with the stream at
+     * complete. */
+    ordo_op_id_t p = reg(f, f->s[3], NULL, 0, "p");
+    assert_ok(ordo_coord_begin(f->coord, p));
+    assert_ok(ordo_coord_complete(f->coord, p));
+    ordo_op_id_t q = reg(f, f->s[3], &p, 1, "q");
+    gate_t fails_now;
+    gate_init(&fails_now, ORDO_ERR_ABORTED);
+    gate_open(&fails_now);
+    assert_ok(ordo_stream_host_task(f->s[3], gate_task, &fails_now));
+    assert_status(ordo_stream_synchronize(f->s[3], test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_coord_begin(f->coord, q));
+    assert_status(ordo_coord_complete(f->coord, q), ORDO_ERR_ABORTED);
+    gate_fini(&fails_now);
+    fixture_free(f);
+    gate_fini(&gate);
+}
+
 static void failed_launch_fails_its_dependents(void **state) {
     (void)state;
     fixture_t *f = fixture_make();
@@ -1480,6 +1537,7 @@ int main(void) {
         cmocka_unit_test(dispatch_orders_real_data_across_streams),
         cmocka_unit_test(waits_are_emitted_once_and_elided_when_known),
         cmocka_unit_test(failures_reach_every_callback),
+        cmocka_unit_test(failed_dependencies_without_a_wait_fail_at_begin),
         cmocka_unit_test(failed_launch_fails_its_dependents),
         cmocka_unit_test(dispatch_goes_by_priority_then_readiness),
         cmocka_unit_test(callbacks_run_exactly_once),

@@ -114,6 +114,9 @@ typedef struct coord_op {
     uint8_t tp_pending;        /* its timepoint is armed (or about to be) */
     uint8_t in_recent;         /* found through coord->recent, not coord->live */
     uint8_t wide;              /* more_needs is allocated */
+    /* The latest point of a dependency on its own stream (0: none): no wait,
+     * but begin checks that the stream did not fail short of it. */
+    uint64_t own_need;
     /* line 1. What begin waits for: per origin stream, the latest
      * completion point of a dependency there (copied when the dependency's
      * point is recorded, so a dependency never has to outlive its own
@@ -361,6 +364,9 @@ ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra);
  * same stream). Room must have been reserved. */
 static inline int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
     if (stream == op->stream) {
+        if (op->own_need < point) {
+            op->own_need = point;
+        }
         return 1; /* in stream order already */
     }
     if (op->wide) {

@@ -97,6 +97,7 @@ void op_slot_return(ordo_coord_t *coord, uint32_t slot) {
     op->pending_deps = 0;
     op->status = ORDO_OK;
     op->dep_failure = ORDO_OK;
+    op->own_need = 0;
     op->recorded = 0;
     op->queued = 0;
     op->callbacks_running = 0;

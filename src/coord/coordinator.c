@@ -664,6 +664,21 @@ static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, ui
     }
 }
 
+/* The failure of origin's point `point`, if its timeline shows one short of
+ * it; ORDO_OK otherwise (reached, or not known to have failed yet). For a
+ * point that needs no wait of its own: the stream's failure flag is read
+ * first (a line its producers touch anyway), the timeline (which the
+ * stream's worker keeps writing) only once the stream has failed. */
+static ordo_status_t point_failure(const coord_stream_t *origin, uint64_t point) {
+    const hal_backend_t *backend = origin->stream->device->backend;
+    if (ORDO_LIKELY(backend->status(origin->stream) == ORDO_OK)) {
+        return ORDO_OK;
+    }
+    uint64_t reached = 0;
+    ordo_status_t failure = timeline_read(origin->timeline, &reached);
+    return reached >= point ? ORDO_OK : failure;
+}
+
 /* Emits op's waits. On success the op is begun; on a dependency's failure
  * (or its stream's) the op has failed and that status is returned; any
  * other error leaves it registered. */
@@ -675,6 +690,10 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
      * this copy. */
     unsigned long long id = (unsigned long long)op->id;
     ordo_status_t failure = op->dep_failure;
+    if (failure == ORDO_OK && op->own_need) {
+        /* A dependency on this stream that the stream failed short of. */
+        failure = point_failure(cs, op->own_need);
+    }
     if (failure != ORDO_OK) {
         op_fail(coord, slot, failure, work);
         return ordo_error(failure, api, "op %llu: a dependency failed (%s)", id,
@@ -690,7 +709,17 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
         }
         coord_stream_t *origin = coord->streams[s];
         if (cs->frontier[s] >= need) {
-            elided++; /* already waited for, directly or transitively */
+            /* Already waited for, directly or transitively; unless the
+             * origin failed short of it (the stream then fails through that
+             * wait, and the op with it, but the failure is known now). */
+            ordo_status_t origin_failure = point_failure(origin, need);
+            if (origin_failure != ORDO_OK) {
+                coord->waits_elided += elided;
+                op_fail(coord, slot, origin_failure, work);
+                return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
+                                  ordo_status_name(origin_failure));
+            }
+            elided++;
             continue;
         }
         /* Read only now, for a wait that is otherwise needed: the line was

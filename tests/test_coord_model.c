@@ -52,6 +52,11 @@ static ordo_status_t launch_noop(void *ctx, ordo_stream_t *stream) {
     return ORDO_OK;
 }
 
+static ordo_status_t noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
 /* ---- a dispatched op whose dependency failed, without callbacks ------------------------ */
 
 static void dispatched_dependent_of_a_failure_fails_once(void **state) {
@@ -176,6 +181,74 @@ static void assert_unchanged(const ordo_coord_metrics_t *a, const ordo_coord_met
             assert_true(k_ < 1000);                                                                \
         }                                                                                          \
     } while (0)
+
+/* A begin refused midway (its second wait needs memory that is not there)
+ * keeps the waits it enqueued, and a retry counts each dependency once:
+ * the one already waited for is not counted again as elided. The op's
+ * stream is filled so that one node of its queue is left: the first wait
+ * takes it, the second needs a new slab (src/backends/cpu/cpu_stream.c:
+ * 510 nodes each). */
+static void begin_retried_after_running_out_counts_each_dependency_once(void **state) {
+    (void)state;
+    enum { SLAB_NODES = 510 };
+    ordo_stream_t *x = NULL, *a = NULL, *b = NULL;
+    assert_ok(ordo_stream_create(device, 0, &x));
+    assert_ok(ordo_stream_create(device, 0, &a));
+    assert_ok(ordo_stream_create(device, 0, &b));
+    gate_t gate = {NULL};
+    assert_ok(ordo_signal_create(0, &gate.signal));
+    ordo_coord_t *coord = NULL;
+    assert_ok(ordo_coord_create(device, NULL, &coord));
+    /* Dependencies on a and b, held back so that begin must wait for both. */
+    ordo_op_id_t deps[2];
+    ordo_stream_t *origins[2] = {a, b};
+    for (int i = 0; i < 2; ++i) {
+        assert_ok(ordo_stream_host_task(origins[i], gate_task, &gate));
+        ordo_op_desc_t desc = {.stream = origins[i]};
+        assert_ok(ordo_coord_register(coord, &desc, &deps[i]));
+        assert_ok(ordo_coord_begin(coord, deps[i]));
+        assert_ok(ordo_coord_complete(coord, deps[i]));
+    }
+    ordo_op_desc_t desc = {.stream = x, .deps = deps, .dep_count = 2};
+    ordo_op_id_t op = 0;
+    assert_ok(ordo_coord_register(coord, &desc, &op));
+    /* x held by the gate, its slab filled: a filler that needs a new slab
+     * is refused. Then a new slab with all but one of its nodes taken. */
+    assert_ok(ordo_stream_host_task(x, gate_task, &gate));
+    ordo_status_t st = ORDO_OK;
+    for (int i = 0; st == ORDO_OK; ++i) {
+        assert_true(i <= SLAB_NODES);
+        atomic_store(&fail_countdown, 0);
+        st = ordo_stream_host_task(x, noop_task, NULL);
+        atomic_store(&fail_countdown, -1);
+    }
+    assert_status(st, ORDO_ERR_OUT_OF_MEMORY);
+    for (int i = 0; i < SLAB_NODES - 1; ++i) {
+        assert_ok(ordo_stream_host_task(x, noop_task, NULL));
+    }
+    ordo_coord_metrics_t before = snapshot(coord);
+    atomic_store(&fail_countdown, 0);
+    st = ordo_coord_begin(coord, op);
+    atomic_store(&fail_countdown, -1);
+    assert_status(st, ORDO_ERR_OUT_OF_MEMORY);
+    ordo_coord_metrics_t refused = snapshot(coord);
+    assert_int_equal(refused.waits_emitted - before.waits_emitted, 1);
+    assert_ok(ordo_coord_begin(coord, op));
+    ordo_coord_metrics_t after = snapshot(coord);
+    assert_int_equal(after.waits_emitted - before.waits_emitted, 2);
+    assert_int_equal(after.waits_elided - before.waits_elided, 0);
+    assert_ok(ordo_coord_complete(coord, op));
+    assert_ok(ordo_signal_signal(gate.signal, 1));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    assert_int_equal(snapshot(coord).failed, 0);
+    assert_ok(ordo_coord_destroy(coord));
+    assert_ok(ordo_signal_release(gate.signal));
+    ordo_stream_t *streams[3] = {x, a, b};
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_synchronize(streams[i], test_deadline()));
+        assert_ok(ordo_stream_destroy(streams[i]));
+    }
+}
 
 static void running_out_of_memory_leaves_no_trace(void **state) {
     (void)state;
@@ -620,6 +693,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dispatched_dependent_of_a_failure_fails_once),
         cmocka_unit_test(begin_failure_names_the_op),
+        cmocka_unit_test(begin_retried_after_running_out_counts_each_dependency_once),
         cmocka_unit_test(running_out_of_memory_leaves_no_trace),
         cmocka_unit_test(random_ops_match_the_model),
     };

@@ -746,7 +746,18 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
         if (st != ORDO_OK) {
             coord->waits_elided += elided;
             if (backend->status(cs->stream) == ORDO_OK) {
-                return st; /* not enqueued; the waits before it only order more */
+                /* Not enqueued; the waits before it stay (they only order
+                 * more) and are counted, so a retry must not meet those
+                 * dependencies again (as elided, through the frontier they
+                 * taught): they are dropped from the op's needs. */
+                for (unsigned j = 0; j < i; ++j) {
+                    if (op->wide) {
+                        op->more_needs[j] = 0;
+                    } else {
+                        op->need_point[j] = 0;
+                    }
+                }
+                return st;
             }
             op_fail(coord, slot, st, work);
             return ordo_error(st, api, "op %llu: its stream has failed (%s)", id,

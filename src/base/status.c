@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/error.h"
 
@@ -62,13 +63,17 @@ const char *ordo_error_message(void) {
 }
 
 ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
-    int used = snprintf(error_message, sizeof error_message, "%s: ", api);
-    if (used < 0 || (size_t)used >= sizeof error_message) {
-        return status;
+    /* Formatted apart, then copied: an argument may be this thread's
+     * message itself (a caller adding its context to an error it got). */
+    char message[ORDO_ERROR_MESSAGE_MAX];
+    message[0] = '\0';
+    int used = snprintf(message, sizeof message, "%s: ", api);
+    if (used >= 0 && (size_t)used < sizeof message) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
+        va_end(args);
     }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(error_message + used, sizeof error_message - (size_t)used, fmt, args);
-    va_end(args);
+    memcpy(error_message, message, strnlen(message, sizeof message - 1) + 1);
     return status;
 }

@@ -67,16 +67,15 @@ ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt,
      * wraps the previous one: "%s", ordo_error_message()), and formatting
      * into the buffer being read is undefined and garbles the text in
      * practice: the message is formatted apart, then copied in. */
-    char text[ORDO_ERROR_MESSAGE_MAX];
-    int used = snprintf(text, sizeof text, "%s: ", api);
-    if (used < 0) {
-        text[0] = '\0';
-    } else if ((size_t)used < sizeof text) {
+    char message[ORDO_ERROR_MESSAGE_MAX];
+    message[0] = '\0';
+    int used = snprintf(message, sizeof message, "%s: ", api);
+    if (used >= 0 && (size_t)used < sizeof message) {
         va_list args;
         va_start(args, fmt);
-        vsnprintf(text + used, sizeof text - (size_t)used, fmt, args);
+        vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
         va_end(args);
     }
-    memcpy(error_message, text, sizeof error_message);
+    memcpy(error_message, message, strnlen(message, sizeof message - 1) + 1);
     return status;
 }

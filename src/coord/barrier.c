@@ -210,7 +210,9 @@ static ordo_status_t barrier_enqueue(ordo_barrier_t *b, const char *api) {
     size_t n = b->count;
     if (n == 1) {
         ordo_status_t st = ordo_stream_status(b->streams[0]);
-        return st == ORDO_OK ? ORDO_OK : ordo_error(st, api, "member 0: %s", ordo_error_message());
+        return st == ORDO_OK ? ORDO_OK
+                             : ordo_error(st, api, "member 0: stream %p has failed with %s",
+                                          (void *)b->streams[0], ordo_status_name(st));
     }
     uint64_t g = ++b->generation;
     first_error_t e = {ORDO_OK, 0, ""};

@@ -313,6 +313,10 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
                           "desc.stream is NULL and the coordinator has no stream pool");
     }
     ordo_workload_t workload = desc->workload;
+    if ((unsigned)workload > (unsigned)ORDO_WORKLOAD_TRANSFER) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
+                          (int)workload);
+    }
     if (workload == ORDO_WORKLOAD_ANY) {
         workload = desc->type == ORDO_OP_TRANSFER ? ORDO_WORKLOAD_TRANSFER : ORDO_WORKLOAD_COMPUTE;
     }

@@ -40,7 +40,8 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
         m.has_tracker = 1;
     }
     if (st != ORDO_OK) {
-        return st; /* the component said what was wrong */
+        /* The component said what was wrong; this call is named first. */
+        return ordo_error(st, __func__, "%s", ordo_error_message());
     }
     *out_metrics = m;
     return ORDO_OK;

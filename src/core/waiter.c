@@ -4,6 +4,7 @@
  * core/waiter_internal.h. */
 #include <limits.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -28,7 +29,11 @@ static ordo_status_t waiter_check(const ordo_waiter_t *waiter, const char *api) 
     if (ORDO_UNLIKELY(!waiter)) {
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "waiter is NULL");
     }
-    if (ORDO_UNLIKELY(waiter->magic != ORDO_WAITER_MAGIC)) {
+    /* The tag is read as a plain word: a handle of another type need not
+     * be aligned as a waiter is (64 bytes). */
+    uint32_t magic;
+    memcpy(&magic, (const void *)waiter, sizeof magic);
+    if (ORDO_UNLIKELY(magic != ORDO_WAITER_MAGIC)) {
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
                           "%p is not a live waiter (destroyed, or not a waiter)",
                           (const void *)waiter);

@@ -50,6 +50,21 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
         return ordo_error(ORDO_ERR_DESTROYED, __func__, "target signal %p was destroyed",
                           (void *)target);
     }
+    /* The source's checks are ordo_timepoint_arm's, made here so that a
+     * refusal names this call and leaves the link as it was. */
+    st = signal_check(source, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (source_value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "source value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          (unsigned long long)source_value);
+    }
+    if (atomic_load_explicit(&source->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, __func__, "source signal %p was destroyed",
+                          (void *)source);
+    }
     uint32_t state = __atomic_load_n(&link->timepoint_.state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
         return ordo_error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
@@ -57,10 +72,6 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
     }
     link->target_ = target;
     link->target_value_ = target_value;
-    st = signal_check(source, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
     /* Both references last until the link fires or is cancelled: the
      * callback may run after a caller's release (it is queued when the
      * source fails inside another callback) and reads the source's
@@ -80,7 +91,11 @@ ordo_status_t ordo_link_cancel(ordo_link_t *link, ordo_cancel_result_t *out_resu
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
     }
     ordo_status_t st = ordo_timepoint_cancel(&link->timepoint_, out_result);
-    if (st == ORDO_OK && *out_result == ORDO_CANCEL_PREVENTED) {
+    if (st != ORDO_OK) {
+        /* The timepoint's refusal, with this call named first. */
+        return ordo_error(st, __func__, "link %p: %s", (void *)link, ordo_error_message());
+    }
+    if (*out_result == ORDO_CANCEL_PREVENTED) {
         signal_release_internal(link->timepoint_.signal_);
         signal_release_internal(link->target_);
     }

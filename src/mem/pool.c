@@ -932,23 +932,8 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
     return ORDO_OK;
 }
 
-/* The stack check lets through blocks of the resources below the pool
- * (its upstream's chunks are blocks too); only the pool's own are pool
- * blocks. */
-static ordo_status_t pool_refuse_foreign(const ordo_mem_resource_t *resource,
-                                         const ordo_block_t *block, const char *api) {
-    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                      "block %p (tag %u) was allocated from the %s resource below the pool, not "
-                      "from the pool %p",
-                      (const void *)block, block->tag, block->resource->ops->kind,
-                      (const void *)resource);
-}
-
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
-    if (block->resource != resource) {
-        return pool_refuse_foreign(resource, block, "ordo_mem_deallocate");
-    }
     pool_t *p = (pool_t *)resource;
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = stream ? pool_deallocate_locked(p, (pool_block_t *)block, stream)
@@ -962,10 +947,6 @@ static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t
 
 static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                               ordo_stream_t *stream, ordo_access_mode_t mode, int finish) {
-    if (block->resource != resource) {
-        return pool_refuse_foreign(resource, block,
-                                   finish ? "ordo_mem_finish_use" : "ordo_mem_prepare_use");
-    }
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_access_t access = {&b->history, mode};
@@ -989,9 +970,6 @@ static ordo_status_t pool_finish_use(ordo_mem_resource_t *resource, ordo_block_t
 static ordo_status_t pool_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_record_use";
-    if (block->resource != resource) {
-        return pool_refuse_foreign(resource, block, api);
-    }
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_rlock_lock(&p->tracker->lock);
@@ -1148,6 +1126,7 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
 
 static const mem_resource_ops_t pool_ops = {
     .kind = "pool",
+    .refuses_blocks_below = 1,
     .allocate = pool_allocate,
     .deallocate = pool_deallocate,
     .bytes_outstanding = pool_bytes_outstanding,

@@ -69,12 +69,26 @@ static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo
         return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
                           (const void *)block);
     }
+    const ordo_mem_resource_t *stop = NULL;
     for (const ordo_mem_resource_t *r = resource; r; r = r->upstream) {
         if (block->resource == r) {
             return ORDO_OK;
         }
+        if (r->ops->refuses_blocks_below) {
+            stop = r;
+            break;
+        }
     }
     *out_why = MEM_REFUSED_FOREIGN;
+    for (const ordo_mem_resource_t *r = stop ? stop->upstream : NULL; r; r = r->upstream) {
+        if (block->resource == r) {
+            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
+                              "block %p (tag %u) was allocated from the %s resource %p below the "
+                              "%s %p, which takes back only its own blocks",
+                              (const void *)block, block->tag, r->ops->kind, (const void *)r,
+                              stop->ops->kind, (const void *)stop);
+        }
+    }
     return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
                       "block %p (tag %u) belongs to another resource stack (%s %p), not to "
                       "this %s resource",

@@ -35,6 +35,11 @@ typedef enum mem_refusal {
 
 typedef struct mem_resource_ops {
     const char *kind; /* "direct", "pool", "budget", ... */
+    /* Non-zero for a resource whose upstream's blocks are its own raw
+     * material (a pool's chunks), never blocks a caller may hand it: the
+     * public entry points refuse those as foreign. Adaptors leave it 0 and
+     * are given the blocks of the resources below them. */
+    int refuses_blocks_below;
     ordo_status_t (*allocate)(ordo_mem_resource_t *resource, const mem_request_t *request,
                               ordo_block_t **out_block);
     /* stream may be NULL: the caller guarantees no work still uses the

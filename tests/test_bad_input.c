@@ -2,9 +2,10 @@
  * NULL handles and outputs, handles of the wrong type, values out of
  * range, handles of another device or owner. Each refusal must return the
  * status the header promises (or the class status.h gives the mistake),
- * raise a message naming the function, leave documented outputs cleared,
- * and leak nothing (ordo_allocator_live_blocks, and the sanitizers'
- * leak check). */
+ * raise a message naming the function, leave every output it was given
+ * empty (NULL, 0, an all-zero struct: docs/ERRORS.md, "Outputs on
+ * failure"; REFUSED_CLEARS pre-fills them with a sentinel), and leak nothing
+ * (ordo_allocator_live_blocks, and the sanitizers' leak check). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,40 @@ static void check_message(const char *fn, const char *expr, int line) {
         }                                                                                          \
         assert_int_equal(st_, (expected));                                                         \
         check_message(#fn, #__VA_ARGS__, __LINE__);                                                \
+    } while (0)
+
+/* An output's bytes before a refusal: not zero anywhere, so a pointer, an
+ * id, a count, a flag and every field of a struct all start non-empty. */
+#define SENTINEL_BYTE 0x5a
+
+static void check_cleared(const void *object, size_t size, const char *fn, const char *name,
+                          int line) {
+    const unsigned char *bytes = object;
+    for (size_t i = 0; i < size; ++i) {
+        if (bytes[i] != 0) {
+            fail_msg("line %d: %s left %s set (byte %zu is 0x%02x) instead of clearing it", line,
+                     fn, name, i, bytes[i]);
+        }
+    }
+}
+
+/* REFUSED, with the output object (a variable, or *pointer) pre-filled
+ * with the sentinel and found empty (NULL, 0, all zero) after the call. */
+#define REFUSED_CLEARS(expected, object, fn, ...)                                                  \
+    do {                                                                                           \
+        memset(&(object), SENTINEL_BYTE, sizeof(object));                                          \
+        REFUSED(expected, fn, __VA_ARGS__);                                                        \
+        check_cleared(&(object), sizeof(object), #fn, #object, __LINE__);                          \
+    } while (0)
+
+/* The same for a function with two outputs. */
+#define REFUSED_CLEARS2(expected, first, second, fn, ...)                                          \
+    do {                                                                                           \
+        memset(&(first), SENTINEL_BYTE, sizeof(first));                                            \
+        memset(&(second), SENTINEL_BYTE, sizeof(second));                                          \
+        REFUSED(expected, fn, __VA_ARGS__);                                                        \
+        check_cleared(&(first), sizeof(first), #fn, #first, __LINE__);                             \
+        check_cleared(&(second), sizeof(second), #fn, #second, __LINE__);                          \
     } while (0)
 
 /* A live object of no ordo type: zeroes where a magic number would be. */
@@ -159,36 +194,37 @@ static void device_entry_points(void **state) {
     char reason[64];
 
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_list, names, 4, NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_list, NULL, 4, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_backend_list, NULL, 4, &count);
     assert_ok(ordo_backend_list(NULL, 0, &count));
     assert_true(count >= 1);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_list, infos, 2, NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_list, NULL, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_device_list, NULL, 2, &count);
     assert_ok(ordo_device_list(NULL, 0, &count));
     assert_true(count >= 1);
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_backend_available, "no-such-backend", &flag, reason,
-            sizeof reason);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_available, NULL, &flag, reason, sizeof reason);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, flag, ordo_backend_available, "no-such-backend", &flag,
+                   reason, sizeof reason);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, flag, ordo_backend_available, NULL, &flag, reason,
+                   sizeof reason);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_available, "cpu", NULL, reason, sizeof reason);
 
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_device_open, "", &d);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_open, "", &d);
     d = (ordo_device_t *)1;
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_device_open, "nope:0", &d);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_open, "cpu:0:0", &d);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_device_open, "cpu:18446744073709551617", &d);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, NULL, NULL, &d);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_open, "nope:0", &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_open, "cpu:0:0", &d);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, d, ordo_device_open, "cpu:18446744073709551617", &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, NULL, NULL, &d);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", NULL, NULL);
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_device_create_owned, "nope", NULL, &d);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_create_owned, "nope", NULL, &d);
 
     /* Owned configurations out of range. */
     ordo_device_config_t config;
     assert_ok(ordo_device_config_default(&config));
     config.plain_events.growth = 0;
     d = (ordo_device_t *)1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", &config, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
     assert_ok(ordo_device_config_default(&config));
     config.timing_events.growth = 0;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", &config, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
     assert_ok(ordo_device_config_default(&config));
     config.plain_events.initial = 8;
     config.plain_events.maximum = 4;
@@ -201,31 +237,33 @@ static void device_entry_points(void **state) {
     }
     assert_ok(ordo_device_config_default(&config));
     config.memory.adaptors = 0x100;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", &config, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
     assert_ok(ordo_device_config_default(&config));
     config.memory.adaptors = ORDO_DEVICE_MEMORY_LOGGING;
     config.memory.log_path[0] = '\0';
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", &config, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
     /* An unterminated log path is refused, not read past its end. */
     memset(config.memory.log_path, 'a', sizeof config.memory.log_path);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", &config, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
 
     /* Handles: NULL, garbage, another type. */
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_retain, GARBAGE(ordo_device_t));
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_retain, AS(ordo_device_t, f.s[0]));
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_release, AS(ordo_device_t, f.signal));
     ordo_device_info_t info;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_info, AS(ordo_device_t, f.s[0]), &info);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, info, ordo_device_info, AS(ordo_device_t, f.s[0]),
+                   &info);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_info, f.device, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_is_shared, AS(ordo_device_t, f.s[0]), &flag);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_device_is_shared, AS(ordo_device_t, f.s[0]),
+                   &flag);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_is_shared, f.device, NULL);
     ordo_event_pool_stats_t stats;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_event_pool_stats, f.device, (ordo_event_kind_t)2,
-            &stats);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_event_pool_stats, f.device,
-            (ordo_event_kind_t)-1, &stats);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_event_pool_stats, AS(ordo_device_t, f.signal),
-            ORDO_EVENT_PLAIN, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_device_event_pool_stats, f.device,
+                   (ordo_event_kind_t)2, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_device_event_pool_stats, f.device,
+                   (ordo_event_kind_t)-1, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_device_event_pool_stats,
+                   AS(ordo_device_t, f.signal), ORDO_EVENT_PLAIN, &stats);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_event_pool_trim, AS(ordo_device_t, f.s[1]), 0);
     assert_ok(ordo_device_event_pool_trim(f.device, SIZE_MAX));
     fixture_free(&f);
@@ -238,11 +276,13 @@ static void event_entry_points(void **state) {
     fixture_t f;
     fixture_make(&f);
     ordo_event_t *e = (ordo_event_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_create, NULL, ORDO_EVENT_PLAIN, &e);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_create, AS(ordo_device_t, f.s[0]), ORDO_EVENT_PLAIN,
-            &e);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_create, f.device, (ordo_event_kind_t)2, &e);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_create, f.device, (ordo_event_kind_t)-1, &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, e, ordo_event_create, NULL, ORDO_EVENT_PLAIN, &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, e, ordo_event_create, AS(ordo_device_t, f.s[0]),
+                   ORDO_EVENT_PLAIN, &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, e, ordo_event_create, f.device, (ordo_event_kind_t)2,
+                   &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, e, ordo_event_create, f.device, (ordo_event_kind_t)-1,
+                   &e);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_create, f.device, ORDO_EVENT_PLAIN, NULL);
 
     ordo_event_t *plain = NULL, *timing = NULL, *foreign = NULL;
@@ -264,15 +304,16 @@ static void event_entry_points(void **state) {
     /* Never recorded: refused, never treated as complete. */
     int complete = 5;
     int64_t ns = 5;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_query, plain, &complete);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, complete, ordo_event_query, plain, &complete);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_synchronize, plain, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_wait_event, f.s[0], plain);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_elapsed_ns, timing, timing, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, timing, timing, &ns);
 
     assert_ok(ordo_event_record(plain, f.s[0]));
     assert_ok(ordo_event_record(timing, f.s[0]));
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_query, NULL, &complete);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_query, AS(ordo_event_t, f.signal), &complete);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, complete, ordo_event_query, NULL, &complete);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, complete, ordo_event_query, AS(ordo_event_t, f.signal),
+                   &complete);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_query, plain, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_synchronize, NULL, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_synchronize, AS(ordo_event_t, f.s[0]),
@@ -282,14 +323,15 @@ static void event_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, AS(ordo_stream_t, plain), plain);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, f.s[1], AS(ordo_event_t, f.s[0]));
     assert_ok(ordo_event_synchronize(timing, test_deadline()));
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_elapsed_ns, NULL, timing, &ns);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_elapsed_ns, timing, NULL, &ns);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_elapsed_ns, timing, AS(ordo_event_t, f.s[0]), &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, NULL, timing, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, timing, NULL, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, timing,
+                   AS(ordo_event_t, f.s[0]), &ns);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_elapsed_ns, timing, timing, NULL);
     /* Both must be timing events. */
     ns = 5;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_elapsed_ns, plain, timing, &ns);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_elapsed_ns, timing, plain, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, plain, timing, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, timing, plain, &ns);
 
     assert_ok(ordo_event_destroy(plain));
     assert_ok(ordo_event_destroy(timing));
@@ -303,8 +345,8 @@ static void signal_entry_points(void **state) {
     (void)state;
     size_t before = live_blocks();
     ordo_signal_t *s = (ordo_signal_t *)1;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_create, ORDO_SIGNAL_VALUE_MAX + 1, &s);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_create, UINT64_MAX, &s);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_signal_create, ORDO_SIGNAL_VALUE_MAX + 1, &s);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_signal_create, UINT64_MAX, &s);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_create, 0, NULL);
     s = test_signal_make(ORDO_SIGNAL_VALUE_MAX);
     ordo_signal_t *t = test_signal_make(0);
@@ -320,7 +362,7 @@ static void signal_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_destroy, wrong);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_destroy, GARBAGE(ordo_signal_t));
     uint64_t value = 0;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_query, wrong, &value);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, value, ordo_signal_query, wrong, &value);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_query, s, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_signal, wrong, 1);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_signal, t, ORDO_SIGNAL_VALUE_MAX + 1);
@@ -334,11 +376,13 @@ static void signal_entry_points(void **state) {
     assert_ok(ordo_signal_failure(t, &failure, NULL, 0));
     assert_int_equal(failure, ORDO_OK);
     char message[8] = "zzzzzzz";
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_failure, wrong, &failure, message, sizeof message);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, failure, ordo_signal_failure, wrong, &failure, message,
+                   sizeof message);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_failure, t, NULL, message, sizeof message);
     assert_ok(ordo_signal_failure(t, &failure, NULL, sizeof message));
     /* A message buffer of capacity 0 is refused, and not written. */
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_failure, t, &failure, message, 0);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, failure, ordo_signal_failure, t, &failure, message,
+                   0);
     assert_string_equal(message, "zzzzzzz");
 
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_wait, wrong, 1, ORDO_DEADLINE_NOW);
@@ -353,10 +397,17 @@ static void signal_entry_points(void **state) {
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_all, points, ORDO_SIGNAL_WAIT_MAX + 1,
             ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_all, points, SIZE_MAX, ORDO_DEADLINE_NOW);
+    /* A refused wait_any names no entry: *out_index is count (signal.h). */
+    index = 77;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, NULL, 1, ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, 1);
+    index = 77;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, points, 0, ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, 0);
+    index = 77;
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_any, points, SIZE_MAX, ORDO_DEADLINE_NOW,
             &index);
+    assert_int_equal(index, SIZE_MAX);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, points, 2, ORDO_DEADLINE_NOW, NULL);
     ordo_signal_point_t bad_entries[3][2] = {
         {{t, 0}, {NULL, 1}}, {{t, 0}, {wrong, 1}}, {{t, 0}, {s, ORDO_SIGNAL_VALUE_MAX + 1}}};
@@ -364,7 +415,9 @@ static void signal_entry_points(void **state) {
                                    ORDO_ERR_OUT_OF_RANGE};
     for (int k = 0; k < 3; ++k) {
         REFUSED(want[k], ordo_signal_wait_all, bad_entries[k], 2, ORDO_DEADLINE_NEVER);
+        index = 77;
         REFUSED(want[k], ordo_signal_wait_any, bad_entries[k], 2, ORDO_DEADLINE_NEVER, &index);
+        assert_int_equal(index, 2);
     }
     /* Nothing was left armed on t by the refused multi-waits. */
     assert_ok(ordo_signal_signal(t, 1));
@@ -424,14 +477,14 @@ static void timepoint_and_link_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_arm, &tp, a, 1, NULL, &fired);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_timepoint_arm, &tp, a, ORDO_SIGNAL_VALUE_MAX + 1,
             on_timepoint, &fired);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_cancel, &tp, &result);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_cancel, NULL, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, &tp, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, NULL, &result);
     assert_ok(ordo_timepoint_arm(&tp, a, 1, on_timepoint, &fired));
     REFUSED(ORDO_ERR_BUSY, ordo_timepoint_arm, &tp, a, 2, on_timepoint, &fired);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_cancel, &tp, NULL);
     assert_ok(ordo_timepoint_cancel(&tp, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_cancel, &tp, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, &tp, &result);
     assert_int_equal(fired, 0);
 
     ordo_link_t link;
@@ -443,14 +496,14 @@ static void timepoint_and_link_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_link_arm, &link, a, 1, wrong, 1);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_link_arm, &link, a, ORDO_SIGNAL_VALUE_MAX + 1, b, 1);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_link_arm, &link, a, 1, b, ORDO_SIGNAL_VALUE_MAX + 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_cancel, &link, &result);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_cancel, NULL, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, &link, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, NULL, &result);
     assert_ok(ordo_link_arm(&link, a, 1, b, 1));
     REFUSED(ORDO_ERR_BUSY, ordo_link_arm, &link, a, 2, b, 2);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_cancel, &link, NULL);
     assert_ok(ordo_link_cancel(&link, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_cancel, &link, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, &link, &result);
 
     /* Destroyed source or target: refused, holding no reference. */
     ordo_signal_t *dead = test_signal_make(0);
@@ -486,14 +539,16 @@ static void stream_entry_points(void **state) {
     ordo_device_info_t info;
     assert_ok(ordo_device_info(f.device, &info));
     ordo_stream_t *s = (ordo_stream_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_create, NULL, 0, &s);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_create, AS(ordo_device_t, f.s[0]), 0, &s);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, s, ordo_stream_create, NULL, 0, &s);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, s, ordo_stream_create, AS(ordo_device_t, f.s[0]), 0,
+                   &s);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_create, f.device, 0, NULL);
     const int bad_priorities[] = {info.priority_least + 1, info.priority_greatest - 1, INT_MIN,
                                   INT_MAX};
     for (size_t i = 0; i < 4; ++i) {
         s = (ordo_stream_t *)1;
-        REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_create, f.device, bad_priorities[i], &s);
+        REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_stream_create, f.device, bad_priorities[i],
+                       &s);
     }
 
     ordo_stream_t *wrong = AS(ordo_stream_t, f.signal);
@@ -519,14 +574,14 @@ static void stream_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, wrong);
     int flag;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_is_healthy, wrong, &flag);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_is_healthy, wrong, &flag);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_is_healthy, f.s[0], NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_priority, NULL, &flag);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_priority, wrong, &flag);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_priority, NULL, &flag);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_priority, wrong, &flag);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_priority, f.s[0], NULL);
     ordo_device_t *d;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_device, NULL, &d);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_device, wrong, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, NULL, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, wrong, &d);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_device, f.s[0], NULL);
     /* Nothing refused above was enqueued. */
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
@@ -535,38 +590,46 @@ static void stream_entry_points(void **state) {
     /* Pools. */
     ordo_stream_pool_t *pool = (ordo_stream_pool_t *)1;
     ordo_stream_pool_config_t config = {2, info.priority_least, 1, info.priority_greatest};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_create, NULL, &config, &pool);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_create, AS(ordo_device_t, f.s[0]), &config,
-            &pool);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, NULL, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create, NULL, &config, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create,
+                   AS(ordo_device_t, f.s[0]), &config, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, NULL, &pool);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, &config, NULL);
     ordo_stream_pool_config_t none = {0, 0, 0, 0};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &none, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &none, &pool);
     ordo_stream_pool_config_t too_many = {1000, 0, 25, 0};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &too_many, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &too_many,
+                   &pool);
     /* Counts whose sum wraps around are refused too. */
     ordo_stream_pool_config_t wraps = {SIZE_MAX, 0, 2, 0};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &wraps, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps, &pool);
     ordo_stream_pool_config_t wraps2 = {2, 0, SIZE_MAX, 0};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &wraps2, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps2, &pool);
     ordo_stream_pool_config_t bad_priority = {1, info.priority_least + 1, 0, 0};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &bad_priority, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_priority,
+                   &pool);
     ordo_stream_pool_config_t bad_transfer = {1, 0, 1, INT_MIN};
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_pool_create, f.device, &bad_transfer, &pool);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_transfer,
+                   &pool);
 
     assert_ok(ordo_stream_pool_create(f.device, &config, &pool));
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_destroy, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_destroy, AS(ordo_stream_pool_t, f.s[0]));
     ordo_stream_t *next = (ordo_stream_t *)1;
     size_t count = 9;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_next, NULL, ORDO_WORKLOAD_ANY, &next);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_next, AS(ordo_stream_pool_t, f.signal),
-            ORDO_WORKLOAD_ANY, &next);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_next, pool, (ordo_workload_t)3, &next);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_next, pool, (ordo_workload_t)-1, &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, next, ordo_stream_pool_next, NULL, ORDO_WORKLOAD_ANY,
+                   &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, next, ordo_stream_pool_next,
+                   AS(ordo_stream_pool_t, f.signal), ORDO_WORKLOAD_ANY, &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, next, ordo_stream_pool_next, pool, (ordo_workload_t)3,
+                   &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, next, ordo_stream_pool_next, pool,
+                   (ordo_workload_t)-1, &next);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_next, pool, ORDO_WORKLOAD_ANY, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_size, NULL, ORDO_WORKLOAD_ANY, &count);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_size, pool, (ordo_workload_t)3, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stream_pool_size, NULL, ORDO_WORKLOAD_ANY,
+                   &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stream_pool_size, pool,
+                   (ordo_workload_t)3, &count);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_size, pool, ORDO_WORKLOAD_ANY, NULL);
     assert_ok(ordo_stream_pool_destroy(pool));
     fixture_free(&f);
@@ -580,24 +643,25 @@ static void barrier_entry_points(void **state) {
     fixture_make(&f);
     ordo_barrier_t *barrier = (ordo_barrier_t *)1;
     ordo_stream_t *wrong[2] = {f.s[0], AS(ordo_stream_t, f.signal)};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_barrier_create, wrong, 2, ORDO_BARRIER_SCHEME_AUTO,
-            &barrier);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_barrier_create, f.s, SIZE_MAX, ORDO_BARRIER_SCHEME_AUTO,
-            &barrier);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_barrier_create, f.s, 2, (ordo_barrier_scheme_t)-1,
-            &barrier);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_barrier_create, f.s, 2, (ordo_barrier_scheme_t)3,
-            &barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, barrier, ordo_barrier_create, wrong, 2,
+                   ORDO_BARRIER_SCHEME_AUTO, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, barrier, ordo_barrier_create, f.s, SIZE_MAX,
+                   ORDO_BARRIER_SCHEME_AUTO, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, barrier, ordo_barrier_create, f.s, 2,
+                   (ordo_barrier_scheme_t)-1, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, barrier, ordo_barrier_create, f.s, 2,
+                   (ordo_barrier_scheme_t)3, &barrier);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_barrier_streams, f.s, SIZE_MAX);
     uint64_t ns = 5;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_barrier_synchronize_streams, f.s, SIZE_MAX,
-            ORDO_DEADLINE_NOW, &ns);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, ns, ordo_barrier_synchronize_streams, f.s, SIZE_MAX,
+                   ORDO_DEADLINE_NOW, &ns);
     assert_ok(ordo_barrier_create(f.s, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
     ordo_barrier_t *not_barrier = AS(ordo_barrier_t, f.s[0]);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_barrier_destroy, not_barrier);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_barrier_synchronize, not_barrier, ORDO_DEADLINE_NOW, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_barrier_synchronize, not_barrier,
+                   ORDO_DEADLINE_NOW, &ns);
     size_t count;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_barrier_stream_count, not_barrier, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_barrier_stream_count, not_barrier, &count);
     /* out_elapsed_ns may be NULL. */
     assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
     assert_ok(ordo_barrier_synchronize_streams(f.s, 2, test_deadline(), NULL));
@@ -636,9 +700,11 @@ static void coordinator_entry_points(void **state) {
     fixture_t f;
     fixture_make(&f);
     ordo_coord_t *coord = (ordo_coord_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_create, AS(ordo_device_t, f.s[0]), NULL, &coord);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, coord, ordo_coord_create, AS(ordo_device_t, f.s[0]),
+                   NULL, &coord);
     ordo_coord_config_t wrong_pool = {AS(ordo_stream_pool_t, f.signal), 0};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_create, f.device, &wrong_pool, &coord);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, coord, ordo_coord_create, f.device, &wrong_pool,
+                   &coord);
     assert_ok(ordo_coord_create(f.device, NULL, &coord));
     ordo_coord_t *wrong = AS(ordo_coord_t, f.s[0]);
 
@@ -654,47 +720,47 @@ static void coordinator_entry_points(void **state) {
                            NULL};
     assert_ok(ordo_coord_register(coord, &desc, &first));
 
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_register, wrong, &desc, &id);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, NULL, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_coord_register, wrong, &desc, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, NULL, &id);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &desc, NULL);
     ordo_op_desc_t bad = desc;
     bad.type = (ordo_op_type_t)7;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.type = (ordo_op_type_t)-1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.priority = (ordo_op_priority_t)5;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.priority = (ordo_op_priority_t)-1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.stream = NULL; /* no pool */
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.stream = AS(ordo_stream_t, f.signal);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.stream = f.foreign;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.dep_count = 1; /* deps NULL */
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad = desc;
     bad.deps = &first;
     bad.dep_count = ORDO_COORD_MAX_DEPS + 1;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, id, ordo_coord_register, coord, &bad, &id);
     bad.dep_count = SIZE_MAX;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, id, ordo_coord_register, coord, &bad, &id);
     const ordo_op_id_t unknown[2] = {first, 1000};
     bad.deps = unknown;
     bad.dep_count = 2;
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, id, ordo_coord_register, coord, &bad, &id);
     const ordo_op_id_t zero[1] = {0};
     bad.deps = zero;
     bad.dep_count = 1;
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, id, ordo_coord_register, coord, &bad, &id);
     assert_int_equal(id, 0);
     /* An over-long description is truncated, not refused. */
     char long_description[300];
@@ -726,21 +792,23 @@ static void coordinator_entry_points(void **state) {
     REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_on_complete, coord, 0, on_op, &callbacks);
     REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_on_complete, coord, 999, on_op, &callbacks);
     size_t launched = 7;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_dispatch, wrong, 1, &launched);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, launched, ordo_coord_dispatch, wrong, 1, &launched);
     ordo_stream_t *stream = (ordo_stream_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_op_stream, wrong, first, &stream);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stream, ordo_coord_op_stream, wrong, first, &stream);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_op_stream, coord, first, NULL);
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_op_stream, coord, 0, &stream);
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_op_stream, coord, 999, &stream);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, stream, ordo_coord_op_stream, coord, 0, &stream);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, stream, ordo_coord_op_stream, coord, 999, &stream);
     ordo_op_cycle_t cycles[2];
     size_t count = 9;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_detect_deadlocks, wrong, cycles, 2, &count);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_detect_deadlocks, coord, NULL, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_coord_detect_deadlocks, wrong, cycles, 2,
+                   &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_coord_detect_deadlocks, coord, NULL, 2,
+                   &count);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_detect_deadlocks, coord, cycles, 2, NULL);
     assert_ok(ordo_coord_detect_deadlocks(coord, NULL, 0, &count));
     assert_int_equal(count, 0);
     ordo_coord_metrics_t m;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_metrics, wrong, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_coord_metrics, wrong, &m);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_metrics, coord, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_drain, wrong, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_destroy, wrong);
@@ -773,9 +841,9 @@ static void coordinator_entry_points(void **state) {
     bad = desc;
     bad.stream = NULL;
     bad.workload = (ordo_workload_t)3;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     bad.workload = (ordo_workload_t)-1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &bad, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
     assert_ok(ordo_coord_destroy(coord));
     assert_ok(ordo_stream_pool_destroy(pool));
     fixture_free(&f);
@@ -805,16 +873,17 @@ static void tracker_entry_points(void **state) {
     fixture_t f;
     fixture_make(&f);
     ordo_tracker_t *tracker = (ordo_tracker_t *)1, *other = NULL;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_create, NULL, &tracker);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_create, AS(ordo_device_t, f.signal), &tracker);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, tracker, ordo_tracker_create, NULL, &tracker);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, tracker, ordo_tracker_create,
+                   AS(ordo_device_t, f.signal), &tracker);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_create, f.device, NULL);
     assert_ok(ordo_tracker_create(f.device, &tracker));
     assert_ok(ordo_tracker_create(f.device, &other));
     ordo_tracker_t *wrong = AS(ordo_tracker_t, f.s[0]);
 
     ordo_buffer_t *buffer = (ordo_buffer_t *)1, *theirs = NULL;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_buffer_create, NULL, &buffer);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_buffer_create, wrong, &buffer);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_buffer_create, NULL, &buffer);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_buffer_create, wrong, &buffer);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_buffer_create, tracker, NULL);
     assert_ok(ordo_buffer_create(tracker, &buffer));
     assert_ok(ordo_buffer_create(other, &theirs));
@@ -871,8 +940,8 @@ static void tracker_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_finish, tracker, f.s[0], foreign_buffer, 1);
 
     ordo_tracker_metrics_t m;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_metrics, NULL, &m);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_metrics, wrong, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_tracker_metrics, NULL, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_tracker_metrics, wrong, &m);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_metrics, tracker, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_drain, NULL, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_drain, wrong, ORDO_DEADLINE_NOW);
@@ -909,7 +978,8 @@ static void memory_entry_points(void **state) {
     ordo_mem_resource_t *direct = NULL, *pool = NULL, *theirs = NULL, *r = (ordo_mem_resource_t *)1;
     ordo_tracker_t *tracker = NULL;
     assert_ok(ordo_tracker_create(f.device, &tracker));
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_direct_create, AS(ordo_device_t, f.s[0]), &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_direct_create, AS(ordo_device_t, f.s[0]),
+                   &r);
     assert_ok(ordo_mem_direct_create(f.device, &direct));
     assert_ok(ordo_mem_direct_create(f.other, &theirs));
     ordo_mem_resource_t *wrong = AS(ordo_mem_resource_t, f.s[0]);
@@ -918,47 +988,56 @@ static void memory_entry_points(void **state) {
     ordo_mem_pool_config_t config;
     assert_ok(ordo_mem_pool_config_default(&config));
     r = (ordo_mem_resource_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_create, AS(ordo_tracker_t, f.s[0]), direct,
-            &config, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_create, tracker, NULL, &config, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_create, tracker, wrong, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, AS(ordo_tracker_t, f.s[0]),
+                   direct, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, tracker, NULL, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, tracker, wrong, &config, &r);
     /* The upstream must be of the tracker's device. */
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_create, tracker, theirs, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, theirs, &config,
+                   &r);
     config.reuse = (ordo_mem_reuse_policy_t)2;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_create, tracker, direct, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, direct, &config,
+                   &r);
     config.reuse = (ordo_mem_reuse_policy_t)-1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_create, tracker, direct, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, direct, &config,
+                   &r);
     assert_ok(ordo_mem_pool_config_default(&config));
     config.chunk_bytes = ORDO_MEM_MAX_BYTES + 1;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_pool_create, tracker, direct, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_pool_create, tracker, direct, &config, &r);
     assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
 
     /* Allocation. */
     ordo_block_t *block = (ordo_block_t *)1;
     void *ptr = (void *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_allocate, wrong, 64, 0, f.s[0], 0, &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_allocate, pool, 64, 0, NULL, 0, &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_allocate, pool, 64, 0, AS(ordo_stream_t, pool), 0,
-            &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, pool, 64, 0, f.foreign, 0, &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, direct, 64, 0, f.foreign, 0, &block,
-            &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, pool, 64, 0, f.s[0], 0, NULL, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, direct, 0, 0, f.s[0], 0, &block, &ptr);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_allocate, direct, ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0,
-            &block, &ptr);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_allocate, pool, ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0,
-            &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, direct, 64, ORDO_MEM_MAX_ALIGNMENT * 2,
-            f.s[0], 0, &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, direct, 64, 48, f.s[0], 0, &block, &ptr);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_allocate, pool, 64, SIZE_MAX, f.s[0], 0, &block,
-            &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, wrong, 64, 0, f.s[0], 0,
+                    &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, pool, 64, 0, NULL, 0,
+                    &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, pool, 64, 0,
+                    AS(ordo_stream_t, pool), 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, pool, 64, 0,
+                    f.foreign, 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64, 0,
+                    f.foreign, 0, &block, &ptr);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ptr, ordo_mem_allocate, pool, 64, 0, f.s[0], 0, NULL,
+                   &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 0, 0, f.s[0],
+                    0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, direct,
+                    ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, pool,
+                    ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64,
+                    ORDO_MEM_MAX_ALIGNMENT * 2, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64, 48,
+                    f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, pool, 64, SIZE_MAX,
+                    f.s[0], 0, &block, &ptr);
     /* Tags are below ORDO_MEM_MAX_TAGS. */
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_allocate, direct, 64, 0, f.s[0], ORDO_MEM_MAX_TAGS,
-            &block, &ptr);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_allocate, pool, 64, 0, f.s[0], UINT32_MAX, &block,
-            &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, direct, 64, 0, f.s[0],
+                    ORDO_MEM_MAX_TAGS, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, pool, 64, 0, f.s[0],
+                    UINT32_MAX, &block, &ptr);
     /* The largest alignment and the last tag are accepted. */
     assert_ok(ordo_mem_allocate(pool, 64, ORDO_MEM_MAX_ALIGNMENT, f.s[0], ORDO_MEM_MAX_TAGS - 1,
                                 &block, NULL));
@@ -978,7 +1057,8 @@ static void memory_entry_points(void **state) {
 
     /* Use tracking. */
     int supported = 7;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_supports_use_tracking, wrong, &supported);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, supported, ordo_mem_supports_use_tracking, wrong,
+                   &supported);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_supports_use_tracking, pool, NULL);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_prepare_use, pool, block, f.s[1],
             (ordo_access_mode_t)0);
@@ -1004,14 +1084,15 @@ static void memory_entry_points(void **state) {
     /* Blocks. */
     ordo_block_info_t info;
     ordo_buffer_t *buffer = (ordo_buffer_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_block_info, AS(ordo_block_t, pool), &info);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_block_ptr, AS(ordo_block_t, f.s[0]), &ptr);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_block_buffer, AS(ordo_block_t, f.s[0]), &buffer);
-    REFUSED(ORDO_ERR_UNSUPPORTED, ordo_block_buffer, direct_block, &buffer);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, info, ordo_block_info, AS(ordo_block_t, pool), &info);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ptr, ordo_block_ptr, AS(ordo_block_t, f.s[0]), &ptr);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_block_buffer, AS(ordo_block_t, f.s[0]),
+                   &buffer);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, buffer, ordo_block_buffer, direct_block, &buffer);
 
     /* Resources. */
     uint64_t bytes;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_bytes_outstanding, wrong, &bytes);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, bytes, ordo_mem_bytes_outstanding, wrong, &bytes);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_bytes_outstanding, pool, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_reap_pending, wrong, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_resource_destroy, NULL);
@@ -1019,14 +1100,14 @@ static void memory_entry_points(void **state) {
     REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, pool);
     REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
     ordo_mem_pool_stats_t stats;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_stats, NULL, &stats);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_stats, wrong, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_mem_pool_stats, NULL, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_mem_pool_stats, wrong, &stats);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_stats, pool, NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_stats, direct, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_mem_pool_stats, direct, &stats);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_trim, wrong, 0);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_trim, direct, 0);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_memory, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_memory, AS(ordo_device_t, f.s[0]), &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_device_memory, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_device_memory, AS(ordo_device_t, f.s[0]), &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_memory, f.device, NULL);
 
     /* Nothing refused above changed the blocks. */
@@ -1057,56 +1138,62 @@ static void adaptor_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_set_limit, NULL, 1);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_set_limit, AS(ordo_device_t, f.s[0]), 1);
     ordo_mem_budget_stats_t budget;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_stats, AS(ordo_device_t, f.s[0]), &budget);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, budget, ordo_mem_budget_stats,
+                   AS(ordo_device_t, f.s[0]), &budget);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_stats, f.device, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_reset_peak, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_reset_peak, AS(ordo_device_t, f.signal));
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_create, NULL, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_create, wrong, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, NULL, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, wrong, NULL, &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_create, direct, NULL, NULL);
 
     /* Statistics. */
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_create, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_create, wrong, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_statistics_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_statistics_create, wrong, &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_statistics_create, direct, NULL);
     ordo_mem_statistics_t *statistics = malloc(sizeof *statistics);
     assert_non_null(statistics);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_get, NULL, statistics);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_get, wrong, statistics);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_statistics_get, direct, statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *statistics, ordo_mem_statistics_get, NULL, statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *statistics, ordo_mem_statistics_get, wrong,
+                   statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, *statistics, ordo_mem_statistics_get, direct,
+                   statistics);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_reset_peak, wrong);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_statistics_reset_peak, direct);
 
     /* Logging. */
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_logging_create, NULL, stderr, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_logging_create, wrong, stderr, &r);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create, direct, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create, NULL, stderr, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create, wrong, stderr, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create, direct, NULL, &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create, direct, stderr, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_logging_create_path, NULL, "/dev/null", &r);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create_path, direct, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create_path, direct, "", &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create_path, NULL, "/dev/null", &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct, "", &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create_path, direct, "/dev/null", NULL);
     r = (ordo_mem_resource_t *)1;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create_path, direct,
-            "/nonexistent-ordo-directory/log", &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct,
+                   "/nonexistent-ordo-directory/log", &r);
     ordo_mem_logging_stats_t lines;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_logging_stats, wrong, &lines);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_stats, direct, &lines);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, lines, ordo_mem_logging_stats, wrong, &lines);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, lines, ordo_mem_logging_stats, direct, &lines);
 
     /* Guard. */
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_config_default, NULL);
     ordo_mem_guard_config_t guard;
     assert_ok(ordo_mem_guard_config_default(&guard));
     guard.canary_bytes = 0;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_guard_create, direct, &guard, &r);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_guard_create, direct, &guard, &r);
     assert_ok(ordo_mem_guard_config_default(&guard));
     guard.canary_bytes = SIZE_MAX;
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_mem_guard_create, direct, &guard, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_create, NULL, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_create, wrong, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_guard_create, direct, &guard, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_guard_create, NULL, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_guard_create, wrong, NULL, &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_create, direct, NULL, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_check, wrong, NULL);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_check, direct, NULL);
+    ordo_mem_guard_report_t report;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, report, ordo_mem_guard_check, wrong, &report);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, report, ordo_mem_guard_check, direct, &report);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_drain, NULL);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_drain, direct);
 
@@ -1125,17 +1212,21 @@ static void metrics_and_stall_entry_points(void **state) {
     ordo_metrics_t *m = malloc(sizeof *m);
     assert_non_null(m);
     ordo_metrics_sources_t sources = {f.device, NULL, NULL, NULL};
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_metrics_snapshot, NULL, m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, *m, ordo_metrics_snapshot, NULL, m);
     ordo_metrics_sources_t wrong_device = {AS(ordo_device_t, f.s[0]), NULL, NULL, NULL};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_metrics_snapshot, &wrong_device, m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_device, m);
     ordo_metrics_sources_t wrong_coord = {NULL, AS(ordo_coord_t, f.s[0]), NULL, NULL};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_metrics_snapshot, &wrong_coord, m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_coord, m);
     ordo_metrics_sources_t wrong_waiter = {NULL, NULL, AS(ordo_waiter_t, f.s[0]), NULL};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_metrics_snapshot, &wrong_waiter, m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_waiter, m);
     assert_ok(ordo_metrics_snapshot(&sources, m));
     char text[16];
     size_t length = 0;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_metrics_format, m, text, sizeof text, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, length, ordo_metrics_format, NULL, text, sizeof text,
+                   &length);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, length, ordo_metrics_format, m, NULL, sizeof text,
+                   &length);
     assert_ok(ordo_metrics_format(m, NULL, 0, &length));
     assert_true(length > 0);
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_metrics_format, m, text, sizeof text, &length);
@@ -1145,18 +1236,19 @@ static void metrics_and_stall_entry_points(void **state) {
     ordo_stall_entry_t entries[2];
     size_t count = 9;
     char report[8];
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stall_report, NULL, entries, 2, &count);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stall_report, AS(ordo_device_t, f.s[0]), entries, 2,
-            &count);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stall_report, f.device, NULL, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report, NULL, entries, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report, AS(ordo_device_t, f.s[0]),
+                   entries, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stall_report, f.device, NULL, 2, &count);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stall_report, f.device, entries, 2, NULL);
     assert_ok(ordo_stall_report(f.device, NULL, 0, &count));
     assert_int_equal(count, 0);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stall_report_format, NULL, report, sizeof report, &count);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stall_report_format, AS(ordo_device_t, f.signal), report,
-            sizeof report, &count);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stall_report_format, f.device, NULL, sizeof report,
-            &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report_format, NULL, report,
+                   sizeof report, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report_format,
+                   AS(ordo_device_t, f.signal), report, sizeof report, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stall_report_format, f.device, NULL,
+                   sizeof report, &count);
     assert_ok(ordo_stall_report_format(f.device, NULL, 0, &count));
     fixture_free(&f);
 }
@@ -1168,7 +1260,7 @@ static void trace_entry_points(void **state) {
     int on = 7;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_is_on, NULL);
     ordo_trace_stats_t stats;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_stop, NULL, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_trace_stop, NULL, &stats);
     ordo_trace_config_t absurd = {UINT64_MAX};
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_trace_start, &absurd);
     /* Room beyond any address space: refused, whichever the class. */
@@ -1206,6 +1298,9 @@ static void waiter_entry_points(void **state) {
     fixture_t f;
     fixture_make(&f);
     ordo_waiter_t *waiter = NULL;
+    ordo_waiter_config_t no_workers = {0};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, waiter, ordo_waiter_create, &no_workers, &waiter);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_create, NULL, NULL);
     assert_ok(ordo_waiter_create(NULL, &waiter));
     int calls = 0;
     ordo_wait_id_t id = 5;
@@ -1213,35 +1308,35 @@ static void waiter_entry_points(void **state) {
     ordo_signal_t *dead = test_signal_make(0);
     assert_ok(ordo_signal_retain(dead));
     assert_ok(ordo_signal_destroy(dead));
-    REFUSED(ORDO_ERR_DESTROYED, ordo_wait_async, waiter, dead, 1, ORDO_DEADLINE_NEVER, 0, on_wait,
-            &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_DESTROYED, id, ordo_wait_async, waiter, dead, 1, ORDO_DEADLINE_NEVER, 0,
+                   on_wait, &calls, &id);
     assert_int_equal(id, 0);
     assert_ok(ordo_signal_release(dead));
     id = 5;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_wait_async, waiter, f.signal, 1, ORDO_DEADLINE_NEVER,
-            UINT32_MAX, on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async, waiter, f.signal, 1,
+                   ORDO_DEADLINE_NEVER, UINT32_MAX, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     /* Events: not recorded, not an event, bad flags, no callback. */
     ordo_event_t *event = NULL;
     assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &event));
     id = 5;
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_wait_async_event, waiter, event, ORDO_DEADLINE_NEVER, 0,
-            on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     assert_ok(ordo_event_record(event, f.s[0]));
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_wait_async_event, waiter, event, ORDO_DEADLINE_NEVER,
-            0x10, on_wait, &calls, &id);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_wait_async_event, waiter, event, ORDO_DEADLINE_NEVER, 0,
-            NULL, &calls, &id);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_wait_async_event, AS(ordo_waiter_t, event), event,
-            ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0x10, on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0, NULL, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_wait_async_event, AS(ordo_waiter_t, event),
+                   event, ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     ordo_waiter_metrics_t m;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_waiter_metrics, NULL, &m);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_waiter_metrics, AS(ordo_waiter_t, f.s[0]), &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_waiter_metrics, NULL, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_waiter_metrics, AS(ordo_waiter_t, f.s[0]), &m);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_metrics, waiter, NULL);
     ordo_cancel_result_t result;
-    REFUSED(ORDO_ERR_NOT_FOUND, ordo_waiter_cancel, waiter, UINT64_MAX, 0, &result);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, result, ordo_waiter_cancel, waiter, UINT64_MAX, 0, &result);
     assert_ok(ordo_waiter_metrics(waiter, &m));
     assert_int_equal(m.registered, 0);
     assert_ok(ordo_waiter_destroy(waiter));
@@ -1266,26 +1361,29 @@ static void cuda_entry_points_on_cpu(void **state) {
     struct CUctx_st *context = NULL;
     int ordinal = 0, calls = 0;
     ordo_mem_resource_t *r = (ordo_mem_resource_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_stream_handle, AS(ordo_stream_t, f.signal), &handle);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, handle, ordo_cuda_stream_handle,
+                   AS(ordo_stream_t, f.signal), &handle);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_handle, f.s[0], NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_stream_enqueue, NULL, cuda_enqueue, &calls);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_stream_enqueue, AS(ordo_stream_t, f.signal),
             cuda_enqueue, &calls);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_enqueue, f.s[0], NULL, &calls);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_enqueue, f.s[0], cuda_enqueue, &calls);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_device_context, NULL, &context, &ordinal);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_device_context, AS(ordo_device_t, f.s[0]), &context,
-            &ordinal);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, context, ordinal, ordo_cuda_device_context, NULL,
+                    &context, &ordinal);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, context, ordinal, ordo_cuda_device_context,
+                    AS(ordo_device_t, f.s[0]), &context, &ordinal);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_device_context, f.device, NULL, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_make_current, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_make_current, AS(ordo_device_t, f.s[0]));
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_make_current, f.device);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_cuda_async_create, NULL, &r);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_cuda_async_create, AS(ordo_device_t, f.s[0]), &r);
-    REFUSED(ORDO_ERR_UNSUPPORTED, ordo_mem_cuda_async_create, f.device, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_cuda_async_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_cuda_async_create,
+                   AS(ordo_device_t, f.s[0]), &r);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, r, ordo_mem_cuda_async_create, f.device, &r);
     r = (ordo_mem_resource_t *)1;
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_host_pinned_create, NULL, &r);
-    REFUSED(ORDO_ERR_UNSUPPORTED, ordo_mem_host_pinned_create, f.device, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_host_pinned_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, r, ordo_mem_host_pinned_create, f.device, &r);
     assert_int_equal(calls, 0);
     fixture_free(&f);
 }

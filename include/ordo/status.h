@@ -9,6 +9,12 @@
  * as text and read with ordo_error_message(). Successful calls leave that
  * text untouched.
  *
+ * Outputs on failure: an out-parameter that is not NULL is written on every
+ * path; a failed call leaves its empty value there (NULL, 0, an all-zero
+ * struct), except where the function's comment gives the output a meaning
+ * on failure. Caller-provided arrays and text buffers are not cleared.
+ * docs/ERRORS.md lists the exceptions.
+ *
  * Statuses also travel as data: a failed timeline signal carries the status
  * (and a message) it was failed with, and every waiter receives it.
  *

@@ -61,7 +61,8 @@ typedef struct ordo_trace_stats {
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
 
 /** Stops recording and writes the trace to path (NULL: discards it). The
- * recorded events are freed either way. out_stats may be NULL.
+ * recorded events are freed either way. out_stats may be NULL; it is
+ * filled even when writing the trace fails.
  * ORDO_ERR_INVALID_ARGUMENT if tracing is off. */
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
 

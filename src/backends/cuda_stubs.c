@@ -9,7 +9,10 @@ static ordo_status_t not_built(const char *api) {
 }
 
 ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st **out_stream) {
-    (void)stream, (void)out_stream;
+    if (out_stream) {
+        *out_stream = NULL;
+    }
+    (void)stream;
     return not_built(__func__);
 }
 
@@ -20,7 +23,13 @@ ordo_status_t ordo_cuda_stream_enqueue(ordo_stream_t *stream, ordo_cuda_enqueue_
 
 ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **out_context,
                                        int *out_device) {
-    (void)device, (void)out_context, (void)out_device;
+    if (out_context) {
+        *out_context = NULL;
+    }
+    if (out_device) {
+        *out_device = 0;
+    }
+    (void)device;
     return not_built(__func__);
 }
 
@@ -31,12 +40,18 @@ ordo_status_t ordo_cuda_make_current(ordo_device_t *device) {
 
 ordo_status_t ordo_mem_cuda_async_create(ordo_device_t *device,
                                          ordo_mem_resource_t **out_resource) {
-    (void)device, (void)out_resource;
+    if (out_resource) {
+        *out_resource = NULL;
+    }
+    (void)device;
     return not_built(__func__);
 }
 
 ordo_status_t ordo_mem_host_pinned_create(ordo_device_t *device,
                                           ordo_mem_resource_t **out_resource) {
-    (void)device, (void)out_resource;
+    if (out_resource) {
+        *out_resource = NULL;
+    }
+    (void)device;
     return not_built(__func__);
 }

@@ -664,6 +664,9 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
 
 static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out_stats) {
     if (!atomic_exchange(&trace_enabled, 0)) {
+        if (out_stats) {
+            memset(out_stats, 0, sizeof *out_stats);
+        }
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "tracing is not on");
     }
     ordo_asym_rare();

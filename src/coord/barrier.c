@@ -273,6 +273,9 @@ ordo_status_t ordo_barrier_arrive(ordo_barrier_t *barrier) {
 
 ordo_status_t ordo_barrier_synchronize(ordo_barrier_t *barrier, ordo_deadline_t deadline,
                                        uint64_t *out_elapsed_ns) {
+    if (out_elapsed_ns) {
+        *out_elapsed_ns = 0;
+    }
     uint64_t start = ordo_time_now_ns();
     ordo_status_t st = barrier_check(barrier, __func__);
     if (st == ORDO_OK) {
@@ -310,6 +313,9 @@ ordo_status_t ordo_barrier_synchronize(ordo_barrier_t *barrier, ordo_deadline_t 
 }
 
 ordo_status_t ordo_barrier_stream_count(ordo_barrier_t *barrier, size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     ordo_status_t st = barrier_check(barrier, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -334,6 +340,9 @@ ordo_status_t ordo_barrier_streams(ordo_stream_t *const *streams, size_t count) 
 
 ordo_status_t ordo_barrier_synchronize_streams(ordo_stream_t *const *streams, size_t count,
                                                ordo_deadline_t deadline, uint64_t *out_elapsed_ns) {
+    if (out_elapsed_ns) {
+        *out_elapsed_ns = 0;
+    }
     uint64_t start = ordo_time_now_ns();
     ordo_stream_t *unique[ORDO_BARRIER_MAX_STREAMS];
     size_t n = 0;

@@ -42,6 +42,9 @@ static inline void account(ordo_coord_t *coord, uint64_t t0) {
 
 ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t *config,
                                 ordo_coord_t **out_coord) {
+    if (out_coord) {
+        *out_coord = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -49,7 +52,6 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     if (!out_coord) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_coord is NULL");
     }
-    *out_coord = NULL;
     ordo_coord_config_t cfg = {NULL, 0};
     if (config) {
         cfg = *config;
@@ -369,6 +371,9 @@ static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint
 
 ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *desc,
                                   ordo_op_id_t *out_op) {
+    if (out_op) {
+        *out_op = 0;
+    }
     uint64_t t0 = timing_start();
     ordo_status_t st = coord_check(coord, __func__);
     if (st == ORDO_OK) {
@@ -384,7 +389,6 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
     if (st != ORDO_OK) {
         return st;
     }
-    *out_op = 0;
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
@@ -979,6 +983,9 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_launched) {
+    if (out_launched) {
+        *out_launched = 0;
+    }
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -986,7 +993,6 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     if (!out_launched) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_launched is NULL");
     }
-    *out_launched = 0;
     size_t launched = 0;
     coord_work_t work;
     work_init(&work);
@@ -1040,6 +1046,9 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
 
 ordo_status_t ordo_coord_op_stream(ordo_coord_t *coord, ordo_op_id_t id,
                                    ordo_stream_t **out_stream) {
+    if (out_stream) {
+        *out_stream = NULL;
+    }
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -1089,6 +1098,9 @@ static void cycle_found(void *ctx, const uint32_t *members, size_t member_count,
 
 ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *out_cycles,
                                           size_t capacity, size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -1111,6 +1123,9 @@ ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *
 }
 
 ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_metrics) {
+    if (out_metrics) {
+        memset(out_metrics, 0, sizeof *out_metrics);
+    }
     ordo_status_t st = coord_check(coord, __func__);
     if (st != ORDO_OK) {
         return st;

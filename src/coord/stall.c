@@ -416,6 +416,9 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
 
 ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_entries,
                                 size_t capacity, size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -495,6 +498,9 @@ static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacit
 
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
                                        size_t *out_len) {
+    if (out_len) {
+        *out_len = 0;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -5,6 +5,9 @@
 #include "sync/signal_internal.h"
 
 ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_buffer) {
+    if (out_buffer) {
+        *out_buffer = NULL;
+    }
     ordo_status_t st = tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -14,7 +17,6 @@ ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_bu
     }
     ordo_buffer_t *b = ordo_alloc(sizeof *b, 0);
     if (!b) {
-        *out_buffer = NULL;
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a buffer");
     }
     b->magic = ORDO_BUFFER_MAGIC;

@@ -9,7 +9,12 @@
 
 ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
                                     ordo_metrics_t *out_metrics) {
+    /* Refusals clear *out_metrics; a snapshot is built apart and copied
+     * whole, so the success path writes it once. */
     if (!sources || !out_metrics) {
+        if (out_metrics) {
+            memset(out_metrics, 0, sizeof *out_metrics);
+        }
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           sources ? "out_metrics" : "sources");
     }
@@ -40,6 +45,7 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
         m.has_tracker = 1;
     }
     if (st != ORDO_OK) {
+        memset(out_metrics, 0, sizeof *out_metrics);
         /* The component said what was wrong; this call is named first. */
         return ordo_error(st, __func__, "%s", ordo_error_message());
     }
@@ -71,6 +77,9 @@ static unsigned long long u(uint64_t v) {
 
 ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t capacity,
                                   size_t *out_length) {
+    if (out_length) {
+        *out_length = 0;
+    }
     if (!m || !out_length || (capacity && !text)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           !m            ? "metrics"

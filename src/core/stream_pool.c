@@ -38,6 +38,9 @@ static void pool_free(ordo_stream_pool_t *pool, size_t made) {
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       const ordo_stream_pool_config_t *config,
                                       ordo_stream_pool_t **out_pool) {
+    if (out_pool) {
+        *out_pool = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -46,7 +49,6 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           config ? "out_pool" : "config");
     }
-    *out_pool = NULL;
     if (config->compute_streams == 0 || config->compute_streams > STREAM_POOL_MAX ||
         config->transfer_streams > STREAM_POOL_MAX ||
         config->compute_streams + config->transfer_streams > STREAM_POOL_MAX) {
@@ -132,6 +134,9 @@ static ordo_status_t pool_class(const ordo_stream_pool_t *pool, ordo_workload_t 
 
 ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t workload,
                                     ordo_stream_t **out_stream) {
+    if (out_stream) {
+        *out_stream = NULL;
+    }
     ordo_status_t st = pool_check(pool, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -152,6 +157,9 @@ ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t wo
 
 ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t workload,
                                     size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     ordo_status_t st = pool_check(pool, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -25,6 +25,9 @@ ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api) {
 }
 
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker) {
+    if (out_tracker) {
+        *out_tracker = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -32,7 +35,6 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
     if (!out_tracker) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_tracker is NULL");
     }
-    *out_tracker = NULL;
     ordo_tracker_t *tracker = ordo_alloc(sizeof *tracker, 64);
     if (!tracker) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a tracker");
@@ -488,6 +490,9 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
 }
 
 ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics) {
+    if (out_metrics) {
+        memset(out_metrics, 0, sizeof *out_metrics);
+    }
     ordo_status_t st = tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -794,6 +794,9 @@ static void wait_for_callback_return(ordo_waiter_t *w, wait_entry_t *e, uint32_t
 
 ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int wait_for_callback,
                                  ordo_cancel_result_t *out_result) {
+    if (out_result) {
+        *out_result = ORDO_CANCEL_PREVENTED;
+    }
     ordo_status_t st = waiter_check(waiter, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -881,6 +884,9 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int w
 }
 
 ordo_status_t ordo_waiter_metrics(ordo_waiter_t *waiter, ordo_waiter_metrics_t *out_metrics) {
+    if (out_metrics) {
+        memset(out_metrics, 0, sizeof *out_metrics);
+    }
     ordo_status_t st = waiter_check(waiter, __func__);
     if (st != ORDO_OK) {
         return st;

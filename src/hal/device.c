@@ -51,6 +51,9 @@ ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
 }
 
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     if (!out_count || (capacity && !out_names)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           out_count ? "out_names" : "out_count");
@@ -74,6 +77,9 @@ static const hal_backend_t *backend_find(const char *name, size_t length, size_t
 
 ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
                                      size_t reason_capacity) {
+    if (out_available) {
+        *out_available = 0;
+    }
     if (!backend || !out_available || (out_reason && reason_capacity == 0)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                           "backend and out_available must be set, and a reason buffer non-empty");
@@ -93,6 +99,9 @@ ordo_status_t ordo_backend_available(const char *backend, int *out_available, ch
 }
 
 ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, size_t *out_count) {
+    if (out_count) {
+        *out_count = 0;
+    }
     if (!out_count || (capacity && !out_infos)) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           out_count ? "out_infos" : "out_count");
@@ -364,6 +373,9 @@ ordo_status_t ordo_device_release(ordo_device_t *device) {
 }
 
 ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_info) {
+    if (out_info) {
+        memset(out_info, 0, sizeof *out_info);
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -376,6 +388,9 @@ ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_in
 }
 
 ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared) {
+    if (out_shared) {
+        *out_shared = 0;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -396,6 +411,9 @@ static ordo_status_t check_kind(ordo_event_kind_t kind, const char *api) {
 
 ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kind_t kind,
                                            ordo_event_pool_stats_t *out_stats) {
+    if (out_stats) {
+        memset(out_stats, 0, sizeof *out_stats);
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st == ORDO_OK) {
         st = check_kind(kind, __func__);

@@ -20,6 +20,9 @@ ordo_status_t hal_event_check(const ordo_event_t *event, const char *api) {
 
 ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
                                 ordo_event_t **out_event) {
+    if (out_event) {
+        *out_event = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -27,7 +30,6 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     if (!out_event) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_event is NULL");
     }
-    *out_event = NULL;
     if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
                           (int)kind);
@@ -150,6 +152,9 @@ ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *ap
 }
 
 ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
+    if (out_complete) {
+        *out_complete = 0;
+    }
     ordo_status_t st = hal_event_check_recorded(event, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -183,6 +188,9 @@ ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event)
 }
 
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns) {
+    if (out_ns) {
+        *out_ns = 0;
+    }
     ordo_status_t st = hal_event_check_recorded(start, __func__);
     if (st == ORDO_OK) {
         st = hal_event_check_recorded(end, __func__);

@@ -87,6 +87,9 @@ int hal_stream_on_own_thread(const ordo_stream_t *stream) {
 /* ---- public entry points ------------------------------------------------ */
 
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream) {
+    if (out_stream) {
+        *out_stream = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -94,7 +97,6 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     if (!out_stream) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
-    *out_stream = NULL;
     if (priority > device->info.priority_least || priority < device->info.priority_greatest) {
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
                           "priority %d outside [%d (most urgent), %d] for %s", priority,
@@ -207,6 +209,9 @@ ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
 }
 
 ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy) {
+    if (out_healthy) {
+        *out_healthy = 0;
+    }
     ordo_status_t st = hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -219,6 +224,9 @@ ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy) {
 }
 
 ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority) {
+    if (out_priority) {
+        *out_priority = 0;
+    }
     ordo_status_t st = hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -231,6 +239,9 @@ ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority) {
 }
 
 ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device) {
+    if (out_device) {
+        *out_device = NULL;
+    }
     ordo_status_t st = hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -6,6 +6,7 @@
  * the stream signals right after the upstream free drops it. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -343,6 +344,9 @@ ordo_status_t ordo_mem_budget_set_limit(ordo_device_t *device, uint64_t bytes) {
 }
 
 ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats_t *out_stats) {
+    if (out_stats) {
+        memset(out_stats, 0, sizeof *out_stats);
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -159,6 +159,9 @@ static ordo_status_t stack_build(ordo_device_t *device, const ordo_device_memory
 }
 
 ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **out_resource) {
+    if (out_resource) {
+        *out_resource = NULL;
+    }
     ordo_status_t st = hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -219,6 +219,9 @@ static const mem_resource_ops_t direct_ops = {
 
 static ordo_status_t direct_create(ordo_device_t *device, int holds_device,
                                    ordo_mem_resource_t **out_resource) {
+    if (out_resource) {
+        *out_resource = NULL;
+    }
     static const char api[] = "ordo_mem_direct_create";
     ordo_status_t st = hal_device_check(device, api);
     if (st != ORDO_OK) {
@@ -227,7 +230,6 @@ static ordo_status_t direct_create(ordo_device_t *device, int holds_device,
     if (!out_resource) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
-    *out_resource = NULL;
     if (!device->backend->mem_alloc) {
         return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s has no device memory", device->info.name);
     }

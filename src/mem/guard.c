@@ -716,6 +716,9 @@ ordo_status_t ordo_mem_guard_check(ordo_mem_resource_t *resource,
                                    ordo_mem_guard_report_t *out_report) {
     ordo_status_t st = guard_check_handle(resource, __func__);
     if (st != ORDO_OK) {
+        if (out_report) {
+            memset(out_report, 0, sizeof *out_report);
+        }
         return st;
     }
     guard_resource_t *g = (guard_resource_t *)resource;

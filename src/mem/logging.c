@@ -350,6 +350,9 @@ ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const 
 
 ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
                                      ordo_mem_logging_stats_t *out_stats) {
+    if (out_stats) {
+        memset(out_stats, 0, sizeof *out_stats);
+    }
     ordo_status_t st = mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -1154,6 +1154,9 @@ ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config) {
 ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t *upstream,
                                    const ordo_mem_pool_config_t *config,
                                    ordo_mem_resource_t **out_resource) {
+    if (out_resource) {
+        *out_resource = NULL;
+    }
     ordo_status_t st = tracker_check(tracker, __func__);
     if (st == ORDO_OK) {
         st = mem_resource_check(upstream, __func__);
@@ -1164,7 +1167,6 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
     if (!out_resource) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
-    *out_resource = NULL;
     if (upstream->device != tracker->device) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                           "upstream allocates on %s but the tracker orders streams of %s",
@@ -1218,6 +1220,9 @@ static ordo_status_t pool_check(ordo_mem_resource_t *resource, const char *api) 
 }
 
 ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *resource, ordo_mem_pool_stats_t *out_stats) {
+    if (out_stats) {
+        memset(out_stats, 0, sizeof *out_stats);
+    }
     ordo_status_t st = pool_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;

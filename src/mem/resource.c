@@ -2,6 +2,8 @@
  * through the resource's vtable. */
 #include "mem/resource.h"
 
+#include <string.h>
+
 #include "base/error.h"
 #include "base/futex.h"
 #include "hal/hal.h"
@@ -114,16 +116,18 @@ __attribute__((noinline)) static ordo_status_t
 allocate_refused(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
                  ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block, void **out_ptr) {
     static const char api[] = "ordo_mem_allocate";
+    if (out_block) {
+        *out_block = NULL;
+    }
+    if (out_ptr) {
+        *out_ptr = NULL;
+    }
     ordo_status_t st = mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_block) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_block is NULL");
-    }
-    *out_block = NULL;
-    if (out_ptr) {
-        *out_ptr = NULL;
     }
     if ((st = check_stream(resource, stream, api)) != ORDO_OK) {
         return st;
@@ -211,6 +215,9 @@ ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *b
 }
 
 ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t *out_bytes) {
+    if (out_bytes) {
+        *out_bytes = 0;
+    }
     ordo_status_t st = mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -231,6 +238,9 @@ ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline
 }
 
 ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int *out_supported) {
+    if (out_supported) {
+        *out_supported = 0;
+    }
     ordo_status_t st = mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -313,6 +323,9 @@ static ordo_status_t check_block_handle(const ordo_block_t *block, const char *a
 }
 
 ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_info) {
+    if (out_info) {
+        memset(out_info, 0, sizeof *out_info);
+    }
     ordo_status_t st = check_block_handle(block, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -326,6 +339,9 @@ ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_
 }
 
 ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr) {
+    if (out_ptr) {
+        *out_ptr = NULL;
+    }
     ordo_status_t st = check_block_handle(block, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -338,6 +354,9 @@ ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr) {
 }
 
 ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_buffer) {
+    if (out_buffer) {
+        *out_buffer = NULL;
+    }
     ordo_status_t st = check_block_handle(block, __func__);
     if (st != ORDO_OK) {
         return st;

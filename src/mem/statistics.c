@@ -4,6 +4,7 @@
  * the block goes upstream, so a block reused at once by another thread
  * never counts twice and the peaks stay exact. */
 #include <inttypes.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -181,6 +182,11 @@ ordo_status_t ordo_mem_statistics_get(ordo_mem_resource_t *resource,
                                       ordo_mem_statistics_t *out_statistics) {
     ordo_status_t st = statistics_check(resource, __func__);
     if (st != ORDO_OK) {
+        /* Cleared here rather than first: the success path below writes
+         * every field, and the struct is large. */
+        if (out_statistics) {
+            memset(out_statistics, 0, sizeof *out_statistics);
+        }
         return st;
     }
     if (!out_statistics) {

@@ -87,6 +87,9 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
 }
 
 ordo_status_t ordo_link_cancel(ordo_link_t *link, ordo_cancel_result_t *out_result) {
+    if (out_result) {
+        *out_result = ORDO_CANCEL_PREVENTED;
+    }
     if (!link) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
     }

@@ -109,6 +109,9 @@ ordo_status_t ordo_signal_destroy(ordo_signal_t *signal) {
 }
 
 ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
+    if (out_value) {
+        *out_value = 0;
+    }
     ordo_status_t st = signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -203,6 +206,9 @@ ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, cons
 
 ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,
                                   char *out_message, size_t message_capacity) {
+    if (out_status) {
+        *out_status = ORDO_OK;
+    }
     ordo_status_t st = signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;

@@ -236,6 +236,9 @@ ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *sig
 }
 
 ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_result_t *out_result) {
+    if (out_result) {
+        *out_result = ORDO_CANCEL_PREVENTED;
+    }
     if (!timepoint || !out_result) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           timepoint ? "out_result" : "timepoint");

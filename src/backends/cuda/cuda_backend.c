@@ -386,6 +386,9 @@ static ordo_status_t cuda_event_elapsed_ns(ordo_event_t *start, ordo_event_t *en
 /* ---- the public entry points of ordo/cuda.h -------------------------------- */
 
 ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st **out_stream) {
+    if (out_stream) {
+        *out_stream = NULL;
+    }
     cuda_stream_t *s = NULL;
     ordo_status_t st = cuda_stream_of(stream, &s, __func__);
     if (st != ORDO_OK) {
@@ -412,6 +415,12 @@ ordo_status_t ordo_cuda_stream_enqueue(ordo_stream_t *stream, ordo_cuda_enqueue_
 
 ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **out_context,
                                        int *out_device) {
+    if (out_context) {
+        *out_context = NULL;
+    }
+    if (out_device) {
+        *out_device = 0;
+    }
     cuda_device_t *d = NULL;
     ordo_status_t st = cuda_device_of(device, &d, __func__);
     if (st != ORDO_OK) {

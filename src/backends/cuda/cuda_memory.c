@@ -281,6 +281,9 @@ static const mem_resource_ops_t pinned_ops = {
 
 static ordo_status_t resource_create(ordo_device_t *device, cuda_mem_kind_t kind,
                                      ordo_mem_resource_t **out_resource, const char *api) {
+    if (out_resource) {
+        *out_resource = NULL;
+    }
     ordo_status_t st = hal_device_check(device, api);
     if (st != ORDO_OK) {
         return st;
@@ -288,7 +291,6 @@ static ordo_status_t resource_create(ordo_device_t *device, cuda_mem_kind_t kind
     if (!out_resource) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
-    *out_resource = NULL;
     if (device->backend != &hal_cuda_backend) {
         return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s is not a CUDA device", device->info.name);
     }

@@ -32,38 +32,38 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
     signal_release_internal(source);
 }
 
+/* One end of a link: a live signal, not destroyed, and a value a signal
+ * can take (which: "source" or "target"). */
+static ordo_status_t link_end_check(ordo_signal_t *signal, uint64_t value, const char *which) {
+    static const char api[] = "ordo_link_arm";
+    ordo_status_t st = signal_check(signal, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%s value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          which, (unsigned long long)value);
+    }
+    if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+        return ordo_error(ORDO_ERR_DESTROYED, api, "%s signal %p was destroyed", which,
+                          (void *)signal);
+    }
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t source_value,
                             ordo_signal_t *target, uint64_t target_value) {
     if (!link) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
     }
-    ordo_status_t st = signal_check(target, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    if (target_value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "target value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          (unsigned long long)target_value);
-    }
-    if (atomic_load_explicit(&target->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "target signal %p was destroyed",
-                          (void *)target);
-    }
     /* The source's checks are ordo_timepoint_arm's, made here so that a
      * refusal names this call and leaves the link as it was. */
-    st = signal_check(source, __func__);
+    ordo_status_t st = link_end_check(target, target_value, "target");
+    if (st == ORDO_OK) {
+        st = link_end_check(source, source_value, "source");
+    }
     if (st != ORDO_OK) {
         return st;
-    }
-    if (source_value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "source value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          (unsigned long long)source_value);
-    }
-    if (atomic_load_explicit(&source->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "source signal %p was destroyed",
-                          (void *)source);
     }
     uint32_t state = __atomic_load_n(&link->timepoint_.state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {

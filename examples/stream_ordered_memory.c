@@ -35,55 +35,92 @@ static ordo_status_t launch_read(void *ctx, ordo_stream_t *s) {
     return ordo_stream_host_task(s, read_words, ctx);
 }
 
+static int check(ordo_status_t st, const char *what) {
+    if (st != ORDO_OK) {
+        fprintf(stderr, "%s: %s: %s\n", what, ordo_status_name(st), ordo_error_message());
+    }
+    return st == ORDO_OK;
+}
+
 int main(void) {
     ordo_device_t *device = NULL;
     ordo_stream_t *a = NULL, *b = NULL;
     ordo_tracker_t *tracker = NULL;
     ordo_mem_resource_t *memory = NULL, *pool = NULL;
-    if (ordo_device_open(ORDO_DEVICE_DEFAULT, &device) != ORDO_OK ||
-        ordo_stream_create(device, 0, &a) != ORDO_OK ||
-        ordo_stream_create(device, 0, &b) != ORDO_OK ||
-        ordo_tracker_create(device, &tracker) != ORDO_OK ||
-        ordo_device_memory(device, &memory) != ORDO_OK ||
-        ordo_mem_pool_create(tracker, memory, NULL, &pool) != ORDO_OK) {
-        fprintf(stderr, "setup: %s\n", ordo_error_message());
-        return 1;
-    }
+    int ok = check(ordo_device_open(ORDO_DEVICE_DEFAULT, &device), "open the device") &&
+             check(ordo_stream_create(device, 0, &a), "create a stream") &&
+             check(ordo_stream_create(device, 0, &b), "create a stream") &&
+             check(ordo_tracker_create(device, &tracker), "create a tracker") &&
+             /* The device's own stack: it goes with the device. */
+             check(ordo_device_memory(device, &memory), "the device's memory") &&
+             check(ordo_mem_pool_create(tracker, memory, NULL, &pool), "create a pool");
     task_t tasks[2] = {{NULL, 7, 0}, {NULL, 0, 0}};
-    for (int round = 0; round < 2; ++round) {
+    for (int round = 0; ok && round < 2; ++round) {
         ordo_block_t *block = NULL;
         ordo_buffer_t *buffer = NULL;
         void *ptr = NULL;
         /* Usable on `a` at once. */
-        ordo_mem_allocate(pool, 1024, 0, a, /*tag*/ 1, &block, &ptr);
-        ordo_block_buffer(block, &buffer);
+        if (!check(ordo_mem_allocate(pool, 1024, 0, a, /*tag*/ 1, &block, &ptr), "allocate")) {
+            ok = 0;
+            break;
+        }
         task_t *w = &tasks[0], *r = &tasks[1];
         w->words = r->words = ptr;
         w->value = 7 + round;
-        ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
-        ordo_submit(tracker, a, &write, 1, launch_write, w);
-        ordo_submit(tracker, b, &read, 1, launch_read, r);
-        /* Dead after b's read; reused on `a` only once ordered after it. */
-        ordo_mem_deallocate(pool, block, b);
-        ordo_stream_synchronize(b, ordo_deadline_after_ms(10000));
-        printf("round %d: read %d\n", round, r->seen);
+        /* The block's buffer belongs to the block: name it in access
+         * lists, never release it. */
+        ordo_access_t write = {NULL, ORDO_ACCESS_WRITE}, read = {NULL, ORDO_ACCESS_READ};
+        ok = check(ordo_block_buffer(block, &buffer), "the block's buffer");
+        write.buffer = read.buffer = buffer;
+        ok = ok && check(ordo_submit(tracker, a, &write, 1, launch_write, w), "submit") &&
+             check(ordo_submit(tracker, b, &read, 1, launch_read, r), "submit");
+        /* Dead after b's read; reused on `a` only once ordered after it.
+         * Deallocated whatever happened above: the pool reuses it only
+         * after the uses that were submitted. */
+        ok &= check(ordo_mem_deallocate(pool, block, b), "deallocate");
+        ok = ok && check(ordo_stream_synchronize(b, ordo_deadline_after_ms(10000)), "stream b");
+        if (ok) {
+            printf("round %d: read %d\n", round, r->seen);
+            ok = r->seen == 7 + round;
+        }
     }
     ordo_mem_pool_stats_t stats;
-    ordo_mem_pool_stats(pool, &stats);
-    printf("pool: %llu grows, %llu reuses after a device wait\n", (unsigned long long)stats.grows,
-           (unsigned long long)stats.reuses_waited);
-    ordo_stream_synchronize(a, ordo_deadline_after_ms(10000));
-    ordo_mem_reap_pending(pool, ordo_deadline_after_ms(10000));
-    ordo_mem_resource_destroy(pool);
+    if (ok && check(ordo_mem_pool_stats(pool, &stats), "pool statistics")) {
+        printf("pool: %llu grows, %llu reuses after a device wait\n",
+               (unsigned long long)stats.grows, (unsigned long long)stats.reuses_waited);
+    }
+    /* Teardown: the streams finish their work, the pool goes (every block
+     * was deallocated; reaping completes the frees still pending), then the
+     * tracker, the streams and the device, which takes its memory stack. */
+    if (a) {
+        ok &= check(ordo_stream_synchronize(a, ordo_deadline_after_ms(10000)), "stream a");
+    }
+    if (b) {
+        ok &= check(ordo_stream_synchronize(b, ordo_deadline_after_ms(10000)), "stream b");
+    }
+    if (pool) {
+        ok &= check(ordo_mem_reap_pending(pool, ordo_deadline_after_ms(10000)), "reap") &&
+              check(ordo_mem_resource_destroy(pool), "destroy the pool");
+    }
+    /* The default stack has a statistics adaptor on top, unless the
+     * environment variable ORDO_MEMORY chose other adaptors. */
     ordo_mem_statistics_t counts;
-    if (ordo_mem_statistics_get(memory, &counts) == ORDO_OK) {
+    if (memory && ordo_mem_statistics_get(memory, &counts) == ORDO_OK) {
         printf("device memory: peak %llu bytes, %llu bytes held now\n",
                (unsigned long long)counts.overall.peak_bytes,
                (unsigned long long)counts.overall.current_bytes);
     }
-    ordo_tracker_destroy(tracker);
-    ordo_stream_destroy(a);
-    ordo_stream_destroy(b);
-    ordo_device_release(device);
-    return tasks[1].seen == 8 ? 0 : 1;
+    if (tracker) {
+        ok &= check(ordo_tracker_destroy(tracker), "destroy the tracker");
+    }
+    if (a) {
+        ok &= check(ordo_stream_destroy(a), "destroy a stream");
+    }
+    if (b) {
+        ok &= check(ordo_stream_destroy(b), "destroy a stream");
+    }
+    if (device) {
+        ok &= check(ordo_device_release(device), "release the device");
+    }
+    return ok ? 0 : 1;
 }

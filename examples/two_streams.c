@@ -43,46 +43,64 @@ static ordo_status_t launch_sum(void *ctx, ordo_stream_t *stream) {
     return ordo_stream_host_task(stream, sum, ctx);
 }
 
+static int check(ordo_status_t st, const char *what) {
+    if (st != ORDO_OK) {
+        fprintf(stderr, "%s: %s: %s\n", what, ordo_status_name(st), ordo_error_message());
+    }
+    return st == ORDO_OK;
+}
+
 int main(void) {
     ordo_device_t *device = NULL;
     ordo_stream_t *producer = NULL, *consumer = NULL;
     ordo_tracker_t *tracker = NULL;
     ordo_buffer_t *buffer = NULL;
-    if (ordo_device_open(ORDO_DEVICE_DEFAULT, &device) != ORDO_OK ||
-        ordo_stream_create(device, 0, &producer) != ORDO_OK ||
-        ordo_stream_create(device, 0, &consumer) != ORDO_OK ||
-        ordo_tracker_create(device, &tracker) != ORDO_OK ||
-        ordo_buffer_create(tracker, &buffer) != ORDO_OK) {
-        fprintf(stderr, "setup: %s\n", ordo_error_message());
-        return 1;
-    }
+    int ok = check(ordo_device_open(ORDO_DEVICE_DEFAULT, &device), "open the device") &&
+             check(ordo_stream_create(device, 0, &producer), "create a stream") &&
+             check(ordo_stream_create(device, 0, &consumer), "create a stream") &&
+             check(ordo_tracker_create(device, &tracker), "create a tracker") &&
+             check(ordo_buffer_create(tracker, &buffer), "create a buffer");
     job_t jobs[ROUNDS];
-    for (int r = 0; r < ROUNDS; ++r) {
+    for (int r = 0; ok && r < ROUNDS; ++r) {
         jobs[r].round = r;
         ordo_access_t write = {buffer, ORDO_ACCESS_WRITE};
         ordo_access_t read = {buffer, ORDO_ACCESS_READ};
-        if (ordo_submit(tracker, producer, &write, 1, launch_fill, &jobs[r]) != ORDO_OK ||
-            ordo_submit(tracker, consumer, &read, 1, launch_sum, &jobs[r]) != ORDO_OK) {
-            fprintf(stderr, "submit: %s\n", ordo_error_message());
-            return 1;
-        }
+        ok = check(ordo_submit(tracker, producer, &write, 1, launch_fill, &jobs[r]), "submit") &&
+             check(ordo_submit(tracker, consumer, &read, 1, launch_sum, &jobs[r]), "submit");
     }
-    ordo_stream_synchronize(producer, ordo_deadline_after_ms(10000));
-    ordo_stream_synchronize(consumer, ordo_deadline_after_ms(10000));
-    int ok = 1;
-    for (int r = 0; r < ROUNDS; ++r) {
+    /* The first wait on the host. A task that failed would fail its stream,
+     * and synchronize would return that status. */
+    if (producer && consumer) {
+        ok &= check(ordo_stream_synchronize(producer, ordo_deadline_after_ms(10000)), "producer");
+        ok &= check(ordo_stream_synchronize(consumer, ordo_deadline_after_ms(10000)), "consumer");
+    }
+    for (int r = 0; ok && r < ROUNDS; ++r) {
         printf("round %d: sum %.0f\n", r, sums[r]);
         ok &= sums[r] == (double)N * (r + 1);
     }
     ordo_tracker_metrics_t metrics;
-    ordo_tracker_metrics(tracker, &metrics);
-    printf("%llu waits inserted, %llu already known\n", (unsigned long long)metrics.waits_emitted,
-           (unsigned long long)metrics.waits_elided);
-    ordo_buffer_release(buffer, NULL, NULL);
-    ordo_tracker_drain(tracker, ordo_deadline_after_ms(10000));
-    ordo_tracker_destroy(tracker);
-    ordo_stream_destroy(producer);
-    ordo_stream_destroy(consumer);
-    ordo_device_release(device);
+    if (ok && check(ordo_tracker_metrics(tracker, &metrics), "metrics")) {
+        printf("%llu waits inserted, %llu already known\n",
+               (unsigned long long)metrics.waits_emitted, (unsigned long long)metrics.waits_elided);
+    }
+    /* Teardown, in reverse: the buffer (its history is dropped once its uses
+     * complete), the tracker (once no reclamation is pending), then the
+     * streams it ordered, then the device. */
+    if (buffer) {
+        ok &= check(ordo_buffer_release(buffer, NULL, NULL), "release the buffer");
+    }
+    if (tracker) {
+        ok &= check(ordo_tracker_drain(tracker, ordo_deadline_after_ms(10000)), "drain") &&
+              check(ordo_tracker_destroy(tracker), "destroy the tracker");
+    }
+    if (producer) {
+        ok &= check(ordo_stream_destroy(producer), "destroy a stream");
+    }
+    if (consumer) {
+        ok &= check(ordo_stream_destroy(consumer), "destroy a stream");
+    }
+    if (device) {
+        ok &= check(ordo_device_release(device), "release the device");
+    }
     return ok ? 0 : 1;
 }

@@ -78,7 +78,15 @@ static void fail_then_wait_returns_the_failure(void **state) {
     ordo_signal_t *s = test_signal_make(4);
     assert_ok(ordo_signal_fail(s, ORDO_ERR_DEVICE, "device lost"));
     assert_status(ordo_signal_wait(s, 5, test_deadline()), ORDO_ERR_DEVICE);
-    assert_non_null(strstr(ordo_error_message(), "failed"));
+    /* The message says what failed, with the failure's own message. */
+    assert_string_equal(ordo_error_message(),
+                        "ordo_signal_wait: the signal failed before reaching value 5: device lost");
+    ordo_signal_t *healthy = test_signal_make(1);
+    ordo_signal_point_t points[2] = {{healthy, 1}, {s, 6}};
+    assert_status(ordo_signal_wait_all(points, 2, test_deadline()), ORDO_ERR_DEVICE);
+    assert_non_null(strstr(ordo_error_message(),
+                           "entry 1 (value 6): its signal failed before reaching it: device lost"));
+    assert_ok(ordo_signal_release(healthy));
     /* Reached before the failure: still reached. */
     assert_ok(ordo_signal_wait(s, 4, ORDO_DEADLINE_NOW));
     uint64_t value = 0;

@@ -163,6 +163,34 @@ static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expec
     return fired == expected;
 }
 
+/* The message of a wait that entry i (of count) decided with a failure:
+ * destroyed, or failed, with the failure's own message (written once,
+ * before the failure is published: read after an acquire of the state). */
+static ordo_status_t entry_refused(ordo_status_t status, const ordo_signal_point_t *points,
+                                   size_t count, size_t i, const char *api) {
+    const ordo_signal_t *signal = points[i].signal;
+    unsigned long long value = (unsigned long long)points[i].value;
+    if (status == ORDO_ERR_CANCELLED) {
+        return count == 1
+                   ? ordo_error(status, api, "the signal was destroyed before reaching value %llu",
+                                value)
+                   : ordo_error(status, api, "entry %zu (value %llu): its signal was destroyed", i,
+                                value);
+    }
+    const char *message = "";
+    if (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_FAILED) {
+        message = signal->message;
+    }
+    int length = (int)strnlen(message, ORDO_SIGNAL_MESSAGE_MAX);
+    return count == 1
+               ? ordo_error(status, api, "the signal failed before reaching value %llu: %.*s",
+                            value, length, message)
+               : ordo_error(status, api,
+                            "entry %zu (value %llu): its signal failed before reaching it: "
+                            "%.*s",
+                            i, value, length, message);
+}
+
 /* The blocking part of every wait: arms, sleeps, disarms, then reads the
  * outcome. Returns the wait's status and, for wait-any, the deciding
  * index. */
@@ -256,10 +284,7 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
                        any ? "wait-any" : "wait-all", count);
         }
     } else if (status != ORDO_OK) {
-        ordo_error(status, api, "entry %zu (value %llu) %s", *out_index,
-                   (unsigned long long)points[*out_index].value,
-                   status == ORDO_ERR_CANCELLED ? "was cancelled: its signal was destroyed"
-                                                : "failed before it was reached");
+        entry_refused(status, points, count, *out_index, api);
     }
     for (size_t i = 0; i < count; ++i) {
         signal_release_internal(points[i].signal);
@@ -268,22 +293,19 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
 }
 
 static ordo_status_t scan_result(const scan_t *scan, const ordo_signal_point_t *points,
-                                 size_t *out_index, const char *api) {
+                                 size_t count, size_t *out_index, const char *api) {
     *out_index = scan->index;
     if (scan->status == ORDO_OK) {
         return ORDO_OK;
     }
-    return ordo_error(scan->status, api, "entry %zu (value %llu): signal %s", scan->index,
-                      (unsigned long long)points[scan->index].value,
-                      scan->status == ORDO_ERR_CANCELLED ? "was destroyed during the wait"
-                                                         : "failed before reaching it");
+    return entry_refused(scan->status, points, count, scan->index, api);
 }
 
 static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count, int any,
                                  ordo_deadline_t deadline, size_t *out_index, const char *api) {
     scan_t scan = spin_entries(points, count, any, deadline);
     if (scan.decided) {
-        return scan_result(&scan, points, out_index, api);
+        return scan_result(&scan, points, count, out_index, api);
     }
     if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
         *out_index = count;

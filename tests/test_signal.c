@@ -315,7 +315,10 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_signal_query(s, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_signal_signal(s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_signal_signal(s, UINT64_MAX), ORDO_ERR_OUT_OF_RANGE);
-    assert_status(ordo_signal_wait(s, UINT64_MAX, ORDO_DEADLINE_NOW), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_wait(s, 1ull << 63, ORDO_DEADLINE_NOW), ORDO_ERR_OUT_OF_RANGE);
+    assert_string_equal(
+        ordo_error_message(),
+        "ordo_signal_wait: value 9223372036854775808 exceeds ORDO_SIGNAL_VALUE_MAX");
     assert_status(ordo_signal_fail(s, ORDO_OK, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_signal_fail(s, (ordo_status_t)12345, NULL), ORDO_ERR_INVALID_ARGUMENT);
     /* None of that changed the signal. */

@@ -5,6 +5,7 @@
  * arms one timepoint per entry that is still pending and sleeps on a futex
  * until a firing decides the wait or the deadline passes. */
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -327,6 +328,27 @@ static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count
     return st;
 }
 
+/* Why check_points refused a point: "entry i: ..." in a multi-wait, just
+ * the reason in a single wait (index -1). */
+static ordo_status_t point_refused(const ordo_signal_point_t *point, long long index,
+                                   const char *api) {
+    char where[32] = "";
+    if (index >= 0) {
+        snprintf(where, sizeof where, "entry %lld: ", index);
+    }
+    ordo_status_t st = signal_check(point->signal, api);
+    if (st != ORDO_OK) {
+        return ordo_error(st, api, "%s%s", where,
+                          point->signal ? "not a live signal" : "signal is NULL");
+    }
+    if (point->value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%svalue %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          where, (unsigned long long)point->value);
+    }
+    return ordo_error(ORDO_ERR_DESTROYED, api, "%ssignal %p was destroyed", where,
+                      (const void *)point->signal);
+}
+
 static ordo_status_t check_points(const ordo_signal_point_t *points, size_t count,
                                   const char *api) {
     if (!points) {
@@ -340,20 +362,12 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
                           count, ORDO_SIGNAL_WAIT_MAX);
     }
     for (size_t i = 0; i < count; ++i) {
-        ordo_status_t st = signal_check(points[i].signal, api);
-        if (st != ORDO_OK) {
-            return ordo_error(st, api, "entry %zu: %s", i,
-                              points[i].signal ? "not a live signal" : "signal is NULL");
-        }
-        if (points[i].value > ORDO_SIGNAL_VALUE_MAX) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
-                              "entry %zu: value %llu exceeds ORDO_SIGNAL_VALUE_MAX", i,
-                              (unsigned long long)points[i].value);
-        }
-        if (atomic_load_explicit(&points[i].signal->state, memory_order_relaxed) &
-            SIGNAL_DESTROYED) {
-            return ordo_error(ORDO_ERR_DESTROYED, api, "entry %zu: signal %p was destroyed", i,
-                              (void *)points[i].signal);
+        const ordo_signal_t *signal = points[i].signal;
+        int refused =
+            signal_check(signal, api) != ORDO_OK || points[i].value > ORDO_SIGNAL_VALUE_MAX ||
+            (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED);
+        if (refused) {
+            return point_refused(&points[i], count == 1 ? -1 : (long long)i, api);
         }
     }
     return ORDO_OK;

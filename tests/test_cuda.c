@@ -1175,11 +1175,29 @@ static ordo_mem_resource_t *async_resource_or_skip(void) {
     return resource;
 }
 
+/* An enqueued function that keeps the lane busy until the test lets it
+ * go (a test of the lane only: real ones must not block). */
+typedef struct lane_blocker {
+    _Atomic int started;
+    _Atomic int release;
+} lane_blocker_t;
+
+static ordo_status_t block_the_lane(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    lane_blocker_t *b = ctx;
+    atomic_store(&b->started, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&b->release) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    return ORDO_OK;
+}
+
 /* A stream-ordered block freed on a stream that has failed while its lane
- * still holds work (a host wait): the free itself is held behind that
- * work, so the block's descriptor must not be reused (nor the block
- * counted as given back) before the held free has been issued. Otherwise
- * the late free gives back whatever block took the descriptor meanwhile. */
+ * still holds work: the free itself is held behind that work, so the
+ * block's descriptor must not be reused (nor the block counted as given
+ * back) before the held free has been issued. Otherwise the late free
+ * gives back whatever block took the descriptor meanwhile. */
 static void an_async_free_held_on_a_failed_stream_frees_its_own_block(void **state) {
     (void)state;
     REQUIRE_GATES();
@@ -1190,30 +1208,37 @@ static void an_async_free_held_on_a_failed_stream_frees_its_own_block(void **sta
     ordo_stream_t *other = stream_make();
     ordo_signal_t *before = test_signal_make(0);
     ordo_signal_t *host = test_signal_make(0);
+    lane_blocker_t blocker = {0, 0};
     ordo_block_t *first;
     assert_ok(ordo_mem_allocate(resource, 4096, 0, failing, 0, &first, NULL));
-    /* The failure is queued behind `before`, which waits at the gate, so
-     * the host wait is held on the lane before the stream fails. */
+    /* The failure is queued behind `before`, which waits at the gate; a
+     * host wait moves what follows onto the lane, where the blocker runs
+     * (and keeps the lane busy) before the stream fails. */
     gate_hold(failing, &gate);
     assert_ok(ordo_stream_signal(failing, before, 1));
     assert_status(ordo_cuda_stream_enqueue(failing, refusing_enqueue, NULL), ORDO_ERR_ABORTED);
     assert_ok(ordo_stream_wait(failing, host, 1));
-    assert_true(holding(failing));
+    assert_ok(ordo_cuda_stream_enqueue(failing, block_the_lane, &blocker));
+    assert_ok(ordo_signal_signal(host, 1));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&blocker.started)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
     gate_open(&gate);
     assert_ok(ordo_signal_wait(before, 1, test_deadline()));
-    ordo_deadline_t deadline = test_deadline();
     while (ordo_stream_status(failing) == ORDO_OK) {
         assert_true(ordo_time_now_ns() < deadline);
         sched_yield();
     }
     assert_true(holding(failing));
-    /* The free waits on the lane behind the host wait. */
+    /* The free waits on the lane behind the blocker. */
     assert_ok(ordo_mem_deallocate(resource, first, failing));
     ordo_block_t *second;
     void *second_ptr = NULL;
     assert_ok(ordo_mem_allocate(resource, 4096, 0, other, 0, &second, &second_ptr));
     /* The lane issues the held free now. */
-    assert_ok(ordo_signal_signal(host, 1));
+    atomic_store(&blocker.release, 1);
     assert_ok(ordo_mem_reap_pending(resource, test_deadline()));
     uint64_t outstanding = 0;
     assert_ok(ordo_mem_bytes_outstanding(resource, &outstanding));

@@ -10,6 +10,7 @@
  * resources, stall reports, teardown with held work, pooled points, and
  * last (it breaks the context) a faulting kernel failing every signal.
  * Every wait has a deadline; the kernels spin for microseconds. */
+#include <dlfcn.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -1163,6 +1164,161 @@ static void a_pinned_block_freed_on_a_failed_stream_outlives_its_use(void **stat
     launches_free();
 }
 
+static ordo_mem_resource_t *async_resource_or_skip(void) {
+    ordo_mem_resource_t *resource = NULL;
+    ordo_status_t st = ordo_mem_cuda_async_create(device, &resource);
+    if (st == ORDO_ERR_UNSUPPORTED) {
+        print_message("  skipped: %s\n", ordo_error_message());
+        skip();
+    }
+    assert_ok(st);
+    return resource;
+}
+
+/* An enqueued function that keeps the lane busy until the test lets it
+ * go (a test of the lane only: real ones must not block). */
+typedef struct lane_blocker {
+    _Atomic int started;
+    _Atomic int release;
+} lane_blocker_t;
+
+static ordo_status_t block_the_lane(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    lane_blocker_t *b = ctx;
+    atomic_store(&b->started, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&b->release) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    return ORDO_OK;
+}
+
+/* A stream-ordered block freed on a stream that has failed while its lane
+ * still holds work: the free itself is held behind that work, so the
+ * block's descriptor must not be reused (nor the block counted as given
+ * back) before the held free has been issued. Otherwise the late free
+ * gives back whatever block took the descriptor meanwhile. */
+static void an_async_free_held_on_a_failed_stream_frees_its_own_block(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    ordo_mem_resource_t *resource = async_resource_or_skip();
+    gate_t gate;
+    gate_make(&gate);
+    ordo_stream_t *failing = stream_make();
+    ordo_stream_t *other = stream_make();
+    ordo_signal_t *before = test_signal_make(0);
+    ordo_signal_t *host = test_signal_make(0);
+    lane_blocker_t blocker = {0, 0};
+    ordo_block_t *first;
+    assert_ok(ordo_mem_allocate(resource, 4096, 0, failing, 0, &first, NULL));
+    /* The failure is queued behind `before`, which waits at the gate; a
+     * host wait moves what follows onto the lane, where the blocker runs
+     * (and keeps the lane busy) before the stream fails. */
+    gate_hold(failing, &gate);
+    assert_ok(ordo_stream_signal(failing, before, 1));
+    assert_status(ordo_cuda_stream_enqueue(failing, refusing_enqueue, NULL), ORDO_ERR_ABORTED);
+    assert_ok(ordo_stream_wait(failing, host, 1));
+    assert_ok(ordo_cuda_stream_enqueue(failing, block_the_lane, &blocker));
+    assert_ok(ordo_signal_signal(host, 1));
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&blocker.started)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    gate_open(&gate);
+    assert_ok(ordo_signal_wait(before, 1, test_deadline()));
+    while (ordo_stream_status(failing) == ORDO_OK) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_true(holding(failing));
+    /* The free waits on the lane behind the blocker. */
+    assert_ok(ordo_mem_deallocate(resource, first, failing));
+    ordo_block_t *second;
+    void *second_ptr = NULL;
+    assert_ok(ordo_mem_allocate(resource, 4096, 0, other, 0, &second, &second_ptr));
+    /* The lane issues the held free now. */
+    atomic_store(&blocker.release, 1);
+    assert_ok(ordo_mem_reap_pending(resource, test_deadline()));
+    uint64_t outstanding = 0;
+    assert_ok(ordo_mem_bytes_outstanding(resource, &outstanding));
+    assert_int_equal(outstanding, 4096);
+    /* The second block is still live: the device can write it, and its
+     * own free is accepted. */
+    fill(other, (CUdeviceptr)(uintptr_t)second_ptr, 3, 512);
+    assert_ok(ordo_stream_synchronize(other, test_deadline()));
+    assert_ok(ordo_mem_deallocate(resource, second, other));
+    assert_ok(ordo_mem_reap_pending(resource, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(resource, &outstanding));
+    assert_int_equal(outstanding, 0);
+    assert_ok(ordo_stream_synchronize(other, test_deadline()));
+    assert_ok(ordo_stream_destroy(failing));
+    assert_ok(ordo_stream_destroy(other));
+    assert_ok(ordo_mem_resource_destroy(resource));
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(before));
+    assert_ok(ordo_signal_destroy(host));
+    launches_free();
+}
+
+/* The stand-in driver's failure injection (NULL on a real driver). */
+typedef void (*fail_records_fn)(int count, CUresult result);
+
+static fail_records_fn stand_in_record_failures(void) {
+    fail_records_fn fn = NULL;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib) {
+        void *symbol = dlsym(lib, "fake_cuda_fail_event_records");
+        memcpy(&fn, &symbol, sizeof symbol);
+        (void)dlclose(lib);
+    }
+    return fn;
+}
+
+/* A free whose point a healthy stream refuses (out of memory) must not
+ * leave the free pending for ever: a page-locked block stays the caller's
+ * (the stream may still use it), a stream-ordered one (its free already in
+ * the stream's order) goes back. */
+static void a_free_point_refused_on_a_healthy_stream_leaves_nothing_pending(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    fail_records_fn fail_records = stand_in_record_failures();
+    if (!fail_records) {
+        print_message("  skipped: needs the stand-in driver's failure injection\n");
+        skip();
+    }
+    ordo_stream_t *stream = stream_make();
+    ordo_mem_resource_t *pinned;
+    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
+    ordo_block_t *block;
+    void *host = NULL;
+    uint64_t outstanding = 0;
+    assert_ok(ordo_mem_allocate(pinned, 64, 0, stream, 0, &block, &host));
+    fail_records(1, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_status(ordo_mem_deallocate(pinned, block, stream), ORDO_ERR_OUT_OF_MEMORY);
+    assert_ok(ordo_stream_status(stream));
+    assert_ok(ordo_mem_reap_pending(pinned, ordo_deadline_after_ms(100)));
+    assert_ok(ordo_mem_bytes_outstanding(pinned, &outstanding));
+    assert_int_equal(outstanding, 64);
+    memset(host, 1, 64); /* still the caller's */
+    assert_ok(ordo_mem_deallocate(pinned, block, stream));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(pinned, &outstanding));
+    assert_int_equal(outstanding, 0);
+    assert_ok(ordo_mem_resource_destroy(pinned));
+    ordo_mem_resource_t *async = async_resource_or_skip();
+    assert_ok(ordo_mem_allocate(async, 4096, 0, stream, 0, &block, NULL));
+    fail_records(1, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_ok(ordo_mem_deallocate(async, block, stream));
+    assert_ok(ordo_stream_status(stream));
+    assert_ok(ordo_mem_reap_pending(async, ordo_deadline_after_ms(2000)));
+    assert_ok(ordo_mem_bytes_outstanding(async, &outstanding));
+    assert_int_equal(outstanding, 0);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(async));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
 /* Last: a fault poisons the context for the rest of the process. */
 static void a_device_fault_fails_every_signal(void **state) {
     (void)state;
@@ -1175,6 +1331,12 @@ static void a_device_fault_fails_every_signal(void **state) {
     ordo_stream_t *b = stream_make();
     ordo_signal_t *s = test_signal_make(0);
     ordo_signal_t *r = test_signal_make(0);
+    /* A stream-ordered block live across the fault. */
+    ordo_mem_resource_t *async = NULL;
+    ordo_block_t *block = NULL;
+    if (ordo_mem_cuda_async_create(device, &async) == ORDO_OK) {
+        assert_ok(ordo_mem_allocate(async, 4096, 0, a, 0, &block, NULL));
+    }
     launch_t *l = launch_new(kernels.fault);
     l->ptr = (CUdeviceptr)64; /* nothing is mapped there */
     l->params[0] = &l->ptr;
@@ -1203,6 +1365,17 @@ static void a_device_fault_fails_every_signal(void **state) {
     assert_non_null(strstr(message, "CUDA_ERROR_"));
     assert_status(ordo_stream_synchronize(a, test_deadline()), ORDO_ERR_DEVICE);
     assert_status(ordo_stream_status(b), ORDO_ERR_DEVICE);
+    if (async) {
+        /* The broken context refuses the stream-ordered free; the block
+         * still goes back (the context's reset reclaims the memory), so
+         * the resource, and with it the device, can be released. */
+        assert_ok(ordo_mem_deallocate(async, block, a));
+        assert_ok(ordo_mem_reap_pending(async, test_deadline()));
+        uint64_t outstanding = 1;
+        assert_ok(ordo_mem_bytes_outstanding(async, &outstanding));
+        assert_int_equal(outstanding, 0);
+        assert_ok(ordo_mem_resource_destroy(async));
+    }
     assert_ok(ordo_stream_destroy(a));
     assert_ok(ordo_stream_destroy(b));
     assert_ok(ordo_signal_destroy(s));
@@ -1278,6 +1451,8 @@ int main(void) {
         cmocka_unit_test(points_come_from_a_pool),
         cmocka_unit_test(a_destroyed_streams_word_outlives_its_pending_writes),
         cmocka_unit_test(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),
+        cmocka_unit_test(an_async_free_held_on_a_failed_stream_frees_its_own_block),
+        cmocka_unit_test(a_free_point_refused_on_a_healthy_stream_leaves_nothing_pending),
         cmocka_unit_test(a_device_fault_fails_every_signal),
 #endif
     };

@@ -11,7 +11,10 @@
  * stream runs the record; a wait blocks its stream until the record it names (the latest at the
  * time of the call) completes. The fault kernel sets a sticky error, as a real fault does: every
  * later call returns it and nothing more runs; so does a stream memory operation on an address no
- * live allocation (device or page-locked host memory) covers.
+ * live allocation (device or page-locked host memory) covers. A free
+ * (cuMemFree, cuMemFreeHost, cuMemFreeAsync) of anything but the start of
+ * a live allocation of its kind returns CUDA_ERROR_INVALID_VALUE, as the
+ * driver does; so does a second cuMemFreeAsync of one already queued.
  *
  * Stricter than a real driver where that finds bugs: a call without a
  * current context fails (CUDA_ERROR_INVALID_CONTEXT), a destroyed or
@@ -397,22 +400,27 @@ static struct CUstream_st *all_streams;
  * stream memory operation on any other address faults the device (as a
  * real one's MMU does: an access through a freed mapping). */
 
+typedef enum map_kind { MAP_DEVICE, MAP_HOST } map_kind_t;
+
 typedef struct mapping {
     struct mapping *next;
     uintptr_t base;
     size_t bytes;
+    map_kind_t kind;
+    int free_enqueued; /* a cuMemFreeAsync of it is queued on a stream */
 } mapping_t;
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static mapping_t *mappings;
 
-static int map_add(void *ptr, size_t bytes) {
+static int map_add(void *ptr, size_t bytes, map_kind_t kind) {
     mapping_t *m = calloc(1, sizeof *m);
     if (!m) {
         return 0;
     }
     m->base = (uintptr_t)ptr;
     m->bytes = bytes;
+    m->kind = kind;
     pthread_mutex_lock(&map_lock);
     m->next = mappings;
     mappings = m;
@@ -427,6 +435,38 @@ static void map_remove(void *ptr) {
             mapping_t *m = *link;
             *link = m->next;
             free(m);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&map_lock);
+}
+
+/* A free must name the start of a live allocation of its kind that no
+ * stream-ordered free has claimed yet (the driver answers
+ * CUDA_ERROR_INVALID_VALUE otherwise; here that also keeps a double or
+ * misdirected free from reaching the C library). enqueue_free: claim it
+ * for a cuMemFreeAsync. */
+static int map_claim(void *ptr, map_kind_t kind, int enqueue_free) {
+    int found = 0;
+    pthread_mutex_lock(&map_lock);
+    for (mapping_t *m = mappings; m; m = m->next) {
+        if (m->base == (uintptr_t)ptr) {
+            found = m->kind == kind && !m->free_enqueued;
+            if (found && enqueue_free) {
+                m->free_enqueued = 1;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&map_lock);
+    return found;
+}
+
+static void map_unclaim(void *ptr) {
+    pthread_mutex_lock(&map_lock);
+    for (mapping_t *m = mappings; m; m = m->next) {
+        if (m->base == (uintptr_t)ptr) {
+            m->free_enqueued = 0;
             break;
         }
     }
@@ -740,8 +780,24 @@ static CUresult stream_synchronize(CUstream s) {
     return (CUresult)atomic_load(&sticky);
 }
 
+/* For tests of ordo's error paths (found with dlsym; a real driver has no
+ * such entry): the next count cuEventRecord calls fail with result. */
+void fake_cuda_fail_event_records(int count, CUresult result);
+static _Atomic int record_failures;
+static _Atomic int record_failure_result;
+
+void fake_cuda_fail_event_records(int count, CUresult result) {
+    atomic_store(&record_failure_result, (int)result);
+    atomic_store(&record_failures, count);
+}
+
 static CUresult event_record(CUevent e, CUstream s) {
     USABLE();
+    for (int left = atomic_load(&record_failures); left > 0;) {
+        if (atomic_compare_exchange_weak(&record_failures, &left, left - 1)) {
+            return (CUresult)atomic_load(&record_failure_result);
+        }
+    }
     cmd_t *c = cmd_new(CMD_RECORD);
     if (!c) {
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -830,7 +886,7 @@ static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     void *p = too_big(bytes) ? NULL : block(bytes, 256);
-    if (p && !map_add(p, bytes)) {
+    if (p && !map_add(p, bytes, MAP_DEVICE)) {
         free(p);
         p = NULL;
     }
@@ -843,10 +899,13 @@ static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
 
 /* Frees also after a fault (and returns the fault): a real context frees
  * everything it holds when it is finally reset. */
-static CUresult release_block(void *ptr) {
+static CUresult release_block(void *ptr, map_kind_t kind) {
     CUresult r = usable();
     if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
         return r;
+    }
+    if (!map_claim(ptr, kind, 0)) {
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
     }
     map_remove(ptr);
     free(ptr);
@@ -854,7 +913,7 @@ static CUresult release_block(void *ptr) {
 }
 
 static CUresult mem_free(CUdeviceptr ptr) {
-    return release_block((void *)(uintptr_t)ptr);
+    return release_block((void *)(uintptr_t)ptr, MAP_DEVICE);
 }
 
 static CUresult mem_get_info(size_t *free_bytes, size_t *total_bytes) {
@@ -873,19 +932,30 @@ static CUresult mem_alloc_async(CUdeviceptr *ptr, size_t bytes, CUstream s) {
 
 static CUresult mem_free_async(CUdeviceptr ptr, CUstream s) {
     USABLE();
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
     cmd_t *c = cmd_new(CMD_FREE);
     if (!c) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->dst = (void *)(uintptr_t)ptr;
-    return enqueue(s, c);
+    if (!map_claim(c->dst, MAP_DEVICE, 1)) {
+        free(c);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = enqueue(s, c);
+    if (r != CUDA_SUCCESS) {
+        map_unclaim((void *)(uintptr_t)ptr);
+    }
+    return r;
 }
 
 static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
     (void)flags;
     USABLE();
     void *p = too_big(bytes) ? NULL : block(bytes, 4096);
-    if (p && !map_add(p, bytes)) {
+    if (p && !map_add(p, bytes, MAP_HOST)) {
         free(p);
         p = NULL;
     }
@@ -897,7 +967,7 @@ static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
 }
 
 static CUresult mem_free_host(void *ptr) {
-    return release_block(ptr);
+    return release_block(ptr, MAP_HOST);
 }
 
 static CUresult mem_host_device_pointer(CUdeviceptr *device_ptr, void *host_ptr,

@@ -23,7 +23,13 @@ typedef struct cuda_block {
      * (held until the descriptor is reused) and its timepoint. */
     ordo_signal_t *free_timeline;
     ordo_timepoint_t free_timepoint;
-    struct cuda_block *next; /* descriptor free list */
+    /* What must happen before the block goes back: the stream's point
+     * after the free (both kinds) and, for the stream-ordered allocator,
+     * the cuMemFreeAsync itself, which may be held on the lane past a
+     * point that fails at once. */
+    _Atomic uint32_t free_steps;
+    ordo_status_t free_status; /* the point's outcome */
+    struct cuda_block *next;   /* descriptor free list */
 } cuda_block_t;
 
 struct cuda_resource {
@@ -144,16 +150,14 @@ static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed
     descriptor_put(r, b);
 }
 
-/* The stream passed the free (or failed, or was destroyed). For the
+/* Every step of the free is done: the block goes back. For the
  * stream-ordered allocator the device frees the memory itself (the free
- * was enqueued before this point); page-locked memory goes back now.
+ * is in the stream's order); page-locked memory goes back now.
  * frees_pending drops last: after it the resource may be destroyed, and
  * only the futex wake, which touches no memory, follows. */
-static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
-    (void)timepoint;
-    cuda_block_t *b = ctx;
+static void free_complete(cuda_block_t *b) {
     cuda_resource_t *r = b->owner;
-    if (r->kind == CUDA_MEM_PINNED && status != ORDO_OK &&
+    if (r->kind == CUDA_MEM_PINNED && b->free_status != ORDO_OK &&
         cuda_enter(r->d, "ordo_mem_deallocate") == ORDO_OK) {
         /* The stream failed or was destroyed short of the free: work it
          * (or a stream it waited for on the device) issued before may
@@ -166,11 +170,35 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     mem_frees_done(&r->frees_pending);
 }
 
+static void free_step_done(cuda_block_t *b) {
+    if (atomic_fetch_sub_explicit(&b->free_steps, 1, memory_order_acq_rel) == 1) {
+        free_complete(b);
+    }
+}
+
+/* The stream passed the free (or failed, or was destroyed). */
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    cuda_block_t *b = ctx;
+    b->free_status = status;
+    free_step_done(b);
+}
+
+/* Enqueued in the stream's order, even on a failed or destroyed stream.
+ * The memory must go back: if the driver refuses the stream-ordered free
+ * (a context broken by a fault, say), it is freed at once once the device
+ * has drained (cuMemFree does not wait for stream-ordered memory); a
+ * broken context reclaims it when it is reset. */
 static ordo_status_t free_async(void *ctx, struct CUstream_st *stream) {
     cuda_block_t *b = ctx;
-    CUresult result = b->owner->d->cu->MemFreeAsync((CUdeviceptr)(uintptr_t)b->raw, stream);
-    return result == CUDA_SUCCESS ? ORDO_OK
-                                  : cuda_error(result, "ordo_mem_deallocate", "cuMemFreeAsync");
+    const cuda_api_t *cu = b->owner->d->cu;
+    CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)b->raw;
+    if (cu->MemFreeAsync(ptr, stream) != CUDA_SUCCESS) {
+        (void)cu->CtxSynchronize();
+        (void)cu->MemFree(ptr);
+    }
+    free_step_done(b);
+    return ORDO_OK;
 }
 
 static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -194,12 +222,17 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
         return st;
     }
+    b->free_status = ORDO_OK;
+    atomic_store_explicit(&b->free_steps, r->kind == CUDA_MEM_ASYNC ? 2u : 1u,
+                          memory_order_relaxed);
     if (r->kind == CUDA_MEM_ASYNC) {
         /* In stream order, whatever the stream's state: the memory must go
          * back, and a free the device orders cannot overtake the stream's
-         * own work. */
+         * own work. It may run on the lane at any time from here on. */
         st = cuda_stream_enqueue_always(stream->impl, free_async, b, api);
         if (st != ORDO_OK) {
+            /* Not enqueued (free_async never fails): the block is the
+             * caller's still. */
             (void)ordo_signal_release(timeline);
             atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
             return st;
@@ -210,9 +243,44 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
     atomic_fetch_add_explicit(&r->frees_pending, 1, memory_order_relaxed);
     (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
     /* On a failed stream the signal fails at once and the timepoint runs
-     * now. */
-    (void)ordo_stream_signal(stream, timeline, 1);
-    return ORDO_OK;
+     * now; the descriptor (and its reference on the timeline) may then be
+     * reused by another thread before this call looks at the timeline, so
+     * it holds a reference of its own across the call. */
+    (void)ordo_signal_retain(timeline);
+    st = ordo_stream_signal(stream, timeline, 1);
+    if (st == ORDO_OK) {
+        (void)ordo_signal_release(timeline);
+        return ORDO_OK;
+    }
+    uint64_t value = 0;
+    if (ordo_signal_query(timeline, &value) != ORDO_OK) {
+        (void)ordo_signal_release(timeline);
+        return ORDO_OK; /* failed with the stream: the timepoint has run */
+    }
+    /* Refused on a healthy stream (out of memory): nobody else holds the
+     * timeline, so the timepoint has not run and never will. */
+    (void)ordo_signal_release(timeline);
+    ordo_cancel_result_t result;
+    (void)ordo_timepoint_cancel(&b->free_timepoint, &result);
+    if (result != ORDO_CANCEL_PREVENTED) {
+        return ORDO_OK;
+    }
+    if (r->kind == CUDA_MEM_ASYNC) {
+        /* The free is in the stream's order already and cannot be taken
+         * back: the block goes back once it has been issued. */
+        free_step_done(b);
+        return ORDO_OK;
+    }
+    /* The stream may still use the page-locked block: the free is
+     * refused and the block stays the caller's. */
+    atomic_fetch_sub_explicit(&r->frees_pending, 1, memory_order_relaxed);
+    b->free_timeline = NULL;
+    (void)ordo_signal_release(timeline);
+    atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    return ordo_error(st, api,
+                      "the free could not be enqueued on the stream; block %p (tag %u) is still "
+                      "yours",
+                      (void *)block, block->tag);
 }
 
 static uint64_t cuda_res_bytes_outstanding(ordo_mem_resource_t *resource) {

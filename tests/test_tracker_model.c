@@ -233,6 +233,570 @@ static void random_programs_match_the_model(void **state) {
     assert_ok(ordo_device_release(device));
 }
 
+/* ---- wide programs: up to 64 streams, the split form, release and reuse -- */
+
+#define WIDE_STREAMS ORDO_TRACKER_MAX_STREAMS
+#define WIDE_SLOTS 6
+
+typedef struct wide_data {
+    buffer_data_t d;
+    _Atomic int reclaimed; /* set by the reclaim callback */
+} wide_data_t;
+
+typedef struct wide_task {
+    task_t base;
+    wide_data_t *owners[MAX_ACCESSES];
+    int fail; /* checks what it reads, then fails its stream without writing */
+    /* For the check of what ran: when it started and ended (0: it did
+     * not run), its stream and accesses, and whether it was accepted. */
+    uint64_t start;
+    uint64_t end;
+    uint32_t stream;
+    int accepted;
+    model_access_t modeled[MAX_ACCESSES];
+} wide_task_t;
+
+/* One clock over every task's start and end. */
+static _Atomic uint64_t wide_clock;
+
+static ordo_status_t run_wide_task(void *ctx) {
+    wide_task_t *t = ctx;
+    t->start = atomic_fetch_add(&wide_clock, 1) + 1;
+    for (size_t a = 0; a < t->base.count; ++a) {
+        if (atomic_load(&t->owners[a]->reclaimed)) {
+            atomic_fetch_add(t->base.errors, 1);
+        }
+    }
+    ordo_status_t st = ORDO_ERR_ABORTED;
+    if (t->fail) {
+        for (size_t a = 0; a < t->base.count; ++a) {
+            t->base.stamp[a] = 0;
+        }
+    }
+    if (run_task(&t->base) == ORDO_OK && !t->fail) {
+        st = ORDO_OK;
+    }
+    for (size_t a = 0; a < t->base.count; ++a) {
+        if (atomic_load(&t->owners[a]->reclaimed)) {
+            atomic_fetch_add(t->base.errors, 1);
+        }
+    }
+    t->end = atomic_fetch_add(&wide_clock, 1) + 1;
+    return st;
+}
+
+/* Every two accepted tasks on different streams that conflict, and both
+ * ran, ran one after the other, in submission order. */
+static int ran_in_order(const wide_task_t *tasks, uint32_t count) {
+    for (uint32_t j = 0; j < count; ++j) {
+        const wide_task_t *n = &tasks[j];
+        if (!n->accepted || !n->start) {
+            continue;
+        }
+        for (uint32_t i = 0; i < j; ++i) {
+            const wide_task_t *e = &tasks[i];
+            if (!e->accepted || !e->start || e->stream == n->stream) {
+                continue;
+            }
+            int conflict = 0;
+            for (size_t a = 0; a < e->base.count; ++a) {
+                for (size_t b = 0; b < n->base.count; ++b) {
+                    conflict |= e->modeled[a].buffer == n->modeled[b].buffer &&
+                                ((e->modeled[a].mode | n->modeled[b].mode) & ORDO_ACCESS_WRITE);
+                }
+            }
+            if (conflict && e->end > n->start) {
+                print_error("ran out of order: task %u (stream %u) ended at %llu, after task %u "
+                            "(stream %u) started at %llu\n",
+                            i, e->stream, (unsigned long long)e->end, j, n->stream,
+                            (unsigned long long)n->start);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static ordo_status_t launch_wide_task(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, run_wide_task, ctx);
+}
+
+static void reclaim_wide(void *ctx) {
+    wide_data_t *d = ctx;
+    atomic_store(&d->reclaimed, 1);
+}
+
+typedef struct wide_harness {
+    ordo_stream_t *program[WIDE_STREAMS]; /* the program's streams, in its order */
+    uint32_t streams;
+    model_t *model;
+} wide_harness_t;
+
+static uint32_t wide_index_of(wide_harness_t *h, ordo_stream_t *s) {
+    for (uint32_t i = 0; i < h->streams; ++i) {
+        if (h->program[i] == s) {
+            return i;
+        }
+    }
+    return UINT32_MAX;
+}
+
+static void on_wide_wait(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin,
+                         uint64_t origin_point, uint64_t needed_point) {
+    wide_harness_t *h = ctx;
+    model_on_wait(h->model, wide_index_of(h, waiting), wide_index_of(h, origin), origin_point,
+                  needed_point);
+}
+
+/* A submission refused because its stream has failed is not a node. */
+static int refused_by_failure(ordo_status_t st, ordo_stream_t *stream, model_t *model) {
+    if (st == ORDO_OK) {
+        return 0;
+    }
+    if (ordo_stream_status(stream) == ORDO_OK) {
+        print_error("refused on a healthy stream: %s (%s)\n", ordo_status_name(st),
+                    ordo_error_message());
+        fail();
+    }
+    model_cancel(model);
+    return 1;
+}
+
+/* A refused submission writes nothing: what it would have written stays. */
+static void restore_versions(uint64_t *version, const model_access_t *modeled,
+                             const uint64_t *before, size_t count) {
+    for (size_t a = count; a-- > 0;) {
+        version[modeled[a].buffer] = before[a];
+    }
+}
+
+/* pool: WIDE_STREAMS streams to choose from; NULL: fresh streams (some
+ * tasks then fail, and with them their streams). */
+static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_t *rng,
+                            totals_t *totals) {
+    wide_harness_t h = {0};
+    ordo_stream_t *fresh[WIDE_STREAMS];
+    const int failures = pool == NULL;
+    /* Mostly around the inline limit of 8 streams, sometimes all 64. */
+    uint64_t kind = test_rand(rng) % 4;
+    h.streams = kind == 0 ? WIDE_STREAMS
+                          : 2 + (uint32_t)(test_rand(rng) % (kind == 1 ? WIDE_STREAMS - 1 : 14));
+    if (failures) {
+        h.streams = 2 + (uint32_t)(test_rand(rng) % 11);
+        for (uint32_t i = 0; i < WIDE_STREAMS; ++i) {
+            fresh[i] = NULL;
+        }
+        for (uint32_t i = 0; i < h.streams; ++i) {
+            assert_ok(ordo_stream_create(device, 0, &fresh[i]));
+        }
+        pool = fresh;
+    }
+    ordo_stream_t *perm[WIDE_STREAMS];
+    memcpy(perm, pool, sizeof perm);
+    const uint32_t choices = failures ? h.streams : WIDE_STREAMS;
+    for (uint32_t i = 0; i < h.streams; ++i) {
+        uint32_t j = i + (uint32_t)(test_rand(rng) % (choices - i));
+        ordo_stream_t *tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+        h.program[i] = perm[i];
+    }
+    uint32_t submissions = 1 + (uint32_t)(test_rand(rng) % (2 * MAX_SUBMISSIONS));
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    h.model = model_create(h.streams, submissions);
+    if (failures) {
+        /* A stream that fails runs none of its waits, yet its records carry
+         * what they would have waited for: whoever waits on such a record
+         * fails with it. The model does not know failures; what ran is
+         * checked below instead. */
+        model_skip_hazards(h.model);
+    }
+    assert_ok(ordo_tracker_set_wait_observer(tracker, on_wide_wait, &h));
+
+    /* Every buffer ever made, so that its memory outlives the program. */
+    uint32_t max_buffers = WIDE_SLOTS + submissions;
+    wide_data_t **all = calloc(max_buffers, sizeof *all);
+    uint64_t *version = calloc(max_buffers, sizeof *version);
+    uint32_t made = 0;
+    uint32_t slot_id[WIDE_SLOTS];
+    ordo_buffer_t *handles[WIDE_SLOTS];
+    for (uint32_t s = 0; s < WIDE_SLOTS; ++s) {
+        all[made] = calloc(1, sizeof *all[made]);
+        all[made]->d.version = version[made] = 1;
+        all[made]->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
+        for (uint32_t i = 0; i < all[made]->d.words; ++i) {
+            all[made]->d.data[i] = pattern(1, i);
+        }
+        slot_id[s] = made++;
+        assert_ok(ordo_buffer_create(tracker, &handles[s]));
+    }
+    _Atomic uint64_t errors = 0;
+    wide_task_t *tasks = calloc(submissions, sizeof *tasks);
+    uint64_t next_version = 2;
+    uint32_t released = 0;
+    for (uint32_t k = 0; k < submissions; ++k) {
+        if (test_rand(rng) % 8 == 0) {
+            /* Release one buffer while its uses may still run, and reuse
+             * its slot for a new one. */
+            uint32_t s = (uint32_t)(test_rand(rng) % WIDE_SLOTS);
+            assert_ok(ordo_buffer_release(handles[s], reclaim_wide, all[slot_id[s]]));
+            released++;
+            all[made] = calloc(1, sizeof *all[made]);
+            all[made]->d.version = version[made] = 1;
+            all[made]->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
+            for (uint32_t i = 0; i < all[made]->d.words; ++i) {
+                all[made]->d.data[i] = pattern(1, i);
+            }
+            slot_id[s] = made++;
+            assert_ok(ordo_buffer_create(tracker, &handles[s]));
+        }
+        uint32_t stream = (uint32_t)(test_rand(rng) % h.streams);
+        size_t count = (size_t)(test_rand(rng) % (MAX_ACCESSES + 1));
+        ordo_access_t accesses[MAX_ACCESSES];
+        model_access_t modeled[MAX_ACCESSES];
+        wide_task_t *t = &tasks[k];
+        t->base.errors = &errors;
+        t->base.spin = (unsigned)(test_rand(rng) % 1000);
+        t->fail = failures && test_rand(rng) % 24 == 0;
+        for (size_t a = 0; a < count; ++a) {
+            uint32_t s = (uint32_t)(test_rand(rng) % WIDE_SLOTS);
+            uint32_t id = slot_id[s];
+            ordo_access_mode_t mode = (ordo_access_mode_t)(1 + test_rand(rng) % 3);
+            size_t seen = 0;
+            while (seen < t->base.count && modeled[seen].buffer != id) {
+                ++seen;
+            }
+            if (seen < t->base.count) {
+                modeled[seen].mode |= mode;
+            } else {
+                t->base.data[t->base.count] = &all[id]->d;
+                t->owners[t->base.count] = all[id];
+                modeled[t->base.count] = (model_access_t){id, mode};
+                t->base.count++;
+            }
+            accesses[a] = (ordo_access_t){handles[s], mode};
+        }
+        uint64_t before[MAX_ACCESSES];
+        for (size_t a = 0; a < t->base.count; ++a) {
+            uint32_t id = modeled[a].buffer;
+            before[a] = version[id];
+            t->base.expect[a] = version[id];
+            t->base.stamp[a] = (modeled[a].mode & ORDO_ACCESS_WRITE) ? next_version++ : 0;
+            if (t->base.stamp[a]) {
+                version[id] = t->base.stamp[a];
+            }
+        }
+        t->stream = stream;
+        memcpy(t->modeled, modeled, t->base.count * sizeof *modeled);
+        model_begin(h.model, stream, modeled, t->base.count);
+        ordo_stream_t *on = h.program[stream];
+        if (test_rand(rng) % 3 == 0) {
+            if (refused_by_failure(ordo_prepare(tracker, on, accesses, count), on, h.model) ||
+                refused_by_failure(ordo_stream_host_task(on, run_wide_task, t), on, h.model)) {
+                restore_versions(version, modeled, before, t->base.count);
+                continue;
+            }
+            assert_ok(ordo_finish(tracker, on, accesses, count));
+        } else if (refused_by_failure(
+                       ordo_submit(tracker, on, accesses, count, launch_wide_task, t), on,
+                       h.model)) {
+            restore_versions(version, modeled, before, t->base.count);
+            continue;
+        }
+        model_end(h.model);
+        t->accepted = 1;
+    }
+    for (uint32_t s = 0; s < WIDE_SLOTS; ++s) {
+        assert_ok(ordo_buffer_release(handles[s], reclaim_wide, all[slot_id[s]]));
+    }
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    for (uint32_t i = 0; i < h.streams; ++i) {
+        ordo_status_t st = ordo_stream_synchronize(h.program[i], test_deadline());
+        if (!failures || st != ORDO_ERR_ABORTED) {
+            assert_ok(st);
+        }
+    }
+    ordo_tracker_metrics_t m;
+    assert_ok(ordo_tracker_metrics(tracker, &m));
+    assert_ok(ordo_tracker_destroy(tracker));
+    int failed = 0;
+    const char *why = NULL;
+    if (model_violations(h.model, &why)) {
+        print_error("model: %s\n", why);
+        failed = 1;
+    }
+    if (atomic_load(&errors)) {
+        print_error("data: %llu task(s) saw a wrong version or reclaimed memory\n",
+                    (unsigned long long)atomic_load(&errors));
+        failed = 1;
+    }
+    if (!ran_in_order(tasks, submissions)) {
+        failed = 1;
+    }
+    if (m.reclamations_done != made || (!failures && m.submissions != submissions) ||
+        m.buffers_live != 0) {
+        print_error("metrics: %llu reclaimed of %u, %llu submissions of %u, %llu live\n",
+                    (unsigned long long)m.reclamations_done, made,
+                    (unsigned long long)m.submissions, submissions,
+                    (unsigned long long)m.buffers_live);
+        failed = 1;
+    }
+    for (uint32_t i = 0; i < made; ++i) {
+        if (!atomic_load(&all[i]->reclaimed) || (!failures && all[i]->d.version != version[i])) {
+            print_error("buffer %u: reclaimed %d, version %llu, expected %llu\n", i,
+                        atomic_load(&all[i]->reclaimed), (unsigned long long)all[i]->d.version,
+                        (unsigned long long)version[i]);
+            failed = 1;
+        }
+        free(all[i]);
+    }
+    (void)released;
+    if (failures) {
+        for (uint32_t i = 0; i < h.streams; ++i) {
+            assert_ok(ordo_stream_destroy(fresh[i]));
+        }
+    }
+    totals->programs++;
+    totals->submissions += m.submissions;
+    totals->waits += m.waits_emitted;
+    totals->elided += m.waits_elided;
+    model_free(h.model);
+    free(tasks);
+    free(all);
+    free(version);
+    return failed;
+}
+
+static void wide_programs_match_the_model(void **state) {
+    (void)state;
+    ordo_device_t *device;
+    assert_ok(ordo_device_open("cpu", &device));
+    ordo_stream_t *pool[WIDE_STREAMS];
+    for (int s = 0; s < (int)WIDE_STREAMS; ++s) {
+        assert_ok(ordo_stream_create(device, 0, &pool[s]));
+    }
+    uint64_t seed = env_u64("ORDO_MODEL_SEED", 0x77696465ull);
+    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_scaled(1000));
+    uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 60);
+    ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
+    totals_t totals = {0};
+    for (uint64_t p = 0; p < programs && ordo_time_now_ns() < stop; ++p) {
+        uint64_t rng = seed ^ (p * 0x9e3779b97f4a7c15ull) ^ 1;
+        if (run_wide_program(device, pool, &rng, &totals)) {
+            fail_msg("wide program %llu failed; reproduce with ORDO_MODEL_SEED=%llu "
+                     "ORDO_MODEL_PROGRAMS=%llu",
+                     (unsigned long long)p, (unsigned long long)seed, (unsigned long long)(p + 1));
+        }
+    }
+    print_message("  %llu programs, %llu submissions, %llu waits emitted, %llu elided\n",
+                  (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
+                  (unsigned long long)totals.waits, (unsigned long long)totals.elided);
+    assert_true(totals.programs >= 1);
+    /* With failing tasks: fresh streams for each program. */
+    totals = (totals_t){0};
+    programs = env_u64("ORDO_MODEL_FAILING", test_scaled(300));
+    for (uint64_t p = 0; p < programs && ordo_time_now_ns() < stop; ++p) {
+        uint64_t rng = seed ^ (p * 0x9e3779b97f4a7c15ull) ^ 2;
+        if (run_wide_program(device, NULL, &rng, &totals)) {
+            fail_msg("failing program %llu failed; reproduce with ORDO_MODEL_SEED=%llu "
+                     "ORDO_MODEL_FAILING=%llu",
+                     (unsigned long long)p, (unsigned long long)seed, (unsigned long long)(p + 1));
+        }
+    }
+    print_message("  %llu programs with failures, %llu submissions, %llu waits emitted\n",
+                  (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
+                  (unsigned long long)totals.waits);
+    for (int s = 0; s < (int)WIDE_STREAMS; ++s) {
+        assert_ok(ordo_stream_destroy(pool[s]));
+    }
+    assert_ok(ordo_device_release(device));
+}
+
+/* ---- several submitting threads, serialised by the tracker's lock -------- */
+
+#define LOCKED_THREADS 3
+#define LOCKED_STREAMS 10
+#define LOCKED_PER_THREAD 400
+
+typedef struct locked_program {
+    ordo_tracker_t *tracker;
+    wide_harness_t h;
+    wide_data_t **all;
+    uint64_t *version;
+    uint32_t made;
+    uint32_t slot_id[WIDE_SLOTS];
+    ordo_buffer_t *handles[WIDE_SLOTS];
+    wide_task_t *tasks;
+    uint32_t next_task;
+    uint64_t next_version;
+    _Atomic uint64_t errors;     /* what the tasks saw */
+    _Atomic uint64_t refusals;   /* calls refused on the submitting threads */
+    _Atomic uint32_t first_done; /* submissions of the first thread */
+} locked_program_t;
+
+typedef struct locked_thread locked_thread_t;
+
+struct locked_thread {
+    locked_program_t *p;
+    uint64_t rng;
+    int first; /* the others start once it has submitted alone for a while */
+};
+
+static wide_data_t *locked_new_data(locked_program_t *p, uint64_t *rng) {
+    wide_data_t *d = calloc(1, sizeof *d);
+    d->d.version = p->version[p->made] = 1;
+    d->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
+    for (uint32_t i = 0; i < d->d.words; ++i) {
+        d->d.data[i] = pattern(1, i);
+    }
+    p->all[p->made] = d;
+    return d;
+}
+
+static void *locked_submitter(void *arg) {
+    locked_thread_t *th = arg;
+    locked_program_t *p = th->p;
+    /* The first thread takes the lock alone for a while (the lock may
+     * then favour it), and the others take it from it. */
+    ordo_deadline_t deadline = test_deadline();
+    while (!th->first && atomic_load(&p->first_done) < LOCKED_PER_THREAD / 2 &&
+           ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    for (uint32_t k = 0; k < LOCKED_PER_THREAD; ++k) {
+        if (ordo_tracker_lock(p->tracker) != ORDO_OK) {
+            atomic_fetch_add(&p->refusals, 1);
+            return NULL;
+        }
+        if (test_rand(&th->rng) % 8 == 0) {
+            uint32_t s = (uint32_t)(test_rand(&th->rng) % WIDE_SLOTS);
+            if (ordo_buffer_release(p->handles[s], reclaim_wide, p->all[p->slot_id[s]]) !=
+                ORDO_OK) {
+                atomic_fetch_add(&p->refusals, 1);
+            }
+            locked_new_data(p, &th->rng);
+            p->slot_id[s] = p->made++;
+            if (ordo_buffer_create(p->tracker, &p->handles[s]) != ORDO_OK) {
+                atomic_fetch_add(&p->refusals, 1);
+            }
+        }
+        uint32_t stream = (uint32_t)(test_rand(&th->rng) % p->h.streams);
+        size_t count = (size_t)(test_rand(&th->rng) % (MAX_ACCESSES + 1));
+        ordo_access_t accesses[MAX_ACCESSES];
+        wide_task_t *t = &p->tasks[p->next_task++];
+        t->base.errors = &p->errors;
+        t->base.spin = (unsigned)(test_rand(&th->rng) % 1000);
+        t->stream = stream;
+        for (size_t a = 0; a < count; ++a) {
+            uint32_t s = (uint32_t)(test_rand(&th->rng) % WIDE_SLOTS);
+            uint32_t id = p->slot_id[s];
+            ordo_access_mode_t mode = (ordo_access_mode_t)(1 + test_rand(&th->rng) % 3);
+            size_t seen = 0;
+            while (seen < t->base.count && t->modeled[seen].buffer != id) {
+                ++seen;
+            }
+            if (seen < t->base.count) {
+                t->modeled[seen].mode |= mode;
+            } else {
+                t->base.data[t->base.count] = &p->all[id]->d;
+                t->owners[t->base.count] = p->all[id];
+                t->modeled[t->base.count] = (model_access_t){id, mode};
+                t->base.count++;
+            }
+            accesses[a] = (ordo_access_t){p->handles[s], mode};
+        }
+        for (size_t a = 0; a < t->base.count; ++a) {
+            uint32_t id = t->modeled[a].buffer;
+            t->base.expect[a] = p->version[id];
+            t->base.stamp[a] = (t->modeled[a].mode & ORDO_ACCESS_WRITE) ? p->next_version++ : 0;
+            if (t->base.stamp[a]) {
+                p->version[id] = t->base.stamp[a];
+            }
+        }
+        model_begin(p->h.model, stream, t->modeled, t->base.count);
+        if (ordo_submit(p->tracker, p->h.program[stream], accesses, count, launch_wide_task, t) !=
+            ORDO_OK) {
+            atomic_fetch_add(&p->refusals, 1);
+        }
+        model_end(p->h.model);
+        t->accepted = 1;
+        if (ordo_tracker_unlock(p->tracker) != ORDO_OK) {
+            atomic_fetch_add(&p->refusals, 1);
+        }
+        if (th->first) {
+            atomic_fetch_add(&p->first_done, 1);
+        }
+    }
+    return NULL;
+}
+
+static void locked_threads_match_the_model(void **state) {
+    (void)state;
+    ordo_device_t *device;
+    assert_ok(ordo_device_open("cpu", &device));
+    locked_program_t p = {0};
+    p.h.streams = LOCKED_STREAMS;
+    for (uint32_t s = 0; s < LOCKED_STREAMS; ++s) {
+        assert_ok(ordo_stream_create(device, 0, &p.h.program[s]));
+    }
+    uint32_t submissions = LOCKED_THREADS * LOCKED_PER_THREAD;
+    assert_ok(ordo_tracker_create(device, &p.tracker));
+    p.h.model = model_create(LOCKED_STREAMS, submissions);
+    assert_ok(ordo_tracker_set_wait_observer(p.tracker, on_wide_wait, &p.h));
+    p.all = calloc(WIDE_SLOTS + submissions, sizeof *p.all);
+    p.version = calloc(WIDE_SLOTS + submissions, sizeof *p.version);
+    p.tasks = calloc(submissions, sizeof *p.tasks);
+    p.next_version = 2;
+    uint64_t rng = 0x6c6f636b6564ull;
+    for (uint32_t s = 0; s < WIDE_SLOTS; ++s) {
+        locked_new_data(&p, &rng);
+        p.slot_id[s] = p.made++;
+        assert_ok(ordo_buffer_create(p.tracker, &p.handles[s]));
+    }
+    locked_thread_t threads[LOCKED_THREADS];
+    pthread_t ids[LOCKED_THREADS];
+    for (int i = 0; i < LOCKED_THREADS; ++i) {
+        threads[i] = (locked_thread_t){&p, rng ^ (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull, i == 0};
+        ids[i] = test_thread_start(locked_submitter, &threads[i]);
+    }
+    for (int i = 0; i < LOCKED_THREADS; ++i) {
+        pthread_join(ids[i], NULL);
+    }
+    for (uint32_t s = 0; s < WIDE_SLOTS; ++s) {
+        assert_ok(ordo_buffer_release(p.handles[s], reclaim_wide, p.all[p.slot_id[s]]));
+    }
+    assert_ok(ordo_tracker_drain(p.tracker, test_deadline()));
+    for (uint32_t s = 0; s < LOCKED_STREAMS; ++s) {
+        assert_ok(ordo_stream_synchronize(p.h.program[s], test_deadline()));
+    }
+    ordo_tracker_metrics_t m;
+    assert_ok(ordo_tracker_metrics(p.tracker, &m));
+    assert_ok(ordo_tracker_destroy(p.tracker));
+    const char *why = NULL;
+    if (model_violations(p.h.model, &why)) {
+        fail_msg("model: %s", why);
+    }
+    assert_int_equal(atomic_load(&p.refusals), 0);
+    assert_int_equal(atomic_load(&p.errors), 0);
+    assert_true(ran_in_order(p.tasks, submissions));
+    assert_int_equal(m.submissions, submissions);
+    assert_int_equal(m.reclamations_done, p.made);
+    for (uint32_t i = 0; i < p.made; ++i) {
+        assert_true(atomic_load(&p.all[i]->reclaimed));
+        assert_int_equal(p.all[i]->d.version, p.version[i]);
+        free(p.all[i]);
+    }
+    model_free(p.h.model);
+    free(p.all);
+    free(p.version);
+    free(p.tasks);
+    for (uint32_t s = 0; s < LOCKED_STREAMS; ++s) {
+        assert_ok(ordo_stream_destroy(p.h.program[s]));
+    }
+    assert_ok(ordo_device_release(device));
+}
+
 /* ---- reclamation: released buffers outlive every use ------------------- */
 
 typedef struct heap_buffer {
@@ -339,6 +903,8 @@ static void released_buffers_outlive_their_uses(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_programs_match_the_model),
+        cmocka_unit_test(wide_programs_match_the_model),
+        cmocka_unit_test(locked_threads_match_the_model),
         cmocka_unit_test(released_buffers_outlive_their_uses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

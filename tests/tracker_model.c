@@ -20,7 +20,9 @@ struct model {
     uint32_t *last_on_stream; /* node id + 1, 0: none */
     uint32_t **stream_nodes;  /* per stream: node ids by point - 1 */
     uint32_t *stream_points;  /* submissions per stream */
+    uint64_t **carry;         /* per stream: what cancelled submissions had waited for */
     int open;                 /* between begin and end */
+    int skip_hazards;         /* model_skip_hazards */
     size_t violations;
     char first[256];
 };
@@ -34,8 +36,10 @@ model_t *model_create(uint32_t streams, uint32_t max_submissions) {
     m->last_on_stream = calloc(streams, sizeof *m->last_on_stream);
     m->stream_points = calloc(streams, sizeof *m->stream_points);
     m->stream_nodes = calloc(streams, sizeof *m->stream_nodes);
+    m->carry = calloc(streams, sizeof *m->carry);
     for (uint32_t s = 0; s < streams; ++s) {
         m->stream_nodes[s] = calloc(max_submissions, sizeof(uint32_t));
+        m->carry[s] = calloc(m->words ? m->words : 1, sizeof(uint64_t));
     }
     return m;
 }
@@ -47,7 +51,9 @@ void model_free(model_t *m) {
     }
     for (uint32_t s = 0; s < m->streams; ++s) {
         free(m->stream_nodes[s]);
+        free(m->carry[s]);
     }
+    free(m->carry);
     free(m->stream_nodes);
     free(m->stream_points);
     free(m->last_on_stream);
@@ -87,6 +93,9 @@ void model_begin(model_t *m, uint32_t stream, const model_access_t *accesses, si
     n->ancestors = calloc(m->words, sizeof(uint64_t));
     if (m->last_on_stream[stream]) {
         absorb(m, n->ancestors, m->last_on_stream[stream] - 1); /* program order */
+    }
+    for (size_t w = 0; w < m->words; ++w) {
+        n->ancestors[w] |= m->carry[stream][w]; /* waits of cancelled submissions */
     }
     m->open = 1;
 }
@@ -137,7 +146,7 @@ void model_end(model_t *m) {
     uint32_t id = m->node_count;
     node_t *n = &m->nodes[id];
     for (uint32_t e = 0; e < id; ++e) {
-        if (m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) &&
+        if (!m->skip_hazards && m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) &&
             !has(n->ancestors, e)) {
             char what[256];
             snprintf(what, sizeof what,
@@ -149,6 +158,27 @@ void model_end(model_t *m) {
     m->stream_nodes[n->stream][m->stream_points[n->stream]++] = id;
     m->last_on_stream[n->stream] = id + 1;
     m->node_count++;
+    m->open = 0;
+}
+
+void model_skip_hazards(model_t *m) {
+    m->skip_hazards = 1;
+}
+
+void model_cancel(model_t *m) {
+    if (!m->open) {
+        violation(m, "model misuse: cancel without begin");
+        return;
+    }
+    node_t *n = &m->nodes[m->node_count];
+    /* The waits it emitted stay on its stream: later work there follows
+     * what they waited for. */
+    for (size_t w = 0; w < m->words; ++w) {
+        m->carry[n->stream][w] |= n->ancestors[w];
+    }
+    free(n->ancestors);
+    free(n->accesses);
+    memset(n, 0, sizeof *n);
     m->open = 0;
 }
 

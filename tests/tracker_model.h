@@ -27,6 +27,12 @@ void model_begin(model_t *model, uint32_t stream, const model_access_t *accesses
 void model_on_wait(model_t *model, uint32_t waiting, uint32_t origin, uint64_t origin_point,
                    uint64_t needed_point);
 void model_end(model_t *model);
+/* The submission was refused after begin (and perhaps some waits): it is
+ * not a node, but the waits it emitted order later work on its stream. */
+void model_cancel(model_t *model);
+/* Checks only the waits (well-formed, none redundant), not that every
+ * hazard was ordered: for programs whose streams fail. */
+void model_skip_hazards(model_t *model);
 
 /* Violations found so far; the first one's description. */
 size_t model_violations(const model_t *model, const char **out_first);

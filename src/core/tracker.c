@@ -339,25 +339,32 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
 /* The checks every submission entry point makes before its accesses are
  * read: the tracker, the list itself, and the stream (attached on first
  * use). A stream already attached is found without a check; one seen for
- * the first time is attached only once its accesses are known good. */
+ * the first time is attached only once its accesses are known good.
+ * *out_index is written on every path (the slow ones write 0 first): gcc
+ * -O1 cannot follow the index through the status and the attach, and
+ * warned that the callers' index may be used uninitialised. */
 static inline __attribute__((always_inline)) ordo_status_t
 enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses, size_t count,
       uint32_t *out_index, const char *api) {
     ordo_status_t st = tracker_check(tracker, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        *out_index = 0;
         return st;
     }
     if (ORDO_UNLIKELY(count && !accesses)) {
+        *out_index = 0;
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
                           count);
     }
     if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
+        *out_index = 0;
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
                           ORDO_TRACKER_MAX_ACCESSES);
     }
     if (ORDO_LIKELY(tracker_stream_find(tracker, stream, out_index))) {
         return ORDO_OK;
     }
+    *out_index = 0;
     st = check_accesses(tracker, accesses, count, api);
     if (st == ORDO_OK) {
         st = tracker_stream_attach(tracker, stream, out_index, api);

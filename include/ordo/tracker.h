@@ -114,7 +114,9 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
  * emits the waits the accesses need on stream; enqueue the work; then
  * finish records the accesses as the stream's next point. Every prepare
  * must be followed by its finish, with the same stream and accesses,
- * before the next prepare on the tracker. */
+ * before the next prepare on the tracker. The accesses' buffers must not
+ * be released in between: finish would refuse them, and a released buffer
+ * may be reclaimed while the enqueued work still uses it. */
 ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                            const ordo_access_t *accesses, size_t count);
 

@@ -819,6 +819,88 @@ static void entry_points_refuse_each_bad_argument(void **state) {
     fixture_free(&f);
 }
 
+/* A pool over a pool: reaping with a release threshold of zero gives the
+ * upper pool's settled chunks back to the lower pool as settled free
+ * blocks; both layouts stay whole, and the upper pool is destroyed with
+ * nothing left over in the lower one. */
+static void pool_over_pool_trims_and_retries(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 16 * 1024;
+    config.release_threshold = 0;
+    ordo_mem_resource_t *upper = NULL;
+    assert_ok(ordo_mem_pool_create(f.tracker, f.pool, &config, &upper));
+    ordo_block_t *blocks[6];
+    void *ptr = NULL;
+    for (unsigned i = 0; i < 6; ++i) {
+        assert_ok(ordo_mem_allocate(upper, 12 * 1024, 0, f.s[i % 2], 0, &blocks[i], &ptr));
+    }
+    assert_int_equal(pool_stats(upper).chunks, 6);
+    for (unsigned i = 0; i < 6; ++i) {
+        assert_ok(ordo_mem_deallocate(upper, blocks[i], f.s[(i + 1) % 2]));
+    }
+    (void)census(upper);
+    (void)census(f.pool);
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(upper, test_deadline()));
+    assert_int_equal(pool_stats(upper).chunks, 0);
+    assert_int_equal(pool_stats(upper).bytes_reserved, 0);
+    assert_int_equal(pool_stats(f.pool).bytes_in_use, 0);
+    (void)census(upper);
+    mem_pool_census_t c = census(f.pool);
+    assert_int_equal(c.live_blocks, 0);
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_mem_resource_destroy(upper));
+    (void)census(f.pool);
+    fixture_free(&f);
+}
+
+/* Upstream out of memory: the pool settles what has completed, gives its
+ * settled chunks back and tries once more. Blocks freed on a stream that
+ * has since finished all its work are complete; the retry must find them. */
+static void out_of_memory_settles_trims_and_retries(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_mem_resource_t *budget = NULL, *pool = NULL;
+    assert_ok(ordo_mem_budget_create(f.direct, NULL, &budget));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = 64 * 1024;
+    assert_ok(ordo_mem_pool_create(f.tracker, budget, &config, &pool));
+    assert_ok(ordo_mem_budget_set_limit(device, 160 * 1024));
+    ordo_block_t *a = NULL, *b = NULL, *big = NULL;
+    void *ptr = NULL;
+    assert_ok(ordo_mem_allocate(pool, 60 * 1024, 0, f.s[0], 0, &a, &ptr));
+    assert_ok(ordo_mem_allocate(pool, 60 * 1024, 0, f.s[0], 0, &b, &ptr));
+    assert_int_equal(pool_stats(pool).chunks, 2);
+    assert_ok(ordo_mem_deallocate(pool, a, f.s[0]));
+    assert_ok(ordo_mem_deallocate(pool, b, f.s[0]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    /* 100 KiB fits neither chunk, and a third is over the limit. */
+    ordo_status_t st = ordo_mem_allocate(pool, 100 * 1024, 0, f.s[0], 0, &big, &ptr);
+    if (st != ORDO_OK) {
+        fail_msg("allocation after the frees completed (%llu trims): %s",
+                 (unsigned long long)pool_stats(pool).trims, ordo_error_message());
+    }
+    (void)census(pool);
+    assert_int_equal(pool_stats(pool).chunks, 1);
+    assert_ok(ordo_mem_deallocate(pool, big, f.s[0]));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_budget_set_limit(device, ORDO_MEM_BUDGET_UNLIMITED));
+    assert_ok(ordo_mem_reap_pending(budget, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(budget));
+    fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocation_is_cut_from_the_end),
@@ -834,6 +916,8 @@ int main(void) {
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
         cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),
         cmocka_unit_test(entry_points_refuse_each_bad_argument),
+        cmocka_unit_test(pool_over_pool_trims_and_retries),
+        cmocka_unit_test(out_of_memory_settles_trims_and_retries),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

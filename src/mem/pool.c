@@ -570,6 +570,55 @@ static void trim_to(pool_t *p, uint64_t keep) {
     }
 }
 
+/* Gives wholly free chunks whose uses may still run back upstream, each
+ * with a free ordered on a healthy stream of its death frontier (made to
+ * wait on the device for the other entries): upstream takes the memory
+ * once that stream reaches the free, without the host waiting here. Used
+ * when upstream is out of memory, where settling finds only what the host
+ * already knows complete (a free that was a stream's last work is recorded
+ * by nothing until a reap). Chunks with an entry of a failed stream are
+ * left to settling. */
+static void trim_pending(pool_t *p) {
+    for (pool_chunk_t *chunk = p->chunks, *next; chunk; chunk = next) {
+        next = chunk->next;
+        unsigned c = class_of(chunk->size / POOL_UNIT);
+        pool_block_t *whole = NULL;
+        for (uint64_t mask = p->affinity_mask; !whole && mask; mask &= mask - 1) {
+            for (pool_block_t *b = p->bins[__builtin_ctzll(mask)]->head[c]; b; b = b->bin_next) {
+                if (b->chunk == chunk && b->size == chunk->size) {
+                    whole = b;
+                    break;
+                }
+            }
+        }
+        if (!whole || !whole->death_count) {
+            continue;
+        }
+        int healthy = 1;
+        for (unsigned i = 0; i < whole->death_count; ++i) {
+            healthy &=
+                ordo_stream_status(p->tracker->streams[whole->death[i].stream]->stream) == ORDO_OK;
+        }
+        uint32_t s = whole->death[whole->death_count - 1].stream;
+        for (unsigned i = 0; healthy && i < whole->death_count; ++i) {
+            const pool_death_t *d = &whole->death[i];
+            healthy =
+                d->stream == s || tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
+        }
+        if (!healthy || mem_deallocate(p->base.upstream, chunk->upstream_block,
+                                       p->tracker->streams[s]->stream) != ORDO_OK) {
+            continue;
+        }
+        bin_remove(p, whole);
+        descriptor_put(p, whole);
+        chunk_unlink(p, chunk);
+        p->stats.bytes_reserved -= chunk->size;
+        --p->stats.chunks;
+        ++p->stats.trims;
+        ordo_dealloc(chunk, sizeof *chunk, 0);
+    }
+}
+
 /* --- Allocation --- */
 
 /* The first block of bins that fits size (and, unless any_frontier, that
@@ -771,9 +820,12 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     if (!b) {
         st = grow(p, size, t, request->stream, &b);
         if (st == ORDO_ERR_OUT_OF_MEMORY) {
-            /* Give back what has settled and try once more. */
+            /* Give back what has settled, and the free chunks whose uses
+             * may still run with frees ordered after them, and try once
+             * more. */
             settle_all(p);
             trim_to(p, 0);
+            trim_pending(p);
             if ((st = find_free(p, size, t, &b)) == ORDO_OK && !b) {
                 st = grow(p, size, t, request->stream, &b);
             }

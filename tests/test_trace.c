@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/trace.h"
 #include "ordo/memory.h"
 #include "ordo/trace.h"
 #include "test_util.h"
@@ -293,6 +294,8 @@ static void checker_refuses_bad_traces(void **state) {
     (void)state;
     static const char *const good[] = {
         "{\"traceEvents\":[]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"ts\":1,\"name\":"
+        "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}]}",
         ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":3},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":1.5e1}]}"),
@@ -304,6 +307,10 @@ static void checker_refuses_bad_traces(void **state) {
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":0x10}]}",
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":+1}]}",
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1.}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xff\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xc3\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xc0\xaf\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xed\xa0\x80\"}]}",
         /* slices that overlap without nesting */
         ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":10}]}"),
@@ -807,6 +814,127 @@ static void trace_in_forked_child(void **state) {
     }
 }
 
+/* Names are the program's bytes: the trace must stay valid JSON, UTF-8
+ * included, whatever they hold and wherever a long one is cut. */
+static void names_stay_valid_json(void **state) {
+    (void)state;
+    static const char *const names[] = {
+        "quote \" backslash \\ slash /",
+        "controls \x01\x1f tab\t newline\n del \x7f",
+        "stray \xff\xfe bytes",
+        "cut \xe2\x82",
+        "overlong \xc0\xaf",
+        "surrogate \xed\xa0\x80",
+        "beyond \xf4\x90\x80\x80",
+        "valid \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+    };
+    char longs[4][400];
+    /* Long names cut at every alignment of a multi-byte character or an
+     * escape against the limit. */
+    static const char *const units[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\\"};
+    for (size_t u = 0; u < 4; ++u) {
+        size_t n = 0;
+        while (n + strlen(units[u]) < sizeof longs[u]) {
+            memcpy(longs[u] + n, units[u], strlen(units[u]));
+            n += strlen(units[u]);
+        }
+        longs[u][n] = '\0';
+    }
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "names");
+    for (size_t shift = 0; shift < 4; ++shift) {
+        assert_ok(ordo_trace_start(NULL));
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+            assert_ok(ordo_trace_slice_begin(names[i]));
+            assert_ok(ordo_trace_instant(names[i]));
+            assert_ok(ordo_trace_counter(names[i], 1));
+            assert_ok(ordo_trace_slice_end());
+        }
+        for (size_t u = 0; u < 4; ++u) {
+            assert_ok(ordo_trace_instant(longs[u] + shift));
+            assert_ok(ordo_trace_counter(longs[u] + shift, 2));
+        }
+        assert_ok(ordo_trace_stop(path, NULL));
+        if (!check(path, summary, sizeof summary)) {
+            fail_msg("invalid trace with odd names (shift %zu): %s", shift, summary);
+        }
+    }
+    remove(path);
+}
+
+/* A trace that cannot be written fully is an error, not a truncated file
+ * reported as written; tracing is off after it and starts again. */
+static void write_failure_is_reported(void **state) {
+    (void)state;
+    for (int events = 0; events <= 20000; events += 20000) {
+        assert_ok(ordo_trace_start(NULL));
+        for (int i = 0; i < events; ++i) {
+            assert_ok(ordo_trace_instant("fill the disk"));
+        }
+        ordo_trace_stats_t stats;
+        ordo_status_t st = ordo_trace_stop("/dev/full", &stats);
+        assert_int_not_equal(st, ORDO_OK);
+        assert_non_null(strstr(ordo_error_message(), "/dev/full"));
+        assert_int_equal(stats.events, (uint64_t)events);
+        int on = 1;
+        assert_ok(ordo_trace_is_on(&on));
+        assert_int_equal(on, 0);
+    }
+    /* A path that is a directory cannot be opened. */
+    assert_ok(ordo_trace_start(NULL));
+    assert_int_not_equal(ordo_trace_stop("/tmp", NULL), ORDO_OK);
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_stop(NULL, NULL));
+}
+
+/* The largest "dur" in a trace's text, in microseconds. */
+static double longest_duration(const char *text) {
+    double longest = 0;
+    for (const char *p = strstr(text, "\"dur\":"); p; p = strstr(p + 1, "\"dur\":")) {
+        double d = strtod(p + 6, NULL);
+        longest = d > longest ? d : longest;
+    }
+    return longest;
+}
+
+/* A stream's op is timed as trace_now() - start, the two read on whatever
+ * CPUs the worker ran on; counters a hair apart make that difference wrap.
+ * The export must not draw such an op for centuries, and a track's device
+ * name goes into the file escaped like any other. */
+static void skewed_durations_and_odd_device_names(void **state) {
+    (void)state;
+    static int stream; /* a track: any address */
+    char path[128];
+    temp_path(path, sizeof path, "skew");
+    assert_ok(ordo_trace_start(NULL));
+    trace_event_t track = {trace_now(), 0, &stream, NULL, 0, 0, TRACE_TRACK, 0};
+    memcpy(&track.a, "dev\"ice\\\x01\xc3", 8);
+    memcpy(&track.b,
+           "\xa9\xe2\x82\xac"
+           "12\xe2\x82",
+           8); /* ends mid-character */
+    assert_true(trace_record(&track));
+    uint64_t now = trace_now();
+    trace_event_t slice = {now, (uint64_t)0 - 5, &stream, "host task", 0, 0, TRACE_SLICE, 0};
+    assert_true(trace_record(&slice));
+    slice.ts = now + 10;
+    slice.dur = 3;
+    assert_true(trace_record(&slice));
+    assert_ok(ordo_trace_stop(path, NULL));
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace: %s", summary);
+    }
+    char *text = read_file(path);
+    /* The whole trace spans milliseconds: no slice lasts a second. */
+    double longest = longest_duration(text);
+    free(text);
+    remove(path);
+    if (longest > 1e6) {
+        fail_msg("a slice lasts %g us", longest);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -824,6 +952,9 @@ int main(void) {
         cmocka_unit_test(restart_from_host_task),
         cmocka_unit_test(slices_across_restarts),
         cmocka_unit_test(trace_in_forked_child),
+        cmocka_unit_test(names_stay_valid_json),
+        cmocka_unit_test(write_failure_is_reported),
+        cmocka_unit_test(skewed_durations_and_odd_device_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

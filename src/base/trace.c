@@ -407,19 +407,58 @@ static size_t track_number(export_state_t *x, const void *track) {
     return x->track_count;
 }
 
-/* name as the inside of a JSON string (quotes, backslashes and control
- * characters escaped), cut to fit buf. */
+/* The length of the UTF-8 sequence at c (RFC 3629: shortest form, no
+ * surrogates, at most U+10FFFF), or 0 when it is not one. c is
+ * NUL-terminated, so a sequence cut short ends at a byte that is no
+ * continuation. */
+static size_t utf8_length(const unsigned char *c) {
+    size_t n = c[0] < 0x80                    ? 1
+               : c[0] >= 0xc2 && c[0] <= 0xdf ? 2
+               : c[0] >= 0xe0 && c[0] <= 0xef ? 3
+               : c[0] >= 0xf0 && c[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; ++i) {
+        if ((c[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+    }
+    if (n > 1 && ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] > 0x9f) ||
+                  (c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] > 0x8f))) {
+        return 0;
+    }
+    return n;
+}
+
+/* name as the inside of a JSON string: quotes,
+ * backslashes and control characters escaped, bytes that are not UTF-8
+ * written as U+FFFD, cut at a whole character to fit buf. */
 static const char *json_text(const char *name, char *buf, size_t capacity) {
     size_t n = 0;
-    for (const unsigned char *c = (const unsigned char *)name; *c && n + 7 < capacity; ++c) {
-        if (*c == '"' || *c == '\\') {
-            buf[n++] = '\\';
-            buf[n++] = (char)*c;
+    for (const unsigned char *c = (const unsigned char *)name; *c;) {
+        size_t in = utf8_length(c);
+        char escaped[8];
+        const char *out = (const char *)c;
+        size_t out_length = in;
+        if (!in) {
+            out = "\\ufffd";
+            out_length = 6;
+            in = 1;
+        } else if (*c == '"' || *c == '\\') {
+            escaped[0] = '\\';
+            escaped[1] = (char)*c;
+            out = escaped;
+            out_length = 2;
         } else if (*c < 0x20) {
-            n += (size_t)snprintf(buf + n, capacity - n, "\\u%04x", *c);
-        } else {
-            buf[n++] = (char)*c;
+            snprintf(escaped, sizeof escaped, "\\u%04x", *c);
+            out = escaped;
+            out_length = 6;
         }
+        if (n + out_length >= capacity) {
+            break;
+        }
+        memcpy(buf + n, out, out_length);
+        n += out_length;
+        c += in;
     }
     buf[n] = '\0';
     return buf;
@@ -491,10 +530,11 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
              track, micros(e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
         break;
     case TRACE_TRACK: {
-        char device[17];
-        memcpy(device, &e->a, 8);
-        memcpy(device + 8, &e->b, 8);
-        device[16] = '\0';
+        char raw[17], device[16 * 6 + 1];
+        memcpy(raw, &e->a, 8);
+        memcpy(raw + 8, &e->b, 8);
+        raw[16] = '\0';
+        json_text(raw, device, sizeof device);
         emit(x,
              "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{\"name\":"
              "\"stream %zu (%s, priority %lld)\"}}",
@@ -656,8 +696,14 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     free(x.open_tids);
     free(x.open_depth);
     *out_flows = x.flows;
-    if (fclose(out) != 0) {
-        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s", path);
+    /* A write that failed midway (a full disk) leaves the error flag even
+     * where the final flush succeeds. */
+    int failed = ferror(out);
+    errno = 0;
+    failed |= fclose(out) != 0;
+    if (failed) {
+        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s: %s", path,
+                          strerror(errno ? errno : EIO));
     }
     return ORDO_OK;
 }
@@ -692,6 +738,11 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
+                if ((int64_t)e->dur < 0) {
+                    /* Timed across CPUs whose counters differ by a hair:
+                     * the end read before the start. */
+                    e->dur = 0;
+                }
                 int on_stream = e->kind == TRACE_SLICE || e->kind == TRACE_WAIT ||
                                 e->kind == TRACE_SIGNAL || e->kind == TRACE_TRACK;
                 if (on_stream && e->ts < origin_ticks) {

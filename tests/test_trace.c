@@ -5,8 +5,10 @@
  * a host task that stops and starts traces; program slices across
  * restarts and full traces; a child forked during a trace. */
 #include <signal.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -935,6 +937,112 @@ static void skewed_durations_and_odd_device_names(void **state) {
     }
 }
 
+typedef struct short_lived {
+    int begin;
+    uint32_t tid;
+} short_lived_t;
+
+static void *short_lived_main(void *arg) {
+    short_lived_t *s = arg;
+    s->tid = (uint32_t)syscall(SYS_gettid);
+    if (s->begin) {
+        (void)ordo_trace_slice_begin("left open at exit");
+    }
+    (void)ordo_trace_instant("short-lived");
+    return NULL;
+}
+
+/* Threads that record and exit: their events stay in the trace (an open
+ * slice ends with it), and their records are taken over by later threads
+ * rather than piling up for the life of the process. */
+static void exited_threads_records_reused(void **state) {
+    (void)state;
+    enum { THREADS = 64 };
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "exited");
+    assert_ok(ordo_trace_start(NULL));
+    pthread_t th;
+    short_lived_t first = {1, 0};
+    assert_int_equal(pthread_create(&th, NULL, short_lived_main, &first), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    size_t records = trace_thread_records();
+    short_lived_t later = {0, 0};
+    for (int i = 0; i < THREADS; ++i) {
+        assert_int_equal(pthread_create(&th, NULL, short_lived_main, &later), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+    }
+    assert_true(trace_thread_records() <= records + 1);
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 2 + THREADS);
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace: %s", summary);
+    }
+    /* The first thread's slice, on its own track, ended with the trace. */
+    char *text = read_file(path);
+    char begin[96], end[96];
+    snprintf(begin, sizeof begin, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,", first.tid);
+    snprintf(end, sizeof end, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,", first.tid);
+    assert_non_null(strstr(text, begin));
+    assert_non_null(strstr(text, end));
+    free(text);
+    remove(path);
+}
+
+typedef struct churn {
+    _Atomic int stop;
+    _Atomic int failed;
+} churn_t;
+
+static void *churn_main(void *arg) {
+    churn_t *c = arg;
+    while (!atomic_load(&c->stop)) {
+        pthread_t th;
+        short_lived_t s = {1, 0};
+        if (pthread_create(&th, NULL, short_lived_main, &s) != 0 || pthread_join(th, NULL) != 0) {
+            atomic_store(&c->failed, 1);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Threads exiting and new ones taking over their records while traces start
+ * and stop: every trace stays valid (run under ThreadSanitizer). */
+static void thread_churn_races_stop(void **state) {
+    (void)state;
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "churn");
+    churn_t c = {0, 0};
+    pthread_t th[2];
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, &c), 0);
+    }
+    ordo_deadline_t deadline = ordo_deadline_after_ms(2000);
+    int rounds = 0;
+    while (rounds < 200 / ORDO_TEST_SCALE_DIVISOR &&
+           (rounds < 5 || ordo_time_now_ns() < deadline)) {
+        assert_ok(ordo_trace_start(NULL));
+        assert_ok(ordo_trace_instant("round"));
+        int write = rounds % 10 == 0;
+        assert_ok(ordo_trace_stop(write ? path : NULL, NULL));
+        if (write && !check(path, summary, sizeof summary)) {
+            atomic_store(&c.stop, 1);
+            fail_msg("invalid trace in round %d: %s", rounds, summary);
+        }
+        ++rounds;
+    }
+    atomic_store(&c.stop, 1);
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    }
+    assert_int_equal(atomic_load(&c.failed), 0);
+    /* Two churning threads (and the few the program has): the records do
+     * not pile up with the threads made. */
+    assert_true(trace_thread_records() < 64);
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -955,6 +1063,8 @@ int main(void) {
         cmocka_unit_test(names_stay_valid_json),
         cmocka_unit_test(write_failure_is_reported),
         cmocka_unit_test(skewed_durations_and_odd_device_names),
+        cmocka_unit_test(exited_threads_records_reused),
+        cmocka_unit_test(thread_churn_races_stop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,8 +7,8 @@
  * sees it busy and waits for it — provided the recorder's store and load
  * are not reordered. Rather than pay a full fence on every record, the
  * two sides use an asymmetric fence (base/asym_fence.h): stop pays for
- * both. Thread records are kept for the
- * life of the process (reused by later traces), so a recorder never touches
+ * both. Thread records are never freed (reused by later traces, and by
+ * later threads once theirs has exited), so a recorder never touches
  * freed memory.
  *
  * Chunks come from one region that start maps for the whole trace and
@@ -60,6 +60,9 @@ typedef struct trace_thread {
      * thread touches these two. */
     uint32_t depth;
     uint32_t depth_generation;
+    /* Its thread has exited: the next new thread takes it over, events
+     * and all (under threads_lock). */
+    uint32_t vacant;
 } trace_thread_t;
 
 _Atomic uint32_t trace_enabled;
@@ -86,17 +89,66 @@ uint32_t trace_generation(void) {
     return atomic_load_explicit(&generation, memory_order_relaxed);
 }
 
-static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
-    trace_thread_t *t = calloc(1, sizeof *t);
-    if (!t) {
-        return NULL;
-    }
-    t->tid = (uint32_t)syscall(SYS_gettid);
+/* A thread's record outlives it (its events stay in the trace), but is
+ * handed to the next thread that records, so a program that makes threads
+ * all the time does not grow the list without bound. */
+static pthread_key_t exit_key;
+static int exit_key_made;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg) {
+    trace_thread_t *t = arg;
+    this_thread = NULL; /* a later destructor that records takes a record anew */
     pthread_mutex_lock(&threads_lock);
-    t->next = threads;
-    threads = t;
+    t->vacant = 1;
     pthread_mutex_unlock(&threads_lock);
+}
+
+static void exit_key_make(void) {
+    exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    pthread_once(&exit_key_once, exit_key_make);
+    pthread_mutex_lock(&threads_lock);
+    trace_thread_t *t = threads;
+    while (t && !t->vacant) {
+        t = t->next;
+    }
+    if (t) {
+        /* Its events (and chunk) stay; their tid is in each. */
+        t->vacant = 0;
+        t->tid = tid;
+        t->depth = 0;
+        t->depth_generation = 0; /* no trace: reset at the first mark */
+    }
+    pthread_mutex_unlock(&threads_lock);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t) {
+            return NULL;
+        }
+        t->tid = tid;
+        pthread_mutex_lock(&threads_lock);
+        t->next = threads;
+        threads = t;
+        pthread_mutex_unlock(&threads_lock);
+    }
+    if (exit_key_made) {
+        (void)pthread_setspecific(exit_key, t);
+    }
     return this_thread = t;
+}
+
+size_t trace_thread_records(void) {
+    size_t n = 0;
+    pthread_mutex_lock(&threads_lock);
+    for (const trace_thread_t *t = threads; t; t = t->next) {
+        ++n;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    return n;
 }
 
 static inline trace_thread_t *thread_record(void) {
@@ -196,6 +248,9 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     for (trace_thread_t *t = threads; t; t = t->next) {
+        if (t != this_thread) {
+            t->vacant = 1; /* its thread is not in the child */
+        }
         if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
             atomic_store_explicit(&t->busy, 0, memory_order_relaxed);
             t->head = t->tail = NULL;

@@ -4,6 +4,7 @@
  * out of room together); start/stop misuse; recording threads racing stop;
  * a host task that stops and starts traces; program slices across
  * restarts and full traces; a child forked during a trace. */
+#include <locale.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1043,6 +1044,41 @@ static void thread_churn_races_stop(void **state) {
     remove(path);
 }
 
+/* A program that set a locale whose decimal separator is a comma still
+ * gets JSON numbers ("1.5", not "1,5"). Skipped where no such locale is
+ * installed (LOCPATH may point at one made with localedef). */
+static void numbers_ignore_the_locale(void **state) {
+    (void)state;
+    static const char *const locales[] = {"de_DE.UTF-8", "de_DE.utf8", "de_DE",      "fr_FR.UTF-8",
+                                          "fr_FR.utf8",  "fr_FR",      "ru_RU.UTF-8"};
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", setlocale(LC_NUMERIC, NULL));
+    int found = 0;
+    for (size_t i = 0; !found && i < sizeof locales / sizeof locales[0]; ++i) {
+        found = setlocale(LC_NUMERIC, locales[i]) && localeconv()->decimal_point[0] != '.';
+    }
+    if (!found) {
+        setlocale(LC_NUMERIC, saved);
+        skip();
+    }
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "locale");
+    ordo_status_t started = ordo_trace_start(NULL);
+    for (int i = 0; started == ORDO_OK && i < 10; ++i) {
+        (void)ordo_trace_slice_begin("comma");
+        (void)ordo_trace_counter("comma", i);
+        (void)ordo_trace_slice_end();
+    }
+    ordo_status_t stopped = started == ORDO_OK ? ordo_trace_stop(path, NULL) : started;
+    setlocale(LC_NUMERIC, saved); /* the checker reads numbers with strtod */
+    assert_ok(started);
+    assert_ok(stopped);
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace under a comma locale: %s", summary);
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -1065,6 +1101,7 @@ int main(void) {
         cmocka_unit_test(skewed_durations_and_odd_device_names),
         cmocka_unit_test(exited_threads_records_reused),
         cmocka_unit_test(thread_churn_races_stop),
+        cmocka_unit_test(numbers_ignore_the_locale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,6 +18,7 @@
 #include "base/trace.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -830,7 +831,19 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
         st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot gather %zu events",
                         count);
     } else if (path) {
-        st = write_trace(path, events, n, &flows);
+        /* JSON numbers have a decimal point whatever locale the program
+         * set (printf takes LC_NUMERIC's separator): this thread writes
+         * in the C locale. */
+        locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+        if (!c_numeric) {
+            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop",
+                            "cannot make the C locale to write %s", path);
+        } else {
+            locale_t previous = uselocale(c_numeric);
+            st = write_trace(path, events, n, &flows);
+            uselocale(previous);
+            freelocale(c_numeric);
+        }
     }
     free(events);
     if (out_stats) {

@@ -4,12 +4,16 @@
  * out of room together); start/stop misuse; recording threads racing stop;
  * a host task that stops and starts traces; program slices across
  * restarts and full traces; a child forked during a trace. */
+#include <locale.h>
 #include <signal.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/trace.h"
 #include "ordo/memory.h"
 #include "ordo/trace.h"
 #include "test_util.h"
@@ -293,6 +297,8 @@ static void checker_refuses_bad_traces(void **state) {
     (void)state;
     static const char *const good[] = {
         "{\"traceEvents\":[]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"ts\":1,\"name\":"
+        "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}]}",
         ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":3},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":1.5e1}]}"),
@@ -304,6 +310,10 @@ static void checker_refuses_bad_traces(void **state) {
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":0x10}]}",
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":+1}]}",
         "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1.}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xff\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xc3\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xc0\xaf\"}]}",
+        "{\"traceEvents\":[{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"\xed\xa0\x80\"}]}",
         /* slices that overlap without nesting */
         ("{\"traceEvents\":[{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
          "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":10}]}"),
@@ -807,6 +817,268 @@ static void trace_in_forked_child(void **state) {
     }
 }
 
+/* Names are the program's bytes: the trace must stay valid JSON, UTF-8
+ * included, whatever they hold and wherever a long one is cut. */
+static void names_stay_valid_json(void **state) {
+    (void)state;
+    static const char *const names[] = {
+        "quote \" backslash \\ slash /",
+        "controls \x01\x1f tab\t newline\n del \x7f",
+        "stray \xff\xfe bytes",
+        "cut \xe2\x82",
+        "overlong \xc0\xaf",
+        "surrogate \xed\xa0\x80",
+        "beyond \xf4\x90\x80\x80",
+        "valid \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+    };
+    char longs[4][400];
+    /* Long names cut at every alignment of a multi-byte character or an
+     * escape against the limit. */
+    static const char *const units[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\\"};
+    for (size_t u = 0; u < 4; ++u) {
+        size_t n = 0;
+        while (n + strlen(units[u]) < sizeof longs[u]) {
+            memcpy(longs[u] + n, units[u], strlen(units[u]));
+            n += strlen(units[u]);
+        }
+        longs[u][n] = '\0';
+    }
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "names");
+    for (size_t shift = 0; shift < 4; ++shift) {
+        assert_ok(ordo_trace_start(NULL));
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+            assert_ok(ordo_trace_slice_begin(names[i]));
+            assert_ok(ordo_trace_instant(names[i]));
+            assert_ok(ordo_trace_counter(names[i], 1));
+            assert_ok(ordo_trace_slice_end());
+        }
+        for (size_t u = 0; u < 4; ++u) {
+            assert_ok(ordo_trace_instant(longs[u] + shift));
+            assert_ok(ordo_trace_counter(longs[u] + shift, 2));
+        }
+        assert_ok(ordo_trace_stop(path, NULL));
+        if (!check(path, summary, sizeof summary)) {
+            fail_msg("invalid trace with odd names (shift %zu): %s", shift, summary);
+        }
+    }
+    remove(path);
+}
+
+/* A trace that cannot be written fully is an error, not a truncated file
+ * reported as written; tracing is off after it and starts again. */
+static void write_failure_is_reported(void **state) {
+    (void)state;
+    for (int events = 0; events <= 20000; events += 20000) {
+        assert_ok(ordo_trace_start(NULL));
+        for (int i = 0; i < events; ++i) {
+            assert_ok(ordo_trace_instant("fill the disk"));
+        }
+        ordo_trace_stats_t stats;
+        ordo_status_t st = ordo_trace_stop("/dev/full", &stats);
+        assert_int_not_equal(st, ORDO_OK);
+        assert_non_null(strstr(ordo_error_message(), "/dev/full"));
+        assert_int_equal(stats.events, (uint64_t)events);
+        int on = 1;
+        assert_ok(ordo_trace_is_on(&on));
+        assert_int_equal(on, 0);
+    }
+    /* A path that is a directory cannot be opened. */
+    assert_ok(ordo_trace_start(NULL));
+    assert_int_not_equal(ordo_trace_stop("/tmp", NULL), ORDO_OK);
+    assert_ok(ordo_trace_start(NULL));
+    assert_ok(ordo_trace_stop(NULL, NULL));
+}
+
+/* The largest "dur" in a trace's text, in microseconds. */
+static double longest_duration(const char *text) {
+    double longest = 0;
+    for (const char *p = strstr(text, "\"dur\":"); p; p = strstr(p + 1, "\"dur\":")) {
+        double d = strtod(p + 6, NULL);
+        longest = d > longest ? d : longest;
+    }
+    return longest;
+}
+
+/* A stream's op is timed as trace_now() - start, the two read on whatever
+ * CPUs the worker ran on; counters a hair apart make that difference wrap.
+ * The export must not draw such an op for centuries, and a track's device
+ * name goes into the file escaped like any other. */
+static void skewed_durations_and_odd_device_names(void **state) {
+    (void)state;
+    static int stream; /* a track: any address */
+    char path[128];
+    temp_path(path, sizeof path, "skew");
+    assert_ok(ordo_trace_start(NULL));
+    trace_event_t track = {trace_now(), 0, &stream, NULL, 0, 0, TRACE_TRACK, 0};
+    memcpy(&track.a, "dev\"ice\\\x01\xc3", 8);
+    memcpy(&track.b,
+           "\xa9\xe2\x82\xac"
+           "12\xe2\x82",
+           8); /* ends mid-character */
+    assert_true(trace_record(&track));
+    uint64_t now = trace_now();
+    trace_event_t slice = {now, (uint64_t)0 - 5, &stream, "host task", 0, 0, TRACE_SLICE, 0};
+    assert_true(trace_record(&slice));
+    slice.ts = now + 10;
+    slice.dur = 3;
+    assert_true(trace_record(&slice));
+    assert_ok(ordo_trace_stop(path, NULL));
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace: %s", summary);
+    }
+    char *text = read_file(path);
+    /* The whole trace spans milliseconds: no slice lasts a second. */
+    double longest = longest_duration(text);
+    free(text);
+    remove(path);
+    if (longest > 1e6) {
+        fail_msg("a slice lasts %g us", longest);
+    }
+}
+
+typedef struct short_lived {
+    int begin;
+    uint32_t tid;
+} short_lived_t;
+
+static void *short_lived_main(void *arg) {
+    short_lived_t *s = arg;
+    s->tid = (uint32_t)syscall(SYS_gettid);
+    if (s->begin) {
+        (void)ordo_trace_slice_begin("left open at exit");
+    }
+    (void)ordo_trace_instant("short-lived");
+    return NULL;
+}
+
+/* Threads that record and exit: their events stay in the trace (an open
+ * slice ends with it), and their records are taken over by later threads
+ * rather than piling up for the life of the process. */
+static void exited_threads_records_reused(void **state) {
+    (void)state;
+    enum { THREADS = 64 };
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "exited");
+    assert_ok(ordo_trace_start(NULL));
+    pthread_t th;
+    short_lived_t first = {1, 0};
+    assert_int_equal(pthread_create(&th, NULL, short_lived_main, &first), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    size_t records = trace_thread_records();
+    short_lived_t later = {0, 0};
+    for (int i = 0; i < THREADS; ++i) {
+        assert_int_equal(pthread_create(&th, NULL, short_lived_main, &later), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+    }
+    assert_true(trace_thread_records() <= records + 1);
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_int_equal(stats.events, 2 + THREADS);
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace: %s", summary);
+    }
+    /* The first thread's slice, on its own track, ended with the trace. */
+    char *text = read_file(path);
+    char begin[96], end[96];
+    snprintf(begin, sizeof begin, "{\"ph\":\"B\",\"pid\":2,\"tid\":%u,", first.tid);
+    snprintf(end, sizeof end, "{\"ph\":\"E\",\"pid\":2,\"tid\":%u,", first.tid);
+    assert_non_null(strstr(text, begin));
+    assert_non_null(strstr(text, end));
+    free(text);
+    remove(path);
+}
+
+typedef struct churn {
+    _Atomic int stop;
+    _Atomic int failed;
+} churn_t;
+
+static void *churn_main(void *arg) {
+    churn_t *c = arg;
+    while (!atomic_load(&c->stop)) {
+        pthread_t th;
+        short_lived_t s = {1, 0};
+        if (pthread_create(&th, NULL, short_lived_main, &s) != 0 || pthread_join(th, NULL) != 0) {
+            atomic_store(&c->failed, 1);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Threads exiting and new ones taking over their records while traces start
+ * and stop: every trace stays valid (run under ThreadSanitizer). */
+static void thread_churn_races_stop(void **state) {
+    (void)state;
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "churn");
+    churn_t c = {0, 0};
+    pthread_t th[2];
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(pthread_create(&th[i], NULL, churn_main, &c), 0);
+    }
+    ordo_deadline_t deadline = ordo_deadline_after_ms(2000);
+    int rounds = 0;
+    while (rounds < 200 / ORDO_TEST_SCALE_DIVISOR &&
+           (rounds < 5 || ordo_time_now_ns() < deadline)) {
+        assert_ok(ordo_trace_start(NULL));
+        assert_ok(ordo_trace_instant("round"));
+        int write = rounds % 10 == 0;
+        assert_ok(ordo_trace_stop(write ? path : NULL, NULL));
+        if (write && !check(path, summary, sizeof summary)) {
+            atomic_store(&c.stop, 1);
+            fail_msg("invalid trace in round %d: %s", rounds, summary);
+        }
+        ++rounds;
+    }
+    atomic_store(&c.stop, 1);
+    for (int i = 0; i < 2; ++i) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    }
+    assert_int_equal(atomic_load(&c.failed), 0);
+    /* Two churning threads (and the few the program has): the records do
+     * not pile up with the threads made. */
+    assert_true(trace_thread_records() < 64);
+    remove(path);
+}
+
+/* A program that set a locale whose decimal separator is a comma still
+ * gets JSON numbers ("1.5", not "1,5"). Skipped where no such locale is
+ * installed (LOCPATH may point at one made with localedef). */
+static void numbers_ignore_the_locale(void **state) {
+    (void)state;
+    static const char *const locales[] = {"de_DE.UTF-8", "de_DE.utf8", "de_DE",      "fr_FR.UTF-8",
+                                          "fr_FR.utf8",  "fr_FR",      "ru_RU.UTF-8"};
+    char saved[256];
+    snprintf(saved, sizeof saved, "%s", setlocale(LC_NUMERIC, NULL));
+    int found = 0;
+    for (size_t i = 0; !found && i < sizeof locales / sizeof locales[0]; ++i) {
+        found = setlocale(LC_NUMERIC, locales[i]) && localeconv()->decimal_point[0] != '.';
+    }
+    if (!found) {
+        setlocale(LC_NUMERIC, saved);
+        skip();
+    }
+    char path[128], summary[256];
+    temp_path(path, sizeof path, "locale");
+    ordo_status_t started = ordo_trace_start(NULL);
+    for (int i = 0; started == ORDO_OK && i < 10; ++i) {
+        (void)ordo_trace_slice_begin("comma");
+        (void)ordo_trace_counter("comma", i);
+        (void)ordo_trace_slice_end();
+    }
+    ordo_status_t stopped = started == ORDO_OK ? ordo_trace_stop(path, NULL) : started;
+    setlocale(LC_NUMERIC, saved); /* the checker reads numbers with strtod */
+    assert_ok(started);
+    assert_ok(stopped);
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace under a comma locale: %s", summary);
+    }
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
@@ -824,6 +1096,12 @@ int main(void) {
         cmocka_unit_test(restart_from_host_task),
         cmocka_unit_test(slices_across_restarts),
         cmocka_unit_test(trace_in_forked_child),
+        cmocka_unit_test(names_stay_valid_json),
+        cmocka_unit_test(write_failure_is_reported),
+        cmocka_unit_test(skewed_durations_and_odd_device_names),
+        cmocka_unit_test(exited_threads_records_reused),
+        cmocka_unit_test(thread_churn_races_stop),
+        cmocka_unit_test(numbers_ignore_the_locale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,6 +5,8 @@
  * ("X") must nest (none ends after one around it); every flow start ("s")
  * must have exactly one finish ("f") with the same id and the reverse; and
  * slices opened with "B" must be closed with "E" on the same track.
+ * Strings must be valid UTF-8 (RFC 8259): no stray, overlong or truncated
+ * sequences, no surrogates.
  * Prints a one-line summary; exits non-zero with the reason otherwise. */
 #include <ctype.h>
 #include <stdio.h>
@@ -40,6 +42,29 @@ static int parse_fail(parser_t *x, const char *why) {
 
 static int parse_value(parser_t *x, int depth);
 
+/* The length of the UTF-8 sequence at p (RFC 3629: shortest form, no
+ * surrogates, at most U+10FFFF), or 0 when it is not one. */
+static int utf8_length(const unsigned char *p, const unsigned char *end) {
+    int n = p[0] < 0x80                    ? 1
+            : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
+            : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+            : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                           : 0;
+    if (!n || end - p < n) {
+        return 0;
+    }
+    for (int i = 1; i < n; ++i) {
+        if ((p[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+    }
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f)) {
+        return 0;
+    }
+    return n;
+}
+
 /* A string; its first out_capacity-1 bytes (unescaped enough for keys and
  * phases) go to out. */
 static int parse_string(parser_t *x, char *out, size_t out_capacity) {
@@ -50,6 +75,13 @@ static int parse_string(parser_t *x, char *out, size_t out_capacity) {
     for (++x->p; x->p < x->end && *x->p != '"'; ++x->p) {
         if ((unsigned char)*x->p < 0x20) {
             return parse_fail(x, "control character in a string");
+        }
+        if ((unsigned char)*x->p >= 0x80) {
+            int length = utf8_length((const unsigned char *)x->p, (const unsigned char *)x->end);
+            if (!length) {
+                return parse_fail(x, "invalid UTF-8 in a string");
+            }
+            x->p += length - 1; /* the last byte goes to out below */
         }
         if (*x->p == '\\') {
             ++x->p;

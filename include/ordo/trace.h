@@ -63,7 +63,10 @@ ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
 /** Stops recording and writes the trace to path (NULL: discards it). The
  * recorded events are freed either way. out_stats may be NULL; it is
  * filled even when writing the trace fails.
- * ORDO_ERR_INVALID_ARGUMENT if tracing is off. */
+ * ORDO_ERR_INVALID_ARGUMENT if tracing is off or path cannot be opened;
+ * ORDO_ERR_INTERNAL if the trace could not be written in full (a full
+ * disk: the file is left cut short); ORDO_ERR_OUT_OF_MEMORY if the export
+ * cannot allocate. Tracing is off after every one of these. */
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
 
 /** Non-zero in *out_on while recording. */

@@ -7,8 +7,8 @@
  * sees it busy and waits for it — provided the recorder's store and load
  * are not reordered. Rather than pay a full fence on every record, the
  * two sides use an asymmetric fence (base/asym_fence.h): stop pays for
- * both. Thread records are kept for the
- * life of the process (reused by later traces), so a recorder never touches
+ * both. Thread records are never freed (reused by later traces, and by
+ * later threads once theirs has exited), so a recorder never touches
  * freed memory.
  *
  * Chunks come from one region that start maps for the whole trace and
@@ -18,6 +18,7 @@
 #include "base/trace.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +61,9 @@ typedef struct trace_thread {
      * thread touches these two. */
     uint32_t depth;
     uint32_t depth_generation;
+    /* Its thread has exited: the next new thread takes it over, events
+     * and all (under threads_lock). */
+    uint32_t vacant;
 } trace_thread_t;
 
 _Atomic uint32_t trace_enabled;
@@ -86,17 +90,66 @@ uint32_t trace_generation(void) {
     return atomic_load_explicit(&generation, memory_order_relaxed);
 }
 
-static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
-    trace_thread_t *t = calloc(1, sizeof *t);
-    if (!t) {
-        return NULL;
-    }
-    t->tid = (uint32_t)syscall(SYS_gettid);
+/* A thread's record outlives it (its events stay in the trace), but is
+ * handed to the next thread that records, so a program that makes threads
+ * all the time does not grow the list without bound. */
+static pthread_key_t exit_key;
+static int exit_key_made;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg) {
+    trace_thread_t *t = arg;
+    this_thread = NULL; /* a later destructor that records takes a record anew */
     pthread_mutex_lock(&threads_lock);
-    t->next = threads;
-    threads = t;
+    t->vacant = 1;
     pthread_mutex_unlock(&threads_lock);
+}
+
+static void exit_key_make(void) {
+    exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    pthread_once(&exit_key_once, exit_key_make);
+    pthread_mutex_lock(&threads_lock);
+    trace_thread_t *t = threads;
+    while (t && !t->vacant) {
+        t = t->next;
+    }
+    if (t) {
+        /* Its events (and chunk) stay; their tid is in each. */
+        t->vacant = 0;
+        t->tid = tid;
+        t->depth = 0;
+        t->depth_generation = 0; /* no trace: reset at the first mark */
+    }
+    pthread_mutex_unlock(&threads_lock);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t) {
+            return NULL;
+        }
+        t->tid = tid;
+        pthread_mutex_lock(&threads_lock);
+        t->next = threads;
+        threads = t;
+        pthread_mutex_unlock(&threads_lock);
+    }
+    if (exit_key_made) {
+        (void)pthread_setspecific(exit_key, t);
+    }
     return this_thread = t;
+}
+
+size_t trace_thread_records(void) {
+    size_t n = 0;
+    pthread_mutex_lock(&threads_lock);
+    for (const trace_thread_t *t = threads; t; t = t->next) {
+        ++n;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    return n;
 }
 
 static inline trace_thread_t *thread_record(void) {
@@ -196,6 +249,9 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     for (trace_thread_t *t = threads; t; t = t->next) {
+        if (t != this_thread) {
+            t->vacant = 1; /* its thread is not in the child */
+        }
         if (atomic_load_explicit(&t->busy, memory_order_relaxed)) {
             atomic_store_explicit(&t->busy, 0, memory_order_relaxed);
             t->head = t->tail = NULL;
@@ -407,19 +463,58 @@ static size_t track_number(export_state_t *x, const void *track) {
     return x->track_count;
 }
 
-/* name as the inside of a JSON string (quotes, backslashes and control
- * characters escaped), cut to fit buf. */
+/* The length of the UTF-8 sequence at c (RFC 3629: shortest form, no
+ * surrogates, at most U+10FFFF), or 0 when it is not one. c is
+ * NUL-terminated, so a sequence cut short ends at a byte that is no
+ * continuation. */
+static size_t utf8_length(const unsigned char *c) {
+    size_t n = c[0] < 0x80                    ? 1
+               : c[0] >= 0xc2 && c[0] <= 0xdf ? 2
+               : c[0] >= 0xe0 && c[0] <= 0xef ? 3
+               : c[0] >= 0xf0 && c[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; ++i) {
+        if ((c[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+    }
+    if (n > 1 && ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] > 0x9f) ||
+                  (c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] > 0x8f))) {
+        return 0;
+    }
+    return n;
+}
+
+/* name as the inside of a JSON string: quotes,
+ * backslashes and control characters escaped, bytes that are not UTF-8
+ * written as U+FFFD, cut at a whole character to fit buf. */
 static const char *json_text(const char *name, char *buf, size_t capacity) {
     size_t n = 0;
-    for (const unsigned char *c = (const unsigned char *)name; *c && n + 7 < capacity; ++c) {
-        if (*c == '"' || *c == '\\') {
-            buf[n++] = '\\';
-            buf[n++] = (char)*c;
+    for (const unsigned char *c = (const unsigned char *)name; *c;) {
+        size_t in = utf8_length(c);
+        char escaped[8];
+        const char *out = (const char *)c;
+        size_t out_length = in;
+        if (!in) {
+            out = "\\ufffd";
+            out_length = 6;
+            in = 1;
+        } else if (*c == '"' || *c == '\\') {
+            escaped[0] = '\\';
+            escaped[1] = (char)*c;
+            out = escaped;
+            out_length = 2;
         } else if (*c < 0x20) {
-            n += (size_t)snprintf(buf + n, capacity - n, "\\u%04x", *c);
-        } else {
-            buf[n++] = (char)*c;
+            snprintf(escaped, sizeof escaped, "\\u%04x", *c);
+            out = escaped;
+            out_length = 6;
         }
+        if (n + out_length >= capacity) {
+            break;
+        }
+        memcpy(buf + n, out, out_length);
+        n += out_length;
+        c += in;
     }
     buf[n] = '\0';
     return buf;
@@ -491,10 +586,11 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
              track, micros(e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
         break;
     case TRACE_TRACK: {
-        char device[17];
-        memcpy(device, &e->a, 8);
-        memcpy(device + 8, &e->b, 8);
-        device[16] = '\0';
+        char raw[17], device[16 * 6 + 1];
+        memcpy(raw, &e->a, 8);
+        memcpy(raw + 8, &e->b, 8);
+        raw[16] = '\0';
+        json_text(raw, device, sizeof device);
         emit(x,
              "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{\"name\":"
              "\"stream %zu (%s, priority %lld)\"}}",
@@ -656,8 +752,14 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     free(x.open_tids);
     free(x.open_depth);
     *out_flows = x.flows;
-    if (fclose(out) != 0) {
-        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s", path);
+    /* A write that failed midway (a full disk) leaves the error flag even
+     * where the final flush succeeds. */
+    int failed = ferror(out);
+    errno = 0;
+    failed |= fclose(out) != 0;
+    if (failed) {
+        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s: %s", path,
+                          strerror(errno ? errno : EIO));
     }
     return ORDO_OK;
 }
@@ -692,6 +794,11 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
+                if ((int64_t)e->dur < 0) {
+                    /* Timed across CPUs whose counters differ by a hair:
+                     * the end read before the start. */
+                    e->dur = 0;
+                }
                 int on_stream = e->kind == TRACE_SLICE || e->kind == TRACE_WAIT ||
                                 e->kind == TRACE_SIGNAL || e->kind == TRACE_TRACK;
                 if (on_stream && e->ts < origin_ticks) {
@@ -724,7 +831,19 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
         st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot gather %zu events",
                         count);
     } else if (path) {
-        st = write_trace(path, events, n, &flows);
+        /* JSON numbers have a decimal point whatever locale the program
+         * set (printf takes LC_NUMERIC's separator): this thread writes
+         * in the C locale. */
+        locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+        if (!c_numeric) {
+            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop",
+                            "cannot make the C locale to write %s", path);
+        } else {
+            locale_t previous = uselocale(c_numeric);
+            st = write_trace(path, events, n, &flows);
+            uselocale(previous);
+            freelocale(c_numeric);
+        }
     }
     free(events);
     if (out_stats) {

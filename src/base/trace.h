@@ -4,6 +4,7 @@
 #define ORDO_BASE_TRACE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ordo/time.h"
@@ -61,5 +62,9 @@ int trace_record(const trace_event_t *event);
 /* The trace's generation: bumped by every start, so a stream can tell
  * whether it has named its track in the current trace yet. */
 uint32_t trace_generation(void);
+
+/* How many thread records exist (threads that recorded and are alive, or
+ * exited since and not yet replaced). */
+size_t trace_thread_records(void);
 
 #endif

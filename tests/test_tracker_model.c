@@ -568,6 +568,22 @@ static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_
     return failed;
 }
 
+/* Runs programs wide programs from seed (salted), on pool's streams or,
+ * with pool NULL, on fresh streams with failing tasks, until stop; a failed
+ * one fails the test with how to reproduce it (the count's variable). */
+static void run_wide_programs(ordo_device_t *device, ordo_stream_t **pool, uint64_t seed,
+                              uint64_t salt, uint64_t programs, ordo_deadline_t stop,
+                              const char *count_env, totals_t *totals) {
+    for (uint64_t p = 0; p < programs && ordo_time_now_ns() < stop; ++p) {
+        uint64_t rng = seed ^ (p * 0x9e3779b97f4a7c15ull) ^ salt;
+        if (run_wide_program(device, pool, &rng, totals)) {
+            fail_msg("%s program %llu failed; reproduce with ORDO_MODEL_SEED=%llu %s=%llu",
+                     pool ? "wide" : "failing", (unsigned long long)p, (unsigned long long)seed,
+                     count_env, (unsigned long long)(p + 1));
+        }
+    }
+}
+
 static void wide_programs_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
@@ -581,14 +597,7 @@ static void wide_programs_match_the_model(void **state) {
     uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 60);
     ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
     totals_t totals = {0};
-    for (uint64_t p = 0; p < programs && ordo_time_now_ns() < stop; ++p) {
-        uint64_t rng = seed ^ (p * 0x9e3779b97f4a7c15ull) ^ 1;
-        if (run_wide_program(device, pool, &rng, &totals)) {
-            fail_msg("wide program %llu failed; reproduce with ORDO_MODEL_SEED=%llu "
-                     "ORDO_MODEL_PROGRAMS=%llu",
-                     (unsigned long long)p, (unsigned long long)seed, (unsigned long long)(p + 1));
-        }
-    }
+    run_wide_programs(device, pool, seed, 1, programs, stop, "ORDO_MODEL_PROGRAMS", &totals);
     print_message("  %llu programs, %llu submissions, %llu waits emitted, %llu elided\n",
                   (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
                   (unsigned long long)totals.waits, (unsigned long long)totals.elided);
@@ -596,14 +605,7 @@ static void wide_programs_match_the_model(void **state) {
     /* With failing tasks: fresh streams for each program. */
     totals = (totals_t){0};
     programs = env_u64("ORDO_MODEL_FAILING", test_scaled(300));
-    for (uint64_t p = 0; p < programs && ordo_time_now_ns() < stop; ++p) {
-        uint64_t rng = seed ^ (p * 0x9e3779b97f4a7c15ull) ^ 2;
-        if (run_wide_program(device, NULL, &rng, &totals)) {
-            fail_msg("failing program %llu failed; reproduce with ORDO_MODEL_SEED=%llu "
-                     "ORDO_MODEL_FAILING=%llu",
-                     (unsigned long long)p, (unsigned long long)seed, (unsigned long long)(p + 1));
-        }
-    }
+    run_wide_programs(device, NULL, seed, 2, programs, stop, "ORDO_MODEL_FAILING", &totals);
     print_message("  %llu programs with failures, %llu submissions, %llu waits emitted\n",
                   (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
                   (unsigned long long)totals.waits);

@@ -537,36 +537,43 @@ static void chunk_unlink(pool_t *p, pool_chunk_t *chunk) {
     }
 }
 
+/* The free block that spans the whole of chunk in bins, or NULL. */
+static pool_block_t *chunk_whole_in(const pool_bins_t *bins, const pool_chunk_t *chunk) {
+    for (pool_block_t *b = bins->head[class_of(chunk->size / POOL_UNIT)]; b; b = b->bin_next) {
+        if (b->chunk == chunk && b->size == chunk->size) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Forgets chunk, whose memory went back upstream, and whole, its one free
+ * block. */
+static void chunk_forget(pool_t *p, pool_chunk_t *chunk, pool_block_t *whole) {
+    bin_remove(p, whole);
+    descriptor_put(p, whole);
+    chunk_unlink(p, chunk);
+    p->stats.bytes_reserved -= chunk->size;
+    --p->stats.chunks;
+    ++p->stats.trims;
+    ordo_dealloc(chunk, sizeof *chunk, 0);
+}
+
 /* Gives settled, wholly free chunks back upstream while more than keep
- * bytes are reserved. */
+ * bytes are reserved. A wholly free chunk is one settled block of the
+ * chunk's size. */
 static void trim_to(pool_t *p, uint64_t keep) {
     for (pool_chunk_t *chunk = p->chunks, *next; chunk && p->stats.bytes_reserved > keep;
          chunk = next) {
         next = chunk->next;
-        pool_block_t *whole = NULL;
-        pool_bins_t *settled = p->bins[POOL_SETTLED];
         if (!bins_hold(p, POOL_SETTLED)) {
             return;
         }
-        /* A wholly free chunk is one settled block of the chunk's size. */
-        unsigned c = class_of(chunk->size / POOL_UNIT);
-        for (pool_block_t *b = settled->head[c]; b; b = b->bin_next) {
-            if (b->chunk == chunk && b->size == chunk->size) {
-                whole = b;
-                break;
-            }
+        pool_block_t *whole = chunk_whole_in(p->bins[POOL_SETTLED], chunk);
+        if (whole) {
+            (void)mem_deallocate(p->base.upstream, chunk->upstream_block, NULL);
+            chunk_forget(p, chunk, whole);
         }
-        if (!whole) {
-            continue;
-        }
-        bin_remove(p, whole);
-        descriptor_put(p, whole);
-        chunk_unlink(p, chunk);
-        p->stats.bytes_reserved -= chunk->size;
-        --p->stats.chunks;
-        ++p->stats.trims;
-        (void)mem_deallocate(p->base.upstream, chunk->upstream_block, NULL);
-        ordo_dealloc(chunk, sizeof *chunk, 0);
     }
 }
 
@@ -581,15 +588,9 @@ static void trim_to(pool_t *p, uint64_t keep) {
 static void trim_pending(pool_t *p) {
     for (pool_chunk_t *chunk = p->chunks, *next; chunk; chunk = next) {
         next = chunk->next;
-        unsigned c = class_of(chunk->size / POOL_UNIT);
         pool_block_t *whole = NULL;
         for (uint64_t mask = p->affinity_mask; !whole && mask; mask &= mask - 1) {
-            for (pool_block_t *b = p->bins[__builtin_ctzll(mask)]->head[c]; b; b = b->bin_next) {
-                if (b->chunk == chunk && b->size == chunk->size) {
-                    whole = b;
-                    break;
-                }
-            }
+            whole = chunk_whole_in(p->bins[__builtin_ctzll(mask)], chunk);
         }
         if (!whole || !whole->death_count) {
             continue;
@@ -609,13 +610,7 @@ static void trim_pending(pool_t *p) {
                                        p->tracker->streams[s]->stream) != ORDO_OK) {
             continue;
         }
-        bin_remove(p, whole);
-        descriptor_put(p, whole);
-        chunk_unlink(p, chunk);
-        p->stats.bytes_reserved -= chunk->size;
-        --p->stats.chunks;
-        ++p->stats.trims;
-        ordo_dealloc(chunk, sizeof *chunk, 0);
+        chunk_forget(p, chunk, whole);
     }
 }
 

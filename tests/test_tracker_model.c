@@ -370,6 +370,22 @@ static void restore_versions(uint64_t *version, const model_access_t *modeled,
     }
 }
 
+/* Makes the next buffer of a wide program: its data at version 1 (1 to 8
+ * words), noted in all and version at index *made, and its handle; gives
+ * that index. */
+static uint32_t wide_buffer_new(ordo_tracker_t *tracker, uint64_t *rng, wide_data_t **all,
+                                uint64_t *version, uint32_t *made, ordo_buffer_t **out_handle) {
+    uint32_t id = (*made)++;
+    all[id] = calloc(1, sizeof *all[id]);
+    all[id]->d.version = version[id] = 1;
+    all[id]->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
+    for (uint32_t i = 0; i < all[id]->d.words; ++i) {
+        all[id]->d.data[i] = pattern(1, i);
+    }
+    assert_ok(ordo_buffer_create(tracker, out_handle));
+    return id;
+}
+
 /* pool: WIDE_STREAMS streams to choose from; NULL: fresh streams (some
  * tasks then fail, and with them their streams). */
 static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_t *rng,
@@ -422,14 +438,7 @@ static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_
     uint32_t slot_id[WIDE_SLOTS];
     ordo_buffer_t *handles[WIDE_SLOTS];
     for (uint32_t s = 0; s < WIDE_SLOTS; ++s) {
-        all[made] = calloc(1, sizeof *all[made]);
-        all[made]->d.version = version[made] = 1;
-        all[made]->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
-        for (uint32_t i = 0; i < all[made]->d.words; ++i) {
-            all[made]->d.data[i] = pattern(1, i);
-        }
-        slot_id[s] = made++;
-        assert_ok(ordo_buffer_create(tracker, &handles[s]));
+        slot_id[s] = wide_buffer_new(tracker, rng, all, version, &made, &handles[s]);
     }
     _Atomic uint64_t errors = 0;
     wide_task_t *tasks = calloc(submissions, sizeof *tasks);
@@ -442,14 +451,7 @@ static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_
             uint32_t s = (uint32_t)(test_rand(rng) % WIDE_SLOTS);
             assert_ok(ordo_buffer_release(handles[s], reclaim_wide, all[slot_id[s]]));
             released++;
-            all[made] = calloc(1, sizeof *all[made]);
-            all[made]->d.version = version[made] = 1;
-            all[made]->d.words = 1 + (uint32_t)(test_rand(rng) % 8);
-            for (uint32_t i = 0; i < all[made]->d.words; ++i) {
-                all[made]->d.data[i] = pattern(1, i);
-            }
-            slot_id[s] = made++;
-            assert_ok(ordo_buffer_create(tracker, &handles[s]));
+            slot_id[s] = wide_buffer_new(tracker, rng, all, version, &made, &handles[s]);
         }
         uint32_t stream = (uint32_t)(test_rand(rng) % h.streams);
         size_t count = (size_t)(test_rand(rng) % (MAX_ACCESSES + 1));

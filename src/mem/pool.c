@@ -667,9 +667,12 @@ POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, s
 
 /* find_free past the stream's own bins: settled blocks, then blocks freed
  * on another stream and already ordered before t; else, by policy, one t
- * must first wait for (its waits are emitted here) or none. */
+ * must first wait for (its waits are emitted here) or none (*skipped is
+ * set: the caller counts a passed-over block once per allocation, however
+ * often it searches). */
 static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
-                                         pool_block_t *uncovered, pool_block_t **out_block) {
+                                         pool_block_t *uncovered, pool_block_t **out_block,
+                                         int *skipped) {
     pool_block_t *b = NULL;
     if (bins_hold(p, POOL_SETTLED)) {
         b = bins_find_hot(p, p->bins[POOL_SETTLED], size, t, &uncovered);
@@ -685,7 +688,7 @@ static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
     }
     if (!b && uncovered) {
         if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
-            ++p->stats.blocks_skipped;
+            *skipped = 1;
         } else {
             /* Order t after the uses it lacks, on the device. An entry of
              * a failed stream (it runs no more work) is replaced by what
@@ -708,7 +711,8 @@ static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
 
 /* A free block for size on stream t: one freed on t first (inline: the
  * common case), then find_free_elsewhere. */
-POOL_HOT ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block) {
+POOL_HOT ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block,
+                                 int *skipped) {
     pool_block_t *uncovered = NULL;
     if (bins_hold(p, t)) {
         pool_block_t *b = bins_find_hot(p, p->bins[t], size, t, &uncovered);
@@ -718,7 +722,7 @@ POOL_HOT ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_
             return ORDO_OK;
         }
     }
-    return find_free_elsewhere(p, size, t, uncovered, out_block);
+    return find_free_elsewhere(p, size, t, uncovered, out_block, skipped);
 }
 
 /* Takes a chunk of at least size from upstream, as one free block born on
@@ -809,7 +813,8 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     }
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
     pool_block_t *b = NULL;
-    if ((st = find_free(p, size, t, &b)) != ORDO_OK) {
+    int skipped = 0;
+    if ((st = find_free(p, size, t, &b, &skipped)) != ORDO_OK) {
         return st;
     }
     if (!b) {
@@ -821,10 +826,11 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
             settle_all(p);
             trim_to(p, 0);
             trim_pending(p);
-            if ((st = find_free(p, size, t, &b)) == ORDO_OK && !b) {
+            if ((st = find_free(p, size, t, &b, &skipped)) == ORDO_OK && !b) {
                 st = grow(p, size, t, request->stream, &b);
             }
         }
+        p->stats.blocks_skipped += (uint64_t)skipped;
         if (st != ORDO_OK) {
             return st;
         }

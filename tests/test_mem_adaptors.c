@@ -6,6 +6,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -949,6 +951,66 @@ static void logging_survives_a_reader_that_went_away(void **state) {
     env_close(&e);
 }
 
+/* Logs lines through l until one fails, at most 200 calls; returns the
+ * adaptor's counters. */
+static ordo_mem_logging_stats_t log_until_a_line_fails(ordo_mem_resource_t *l, ordo_stream_t *s) {
+    ordo_mem_logging_stats_t ls = {0, 0};
+    for (int i = 0; i < 200 && !ls.failed_lines; ++i) {
+        ordo_block_t *block = NULL;
+        alloc_ok(l, 64, s, 1, &block);
+        assert_ok(ordo_mem_deallocate(l, block, s));
+        assert_ok(ordo_mem_logging_stats(l, &ls));
+    }
+    return ls;
+}
+
+/* A log file that reaches RLIMIT_FSIZE fails its lines (counted); the
+ * calls go on and SIGXFSZ does not end the process, nor is it left
+ * pending. For a path and for a caller's FILE. */
+static void logging_survives_the_file_size_limit(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    char dir[] = "/tmp/ordo-fsize-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/log", dir);
+    struct rlimit saved;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    struct rlimit small = {4096, saved.rlim_max};
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < small.rlim_cur) {
+        small.rlim_cur = saved.rlim_max;
+    }
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+
+    ordo_mem_resource_t *l = NULL;
+    assert_ok(ordo_mem_logging_create_path(e.direct, path, &l));
+    ordo_mem_logging_stats_t ls = log_until_a_line_fails(l, e.s[0]);
+    assert_true(ls.lines > 0);
+    assert_true(ls.failed_lines > 0);
+    assert_ok(ordo_mem_reap_pending(l, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(l));
+
+    FILE *file = fopen(path, "a");
+    assert_non_null(file);
+    assert_ok(ordo_mem_logging_create(e.direct, file, &l));
+    ls = log_until_a_line_fails(l, e.s[1]);
+    assert_true(ls.failed_lines > 0);
+    assert_ok(ordo_mem_reap_pending(l, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(l));
+    (void)fclose(file);
+
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    sigset_t pending;
+    assert_int_equal(sigpending(&pending), 0);
+    assert_false(sigismember(&pending, SIGXFSZ));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true((rlim_t)st.st_size <= small.rlim_cur);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+    env_close(&e);
+}
+
 typedef struct fifo_open {
     ordo_mem_resource_t *upstream;
     const char *path;
@@ -1610,6 +1672,7 @@ int main(void) {
         cmocka_unit_test(peaks_survive_a_racing_reset),
         cmocka_unit_test(logging_writes_whole_lines_and_replays),
         cmocka_unit_test(logging_survives_a_reader_that_went_away),
+        cmocka_unit_test(logging_survives_the_file_size_limit),
         cmocka_unit_test(logging_refuses_a_fifo_nobody_reads),
         cmocka_unit_test(guard_fills_poisons_and_forwards),
         cmocka_unit_test(guard_catches_overflow),

@@ -181,7 +181,9 @@ ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
  * one write(2) in append mode: whole lines even with other writers). A FIFO
  * that no process has open for reading is refused, not waited on. On a pipe
  * or socket whose reader has gone, lines fail (failed_lines) and no SIGPIPE
- * reaches the process; likewise for ordo_mem_logging_create's file. */
+ * reaches the process; on a regular file past RLIMIT_FSIZE (finite when the
+ * adaptor was made), likewise with no SIGXFSZ; the same for
+ * ordo_mem_logging_create's file. */
 ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
                                            ordo_mem_resource_t **out_resource);
 

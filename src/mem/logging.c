@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,9 +28,12 @@ typedef struct logging_resource {
     ordo_mem_resource_t base;
     FILE *file; /* the caller's, or NULL */
     int fd;     /* ours (a path), or -1 */
-    /* The file is a pipe or a socket: a write after its reader has gone
-     * raises SIGPIPE, which must not kill the process over a log line. */
-    int pipe_like;
+    /* The signal a write to the file may raise, which must not end the
+     * process over a log line (0: none): SIGPIPE on a pipe or socket whose
+     * reader has gone, SIGXFSZ on a regular file written past a finite
+     * RLIMIT_FSIZE. The write fails with write_errno instead. */
+    int write_signal;
+    int write_errno;
     _Atomic uint64_t seq;
     _Atomic uint64_t lines;
     _Atomic uint64_t failed_lines;
@@ -57,35 +61,52 @@ static const char *mode_name(ordo_access_mode_t mode) {
     }
 }
 
-/* Whether fd is a pipe or a socket (where a write may raise SIGPIPE). */
-static int fd_is_pipe_like(int fd) {
+/* The signal a write to fd may raise and the errno it then fails with:
+ * SIGPIPE/EPIPE for a pipe or a socket, SIGXFSZ/EFBIG for a regular file
+ * while RLIMIT_FSIZE is finite (read here, once: a limit lowered later is
+ * not seen), 0 for anything else. */
+static int write_signal_of(int fd, int *out_errno) {
     struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    struct rlimit limit;
+    *out_errno = 0;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        return 0;
+    }
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        *out_errno = EPIPE;
+        return SIGPIPE;
+    }
+    if (S_ISREG(st.st_mode) && getrlimit(RLIMIT_FSIZE, &limit) == 0 &&
+        limit.rlim_cur != RLIM_INFINITY) {
+        *out_errno = EFBIG;
+        return SIGXFSZ;
+    }
+    return 0;
 }
 
-/* SIGPIPE blocked on this thread for one write; one that write raised is
- * taken back (unless it was pending before), so a reader that went away
- * fails the line (EPIPE) instead of killing the process. */
-typedef struct sigpipe_guard {
+/* signo blocked on this thread for one write; one that write raised is
+ * taken back (unless it was pending before), so the line fails instead of
+ * the signal ending the process. */
+typedef struct signal_guard {
     sigset_t old;
     int was_pending;
-} sigpipe_guard_t;
+} signal_guard_t;
 
-static void sigpipe_block(sigpipe_guard_t *g) {
-    sigset_t pipe_set, pending;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
-    g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+static void signal_block(signal_guard_t *g, int signo) {
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+    g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, signo);
 }
 
-static void sigpipe_restore(sigpipe_guard_t *g, int raised) {
+static void signal_restore(signal_guard_t *g, int signo, int raised) {
     if (raised && !g->was_pending) {
-        sigset_t pipe_set;
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, signo);
         const struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
         }
     }
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
@@ -93,9 +114,9 @@ static void sigpipe_restore(sigpipe_guard_t *g, int raised) {
 
 static void write_line(logging_resource_t *l, const char *line, size_t length) {
     int ok;
-    sigpipe_guard_t guard;
-    if (l->pipe_like) {
-        sigpipe_block(&guard);
+    signal_guard_t guard;
+    if (l->write_signal) {
+        signal_block(&guard, l->write_signal);
     }
     int broken = 0;
     if (l->file) {
@@ -103,7 +124,7 @@ static void write_line(logging_resource_t *l, const char *line, size_t length) {
          * the flush keeps the log whole if the process dies. */
         flockfile(l->file);
         ok = fwrite(line, 1, length, l->file) == length && fflush(l->file) == 0;
-        broken = !ok && errno == EPIPE;
+        broken = !ok && l->write_errno && errno == l->write_errno;
         funlockfile(l->file);
     } else {
         ssize_t n;
@@ -111,10 +132,10 @@ static void write_line(logging_resource_t *l, const char *line, size_t length) {
             n = write(l->fd, line, length);
         } while (n < 0 && errno == EINTR);
         ok = n == (ssize_t)length;
-        broken = n < 0 && errno == EPIPE;
+        broken = n < 0 && l->write_errno && errno == l->write_errno;
     }
-    if (l->pipe_like) {
-        sigpipe_restore(&guard, broken);
+    if (l->write_signal) {
+        signal_restore(&guard, l->write_signal, broken);
     }
     atomic_fetch_add_explicit(ok ? &l->lines : &l->failed_lines, 1, memory_order_relaxed);
 }
@@ -285,7 +306,7 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
     }
     l->file = file;
     l->fd = fd;
-    l->pipe_like = fd_is_pipe_like(file ? fileno(file) : fd);
+    l->write_signal = write_signal_of(file ? fileno(file) : fd, &l->write_errno);
     atomic_init(&l->seq, 1);
     mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
     log_line(l, 0, ordo_time_now_ns(), "open", ORDO_OK, " version=1 device=%s upstream=%s",

@@ -1444,6 +1444,8 @@ static void bad_input_on_every_entry_point(void **state) {
     assert_status(ordo_coord_add_dependency(coord, a, 999), ORDO_ERR_NOT_FOUND);
     assert_status(ordo_coord_add_dependency(coord, 999, a), ORDO_ERR_NOT_FOUND);
     assert_status(ordo_coord_add_dependency(coord, 0, a), ORDO_ERR_NOT_FOUND);
+    /* An unknown op is not found, even as its own dependency. */
+    assert_status(ordo_coord_add_dependency(coord, 999, 999), ORDO_ERR_NOT_FOUND);
     assert_ok(ordo_coord_add_dependency(coord, b, a));
 
     /* begin and complete */

@@ -229,9 +229,10 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
                                   ordo_op_id_t *out_op);
 
 /** Adds a dependency: op (registered, not begun) waits for dep too. ORDO_ERR_DEADLOCK if that
- * would close a cycle (unless ORDO_COORD_UNCHECKED); ORDO_ERR_INVALID_ARGUMENT
- * for op == dep; ORDO_ERR_BUSY if op has begun. A dependency present
- * already is a successful no-op. */
+ * would close a cycle (unless ORDO_COORD_UNCHECKED); ORDO_ERR_NOT_FOUND for
+ * an op or dep not registered (or forgotten); ORDO_ERR_INVALID_ARGUMENT for
+ * op == dep (a registered op); ORDO_ERR_BUSY if op has begun. A dependency
+ * present already is a successful no-op. */
 ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op, ordo_op_id_t dep);
 
 /** Makes op's stream wait for op's dependencies (device-side). ORDO_ERR_BUSY

@@ -561,10 +561,6 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
     if (st != ORDO_OK) {
         return st;
     }
-    if (op_id == dep_id) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op %llu cannot wait for itself",
-                          (unsigned long long)op_id);
-    }
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
@@ -574,6 +570,9 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
     op_lookup_t found = op_lookup(coord, op_id, &slot, &outcome);
     if (found != LOOKUP_LIVE) {
         st = op_lookup_error(found, op_id, __func__);
+    } else if (op_id == dep_id) {
+        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op %llu cannot wait for itself",
+                        (unsigned long long)op_id);
     } else if (op_at(coord, slot)->state != OP_REGISTERED) {
         st = ordo_error(ORDO_ERR_BUSY, __func__, "op %llu has begun: too late to add dependencies",
                         (unsigned long long)op_id);

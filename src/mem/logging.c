@@ -31,9 +31,8 @@ typedef struct logging_resource {
     /* The signal a write to the file may raise, which must not end the
      * process over a log line (0: none): SIGPIPE on a pipe or socket whose
      * reader has gone, SIGXFSZ on a regular file written past a finite
-     * RLIMIT_FSIZE. The write fails with write_errno instead. */
+     * RLIMIT_FSIZE. The write fails instead (write_signal_errno). */
     int write_signal;
-    int write_errno;
     _Atomic uint64_t seq;
     _Atomic uint64_t lines;
     _Atomic uint64_t failed_lines;
@@ -61,27 +60,28 @@ static const char *mode_name(ordo_access_mode_t mode) {
     }
 }
 
-/* The signal a write to fd may raise and the errno it then fails with:
- * SIGPIPE/EPIPE for a pipe or a socket, SIGXFSZ/EFBIG for a regular file
- * while RLIMIT_FSIZE is finite (read here, once: a limit lowered later is
- * not seen), 0 for anything else. */
-static int write_signal_of(int fd, int *out_errno) {
+/* The signal a write to fd may raise: SIGPIPE for a pipe or a socket,
+ * SIGXFSZ for a regular file while RLIMIT_FSIZE is finite (read here, once:
+ * a limit lowered later is not seen), 0 for anything else. */
+static int write_signal_of(int fd) {
     struct stat st;
     struct rlimit limit;
-    *out_errno = 0;
     if (fd < 0 || fstat(fd, &st) != 0) {
         return 0;
     }
     if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
-        *out_errno = EPIPE;
         return SIGPIPE;
     }
     if (S_ISREG(st.st_mode) && getrlimit(RLIMIT_FSIZE, &limit) == 0 &&
         limit.rlim_cur != RLIM_INFINITY) {
-        *out_errno = EFBIG;
         return SIGXFSZ;
     }
     return 0;
+}
+
+/* The errno a write fails with where it would have raised signo, blocked. */
+static int write_signal_errno(int signo) {
+    return signo == SIGPIPE ? EPIPE : EFBIG;
 }
 
 /* signo blocked on this thread for one write; one that write raised is
@@ -115,8 +115,10 @@ static void signal_restore(signal_guard_t *g, int signo, int raised) {
 static void write_line(logging_resource_t *l, const char *line, size_t length) {
     int ok;
     signal_guard_t guard;
+    int failed_errno = 0; /* never a failed write's errno */
     if (l->write_signal) {
         signal_block(&guard, l->write_signal);
+        failed_errno = write_signal_errno(l->write_signal);
     }
     int broken = 0;
     if (l->file) {
@@ -124,7 +126,7 @@ static void write_line(logging_resource_t *l, const char *line, size_t length) {
          * the flush keeps the log whole if the process dies. */
         flockfile(l->file);
         ok = fwrite(line, 1, length, l->file) == length && fflush(l->file) == 0;
-        broken = !ok && l->write_errno && errno == l->write_errno;
+        broken = !ok && errno == failed_errno;
         funlockfile(l->file);
     } else {
         ssize_t n;
@@ -132,7 +134,7 @@ static void write_line(logging_resource_t *l, const char *line, size_t length) {
             n = write(l->fd, line, length);
         } while (n < 0 && errno == EINTR);
         ok = n == (ssize_t)length;
-        broken = n < 0 && l->write_errno && errno == l->write_errno;
+        broken = n < 0 && errno == failed_errno;
     }
     if (l->write_signal) {
         signal_restore(&guard, l->write_signal, broken);
@@ -306,7 +308,7 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
     }
     l->file = file;
     l->fd = fd;
-    l->write_signal = write_signal_of(file ? fileno(file) : fd, &l->write_errno);
+    l->write_signal = write_signal_of(file ? fileno(file) : fd);
     atomic_init(&l->seq, 1);
     mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
     log_line(l, 0, ordo_time_now_ns(), "open", ORDO_OK, " version=1 device=%s upstream=%s",

@@ -7,6 +7,7 @@
  * failure"; REFUSED_CLEARS pre-fills them with a sentinel), and leak nothing
  * (ordo_allocator_live_blocks, and the sanitizers' leak check). */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -851,11 +852,12 @@ static void coordinator_entry_points(void **state) {
 
 /* ---------------------------------------------------------------- tracker.h, buffer.h */
 
-static int reclaimed;
+/* Counted on the reclaimer thread and inline on the releasing one. */
+static _Atomic int reclaimed;
 
 static void on_reclaim(void *ctx) {
     (void)ctx;
-    ++reclaimed;
+    atomic_fetch_add(&reclaimed, 1);
 }
 
 static ordo_status_t tracker_launch(void *ctx, ordo_stream_t *stream) {
@@ -958,12 +960,12 @@ static void tracker_entry_points(void **state) {
     assert_ok(ordo_tracker_metrics(tracker, &m));
     assert_int_equal(m.submissions, 0);
     assert_ok(ordo_submit(tracker, f.s[0], ok, 1, tracker_launch, NULL));
-    reclaimed = 0;
+    atomic_store(&reclaimed, 0);
     assert_ok(ordo_buffer_release(buffer, on_reclaim, NULL));
     assert_ok(ordo_buffer_release(theirs, on_reclaim, NULL));
     assert_ok(ordo_tracker_drain(tracker, test_deadline()));
     assert_ok(ordo_tracker_drain(other, test_deadline()));
-    assert_int_equal(reclaimed, 2);
+    assert_int_equal(atomic_load(&reclaimed), 2);
     assert_ok(ordo_tracker_destroy(tracker));
     assert_ok(ordo_tracker_destroy(other));
     fixture_free(&f);

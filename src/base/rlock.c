@@ -1,5 +1,6 @@
 #include "base/rlock.h"
 
+#include "base/asym_fence.h"
 #include "base/futex.h"
 
 _Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initial-exec")));

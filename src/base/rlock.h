@@ -122,14 +122,19 @@ static inline __attribute__((always_inline)) void ordo_rlock_unlock(ordo_rlock_t
     }
 }
 
-#include "base/asym_fence.h"
+/* The hot side of the asymmetric fence, for the biased paths only: a lock
+ * is biased only after ordo_asym_init found membarrier (ordo_rlock_init),
+ * and from then on a hot side needs no more than the compiler's fence. */
+static inline void ordo_rlock_bias_fence(void) {
+    atomic_signal_fence(memory_order_seq_cst);
+}
 
 /* The biased thread enters: announce, then make sure no revocation has
  * started or finished (an asymmetric fence orders the store before the
  * loads; the revoker pays for it). */
 static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
     atomic_store_explicit(&lock->bias_inside[flag], 1, memory_order_relaxed);
-    ordo_asym_hot();
+    ordo_rlock_bias_fence();
     /* Acquire: a finished revocation cleared `bias` before `revoking`. */
     if (!atomic_load_explicit(&lock->revoking, memory_order_acquire) &&
         atomic_load_explicit(&lock->bias, memory_order_relaxed) == ordo_rlock_bias_of_me(flag)) {
@@ -145,7 +150,7 @@ static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
  * `revoking` before its fence, so this load sees it. */
 static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag) {
     atomic_store_explicit(&lock->bias_inside[flag], 0, memory_order_release);
-    ordo_asym_hot();
+    ordo_rlock_bias_fence();
     if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
         ordo_rlock_wake_revoker(&lock->bias_inside[flag]);
     }

@@ -91,7 +91,10 @@ typedef struct pool {
     ordo_tracker_t *tracker;
     ordo_mem_pool_config_t config;
     pool_bins_t *bins[POOL_AFFINITIES];
-    uint64_t affinity_mask; /* streams whose bins hold a free block */
+    /* Streams whose bins may hold a free block: a bit is set when a block
+     * goes into the stream's bins and cleared when a search finds them
+     * empty, so the hot paths never test for emptiness. */
+    uint64_t affinity_mask;
     pool_chunk_t *chunks;
     pool_block_t *spare;
     pool_slab_t *slabs;
@@ -127,21 +130,29 @@ static inline int bins_hold(const pool_t *p, unsigned a) {
     return p->bins[a] && !bins_empty(p->bins[a]);
 }
 
-static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_block_t *b) {
+/* The affinity mask's bit for affinity a; none for the settled bins. */
+static inline uint64_t affinity_bit(unsigned a) {
+    return (uint64_t)(a < POOL_SETTLED) << (a % 64);
+}
+
+/* Puts free b into its affinity's bin of class c, its size's class. */
+static inline __attribute__((always_inline)) void bin_insert_as(pool_t *p, pool_block_t *b,
+                                                                unsigned c) {
     pool_bins_t *bins = p->bins[b->affinity];
-    unsigned c = class_of(b->size / POOL_UNIT);
+    pool_block_t *next = bins->head[c];
     b->cls = (uint8_t)c;
     b->bin_prev = NULL;
-    b->bin_next = bins->head[c];
+    b->bin_next = next;
     bins->head[c] = b;
-    if (b->bin_next) {
-        b->bin_next->bin_prev = b;
-    } else {
-        if (b->affinity < POOL_SETTLED && bins_empty(bins)) {
-            p->affinity_mask |= (uint64_t)1 << b->affinity;
-        }
-        bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
+    if (next) {
+        next->bin_prev = b;
     }
+    bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
+    p->affinity_mask |= affinity_bit(b->affinity);
+}
+
+static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_block_t *b) {
+    bin_insert_as(p, b, class_of(b->size / POOL_UNIT));
 }
 
 static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_block_t *b) {
@@ -156,9 +167,6 @@ static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_blo
     bins->head[b->cls] = b->bin_next;
     if (!b->bin_next) {
         bins->nonempty[b->cls / 64] &= ~((uint64_t)1 << (b->cls % 64));
-        if (b->affinity < POOL_SETTLED && bins_empty(bins)) {
-            p->affinity_mask &= ~((uint64_t)1 << b->affinity);
-        }
     }
 }
 
@@ -174,22 +182,28 @@ static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) 
 
 /* --- Descriptors --- */
 
-static pool_block_t *descriptor_take(pool_t *p) {
-    if (!p->spare) {
-        pool_slab_t *slab = ordo_alloc(sizeof *slab, 64);
-        if (!slab) {
-            return NULL;
-        }
-        slab->next = p->slabs;
-        p->slabs = slab;
-        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
-            pool_block_t *b = &slab->blocks[i];
-            b->history.tracker = p->tracker;
-            b->history.pool_owned = 1;
-            b->history.magic = ORDO_BUFFER_RELEASED;
-            b->bin_next = p->spare;
-            p->spare = b;
-        }
+/* Fills the spare list from a new slab; zero when none can be had. */
+static __attribute__((noinline)) int descriptors_refill(pool_t *p) {
+    pool_slab_t *slab = ordo_alloc(sizeof *slab, 64);
+    if (!slab) {
+        return 0;
+    }
+    slab->next = p->slabs;
+    p->slabs = slab;
+    for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+        pool_block_t *b = &slab->blocks[i];
+        b->history.tracker = p->tracker;
+        b->history.pool_owned = 1;
+        b->history.magic = ORDO_BUFFER_RELEASED;
+        b->bin_next = p->spare;
+        p->spare = b;
+    }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) pool_block_t *descriptor_take(pool_t *p) {
+    if (ORDO_UNLIKELY(!p->spare) && !descriptors_refill(p)) {
+        return NULL;
     }
     pool_block_t *b = p->spare;
     p->spare = b->bin_next;
@@ -395,10 +409,11 @@ static inline __attribute__((always_inline)) int death_merge(pool_death_t *into,
 /* Moves free b to the bin of its size and affinity, if it is not there. */
 static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t *b,
                                                         uint8_t affinity) {
-    if (b->affinity != affinity || b->cls != class_of(b->size / POOL_UNIT)) {
+    unsigned c = class_of(b->size / POOL_UNIT);
+    if (b->affinity != affinity || b->cls != c) {
         bin_remove(p, b);
         b->affinity = affinity;
-        bin_insert(p, b);
+        bin_insert_as(p, b, c);
     }
 }
 
@@ -681,7 +696,12 @@ static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
         }
     }
     for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
-        b = bins_find_hot(p, p->bins[__builtin_ctzll(mask)], size, t, &uncovered);
+        unsigned a = (unsigned)__builtin_ctzll(mask);
+        if (bins_empty(p->bins[a])) {
+            p->affinity_mask &= ~((uint64_t)1 << a);
+            continue;
+        }
+        b = bins_find_hot(p, p->bins[a], size, t, &uncovered);
         if (b) {
             ++p->stats.reuses_known;
         }
@@ -709,12 +729,12 @@ static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
     return ORDO_OK;
 }
 
-/* A free block for size on stream t: one freed on t first (inline: the
- * common case), then find_free_elsewhere. */
-POOL_HOT ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block,
-                                 int *skipped) {
+/* A free block for size on stream t: one freed on t first, then
+ * find_free_elsewhere. */
+static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block,
+                               int *skipped) {
     pool_block_t *uncovered = NULL;
-    if (bins_hold(p, t)) {
+    if (p->affinity_mask >> t & 1) {
         pool_block_t *b = bins_find_hot(p, p->bins[t], size, t, &uncovered);
         if (b) {
             ++p->stats.reuses_same_stream;
@@ -777,6 +797,32 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
     return ORDO_OK;
 }
 
+/* The allocation's search past the stream's own bins: other streams'
+ * blocks, then a new chunk; when upstream is out of memory, what has
+ * settled and the free chunks whose uses may still run (with frees
+ * ordered after them) go back, and the search runs once more. */
+static __attribute__((noinline)) ordo_status_t
+find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uint32_t t,
+                       pool_block_t *uncovered, pool_block_t **out_block) {
+    pool_block_t *b = NULL;
+    int skipped = 0;
+    ordo_status_t st = find_free_elsewhere(p, size, t, uncovered, &b, &skipped);
+    if (st == ORDO_OK && !b) {
+        st = grow(p, size, t, request->stream, &b);
+        if (st == ORDO_ERR_OUT_OF_MEMORY) {
+            settle_all(p);
+            trim_to(p, 0);
+            trim_pending(p);
+            if ((st = find_free(p, size, t, &b, &skipped)) == ORDO_OK && !b) {
+                st = grow(p, size, t, request->stream, &b);
+            }
+        }
+        p->stats.blocks_skipped += (uint64_t)skipped;
+    }
+    *out_block = b;
+    return st;
+}
+
 static ordo_status_t history_reserve(pool_block_t *b, uint32_t t, const char *api) {
     if (t >= BUFFER_INLINE_READERS && !b->history.more_last_points) {
         b->history.more_last_points =
@@ -812,28 +858,14 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
                           request->bytes, request->alignment);
     }
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
-    pool_block_t *b = NULL;
-    int skipped = 0;
-    if ((st = find_free(p, size, t, &b, &skipped)) != ORDO_OK) {
+    /* The common case inline: a block freed on t itself. */
+    pool_block_t *uncovered = NULL;
+    pool_block_t *b =
+        p->affinity_mask >> t & 1 ? bins_find_hot(p, p->bins[t], size, t, &uncovered) : NULL;
+    if (ORDO_LIKELY(b != NULL)) {
+        ++p->stats.reuses_same_stream;
+    } else if ((st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
         return st;
-    }
-    if (!b) {
-        st = grow(p, size, t, request->stream, &b);
-        if (st == ORDO_ERR_OUT_OF_MEMORY) {
-            /* Give back what has settled, and the free chunks whose uses
-             * may still run with frees ordered after them, and try once
-             * more. */
-            settle_all(p);
-            trim_to(p, 0);
-            trim_pending(p);
-            if ((st = find_free(p, size, t, &b, &skipped)) == ORDO_OK && !b) {
-                st = grow(p, size, t, request->stream, &b);
-            }
-        }
-        p->stats.blocks_skipped += (uint64_t)skipped;
-        if (st != ORDO_OK) {
-            return st;
-        }
     }
     /* The descriptor handed out is chosen first, so that a stream past the
      * inline points can get it a points array before anything changes. */
@@ -1476,9 +1508,8 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
                 CENSUS_FAIL("bins of affinity %u: bit %u past the classes", a, k);
             }
         }
-        if (a < POOL_SETTLED && holds != (int)(p->affinity_mask >> a & 1)) {
-            CENSUS_FAIL("affinity mask bit %u is %d, its bins hold %s", a,
-                        (int)(p->affinity_mask >> a & 1), holds ? "blocks" : "none");
+        if (a < POOL_SETTLED && holds && !(p->affinity_mask >> a & 1)) {
+            CENSUS_FAIL("affinity mask bit %u is clear, its bins hold blocks", a);
         }
     }
     if (binned != c->free_blocks) {

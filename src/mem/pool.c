@@ -631,18 +631,31 @@ static void trim_pending(pool_t *p) {
 
 /* --- Allocation --- */
 
-/* The first block of bins that fits size (and, unless any_frontier, that
- * t may reuse without waiting): the class of size first, then larger
- * classes, at most POOL_SCAN blocks per class. *out_uncovered gets the
- * first fitting block t could reuse only after waiting, if none yet. */
-POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, size_t size,
-                                     uint32_t t, pool_block_t **out_uncovered) {
-    /* Best fit among the first POOL_SCAN blocks of the size's own class,
-     * then of the first larger class holding a block t may take. */
-    unsigned c = class_of(size / POOL_UNIT);
+/* The first class from `from` on whose bin holds a block, or POOL_CLASSES. */
+static inline __attribute__((always_inline)) unsigned bins_next_class(const pool_bins_t *bins,
+                                                                      unsigned from) {
+    for (unsigned w = from / 64; w < POOL_CLASS_WORDS; ++w) {
+        uint64_t bits = bins->nonempty[w];
+        if (w == from / 64) {
+            bits &= ~(uint64_t)0 << (from % 64);
+        }
+        if (bits) {
+            return w * 64 + (unsigned)__builtin_ctzll(bits);
+        }
+    }
+    return POOL_CLASSES;
+}
+
+/* The smallest of the first POOL_SCAN blocks from head on that fit size
+ * and that t may reuse without waiting, or NULL. *out_uncovered gets the
+ * first fitting block, smaller than any found so far, that t could reuse
+ * only after waiting, if none yet. */
+static inline __attribute__((always_inline)) pool_block_t *
+bin_best_fit(const pool_t *p, pool_block_t *head, size_t size, uint32_t t,
+             pool_block_t **out_uncovered) {
     pool_block_t *best = NULL;
     unsigned scanned = 0;
-    for (pool_block_t *b = bins->head[c]; b && scanned < POOL_SCAN; b = b->bin_next, ++scanned) {
+    for (pool_block_t *b = head; b && scanned < POOL_SCAN; b = b->bin_next, ++scanned) {
         if (b->size >= size && (!best || b->size < best->size)) {
             if (covered(p, b, t)) {
                 best = b;
@@ -651,33 +664,20 @@ POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, s
             }
         }
     }
-    if (best) {
-        return best;
+    return best;
+}
+
+/* A block of bins for size that t may reuse without waiting: the best fit
+ * in the size's own class, else in the first larger class that has one
+ * (every block there fits). */
+POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, size_t size,
+                                     uint32_t t, pool_block_t **out_uncovered) {
+    unsigned c = class_of(size / POOL_UNIT);
+    pool_block_t *best = bin_best_fit(p, bins->head[c], size, t, out_uncovered);
+    for (unsigned k = c; !best && (k = bins_next_class(bins, k + 1)) < POOL_CLASSES;) {
+        best = bin_best_fit(p, bins->head[k], size, t, out_uncovered);
     }
-    for (unsigned w = (c + 1) / 64; w < POOL_CLASS_WORDS; ++w) {
-        uint64_t bits = bins->nonempty[w];
-        if (w == (c + 1) / 64) {
-            bits &= ~(uint64_t)0 << ((c + 1) % 64);
-        }
-        for (; bits; bits &= bits - 1) {
-            unsigned k = w * 64 + (unsigned)__builtin_ctzll(bits);
-            scanned = 0;
-            for (pool_block_t *b = bins->head[k]; b && scanned < POOL_SCAN;
-                 b = b->bin_next, ++scanned) {
-                if (!best || b->size < best->size) {
-                    if (covered(p, b, t)) {
-                        best = b;
-                    } else if (!*out_uncovered) {
-                        *out_uncovered = b;
-                    }
-                }
-            }
-            if (best) {
-                return best;
-            }
-        }
-    }
-    return NULL;
+    return best;
 }
 
 /* find_free past the stream's own bins: settled blocks, then blocks freed

@@ -472,7 +472,44 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_tracker_metrics(f->tracker, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_tracker_drain(NULL, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_buffer_release(NULL, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
-    /* A failing launch records nothing. */
+    fixture_free(f);
+}
+
+static ordo_status_t launch_returns(void *ctx, ordo_stream_t *stream) {
+    (void)stream;
+    return *(const ordo_status_t *)ctx;
+}
+
+static ordo_status_t launch_fails_inside(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    return ordo_stream_host_task(stream, NULL, NULL);
+}
+
+/* A launch function's failure is returned with a message of its own (not
+ * the thread's older one), and the submission records nothing. */
+static void failing_launch_is_reported(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
+    ordo_access_t r = {f->b[0], ORDO_ACCESS_READ};
+    assert_status(ordo_tracker_metrics(f->tracker, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    ordo_status_t device_error = ORDO_ERR_DEVICE;
+    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_returns, &device_error),
+                  ORDO_ERR_DEVICE);
+    assert_non_null(
+        strstr(ordo_error_message(), "ordo_submit: the launch function returned ORDO_ERR_DEVICE"));
+    assert_null(strstr(ordo_error_message(), "out_metrics"));
+    ordo_status_t not_a_status = (ordo_status_t)12345;
+    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_returns, &not_a_status),
+                  ORDO_ERR_ABORTED);
+    assert_non_null(strstr(ordo_error_message(), "(12345)"));
+    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_fails_inside, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "returned ORDO_ERR_INVALID_ARGUMENT"));
+    assert_non_null(strstr(ordo_error_message(), "ordo_stream_host_task"));
+    /* None of the writes was recorded: a read elsewhere waits for nothing. */
+    assert_ok(ordo_submit(f->tracker, f->s[1], &r, 1, launch_noop, NULL));
+    assert_int_equal(f->seen.count, 0);
     fixture_free(f);
 }
 
@@ -501,6 +538,7 @@ int main(void) {
         cmocka_unit_test(failed_stream_still_reclaims),
         cmocka_unit_test(failed_stream_does_not_imply_other_uses),
         cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(failing_launch_is_reported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

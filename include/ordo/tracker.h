@@ -76,7 +76,10 @@ typedef struct ordo_access {
 
 /** Enqueues the submission's work on stream (on the CPU backend, host
  * tasks; on a GPU backend, kernels on the native stream). A non-OK return
- * means nothing was enqueued: the accesses are not recorded. */
+ * means nothing was enqueued: the accesses are not recorded, and
+ * ordo_submit returns that status (ORDO_ERR_ABORTED for a value that is
+ * not an ordo status) with a message naming it, which wraps the message of
+ * an ordo call that failed inside the function. */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 
 /** The counters of a tracker (ordo_tracker_metrics). */

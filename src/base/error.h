@@ -2,6 +2,8 @@
 #ifndef ORDO_BASE_ERROR_H
 #define ORDO_BASE_ERROR_H
 
+#include <stdint.h>
+
 #include "ordo/status.h"
 
 #if defined(__GNUC__)
@@ -18,5 +20,10 @@
  * returns status, so a check reads: return ordo_error(ST, __func__, ...). */
 ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...)
     ORDO_PRINTF(3, 4);
+
+/* How many messages this thread has recorded: a caller of user code reads
+ * it before and after, to tell whether the code left a message of its own
+ * or the thread's message is an older one. */
+uint64_t ordo_error_count(void);
 
 #endif

@@ -7,6 +7,7 @@
 #define ORDO_ERROR_MESSAGE_MAX 512
 
 static _Thread_local char error_message[ORDO_ERROR_MESSAGE_MAX];
+static _Thread_local uint64_t error_count;
 
 typedef struct status_info {
     const char *name;
@@ -62,6 +63,10 @@ const char *ordo_error_message(void) {
     return error_message;
 }
 
+uint64_t ordo_error_count(void) {
+    return error_count;
+}
+
 ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
     /* The arguments may point into error_message itself (a detail that
      * wraps the previous one: "%s", ordo_error_message()), and formatting
@@ -77,5 +82,6 @@ ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt,
         va_end(args);
     }
     memcpy(error_message, message, strnlen(message, sizeof message - 1) + 1);
+    ++error_count;
     return status;
 }

@@ -475,6 +475,20 @@ ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
     return st;
 }
 
+/* The status and message of a submission whose launch function returned
+ * st: st itself if it is an ordo error (ORDO_ERR_ABORTED if not), and a
+ * message that says so, wrapping the one the function left if it left one
+ * (the thread's message is otherwise an older one). */
+static ordo_status_t launch_failed(ordo_status_t st, int left_message) {
+    ordo_status_t status = ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED;
+    if (left_message) {
+        return ordo_error(status, "ordo_submit", "the launch function returned %s (%d): %s",
+                          ordo_status_name(st), (int)st, ordo_error_message());
+    }
+    return ordo_error(status, "ordo_submit", "the launch function returned %s (%d)",
+                      ordo_status_name(st), (int)st);
+}
+
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx) {
@@ -487,7 +501,11 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
         st = prepare_locked(tracker, t, accesses, count, __func__);
     }
     if (st == ORDO_OK) {
+        uint64_t messages = ordo_error_count();
         st = launch(ctx, stream);
+        if (st != ORDO_OK) {
+            st = launch_failed(st, ordo_error_count() != messages);
+        }
     }
     if (st != ORDO_OK) {
         return st; /* nothing enqueued: nothing to record */

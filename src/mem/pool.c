@@ -263,11 +263,13 @@ static int covered_by_frontier(const pool_t *p, const pool_block_t *b, uint32_t 
     return 1;
 }
 
-/* The common case first: a block last used on t alone. */
+/* The common cases first: a block last used on one stream, t itself or
+ * another. */
 static inline __attribute__((always_inline)) int covered(const pool_t *p, const pool_block_t *b,
                                                          uint32_t t) {
-    if (ORDO_LIKELY(b->death_count == 1 && b->death[0].stream == t)) {
-        return 1;
+    if (ORDO_LIKELY(b->death_count == 1)) {
+        uint32_t s = b->death[0].stream;
+        return s == t || p->tracker->streams[t]->frontier[s] >= b->death[0].point;
     }
     return covered_by_frontier(p, b, t);
 }
@@ -685,9 +687,9 @@ POOL_HOT pool_block_t *bins_find_hot(const pool_t *p, const pool_bins_t *bins, s
  * must first wait for (its waits are emitted here) or none (*skipped is
  * set: the caller counts a passed-over block once per allocation, however
  * often it searches). */
-static ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
-                                         pool_block_t *uncovered, pool_block_t **out_block,
-                                         int *skipped) {
+POOL_HOT ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
+                                           pool_block_t *uncovered, pool_block_t **out_block,
+                                           int *skipped) {
     pool_block_t *b = NULL;
     if (bins_hold(p, POOL_SETTLED)) {
         b = bins_find_hot(p, p->bins[POOL_SETTLED], size, t, &uncovered);
@@ -804,6 +806,9 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
 static __attribute__((noinline)) ordo_status_t
 find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uint32_t t,
                        pool_block_t *uncovered, pool_block_t **out_block) {
+    if ((p->affinity_mask >> t & 1) && bins_empty(p->bins[t])) {
+        p->affinity_mask &= ~((uint64_t)1 << t); /* its own bins were searched empty */
+    }
     pool_block_t *b = NULL;
     int skipped = 0;
     ordo_status_t st = find_free_elsewhere(p, size, t, uncovered, &b, &skipped);

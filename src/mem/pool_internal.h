@@ -26,8 +26,9 @@ typedef struct mem_pool_census {
  * exactly one block (in address order, linked both ways), that every
  * descriptor is either in a chunk or spare, that each free block sits in
  * exactly the bin of its affinity and size class (and each bin holds only
- * such blocks), that the bins' bitmaps and the affinity mask say which
- * bins hold blocks, and that the counters match the blocks handed out.
+ * such blocks), that the bins' bitmaps say which bins hold blocks and the
+ * affinity mask names at least every stream whose bins do, and that the
+ * counters match the blocks handed out.
  * ORDO_ERR_CORRUPTED (the message says what) when one does not hold;
  * ORDO_ERR_INVALID_ARGUMENT when resource is not a pool. */
 ordo_status_t mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census);

@@ -688,6 +688,53 @@ static void callbacks_run_exactly_once(void **state) {
     gate_fini(&gate);
 }
 
+/* A callback run at once by on_complete on another thread is in flight
+ * like any other: drain waits for it, destroy is refused meanwhile. */
+typedef struct blocking_callback {
+    ordo_coord_t *coord;
+    ordo_op_id_t op;
+    ordo_signal_t *entered; /* 1 once the callback runs */
+    gate_t release;
+    seen_t seen;
+} blocking_callback_t;
+
+static void on_done_blocking(void *ctx, ordo_op_id_t op, ordo_status_t status) {
+    blocking_callback_t *b = ctx;
+    (void)ordo_signal_signal(b->entered, 1);
+    (void)ordo_signal_wait(b->release.signal, 1, test_deadline());
+    on_done(&b->seen, op, status);
+}
+
+static void *add_blocking_callback(void *arg) {
+    blocking_callback_t *b = arg;
+    assert_ok(ordo_coord_on_complete(b->coord, b->op, on_done_blocking, b));
+    return NULL;
+}
+
+static void drain_waits_for_a_callback_run_at_once(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_op_id_t a = reg(f, f->s[0], NULL, 0, "a");
+    assert_ok(ordo_coord_begin(f->coord, a));
+    assert_ok(ordo_coord_complete(f->coord, a));
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    blocking_callback_t b = {.coord = f->coord, .op = a, .entered = test_signal_make(0)};
+    gate_init(&b.release, ORDO_OK);
+    pthread_t adder = test_thread_start(add_blocking_callback, &b);
+    assert_ok(ordo_signal_wait(b.entered, 1, test_deadline()));
+    assert_status(ordo_coord_drain(f->coord, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
+    assert_status(ordo_coord_destroy(f->coord), ORDO_ERR_BUSY);
+    assert_int_equal(atomic_load(&b.seen.calls), 0);
+    gate_open(&b.release);
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    assert_int_equal(atomic_load(&b.seen.calls), 1);
+    assert_int_equal(atomic_load(&b.seen.status), ORDO_OK);
+    pthread_join(adder, NULL);
+    fixture_free(f);
+    gate_fini(&b.release);
+    assert_ok(ordo_signal_destroy(b.entered));
+}
+
 /* Several threads register, begin and complete ops on their own streams,
  * depending on ops other threads completed, with callbacks that register
  * more work: every callback runs once, every op finishes. */
@@ -1543,6 +1590,7 @@ int main(void) {
         cmocka_unit_test(failed_launch_fails_its_dependents),
         cmocka_unit_test(dispatch_goes_by_priority_then_readiness),
         cmocka_unit_test(callbacks_run_exactly_once),
+        cmocka_unit_test(drain_waits_for_a_callback_run_at_once),
         cmocka_unit_test(callbacks_once_under_concurrency),
         cmocka_unit_test(cycles_are_refused_with_the_cycle_named),
         cmocka_unit_test(unchecked_graphs_list_their_cycles),

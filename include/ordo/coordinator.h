@@ -246,7 +246,8 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t op);
 ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t op);
 
 /** Adds a completion callback: fn(ctx, op, status) once op finishes (at
- * once if it has). */
+ * once, on the calling thread, if it has; ordo_coord_drain waits for it and
+ * ordo_coord_destroy is refused while it runs, as for any callback). */
 ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t op, ordo_op_callback_fn fn,
                                      void *ctx);
 

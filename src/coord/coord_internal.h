@@ -446,6 +446,10 @@ static inline void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
     coord_unlock_slow(coord, work);
 }
 
+/* Under the lock: wakes the threads sleeping in ordo_coord_drain, if any,
+ * to look again. */
+void coord_wake_drainers(ordo_coord_t *coord);
+
 /* Nothing in flight that will call back into the coordinator. */
 static inline int coord_quiet(const ordo_coord_t *coord) {
     return !coord->in_flight && !coord->callbacks_running && !coord->timepoints_pending;

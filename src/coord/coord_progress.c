@@ -29,7 +29,7 @@ void coord_wake_one(ordo_coord_t *coord) {
     ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
 }
 
-static void wake_drainers(ordo_coord_t *coord) {
+void coord_wake_drainers(ordo_coord_t *coord) {
     if (coord->drainers) {
         atomic_fetch_add_explicit(&coord->drain_seq, 1, memory_order_release);
         ordo_futex_wake(&coord->drain_seq, INT_MAX);
@@ -166,7 +166,7 @@ static void op_fired_locked(ordo_coord_t *coord, coord_op_t *op, coord_work_t *w
     coord->timepoints_pending--;
     stream_poll(coord, coord->streams[op->stream], 1, work);
     op_try_retire(coord, op->slot); /* it may have finished already */
-    wake_drainers(coord);
+    coord_wake_drainers(coord);
 }
 
 static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
@@ -237,6 +237,6 @@ void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
             op_try_retire(coord, op->slot);
             op = next;
         }
-        wake_drainers(coord);
+        coord_wake_drainers(coord);
     }
 }

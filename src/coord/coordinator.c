@@ -972,9 +972,17 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
     } else if (op_at(coord, slot)->state == OP_COMPLETED) {
         op_watch_point(coord, slot, &work); /* its point must now be followed actively */
     }
+    if (run_now) {
+        coord->callbacks_running++; /* drain waits for it, destroy is refused */
+    }
     coord_unlock(coord, &work);
     if (run_now) {
         fn(ctx, id, outcome);
+        work_init(&work);
+        coord_lock(coord);
+        coord->callbacks_running--;
+        coord_wake_drainers(coord);
+        coord_unlock(coord, &work);
     }
     return st;
 }

@@ -135,6 +135,16 @@ static inline uint64_t affinity_bit(unsigned a) {
     return (uint64_t)(a < POOL_SETTLED) << (a % 64);
 }
 
+/* Clears stream a's bit (set: its bins exist) if a search found its bins
+ * empty; non-zero if it did. */
+static inline int affinity_drop_if_empty(pool_t *p, unsigned a) {
+    if (!bins_empty(p->bins[a])) {
+        return 0;
+    }
+    p->affinity_mask &= ~((uint64_t)1 << a);
+    return 1;
+}
+
 /* Puts free b into its affinity's bin of class c, its size's class. */
 static inline __attribute__((always_inline)) void bin_insert_as(pool_t *p, pool_block_t *b,
                                                                 unsigned c) {
@@ -699,8 +709,7 @@ POOL_HOT ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
     }
     for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
         unsigned a = (unsigned)__builtin_ctzll(mask);
-        if (bins_empty(p->bins[a])) {
-            p->affinity_mask &= ~((uint64_t)1 << a);
+        if (affinity_drop_if_empty(p, a)) {
             continue;
         }
         b = bins_find_hot(p, p->bins[a], size, t, &uncovered);
@@ -731,18 +740,26 @@ POOL_HOT ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
     return ORDO_OK;
 }
 
+/* A block freed on t itself for size (counted as a same-stream reuse), or
+ * NULL; *out_uncovered as in bins_find_hot. */
+POOL_HOT pool_block_t *find_own(pool_t *p, size_t size, uint32_t t, pool_block_t **out_uncovered) {
+    pool_block_t *b =
+        p->affinity_mask >> t & 1 ? bins_find_hot(p, p->bins[t], size, t, out_uncovered) : NULL;
+    if (b) {
+        ++p->stats.reuses_same_stream;
+    }
+    return b;
+}
+
 /* A free block for size on stream t: one freed on t first, then
  * find_free_elsewhere. */
 static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t **out_block,
                                int *skipped) {
     pool_block_t *uncovered = NULL;
-    if (p->affinity_mask >> t & 1) {
-        pool_block_t *b = bins_find_hot(p, p->bins[t], size, t, &uncovered);
-        if (b) {
-            ++p->stats.reuses_same_stream;
-            *out_block = b;
-            return ORDO_OK;
-        }
+    pool_block_t *b = find_own(p, size, t, &uncovered);
+    if (b) {
+        *out_block = b;
+        return ORDO_OK;
     }
     return find_free_elsewhere(p, size, t, uncovered, out_block, skipped);
 }
@@ -806,8 +823,8 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
 static __attribute__((noinline)) ordo_status_t
 find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uint32_t t,
                        pool_block_t *uncovered, pool_block_t **out_block) {
-    if ((p->affinity_mask >> t & 1) && bins_empty(p->bins[t])) {
-        p->affinity_mask &= ~((uint64_t)1 << t); /* its own bins were searched empty */
+    if (p->affinity_mask >> t & 1) {
+        (void)affinity_drop_if_empty(p, t); /* its own bins were searched just now */
     }
     pool_block_t *b = NULL;
     int skipped = 0;
@@ -865,11 +882,9 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
     /* The common case inline: a block freed on t itself. */
     pool_block_t *uncovered = NULL;
-    pool_block_t *b =
-        p->affinity_mask >> t & 1 ? bins_find_hot(p, p->bins[t], size, t, &uncovered) : NULL;
-    if (ORDO_LIKELY(b != NULL)) {
-        ++p->stats.reuses_same_stream;
-    } else if ((st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
+    pool_block_t *b = find_own(p, size, t, &uncovered);
+    if (ORDO_UNLIKELY(!b) &&
+        (st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
         return st;
     }
     /* The descriptor handed out is chosen first, so that a stream past the

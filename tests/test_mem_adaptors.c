@@ -1497,50 +1497,50 @@ static void guard_over_a_use_tracking_upstream(void **state) {
  * block while another resets the peaks in a loop until it is done; once
  * both are quiet, no peak may be below what is held. (A reset used to load
  * the counter and store it as the peak; an allocation between the two,
- * whose raise read the old higher peak and so left it, was lost.) */
+ * whose raise read the old higher peak and so left it, was lost.) The
+ * rounds are handed over through timelines, and the resetting thread
+ * gives up its CPU for a moment after every PEAK_RACE_BURST resets: on a
+ * loaded machine (another test beside this one), a thread that spins or
+ * yields in a loop keeps the other from running for a scheduler tick, and
+ * the rounds did not finish by the deadline. */
+#define PEAK_RACE_BURST 32
 typedef struct peak_race {
     ordo_mem_resource_t *top;
     ordo_stream_t *stream;
-    _Atomic uint64_t go;        /* main: the round whose block to allocate */
-    _Atomic uint64_t release;   /* main: the round whose block to free */
-    _Atomic uint64_t allocated; /* worker: the round whose block it holds */
-    _Atomic uint64_t freed;     /* worker: the round whose block it freed */
+    ordo_signal_t *go;        /* main: the round whose block to allocate */
+    ordo_signal_t *release;   /* main: the round whose block to free */
+    ordo_signal_t *allocated; /* worker: the round whose block it holds */
+    ordo_signal_t *freed;     /* worker: the round whose block it freed */
+    _Atomic int stop;         /* main: no more rounds (go is raised past them) */
     _Atomic int failures;
     ordo_deadline_t deadline;
 } peak_race_t;
 
-static int peak_race_await(_Atomic uint64_t *word, uint64_t value, ordo_deadline_t deadline) {
-    while (atomic_load(word) < value) {
-        if (ordo_time_now_ns() > deadline) {
-            return 0;
-        }
-        sched_yield();
-    }
-    return 1;
+static uint64_t signal_value(ordo_signal_t *signal) {
+    uint64_t value = 0;
+    (void)ordo_signal_query(signal, &value);
+    return value;
 }
 
 static void *peak_race_worker(void *arg) {
     peak_race_t *r = arg;
     for (uint64_t k = 1;; ++k) {
-        if (!peak_race_await(&r->go, k, r->deadline)) {
+        if (ordo_signal_wait(r->go, k, r->deadline) != ORDO_OK) {
             atomic_fetch_add(&r->failures, 1);
             return NULL;
         }
-        if (atomic_load(&r->go) == UINT64_MAX) {
+        if (atomic_load(&r->stop)) {
             return NULL;
         }
         ordo_block_t *block = NULL;
-        if (ordo_mem_allocate(r->top, 4096, 0, r->stream, 5, &block, NULL) != ORDO_OK) {
+        if (ordo_mem_allocate(r->top, 4096, 0, r->stream, 5, &block, NULL) != ORDO_OK ||
+            ordo_signal_signal(r->allocated, k) != ORDO_OK ||
+            ordo_signal_wait(r->release, k, r->deadline) != ORDO_OK ||
+            ordo_mem_deallocate(r->top, block, r->stream) != ORDO_OK ||
+            ordo_signal_signal(r->freed, k) != ORDO_OK) {
             atomic_fetch_add(&r->failures, 1);
             return NULL;
         }
-        atomic_store(&r->allocated, k);
-        if (!peak_race_await(&r->release, k, r->deadline) ||
-            ordo_mem_deallocate(r->top, block, r->stream) != ORDO_OK) {
-            atomic_fetch_add(&r->failures, 1);
-            return NULL;
-        }
-        atomic_store(&r->freed, k);
     }
 }
 
@@ -1551,18 +1551,28 @@ static void peaks_survive_a_racing_reset(void **state) {
     ordo_mem_resource_t *budget = NULL, *stats = NULL;
     assert_ok(ordo_mem_budget_create(e.direct, NULL, &budget));
     assert_ok(ordo_mem_statistics_create(budget, &stats));
-    peak_race_t r = {.top = stats, .stream = e.s[0], .deadline = test_deadline()};
+    peak_race_t r = {.top = stats,
+                     .stream = e.s[0],
+                     .go = test_signal_make(0),
+                     .release = test_signal_make(0),
+                     .allocated = test_signal_make(0),
+                     .freed = test_signal_make(0),
+                     .deadline = test_deadline()};
     pthread_t worker = test_thread_start(peak_race_worker, &r);
     uint64_t rounds = test_scaled(20000), done = 0, below = 0;
     for (uint64_t k = 1; k <= rounds; ++k) {
-        atomic_store(&r.go, k);
+        assert_ok(ordo_signal_signal(r.go, k));
         /* Resets race with the allocation until it is over. */
-        while (atomic_load(&r.allocated) < k && ordo_time_now_ns() < r.deadline &&
-               !atomic_load(&r.failures)) {
+        for (unsigned n = 1; signal_value(r.allocated) < k && ordo_time_now_ns() < r.deadline &&
+                             !atomic_load(&r.failures);
+             ++n) {
             assert_ok(ordo_mem_statistics_reset_peak(stats));
             assert_ok(ordo_mem_budget_reset_peak(e.device));
+            if (n % PEAK_RACE_BURST == 0) {
+                (void)ordo_signal_wait(r.allocated, k, ordo_deadline_after_ns(100000));
+            }
         }
-        if (atomic_load(&r.allocated) < k) {
+        if (signal_value(r.allocated) < k) {
             break;
         }
         ordo_mem_statistics_t st;
@@ -1572,18 +1582,26 @@ static void peaks_survive_a_racing_reset(void **state) {
         below += st.overall.peak_bytes < st.overall.current_bytes ||
                  st.overall.peak_blocks < st.overall.current_blocks ||
                  st.tags[5].peak_bytes < st.tags[5].current_bytes || bs.peak_charged < bs.charged;
-        atomic_store(&r.release, k);
-        if (!peak_race_await(&r.freed, k, r.deadline)) {
+        assert_ok(ordo_signal_signal(r.release, k));
+        if (ordo_signal_wait(r.freed, k, r.deadline) != ORDO_OK) {
             break;
         }
         done = k;
     }
-    atomic_store(&r.go, UINT64_MAX);
-    atomic_store(&r.release, UINT64_MAX);
+    atomic_store(&r.stop, 1);
+    assert_ok(ordo_signal_signal(r.go, rounds + 1));
+    assert_ok(ordo_signal_signal(r.release, rounds + 1)); /* a worker stopped mid-round */
     pthread_join(worker, NULL);
     assert_int_equal(atomic_load(&r.failures), 0);
     assert_int_equal(done, rounds);
     assert_int_equal(below, 0);
+    ordo_signal_t *signals[] = {r.go, r.release, r.allocated, r.freed};
+    for (size_t i = 0; i < 4; ++i) {
+        assert_ok(ordo_signal_destroy(signals[i]));
+    }
+    /* The last free is ordered on the stream: the budget takes its charge
+     * back (and may be destroyed) once the stream has run it. */
+    assert_ok(ordo_mem_reap_pending(stats, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(stats));
     assert_ok(ordo_mem_resource_destroy(budget));
     env_close(&e);

@@ -67,6 +67,10 @@ typedef struct fixture {
     unsigned streams;
 } fixture_t;
 
+/* The pools' slot bound: 0 (every block cut from a chunk) for the tests
+ * that pin layouts down; the randomized ones run with slots too. */
+static size_t fixture_slot_max = 0;
+
 static void fixture_make(fixture_t *f, unsigned streams, ordo_mem_reuse_policy_t policy,
                          size_t chunk_bytes) {
     atomic_store(&fail_min, 0); /* a test that failed armed may not have disarmed */
@@ -77,6 +81,7 @@ static void fixture_make(fixture_t *f, unsigned streams, ordo_mem_reuse_policy_t
     assert_ok(ordo_mem_pool_config_default(&config));
     config.reuse = policy;
     config.chunk_bytes = chunk_bytes;
+    config.slot_max_bytes = fixture_slot_max;
     assert_ok(ordo_mem_pool_create(f->tracker, f->direct, &config, &f->pool));
     f->streams = streams;
     for (unsigned i = 0; i < streams; ++i) {
@@ -472,9 +477,11 @@ static void random_reuse_on_twelve_streams_is_safe(void **state) {
     (void)state;
     unsigned programs = (unsigned)test_scaled(8);
     for (unsigned p = 0; p < programs; ++p) {
+        fixture_slot_max = p % 4 < 2 ? 16 * 1024 : 0;
         run_data_program(p % 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
                          0xda942042e4dd58b5ull * (p + 1), 800);
     }
+    fixture_slot_max = 0;
 }
 
 /* --- Randomized model check --- */
@@ -589,6 +596,8 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
     c = census(f.pool);
     assert_int_equal(c.free_blocks, c.chunks);
     assert_int_equal(c.settled_blocks, c.chunks);
+    assert_int_equal(c.runs, 0); /* every run went back once its slots settled */
+    assert_int_equal(c.free_slots, 0);
     assert_ok(ordo_mem_pool_trim(f.pool, 0));
     c = census(f.pool);
     assert_int_equal(c.chunks, 0);
@@ -599,11 +608,132 @@ static void randomized_layout_model_check(void **state) {
     (void)state;
     unsigned steps = (unsigned)test_scaled(6000);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
+        fixture_slot_max = seed == 2 ? 0 : 16 * 1024; /* slots, or none at all */
         run_model(4, ORDO_MEM_REUSE_WAIT, seed * 0x9e3779b97f4a7c15ull, steps);
         run_model(4, ORDO_MEM_REUSE_OTHER_BLOCK, seed * 0x2545f4914f6cdd1dull, steps);
         run_model(MAX_STREAMS, seed % 2 ? ORDO_MEM_REUSE_WAIT : ORDO_MEM_REUSE_OTHER_BLOCK,
                   seed * 0x5851f42d4c957f2dull, steps);
     }
+    fixture_slot_max = 0;
+}
+
+/* --- Slots: small requests served whole from runs --- */
+
+/* A small block freed on a stream comes back whole to that stream's next
+ * request of its class: no split, no merge, one run. A request above the
+ * bound is cut from a chunk. */
+static void slots_are_reused_whole_on_their_stream(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_slot_max = 16 * 1024;
+    fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 256 * 1024);
+    fixture_slot_max = 0;
+    ordo_block_t *a = NULL, *b = NULL;
+    void *pa = NULL, *pb = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 1000, 0, f.s[0], 0, &a, &pa));
+    ordo_mem_pool_stats_t before = pool_stats(f.pool);
+    assert_int_equal(before.runs, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    assert_ok(ordo_mem_allocate(f.pool, 900, 0, f.s[0], 0, &b, &pb)); /* the same class */
+    assert_ptr_equal(pb, pa);
+    ordo_mem_pool_stats_t after = pool_stats(f.pool);
+    assert_int_equal(after.splits, before.splits);
+    assert_int_equal(after.merges, before.merges);
+    assert_int_equal(after.runs, 1);
+    assert_int_equal(after.reuses_same_stream, before.reuses_same_stream + 1);
+    assert_int_equal(after.bytes_in_use, 4 * ORDO_MEM_DEFAULT_ALIGNMENT); /* the class's size */
+    mem_pool_census_t c = census(f.pool);
+    assert_int_equal(c.runs, 1);
+    assert_int_equal(c.live_blocks, 1);
+    /* 16 KiB is class 24's first size: past the bound, cut from a chunk. */
+    ordo_block_t *big = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 16 * 1024, 0, f.s[0], 0, &big, NULL));
+    assert_int_equal(pool_stats(f.pool).splits, after.splits + 1);
+    assert_int_equal(pool_stats(f.pool).runs, 1);
+    /* An alignment above the default is served from a chunk too. */
+    ordo_block_t *aligned = NULL;
+    void *pal = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 100, 4096, f.s[0], 0, &aligned, &pal));
+    assert_int_equal((uintptr_t)pal % 4096, 0);
+    assert_int_equal(pool_stats(f.pool).runs, 1);
+    assert_ok(ordo_mem_deallocate(f.pool, aligned, f.s[0]));
+    assert_ok(ordo_mem_deallocate(f.pool, big, f.s[0]));
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
+    census(f.pool);
+    fixture_free(&f);
+}
+
+/* A slot freed on stream 0 goes to stream 1 only with stream 1 ordered
+ * after the free: by a device wait (ORDO_MEM_REUSE_WAIT, when stream 1 has
+ * no run of its own to cut a new slot from), or not at all (stream 1 gets
+ * a run of its own). Once the host knows the frees complete (reap), slots
+ * are settled; a run whose slots are all settled and free goes back to
+ * the chunks, and trim returns them. */
+static void slots_cross_streams_by_frontier_and_runs_go_back(void **state) {
+    (void)state;
+    for (int wait = 0; wait < 2; ++wait) {
+        fixture_t f;
+        fixture_slot_max = 16 * 1024;
+        fixture_make(&f, 2, wait ? ORDO_MEM_REUSE_WAIT : ORDO_MEM_REUSE_OTHER_BLOCK, 256 * 1024);
+        fixture_slot_max = 0;
+        ordo_block_t *a = NULL, *b = NULL, *c2 = NULL;
+        void *pa = NULL, *pb = NULL, *pc = NULL;
+        assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &a, &pa));
+        assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+        assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[1], 0, &b, &pb));
+        ordo_mem_pool_stats_t stats = pool_stats(f.pool);
+        if (wait) {
+            assert_ptr_equal(pb, pa);
+            assert_int_equal(stats.reuses_waited, 1);
+            assert_int_equal(stats.runs, 1);
+        } else {
+            assert_ptr_not_equal(pb, pa);
+            /* The slot, then the rest of stream 0's chunk for the run. */
+            assert_int_equal(stats.blocks_skipped, 2);
+            assert_int_equal(stats.runs, 2);
+        }
+        /* Stream 0 cuts a new slot from its run rather than wait. */
+        assert_ok(ordo_mem_deallocate(f.pool, b, f.s[1]));
+        assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &c2, &pc));
+        assert_ptr_not_equal(pc, pb);
+        for (unsigned i = 0; i < 2; ++i) {
+            assert_ok(ordo_stream_synchronize(f.s[i], test_deadline()));
+        }
+        assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+        /* Only the run holding the live slot is left. */
+        mem_pool_census_t c = census(f.pool);
+        assert_int_equal(c.runs, 1);
+        assert_int_equal(c.free_slots, wait ? 1 : 0);
+        assert_ok(ordo_mem_deallocate(f.pool, c2, f.s[0]));
+        assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+        assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+        c = census(f.pool);
+        assert_int_equal(c.runs, 0);
+        assert_int_equal(c.free_slots, 0);
+        assert_int_equal(c.free_blocks, c.chunks);
+        assert_ok(ordo_mem_pool_trim(f.pool, 0));
+        assert_int_equal(census(f.pool).chunks, 0);
+        fixture_free(&f);
+    }
+}
+
+/* The slot bound is checked at creation; 0 serves nothing as slots. */
+static void slot_bound_is_checked(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    assert_int_equal(config.slot_max_bytes, 16 * 1024);
+    config.slot_max_bytes = 64 * 1024 + 1;
+    ordo_mem_resource_t *pool = NULL;
+    assert_status(ordo_mem_pool_create(f.tracker, f.direct, &config, &pool), ORDO_ERR_OUT_OF_RANGE);
+    assert_null(pool);
+    ordo_block_t *a = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.s[0], 0, &a, NULL));
+    assert_int_equal(pool_stats(f.pool).runs, 0); /* the fixture's bound is 0 */
+    assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
+    fixture_free(&f);
 }
 
 /* --- Adaptors over a pool --- */
@@ -831,6 +961,7 @@ static void pool_over_pool_trims_and_retries(void **state) {
     assert_ok(ordo_mem_pool_config_default(&config));
     config.chunk_bytes = 16 * 1024;
     config.release_threshold = 0;
+    config.slot_max_bytes = 0; /* one chunk per block, to count */
     ordo_mem_resource_t *upper = NULL;
     assert_ok(ordo_mem_pool_create(f.tracker, f.pool, &config, &upper));
     ordo_block_t *blocks[6];
@@ -961,6 +1092,9 @@ int main(void) {
         cmocka_unit_test(refused_free_on_a_failed_stream_keeps_the_block_live),
         cmocka_unit_test(randomized_layout_model_check),
         cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),
+        cmocka_unit_test(slots_are_reused_whole_on_their_stream),
+        cmocka_unit_test(slots_cross_streams_by_frontier_and_runs_go_back),
+        cmocka_unit_test(slot_bound_is_checked),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
         cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),
         cmocka_unit_test(entry_points_refuse_each_bad_argument),

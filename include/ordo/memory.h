@@ -180,9 +180,19 @@ typedef struct ordo_mem_pool_config {
     /** Bytes the pool may keep reserved while unused; free chunks above it
      * go back upstream when they are settled. Default: unlimited. */
     uint64_t release_threshold;
+    /** Requests whose size class lies wholly at or below this many bytes
+     * (with an alignment of at most ORDO_MEM_DEFAULT_ALIGNMENT) are served
+     * as slots of runs: blocks of one class each, cut from the pool's
+     * chunks, with no split or merge on the way in or out (a slot is its
+     * class's largest size). Small blocks thus never break up the memory
+     * large ones need. A run goes back to the chunks once each of its
+     * slots is free and settled (reap, trim, destroy). 0 serves every
+     * request from the chunks directly. Default 16 KiB; at most 64 KiB. */
+    size_t slot_max_bytes;
 } ordo_mem_pool_config_t;
 
-/** The defaults: ORDO_MEM_REUSE_WAIT, 2 MiB chunks, no release threshold. */
+/** The defaults: ORDO_MEM_REUSE_WAIT, 2 MiB chunks, no release threshold,
+ * slots for requests under 16 KiB. */
 ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config);
 
 /** The counters of a pool (ordo_mem_pool_stats). */
@@ -198,6 +208,7 @@ typedef struct ordo_mem_pool_stats {
     uint64_t splits;             /**< free blocks split to fit a request */
     uint64_t merges;             /**< free neighbours merged into one block */
     uint64_t trims;              /**< chunks given back upstream */
+    uint64_t runs;               /**< runs of small-block slots held */
 } ordo_mem_pool_stats_t;
 
 /** A stream-ordered pool over upstream (a direct resource, or any stack).

@@ -44,6 +44,14 @@
 #define POOL_SCAN 8
 #define POOL_SLAB_BLOCKS 64
 #define POOL_DEFAULT_CHUNK ((size_t)2 << 20)
+/* Slots (small requests, one size class per run): the classes that may
+ * have them (up to 64 KiB), the default bound, and a run's size, about
+ * POOL_RUN_BYTES in 2 to POOL_RUN_SLOTS_MAX slots. */
+#define POOL_SLOT_CLASSES 32
+#define POOL_DEFAULT_SLOT_MAX ((size_t)16 << 10)
+#define POOL_SLOT_MAX_UNITS 256 /* 64 KiB: class 31 ends just below */
+#define POOL_RUN_SLOTS_MAX 16
+#define POOL_RUN_BYTES ((size_t)64 << 10)
 /* The allocation and free paths: one frame each, not one per helper. */
 #define POOL_HOT static inline __attribute__((always_inline))
 
@@ -71,14 +79,32 @@ typedef struct pool_block {
     uint8_t affinity;
     uint8_t cls;
     uint8_t death_count;
-    pool_death_t death[POOL_DEATH_MAX];
+    uint8_t kind; /* POOL_KIND_* */
+    union {
+        pool_death_t death[POOL_DEATH_MAX]; /* free blocks and slots */
+        struct {
+            uint32_t made;    /* slots cut from it so far */
+            uint32_t settled; /* settle_all's count of its settled free slots */
+        } run;                /* a run, while it serves slots */
+    };
     pool_chunk_t *chunk;
     ordo_buffer_t history;
 } pool_block_t;
 
+/* What a descriptor is: a block of a chunk (free or handed out), a run
+ * (a block of a chunk, handed out to the pool itself, whose memory is
+ * slots), or a slot of a run (free or handed out; its addr_prev is the
+ * run, addr_next NULL: slots are never merged). */
+enum { POOL_KIND_BLOCK, POOL_KIND_SLOT, POOL_KIND_RUN };
+
 typedef struct pool_bins {
     uint64_t nonempty[POOL_CLASS_WORDS];
+    uint64_t slots_nonempty;
     pool_block_t *head[POOL_CLASSES];
+    /* Free slots per class (slots_nonempty: which lists hold one), and the
+     * run the stream's new slots of each class are cut from. */
+    pool_block_t *slot_head[POOL_SLOT_CLASSES];
+    pool_block_t *run[POOL_SLOT_CLASSES];
 } pool_bins_t;
 
 typedef struct pool_slab {
@@ -95,6 +121,7 @@ typedef struct pool {
      * goes into the stream's bins and cleared when a search finds them
      * empty, so the hot paths never test for emptiness. */
     uint64_t affinity_mask;
+    unsigned slot_classes; /* classes below this one are served as slots */
     pool_chunk_t *chunks;
     pool_block_t *spare;
     pool_slab_t *slabs;
@@ -122,12 +149,18 @@ _Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover eve
 
 static inline int bins_empty(const pool_bins_t *bins) {
     _Static_assert(POOL_CLASS_WORDS == 3, "one term per word");
-    return !(bins->nonempty[0] | bins->nonempty[1] | bins->nonempty[2]);
+    return !(bins->nonempty[0] | bins->nonempty[1] | bins->nonempty[2] | bins->slots_nonempty);
 }
 
 /* Non-zero when the bins of affinity a hold a free block. */
 static inline int bins_hold(const pool_t *p, unsigned a) {
     return p->bins[a] && !bins_empty(p->bins[a]);
+}
+
+/* The free lists of bins: the bins by class, then the slots by class. */
+#define POOL_LISTS (POOL_CLASSES + POOL_SLOT_CLASSES)
+static inline pool_block_t *bins_list(const pool_bins_t *bins, unsigned k) {
+    return k < POOL_CLASSES ? bins->head[k] : bins->slot_head[k - POOL_CLASSES];
 }
 
 /* The affinity mask's bit for affinity a; none for the settled bins. */
@@ -145,19 +178,42 @@ static inline int affinity_drop_if_empty(pool_t *p, unsigned a) {
     return 1;
 }
 
+/* Links b at the head of the free list *head, whose bit in *bits says
+ * that it holds a block. */
+static inline __attribute__((always_inline)) void list_push(pool_block_t **head, uint64_t *bits,
+                                                            unsigned bit, pool_block_t *b) {
+    pool_block_t *next = *head;
+    b->bin_prev = NULL;
+    b->bin_next = next;
+    *head = b;
+    if (next) {
+        next->bin_prev = b;
+    }
+    *bits |= (uint64_t)1 << bit;
+}
+
+/* Unlinks b from the free list *head (list_push's other arguments). */
+static inline __attribute__((always_inline)) void list_unlink(pool_block_t **head, uint64_t *bits,
+                                                              unsigned bit, pool_block_t *b) {
+    if (b->bin_next) {
+        b->bin_next->bin_prev = b->bin_prev;
+    }
+    if (b->bin_prev) {
+        b->bin_prev->bin_next = b->bin_next;
+        return;
+    }
+    *head = b->bin_next;
+    if (!b->bin_next) {
+        *bits &= ~((uint64_t)1 << bit);
+    }
+}
+
 /* Puts free b into its affinity's bin of class c, its size's class. */
 static inline __attribute__((always_inline)) void bin_insert_as(pool_t *p, pool_block_t *b,
                                                                 unsigned c) {
     pool_bins_t *bins = p->bins[b->affinity];
-    pool_block_t *next = bins->head[c];
     b->cls = (uint8_t)c;
-    b->bin_prev = NULL;
-    b->bin_next = next;
-    bins->head[c] = b;
-    if (next) {
-        next->bin_prev = b;
-    }
-    bins->nonempty[c / 64] |= (uint64_t)1 << (c % 64);
+    list_push(&bins->head[c], &bins->nonempty[c / 64], c % 64, b);
     p->affinity_mask |= affinity_bit(b->affinity);
 }
 
@@ -167,17 +223,7 @@ static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_blo
 
 static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_block_t *b) {
     pool_bins_t *bins = p->bins[b->affinity];
-    if (b->bin_next) {
-        b->bin_next->bin_prev = b->bin_prev;
-    }
-    if (b->bin_prev) {
-        b->bin_prev->bin_next = b->bin_next;
-        return;
-    }
-    bins->head[b->cls] = b->bin_next;
-    if (!b->bin_next) {
-        bins->nonempty[b->cls / 64] &= ~((uint64_t)1 << (b->cls % 64));
-    }
+    list_unlink(&bins->head[b->cls], &bins->nonempty[b->cls / 64], b->cls % 64, b);
 }
 
 static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) {
@@ -446,6 +492,7 @@ POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, pool_block
         return b;
     }
     b->size -= size;
+    taken->kind = POOL_KIND_BLOCK;
     taken->chunk = b->chunk;
     taken->start = b->start + b->size;
     taken->size = size;
@@ -513,29 +560,143 @@ static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
     coalesce_and_bin_hot(p, b);
 }
 
+/* --- Slots --- */
+
+/* The largest size of class c, in units: a slot of c fits every request
+ * of c. */
+static inline unsigned class_max_units(unsigned c) {
+    if (c < 16) {
+        return c + 1;
+    }
+    unsigned e = 4 + (c - 16) / 4, sub = (c - 16) % 4;
+    return ((5u + sub) << (e - 2)) - 1;
+}
+
+/* Slots per run of class c: about POOL_RUN_BYTES, at least two. */
+static inline unsigned run_slots(unsigned c) {
+    size_t n = POOL_RUN_BYTES / ((size_t)class_max_units(c) * POOL_UNIT);
+    return n < 2 ? 2 : n > POOL_RUN_SLOTS_MAX ? POOL_RUN_SLOTS_MAX : (unsigned)n;
+}
+
+/* Puts free slot b at the head of affinity a's list of its class. */
+POOL_HOT void slot_link(pool_t *p, pool_block_t *b, unsigned a) {
+    pool_bins_t *bins = p->bins[a];
+    b->affinity = (uint8_t)a;
+    list_push(&bins->slot_head[b->cls], &bins->slots_nonempty, b->cls, b);
+    p->affinity_mask |= affinity_bit(a);
+}
+
+POOL_HOT void slot_unlink(pool_t *p, pool_block_t *b) {
+    pool_bins_t *bins = p->bins[b->affinity];
+    list_unlink(&bins->slot_head[b->cls], &bins->slots_nonempty, b->cls, b);
+}
+
+/* The first of the first POOL_SCAN slots from head on that t may reuse
+ * without waiting, or NULL; *out_uncovered as in bin_best_fit. */
+POOL_HOT pool_block_t *slot_first_covered(const pool_t *p, pool_block_t *head, uint32_t t,
+                                          pool_block_t **out_uncovered) {
+    unsigned scanned = 0;
+    for (pool_block_t *b = head; b && scanned < POOL_SCAN; b = b->bin_next, ++scanned) {
+        if (covered(p, b, t)) {
+            return b;
+        }
+        if (!*out_uncovered) {
+            *out_uncovered = b;
+        }
+    }
+    return NULL;
+}
+
 /* --- Settling and trimming (explicit calls only) --- */
 
+/* Drops the death entries the host knows complete from b; non-zero when
+ * none is left. */
+static int death_settle(const pool_t *p, pool_block_t *b) {
+    unsigned kept = 0;
+    for (unsigned i = 0; i < b->death_count; ++i) {
+        if (!death_settled(p, &b->death[i])) {
+            b->death[kept++] = b->death[i];
+        }
+    }
+    b->death_count = (uint8_t)kept;
+    return !kept;
+}
+
+/* Gives run, whose slots are all gone, back to the chunks as a settled
+ * free block. */
+static void run_release(pool_t *p, pool_block_t *run) {
+    pool_bins_t *owner = p->bins[run->affinity];
+    if (owner && owner->run[run->cls] == run) {
+        owner->run[run->cls] = NULL;
+    }
+    --p->stats.runs;
+    run->kind = POOL_KIND_BLOCK;
+    run->is_free = 1;
+    run->affinity = POOL_SETTLED;
+    run->death_count = 0;
+    coalesce_and_bin(p, run);
+}
+
+/* Moves the free slots of affinity a that have settled to the settled
+ * lists. */
+static void settle_slots(pool_t *p, unsigned a) {
+    pool_bins_t *bins = p->bins[a];
+    for (uint64_t mask = bins->slots_nonempty; mask; mask &= mask - 1) {
+        for (pool_block_t *b = bins->slot_head[__builtin_ctzll(mask)], *next; b; b = next) {
+            next = b->bin_next;
+            if (death_settle(p, b)) {
+                slot_unlink(p, b);
+                slot_link(p, b, POOL_SETTLED);
+            }
+        }
+    }
+}
+
+/* Releases every run whose slots are all settled and free. */
+static void release_settled_runs(pool_t *p) {
+    pool_bins_t *settled = p->bins[POOL_SETTLED];
+    for (int pass = 0; pass < 2; ++pass) {
+        for (uint64_t mask = settled->slots_nonempty; mask; mask &= mask - 1) {
+            for (pool_block_t *b = settled->slot_head[__builtin_ctzll(mask)]; b; b = b->bin_next) {
+                pool_block_t *run = b->addr_prev;
+                run->run.settled = pass ? run->run.settled + 1 : 0;
+            }
+        }
+    }
+    for (uint64_t mask = settled->slots_nonempty; mask; mask &= mask - 1) {
+        for (pool_block_t *b = settled->slot_head[__builtin_ctzll(mask)], *next; b; b = next) {
+            next = b->bin_next;
+            pool_block_t *run = b->addr_prev;
+            if (run->run.settled != run->run.made) {
+                continue;
+            }
+            slot_unlink(p, b);
+            descriptor_put(p, b);
+            if (!--run->run.made) {
+                run_release(p, run);
+            } else {
+                --run->run.settled;
+            }
+        }
+    }
+}
+
 /* Drops the death entries the host knows complete; blocks left with none
- * move to the settled bins. */
+ * move to the settled bins, slots to the settled lists, and runs whose
+ * slots have all settled go back to the chunks. */
 static void settle_all(pool_t *p) {
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
         if (!bins_hold(p, a)) {
             continue;
         }
+        settle_slots(p, a);
         /* Collect first: moving blocks changes the lists being walked. */
         pool_bins_t *bins = p->bins[a];
         pool_block_t *done = NULL;
         for (unsigned c = 0; c < POOL_CLASSES; ++c) {
             for (pool_block_t *b = bins->head[c], *next; b; b = next) {
                 next = b->bin_next;
-                unsigned kept = 0;
-                for (unsigned i = 0; i < b->death_count; ++i) {
-                    if (!death_settled(p, &b->death[i])) {
-                        b->death[kept++] = b->death[i];
-                    }
-                }
-                b->death_count = (uint8_t)kept;
-                if (!kept) {
+                if (death_settle(p, b)) {
                     bin_remove(p, b);
                     b->is_free = 2; /* out of its bin: not to be merged yet */
                     b->bin_next = done;
@@ -551,6 +712,7 @@ static void settle_all(pool_t *p) {
             coalesce_and_bin(p, b);
         }
     }
+    release_settled_runs(p);
 }
 
 static void chunk_unlink(pool_t *p, pool_chunk_t *chunk) {
@@ -804,6 +966,7 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
     b->start = chunk->base;
     b->size = chunk_size;
     b->addr_prev = b->addr_next = NULL;
+    b->kind = POOL_KIND_BLOCK;
     b->is_free = 1;
     b->affinity = (uint8_t)t;
     b->death_count = 1;
@@ -845,6 +1008,89 @@ find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uin
     return st;
 }
 
+/* Cuts a run for slots of class c from the blocks, for stream t. */
+static ordo_status_t run_make(pool_t *p, const mem_request_t *request, unsigned c, uint32_t t,
+                              pool_block_t **out_run) {
+    size_t size = (size_t)run_slots(c) * class_max_units(c) * POOL_UNIT;
+    pool_block_t *uncovered = NULL;
+    pool_block_t *b = find_own(p, size, t, &uncovered);
+    ordo_status_t st = ORDO_OK;
+    if (!b && (st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
+        return st;
+    }
+    b = carve(p, b, size, carve_descriptor(p, b, size));
+    b->is_free = 0;
+    b->kind = POOL_KIND_RUN;
+    b->affinity = (uint8_t)t;
+    b->cls = (uint8_t)c;
+    b->run.made = 0;
+    ++p->stats.runs;
+    *out_run = b;
+    return ORDO_OK;
+}
+
+/* A free slot of class c for stream t past its own list: a settled one,
+ * one freed on another stream and ordered before t, a new one from t's
+ * run, by policy one t must wait for, or one from a new run. The slot is
+ * left in its list. */
+static __attribute__((noinline)) ordo_status_t
+slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint32_t t,
+                       pool_block_t *uncovered, pool_block_t **out_slot) {
+    static const char api[] = "ordo_mem_allocate";
+    pool_block_t *b = p->bins[POOL_SETTLED]->slot_head[c];
+    for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
+        b = slot_first_covered(p, p->bins[__builtin_ctzll(mask)]->slot_head[c], t, &uncovered);
+    }
+    if (b) {
+        ++p->stats.reuses_known;
+        *out_slot = b;
+        return ORDO_OK;
+    }
+    ordo_status_t st = bins_ensure(p, t, api);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    pool_block_t *run = p->bins[t]->run[c];
+    if (!run || run->run.made == run_slots(c)) {
+        if (uncovered) {
+            if (p->config.reuse == ORDO_MEM_REUSE_WAIT) {
+                uint64_t visited = 0;
+                for (unsigned i = 0; i < uncovered->death_count; ++i) {
+                    const pool_death_t *d = &uncovered->death[i];
+                    if ((st = wait_for_point(p, t, d->stream, d->point, &visited)) != ORDO_OK) {
+                        return st;
+                    }
+                }
+                ++p->stats.reuses_waited;
+                *out_slot = uncovered;
+                return ORDO_OK;
+            }
+            ++p->stats.blocks_skipped;
+        }
+        if ((st = run_make(p, request, c, t, &run)) != ORDO_OK) {
+            return st;
+        }
+        p->bins[t]->run[c] = run;
+    }
+    b = descriptor_take(p);
+    if (!b) {
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bookkeeping");
+    }
+    b->kind = POOL_KIND_SLOT;
+    b->cls = (uint8_t)c;
+    b->chunk = run->chunk;
+    b->size = (size_t)class_max_units(c) * POOL_UNIT;
+    b->start = run->start + run->run.made * b->size;
+    b->addr_prev = run;
+    b->addr_next = NULL;
+    b->is_free = 1;
+    b->death_count = 0;
+    ++run->run.made;
+    slot_link(p, b, t);
+    *out_slot = b;
+    return ORDO_OK;
+}
+
 static ordo_status_t history_reserve(pool_block_t *b, uint32_t t, const char *api) {
     if (t >= BUFFER_INLINE_READERS && !b->history.more_last_points) {
         b->history.more_last_points =
@@ -880,24 +1126,43 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
                           request->bytes, request->alignment);
     }
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
-    /* The common case inline: a block freed on t itself. */
     pool_block_t *uncovered = NULL;
-    pool_block_t *b = find_own(p, size, t, &uncovered);
-    if (ORDO_UNLIKELY(!b) &&
-        (st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
-        return st;
-    }
-    /* The descriptor handed out is chosen first, so that a stream past the
-     * inline points can get it a points array before anything changes. */
-    pool_block_t *taken = carve_descriptor(p, b, size);
-    if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
-        (st = history_reserve(taken ? taken : b, t, api)) != ORDO_OK) {
-        if (taken) {
-            descriptor_put(p, taken);
+    pool_block_t *b;
+    unsigned c = class_of(size / POOL_UNIT);
+    if (c < p->slot_classes && !extra) {
+        b = p->affinity_mask >> t & 1
+                ? slot_first_covered(p, p->bins[t]->slot_head[c], t, &uncovered)
+                : NULL;
+        if (ORDO_LIKELY(b)) {
+            ++p->stats.reuses_same_stream;
+        } else if ((st = slot_elsewhere_or_make(p, request, c, t, uncovered, &b)) != ORDO_OK) {
+            return st;
         }
-        return st;
+        if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
+            (st = history_reserve(b, t, api)) != ORDO_OK) {
+            return st;
+        }
+        slot_unlink(p, b);
+    } else {
+        /* The common case inline: a block freed on t itself. */
+        b = find_own(p, size, t, &uncovered);
+        if (ORDO_UNLIKELY(!b) &&
+            (st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
+            return st;
+        }
+        /* The descriptor handed out is chosen first, so that a stream past
+         * the inline points can get it a points array before anything
+         * changes. */
+        pool_block_t *taken = carve_descriptor(p, b, size);
+        if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&
+            (st = history_reserve(taken ? taken : b, t, api)) != ORDO_OK) {
+            if (taken) {
+                descriptor_put(p, taken);
+            }
+            return st;
+        }
+        b = carve(p, b, size, taken);
     }
-    b = carve(p, b, size, taken);
     b->is_free = 0;
     /* Birth: a write by t at a fresh point of t. */
     uint64_t point = tracker_new_point(p->tracker, t);
@@ -1011,7 +1276,11 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
                           atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
                               b->base.bytes,
                           memory_order_relaxed);
-    coalesce_and_bin_hot(p, b);
+    if (b->kind == POOL_KIND_SLOT) {
+        slot_link(p, b, s);
+    } else {
+        coalesce_and_bin_hot(p, b);
+    }
     return ORDO_OK;
 }
 
@@ -1033,7 +1302,11 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
                           atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed) -
                               b->base.bytes,
                           memory_order_relaxed);
-    coalesce_and_bin(p, b);
+    if (b->kind == POOL_KIND_SLOT) {
+        slot_link(p, b, POOL_SETTLED);
+    } else {
+        coalesce_and_bin(p, b);
+    }
     return ORDO_OK;
 }
 
@@ -1119,8 +1392,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     /* What is still pending, per stream: the highest point, recorded. */
     uint64_t need[ORDO_TRACKER_MAX_STREAMS] = {0};
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        for (unsigned c = 0; bins_hold(p, a) && c < POOL_CLASSES; ++c) {
-            for (pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
+        for (unsigned k = 0; bins_hold(p, a) && k < POOL_LISTS; ++k) {
+            for (pool_block_t *b = bins_list(p->bins[a], k); b; b = b->bin_next) {
                 for (unsigned i = 0; i < b->death_count; ++i) {
                     uint64_t visited = 0;
                     need_point(p, b->death[i].stream, b->death[i].point, need, &visited);
@@ -1208,8 +1481,8 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
     settle_all(p);
     uint32_t unsettled = 0;
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        for (unsigned c = 0; bins_hold(p, a) && c < POOL_CLASSES; ++c) {
-            for (const pool_block_t *b = p->bins[a]->head[c]; b; b = b->bin_next) {
+        for (unsigned k = 0; bins_hold(p, a) && k < POOL_LISTS; ++k) {
+            for (const pool_block_t *b = bins_list(p->bins[a], k); b; b = b->bin_next) {
                 ++unsettled;
             }
         }
@@ -1252,7 +1525,8 @@ ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config) {
     if (!out_config) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
-    *out_config = (ordo_mem_pool_config_t){ORDO_MEM_REUSE_WAIT, POOL_DEFAULT_CHUNK, UINT64_MAX};
+    *out_config = (ordo_mem_pool_config_t){ORDO_MEM_REUSE_WAIT, POOL_DEFAULT_CHUNK, UINT64_MAX,
+                                           POOL_DEFAULT_SLOT_MAX};
     return ORDO_OK;
 }
 
@@ -1288,6 +1562,11 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
             return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "chunk_bytes %zu is too large",
                               config->chunk_bytes);
         }
+        if (config->slot_max_bytes > (size_t)POOL_SLOT_MAX_UNITS * POOL_UNIT) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                              "slot_max_bytes %zu is more than the %zu bytes slots may have",
+                              config->slot_max_bytes, (size_t)POOL_SLOT_MAX_UNITS * POOL_UNIT);
+        }
         cfg = *config;
         if (!cfg.chunk_bytes) {
             cfg.chunk_bytes = POOL_DEFAULT_CHUNK;
@@ -1309,6 +1588,10 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
     p->bins[POOL_SETTLED] = settled;
     p->tracker = tracker;
     p->config = cfg;
+    while (p->slot_classes < POOL_SLOT_CLASSES &&
+           (size_t)class_max_units(p->slot_classes) * POOL_UNIT <= cfg.slot_max_bytes) {
+        ++p->slot_classes;
+    }
     atomic_fetch_add_explicit(&tracker->pools, 1, memory_order_relaxed);
     mem_resource_init(&p->base, &pool_ops, tracker->device, upstream);
     *out_resource = &p->base;
@@ -1387,7 +1670,123 @@ static int census_mergeable(const pool_block_t *a, const pool_block_t *b) {
     return n <= POOL_DEATH_MAX;
 }
 
-enum { CENSUS_UNSEEN, CENSUS_SPARE, CENSUS_IN_CHUNK, CENSUS_BINNED };
+enum { CENSUS_UNSEEN, CENSUS_SPARE, CENSUS_IN_CHUNK, CENSUS_BINNED, CENSUS_SLOT, CENSUS_LISTED };
+
+/* The live block or slot b's handle is sound. */
+static int census_live_sound(const pool_t *p, const pool_block_t *b) {
+    uintptr_t ptr = (uintptr_t)b->base.ptr;
+    return atomic_load_explicit(&b->base.magic, memory_order_relaxed) == ORDO_BLOCK_MAGIC &&
+           b->base.resource == &p->base && ptr >= (uintptr_t)b->start &&
+           ptr % b->base.alignment == 0 && b->base.bytes <= b->size - (ptr - (uintptr_t)b->start) &&
+           !(b->history.use_mask >> BUFFER_INLINE_READERS && !b->history.more_last_points);
+}
+
+/* Checks the slot descriptors (those neither spare nor in a chunk): each
+ * is a slot of a run in a chunk, in its place, once; live ones are
+ * counted as live blocks. The runs' `settled` counts serve as the seen
+ * masks (settle_all resets them before use). */
+static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c,
+                                  uint64_t *in_use, uint64_t *outstanding) {
+    static const char api[] = "mem_pool_census";
+    size_t made = 0, found = 0;
+    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
+        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+            pool_block_t *b = (pool_block_t *)&slab->blocks[i];
+            if (state[census_index(p, b)] == CENSUS_IN_CHUNK && b->kind == POOL_KIND_RUN) {
+                b->run.settled = 0;
+                made += b->run.made;
+            }
+        }
+    }
+    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
+        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
+            pool_block_t *b = (pool_block_t *)&slab->blocks[i];
+            size_t at = census_index(p, b);
+            if (at >= total || state[at] != CENSUS_UNSEEN) {
+                continue;
+            }
+            pool_block_t *run = b->addr_prev;
+            size_t r = run ? census_index(p, run) : SIZE_MAX;
+            size_t k = run && b->start >= run->start && b->size
+                           ? (size_t)(b->start - run->start) / b->size
+                           : SIZE_MAX;
+            if (b->kind != POOL_KIND_SLOT || r == SIZE_MAX || state[r] != CENSUS_IN_CHUNK ||
+                run->kind != POOL_KIND_RUN || b->addr_next || b->chunk != run->chunk ||
+                b->cls != run->cls || b->size != (size_t)class_max_units(b->cls) * POOL_UNIT ||
+                k >= run->run.made || b->start != run->start + k * b->size ||
+                (run->run.settled >> k & 1)) {
+                ordo_error(ORDO_ERR_CORRUPTED, api,
+                           "descriptor %zu is neither spare, in a chunk, nor a slot of a run "
+                           "in its place (once)",
+                           at);
+                return ORDO_ERR_CORRUPTED;
+            }
+            run->run.settled |= (uint32_t)1 << k;
+            state[at] = CENSUS_SLOT;
+            ++found;
+            if (b->is_free == 1) {
+                ++c->free_slots;
+            } else if (b->is_free == 0 && census_live_sound(p, b)) {
+                ++c->live_blocks;
+                *in_use += b->size;
+                *outstanding += b->base.bytes;
+            } else {
+                ordo_error(ORDO_ERR_CORRUPTED, api, "slot %p: is_free %u, or its handle unsound",
+                           (const void *)b, b->is_free);
+                return ORDO_ERR_CORRUPTED;
+            }
+        }
+    }
+    if (found != made) {
+        ordo_error(ORDO_ERR_CORRUPTED, api, "the runs cut %zu slots; %zu are found", made, found);
+        return ORDO_ERR_CORRUPTED;
+    }
+    return ORDO_OK;
+}
+
+/* Checks affinity a's slot lists and runs; *listed counts the slots. */
+static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned a,
+                                       size_t *listed) {
+    static const char api[] = "mem_pool_census";
+    const pool_bins_t *bins = p->bins[a];
+    if (bins->slots_nonempty >> (POOL_SLOT_CLASSES - 1) >> 1) {
+        ordo_error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u: a bit past the classes", a);
+        return ORDO_ERR_CORRUPTED;
+    }
+    for (unsigned k = 0; k < POOL_SLOT_CLASSES; ++k) {
+        const pool_block_t *run = bins->run[k];
+        if (run && (census_index(p, run) == SIZE_MAX ||
+                    state[census_index(p, run)] != CENSUS_IN_CHUNK || run->kind != POOL_KIND_RUN ||
+                    run->affinity != a || run->cls != k || k >= p->slot_classes)) {
+            ordo_error(ORDO_ERR_CORRUPTED, api, "affinity %u, class %u: run %p is not its run", a,
+                       k, (const void *)run);
+            return ORDO_ERR_CORRUPTED;
+        }
+        int bit = (int)(bins->slots_nonempty >> k & 1);
+        if (bit != (bins->slot_head[k] != NULL)) {
+            ordo_error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u, class %u: bit %d", a, k,
+                       bit);
+            return ORDO_ERR_CORRUPTED;
+        }
+        const pool_block_t *prev = NULL;
+        for (const pool_block_t *b = bins->slot_head[k]; b; prev = b, b = b->bin_next) {
+            size_t i = census_index(p, b);
+            if (i == SIZE_MAX || state[i] != CENSUS_SLOT || b->is_free != 1 || b->affinity != a ||
+                b->cls != k || b->bin_prev != prev || b->death_count > POOL_DEATH_MAX ||
+                (a == POOL_SETTLED && b->death_count) ||
+                atomic_load_explicit(&b->base.magic, memory_order_relaxed) == ORDO_BLOCK_MAGIC) {
+                ordo_error(ORDO_ERR_CORRUPTED, api,
+                           "slots of affinity %u, class %u: %p is not a free slot of that list, "
+                           "is listed twice, or its links are broken",
+                           a, k, (const void *)b);
+                return ORDO_ERR_CORRUPTED;
+            }
+            state[i] = CENSUS_LISTED;
+            ++*listed;
+        }
+    }
+    return ORDO_OK;
+}
 
 static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c) {
     static const char api[] = "mem_pool_census";
@@ -1456,14 +1855,16 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
                 if (prev && prev->is_free == 1 && census_mergeable(prev, b)) {
                     ++c->mergeable_pairs;
                 }
+            } else if (b->is_free == 0 && b->kind == POOL_KIND_RUN) {
+                ++c->runs;
+                if (b->cls >= p->slot_classes || b->run.made > run_slots(b->cls) ||
+                    (size_t)b->run.made * class_max_units(b->cls) * POOL_UNIT > b->size) {
+                    CENSUS_FAIL("run %p: class %u, %u slots in %zu bytes", (const void *)b, b->cls,
+                                b->run.made, b->size);
+                }
             } else if (b->is_free == 0) {
                 ++c->live_blocks;
-                uintptr_t ptr = (uintptr_t)b->base.ptr;
-                if (magic != ORDO_BLOCK_MAGIC || b->base.resource != &p->base ||
-                    ptr < (uintptr_t)b->start || ptr % b->base.alignment ||
-                    b->base.bytes > b->size - (ptr - (uintptr_t)b->start) ||
-                    (b->history.use_mask >> BUFFER_INLINE_READERS &&
-                     !b->history.more_last_points)) {
+                if (!census_live_sound(p, b)) {
                     CENSUS_FAIL("live block %p: magic %#x, or its bytes outside it, or its "
                                 "per-stream points missing",
                                 (const void *)b, magic);
@@ -1479,13 +1880,13 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
                         (size_t)(expect - chunk->base), chunk->size);
         }
     }
-    for (size_t i = 0; i < total; ++i) {
-        if (state[i] == CENSUS_UNSEEN) {
-            CENSUS_FAIL("descriptor %zu is neither spare nor in a chunk", i);
-        }
+    ordo_status_t st = census_slots(p, state, total, c, &in_use, &outstanding);
+    if (st != ORDO_OK) {
+        return st;
     }
-    if (c->chunks != p->stats.chunks || reserved != p->stats.bytes_reserved ||
-        in_use != p->stats.bytes_in_use || c->live_blocks != p->blocks_out ||
+    if (c->chunks != p->stats.chunks || c->runs != p->stats.runs ||
+        reserved != p->stats.bytes_reserved || in_use != p->stats.bytes_in_use ||
+        c->live_blocks != p->blocks_out ||
         outstanding != atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed)) {
         CENSUS_FAIL(
             "counters: %zu chunks, %llu reserved, %llu in use, %zu out, %llu outstanding; "
@@ -1499,10 +1900,13 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
     if (!p->bins[POOL_SETTLED]) {
         CENSUS_FAIL("no settled bins");
     }
-    size_t binned = 0;
+    size_t binned = 0, listed = 0;
     for (unsigned a = 0; a < POOL_AFFINITIES; ++a) {
         const pool_bins_t *bins = p->bins[a];
-        int holds = 0;
+        if (bins && (st = census_slot_lists(p, state, a, &listed)) != ORDO_OK) {
+            return st;
+        }
+        int holds = bins && bins->slots_nonempty;
         for (unsigned k = 0; bins && k < POOL_CLASSES; ++k) {
             int bit = (int)(bins->nonempty[k / 64] >> (k % 64) & 1);
             if (bit != (bins->head[k] != NULL)) {
@@ -1532,8 +1936,9 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
             CENSUS_FAIL("affinity mask bit %u is clear, its bins hold blocks", a);
         }
     }
-    if (binned != c->free_blocks) {
-        CENSUS_FAIL("%zu free blocks, %zu in bins", c->free_blocks, binned);
+    if (binned != c->free_blocks || listed != c->free_slots) {
+        CENSUS_FAIL("%zu free blocks, %zu in bins; %zu free slots, %zu listed", c->free_blocks,
+                    binned, c->free_slots, listed);
     }
 #undef CENSUS_FAIL
     return ORDO_OK;

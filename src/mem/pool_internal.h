@@ -14,6 +14,8 @@ typedef struct mem_pool_census {
     size_t live_blocks;    /* handed out */
     size_t free_blocks;    /* in a bin */
     size_t settled_blocks; /* of which in the settled bins */
+    size_t runs;           /* blocks holding slots */
+    size_t free_slots;     /* slots in a slot list (live ones count as live blocks) */
     size_t descriptors;    /* in the pool's slabs */
     size_t spare;          /* of which on the spare list */
     /* Adjacent free blocks whose death frontiers would fit together in
@@ -24,7 +26,9 @@ typedef struct mem_pool_census {
 
 /* Checks, under the tracker's lock, that every byte of every chunk lies in
  * exactly one block (in address order, linked both ways), that every
- * descriptor is either in a chunk or spare, that each free block sits in
+ * descriptor is either in a chunk, a slot of a run there (each slot of a
+ * run once, in its place) or spare, that each free slot sits in exactly
+ * its affinity's list of its class, that each free block sits in
  * exactly the bin of its affinity and size class (and each bin holds only
  * such blocks), that the bins' bitmaps say which bins hold blocks and the
  * affinity mask names at least every stream whose bins do, and that the

@@ -67,6 +67,13 @@ typedef struct fixture {
     unsigned streams;
 } fixture_t;
 
+/* ordo_mem_pool_config_default's configuration. */
+static ordo_mem_pool_config_t default_config(void) {
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    return config;
+}
+
 /* The pools' slot bound: 0 (every block cut from a chunk) for the tests
  * that pin layouts down; the randomized ones run with slots too. */
 static size_t fixture_slot_max = 0;
@@ -77,8 +84,7 @@ static void fixture_make(fixture_t *f, unsigned streams, ordo_mem_reuse_policy_t
     memset(f, 0, sizeof *f);
     assert_ok(ordo_tracker_create(device, &f->tracker));
     assert_ok(ordo_mem_direct_create(device, &f->direct));
-    ordo_mem_pool_config_t config;
-    assert_ok(ordo_mem_pool_config_default(&config));
+    ordo_mem_pool_config_t config = default_config();
     config.reuse = policy;
     config.chunk_bytes = chunk_bytes;
     config.slot_max_bytes = fixture_slot_max;
@@ -722,8 +728,7 @@ static void slot_bound_is_checked(void **state) {
     (void)state;
     fixture_t f;
     fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 64 * 1024);
-    ordo_mem_pool_config_t config;
-    assert_ok(ordo_mem_pool_config_default(&config));
+    ordo_mem_pool_config_t config = default_config();
     assert_int_equal(config.slot_max_bytes, 16 * 1024);
     config.slot_max_bytes = 64 * 1024 + 1;
     ordo_mem_resource_t *pool = NULL;
@@ -957,8 +962,7 @@ static void pool_over_pool_trims_and_retries(void **state) {
     (void)state;
     fixture_t f;
     fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
-    ordo_mem_pool_config_t config;
-    assert_ok(ordo_mem_pool_config_default(&config));
+    ordo_mem_pool_config_t config = default_config();
     config.chunk_bytes = 16 * 1024;
     config.release_threshold = 0;
     config.slot_max_bytes = 0; /* one chunk per block, to count */
@@ -1003,8 +1007,7 @@ static budget_pool_t budget_pool_make(fixture_t *f, ordo_mem_reuse_policy_t poli
                                       size_t chunk_bytes, uint64_t limit) {
     budget_pool_t bp = {NULL, NULL};
     assert_ok(ordo_mem_budget_create(f->direct, NULL, &bp.budget));
-    ordo_mem_pool_config_t config;
-    assert_ok(ordo_mem_pool_config_default(&config));
+    ordo_mem_pool_config_t config = default_config();
     config.reuse = policy;
     config.chunk_bytes = chunk_bytes;
     assert_ok(ordo_mem_pool_create(f->tracker, bp.budget, &config, &bp.pool));

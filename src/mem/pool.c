@@ -396,6 +396,20 @@ static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t 
     return ORDO_OK;
 }
 
+/* Orders t after every entry of b's death frontier, on the device, so
+ * that t may take b. An entry of a failed stream (it runs no more work) is
+ * replaced by what that stream had waited for. */
+static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b) {
+    uint64_t visited = 0;
+    for (unsigned i = 0; i < b->death_count; ++i) {
+        ordo_status_t st = wait_for_point(p, t, b->death[i].stream, b->death[i].point, &visited);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    return ORDO_OK;
+}
+
 /* Raises need[] to the points of healthy streams the host must see reached
  * before stream s's point `point` is settled (see point_settled). */
 static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
@@ -605,6 +619,19 @@ POOL_HOT pool_block_t *slot_first_covered(const pool_t *p, pool_block_t *head, u
         }
     }
     return NULL;
+}
+
+/* A slot of class c freed on t itself (counted as a same-stream reuse),
+ * or NULL; *out_uncovered as in slot_first_covered. */
+POOL_HOT pool_block_t *find_own_slot(pool_t *p, unsigned c, uint32_t t,
+                                     pool_block_t **out_uncovered) {
+    pool_block_t *b = p->affinity_mask >> t & 1
+                          ? slot_first_covered(p, p->bins[t]->slot_head[c], t, out_uncovered)
+                          : NULL;
+    if (b) {
+        ++p->stats.reuses_same_stream;
+    }
+    return b;
 }
 
 /* --- Settling and trimming (explicit calls only) --- */
@@ -883,16 +910,9 @@ POOL_HOT ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
         if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
             *skipped = 1;
         } else {
-            /* Order t after the uses it lacks, on the device. An entry of
-             * a failed stream (it runs no more work) is replaced by what
-             * that stream had waited for. */
-            uint64_t visited = 0;
-            for (unsigned i = 0; i < uncovered->death_count; ++i) {
-                const pool_death_t *d = &uncovered->death[i];
-                ordo_status_t st = wait_for_point(p, t, d->stream, d->point, &visited);
-                if (st != ORDO_OK) {
-                    return st;
-                }
+            ordo_status_t st = wait_for_death(p, t, uncovered);
+            if (st != ORDO_OK) {
+                return st;
             }
             b = uncovered;
             ++p->stats.reuses_waited;
@@ -1054,12 +1074,8 @@ slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint
     if (!run || run->run.made == run_slots(c)) {
         if (uncovered) {
             if (p->config.reuse == ORDO_MEM_REUSE_WAIT) {
-                uint64_t visited = 0;
-                for (unsigned i = 0; i < uncovered->death_count; ++i) {
-                    const pool_death_t *d = &uncovered->death[i];
-                    if ((st = wait_for_point(p, t, d->stream, d->point, &visited)) != ORDO_OK) {
-                        return st;
-                    }
+                if ((st = wait_for_death(p, t, uncovered)) != ORDO_OK) {
+                    return st;
                 }
                 ++p->stats.reuses_waited;
                 *out_slot = uncovered;
@@ -1130,12 +1146,10 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     pool_block_t *b;
     unsigned c = class_of(size / POOL_UNIT);
     if (c < p->slot_classes && !extra) {
-        b = p->affinity_mask >> t & 1
-                ? slot_first_covered(p, p->bins[t]->slot_head[c], t, &uncovered)
-                : NULL;
-        if (ORDO_LIKELY(b)) {
-            ++p->stats.reuses_same_stream;
-        } else if ((st = slot_elsewhere_or_make(p, request, c, t, uncovered, &b)) != ORDO_OK) {
+        /* Small: a slot freed on t itself, else slot_elsewhere_or_make. */
+        b = find_own_slot(p, c, t, &uncovered);
+        if (ORDO_UNLIKELY(!b) &&
+            (st = slot_elsewhere_or_make(p, request, c, t, uncovered, &b)) != ORDO_OK) {
             return st;
         }
         if (ORDO_UNLIKELY(t >= BUFFER_INLINE_READERS) &&

@@ -483,7 +483,7 @@ static void random_reuse_on_twelve_streams_is_safe(void **state) {
     (void)state;
     unsigned programs = (unsigned)test_scaled(8);
     for (unsigned p = 0; p < programs; ++p) {
-        fixture_slot_max = p % 4 < 2 ? 16 * 1024 : 0;
+        fixture_slot_max = p % 4 == 0 ? 64 * 1024 : p % 4 == 1 ? 16 * 1024 : 0;
         run_data_program(p % 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
                          0xda942042e4dd58b5ull * (p + 1), 800);
     }
@@ -614,7 +614,8 @@ static void randomized_layout_model_check(void **state) {
     (void)state;
     unsigned steps = (unsigned)test_scaled(6000);
     for (uint64_t seed = 1; seed <= 3; ++seed) {
-        fixture_slot_max = seed == 2 ? 0 : 16 * 1024; /* slots, or none at all */
+        /* Slots up to the default bound, up to 16 KiB, or none at all. */
+        fixture_slot_max = seed == 1 ? 64 * 1024 : seed == 3 ? 16 * 1024 : 0;
         run_model(4, ORDO_MEM_REUSE_WAIT, seed * 0x9e3779b97f4a7c15ull, steps);
         run_model(4, ORDO_MEM_REUSE_OTHER_BLOCK, seed * 0x2545f4914f6cdd1dull, steps);
         run_model(MAX_STREAMS, seed % 2 ? ORDO_MEM_REUSE_WAIT : ORDO_MEM_REUSE_OTHER_BLOCK,
@@ -694,11 +695,14 @@ static void slots_cross_streams_by_frontier_and_runs_go_back(void **state) {
             assert_int_equal(stats.runs, 1);
         } else {
             assert_ptr_not_equal(pb, pa);
-            /* The slot, then the rest of stream 0's chunk for the run. */
+            /* The slot, then the rest of stream 0's chunk for the run;
+             * before the pool grew, stream 0's run (its one slot free)
+             * went back to that chunk, still to be skipped. */
             assert_int_equal(stats.blocks_skipped, 2);
-            assert_int_equal(stats.runs, 2);
+            assert_int_equal(stats.runs, 1);
+            assert_int_equal(stats.chunks, 2);
         }
-        /* Stream 0 cuts a new slot from its run rather than wait. */
+        /* Stream 0 takes a slot of its own rather than wait. */
         assert_ok(ordo_mem_deallocate(f.pool, b, f.s[1]));
         assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &c2, &pc));
         assert_ptr_not_equal(pc, pb);
@@ -723,13 +727,70 @@ static void slots_cross_streams_by_frontier_and_runs_go_back(void **state) {
     }
 }
 
+/* Before the pool grows, a run whose slots are all free goes back to its
+ * chunk even though the frees are not known complete: its block carries
+ * the union of the slots' death frontiers. The freeing stream reuses it at
+ * once; another stream waits for it or, by policy, passes it over. A run
+ * whose union is more than a block keeps stays a run. */
+static void idle_runs_go_back_before_the_pool_grows(void **state) {
+    (void)state;
+    for (int other = 0; other < 3; ++other) {
+        fixture_t f;
+        fixture_slot_max = 64 * 1024;
+        fixture_make(&f, 2, other == 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
+                     256 * 1024);
+        fixture_slot_max = 0;
+        ordo_block_t *slots[16] = {NULL}, *big = NULL;
+        for (unsigned i = 0; i < 16; ++i) { /* one run of 16 slots of 3 KiB */
+            assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
+        }
+        assert_int_equal(pool_stats(f.pool).runs, 1);
+        for (unsigned i = 0; i < 16; ++i) {
+            assert_ok(ordo_mem_deallocate(f.pool, slots[i], f.s[0]));
+        }
+        ordo_mem_pool_stats_t before = pool_stats(f.pool);
+        /* More than the chunk has outside the run. */
+        ordo_stream_t *s = f.s[other ? 1 : 0];
+        assert_ok(ordo_mem_allocate(f.pool, 240 * 1024, 0, s, 0, &big, NULL));
+        ordo_mem_pool_stats_t after = pool_stats(f.pool);
+        assert_int_equal(after.runs, 0);
+        assert_int_equal(after.chunks, other == 2 ? 2 : 1);
+        assert_int_equal(after.reuses_waited, before.reuses_waited + (other == 1));
+        assert_int_equal(after.blocks_skipped, before.blocks_skipped + (other == 2));
+        mem_pool_census_t c = census(f.pool);
+        assert_int_equal(c.free_slots, 0);
+        assert_ok(ordo_mem_deallocate(f.pool, big, s));
+        fixture_free(&f);
+    }
+    /* Slots of one run freed on seven streams, each after a birth on
+     * stream 0 it has not waited for: eight streams in the union. */
+    fixture_t f;
+    fixture_slot_max = 64 * 1024;
+    fixture_make(&f, 8, ORDO_MEM_REUSE_WAIT, 256 * 1024);
+    fixture_slot_max = 0;
+    ordo_block_t *slots[7] = {NULL}, *big = NULL;
+    for (unsigned i = 0; i < 7; ++i) {
+        assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
+    }
+    for (unsigned i = 0; i < 7; ++i) {
+        assert_ok(ordo_mem_deallocate(f.pool, slots[i], f.s[1 + i]));
+    }
+    assert_ok(ordo_mem_allocate(f.pool, 240 * 1024, 0, f.s[0], 0, &big, NULL));
+    ordo_mem_pool_stats_t stats = pool_stats(f.pool);
+    assert_int_equal(stats.runs, 1);
+    assert_int_equal(stats.chunks, 2);
+    assert_int_equal(census(f.pool).free_slots, 7);
+    assert_ok(ordo_mem_deallocate(f.pool, big, f.s[0]));
+    fixture_free(&f);
+}
+
 /* The slot bound is checked at creation; 0 serves nothing as slots. */
 static void slot_bound_is_checked(void **state) {
     (void)state;
     fixture_t f;
     fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 64 * 1024);
     ordo_mem_pool_config_t config = default_config();
-    assert_int_equal(config.slot_max_bytes, 16 * 1024);
+    assert_int_equal(config.slot_max_bytes, 64 * 1024);
     config.slot_max_bytes = 64 * 1024 + 1;
     ordo_mem_resource_t *pool = NULL;
     assert_status(ordo_mem_pool_create(f.tracker, f.direct, &config, &pool), ORDO_ERR_OUT_OF_RANGE);
@@ -1010,6 +1071,7 @@ static budget_pool_t budget_pool_make(fixture_t *f, ordo_mem_reuse_policy_t poli
     ordo_mem_pool_config_t config = default_config();
     config.reuse = policy;
     config.chunk_bytes = chunk_bytes;
+    config.slot_max_bytes = fixture_slot_max;
     assert_ok(ordo_mem_pool_create(f->tracker, bp.budget, &config, &bp.pool));
     assert_ok(ordo_mem_budget_set_limit(device, limit));
     return bp;
@@ -1097,6 +1159,7 @@ int main(void) {
         cmocka_unit_test(random_reuse_on_twelve_streams_is_safe),
         cmocka_unit_test(slots_are_reused_whole_on_their_stream),
         cmocka_unit_test(slots_cross_streams_by_frontier_and_runs_go_back),
+        cmocka_unit_test(idle_runs_go_back_before_the_pool_grows),
         cmocka_unit_test(slot_bound_is_checked),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
         cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),

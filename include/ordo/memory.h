@@ -186,13 +186,14 @@ typedef struct ordo_mem_pool_config {
      * chunks, with no split or merge on the way in or out (a slot is its
      * class's largest size). Small blocks thus never break up the memory
      * large ones need. A run goes back to the chunks once each of its
-     * slots is free and settled (reap, trim, destroy). 0 serves every
-     * request from the chunks directly. Default 16 KiB; at most 64 KiB. */
+     * slots is free: before the pool grows, and when settling (reap,
+     * trim, destroy). 0 serves every request from the chunks directly.
+     * Default and most: 64 KiB. */
     size_t slot_max_bytes;
 } ordo_mem_pool_config_t;
 
 /** The defaults: ORDO_MEM_REUSE_WAIT, 2 MiB chunks, no release threshold,
- * slots for requests under 16 KiB. */
+ * slots for requests under 64 KiB. */
 ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config);
 
 /** The counters of a pool (ordo_mem_pool_stats). */

@@ -48,7 +48,7 @@
  * have them (up to 64 KiB), the default bound, and a run's size, about
  * POOL_RUN_BYTES in 2 to POOL_RUN_SLOTS_MAX slots. */
 #define POOL_SLOT_CLASSES 32
-#define POOL_DEFAULT_SLOT_MAX ((size_t)16 << 10)
+#define POOL_DEFAULT_SLOT_MAX ((size_t)64 << 10)
 #define POOL_SLOT_MAX_UNITS 256 /* 64 KiB: class 31 ends just below */
 #define POOL_RUN_SLOTS_MAX 16
 #define POOL_RUN_BYTES ((size_t)64 << 10)
@@ -649,9 +649,10 @@ static int death_settle(const pool_t *p, pool_block_t *b) {
     return !kept;
 }
 
-/* Gives run, whose slots are all gone, back to the chunks as a settled
- * free block. */
-static void run_release(pool_t *p, pool_block_t *run) {
+/* Gives run, whose slots are all gone, back to the chunks as a free block
+ * with death frontier death[0..n) (none: settled; else in the bins of the
+ * stream that made it). */
+static void run_release_with(pool_t *p, pool_block_t *run, const pool_death_t *death, unsigned n) {
     pool_bins_t *owner = p->bins[run->affinity];
     if (owner && owner->run[run->cls] == run) {
         owner->run[run->cls] = NULL;
@@ -659,8 +660,9 @@ static void run_release(pool_t *p, pool_block_t *run) {
     --p->stats.runs;
     run->kind = POOL_KIND_BLOCK;
     run->is_free = 1;
-    run->affinity = POOL_SETTLED;
-    run->death_count = 0;
+    run->affinity = n ? run->affinity : POOL_SETTLED;
+    run->death_count = (uint8_t)n;
+    death_copy(run->death, death, n);
     coalesce_and_bin(p, run);
 }
 
@@ -679,38 +681,81 @@ static void settle_slots(pool_t *p, unsigned a) {
     }
 }
 
-/* Releases every run whose slots are all settled and free. */
-static void release_settled_runs(pool_t *p) {
-    pool_bins_t *settled = p->bins[POOL_SETTLED];
-    for (int pass = 0; pass < 2; ++pass) {
-        for (uint64_t mask = settled->slots_nonempty; mask; mask &= mask - 1) {
-            for (pool_block_t *b = settled->slot_head[__builtin_ctzll(mask)]; b; b = b->bin_next) {
-                pool_block_t *run = b->addr_prev;
-                run->run.settled = pass ? run->run.settled + 1 : 0;
-            }
-        }
+/* Applies fn to every free slot, in every list (fn may unlink it). */
+#define FOR_EACH_FREE_SLOT(p, b, body)                                                             \
+    for (unsigned a_ = 0; a_ < POOL_AFFINITIES; ++a_) {                                            \
+        if (!(p)->bins[a_]) {                                                                      \
+            continue;                                                                              \
+        }                                                                                          \
+        for (uint64_t m_ = (p)->bins[a_]->slots_nonempty; m_; m_ &= m_ - 1) {                      \
+            for (pool_block_t *b = (p)->bins[a_]->slot_head[__builtin_ctzll(m_)], *n_; b;          \
+                 b = n_) {                                                                         \
+                n_ = b->bin_next;                                                                  \
+                body                                                                               \
+            }                                                                                      \
+        }                                                                                          \
     }
-    for (uint64_t mask = settled->slots_nonempty; mask; mask &= mask - 1) {
-        for (pool_block_t *b = settled->slot_head[__builtin_ctzll(mask)], *next; b; b = next) {
-            next = b->bin_next;
-            pool_block_t *run = b->addr_prev;
-            if (run->run.settled != run->run.made) {
-                continue;
+
+/* Gives every run whose slots are all free back to the chunks, settled or
+ * not: the run's block gets the union of its slots' death frontiers, so
+ * whoever reuses it is ordered after every use of every slot. A run whose
+ * union has more entries than a block keeps stays. Called before the pool
+ * grows, so that memory idle in slots of one size serves other sizes
+ * before more is reserved. Non-zero if a run went back. */
+static int release_free_runs(pool_t *p) {
+    if (!p->stats.runs) {
+        return 0;
+    }
+    FOR_EACH_FREE_SLOT(p, b, { b->addr_prev->run.settled = 0; })
+    FOR_EACH_FREE_SLOT(p, b, { ++b->addr_prev->run.settled; })
+    /* Each run whose slots are all free collects them in its bin_next
+     * chain (a run is in no bin). */
+    pool_block_t *runs = NULL;
+    FOR_EACH_FREE_SLOT(p, b, {
+        pool_block_t *run = b->addr_prev;
+        if (run->run.settled == run->run.made) {
+            if (run->is_free != 3) {
+                run->is_free = 3; /* collecting */
+                run->bin_next = NULL;
+                run->bin_prev = runs;
+                runs = run;
             }
             slot_unlink(p, b);
-            descriptor_put(p, b);
-            if (!--run->run.made) {
-                run_release(p, run);
+            b->bin_next = run->bin_next;
+            run->bin_next = b;
+        }
+    })
+    int released = 0;
+    while (runs) {
+        pool_block_t *run = runs;
+        runs = run->bin_prev;
+        run->is_free = 0;
+        pool_death_t death[POOL_DEATH_MAX];
+        uint8_t count = 0;
+        int fits = 1;
+        for (pool_block_t *b = run->bin_next; b && fits; b = b->bin_next) {
+            fits = death_merge_many(death, &count, b);
+        }
+        for (pool_block_t *b = run->bin_next, *next; b; b = next) {
+            next = b->bin_next;
+            if (fits) {
+                descriptor_put(p, b);
             } else {
-                --run->run.settled;
+                slot_link(p, b, b->affinity);
             }
         }
+        if (fits) {
+            run_release_with(p, run, death, count);
+            released = 1;
+        }
     }
+    return released;
 }
 
 /* Drops the death entries the host knows complete; blocks left with none
  * move to the settled bins, slots to the settled lists, and runs whose
- * slots have all settled go back to the chunks. */
+ * slots are all free go back to the chunks (settled when their slots
+ * are). */
 static void settle_all(pool_t *p) {
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
         if (!bins_hold(p, a)) {
@@ -739,7 +784,7 @@ static void settle_all(pool_t *p) {
             coalesce_and_bin(p, b);
         }
     }
-    release_settled_runs(p);
+    (void)release_free_runs(p);
 }
 
 static void chunk_unlink(pool_t *p, pool_chunk_t *chunk) {
@@ -1012,6 +1057,9 @@ find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uin
     pool_block_t *b = NULL;
     int skipped = 0;
     ordo_status_t st = find_free_elsewhere(p, size, t, uncovered, &b, &skipped);
+    if (st == ORDO_OK && !b && release_free_runs(p)) {
+        st = find_free(p, size, t, &b, &skipped);
+    }
     if (st == ORDO_OK && !b) {
         st = grow(p, size, t, request->stream, &b);
         if (st == ORDO_ERR_OUT_OF_MEMORY) {

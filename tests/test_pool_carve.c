@@ -762,6 +762,34 @@ static void idle_runs_go_back_before_the_pool_grows(void **state) {
         assert_ok(ordo_mem_deallocate(f.pool, big, s));
         fixture_free(&f);
     }
+    /* Slots of one run freed on two streams: the run's block carries both
+     * frees, and a third stream waits for each. */
+    {
+        fixture_t g;
+        fixture_slot_max = 64 * 1024;
+        fixture_make(&g, 3, ORDO_MEM_REUSE_WAIT, 256 * 1024);
+        fixture_slot_max = 0;
+        ordo_block_t *slots[16] = {NULL}, *big = NULL;
+        for (unsigned i = 0; i < 16; ++i) {
+            assert_ok(ordo_mem_allocate(g.pool, 3000, 0, g.s[0], 0, &slots[i], NULL));
+        }
+        for (unsigned i = 0; i < 16; ++i) {
+            assert_ok(ordo_mem_deallocate(g.pool, slots[i], g.s[i < 8 ? 0 : 1]));
+        }
+        ordo_tracker_metrics_t m0, m1;
+        assert_ok(ordo_tracker_metrics(g.tracker, &m0));
+        ordo_mem_pool_stats_t before = pool_stats(g.pool);
+        assert_ok(ordo_mem_allocate(g.pool, 240 * 1024, 0, g.s[2], 0, &big, NULL));
+        assert_ok(ordo_tracker_metrics(g.tracker, &m1));
+        ordo_mem_pool_stats_t after = pool_stats(g.pool);
+        assert_int_equal(after.runs, 0);
+        assert_int_equal(after.chunks, 1);
+        assert_int_equal(after.reuses_waited, before.reuses_waited + 1);
+        assert_int_equal(m1.waits_emitted, m0.waits_emitted + 2); /* on streams 0 and 1 */
+        census(g.pool);
+        assert_ok(ordo_mem_deallocate(g.pool, big, g.s[2]));
+        fixture_free(&g);
+    }
     /* Slots of one run freed on seven streams, each after a birth on
      * stream 0 it has not waited for: eight streams in the union. */
     fixture_t f;
@@ -781,6 +809,42 @@ static void idle_runs_go_back_before_the_pool_grows(void **state) {
     assert_int_equal(stats.chunks, 2);
     assert_int_equal(census(f.pool).free_slots, 7);
     assert_ok(ordo_mem_deallocate(f.pool, big, f.s[0]));
+    fixture_free(&f);
+}
+
+/* A slot cut for stream 9 (past the inline per-stream points) whose
+ * allocation then fails (its points array cannot be had) stays free in
+ * stream 9's list, born free on stream 9: stream 0, which never waited for
+ * stream 9, passes it over and cuts a run from its own chunk. */
+static void slot_left_by_a_failed_allocation_is_ordered_after_its_stream(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_slot_max = 64 * 1024;
+    fixture_make(&f, 10, ORDO_MEM_REUSE_OTHER_BLOCK, 1 << 20);
+    fixture_slot_max = 0;
+    for (unsigned s = 0; s < 10; ++s) { /* indices 0..9 in the tracker */
+        assert_ok(ordo_mem_deallocate(f.pool, alloc(&f, 1000, 0, s, NULL), f.s[s]));
+    }
+    ordo_mem_pool_stats_t before = pool_stats(f.pool); /* a chunk per stream */
+    /* A new class on stream 9: a run, a slot, then its points array,
+     * the first host allocation of 512 bytes or more, refused. */
+    atomic_store(&failures, 0);
+    atomic_store(&fail_min, (size_t)ORDO_TRACKER_MAX_STREAMS * sizeof(uint64_t));
+    ordo_block_t *refused = NULL;
+    assert_status(ordo_mem_allocate(f.pool, 3000, 0, f.s[9], 0, &refused, NULL),
+                  ORDO_ERR_OUT_OF_MEMORY);
+    atomic_store(&fail_min, 0);
+    assert_int_equal(atomic_load(&failures), 1);
+    assert_null(refused);
+    assert_int_equal(census(f.pool).free_slots, 2); /* stream 9's two: the rest went back */
+    ordo_block_t *b = alloc(&f, 3000, 0, 0, NULL);
+    ordo_mem_pool_stats_t after = pool_stats(f.pool);
+    assert_int_equal(after.reuses_known, before.reuses_known);
+    assert_int_equal(after.blocks_skipped, before.blocks_skipped + 1);
+    assert_int_equal(after.runs, before.runs + 2); /* stream 9's new one, and stream 0's */
+    assert_int_equal(after.chunks, before.chunks);
+    census(f.pool);
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[0]));
     fixture_free(&f);
 }
 
@@ -1145,6 +1209,41 @@ static void out_of_memory_retry_counts_a_skipped_block_once(void **state) {
     fixture_free(&f);
 }
 
+/* The out-of-memory retry with slots: stream 0's run, all of whose slots
+ * were freed and have completed, is in the way of stream 1's large request
+ * under a budget of one chunk. Before growing, the run goes back with
+ * stream 0's frontier, which stream 1 has not waited for; growing is over
+ * the budget; settling finds the frees complete, and the retry succeeds
+ * within the one chunk. */
+static void out_of_memory_retry_gives_back_runs(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f, 2, ORDO_MEM_REUSE_OTHER_BLOCK, 64 * 1024);
+    fixture_slot_max = 64 * 1024;
+    budget_pool_t bp = budget_pool_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 128 * 1024, 128 * 1024);
+    fixture_slot_max = 0;
+    ordo_mem_resource_t *pool = bp.pool;
+    ordo_block_t *slots[16] = {NULL}, *big = NULL;
+    for (unsigned i = 0; i < 16; ++i) {
+        assert_ok(ordo_mem_allocate(pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
+    }
+    for (unsigned i = 0; i < 16; ++i) {
+        assert_ok(ordo_mem_deallocate(pool, slots[i], f.s[0]));
+    }
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_allocate(pool, 100 * 1024, 0, f.s[1], 0, &big, NULL));
+    ordo_mem_pool_stats_t stats = pool_stats(pool);
+    assert_int_equal(stats.runs, 0);
+    assert_int_equal(stats.chunks, 1);
+    assert_int_equal(stats.trims, 1); /* the settled chunk went back, a new one came */
+    assert_int_equal(stats.grows, 2);
+    assert_int_equal(census(pool).free_slots, 0);
+    assert_ok(ordo_mem_deallocate(pool, big, f.s[1]));
+    assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
+    budget_pool_free(&bp, f.s[0]);
+    fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocation_is_cut_from_the_end),
@@ -1160,6 +1259,7 @@ int main(void) {
         cmocka_unit_test(slots_are_reused_whole_on_their_stream),
         cmocka_unit_test(slots_cross_streams_by_frontier_and_runs_go_back),
         cmocka_unit_test(idle_runs_go_back_before_the_pool_grows),
+        cmocka_unit_test(slot_left_by_a_failed_allocation_is_ordered_after_its_stream),
         cmocka_unit_test(slot_bound_is_checked),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),
         cmocka_unit_test(guard_over_a_pool_adds_no_stream_to_its_tracker),
@@ -1167,6 +1267,7 @@ int main(void) {
         cmocka_unit_test(pool_over_pool_trims_and_retries),
         cmocka_unit_test(out_of_memory_settles_trims_and_retries),
         cmocka_unit_test(out_of_memory_retry_counts_a_skipped_block_once),
+        cmocka_unit_test(out_of_memory_retry_gives_back_runs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -186,9 +186,10 @@ typedef struct ordo_mem_pool_config {
      * chunks, with no split or merge on the way in or out (a slot is its
      * class's largest size). Small blocks thus never break up the memory
      * large ones need. A run goes back to the chunks once each of its
-     * slots is free: before the pool grows, and when settling (reap,
-     * trim, destroy). 0 serves every request from the chunks directly.
-     * Default and most: 64 KiB. */
+     * slots is free (unless their frees' frontiers together name more
+     * streams than a free block keeps): before the pool grows, and when
+     * settling (reap, trim, destroy). 0 serves every request from the
+     * chunks directly. Default and most: 64 KiB. */
     size_t slot_max_bytes;
 } ordo_mem_pool_config_t;
 

@@ -84,7 +84,7 @@ typedef struct pool_block {
         pool_death_t death[POOL_DEATH_MAX]; /* free blocks and slots */
         struct {
             uint32_t made;    /* slots cut from it so far */
-            uint32_t settled; /* settle_all's count of its settled free slots */
+            uint32_t settled; /* scratch: release_free_runs' count of its free slots */
         } run;                /* a run, while it serves slots */
     };
     pool_chunk_t *chunk;
@@ -682,7 +682,7 @@ static void settle_slots(pool_t *p, unsigned a) {
     }
 }
 
-/* Applies fn to every free slot, in every list (fn may unlink it). */
+/* Runs body for every free slot b, in every list (body may unlink b). */
 #define FOR_EACH_FREE_SLOT(p, b, body)                                                             \
     for (unsigned a_ = 0; a_ < POOL_AFFINITIES; ++a_) {                                            \
         if (!(p)->bins[a_]) {                                                                      \
@@ -1071,8 +1071,9 @@ find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uin
                 st = grow(p, size, t, request->stream, &b);
             }
         }
-        p->stats.blocks_skipped += (uint64_t)skipped;
     }
+    p->stats.blocks_skipped +=
+        (uint64_t)skipped; /* also when the search after a release found one */
     *out_block = b;
     return st;
 }
@@ -1149,7 +1150,11 @@ slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint
     b->addr_prev = run;
     b->addr_next = NULL;
     b->is_free = 1;
-    b->death_count = 0;
+    /* Born free on t: were it left in t's list (the caller fails before
+     * handing it out), another stream, or the run's release, must still
+     * be ordered after t's taking of the run's memory. */
+    b->death_count = 1;
+    b->death[0] = (pool_death_t){t, tracker_new_point(p->tracker, t)};
     ++run->run.made;
     slot_link(p, b, t);
     *out_slot = b;
@@ -1747,7 +1752,7 @@ static int census_live_sound(const pool_t *p, const pool_block_t *b) {
 /* Checks the slot descriptors (those neither spare nor in a chunk): each
  * is a slot of a run in a chunk, in its place, once; live ones are
  * counted as live blocks. The runs' `settled` counts serve as the seen
- * masks (settle_all resets them before use). */
+ * masks (release_free_runs counts in them afresh). */
 static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c,
                                   uint64_t *in_use, uint64_t *outstanding) {
     static const char api[] = "mem_pool_census";

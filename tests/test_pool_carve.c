@@ -727,29 +727,43 @@ static void slots_cross_streams_by_frontier_and_runs_go_back(void **state) {
     }
 }
 
+/* A pool with the default slot bound and 256 KiB chunks. */
+static void slot_fixture_make(fixture_t *f, unsigned streams, ordo_mem_reuse_policy_t policy) {
+    fixture_slot_max = 64 * 1024;
+    fixture_make(f, streams, policy, 256 * 1024);
+    fixture_slot_max = 0;
+}
+
+/* Allocates count slots of 3 KiB on streams[0] (one run: 16 fit) and
+ * frees slot i on streams[free_on[i]]. */
+static void one_run_freed(ordo_mem_resource_t *pool, ordo_stream_t *const *streams, unsigned count,
+                          const unsigned *free_on) {
+    ordo_block_t *slots[16] = {NULL};
+    assert_true(count <= 16);
+    for (unsigned i = 0; i < count; ++i) {
+        assert_ok(ordo_mem_allocate(pool, 3000, 0, streams[0], 0, &slots[i], NULL));
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        assert_ok(ordo_mem_deallocate(pool, slots[i], streams[free_on[i]]));
+    }
+}
+
+static const unsigned all_on_stream_0[16] = {0};
+
 /* Before the pool grows, a run whose slots are all free goes back to its
  * chunk even though the frees are not known complete: its block carries
  * the union of the slots' death frontiers. The freeing stream reuses it at
- * once; another stream waits for it or, by policy, passes it over. A run
- * whose union is more than a block keeps stays a run. */
+ * once; another stream waits for it or, by policy, passes it over. */
 static void idle_runs_go_back_before_the_pool_grows(void **state) {
     (void)state;
     for (int other = 0; other < 3; ++other) {
         fixture_t f;
-        fixture_slot_max = 64 * 1024;
-        fixture_make(&f, 2, other == 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT,
-                     256 * 1024);
-        fixture_slot_max = 0;
-        ordo_block_t *slots[16] = {NULL}, *big = NULL;
-        for (unsigned i = 0; i < 16; ++i) { /* one run of 16 slots of 3 KiB */
-            assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
-        }
-        assert_int_equal(pool_stats(f.pool).runs, 1);
-        for (unsigned i = 0; i < 16; ++i) {
-            assert_ok(ordo_mem_deallocate(f.pool, slots[i], f.s[0]));
-        }
+        slot_fixture_make(&f, 2, other == 2 ? ORDO_MEM_REUSE_OTHER_BLOCK : ORDO_MEM_REUSE_WAIT);
+        one_run_freed(f.pool, f.s, 16, all_on_stream_0);
         ordo_mem_pool_stats_t before = pool_stats(f.pool);
+        assert_int_equal(before.runs, 1);
         /* More than the chunk has outside the run. */
+        ordo_block_t *big = NULL;
         ordo_stream_t *s = f.s[other ? 1 : 0];
         assert_ok(ordo_mem_allocate(f.pool, 240 * 1024, 0, s, 0, &big, NULL));
         ordo_mem_pool_stats_t after = pool_stats(f.pool);
@@ -757,52 +771,46 @@ static void idle_runs_go_back_before_the_pool_grows(void **state) {
         assert_int_equal(after.chunks, other == 2 ? 2 : 1);
         assert_int_equal(after.reuses_waited, before.reuses_waited + (other == 1));
         assert_int_equal(after.blocks_skipped, before.blocks_skipped + (other == 2));
-        mem_pool_census_t c = census(f.pool);
-        assert_int_equal(c.free_slots, 0);
+        assert_int_equal(census(f.pool).free_slots, 0);
         assert_ok(ordo_mem_deallocate(f.pool, big, s));
         fixture_free(&f);
     }
-    /* Slots of one run freed on two streams: the run's block carries both
-     * frees, and a third stream waits for each. */
-    {
-        fixture_t g;
-        fixture_slot_max = 64 * 1024;
-        fixture_make(&g, 3, ORDO_MEM_REUSE_WAIT, 256 * 1024);
-        fixture_slot_max = 0;
-        ordo_block_t *slots[16] = {NULL}, *big = NULL;
-        for (unsigned i = 0; i < 16; ++i) {
-            assert_ok(ordo_mem_allocate(g.pool, 3000, 0, g.s[0], 0, &slots[i], NULL));
-        }
-        for (unsigned i = 0; i < 16; ++i) {
-            assert_ok(ordo_mem_deallocate(g.pool, slots[i], g.s[i < 8 ? 0 : 1]));
-        }
-        ordo_tracker_metrics_t m0, m1;
-        assert_ok(ordo_tracker_metrics(g.tracker, &m0));
-        ordo_mem_pool_stats_t before = pool_stats(g.pool);
-        assert_ok(ordo_mem_allocate(g.pool, 240 * 1024, 0, g.s[2], 0, &big, NULL));
-        assert_ok(ordo_tracker_metrics(g.tracker, &m1));
-        ordo_mem_pool_stats_t after = pool_stats(g.pool);
-        assert_int_equal(after.runs, 0);
-        assert_int_equal(after.chunks, 1);
-        assert_int_equal(after.reuses_waited, before.reuses_waited + 1);
-        assert_int_equal(m1.waits_emitted, m0.waits_emitted + 2); /* on streams 0 and 1 */
-        census(g.pool);
-        assert_ok(ordo_mem_deallocate(g.pool, big, g.s[2]));
-        fixture_free(&g);
-    }
-    /* Slots of one run freed on seven streams, each after a birth on
-     * stream 0 it has not waited for: eight streams in the union. */
+}
+
+/* Slots of one run freed on two streams: the run's block carries both
+ * frees, and a third stream waits for each. */
+static void run_freed_on_two_streams_is_waited_for_on_both(void **state) {
+    (void)state;
     fixture_t f;
-    fixture_slot_max = 64 * 1024;
-    fixture_make(&f, 8, ORDO_MEM_REUSE_WAIT, 256 * 1024);
-    fixture_slot_max = 0;
-    ordo_block_t *slots[7] = {NULL}, *big = NULL;
-    for (unsigned i = 0; i < 7; ++i) {
-        assert_ok(ordo_mem_allocate(f.pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
-    }
-    for (unsigned i = 0; i < 7; ++i) {
-        assert_ok(ordo_mem_deallocate(f.pool, slots[i], f.s[1 + i]));
-    }
+    slot_fixture_make(&f, 3, ORDO_MEM_REUSE_WAIT);
+    const unsigned halves[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    one_run_freed(f.pool, f.s, 16, halves);
+    ordo_tracker_metrics_t m0, m1;
+    assert_ok(ordo_tracker_metrics(f.tracker, &m0));
+    ordo_mem_pool_stats_t before = pool_stats(f.pool);
+    ordo_block_t *big = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 240 * 1024, 0, f.s[2], 0, &big, NULL));
+    assert_ok(ordo_tracker_metrics(f.tracker, &m1));
+    ordo_mem_pool_stats_t after = pool_stats(f.pool);
+    assert_int_equal(after.runs, 0);
+    assert_int_equal(after.chunks, 1);
+    assert_int_equal(after.reuses_waited, before.reuses_waited + 1);
+    assert_int_equal(m1.waits_emitted, m0.waits_emitted + 2); /* on streams 0 and 1 */
+    census(f.pool);
+    assert_ok(ordo_mem_deallocate(f.pool, big, f.s[2]));
+    fixture_free(&f);
+}
+
+/* Slots of one run freed on seven streams, each after a birth on stream 0
+ * it has not waited for: eight streams in the union, more than a block
+ * keeps, so the run stays and the pool grows. */
+static void run_with_too_large_a_union_stays(void **state) {
+    (void)state;
+    fixture_t f;
+    slot_fixture_make(&f, 8, ORDO_MEM_REUSE_WAIT);
+    const unsigned spread[7] = {1, 2, 3, 4, 5, 6, 7};
+    one_run_freed(f.pool, f.s, 7, spread);
+    ordo_block_t *big = NULL;
     assert_ok(ordo_mem_allocate(f.pool, 240 * 1024, 0, f.s[0], 0, &big, NULL));
     ordo_mem_pool_stats_t stats = pool_stats(f.pool);
     assert_int_equal(stats.runs, 1);
@@ -1223,13 +1231,8 @@ static void out_of_memory_retry_gives_back_runs(void **state) {
     budget_pool_t bp = budget_pool_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 128 * 1024, 128 * 1024);
     fixture_slot_max = 0;
     ordo_mem_resource_t *pool = bp.pool;
-    ordo_block_t *slots[16] = {NULL}, *big = NULL;
-    for (unsigned i = 0; i < 16; ++i) {
-        assert_ok(ordo_mem_allocate(pool, 3000, 0, f.s[0], 0, &slots[i], NULL));
-    }
-    for (unsigned i = 0; i < 16; ++i) {
-        assert_ok(ordo_mem_deallocate(pool, slots[i], f.s[0]));
-    }
+    ordo_block_t *big = NULL;
+    one_run_freed(pool, f.s, 16, all_on_stream_0);
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
     assert_ok(ordo_mem_allocate(pool, 100 * 1024, 0, f.s[1], 0, &big, NULL));
     ordo_mem_pool_stats_t stats = pool_stats(pool);
@@ -1259,6 +1262,8 @@ int main(void) {
         cmocka_unit_test(slots_are_reused_whole_on_their_stream),
         cmocka_unit_test(slots_cross_streams_by_frontier_and_runs_go_back),
         cmocka_unit_test(idle_runs_go_back_before_the_pool_grows),
+        cmocka_unit_test(run_freed_on_two_streams_is_waited_for_on_both),
+        cmocka_unit_test(run_with_too_large_a_union_stays),
         cmocka_unit_test(slot_left_by_a_failed_allocation_is_ordered_after_its_stream),
         cmocka_unit_test(slot_bound_is_checked),
         cmocka_unit_test(adaptors_over_a_pool_free_and_refuse_double_frees),

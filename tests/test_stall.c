@@ -2,7 +2,8 @@
  * released by a host signal or after the test's own deadlines; reachable
  * waits name the stream that releases them (through chains, event waits
  * and failures); idle and busy streams are not reported; long queues;
- * signal names; bad input; reports taken while streams come and go. */
+ * signal and stream names; bad input; reports taken while streams come
+ * and go. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -30,6 +31,15 @@ static ordo_signal_t *named_signal(const char *name) {
     ordo_signal_t *signal = test_signal_make(0);
     assert_ok(ordo_signal_set_name(signal, name));
     return signal;
+}
+
+/* Makes waiter wait for an event recorded on recorder now; returns it. */
+static ordo_event_t *wait_for_event_of(ordo_stream_t *waiter, ordo_stream_t *recorder) {
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_event_record(event, recorder));
+    assert_ok(ordo_stream_wait_event(waiter, event));
+    return event;
 }
 
 /* Polls the report until it lists want streams; returns the last count. */
@@ -270,10 +280,7 @@ static void chains_and_event_waits(void **state) {
     assert_ok(ordo_stream_wait(a, x, 1));
     assert_ok(ordo_stream_wait(b, y, 1));
     assert_ok(ordo_stream_signal(b, x, 1));
-    ordo_event_t *event;
-    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
-    assert_ok(ordo_event_record(event, b));
-    assert_ok(ordo_stream_wait_event(d, event));
+    ordo_event_t *event = wait_for_event_of(d, b);
     assert_ok(ordo_stream_host_task(c, gate_task, &gate));
     assert_ok(ordo_stream_signal(c, y, 1));
     gate_wait_entered(&gate);
@@ -416,38 +423,65 @@ static void long_queue_is_unknown(void **state) {
 
 /* ---- names and bad input ---------------------------------------------------- */
 
+/* A signal's or a stream's name: its address until set, truncated to fit
+ * the room and the caller's buffer, cleared by NULL or "", and the bad
+ * arguments refused. */
+typedef ordo_status_t (*name_set_fn)(void *handle, const char *name);
+typedef ordo_status_t (*name_get_fn)(void *handle, char *out_name, size_t capacity);
+
+static ordo_status_t signal_name_set(void *handle, const char *name) {
+    return ordo_signal_set_name(handle, name);
+}
+
+static ordo_status_t signal_name_get(void *handle, char *out_name, size_t capacity) {
+    return ordo_signal_name(handle, out_name, capacity);
+}
+
+static ordo_status_t stream_name_set(void *handle, const char *name) {
+    return ordo_stream_set_name(handle, name);
+}
+
+static ordo_status_t stream_name_get(void *handle, char *out_name, size_t capacity) {
+    return ordo_stream_name(handle, out_name, capacity);
+}
+
+static void names_behave(void *handle, name_set_fn set, name_get_fn get, size_t room) {
+    char name[64];
+    char address[32];
+    assert_true(room <= sizeof name);
+    snprintf(address, sizeof address, "%p", handle);
+    assert_ok(get(handle, name, sizeof name));
+    assert_string_equal(name, address);
+    assert_ok(set(handle, "weights uploaded"));
+    assert_ok(get(handle, name, sizeof name));
+    assert_string_equal(name, "weights uploaded");
+    char small[8];
+    assert_ok(get(handle, small, sizeof small));
+    assert_string_equal(small, "weights");
+    char longer[128];
+    memset(longer, 'n', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_ok(set(handle, longer));
+    assert_ok(get(handle, name, sizeof name));
+    assert_int_equal(strlen(name), room - 1);
+    assert_ok(set(handle, NULL));
+    assert_ok(get(handle, name, sizeof name));
+    assert_string_equal(name, address);
+    assert_ok(set(handle, "x"));
+    assert_ok(set(handle, ""));
+    assert_ok(get(handle, name, sizeof name));
+    assert_string_equal(name, address);
+    assert_status(set(NULL, "x"), ORDO_ERR_INVALID_HANDLE);
+    assert_status(get(NULL, name, sizeof name), ORDO_ERR_INVALID_HANDLE);
+    assert_status(get(handle, NULL, sizeof name), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(get(handle, name, 0), ORDO_ERR_INVALID_ARGUMENT);
+}
+
 static void signal_names(void **state) {
     (void)state;
     ordo_signal_t *s = test_signal_make(0);
+    names_behave(s, signal_name_set, signal_name_get, ORDO_SIGNAL_NAME_MAX);
     char name[ORDO_SIGNAL_NAME_MAX];
-    char address[32];
-    snprintf(address, sizeof address, "%p", (void *)s);
-    assert_ok(ordo_signal_name(s, name, sizeof name));
-    assert_string_equal(name, address);
-    assert_ok(ordo_signal_set_name(s, "weights uploaded"));
-    assert_ok(ordo_signal_name(s, name, sizeof name));
-    assert_string_equal(name, "weights uploaded");
-    char small[8];
-    assert_ok(ordo_signal_name(s, small, sizeof small));
-    assert_string_equal(small, "weights");
-    char longer[ORDO_SIGNAL_NAME_MAX * 2];
-    memset(longer, 'n', sizeof longer - 1);
-    longer[sizeof longer - 1] = '\0';
-    assert_ok(ordo_signal_set_name(s, longer));
-    assert_ok(ordo_signal_name(s, name, sizeof name));
-    assert_int_equal(strlen(name), ORDO_SIGNAL_NAME_MAX - 1);
-    assert_ok(ordo_signal_set_name(s, NULL));
-    assert_ok(ordo_signal_name(s, name, sizeof name));
-    assert_string_equal(name, address);
-    assert_ok(ordo_signal_set_name(s, "x"));
-    assert_ok(ordo_signal_set_name(s, ""));
-    assert_ok(ordo_signal_name(s, name, sizeof name));
-    assert_string_equal(name, address);
-
-    assert_status(ordo_signal_set_name(NULL, "x"), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_signal_name(NULL, name, sizeof name), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_signal_name(s, NULL, sizeof name), ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_signal_name(s, name, 0), ORDO_ERR_INVALID_ARGUMENT);
     assert_ok(ordo_signal_set_name(s, "kept"));
     assert_ok(ordo_signal_retain(s));
     assert_ok(ordo_signal_destroy(s));
@@ -455,6 +489,68 @@ static void signal_names(void **state) {
     assert_ok(ordo_signal_name(s, name, sizeof name));
     assert_string_equal(name, "kept");
     assert_ok(ordo_signal_release(s));
+}
+
+static void stream_names(void **state) {
+    (void)state;
+    ordo_stream_t *s = stream_make(0);
+    names_behave(s, stream_name_set, stream_name_get, ORDO_STREAM_NAME_MAX);
+    assert_ok(ordo_stream_destroy(s));
+}
+
+/* Named streams appear by name in the entries and the text: the blocked
+ * one, the one whose signal releases it, and the recording stream of an
+ * event wait. An unnamed stream is still shown by its address. */
+static void reports_name_streams(void **state) {
+    (void)state;
+    ordo_stream_t *consumer = stream_make(0), *producer = stream_make(0),
+                  *follower = stream_make(0), *unnamed = stream_make(0);
+    assert_ok(ordo_stream_set_name(consumer, "consumer"));
+    assert_ok(ordo_stream_set_name(producer, "producer"));
+    assert_ok(ordo_stream_set_name(follower, "follower"));
+    ordo_signal_t *x = named_signal("X"), *y = named_signal("Y");
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_wait(consumer, x, 1));
+    assert_ok(ordo_stream_host_task(producer, gate_task, &gate));
+    assert_ok(ordo_stream_signal(producer, x, 1));
+    ordo_event_t *event = wait_for_event_of(follower, producer);
+    assert_ok(ordo_stream_wait(unnamed, y, 1));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[4];
+    size_t count = report_until(entries, 4, 3);
+    assert_int_equal(count, 3);
+    const ordo_stall_entry_t *ec = entry_of(entries, count, consumer);
+    assert_string_equal(ec->stream_name, "consumer");
+    assert_string_equal(ec->releasing_stream_name, "producer");
+    assert_string_equal(ec->progress_of_name, "");
+    const ordo_stall_entry_t *ef = entry_of(entries, count, follower);
+    assert_string_equal(ef->progress_of_name, "producer");
+    const ordo_stall_entry_t *eu = entry_of(entries, count, unnamed);
+    char address[32];
+    snprintf(address, sizeof address, "%p", (void *)unnamed);
+    assert_string_equal(eu->stream_name, address);
+    assert_string_equal(eu->releasing_stream_name, "");
+    char *text = report_text();
+    assert_non_null(strstr(text, "stream \"consumer\" (priority 0) waits for signal \"X\""));
+    assert_non_null(strstr(text, "released when stream \"producer\" signals 1"));
+    assert_non_null(strstr(text, "waits for stream \"producer\" to reach point"));
+    char expected[64];
+    snprintf(expected, sizeof expected, "stream %p (priority 0) waits", (void *)unnamed);
+    assert_non_null(strstr(text, expected));
+    print_message("%s", text);
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_signal_signal(y, 1));
+    ordo_stream_t *all[4] = {consumer, producer, follower, unnamed};
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_synchronize(all[i], test_deadline()));
+    }
+    assert_ok(ordo_event_destroy(event));
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_stream_destroy(all[i]));
+    }
+    assert_ok(ordo_signal_destroy(x));
+    assert_ok(ordo_signal_destroy(y));
 }
 
 static void bad_input_is_refused(void **state) {
@@ -517,6 +613,8 @@ static void *churner(void *arg) {
         (void)ordo_stream_wait(s, x, 1);
         for (uint64_t v = 2; v < 40; ++v) {
             (void)ordo_stream_signal(s, x, v);
+            /* Renamed while reports read the names. */
+            (void)ordo_stream_set_name(s, v % 2 ? "churning" : NULL);
         }
         if (atomic_load(&c->rounds) % 2) {
             (void)ordo_signal_signal(x, 1);
@@ -575,6 +673,8 @@ int main(void) {
         cmocka_unit_test(idle_and_busy_streams_are_not_reported),
         cmocka_unit_test(long_queue_is_unknown),
         cmocka_unit_test(signal_names),
+        cmocka_unit_test(stream_names),
+        cmocka_unit_test(reports_name_streams),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
     };

@@ -86,6 +86,12 @@ typedef struct ordo_stall_entry {
     ordo_stream_t *releasing_stream;
     uint64_t releasing_value; /**< the value that operation brings the signal to */
     int release_fails;        /**< non-zero when the release is a failure propagating */
+    /** The names of stream, progress_of and releasing_stream
+     * (ordo_stream_set_name), each its stream's address when it has none,
+     * "" when there is no such stream. */
+    char stream_name[ORDO_STREAM_NAME_MAX];
+    char progress_of_name[ORDO_STREAM_NAME_MAX];      /**< see stream_name */
+    char releasing_stream_name[ORDO_STREAM_NAME_MAX]; /**< see stream_name */
 } ordo_stall_entry_t;
 
 /** Fills out_entries with up to capacity blocked streams, in the order the

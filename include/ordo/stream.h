@@ -40,6 +40,9 @@ ORDO_BEGIN_DECLS
 /** An in-order stream of work on a device (opaque). */
 typedef struct ordo_stream ordo_stream_t;
 
+/** Room for a stream's name, terminator included (ordo_stream_set_name). */
+#define ORDO_STREAM_NAME_MAX 48u
+
 /** A host task: runs in stream order; a non-OK return fails the stream.
  * It must not wait on work queued behind it on the same stream. */
 typedef ordo_status_t (*ordo_host_fn)(void *ctx);
@@ -81,6 +84,15 @@ ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority);
 
 /** The stream's device (no reference is added: the stream holds one). */
 ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device);
+
+/** Names the stream for diagnostics (stall reports, ordo/stall.h): name is
+ * copied, truncated to ORDO_STREAM_NAME_MAX - 1 bytes; NULL or "" clears
+ * it. Costs nothing on submission. */
+ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name);
+
+/** Copies the stream's name into out_name (truncated to capacity bytes,
+ * terminator included), or, when it has none, its address ("0x55d0c3a0"). */
+ordo_status_t ordo_stream_name(ordo_stream_t *stream, char *out_name, size_t capacity);
 
 ORDO_END_DECLS
 

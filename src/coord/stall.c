@@ -25,6 +25,7 @@
 
 typedef struct sim_stream {
     ordo_stream_t *stream;
+    char name[ORDO_STREAM_NAME_MAX]; /* its name, else its address */
     uint64_t id;
     int priority;
     int seen; /* the backend can snapshot its queue */
@@ -134,6 +135,7 @@ static ordo_status_t collect(ordo_device_t *device, stall_set_t *set, const char
             for (ordo_stream_t *s = device->streams_head; s; s = s->registry_next, ++i) {
                 sim_stream_t *t = &set->streams[i];
                 t->stream = s;
+                hal_stream_name_locked(s, t->name, sizeof t->name);
                 t->id = s->id;
                 t->priority = s->priority;
                 size_t capacity =
@@ -389,9 +391,12 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
         }
         ordo_stall_entry_t *e = &entries[n++];
         e->stream = t->stream;
+        memcpy(e->stream_name, t->name, sizeof e->stream_name);
         e->stream_priority = t->priority;
         if (g->progress_of != NONE) {
             e->progress_of = set.streams[g->progress_of].stream;
+            memcpy(e->progress_of_name, set.streams[g->progress_of].name,
+                   sizeof e->progress_of_name);
         } else {
             e->signal = g->signal;
         }
@@ -400,7 +405,11 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
         e->current_value = g->actual;
         if (t->pos > 0) {
             e->reach = ORDO_STALL_REACHABLE;
-            e->releasing_stream = t->releaser != NONE ? set.streams[t->releaser].stream : NULL;
+            if (t->releaser != NONE) {
+                e->releasing_stream = set.streams[t->releaser].stream;
+                memcpy(e->releasing_stream_name, set.streams[t->releaser].name,
+                       sizeof e->releasing_stream_name);
+            }
             e->releasing_value = t->released_to;
             e->release_fails = t->release_fails;
         } else {
@@ -456,31 +465,51 @@ static void append(char *text, size_t capacity, size_t *len, const char *fmt, ..
     }
 }
 
+/* A stream as a report line shows it: its name in quotes, or its address
+ * when it has none (the entry then holds the address as the name). */
+typedef struct shown {
+    char text[ORDO_STREAM_NAME_MAX + 2];
+} shown_t;
+
+static shown_t stream_shown(const ordo_stream_t *stream, const char *name) {
+    shown_t out;
+    char address[32];
+    snprintf(address, sizeof address, "%p", (const void *)stream);
+    if (!name[0] || strcmp(name, address) == 0) {
+        snprintf(out.text, sizeof out.text, "%s", address);
+    } else {
+        snprintf(out.text, sizeof out.text, "\"%s\"", name);
+    }
+    return out;
+}
+
 static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
-    append(text, capacity, len, "stream %p (priority %d) waits for ", (void *)e->stream,
-           e->stream_priority);
+    append(text, capacity, len, "stream %s (priority %d) waits for ",
+           stream_shown(e->stream, e->stream_name).text, e->stream_priority);
     if (e->progress_of) {
-        append(text, capacity, len,
-               "stream %p to reach point %llu (now %llu; an event wait): ", (void *)e->progress_of,
+        append(text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
+               stream_shown(e->progress_of, e->progress_of_name).text,
                (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     } else {
         append(text, capacity, len, "signal \"%s\" to reach %llu (now %llu): ", e->signal_name,
                (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     }
     switch (e->reach) {
-    case ORDO_STALL_REACHABLE:
+    case ORDO_STALL_REACHABLE: {
+        shown_t releaser = stream_shown(e->releasing_stream, e->releasing_stream_name);
         if (e->release_fails) {
             append(text, capacity, len,
-                   "released by a failure propagating from stream %p (this wait will fail)",
-                   (void *)e->releasing_stream);
+                   "released by a failure propagating from stream %s (this wait will fail)",
+                   releaser.text);
         } else if (e->progress_of && e->progress_of == e->releasing_stream) {
-            append(text, capacity, len, "released when stream %p reaches point %llu",
-                   (void *)e->releasing_stream, (unsigned long long)e->releasing_value);
+            append(text, capacity, len, "released when stream %s reaches point %llu", releaser.text,
+                   (unsigned long long)e->releasing_value);
         } else {
-            append(text, capacity, len, "released when stream %p signals %llu",
-                   (void *)e->releasing_stream, (unsigned long long)e->releasing_value);
+            append(text, capacity, len, "released when stream %s signals %llu", releaser.text,
+                   (unsigned long long)e->releasing_value);
         }
         break;
+    }
     case ORDO_STALL_UNREACHABLE:
         append(text, capacity, len,
                "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "

@@ -74,6 +74,8 @@ struct ordo_stream {
     ordo_stream_t *registry_prev;
     ordo_stream_t *registry_next;
     uint64_t id; /* unique within the device, never reused */
+    /* Under device->streams_lock: a name for diagnostics ("" when none). */
+    char name[ORDO_STREAM_NAME_MAX];
 };
 
 /* One wait or signal still queued on a stream (a stall report's view). */
@@ -217,6 +219,10 @@ void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);
  * streams_lock once. */
 size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
                                const uint64_t *ids, size_t count);
+
+/* Copies stream's name, or its address when it has none, into out
+ * (capacity > 0). The caller holds the device's streams_lock. */
+void hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity);
 
 /* For tests: make the next n shared-runtime builds fail. */
 void hal_inject_build_failures(int n);

@@ -1,4 +1,7 @@
 /* Streams: validation and dispatch to the backend. */
+#include <stdio.h>
+#include <string.h>
+
 #include "base/alloc.h"
 #include "base/error.h"
 #include "hal/hal.h"
@@ -250,5 +253,46 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
     }
     *out_device = stream->device;
+    return ORDO_OK;
+}
+
+/* ---- names (under the device's streams_lock, which stall reports hold
+ * while they read them) ---------------------------------------------------- */
+
+void hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity) {
+    if (stream->name[0]) {
+        size_t len = strnlen(stream->name, capacity - 1);
+        memcpy(out, stream->name, len);
+        out[len] = '\0';
+    } else {
+        snprintf(out, capacity, "%p", (const void *)stream);
+    }
+}
+
+ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    size_t len = name ? strnlen(name, sizeof stream->name - 1) : 0;
+    pthread_mutex_lock(&stream->device->streams_lock);
+    memcpy(stream->name, name ? name : "", len);
+    stream->name[len] = '\0';
+    pthread_mutex_unlock(&stream->device->streams_lock);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_stream_name(ordo_stream_t *stream, char *out_name, size_t capacity) {
+    ordo_status_t st = hal_stream_check(stream, __func__);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    if (!out_name || capacity == 0) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
+                          out_name ? "capacity is 0" : "out_name is NULL");
+    }
+    pthread_mutex_lock(&stream->device->streams_lock);
+    hal_stream_name_locked(stream, out_name, capacity);
+    pthread_mutex_unlock(&stream->device->streams_lock);
     return ORDO_OK;
 }

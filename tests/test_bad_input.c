@@ -584,6 +584,13 @@ static void stream_entry_points(void **state) {
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, NULL, &d);
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, wrong, &d);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_device, f.s[0], NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_set_name, NULL, "x");
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_set_name, wrong, "x");
+    char name[ORDO_STREAM_NAME_MAX];
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_name, NULL, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_name, wrong, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_name, f.s[0], NULL, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_name, f.s[0], name, 0);
     /* Nothing refused above was enqueued. */
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
     assert_ok(ordo_stream_status(f.s[0]));

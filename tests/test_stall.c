@@ -524,7 +524,9 @@ static void reports_name_streams(void **state) {
     assert_string_equal(ec->releasing_stream_name, "producer");
     assert_string_equal(ec->progress_of_name, "");
     const ordo_stall_entry_t *ef = entry_of(entries, count, follower);
+    assert_string_equal(ef->stream_name, "follower");
     assert_string_equal(ef->progress_of_name, "producer");
+    assert_string_equal(ef->releasing_stream_name, "producer");
     const ordo_stall_entry_t *eu = entry_of(entries, count, unnamed);
     char address[32];
     snprintf(address, sizeof address, "%p", (void *)unnamed);
@@ -534,6 +536,7 @@ static void reports_name_streams(void **state) {
     assert_non_null(strstr(text, "stream \"consumer\" (priority 0) waits for signal \"X\""));
     assert_non_null(strstr(text, "released when stream \"producer\" signals 1"));
     assert_non_null(strstr(text, "waits for stream \"producer\" to reach point"));
+    assert_non_null(strstr(text, "released when stream \"producer\" reaches point"));
     char expected[64];
     snprintf(expected, sizeof expected, "stream %p (priority 0) waits", (void *)unnamed);
     assert_non_null(strstr(text, expected));
@@ -643,6 +646,12 @@ static void reports_while_streams_churn(void **state) {
         size_t count = 0;
         assert_ok(ordo_stall_report(device, entries, 8, &count));
         assert_true(count <= 2);
+        for (size_t k = 0; k < count && k < 8; ++k) { /* a name, or the address */
+            char address[32];
+            snprintf(address, sizeof address, "%p", (void *)entries[k].stream);
+            assert_true(strcmp(entries[k].stream_name, "churning") == 0 ||
+                        strcmp(entries[k].stream_name, address) == 0);
+        }
         if (i % 16 == 0) {
             char *text = report_text();
             free(text);

@@ -29,7 +29,7 @@
  * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE.
  *
  * Cost and safety: the snapshot holds the device's registry of live streams
- * (stream create and destroy on the device wait meanwhile) and, for each
+ * (stream create, destroy and naming on the device wait meanwhile) and, for each
  * stream in turn, the lock its producers take to enqueue (the streams keep
  * running while it is taken); it allocates nothing under a lock and runs no
  * user code under one. A report is a moment's picture: streams move on while it is read.

@@ -20,8 +20,9 @@
  * running has returned.
  *
  * Thread-safety: submission to one stream from many threads is safe and
- * the submissions are ordered as their calls are; destroy must not race
- * with submissions to the same stream.
+ * the submissions are ordered as their calls are; so are the getters and
+ * the name calls, from any thread (host tasks and callbacks included);
+ * destroy must not race with any other call on the same stream.
  */
 #ifndef ORDO_STREAM_H
 #define ORDO_STREAM_H
@@ -87,7 +88,9 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
 
 /** Names the stream for diagnostics (stall reports, ordo/stall.h): name is
  * copied, truncated to ORDO_STREAM_NAME_MAX - 1 bytes; NULL or "" clears
- * it. Costs nothing on submission. */
+ * it. Costs nothing on submission. The name is kept under the device's
+ * registry of streams, so this and ordo_stream_name wait while a stall
+ * report takes its snapshot. */
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name);
 
 /** Copies the stream's name into out_name (truncated to capacity bytes,

@@ -532,7 +532,14 @@ static void reports_name_streams(void **state) {
     snprintf(address, sizeof address, "%p", (void *)unnamed);
     assert_string_equal(eu->stream_name, address);
     assert_string_equal(eu->releasing_stream_name, "");
+    assert_ok(ordo_signal_set_name(y, "Y \"2\"\n\\"));
     char *text = report_text();
+    assert_non_null(strstr(text, "waits for signal \"Y \\\"2\\\"\\x0a\\\\\" to reach 1"));
+    size_t lines = 0;
+    for (const char *c = text; *c; ++c) {
+        lines += *c == '\n';
+    }
+    assert_int_equal(lines, count); /* the name's newline is escaped */
     assert_non_null(strstr(text, "stream \"consumer\" (priority 0) waits for signal \"X\""));
     assert_non_null(strstr(text, "released when stream \"producer\" signals 1"));
     assert_non_null(strstr(text, "waits for stream \"producer\" to reach point"));

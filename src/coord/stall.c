@@ -465,20 +465,40 @@ static void append(char *text, size_t capacity, size_t *len, const char *fmt, ..
     }
 }
 
-/* A stream as a report line shows it: its name in quotes, or its address
- * when it has none (the entry then holds the address as the name). */
+/* A name as a report line shows it: in quotes, with quotes, backslashes
+ * and control characters escaped (\" \\ \xHH), so that a line stays one
+ * line whatever a program named its streams and signals. */
+_Static_assert(ORDO_STREAM_NAME_MAX <= ORDO_SIGNAL_NAME_MAX, "one size of shown name");
 typedef struct shown {
-    char text[ORDO_STREAM_NAME_MAX + 2];
+    char text[4 * ORDO_SIGNAL_NAME_MAX + 3];
 } shown_t;
 
+static shown_t quoted(const char *name) {
+    shown_t out;
+    size_t n = 0;
+    out.text[n++] = '"';
+    for (const unsigned char *c = (const unsigned char *)name; *c; ++c) {
+        if (*c == '"' || *c == '\\') {
+            out.text[n++] = '\\';
+            out.text[n++] = (char)*c;
+        } else if (*c < 0x20 || *c == 0x7f) {
+            n += (size_t)snprintf(out.text + n, sizeof out.text - n, "\\x%02x", *c);
+        } else {
+            out.text[n++] = (char)*c;
+        }
+    }
+    out.text[n++] = '"';
+    out.text[n] = '\0';
+    return out;
+}
+
+/* A stream as a report line shows it: its name quoted, or its address when
+ * it has none (the entry then holds the address as the name). */
 static shown_t stream_shown(const ordo_stream_t *stream, const char *name) {
     shown_t out;
-    char address[32];
-    snprintf(address, sizeof address, "%p", (const void *)stream);
-    if (!name[0] || strcmp(name, address) == 0) {
-        snprintf(out.text, sizeof out.text, "%s", address);
-    } else {
-        snprintf(out.text, sizeof out.text, "\"%s\"", name);
+    snprintf(out.text, sizeof out.text, "%p", (const void *)stream);
+    if (name[0] && strcmp(name, out.text) != 0) {
+        out = quoted(name);
     }
     return out;
 }
@@ -491,7 +511,8 @@ static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacit
                stream_shown(e->progress_of, e->progress_of_name).text,
                (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     } else {
-        append(text, capacity, len, "signal \"%s\" to reach %llu (now %llu): ", e->signal_name,
+        append(text, capacity, len,
+               "signal %s to reach %llu (now %llu): ", quoted(e->signal_name).text,
                (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     }
     switch (e->reach) {

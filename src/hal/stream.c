@@ -1,9 +1,7 @@
 /* Streams: validation and dispatch to the backend. */
-#include <stdio.h>
-#include <string.h>
-
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/name.h"
 #include "hal/hal.h"
 #include "sync/signal_internal.h"
 
@@ -260,13 +258,7 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
  * while they read them) ---------------------------------------------------- */
 
 void hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity) {
-    if (stream->name[0]) {
-        size_t len = strnlen(stream->name, capacity - 1);
-        memcpy(out, stream->name, len);
-        out[len] = '\0';
-    } else {
-        snprintf(out, capacity, "%p", (const void *)stream);
-    }
+    name_or_address(stream->name, stream, out, capacity);
 }
 
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
@@ -274,10 +266,8 @@ ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
     if (st != ORDO_OK) {
         return st;
     }
-    size_t len = name ? strnlen(name, sizeof stream->name - 1) : 0;
     pthread_mutex_lock(&stream->device->streams_lock);
-    memcpy(stream->name, name ? name : "", len);
-    stream->name[len] = '\0';
+    name_store(stream->name, sizeof stream->name, name);
     pthread_mutex_unlock(&stream->device->streams_lock);
     return ORDO_OK;
 }

@@ -84,7 +84,8 @@ typedef struct pool_block {
         pool_death_t death[POOL_DEATH_MAX]; /* free blocks and slots */
         struct {
             uint32_t made;    /* slots cut from it so far */
-            uint32_t settled; /* scratch: release_free_runs' count of its free slots */
+            uint32_t scratch; /* release_free_runs' count of its free slots, the
+                               * census' mask of the slots it has seen */
         } run;                /* a run, while it serves slots */
     };
     pool_chunk_t *chunk;
@@ -707,14 +708,14 @@ static int release_free_runs(pool_t *p) {
     if (!p->stats.runs) {
         return 0;
     }
-    FOR_EACH_FREE_SLOT(p, b, { b->addr_prev->run.settled = 0; })
-    FOR_EACH_FREE_SLOT(p, b, { ++b->addr_prev->run.settled; })
+    FOR_EACH_FREE_SLOT(p, b, { b->addr_prev->run.scratch = 0; })
+    FOR_EACH_FREE_SLOT(p, b, { ++b->addr_prev->run.scratch; })
     /* Each run whose slots are all free collects them in its bin_next
      * chain (a run is in no bin). */
     pool_block_t *runs = NULL;
     FOR_EACH_FREE_SLOT(p, b, {
         pool_block_t *run = b->addr_prev;
-        if (run->run.settled == run->run.made) {
+        if (run->run.scratch == run->run.made) {
             if (run->is_free != 3) {
                 run->is_free = 3; /* collecting */
                 run->bin_next = NULL;
@@ -1072,8 +1073,8 @@ find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uin
             }
         }
     }
-    p->stats.blocks_skipped +=
-        (uint64_t)skipped; /* also when the search after a release found one */
+    /* Also when the search after a release found a block. */
+    p->stats.blocks_skipped += (uint64_t)skipped;
     *out_block = b;
     return st;
 }
@@ -1751,7 +1752,7 @@ static int census_live_sound(const pool_t *p, const pool_block_t *b) {
 
 /* Checks the slot descriptors (those neither spare nor in a chunk): each
  * is a slot of a run in a chunk, in its place, once; live ones are
- * counted as live blocks. The runs' `settled` counts serve as the seen
+ * counted as live blocks. The runs' `scratch` words serve as the seen
  * masks (release_free_runs counts in them afresh). */
 static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c,
                                   uint64_t *in_use, uint64_t *outstanding) {
@@ -1761,7 +1762,7 @@ static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_p
         for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
             pool_block_t *b = (pool_block_t *)&slab->blocks[i];
             if (state[census_index(p, b)] == CENSUS_IN_CHUNK && b->kind == POOL_KIND_RUN) {
-                b->run.settled = 0;
+                b->run.scratch = 0;
                 made += b->run.made;
             }
         }
@@ -1782,14 +1783,14 @@ static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_p
                 run->kind != POOL_KIND_RUN || b->addr_next || b->chunk != run->chunk ||
                 b->cls != run->cls || b->size != (size_t)class_max_units(b->cls) * POOL_UNIT ||
                 k >= run->run.made || b->start != run->start + k * b->size ||
-                (run->run.settled >> k & 1)) {
+                (run->run.scratch >> k & 1)) {
                 ordo_error(ORDO_ERR_CORRUPTED, api,
                            "descriptor %zu is neither spare, in a chunk, nor a slot of a run "
                            "in its place (once)",
                            at);
                 return ORDO_ERR_CORRUPTED;
             }
-            run->run.settled |= (uint32_t)1 << k;
+            run->run.scratch |= (uint32_t)1 << k;
             state[at] = CENSUS_SLOT;
             ++found;
             if (b->is_free == 1) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/name.h"
 #include "sync/signal_internal.h"
 
 ordo_status_t signal_check(const ordo_signal_t *signal, const char *api) {
@@ -234,21 +235,13 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
 
 void signal_name_set_internal(ordo_signal_t *signal, const char *name) {
     pthread_mutex_lock(&signal->lock);
-    size_t len = name ? strnlen(name, sizeof signal->name - 1) : 0;
-    memcpy(signal->name, name ? name : "", len);
-    signal->name[len] = '\0';
+    name_store(signal->name, sizeof signal->name, name);
     pthread_mutex_unlock(&signal->lock);
 }
 
 void signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity) {
     pthread_mutex_lock(&signal->lock);
-    if (signal->name[0]) {
-        size_t len = strnlen(signal->name, capacity - 1);
-        memcpy(out, signal->name, len);
-        out[len] = '\0';
-    } else {
-        snprintf(out, capacity, "%p", (void *)signal);
-    }
+    name_or_address(signal->name, signal, out, capacity);
     pthread_mutex_unlock(&signal->lock);
 }
 

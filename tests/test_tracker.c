@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ordo/buffer.h"
+#include "ordo/event.h"
 #include "ordo/tracker.h"
 #include "test_util.h"
 
@@ -127,6 +128,36 @@ static void waits_on_one_origin_collapse(void **state) {
     assert_int_equal(f->seen.count, 1);
     assert_int_equal(f->seen.point[0], 3); /* the latest of the three */
     fixture_free(f);
+}
+
+/* A write on stream 0, a read of it on stream 1 (which waits for 0), then
+ * a write on stream 2: the write needs both earlier accesses, but its wait
+ * for stream 1's read already orders stream 0's write. One wait, not two;
+ * the covered one counts as elided. In either index order of the streams. */
+static void a_wait_another_covers_is_not_emitted(void **state) {
+    (void)state;
+    for (int order = 0; order < 2; ++order) {
+        fixture_t *f = fixture_make();
+        int first = order ? 1 : 0, second = order ? 0 : 1;
+        run(f, first, f->b[0], ORDO_ACCESS_WRITE);
+        run(f, second, f->b[0], ORDO_ACCESS_READ);
+        assert_int_equal(f->seen.count, 1);
+        uint64_t elided = metrics(f).waits_elided;
+        run(f, 2, f->b[0], ORDO_ACCESS_WRITE);
+        assert_int_equal(f->seen.count, 2);
+        assert_ptr_equal(f->seen.waiting[1], f->s[2]);
+        assert_ptr_equal(f->seen.origin[1], f->s[second]);
+        ordo_tracker_metrics_t m = metrics(f);
+        assert_int_equal(m.waits_emitted, 2);
+        assert_int_equal(m.waits_elided, elided + 1);
+        /* Two separate buffers give no such cover: two waits. */
+        run(f, first, f->b[1], ORDO_ACCESS_WRITE);
+        run(f, second, f->b[2], ORDO_ACCESS_WRITE);
+        ordo_access_t both[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}};
+        assert_ok(ordo_submit(f->tracker, f->s[2], both, 2, launch_noop, NULL));
+        assert_int_equal(f->seen.count, 4);
+        fixture_free(f);
+    }
 }
 
 static void known_orderings_are_elided(void **state) {
@@ -366,6 +397,64 @@ static void release_defers_until_uses_complete(void **state) {
     fixture_free(f);
 }
 
+/* Uses that have run need no deferral, whether a record covers them or
+ * not: the release reclaims at once, on the releasing thread, every time. */
+static void release_after_the_uses_ran_reclaims_at_once(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    for (int round = 0; round < 50; ++round) {
+        ordo_buffer_t *b;
+        assert_ok(ordo_buffer_create(f->tracker, &b));
+        run(f, 0, b, ORDO_ACCESS_WRITE);
+        run(f, 1, b, ORDO_ACCESS_READ); /* records stream 0's point, not 1's */
+        for (int i = 0; i < round % 12; ++i) {
+            run(f, 1, f->b[0], ORDO_ACCESS_WRITE); /* later work, past the finishes kept */
+        }
+        assert_ok(ordo_stream_synchronize(f->s[0], test_deadline()));
+        assert_ok(ordo_stream_synchronize(f->s[1], test_deadline()));
+        reclaimed_t rec = {0};
+        assert_ok(ordo_buffer_release(b, on_reclaim, &rec));
+        assert_int_equal(atomic_load(&rec.calls), 1);
+        assert_true(pthread_equal(atomic_load(&rec.thread), pthread_self()));
+    }
+    ordo_tracker_metrics_t m = metrics(f);
+    assert_int_equal(m.reclamations_pending, 0);
+    assert_int_equal(m.reclamations_done, 50);
+    fixture_free(f);
+}
+
+/* A use that has run is known without waiting for the stream to go idle:
+ * the stream is held at a gate behind it, and the release still reclaims
+ * at once. A use behind the gate still defers. */
+static void release_of_a_use_behind_busy_work(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_event_t *after_use;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &after_use));
+    ordo_buffer_t *ran, *held;
+    assert_ok(ordo_buffer_create(f->tracker, &ran));
+    assert_ok(ordo_buffer_create(f->tracker, &held));
+    run(f, 0, ran, ORDO_ACCESS_WRITE);
+    assert_ok(ordo_event_record(after_use, f->s[0]));
+    gate_t gate = {0};
+    ordo_access_t none = {f->b[0], ORDO_ACCESS_READ};
+    assert_ok(ordo_submit(f->tracker, f->s[0], &none, 1, launch_gate, &gate));
+    run(f, 0, held, ORDO_ACCESS_WRITE);
+    assert_ok(ordo_event_synchronize(after_use, test_deadline()));
+    reclaimed_t rec_ran = {0}, rec_held = {0};
+    assert_ok(ordo_buffer_release(ran, on_reclaim, &rec_ran));
+    assert_int_equal(atomic_load(&rec_ran.calls), 1);
+    assert_true(pthread_equal(atomic_load(&rec_ran.thread), pthread_self()));
+    assert_ok(ordo_buffer_release(held, on_reclaim, &rec_held));
+    assert_int_equal(atomic_load(&rec_held.calls), 0);
+    assert_false(atomic_load(&gate.left)); /* the gate still held it */
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_int_equal(atomic_load(&rec_held.calls), 1);
+    assert_ok(ordo_event_destroy(after_use));
+    fixture_free(f);
+}
+
 static void failed_stream_still_reclaims(void **state) {
     (void)state;
     fixture_t *f = fixture_make();
@@ -527,6 +616,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hazards_across_streams_get_waits),
         cmocka_unit_test(waits_on_one_origin_collapse),
+        cmocka_unit_test(a_wait_another_covers_is_not_emitted),
         cmocka_unit_test(known_orderings_are_elided),
         cmocka_unit_test(transitive_knowledge_is_used),
         cmocka_unit_test(seed_scenarios_hold),
@@ -535,6 +625,8 @@ int main(void) {
         cmocka_unit_test(many_streams_read_then_one_writes),
         cmocka_unit_test(streams_see_each_others_writes),
         cmocka_unit_test(release_defers_until_uses_complete),
+        cmocka_unit_test(release_after_the_uses_ran_reclaims_at_once),
+        cmocka_unit_test(release_of_a_use_behind_busy_work),
         cmocka_unit_test(failed_stream_still_reclaims),
         cmocka_unit_test(failed_stream_does_not_imply_other_uses),
         cmocka_unit_test(bad_input_is_refused),

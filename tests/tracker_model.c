@@ -21,8 +21,15 @@ struct model {
     uint32_t **stream_nodes;  /* per stream: node ids by point - 1 */
     uint32_t *stream_points;  /* submissions per stream */
     uint64_t **carry;         /* per stream: what cancelled submissions had waited for */
-    int open;                 /* between begin and end */
-    int skip_hazards;         /* model_skip_hazards */
+    /* The open submission's ancestors before its waits, and its waits: at
+     * its end, no wait may be implied by the others. */
+    uint64_t *base;
+    uint32_t wait_count;
+    uint32_t *wait_origin; /* per wait, at most one per other stream */
+    uint64_t *wait_node;   /* the origin's node the wait orders through */
+    uint64_t *wait_needed; /* the needed node */
+    int open;              /* between begin and end */
+    int skip_hazards;      /* model_skip_hazards */
     size_t violations;
     char first[256];
 };
@@ -37,6 +44,10 @@ model_t *model_create(uint32_t streams, uint32_t max_submissions) {
     m->stream_points = calloc(streams, sizeof *m->stream_points);
     m->stream_nodes = calloc(streams, sizeof *m->stream_nodes);
     m->carry = calloc(streams, sizeof *m->carry);
+    m->base = calloc(m->words ? m->words : 1, sizeof(uint64_t));
+    m->wait_origin = calloc(streams, sizeof *m->wait_origin);
+    m->wait_node = calloc(streams, sizeof *m->wait_node);
+    m->wait_needed = calloc(streams, sizeof *m->wait_needed);
     for (uint32_t s = 0; s < streams; ++s) {
         m->stream_nodes[s] = calloc(max_submissions, sizeof(uint32_t));
         m->carry[s] = calloc(m->words ? m->words : 1, sizeof(uint64_t));
@@ -54,6 +65,10 @@ void model_free(model_t *m) {
         free(m->carry[s]);
     }
     free(m->carry);
+    free(m->base);
+    free(m->wait_origin);
+    free(m->wait_node);
+    free(m->wait_needed);
     free(m->stream_nodes);
     free(m->stream_points);
     free(m->last_on_stream);
@@ -97,6 +112,8 @@ void model_begin(model_t *m, uint32_t stream, const model_access_t *accesses, si
     for (size_t w = 0; w < m->words; ++w) {
         n->ancestors[w] |= m->carry[stream][w]; /* waits of cancelled submissions */
     }
+    memcpy(m->base, n->ancestors, m->words * sizeof(uint64_t));
+    m->wait_count = 0;
     m->open = 1;
 }
 
@@ -124,6 +141,38 @@ void model_on_wait(model_t *m, uint32_t waiting, uint32_t origin, uint64_t origi
     }
     /* The wait orders everything up to origin_point before this node. */
     absorb(m, n->ancestors, m->stream_nodes[origin][origin_point - 1]);
+    if (m->wait_count == m->streams) {
+        violation(m, "malformed waits: more waits in one submission than streams");
+        return;
+    }
+    m->wait_origin[m->wait_count] = origin;
+    m->wait_node[m->wait_count] = m->stream_nodes[origin][origin_point - 1];
+    m->wait_needed[m->wait_count] = needed;
+    m->wait_count++;
+}
+
+/* Each wait of the open submission must order something the others do
+ * not: its needed node must not follow from the others' (nor from what the
+ * stream knew, checked as each wait came). */
+static void check_waits_irredundant(model_t *m) {
+    uint64_t *set = calloc(m->words ? m->words : 1, sizeof(uint64_t));
+    for (uint32_t i = 0; i < m->wait_count; ++i) {
+        memcpy(set, m->base, m->words * sizeof(uint64_t));
+        for (uint32_t j = 0; j < m->wait_count; ++j) {
+            if (j != i) {
+                absorb(m, set, (uint32_t)m->wait_node[j]);
+            }
+        }
+        if (has(set, (uint32_t)m->wait_needed[i])) {
+            char what[256];
+            snprintf(what, sizeof what,
+                     "redundant wait: submission %u (stream %u) waits for stream %u, "
+                     "which its other waits already order",
+                     m->node_count, m->nodes[m->node_count].stream, m->wait_origin[i]);
+            violation(m, what);
+        }
+    }
+    free(set);
 }
 
 static int conflicts(const node_t *a, const node_t *b) {
@@ -145,6 +194,7 @@ void model_end(model_t *m) {
     }
     uint32_t id = m->node_count;
     node_t *n = &m->nodes[id];
+    check_waits_irredundant(m);
     for (uint32_t e = 0; e < id; ++e) {
         if (!m->skip_hazards && m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) &&
             !has(n->ancestors, e)) {

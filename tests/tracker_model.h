@@ -2,7 +2,9 @@
  * tracker's own vector clocks: every submission is a node, program order
  * and each wait the tracker reports are edges, and reachability is kept as
  * explicit ancestor sets. The model checks that (1) every cross-stream
- * hazard is ordered and (2) no emitted wait was already implied. */
+ * hazard is ordered, (2) no emitted wait was already implied by what its
+ * stream knew and (3) none is implied by the other waits of its
+ * submission (the waits of a submission are a minimal cover). */
 #ifndef ORDO_TEST_TRACKER_MODEL_H
 #define ORDO_TEST_TRACKER_MODEL_H
 

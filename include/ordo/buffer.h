@@ -9,8 +9,12 @@
  * until the last use of it on every stream that ever used it has completed
  * (or its stream has failed, so the use will never run): then the tracker's
  * reclaimer thread calls reclaim(ctx), where the caller frees the real
- * resource. The releasing thread never blocks. A buffer no stream still
- * uses is reclaimed at once, on the releasing thread.
+ * resource. The releasing thread never blocks. A buffer whose uses have
+ * all run is reclaimed at once, on the releasing thread: on the CPU
+ * backend that is known from each stream's progress (after a synchronize,
+ * or an event behind the last use completed, even while the stream runs
+ * later work); on CUDA, where work a launch function enqueues natively is
+ * not numbered, once a recorded point after the use has been reached.
  *
  * Thread-safety: as the tracker (externally synchronised).
  */

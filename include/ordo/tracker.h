@@ -14,6 +14,9 @@
  *   at point 7, and B had waited for C at point 3 before that, A knows C up
  *   to 3); a wait already implied is never emitted again, and the waits a
  *   submission needs from one origin stream collapse into one;
+ * - the waits of one submission are a minimal cover: none is implied by
+ *   the others (a write on A, a read of it on B, then a write on C: C waits
+ *   for B's read only, which B ordered after A's write);
  * - waits are device-side: the host never blocks.
  *
  * Points: every submission on a stream gets the next point of that stream.
@@ -25,7 +28,8 @@
  *
  * Buffers (ordo/buffer.h) carry the access history. Releasing a buffer
  * defers its reclamation until every recorded use of it has completed, on
- * the tracker's reclaimer thread, without blocking the releasing thread.
+ * the tracker's reclaimer thread, without blocking the releasing thread;
+ * a buffer whose uses have all run is reclaimed at once.
  *
  * Thread-safety: a tracker is externally synchronised: submit, prepare,
  * finish, buffer create and release on one tracker must not run
@@ -86,7 +90,8 @@ typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 typedef struct ordo_tracker_metrics {
     uint64_t submissions;          /**< finished submissions */
     uint64_t waits_emitted;        /**< device waits enqueued */
-    uint64_t waits_elided;         /**< needed orderings already known, so no wait */
+    uint64_t waits_elided;         /**< needed orderings already known, or covered by
+                                        another wait of the same submission: no wait */
     uint64_t points_recorded;      /**< points signalled because another stream needed them */
     uint64_t buffers_live;         /**< created and not released */
     uint64_t reclamations_pending; /**< released buffers whose uses have not all completed */

@@ -73,7 +73,9 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     ordo_tracker_t *tracker = b->tracker;
     /* Every stream's last use: a later use on another stream implies an
      * earlier one only if that stream really waited, and a failed stream
-     * never does. Uses already complete need no timepoint. */
+     * never does. Uses already complete need no timepoint: those a record
+     * covers that was reached, and those the stream's progress shows have
+     * run (most points are never recorded). */
     uint32_t uses = 0;
     buffer_use_t pending[ORDO_TRACKER_MAX_STREAMS];
     for (uint64_t mask = b->use_mask; mask; mask &= mask - 1) {
@@ -81,7 +83,7 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         uint64_t point = buffer_last_point(b, s);
         uint64_t reached = 0;
         (void)ordo_signal_query(tracker->streams[s]->timeline, &reached);
-        if (reached < point) {
+        if (reached < point && !tracker_point_ran(tracker, s, point)) {
             pending[uses++] = (buffer_use_t){s, point};
         }
     }

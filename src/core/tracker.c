@@ -77,6 +77,9 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
             signal_release_internal(tracker->streams[i]->timeline);
         }
         (void)ordo_signal_release(tracker->streams[i]->timeline);
+        if (tracker->streams[i]->progress) {
+            signal_release_internal(tracker->streams[i]->progress);
+        }
         ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
     ordo_device_t *device = tracker->device;
@@ -109,6 +112,10 @@ ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stre
         return st;
     }
     ts->stream = stream;
+    if (stream->device->backend->stream_progress) {
+        stream->device->backend->stream_progress(stream, &ts->progress, &ts->ops_submitted);
+        signal_retain_internal(ts->progress); /* it may outlive a misused stream */
+    }
     tracker->streams[tracker->stream_count] = ts;
     uint32_t slot = tracker_lookup_slot(stream);
     while (tracker->lookup_stream[slot]) { /* a free slot: there are twice as many as streams */
@@ -189,6 +196,19 @@ static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *o
     return st;
 }
 
+/* The smallest remembered record at or after point (ts->recorded >= point:
+ * the latest record is always kept, so there is one). */
+static const tracker_record_t *record_find(const tracker_stream_t *ts, uint64_t point) {
+    const tracker_record_t *best = NULL;
+    for (unsigned i = 0; i < TRACKER_RECORDS; ++i) {
+        const tracker_record_t *r = &ts->records[i];
+        if (r->point >= point && (!best || r->point < best->point)) {
+            best = r;
+        }
+    }
+    return best;
+}
+
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record) {
     tracker_stream_t *ts = tracker->streams[stream];
@@ -214,14 +234,7 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
         *out_record = record;
         return ORDO_OK;
     }
-    const tracker_record_t *best = NULL;
-    for (unsigned i = 0; i < TRACKER_RECORDS; ++i) {
-        const tracker_record_t *r = &ts->records[i];
-        if (r->point >= point && (!best || r->point < best->point)) {
-            best = r;
-        }
-    }
-    *out_record = best; /* the latest record, ts->recorded >= point, is always kept */
+    *out_record = record_find(ts, point);
     return ORDO_OK;
 }
 
@@ -242,15 +255,102 @@ static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
     }
 }
 
-ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
-                               uint64_t point) {
+/* What a wait for origin's point `point` would order: the record that
+ * tracker_record_covering would give (the one remembered, or the stream's
+ * current point with its frontier, which a new record would take), without
+ * recording anything. */
+static void record_peek(const tracker_stream_t *ts, uint64_t point, uint64_t *out_point,
+                        const uint64_t **out_frontier) {
+    if (ts->recorded < point) {
+        *out_point = ts->point;
+        *out_frontier = ts->frontier;
+        return;
+    }
+    const tracker_record_t *record = record_find(ts, point);
+    *out_point = record->point;
+    *out_frontier = record->frontier;
+}
+
+/* A submission that needs several origin streams may need fewer waits than
+ * origins: a wait orders everything its record knows, and that can cover
+ * another origin's need (a write on A, a read of it on B, then a write on
+ * C: C's wait for B's read covers its need of A, because B waited for A
+ * first). Keeps a set of waits none of which the others cover, together
+ * covering every need.
+ *
+ * Each candidate wait's cover is the set of needs it orders: its own, and
+ * every origin whose needed point its record's frontier has reached.
+ * Frontiers are exact (a stream knows a point exactly when a chain of
+ * waits orders it), so a need outside every kept cover is really not
+ * ordered, and one inside is. Candidates are tried for removal from the
+ * narrowest cover up, so the wide ones stay; one is removed when the
+ * others still cover every need. What remains is irredundant: removing
+ * any one wait leaves some need unordered.
+ *
+ * A kept wait is emitted for its record's point, written to through[y],
+ * not for its need: another kept wait may cover its need and yet not the
+ * needs it was kept for (x knows y's need but not the later record of y
+ * that knows z). Waiting through the record keeps each cover as computed;
+ * none is then elided, since a kept wait whose record another one knew
+ * would cover nothing beyond that one and would have been removed.
+ * Returns the number of waits removed. */
+__attribute__((noinline)) static uint64_t drop_covered_waits(const ordo_tracker_t *tracker,
+                                                             needs_t *needs, uint64_t *through) {
+    uint32_t origins[ORDO_TRACKER_MAX_STREAMS];
+    uint64_t covers[ORDO_TRACKER_MAX_STREAMS];
+    uint32_t n = 0;
+    for (uint64_t mask = needs->mask; mask; mask &= mask - 1) {
+        uint32_t y = (uint32_t)__builtin_ctzll(mask);
+        uint64_t record_point;
+        const uint64_t *frontier;
+        record_peek(tracker->streams[y], needs->point[y], &record_point, &frontier);
+        through[y] = record_point; /* >= needs->point[y]: it covers its own need */
+        uint64_t cover = (uint64_t)1 << y;
+        for (uint64_t rest = needs->mask & ~cover; rest; rest &= rest - 1) {
+            uint32_t z = (uint32_t)__builtin_ctzll(rest);
+            if (frontier[z] >= needs->point[z]) {
+                cover |= (uint64_t)1 << z;
+            }
+        }
+        /* Insertion by cover size: narrowest first. */
+        uint32_t at = n++;
+        while (at > 0 && __builtin_popcountll(covers[at - 1]) > __builtin_popcountll(cover)) {
+            origins[at] = origins[at - 1];
+            covers[at] = covers[at - 1];
+            --at;
+        }
+        origins[at] = y;
+        covers[at] = cover;
+    }
+    const uint64_t all = needs->mask;
+    uint64_t kept = ((uint64_t)1 << n) - 1; /* n < 64: stream t is never an origin */
+    uint64_t dropped = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        uint64_t others = 0;
+        for (uint64_t rest = kept & ~((uint64_t)1 << i); rest; rest &= rest - 1) {
+            others |= covers[__builtin_ctzll(rest)];
+        }
+        if ((others & all) == all) {
+            kept &= ~((uint64_t)1 << i);
+            needs->mask &= ~((uint64_t)1 << origins[i]);
+            ++dropped;
+        }
+    }
+    return dropped;
+}
+
+/* tracker_wait_for, ordering stream t after origin's point `through`, which
+ * is `point` or a later point whose record the caller counts on (see
+ * drop_covered_waits); the observer is told of `point`, the need. */
+static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                                  uint64_t point, uint64_t through) {
     tracker_stream_t *ts = tracker->streams[t];
-    if (ts->frontier[origin] >= point) {
+    if (ts->frontier[origin] >= through) {
         counter_add(&tracker->waits_elided, 1); /* known, directly or transitively */
         return ORDO_OK;
     }
     const tracker_record_t *record = NULL;
-    ordo_status_t st = tracker_record_covering(tracker, origin, point, &record);
+    ordo_status_t st = tracker_record_covering(tracker, origin, through, &record);
     if (st != ORDO_OK) {
         return st;
     }
@@ -285,6 +385,33 @@ ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t ori
     return ORDO_OK;
 }
 
+ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                               uint64_t point) {
+    return wait_through(tracker, t, origin, point, point);
+}
+
+int tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point) {
+    const tracker_stream_t *ts = tracker->streams[t];
+    if (!ts->progress) {
+        return 0;
+    }
+    /* Points and op counts grow together, so the first finish at or after
+     * the point has an op count at least the point's own. */
+    const tracker_finish_t *best = NULL;
+    for (unsigned i = 0; i < TRACKER_FINISHES; ++i) {
+        const tracker_finish_t *f = &ts->finishes[i];
+        if (f->point >= point && (!best || f->point < best->point)) {
+            best = f;
+        }
+    }
+    if (!best) {
+        return 0; /* a point handed out after the last finish (a pool's) */
+    }
+    /* Acquire: the work's effects happen before the caller reclaims. */
+    uint64_t state = atomic_load_explicit(&ts->progress->state, memory_order_acquire);
+    return (state & SIGNAL_VALUE_MASK) >= best->ops;
+}
+
 /* Allocates what recording accesses on stream t will need, so that the
  * recording itself cannot fail after the work was enqueued. */
 __attribute__((noinline)) static ordo_status_t
@@ -316,7 +443,17 @@ reserve_locked(uint32_t t, const ordo_access_t *accesses, size_t count, const ch
  * reserve_locked has succeeded for them. */
 static inline __attribute__((always_inline)) void
 finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
-    uint64_t point = ++tracker->streams[t]->point;
+    tracker_stream_t *ts = tracker->streams[t];
+    uint64_t point = ++ts->point;
+    if (ORDO_LIKELY(ts->ops_submitted)) {
+        /* The submission's ops were enqueued by this thread (its launch
+         * function, or before ordo_finish), so the count read here is at
+         * least the last of them: once the progress reaches it, they ran. */
+        tracker_finish_t *finish = &ts->finishes[ts->next_finish];
+        ts->next_finish = (ts->next_finish + 1) & (TRACKER_FINISHES - 1);
+        finish->point = point;
+        finish->ops = atomic_load_explicit(ts->ops_submitted, memory_order_relaxed);
+    }
     uint64_t bit = (uint64_t)1 << t;
     for (size_t i = 0; i < count; ++i) {
         ordo_buffer_t *b = accesses[i].buffer;
@@ -441,9 +578,19 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
         }
         counter_add(&tracker->waits_elided, n);
     }
+    if (ORDO_LIKELY(!(needs.mask & (needs.mask - 1)))) {
+        if (needs.mask) { /* one origin: one wait */
+            uint32_t origin = (uint32_t)__builtin_ctzll(needs.mask);
+            return tracker_wait_for(tracker, t, origin, needs.point[origin]);
+        }
+        return ORDO_OK;
+    }
+    /* Several origins: only the waits no other one covers. */
+    uint64_t through[ORDO_TRACKER_MAX_STREAMS];
+    counter_add(&tracker->waits_elided, drop_covered_waits(tracker, &needs, through));
     for (uint64_t mask = needs.mask; mask; mask &= mask - 1) {
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);
-        st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
+        st = wait_through(tracker, t, origin, needs.point[origin], through[origin]);
         if (st != ORDO_OK) {
             return st; /* this stream has failed: so will the submission */
         }

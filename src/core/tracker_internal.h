@@ -25,6 +25,9 @@
 /* Slots of the tracker's stream lookup (open addressing, linear probing):
  * twice the most streams, so a probe ends within a few slots. */
 #define TRACKER_LOOKUP (2 * ORDO_TRACKER_MAX_STREAMS)
+/* Finished submissions each stream remembers with the stream's op count
+ * then (a power of two). */
+#define TRACKER_FINISHES 8
 /* References on a timeline taken at once for ops to adopt. */
 #define TRACKER_REF_BATCH 256u
 
@@ -32,6 +35,13 @@ typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
     uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
 } tracker_record_t;
+
+/* A finished submission: its point, and how many ops its stream had been
+ * given by then (its own included). */
+typedef struct tracker_finish {
+    uint64_t point;
+    uint64_t ops;
+} tracker_finish_t;
 
 typedef struct tracker_stream {
     ordo_stream_t *stream;
@@ -41,6 +51,14 @@ typedef struct tracker_stream {
     uint32_t spare_refs;
     uint64_t point;    /* points handed out (finished submissions) */
     uint64_t recorded; /* the last recorded point */
+    /* Where the backend offers them (hal_backend.stream_progress): the
+     * stream's progress timeline (retained) and its count of ops
+     * submitted; NULL otherwise. With the last finishes they tell whether
+     * a point's work has run without recording it. */
+    ordo_signal_t *progress;
+    const _Atomic uint64_t *ops_submitted;
+    unsigned next_finish;
+    tracker_finish_t finishes[TRACKER_FINISHES];
     /* What this stream has waited for, per origin stream, transitively. */
     uint64_t frontier[ORDO_TRACKER_MAX_STREAMS];
     tracker_record_t records[TRACKER_RECORDS];
@@ -177,6 +195,13 @@ static inline uint64_t tracker_new_point(ordo_tracker_t *tracker, uint32_t t) {
  * is what its waiters need. */
 ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
                                       const tracker_record_t **out_record);
+
+/* Non-zero when the work of stream t up to point `point` is known to have
+ * run from the stream's progress (nothing recorded, nothing enqueued): the
+ * op count of a remembered finish at or after the point has been reached.
+ * 0 when that is not known (not run yet, or no finish remembered covers
+ * it, or the backend has no progress to read). */
+int tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point);
 
 ordo_status_t reclaimer_start(reclaimer_t *reclaimer);
 void reclaimer_stop(reclaimer_t *reclaimer);

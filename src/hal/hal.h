@@ -173,6 +173,17 @@ struct hal_backend {
      * and must not allocate or run user code. NULL: the backend cannot
      * show its queues (stall reports skip its streams). */
     void (*stream_snapshot)(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+    /* Optional: the stream's progress timeline (it reaches an op's number
+     * once that op and every op before it have run, as in a snapshot) and
+     * its count of ops submitted (it only grows; the submitting thread
+     * reads it after its own submissions). Both live as long as the
+     * stream. A tracker reads the count after each submission and later
+     * compares the progress with it: it learns that the submission's work
+     * has run without recording a point. NULL where the progress does not
+     * follow every op of the stream (CUDA: work a launch function puts on
+     * the native stream is not numbered). */
+    void (*stream_progress)(ordo_stream_t *stream, ordo_signal_t **out_progress,
+                            const _Atomic uint64_t **out_submitted);
     /* Optional: backend state of an event (event->impl), made when the
      * device's event pool creates the event and destroyed with it (both
      * under the pool's lock, after device_init and before device_fini). */

@@ -93,6 +93,7 @@ const hal_backend_t hal_cpu_backend = {
     .status = cpu_stream_status,
     .event_record = cpu_stream_event_record,
     .stream_snapshot = cpu_stream_snapshot,
+    .stream_progress = cpu_stream_progress,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
 };

@@ -606,3 +606,10 @@ void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot)
     snapshot->in_wait = snapshot->count > 0 && snapshot->ops[0].kind == HAL_PENDING_WAIT &&
                         snapshot->ops[0].seq == completed + 1 && !(state & SIGNAL_FAILED);
 }
+
+void cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,
+                         const _Atomic uint64_t **out_submitted) {
+    cpu_stream_t *s = stream->impl;
+    *out_progress = s->done; /* raised to each op's number after it ran */
+    *out_submitted = &s->submitted;
+}

@@ -20,5 +20,7 @@ ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dead
 ordo_status_t cpu_stream_status(ordo_stream_t *stream);
 ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+void cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,
+                         const _Atomic uint64_t **out_submitted);
 
 #endif

@@ -227,6 +227,9 @@ static void device_entry_points(void **state) {
     config.timing_events.growth = 0;
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
     assert_ok(ordo_device_config_default(&config));
+    config.timing_events.growth = SIZE_MAX;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, d, ordo_device_create_owned, "cpu", &config, &d);
+    assert_ok(ordo_device_config_default(&config));
     config.plain_events.initial = 8;
     config.plain_events.maximum = 4;
     /* initial above the maximum: either refused or clamped, never a crash. */
@@ -409,6 +412,11 @@ static void signal_entry_points(void **state) {
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_any, points, SIZE_MAX, ORDO_DEADLINE_NOW,
             &index);
     assert_int_equal(index, SIZE_MAX);
+    index = 77;
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_any, points, ORDO_SIGNAL_WAIT_MAX + 1,
+            ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, ORDO_SIGNAL_WAIT_MAX + 1);
+    assert_non_null(strstr(ordo_error_message(), "exceeds ORDO_SIGNAL_WAIT_MAX"));
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, points, 2, ORDO_DEADLINE_NOW, NULL);
     ordo_signal_point_t bad_entries[3][2] = {
         {{t, 0}, {NULL, 1}}, {{t, 0}, {wrong, 1}}, {{t, 0}, {s, ORDO_SIGNAL_VALUE_MAX + 1}}};
@@ -1309,6 +1317,9 @@ static void waiter_entry_points(void **state) {
     ordo_waiter_t *waiter = NULL;
     ordo_waiter_config_t no_workers = {0};
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, waiter, ordo_waiter_create, &no_workers, &waiter);
+    /* A count above its maximum is out of range, as everywhere (status.h). */
+    ordo_waiter_config_t too_many_workers = {ORDO_WAITER_MAX_WORKERS + 1};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, waiter, ordo_waiter_create, &too_many_workers, &waiter);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_create, NULL, NULL);
     assert_ok(ordo_waiter_create(NULL, &waiter));
     int calls = 0;

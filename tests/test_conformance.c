@@ -259,6 +259,32 @@ static void host_failure_fails_a_waiting_stream(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* A stream failed by its wait passes the waited-on signal's failure on,
+ * message included, even with ORDO_ERR_CANCELLED (which a destroy also
+ * gives): the signal it would have signalled next says what happened. */
+static void cancelled_failure_reaches_a_waiting_stream_with_its_message(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    ordo_signal_t *after = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, s, 1));
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_CANCELLED, "decoder crashed"));
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_CANCELLED);
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    ordo_status_t failure;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(after, &failure, message, sizeof message));
+    assert_int_equal(failure, ORDO_ERR_CANCELLED);
+    if (!strstr(message, "waited-on signal failed") || !strstr(message, "decoder crashed")) {
+        fail_msg("the stream's failure says \"%s\"", message);
+    }
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(after));
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void event_record_query_synchronize(void **state) {
@@ -802,6 +828,7 @@ int main(void) {
         cmocka_unit_test(failing_task_fails_the_stream),
         cmocka_unit_test(failure_propagates_to_other_streams),
         cmocka_unit_test(host_failure_fails_a_waiting_stream),
+        cmocka_unit_test(cancelled_failure_reaches_a_waiting_stream_with_its_message),
         cmocka_unit_test(event_record_query_synchronize),
         cmocka_unit_test(stream_waits_on_an_event),
         cmocka_unit_test(timing_events_measure_elapsed_time),

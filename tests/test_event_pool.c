@@ -436,9 +436,10 @@ static void bad_input_to_create_is_refused(void **state) {
     assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("maximum");
+    /* A count above its maximum is out of range (status.h). */
     config = (ordo_event_pool_config_t){SIZE_MAX, 2, 0};
     assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
-                  ORDO_ERR_INVALID_ARGUMENT);
+                  ORDO_ERR_OUT_OF_RANGE);
     assert_null(pool);
     assert_int_equal(atomic_load(&fake.created), 0);
     assert_no_live_blocks();

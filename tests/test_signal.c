@@ -2,6 +2,7 @@
  * input. */
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "signal_probe.h"
@@ -267,6 +268,106 @@ static int spin_restore(void **state) {
     return 0;
 }
 
+/* ---- a failure with ORDO_ERR_CANCELLED is not a destroy ------------------ */
+
+/* The three blocking waits for `signal` to reach 1; the multi-waits list
+ * `other` first, which never reaches 1. */
+typedef enum wait_form { WAIT_ONE, WAIT_ALL, WAIT_ANY } wait_form_t;
+
+typedef struct ending_wait {
+    wait_form_t form;
+    ordo_signal_t *signal;
+    ordo_signal_t *other;
+    ordo_status_t result;
+    size_t index;
+    char message[512];
+} ending_wait_t;
+
+static void ending_wait_run(ending_wait_t *w) {
+    ordo_signal_point_t points[2] = {{w->other, 1}, {w->signal, 1}};
+    w->index = 99;
+    if (w->form == WAIT_ONE) {
+        w->result = ordo_signal_wait(w->signal, 1, test_deadline());
+    } else if (w->form == WAIT_ALL) {
+        w->result = ordo_signal_wait_all(points, 2, test_deadline());
+    } else {
+        w->result = ordo_signal_wait_any(points, 2, test_deadline(), &w->index);
+    }
+    snprintf(w->message, sizeof w->message, "%s", ordo_error_message());
+}
+
+static void *ending_wait_thread(void *arg) {
+    ending_wait_run(arg);
+    return NULL;
+}
+
+/* The wait ended with ORDO_ERR_CANCELLED and says why: the producer's
+ * message, or the destroy. */
+static void ending_wait_check(const ending_wait_t *w, int destroyed) {
+    const char *why = destroyed ? "destroyed" : "failed before reaching";
+    int right =
+        w->result == ORDO_ERR_CANCELLED && strstr(w->message, why) &&
+        (destroyed ? !strstr(w->message, "failed") : strstr(w->message, "decoder crashed") != NULL);
+    if (!right) {
+        fail_msg("wait form %d, %s: %s: \"%s\"", (int)w->form, destroyed ? "destroyed" : "failed",
+                 ordo_status_name(w->result), w->message);
+    }
+    if (w->form == WAIT_ANY) {
+        assert_int_equal(w->index, 1);
+    }
+}
+
+/* A producer may fail a signal with ORDO_ERR_CANCELLED, the status a
+ * destroy gives waits: its message still reaches every wait, whether the
+ * wait finds the failure at once or is woken by it. */
+static void cancelled_failure_keeps_its_message(void **state) {
+    (void)state;
+    for (int form = WAIT_ONE; form <= WAIT_ANY; ++form) {
+        ending_wait_t now = {.form = form, .other = test_signal_make(0)};
+        now.signal = test_signal_make(0);
+        assert_ok(ordo_signal_fail(now.signal, ORDO_ERR_CANCELLED, "decoder crashed"));
+        ending_wait_run(&now);
+        ending_wait_check(&now, 0);
+
+        ending_wait_t asleep = {.form = form, .other = test_signal_make(0)};
+        asleep.signal = test_signal_make(0);
+        pthread_t t = test_thread_start(ending_wait_thread, &asleep);
+        int armed = test_signal_armed(asleep.signal);
+        ordo_status_t failed =
+            ordo_signal_fail(asleep.signal, ORDO_ERR_CANCELLED, "decoder crashed");
+        pthread_join(t, NULL);
+        assert_true(armed);
+        assert_ok(failed);
+        ending_wait_check(&asleep, 0);
+
+        ending_wait_t *both[2] = {&now, &asleep};
+        for (int i = 0; i < 2; ++i) {
+            assert_ok(ordo_signal_destroy(both[i]->signal));
+            assert_ok(ordo_signal_destroy(both[i]->other));
+        }
+    }
+}
+
+/* A destroy during each form of wait still says it was a destroy. The
+ * test's reference keeps the memory for the waiting thread. */
+static void destroy_during_a_wait_says_so(void **state) {
+    (void)state;
+    for (int form = WAIT_ONE; form <= WAIT_ANY; ++form) {
+        ending_wait_t w = {.form = form, .other = test_signal_make(0)};
+        w.signal = test_signal_make(0);
+        assert_ok(ordo_signal_retain(w.signal));
+        pthread_t t = test_thread_start(ending_wait_thread, &w);
+        int armed = test_signal_armed(w.signal);
+        ordo_status_t destroyed = ordo_signal_destroy(w.signal);
+        pthread_join(t, NULL);
+        assert_true(armed);
+        assert_ok(destroyed);
+        ending_wait_check(&w, 1);
+        assert_ok(ordo_signal_release(w.signal));
+        assert_ok(ordo_signal_destroy(w.other));
+    }
+}
+
 static void references_outlive_destroy(void **state) {
     (void)state;
     ordo_signal_t *s = test_signal_make(1);
@@ -340,6 +441,8 @@ int main(void) {
         cmocka_unit_test(deadline_exceeded_and_not_early),
         cmocka_unit_test(destroy_cancels_sleeping_waits),
         cmocka_unit_test_teardown(destroy_during_a_spinning_wait, spin_restore),
+        cmocka_unit_test(cancelled_failure_keeps_its_message),
+        cmocka_unit_test(destroy_during_a_wait_says_so),
         cmocka_unit_test(references_outlive_destroy),
         cmocka_unit_test(last_release_destroys),
         cmocka_unit_test(bad_input_is_refused),

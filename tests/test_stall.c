@@ -563,6 +563,31 @@ static void reports_name_streams(void **state) {
     assert_ok(ordo_signal_destroy(y));
 }
 
+/* An unnamed signal is shown as an unnamed stream is: by its address,
+ * unquoted, so that it is not taken for a signal named like an address. */
+static void reports_show_an_unnamed_signal_by_its_address(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0);
+    ordo_signal_t *x = test_signal_make(0);
+    assert_ok(ordo_stream_wait(a, x, 1));
+    ordo_stall_entry_t entries[2];
+    assert_int_equal(report_until(entries, 2, 1), 1);
+    char address[32];
+    snprintf(address, sizeof address, "%p", (void *)x);
+    assert_string_equal(entries[0].signal_name, address);
+    char *text = report_text();
+    char expected[64];
+    snprintf(expected, sizeof expected, "waits for signal %p to reach 1 (now 0)", (void *)x);
+    assert_non_null(strstr(text, expected));
+    assert_null(strchr(text, '"'));
+    print_message("%s", text);
+    free(text);
+    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_signal_destroy(x));
+}
+
 static void bad_input_is_refused(void **state) {
     (void)state;
     ordo_stall_entry_t entries[2];
@@ -691,6 +716,7 @@ int main(void) {
         cmocka_unit_test(signal_names),
         cmocka_unit_test(stream_names),
         cmocka_unit_test(reports_name_streams),
+        cmocka_unit_test(reports_show_an_unnamed_signal_by_its_address),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
     };

@@ -238,6 +238,15 @@ static void link_chain_carries_values_and_failures(void **state) {
     }
 }
 
+/* The signal failed with status and message. */
+static void check_failure(ordo_signal_t *signal, ordo_status_t status, const char *message) {
+    ordo_status_t failure;
+    char got[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(signal, &failure, got, sizeof got));
+    assert_int_equal(failure, status);
+    assert_string_equal(got, message);
+}
+
 static void link_source_destroyed_fails_target(void **state) {
     (void)state;
     ordo_signal_t *a = test_signal_make(0);
@@ -246,6 +255,22 @@ static void link_source_destroyed_fails_target(void **state) {
     assert_ok(ordo_link_arm(&link, a, 1, b, 1));
     assert_ok(ordo_signal_destroy(a));
     assert_status(ordo_signal_wait(b, 1, test_deadline()), ORDO_ERR_CANCELLED);
+    check_failure(b, ORDO_ERR_CANCELLED,
+                  "linked source signal was destroyed before reaching its value");
+    assert_ok(ordo_signal_destroy(b));
+}
+
+/* A source failed with ORDO_ERR_CANCELLED, the status a destroy gives, is
+ * still a failure: its target gets the status and the source's message. */
+static void link_source_cancelled_passes_its_message(void **state) {
+    (void)state;
+    ordo_signal_t *a = test_signal_make(0);
+    ordo_signal_t *b = test_signal_make(0);
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&link, a, 1, b, 1));
+    assert_ok(ordo_signal_fail(a, ORDO_ERR_CANCELLED, "decoder crashed"));
+    check_failure(b, ORDO_ERR_CANCELLED, "linked source failed: decoder crashed");
+    assert_ok(ordo_signal_destroy(a));
     assert_ok(ordo_signal_destroy(b));
 }
 
@@ -465,6 +490,7 @@ int main(void) {
         cmocka_unit_test(failure_reaches_pending_timepoints),
         cmocka_unit_test(link_chain_carries_values_and_failures),
         cmocka_unit_test(link_source_destroyed_fails_target),
+        cmocka_unit_test(link_source_cancelled_passes_its_message),
         cmocka_unit_test(link_cancel_releases_its_signals),
         cmocka_unit_test(long_link_chain_does_not_recurse),
         cmocka_unit_test(due_timepoint_cannot_be_rearmed),

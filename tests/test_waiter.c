@@ -1032,7 +1032,7 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_waiter_create(&config, &w), ORDO_ERR_INVALID_ARGUMENT);
     assert_null(w);
     config.worker_threads = ORDO_WAITER_MAX_WORKERS + 1;
-    assert_status(ordo_waiter_create(&config, &w), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_waiter_create(&config, &w), ORDO_ERR_OUT_OF_RANGE);
     assert_ok(ordo_waiter_create(NULL, &w));
 
     ordo_signal_t *s = test_signal_make(0);

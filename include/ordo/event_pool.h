@@ -40,8 +40,8 @@ typedef enum ordo_event_kind {
 
 /** The policy of an event pool. */
 typedef struct ordo_event_pool_config {
-    size_t initial; /**< events created when the pool is made */
-    size_t growth;  /**< events created at once when the pool is empty; >= 1 */
+    size_t initial; /**< events created when the pool is made; at most 2^24 */
+    size_t growth;  /**< events created at once when the pool is empty; 1 to 2^24 */
     size_t maximum; /**< pooled events alive at most; 0: unbounded */
 } ordo_event_pool_config_t;
 

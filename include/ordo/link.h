@@ -2,8 +2,9 @@
  * ordo/link.h - "when signal A reaches x, signal B to y".
  *
  * A link is a caller-owned timepoint on A whose action is to signal B. If A
- * fails first, B fails with A's status and message; if A is destroyed first,
- * B fails with ORDO_ERR_CANCELLED. So a chain of links carries a failure to
+ * fails first, B fails with A's status and message (ORDO_ERR_CANCELLED
+ * included); if A is destroyed first, B fails with ORDO_ERR_CANCELLED and
+ * a message saying so. So a chain of links carries a failure to
  * its end instead of leaving waiters on the last signal hanging. An armed
  * link holds a reference on A and on B until it fires or is cancelled: end
  * A with ordo_signal_destroy (which fires the link with a cancellation), not

@@ -113,7 +113,8 @@ ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadl
 
 /** Waits until every entry is reached. Returns as soon as one entry fails,
  * with its failure status; ORDO_ERR_TIMEOUT at the deadline. count is
- * 1..ORDO_SIGNAL_WAIT_MAX; entries may repeat a signal. */
+ * 1..ORDO_SIGNAL_WAIT_MAX (ORDO_ERR_INVALID_ARGUMENT for 0,
+ * ORDO_ERR_OUT_OF_RANGE above); entries may repeat a signal. */
 ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline);
 

@@ -108,11 +108,12 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
  *   can release it (a deadlock if none comes)
  * @endcode
  * (on one line; names are quoted, with quotes, backslashes and control
- * characters escaped as `\"`, `\\` and `\xHH`). The text is truncated to
- * capacity - 1 bytes and always terminated when capacity > 0; *out_len
- * receives the full length (without the terminator) even when truncated,
- * so a caller may size a buffer with capacity 0 and out_text NULL, and
- * retry. */
+ * characters escaped as `\"`, `\\` and `\xHH`; a stream or signal without
+ * a name shows its address, unquoted, as the stream above does). The text
+ * is truncated to capacity - 1 bytes and always terminated when
+ * capacity > 0; *out_len receives the full length (without the
+ * terminator) even when truncated, so a caller may size a buffer with
+ * capacity 0 and out_text NULL, and retry. */
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
                                        size_t *out_len);
 

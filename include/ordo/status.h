@@ -32,12 +32,14 @@ ORDO_BEGIN_DECLS
 typedef enum ordo_status {
     /** Success. */
     ORDO_OK = 0,
-    /** An argument is malformed: a null pointer, a zero or excessive count,
-     * conflicting flags. */
+    /** An argument is malformed: a null pointer, a zero count, conflicting
+     * arguments or flags. (A count above its maximum is
+     * ORDO_ERR_OUT_OF_RANGE.) */
     ORDO_ERR_INVALID_ARGUMENT = 1,
     /** A handle is null, of the wrong type or not a live ordo object. */
     ORDO_ERR_INVALID_HANDLE = 2,
-    /** A number is outside the range the call accepts. */
+    /** A number is outside the range the call accepts: a value, or a count
+     * (of entries, dependencies, threads, ...), above its maximum. */
     ORDO_ERR_OUT_OF_RANGE = 3,
     /** The object was destroyed; it only still exists because of a reference. */
     ORDO_ERR_DESTROYED = 4,

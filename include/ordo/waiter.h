@@ -103,8 +103,8 @@ typedef struct ordo_waiter_metrics {
 ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config);
 
 /** Creates a waiter and starts its threads. config NULL: the defaults.
- * ORDO_ERR_INVALID_ARGUMENT for a worker count out of range,
- * ORDO_ERR_RESOURCE_EXHAUSTED if a thread cannot be started. */
+ * ORDO_ERR_INVALID_ARGUMENT for no worker, ORDO_ERR_OUT_OF_RANGE for more
+ * than ORDO_WAITER_MAX_WORKERS, ORDO_ERR_RESOURCE_EXHAUSTED if a thread cannot be started. */
 ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter_t **out_waiter);
 
 /** Destroys a waiter. Every wait still pending is resolved with

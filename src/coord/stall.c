@@ -492,11 +492,12 @@ static shown_t quoted(const char *name) {
     return out;
 }
 
-/* A stream as a report line shows it: its name quoted, or its address when
- * it has none (the entry then holds the address as the name). */
-static shown_t stream_shown(const ordo_stream_t *stream, const char *name) {
+/* A stream or signal as a report line shows it: its name quoted, or its
+ * address, unquoted, when it has none (the entry then holds the address as
+ * the name). */
+static shown_t shown(const void *object, const char *name) {
     shown_t out;
-    snprintf(out.text, sizeof out.text, "%p", (const void *)stream);
+    snprintf(out.text, sizeof out.text, "%p", object);
     if (name[0] && strcmp(name, out.text) != 0) {
         out = quoted(name);
     }
@@ -505,19 +506,19 @@ static shown_t stream_shown(const ordo_stream_t *stream, const char *name) {
 
 static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
     append(text, capacity, len, "stream %s (priority %d) waits for ",
-           stream_shown(e->stream, e->stream_name).text, e->stream_priority);
+           shown(e->stream, e->stream_name).text, e->stream_priority);
     if (e->progress_of) {
         append(text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
-               stream_shown(e->progress_of, e->progress_of_name).text,
-               (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
+               shown(e->progress_of, e->progress_of_name).text, (unsigned long long)e->waited_value,
+               (unsigned long long)e->current_value);
     } else {
         append(text, capacity, len,
-               "signal %s to reach %llu (now %llu): ", quoted(e->signal_name).text,
+               "signal %s to reach %llu (now %llu): ", shown(e->signal, e->signal_name).text,
                (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     }
     switch (e->reach) {
     case ORDO_STALL_REACHABLE: {
-        shown_t releaser = stream_shown(e->releasing_stream, e->releasing_stream_name);
+        shown_t releaser = shown(e->releasing_stream, e->releasing_stream_name);
         if (e->release_fails) {
             append(text, capacity, len,
                    "released by a failure propagating from stream %s (this wait will fail)",

@@ -658,9 +658,8 @@ ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "growth is 0; it must be >= 1");
     }
     if (cfg.initial > COUNT_LIMIT || cfg.growth > COUNT_LIMIT) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "initial %zu or growth %zu exceeds %u", cfg.initial, cfg.growth,
-                          COUNT_LIMIT);
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "initial %zu or growth %zu exceeds %u",
+                          cfg.initial, cfg.growth, COUNT_LIMIT);
     }
     if (cfg.maximum && cfg.initial > cfg.maximum) {
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "initial %zu exceeds maximum %zu",

@@ -488,8 +488,9 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
         cfg = *config;
     }
     if (cfg.worker_threads == 0 || cfg.worker_threads > ORDO_WAITER_MAX_WORKERS) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "worker_threads %u is not in 1..%u",
-                          cfg.worker_threads, ORDO_WAITER_MAX_WORKERS);
+        return ordo_error(cfg.worker_threads ? ORDO_ERR_OUT_OF_RANGE : ORDO_ERR_INVALID_ARGUMENT,
+                          __func__, "worker_threads %u is not in 1..%u", cfg.worker_threads,
+                          ORDO_WAITER_MAX_WORKERS);
     }
     ordo_waiter_t *w = ordo_alloc(sizeof *w, 64);
     if (!w) {

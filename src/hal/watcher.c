@@ -173,16 +173,7 @@ static void check_verdict(hal_watch_t *h) {
     if (!(state & SIGNAL_ENDED)) {
         return;
     }
-    ordo_status_t st;
-    if (state & SIGNAL_FAILED) {
-        st = h->check->failure;
-        snprintf(what, sizeof what, "waited-on signal failed: %s: %.100s", ordo_status_name(st),
-                 h->check->message);
-    } else {
-        st = ORDO_ERR_CANCELLED;
-        snprintf(what, sizeof what, "waited-on signal was destroyed: %s", ordo_status_name(st));
-    }
-    hal_timeline_fail(h->timeline, st, what);
+    hal_timeline_fail(h->timeline, signal_wait_ended(h->check, what, sizeof what), what);
 }
 
 /* Everything a completed watch stands for, in order: a device error or a

@@ -15,7 +15,8 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
     __atomic_store_n(&timepoint->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
     if (status == ORDO_OK) {
         (void)ordo_signal_signal(target, target_value);
-    } else if (status == ORDO_ERR_CANCELLED) {
+    } else if (!signal_failed_outcome(source)) {
+        /* Destroyed: not failed with ORDO_ERR_CANCELLED, the same status. */
         (void)ordo_signal_fail(target, ORDO_ERR_CANCELLED,
                                "linked source signal was destroyed before reaching its value");
     } else {

@@ -233,6 +233,17 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
     return ORDO_OK;
 }
 
+ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity) {
+    if (signal_failed_outcome(signal)) {
+        snprintf(what, capacity, "waited-on signal failed: %s: %.100s",
+                 ordo_status_name(signal->failure), signal->message);
+        return signal->failure;
+    }
+    snprintf(what, capacity, "waited-on signal was destroyed: %s",
+             ordo_status_name(ORDO_ERR_CANCELLED));
+    return ORDO_ERR_CANCELLED;
+}
+
 void signal_name_set_internal(ordo_signal_t *signal, const char *name) {
     pthread_mutex_lock(&signal->lock);
     name_store(signal->name, sizeof signal->name, name);

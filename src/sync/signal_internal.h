@@ -28,6 +28,15 @@
  * to clear before freeing. Producers raising while DISPATCHING is held leave
  * the collection to its holder, who re-checks the value before letting go.
  *
+ * Failed or destroyed: both end the signal, and a timepoint can get
+ * ORDO_ERR_CANCELLED from either (a destroy cancels with it; a producer may
+ * fail with it). The status cannot tell them apart; FAILED can. A failure
+ * fires every armed timepoint and a timepoint armed on a failed signal
+ * fires at once, so a later destroy cancels none; a destroyed signal
+ * refuses a failure. So a non-OK outcome came from a failure exactly when
+ * FAILED is set, read once the outcome is seen, while a reference holds
+ * the signal (signal_failed_outcome).
+ *
  * Locks: each signal has one mutex; no code holds two signal mutexes at
  * once, and no callback runs under one.
  */
@@ -129,6 +138,19 @@ static inline void signal_retain_many(ordo_signal_t *signal, uint32_t n) {
 }
 
 void signal_release_internal(ordo_signal_t *signal);
+
+/* Whether a non-OK outcome of a wait or timepoint on signal (whose memory
+ * the caller holds) came from a failure rather than the destroy (see the
+ * top of this file). Acquire: the failure and its message were written
+ * before FAILED. */
+static inline int signal_failed_outcome(const ordo_signal_t *signal) {
+    return (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_FAILED) != 0;
+}
+
+/* For a stream whose wait on signal ended short of its value (the signal
+ * failed or was destroyed): the status the stream fails with, and in what
+ * (capacity > 0) the message, with the failure's own message. */
+ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
 
 /* Sets the name without the checks (name may be NULL). */
 void signal_name_set_internal(ordo_signal_t *signal, const char *name);

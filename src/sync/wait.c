@@ -165,23 +165,21 @@ static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expec
 }
 
 /* The message of a wait that entry i (of count) decided with a failure:
- * destroyed, or failed, with the failure's own message (written once,
- * before the failure is published: read after an acquire of the state). */
+ * destroyed, or failed, with the failure's own message. The state word
+ * tells which, not the status: a producer may fail with ORDO_ERR_CANCELLED,
+ * the status of a destroy. */
 static ordo_status_t entry_refused(ordo_status_t status, const ordo_signal_point_t *points,
                                    size_t count, size_t i, const char *api) {
     const ordo_signal_t *signal = points[i].signal;
     unsigned long long value = (unsigned long long)points[i].value;
-    if (status == ORDO_ERR_CANCELLED) {
+    if (!signal_failed_outcome(signal)) {
         return count == 1
                    ? ordo_error(status, api, "the signal was destroyed before reaching value %llu",
                                 value)
                    : ordo_error(status, api, "entry %zu (value %llu): its signal was destroyed", i,
                                 value);
     }
-    const char *message = "";
-    if (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_FAILED) {
-        message = signal->message;
-    }
+    const char *message = signal->message;
     int length = (int)strnlen(message, ORDO_SIGNAL_MESSAGE_MAX);
     return count == 1
                ? ordo_error(status, api, "the signal failed before reaching value %llu: %.*s",
@@ -209,7 +207,6 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
         signal_retain_internal(points[i].signal);
     }
     uint32_t armed = 0;
-    size_t cancelled_at = count; /* an entry destroyed before it was armed */
     for (size_t i = 0; i < count; ++i) {
         ordo_status_t ignored;
         if (!any && entry_check(&points[i], &ignored) == ENTRY_REACHED) {
@@ -218,20 +215,17 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
         if (timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
                                 waiter_timepoint_fired, &waiter) != ORDO_OK) {
             /* Destroyed since the spin: perhaps after reaching the value,
-             * which then stays reached. */
+             * which then stays reached, or after failing. Whichever, it
+             * decides the wait unless a firing did first. */
             ordo_status_t failure = ORDO_OK;
             entry_state_t entry = entry_check(&points[i], &failure);
             if (entry == ENTRY_REACHED && !any) {
                 continue;
             }
-            if (entry == ENTRY_REACHED || failure != ORDO_ERR_CANCELLED) {
-                uint64_t expected = 0;
-                atomic_compare_exchange_strong_explicit(
-                    &waiter.decided, &expected, ((uint64_t)(i + 1) << 32) | (uint32_t)failure,
-                    memory_order_relaxed, memory_order_relaxed);
-                break;
-            }
-            cancelled_at = i;
+            uint64_t expected = 0;
+            atomic_compare_exchange_strong_explicit(&waiter.decided, &expected,
+                                                    ((uint64_t)(i + 1) << 32) | (uint32_t)failure,
+                                                    memory_order_relaxed, memory_order_relaxed);
             break;
         }
         ++armed;
@@ -239,9 +233,7 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
             break; /* decided while arming: the rest need no timepoint */
         }
     }
-    if (cancelled_at == count) {
-        (void)waiter_sleep(&waiter, waiter_decided, armed, deadline);
-    }
+    (void)waiter_sleep(&waiter, waiter_decided, armed, deadline);
 
     uint32_t prevented = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -265,9 +257,6 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     if (decided != 0) {
         *out_index = (size_t)(decided >> 32) - 1;
         status = (ordo_status_t)(uint32_t)decided;
-    } else if (cancelled_at != count) {
-        *out_index = cancelled_at;
-        status = ORDO_ERR_CANCELLED;
     } else {
         scan_t scan = scan_entries(points, count, any);
         *out_index = scan.index;

@@ -303,10 +303,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
             }
             if (index != 1 && st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                snprintf(what, sizeof what, "waited-on signal %s: %s",
-                         st == ORDO_ERR_CANCELLED ? "was destroyed" : "failed",
-                         ordo_status_name(st));
-                fail_stream(s, st, what);
+                fail_stream(s, signal_wait_ended(op->u.point.signal, what, sizeof what), what);
             }
         }
         signal_release_internal(op->u.point.signal);

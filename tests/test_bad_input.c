@@ -1365,6 +1365,252 @@ static void waiter_entry_points(void **state) {
     fixture_free(&f);
 }
 
+/* ---------------------------------------------------------------- objects owned by others */
+
+/* docs/ERRORS.md, "Objects owned by other objects": an object that another
+ * one owns or still uses refuses the caller's destroy (and stays whole), or
+ * is kept alive by a reference; a use that is defined stays defined. */
+
+/* The message names the function (REFUSED) and also who holds the object. */
+static void check_owner_named(const char *owner) {
+    const char *message = ordo_error_message();
+    if (!strstr(message, owner)) {
+        fail_msg("the message \"%s\" does not name %s", message, owner);
+    }
+}
+
+/* Allocates and frees one block through r on s: r still works. */
+static void memory_still_works(ordo_mem_resource_t *r, ordo_stream_t *s) {
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(r, 100, 0, s, 1, &block, NULL));
+    assert_ok(ordo_mem_deallocate(r, block, s));
+    assert_ok(ordo_mem_reap_pending(r, test_deadline()));
+}
+
+static void device_memory_stack_is_the_devices(void **state) {
+    (void)state;
+    size_t before = live_blocks();
+    /* Every layer the device builds: the whole stack, and the default one
+     * (whose blocks name its direct resource, so a caller can reach it). */
+    const uint32_t stacks[] = {ORDO_DEVICE_MEMORY_BUDGET | ORDO_DEVICE_MEMORY_LOGGING |
+                                   ORDO_DEVICE_MEMORY_STATISTICS | ORDO_DEVICE_MEMORY_GUARD,
+                               ORDO_DEVICE_MEMORY_BUDGET | ORDO_DEVICE_MEMORY_STATISTICS};
+    for (size_t k = 0; k < sizeof stacks / sizeof *stacks; ++k) {
+        ordo_device_config_t config;
+        assert_ok(ordo_device_config_default(&config));
+        config.memory.adaptors = stacks[k];
+        snprintf(config.memory.log_path, sizeof config.memory.log_path, "/dev/null");
+        ordo_device_t *device = NULL;
+        ordo_stream_t *s = NULL;
+        ordo_mem_resource_t *top = NULL, *mine = NULL;
+        assert_ok(ordo_device_create_owned("cpu:0", &config, &device));
+        assert_ok(ordo_stream_create(device, 0, &s));
+        assert_ok(ordo_device_memory(device, &top));
+        REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, top);
+        check_owner_named("ordo_device_memory");
+        ordo_block_t *block = NULL;
+        ordo_block_info_t info;
+        assert_ok(ordo_mem_allocate(top, 64, 0, s, 0, &block, NULL));
+        assert_ok(ordo_block_info(block, &info));
+        if (info.resource != top) {
+            REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, info.resource);
+            check_owner_named("ordo_device_memory");
+        }
+        assert_ok(ordo_mem_deallocate(top, block, s));
+        assert_ok(ordo_mem_reap_pending(top, test_deadline()));
+        /* The refusals left the stack whole. */
+        memory_still_works(top, s);
+
+        /* A layer the caller builds on the stack is the caller's... */
+        assert_ok(ordo_mem_statistics_create(top, &mine));
+        memory_still_works(mine, s);
+        assert_ok(ordo_mem_resource_destroy(mine));
+        /* ...and keeps the device, and so the stack under it, alive past
+         * the caller's last release of the device. */
+        assert_ok(ordo_mem_budget_create(top, NULL, &mine));
+        memory_still_works(mine, s);
+        assert_ok(ordo_stream_destroy(s));
+        assert_ok(ordo_device_release(device));
+        uint64_t bytes = 1;
+        assert_ok(ordo_mem_bytes_outstanding(mine, &bytes));
+        assert_int_equal(bytes, 0);
+        assert_ok(ordo_mem_reap_pending(mine, test_deadline()));
+        assert_ok(ordo_mem_resource_destroy(mine)); /* the device goes with it */
+        assert_int_equal(live_blocks(), before);
+    }
+}
+
+static void memory_under_users_refuses_destroy(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f);
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *direct = NULL, *pool = NULL, *stats = NULL;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    /* An adaptor over a resource. */
+    assert_ok(ordo_mem_statistics_create(direct, &stats));
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
+    memory_still_works(stats, f.s[0]);
+    assert_ok(ordo_mem_resource_destroy(stats));
+    /* A pool over a resource and a tracker, with no block out. */
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    memory_still_works(pool, f.s[0]);
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker);
+    check_owner_named("pool");
+    memory_still_works(pool, f.s[1]);
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_tracker_destroy(tracker));
+    fixture_free(&f);
+}
+
+static void stream_pool_streams_are_the_pools(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f);
+    ordo_stream_pool_config_t config = {2, 0, 1, 0};
+    ordo_stream_pool_t *pool = NULL;
+    assert_ok(ordo_stream_pool_create(f.device, &config, &pool));
+    const ordo_workload_t workloads[] = {ORDO_WORKLOAD_COMPUTE, ORDO_WORKLOAD_TRANSFER};
+    for (size_t i = 0; i < 2; ++i) {
+        ordo_stream_t *s = NULL;
+        assert_ok(ordo_stream_pool_next(pool, workloads[i], &s));
+        REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
+        check_owner_named("ordo_stream_pool_destroy");
+        /* Still the pool's and still working. */
+        assert_ok(ordo_stream_host_task(s, noop_task, NULL));
+        assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    }
+    assert_ok(ordo_stream_pool_destroy(pool));
+    fixture_free(&f);
+}
+
+static void streams_in_use_refuse_destroy(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f);
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(f.device, 0, &s));
+
+    /* A tracker keeps the streams it ordered in its table. */
+    ordo_tracker_t *tracker = NULL;
+    ordo_buffer_t *buffer = NULL;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_buffer_create(tracker, &buffer));
+    ordo_access_t write[1] = {{buffer, ORDO_ACCESS_WRITE}};
+    ordo_access_t read[1] = {{buffer, ORDO_ACCESS_READ}};
+    assert_ok(ordo_submit(tracker, s, write, 1, tracker_launch, NULL));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
+    check_owner_named("tracker");
+    /* The tracker still orders work after s's (it records s's point). */
+    assert_ok(ordo_submit(tracker, f.s[0], read, 1, tracker_launch, NULL));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+
+    /* A pool over the tracker: its frees are ordered by the streams too. */
+    ordo_mem_resource_t *direct = NULL, *pool = NULL;
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(pool, 64, 0, f.s[1], 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(pool, block, f.s[1]));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, f.s[1]);
+    memory_still_works(pool, f.s[0]); /* reads f.s[1]'s state */
+
+    /* A coordinator keeps the streams its ops ran on, and its pool. */
+    ordo_stream_pool_config_t pool_config = {1, 0, 0, 0};
+    ordo_stream_pool_t *streams = NULL;
+    assert_ok(ordo_stream_pool_create(f.device, &pool_config, &streams));
+    ordo_coord_config_t coord_config = {streams, 0};
+    ordo_coord_t *coord = NULL;
+    assert_ok(ordo_coord_create(f.device, &coord_config, &coord));
+    ordo_op_desc_t desc = {
+        ORDO_OP_KERNEL, ORDO_OP_PRIORITY_NORMAL, s, ORDO_WORKLOAD_ANY, NULL, 0, "on s", NULL, NULL};
+    ordo_op_id_t op = 0;
+    assert_ok(ordo_coord_register(coord, &desc, &op));
+    assert_ok(ordo_coord_begin(coord, op));
+    assert_ok(ordo_coord_complete(coord, op));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_pool_destroy, streams);
+    check_owner_named("coordinator");
+    desc.stream = NULL; /* from the pool */
+    assert_ok(ordo_coord_register(coord, &desc, &op));
+    assert_ok(ordo_coord_begin(coord, op));
+    assert_ok(ordo_coord_complete(coord, op));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+
+    /* Each holder gone, the streams go. */
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker); /* the pool's still */
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* the coordinator's still */
+    check_owner_named("coordinator");
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_coord_destroy(coord));
+    assert_ok(ordo_stream_pool_destroy(streams));
+    assert_ok(ordo_stream_destroy(s));
+    fixture_free(&f);
+}
+
+static void wait_recorded(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    *(ordo_status_t *)ctx = status;
+}
+
+static void defined_uses_stay_defined(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f);
+    /* An event goes back to the device's pool once; the handle then ends. */
+    ordo_event_t *event = NULL;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_event_destroy(event));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_destroy, event);
+
+    /* A signal destroyed under an asynchronous wait cancels the wait. */
+    ordo_waiter_t *waiter = NULL;
+    assert_ok(ordo_waiter_create(NULL, &waiter));
+    ordo_signal_t *signal = test_signal_make(0);
+    ordo_status_t outcome = ORDO_OK;
+    assert_ok(ordo_wait_async(waiter, signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
+                              wait_recorded, &outcome, NULL));
+    assert_ok(ordo_signal_destroy(signal));
+    assert_int_equal(outcome, ORDO_ERR_CANCELLED);
+    assert_ok(ordo_waiter_destroy(waiter));
+
+    /* A barrier member destroyed: the barrier reports it, untouched. */
+    ordo_stream_t *member = NULL;
+    assert_ok(ordo_stream_create(f.device, 0, &member));
+    ordo_stream_t *set[2] = {f.s[0], member};
+    ordo_barrier_t *barrier = NULL;
+    assert_ok(ordo_barrier_create(set, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_ok(ordo_stream_destroy(member));
+    REFUSED(ORDO_ERR_DESTROYED, ordo_barrier_arrive, barrier);
+    assert_ok(ordo_barrier_destroy(barrier));
+
+    /* Streams, trackers and resources hold references on their device. */
+    ordo_device_t *device = NULL;
+    ordo_stream_t *s = NULL;
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_device_create_owned("cpu:0", NULL, &device));
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    assert_ok(ordo_device_release(device));
+    memory_still_works(direct, s);
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_stream_host_task(s, noop_task, NULL));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_stream_destroy(s)); /* the device goes with it */
+    fixture_free(&f);
+}
+
 /* ---------------------------------------------------------------- cuda.h (on the cpu device) */
 
 static ordo_status_t cuda_enqueue(void *ctx, struct CUstream_st *stream) {
@@ -1425,6 +1671,11 @@ int main(void) {
         cmocka_unit_test(metrics_and_stall_entry_points),
         cmocka_unit_test(trace_entry_points),
         cmocka_unit_test(waiter_entry_points),
+        cmocka_unit_test(device_memory_stack_is_the_devices),
+        cmocka_unit_test(memory_under_users_refuses_destroy),
+        cmocka_unit_test(stream_pool_streams_are_the_pools),
+        cmocka_unit_test(streams_in_use_refuse_destroy),
+        cmocka_unit_test(defined_uses_stay_defined),
         cmocka_unit_test(cuda_entry_points_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

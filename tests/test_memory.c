@@ -191,10 +191,10 @@ static void pool_fixture_free(pool_fixture_t *f) {
     assert_ok(ordo_mem_bytes_outstanding(f->direct, &out));
     assert_int_equal(out, 0);
     assert_ok(ordo_mem_resource_destroy(f->direct));
+    assert_ok(ordo_tracker_destroy(f->tracker)); /* before its streams */
     for (int i = 0; i < 4; ++i) {
         assert_ok(ordo_stream_destroy(f->s[i]));
     }
-    assert_ok(ordo_tracker_destroy(f->tracker));
 }
 
 static void pool_reuses_on_the_freeing_stream_at_once(void **state) {
@@ -551,10 +551,10 @@ static void pool_fixture_free_failed(pool_fixture_t *f, int failed) {
     assert_ok(ordo_mem_resource_destroy(f->pool));
     assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(f->direct));
+    assert_ok(ordo_tracker_destroy(f->tracker)); /* before its streams */
     for (int i = 0; i < 4; ++i) {
         assert_ok(ordo_stream_destroy(f->s[i]));
     }
-    assert_ok(ordo_tracker_destroy(f->tracker));
 }
 
 /* A block (one whole chunk) born on s3, written slowly on s1 (held by

@@ -106,10 +106,10 @@ static void fixture_free(fixture_t *f) {
     assert_ok(ordo_mem_resource_destroy(f->pool));
     assert_ok(ordo_mem_reap_pending(f->direct, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(f->direct));
+    assert_ok(ordo_tracker_destroy(f->tracker)); /* before its streams */
     for (unsigned i = 0; i < f->streams; ++i) {
         assert_ok(ordo_stream_destroy(f->s[i]));
     }
-    assert_ok(ordo_tracker_destroy(f->tracker));
 }
 
 static mem_pool_census_t census(ordo_mem_resource_t *pool) {
@@ -449,10 +449,10 @@ static void refused_free_on_a_failed_stream_keeps_the_block_live(void **state) {
     assert_ok(ordo_mem_resource_destroy(f.pool));
     assert_ok(ordo_mem_reap_pending(f.direct, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(f.direct));
+    assert_ok(ordo_tracker_destroy(f.tracker)); /* before its streams */
     for (unsigned i = 0; i < f.streams; ++i) {
         assert_ok(ordo_stream_destroy(f.s[i]));
     }
-    assert_ok(ordo_tracker_destroy(f.tracker));
 }
 
 /* --- Randomized cross-stream reuse with real data, twelve streams ---

@@ -130,10 +130,10 @@ static void traced_program_is_valid(void **state) {
     assert_ok(ordo_mem_resource_destroy(pool));
     assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_tracker_destroy(tracker)); /* before its streams */
     for (int i = 0; i < 3; ++i) {
         assert_ok(ordo_stream_destroy(s[i]));
     }
-    assert_ok(ordo_tracker_destroy(tracker));
 }
 
 static void limits_and_misuse(void **state) {
@@ -499,9 +499,9 @@ static void flows_join_their_own_round(void **state) {
         assert_ok(ordo_buffer_release(buffer, NULL, NULL));
         /* The release may defer its reclamation to the reclaimer thread. */
         assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+        assert_ok(ordo_tracker_destroy(tracker)); /* before its streams */
         assert_ok(ordo_stream_destroy(a));
         assert_ok(ordo_stream_destroy(b));
-        assert_ok(ordo_tracker_destroy(tracker));
         test_sleep_ms(1);
     }
     ordo_trace_stats_t stats;

@@ -76,7 +76,10 @@
  * Thread-safety: every function may be called from any thread at once; one
  * lock inside the coordinator serialises them (it is never held while user
  * code runs). Destroy must not race other calls. Streams used with a
- * coordinator must outlive it.
+ * coordinator must outlive it: a stream an op was registered on stays in
+ * its table, and ordo_stream_destroy refuses it (ORDO_ERR_BUSY) until the
+ * coordinator is destroyed; so does ordo_stream_pool_destroy the
+ * coordinator's stream pool.
  */
 #ifndef ORDO_COORDINATOR_H
 #define ORDO_COORDINATOR_H
@@ -150,7 +153,8 @@ typedef void (*ordo_op_callback_fn)(void *ctx, ordo_op_id_t op, ordo_status_t st
 /** The settings of a coordinator. */
 typedef struct ordo_coord_config {
     /** Where ops registered without a stream get one (may be NULL: every
-     * op then names its stream). Must outlive the coordinator. */
+     * op then names its stream). Must outlive the coordinator (its destroy
+     * is refused until then). */
     ordo_stream_pool_t *stream_pool;
     uint32_t flags; /**< 0 or ORDO_COORD_UNCHECKED */
 } ordo_coord_config_t;

@@ -129,8 +129,10 @@ ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *b
 
 /** Destroys a resource (not its upstream). Refused with ORDO_ERR_BUSY while
  * blocks are outstanding, while frees it must still see through are pending
- * on their streams (ordo_mem_reap_pending first), or while adaptors stand
- * on it. */
+ * on their streams (ordo_mem_reap_pending first), while adaptors or pools
+ * stand on it, and always for a layer of a device's own stack
+ * (ordo_device_memory), which its device destroys. A refused destroy
+ * changes nothing. */
 ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource);
 
 /** The block's pointer, size, alignment, tag, stream and resource. */
@@ -148,7 +150,13 @@ ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_b
  * owned runtime; ORDO_MEMORY or the defaults, budget and statistics, for a
  * shared one), built on first use and torn down with the device. Use it as
  * it is, or as the upstream of a pool. Blocks still outstanding when the
- * device goes are leaked, never freed under their owner. */
+ * device goes are leaked, never freed under their owner.
+ *
+ * The device owns every layer of the stack: ordo_mem_resource_destroy on
+ * any of them (the top, or a lower one named by ordo_block_info) is
+ * refused with ORDO_ERR_BUSY. An adaptor or pool a caller builds on the
+ * stack is the caller's to destroy, and holds a reference on the device
+ * until then, so the stack under it stays. */
 ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **out_resource);
 
 /* --- Base resources --- */

@@ -53,10 +53,14 @@ typedef ordo_status_t (*ordo_host_fn)(void *ctx);
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream);
 
 /** Destroys the stream: work not yet started is dropped (see above), and
- * the call returns once a host task already running has returned. Called
- * on one of the stream's own threads (from its host task, or from a signal
- * callback the stream ran), where it would wait for itself: ORDO_ERR_BUSY,
- * nothing done. */
+ * the call returns once a host task already running has returned.
+ * ORDO_ERR_BUSY, nothing done: called on one of the stream's own threads
+ * (from its host task, or from a signal callback the stream ran), where it
+ * would wait for itself; on a stream of a stream pool (the pool destroys
+ * it); on a stream a tracker or a coordinator still keeps in its table
+ * (one it ordered work on: destroy that first). A barrier does not keep
+ * its members: it reports a member destroyed since with ORDO_ERR_DESTROYED
+ * (ordo/barrier.h). */
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
 
 /** Enqueues fn(ctx) as a host task. */

@@ -6,7 +6,8 @@
  * class round-robin (ORDO_WORKLOAD_ANY: round-robin over all streams), so
  * independent work spreads over the streams while transfers and compute
  * keep their own priorities. Streams handed out are borrowed: the pool
- * destroys them with itself.
+ * destroys them with itself, and ordo_stream_destroy refuses them
+ * (ORDO_ERR_BUSY).
  *
  * Thread-safety: ordo_stream_pool_next may be called from any thread;
  * destroy must not race with other calls.
@@ -47,7 +48,9 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       ordo_stream_pool_t **out_pool);
 
 /** Destroys the pool and every stream in it. ORDO_ERR_BUSY, nothing done,
- * when called on one of its streams' own threads (ordo_stream_destroy). */
+ * when called on one of its streams' own threads, while a coordinator takes
+ * streams from the pool (ordo_coord_config_t.stream_pool), or while a
+ * tracker or coordinator keeps one of its streams (ordo_stream_destroy). */
 ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool);
 
 /** The next stream for workload, round-robin within its class. */

@@ -38,7 +38,11 @@
  * tracker take it themselves (it is recursive, so a launch function called
  * under it may allocate from such a pool). Metrics and drain may be called from any
  * thread, except drain from a reclaim callback (it would wait for itself).
- * Streams used with a tracker must outlive it.
+ *
+ * Streams used with a tracker must outlive it: a stream the tracker has
+ * ordered work on (a submission, or a memory pool's call on the tracker,
+ * naming it) stays in its table, and ordo_stream_destroy refuses it with
+ * ORDO_ERR_BUSY until the tracker is destroyed.
  */
 #ifndef ORDO_TRACKER_H
 #define ORDO_TRACKER_H

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/futex.h"
 #include "coord/coord_internal.h"
+#include "core/stream_pool.h"
 #include "hal/hal.h"
 
 static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
@@ -85,6 +86,9 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     }
     coord->magic = ORDO_COORD_MAGIC;
     ordo_device_retain(device);
+    if (coord->pool) {
+        stream_pool_use(coord->pool);
+    }
     *out_coord = coord;
     return ORDO_OK;
 }
@@ -105,6 +109,7 @@ static void run_cancelled(const coord_op_t *op) {
 /* Frees one stream's state: its timeline reference, its pending ring, the
  * record itself. */
 static void stream_state_free(coord_stream_t *cs) {
+    hal_stream_unuse(cs->stream, HAL_STREAM_COORDINATOR);
     (void)ordo_signal_release(cs->timeline);
     stream_pending_fini(cs);
     ordo_dealloc(cs, sizeof *cs, 64);
@@ -143,6 +148,9 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     ops_free_all(coord);
     for (uint32_t s = 0; s < coord->stream_count; ++s) {
         stream_state_free(coord->streams[s]);
+    }
+    if (coord->pool) {
+        stream_pool_unuse(coord->pool);
     }
     ordo_device_t *device = coord->device;
     ordo_dealloc(coord, sizeof *coord, 64);
@@ -247,6 +255,7 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
     }
     cs->coord = coord;
     cs->stream = stream;
+    hal_stream_use(stream, HAL_STREAM_COORDINATOR);
     cs->index = coord->stream_count;
     coord->streams[coord->stream_count] = cs;
     coord->last_stream = *out_index = coord->stream_count++;

@@ -3,8 +3,8 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/stream_pool.h"
 #include "hal/hal.h"
-#include "ordo/stream_pool.h"
 
 #define ORDO_STREAM_POOL_MAGIC 0x53504f4cu /* "SPOL" */
 /* More than any device runs concurrently; a bound against absurd input. */
@@ -16,6 +16,7 @@ struct ordo_stream_pool {
     size_t transfer; /* streams[compute, compute + transfer) */
     _Atomic size_t cursor[3];
     ordo_stream_t **streams;
+    _Atomic uint32_t coordinators; /* that take streams from the pool */
 };
 
 static ordo_status_t pool_check(const ordo_stream_pool_t *pool, const char *api) {
@@ -28,7 +29,7 @@ static ordo_status_t pool_check(const ordo_stream_pool_t *pool, const char *api)
 
 static void pool_free(ordo_stream_pool_t *pool, size_t made) {
     for (size_t i = 0; i < made; ++i) {
-        (void)ordo_stream_destroy(pool->streams[i]);
+        (void)hal_stream_destroy(pool->streams[i], "ordo_stream_pool_destroy");
     }
     ordo_dealloc(pool->streams, (pool->compute + pool->transfer) * sizeof *pool->streams, 0);
     pool->magic = ORDO_HAL_DEAD;
@@ -85,6 +86,7 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
             pool_free(pool, i);
             return st;
         }
+        streams[i]->pool = pool;
     }
     *out_pool = pool;
     return ORDO_OK;
@@ -95,19 +97,32 @@ ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
     if (st != ORDO_OK) {
         return st;
     }
-    /* All or nothing: a stream that cannot be destroyed here keeps the
-     * whole pool (and its handles) alive. */
+    uint32_t coordinators = atomic_load_explicit(&pool->coordinators, memory_order_acquire);
+    if (coordinators) {
+        return ordo_error(ORDO_ERR_BUSY, __func__,
+                          "%u coordinator(s) take streams from the pool: destroy them first",
+                          coordinators);
+    }
+    /* All or nothing: a stream that cannot be destroyed here (the caller
+     * runs on its thread, or a tracker or coordinator still orders it)
+     * keeps the whole pool (and its handles) alive. */
     size_t total = pool->compute + pool->transfer;
     for (size_t i = 0; i < total; ++i) {
-        if (hal_stream_on_own_thread(pool->streams[i])) {
-            return ordo_error(ORDO_ERR_BUSY, __func__,
-                              "called on a thread of the pool's stream %p (from a host task or a "
-                              "callback it ran): destroy the pool from another thread",
-                              (void *)pool->streams[i]);
+        st = hal_stream_check_destroy(pool->streams[i], __func__);
+        if (st != ORDO_OK) {
+            return st;
         }
     }
     pool_free(pool, total);
     return ORDO_OK;
+}
+
+void stream_pool_use(ordo_stream_pool_t *pool) {
+    atomic_fetch_add_explicit(&pool->coordinators, 1, memory_order_relaxed);
+}
+
+void stream_pool_unuse(ordo_stream_pool_t *pool) {
+    atomic_fetch_sub_explicit(&pool->coordinators, 1, memory_order_release);
 }
 
 /* The class serving workload: [first, first + count). */

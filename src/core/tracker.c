@@ -77,9 +77,7 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
             signal_release_internal(tracker->streams[i]->timeline);
         }
         (void)ordo_signal_release(tracker->streams[i]->timeline);
-        if (tracker->streams[i]->progress) {
-            signal_release_internal(tracker->streams[i]->progress);
-        }
+        hal_stream_unuse(tracker->streams[i]->stream, HAL_STREAM_TRACKER);
         ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
     ordo_device_t *device = tracker->device;
@@ -112,9 +110,10 @@ ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stre
         return st;
     }
     ts->stream = stream;
+    hal_stream_use(stream, HAL_STREAM_TRACKER); /* its destroy is refused until ours */
     if (stream->device->backend->stream_progress) {
+        /* Both live as long as the stream, so as long as the tracker. */
         stream->device->backend->stream_progress(stream, &ts->progress, &ts->ops_submitted);
-        signal_retain_internal(ts->progress); /* it may outlive a misused stream */
     }
     tracker->streams[tracker->stream_count] = ts;
     uint32_t slot = tracker_lookup_slot(stream);

@@ -52,7 +52,7 @@ typedef struct tracker_stream {
     uint64_t point;    /* points handed out (finished submissions) */
     uint64_t recorded; /* the last recorded point */
     /* Where the backend offers them (hal_backend.stream_progress): the
-     * stream's progress timeline (retained) and its count of ops
+     * stream's progress timeline and its count of ops
      * submitted; NULL otherwise. With the last finishes they tell whether
      * a point's work has run without recording it. */
     ordo_signal_t *progress;

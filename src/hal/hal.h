@@ -65,11 +65,24 @@ struct ordo_device {
     _Atomic uint64_t streams_epoch;
 };
 
+/* The objects that keep a stream in their tables (hal_stream_use). */
+typedef enum hal_stream_user {
+    HAL_STREAM_TRACKER = 0,
+    HAL_STREAM_COORDINATOR = 1,
+    HAL_STREAM_USER_KINDS = 2,
+} hal_stream_user_t;
+
 struct ordo_stream {
     uint32_t magic;
     ordo_device_t *device;
     int priority;
     void *impl;
+    /* The stream pool that made the stream (NULL: its creator's): only
+     * the pool destroys it. */
+    const void *pool;
+    /* Per hal_stream_user_t, the trackers and coordinators that keep the
+     * stream in their tables and would read it after a destroy. */
+    _Atomic uint32_t users[HAL_STREAM_USER_KINDS];
     /* The device's registry (under device->streams_lock). */
     ordo_stream_t *registry_prev;
     ordo_stream_t *registry_next;
@@ -220,6 +233,19 @@ ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *ap
 /* Non-zero when the calling thread is one of stream's own (see
  * hal_backend.stream_on_own_thread): it must not destroy the stream. */
 int hal_stream_on_own_thread(const ordo_stream_t *stream);
+
+/* A tracker or coordinator takes stream into its table (use) and lets it
+ * go when destroyed (unuse); the stream's destroy is refused in between. */
+void hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user);
+void hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user);
+
+/* ORDO_ERR_BUSY, with a message for api, when stream must not be
+ * destroyed now: called on its own thread, or still used by a tracker or
+ * a coordinator. The owner (a stream pool) is not checked. */
+ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *api);
+
+/* Destroys stream after hal_stream_check_destroy; for its stream pool. */
+ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api);
 
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */

@@ -85,6 +85,35 @@ int hal_stream_on_own_thread(const ordo_stream_t *stream) {
     return backend->stream_on_own_thread && backend->stream_on_own_thread(stream);
 }
 
+void hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user) {
+    atomic_fetch_add_explicit(&stream->users[user], 1, memory_order_relaxed);
+}
+
+void hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user) {
+    atomic_fetch_sub_explicit(&stream->users[user], 1, memory_order_release);
+}
+
+ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *api) {
+    if (hal_stream_on_own_thread(stream)) {
+        return ordo_error(ORDO_ERR_BUSY, api,
+                          "called on a thread of stream %p itself (from a host task or a callback "
+                          "it ran): the destroy would wait for that thread; call %s from another "
+                          "thread",
+                          (const void *)stream, api);
+    }
+    uint32_t trackers =
+        atomic_load_explicit(&stream->users[HAL_STREAM_TRACKER], memory_order_acquire);
+    uint32_t coords =
+        atomic_load_explicit(&stream->users[HAL_STREAM_COORDINATOR], memory_order_acquire);
+    if (trackers || coords) {
+        return ordo_error(ORDO_ERR_BUSY, api,
+                          "stream %p is still ordered by %u tracker(s) and %u coordinator(s), "
+                          "which keep it in their tables: destroy them first",
+                          (const void *)stream, trackers, coords);
+    }
+    return ORDO_OK;
+}
+
 /* ---- public entry points ------------------------------------------------ */
 
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream) {
@@ -128,12 +157,19 @@ ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
     if (st != ORDO_OK) {
         return st;
     }
-    if (hal_stream_on_own_thread(stream)) {
+    if (stream->pool) {
         return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "called on a thread of stream %p itself (from a host task or a callback "
-                          "it ran): the destroy would wait for that thread; destroy the stream "
-                          "from another thread",
-                          (void *)stream);
+                          "stream %p belongs to the stream pool %p, which hands it out: "
+                          "ordo_stream_pool_destroy destroys it with the pool",
+                          (void *)stream, stream->pool);
+    }
+    return hal_stream_destroy(stream, __func__);
+}
+
+ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api) {
+    ordo_status_t st = hal_stream_check_destroy(stream, api);
+    if (st != ORDO_OK) {
+        return st;
     }
     ordo_device_t *device = stream->device;
     /* Out of the registry first: a stall report snapshotting the stream

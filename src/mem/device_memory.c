@@ -108,7 +108,7 @@ ordo_status_t device_memory_config_check(const ordo_device_memory_config_t *conf
 static void stack_destroy(ordo_mem_resource_t *top, ordo_mem_resource_t *stop) {
     while (top && top != stop) {
         ordo_mem_resource_t *below = top->upstream;
-        if (ordo_mem_resource_destroy(top) != ORDO_OK) {
+        if (mem_resource_destroy_owned(top) != ORDO_OK) {
             return; /* still in use: left as it is */
         }
         top = below;
@@ -153,6 +153,11 @@ static ordo_status_t stack_build(ordo_device_t *device, const ordo_device_memory
         stack_destroy(top, NULL);
         return ordo_error(st, "ordo_device_memory", "cannot build %s's memory stack: %s",
                           device->info.name, message);
+    }
+    /* Only once built: a layer made on an owned one holds the device (the
+     * caller's layers do), which the device's own must not. */
+    for (ordo_mem_resource_t *r = top; r; r = r->upstream) {
+        r->device_owned = 1;
     }
     *out_top = top;
     return ORDO_OK;

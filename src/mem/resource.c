@@ -15,8 +15,16 @@ void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *
     resource->device = device;
     resource->upstream = upstream;
     atomic_init(&resource->dependents, 0);
+    resource->device_owned = 0;
+    resource->holds_device_stack = 0;
     if (upstream) {
         atomic_fetch_add_explicit(&upstream->dependents, 1, memory_order_relaxed);
+        if (upstream->device_owned) {
+            /* The device would otherwise tear its stack down from under
+             * this resource at its last release. */
+            (void)ordo_device_retain(device);
+            resource->holds_device_stack = 1;
+        }
     }
 }
 
@@ -297,18 +305,38 @@ ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *b
     return st != ORDO_OK ? st : resource->ops->record_use(resource, block, stream);
 }
 
+static ordo_status_t resource_destroy(ordo_mem_resource_t *resource) {
+    static const char api[] = "ordo_mem_resource_destroy";
+    uint32_t dependents = atomic_load_explicit(&resource->dependents, memory_order_acquire);
+    if (dependents) {
+        return ordo_error(ORDO_ERR_BUSY, api,
+                          "%u resource(s) stand on this %s resource: destroy them first",
+                          dependents, resource->ops->kind);
+    }
+    ordo_device_t *device = resource->device;
+    int holds_device = resource->holds_device_stack;
+    ordo_status_t st = resource->ops->destroy(resource);
+    /* Last: the device's teardown destroys the stack this stood on. */
+    return st == ORDO_OK && holds_device ? ordo_device_release(device) : st;
+}
+
+ordo_status_t mem_resource_destroy_owned(ordo_mem_resource_t *resource) {
+    return resource_destroy(resource);
+}
+
 ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource) {
     ordo_status_t st = mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    uint32_t dependents = atomic_load_explicit(&resource->dependents, memory_order_acquire);
-    if (dependents) {
+    if (resource->device_owned) {
         return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%u resource(s) stand on this %s resource: destroy them first",
-                          dependents, resource->ops->kind);
+                          "this %s resource is a layer of %s's own memory stack "
+                          "(ordo_device_memory): the device owns it and destroys it at its last "
+                          "release",
+                          resource->ops->kind, resource->device->info.name);
     }
-    return resource->ops->destroy(resource);
+    return resource_destroy(resource);
 }
 
 static ordo_status_t check_block_handle(const ordo_block_t *block, const char *api) {

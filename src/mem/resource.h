@@ -77,6 +77,12 @@ struct ordo_mem_resource {
     ordo_device_t *device;
     ordo_mem_resource_t *upstream; /* NULL for a base resource */
     _Atomic uint32_t dependents;   /* resources standing on this one */
+    /* A layer of the device's own stack (ordo_device_memory): the device
+     * tears it down, so a caller's destroy is refused. */
+    uint8_t device_owned;
+    /* Built by a caller straight on such a layer: holds a reference on the
+     * device, so that the stack under it outlives it. */
+    uint8_t holds_device_stack;
 };
 
 struct ordo_block {
@@ -89,13 +95,19 @@ struct ordo_block {
     ordo_mem_resource_t *resource; /* the resource that made this block */
 };
 
-/* Fills the common header; resource->upstream gains a dependent. */
+/* Fills the common header; resource->upstream gains a dependent (and, on
+ * a layer of the device's own stack, the device a reference, dropped by
+ * ordo_mem_resource_destroy). */
 void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
                        ordo_device_t *device, ordo_mem_resource_t *upstream);
 /* Undoes mem_resource_init (the memory is the caller's to free). */
 void mem_resource_fini(ordo_mem_resource_t *resource);
 
 ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
+
+/* ordo_mem_resource_destroy without the refusal of the device's own
+ * layers: the device tearing its stack down (device_memory.c). */
+ordo_status_t mem_resource_destroy_owned(ordo_mem_resource_t *resource);
 
 /* A direct resource that holds no reference on device: the device's own
  * default stack (device_memory.c), torn down by the device itself. */

@@ -46,8 +46,8 @@ static void env_close(mem_env_t *env) {
         ordo_mem_resource_destroy(env->pool) != ORDO_OK ||
         ordo_mem_reap_pending(env->direct, ordo_deadline_after_ms(10000)) != ORDO_OK ||
         ordo_mem_resource_destroy(env->direct) != ORDO_OK ||
+        ordo_tracker_destroy(env->tracker) != ORDO_OK || /* before its streams */
         ordo_stream_destroy(env->a) != ORDO_OK || ordo_stream_destroy(env->b) != ORDO_OK ||
-        ordo_tracker_destroy(env->tracker) != ORDO_OK ||
         ordo_device_release(env->device) != ORDO_OK) {
         bench_fail("cannot tear the pool down");
     }

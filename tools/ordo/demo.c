@@ -514,10 +514,10 @@ int demo_main(int argc, char **argv) {
         CHECK(ordo_signal_release(reduced));
     }
     CHECK(ordo_waiter_destroy(waiter));
+    CHECK(ordo_tracker_destroy(tracker)); /* before its streams */
     for (int s = 0; s < STAGES; ++s) {
         CHECK(ordo_stream_destroy(streams[s]));
     }
-    CHECK(ordo_tracker_destroy(tracker));
     CHECK(ordo_signal_release(done));
     CHECK(ordo_signal_release(seen));
     CHECK(ordo_device_release(device));

@@ -1,0 +1,12 @@
+/* Internal: what other objects tell a stream pool (ordo/stream_pool.h). */
+#ifndef ORDO_CORE_STREAM_POOL_H
+#define ORDO_CORE_STREAM_POOL_H
+
+#include "ordo/stream_pool.h"
+
+/* A coordinator takes streams from pool (use) until it is destroyed
+ * (unuse); the pool's destroy is refused in between. pool is live. */
+void stream_pool_use(ordo_stream_pool_t *pool);
+void stream_pool_unuse(ordo_stream_pool_t *pool);
+
+#endif

@@ -210,6 +210,15 @@ ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *ap
  * hal_backend.stream_on_own_thread): it must not destroy the stream. */
 int hal_stream_on_own_thread(const ordo_stream_t *stream);
 
+/* Writes the failure message of a stream whose host task number seq
+ * returned st into out: "host task <seq> returned <status>", followed by
+ * the message the task left on the calling thread (ordo_fail, or an ordo
+ * call that failed inside it) when left_message says it left one during
+ * its run (its ordo_error_count moved); the thread's message is otherwise
+ * an older one and is not used. */
+void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
+                           int left_message);
+
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */
 void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);

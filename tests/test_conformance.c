@@ -217,6 +217,71 @@ static void failing_task_fails_the_stream(void **state) {
     assert_ok(ordo_signal_destroy(later));
 }
 
+static ordo_status_t fail_with_message_task(void *ctx) {
+    return ordo_fail(ORDO_ERR_ABORTED, "decoder: bad frame %d", *(const int *)ctx);
+}
+
+/* Succeeds after an ordo call on its thread failed: the thread's message
+ * is then an old one, which a later failing task must not take as its own. */
+static ordo_status_t stale_message_task(void *ctx) {
+    (void)ctx;
+    (void)ordo_stream_host_task(NULL, fail_task, NULL);
+    return ORDO_OK;
+}
+
+/* A task that fails with ordo_fail gives the stream's failure its text, so
+ * a waiter on a signal after it (here on another stream, through a device
+ * wait) gets it; a task that leaves no message keeps the plain text. */
+static void failing_task_message_reaches_waiters(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    ordo_stream_t *other = stream_make();
+    ordo_signal_t *after = test_signal_make(0);
+    ordo_signal_t *relayed = test_signal_make(0);
+    ordo_signal_t *plain = test_signal_make(0);
+    int frame = 7;
+    /* Held until all is submitted, so no submission meets the failure. */
+    gate_t gate = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
+    assert_ok(ordo_stream_host_task(stream, fail_with_message_task, &frame));
+    assert_ok(ordo_stream_signal(stream, after, 1));
+    assert_ok(ordo_stream_wait(other, after, 1));
+    assert_ok(ordo_stream_signal(other, relayed, 1));
+    atomic_store(&gate.open, 1);
+    assert_status(ordo_signal_wait(relayed, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_non_null(strstr(ordo_error_message(), "decoder: bad frame 7"));
+    assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_non_null(strstr(ordo_error_message(), "decoder: bad frame 7"));
+    ordo_status_t failure = ORDO_OK;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(after, &failure, message, sizeof message));
+    assert_int_equal(failure, ORDO_ERR_ABORTED);
+    assert_non_null(strstr(message, "returned ORDO_ERR_ABORTED: decoder: bad frame 7"));
+    assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
+    assert_non_null(strstr(ordo_error_message(), "decoder: bad frame 7"));
+    assert_ok(ordo_stream_destroy(stream));
+
+    /* No message of its own: the plain text, not the thread's older one. */
+    stream = stream_make();
+    gate_t second = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, gate_task, &second));
+    assert_ok(ordo_stream_host_task(stream, stale_message_task, NULL));
+    assert_ok(ordo_stream_host_task(stream, fail_task, NULL));
+    assert_ok(ordo_stream_signal(stream, plain, 1));
+    atomic_store(&second.open, 1);
+    assert_status(ordo_signal_wait(plain, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_signal_failure(plain, &failure, message, sizeof message));
+    const char *tail = "returned ORDO_ERR_ABORTED";
+    assert_true(strlen(message) > strlen(tail));
+    assert_string_equal(message + strlen(message) - strlen(tail), tail);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_stream_destroy(other));
+    assert_ok(ordo_signal_destroy(after));
+    assert_ok(ordo_signal_destroy(relayed));
+    assert_ok(ordo_signal_destroy(plain));
+}
+
 static void failure_propagates_to_other_streams(void **state) {
     (void)state;
     SKIP_IF_LISTED();
@@ -826,6 +891,7 @@ int main(void) {
         cmocka_unit_test(stream_wait_orders_across_streams),
         cmocka_unit_test(host_signal_wait_inside_stream),
         cmocka_unit_test(failing_task_fails_the_stream),
+        cmocka_unit_test(failing_task_message_reaches_waiters),
         cmocka_unit_test(failure_propagates_to_other_streams),
         cmocka_unit_test(host_failure_fails_a_waiting_stream),
         cmocka_unit_test(cancelled_failure_reaches_a_waiting_stream_with_its_message),

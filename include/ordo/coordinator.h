@@ -127,7 +127,10 @@ typedef enum ordo_op_type {
     ORDO_OP_BARRIER = 6,         /**< a cross-stream barrier (ordo/barrier.h) */
 } ordo_op_type_t;
 
-/** Dispatch order: critical first, cleanup last. */
+/** Dispatch order: critical first, cleanup last. As with stream
+ * priorities (ordo_stream_create, CUDA's convention), a numerically lower
+ * value is more urgent; the two scales are separate: an op's priority
+ * orders dispatch, not the stream it runs on. */
 typedef enum ordo_op_priority {
     ORDO_OP_PRIORITY_CRITICAL = 0, /**< dispatched before every other priority */
     ORDO_OP_PRIORITY_HIGH = 1,     /**< after critical ops */

@@ -52,8 +52,8 @@ typedef struct ordo_device_info {
     char name[ORDO_DEVICE_NAME_MAX];    /**< "cpu:0" */
     char backend[ORDO_DEVICE_NAME_MAX]; /**< "cpu" */
     int ordinal;                        /**< the device's number within its backend */
-    int priority_least;                 /**< the least urgent stream priority, the default */
-    int priority_greatest;              /**< the most urgent stream priority */
+    int priority_least;                 /**< the least urgent priority (highest), the default */
+    int priority_greatest;              /**< the most urgent priority (numerically lowest) */
     int timing_events;                  /**< elapsed time between two timing events */
     int device_memory;                  /**< memory distinct from the host's */
     int native_timeline;                /**< the device itself signals/waits timeline values */

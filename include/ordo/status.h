@@ -86,8 +86,32 @@ const char *ordo_status_describe(ordo_status_t status);
 int ordo_status_is_error(ordo_status_t status);
 
 /** The detail of the most recent error raised by ordo on this thread, or ""
- * when none was. Valid until the next ordo call on this thread. */
+ * when none was. Valid until the next ordo call on this thread. A later
+ * call that succeeds leaves it as it is: it may describe an earlier
+ * failure, so read it only right after a call that failed. */
 const char *ordo_error_message(void);
+
+/** @def ORDO_FORMAT_
+ * Lets GCC and Clang check ordo_fail's format string against its
+ * arguments (nothing elsewhere). */
+#if defined(__GNUC__)
+#define ORDO_FORMAT_(f, a) __attribute__((format(printf, f, a)))
+#else
+#define ORDO_FORMAT_(f, a)
+#endif
+
+/** Makes the printf-style text fmt (NULL: "") this thread's error message
+ * (ordo_error_message) and returns status unchanged, so user code fails
+ * with a message of its own in one line:
+ *
+ *     return ordo_fail(ORDO_ERR_ABORTED, "decoder: bad frame %d", n);
+ *
+ * A host task (ordo/stream.h) that returns an error after calling it
+ * fails its stream with that text in the stream's failure message, and so
+ * in the message of every signal the failure fails and of every wait that
+ * receives it; a launch function (ordo/tracker.h) that does so has the
+ * text in ordo_submit's message. The text is cut to 511 bytes. */
+ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) ORDO_FORMAT_(2, 3);
 
 ORDO_END_DECLS
 

@@ -45,11 +45,17 @@ typedef struct ordo_stream ordo_stream_t;
 #define ORDO_STREAM_NAME_MAX 48u
 
 /** A host task: runs in stream order; a non-OK return fails the stream.
+ * The stream's failure message reads "host task N returned STATUS" (N:
+ * the task's operation number on the stream), followed by ": " and the
+ * task's own text when it failed with ordo_fail (or after an ordo call
+ * that failed inside it), cut to ORDO_SIGNAL_MESSAGE_MAX - 1 bytes.
  * It must not wait on work queued behind it on the same stream. */
 typedef ordo_status_t (*ordo_host_fn)(void *ctx);
 
 /** Creates a stream on device, holding a reference on it; priority in
- * [info.priority_greatest, info.priority_least]. */
+ * [info.priority_greatest, info.priority_least]. Priorities follow CUDA's
+ * convention: a numerically lower value is more urgent (the CPU backend
+ * offers 0, the default and least urgent, to -2). */
 ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_stream_t **out_stream);
 
 /** Destroys the stream: work not yet started is dropped (see above), and
@@ -63,7 +69,14 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
  * (ordo/barrier.h). */
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
 
-/** Enqueues fn(ctx) as a host task. */
+/** Enqueues fn(ctx) as a host task. ctx must stay valid until the task
+ * has run, or has been dropped: once the stream has failed, or is
+ * destroyed, tasks not yet started never run, fn is not called and ordo
+ * never reads or frees ctx (it has no destructor to call): the caller
+ * frees it. It is safe to free the contexts of a stream's tasks after
+ * ordo_stream_synchronize returned ORDO_OK for work submitted after them,
+ * or after ordo_stream_destroy returned (it waits for a task already
+ * running). */
 ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
 
 /** When the stream reaches this point, signal (value). The stream holds a

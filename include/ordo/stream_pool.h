@@ -34,9 +34,9 @@ typedef enum ordo_workload {
 /** The streams of a pool and their priorities. */
 typedef struct ordo_stream_pool_config {
     size_t compute_streams;  /**< at least one stream in all */
-    int compute_priority;    /**< within the device's range */
+    int compute_priority;    /**< within the device's range; lower is more urgent (as CUDA) */
     size_t transfer_streams; /**< 0: transfers share the compute streams */
-    int transfer_priority;   /**< within the device's range */
+    int transfer_priority;   /**< within the device's range; lower is more urgent (as CUDA) */
 } ordo_stream_pool_config_t;
 
 /** A fixed set of streams handed out by workload (opaque). */

@@ -31,6 +31,16 @@
  * the tracker's reclaimer thread, without blocking the releasing thread;
  * a buffer whose uses have all run is reclaimed at once.
  *
+ * Host work takes one call: ordo_submit_host(tracker, stream, accesses,
+ * count, fn, ctx) enqueues fn(ctx) as a host task in order. ctx must stay
+ * valid until the task has run, or has been dropped (see ordo/stream.h).
+ *
+ * Teardown, in this order: release the buffers (ordo_buffer_release);
+ * ordo_tracker_synchronize (every stream's work has run and every
+ * reclamation has finished); ordo_tracker_destroy (refused with
+ * ORDO_ERR_BUSY while buffers are live or reclamations pending); destroy
+ * the streams (they must outlive the tracker); release the device.
+ *
  * Thread-safety: a tracker is externally synchronised: submit, prepare,
  * finish, buffer create and release on one tracker must not run
  * concurrently; nor may setting the wait observer. ordo_tracker_lock is
@@ -38,6 +48,7 @@
  * tracker take it themselves (it is recursive, so a launch function called
  * under it may allocate from such a pool). Metrics and drain may be called from any
  * thread, except drain from a reclaim callback (it would wait for itself).
+ * So may synchronize, while other threads submit under ordo_tracker_lock.
  *
  * Streams used with a tracker must outlive it: a stream the tracker has
  * ordered work on (a submission, or a memory pool's call on the tracker,
@@ -114,13 +125,26 @@ typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
 
 /** Destroys the tracker. Refused with ORDO_ERR_BUSY while memory pools use it (destroy them
- * first), buffers are live or reclamations are pending (ordo_tracker_drain waits for those). */
+ * first), buffers are live or reclamations are pending (ordo_tracker_synchronize or
+ * ordo_tracker_drain waits for those). See the teardown order above. */
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
 
 /** Orders and enqueues one submission: prepare + launch + finish. */
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx);
+
+/** Orders and enqueues fn(ctx) as a host task on stream: ordo_submit with
+ * a launch function that calls ordo_stream_host_task(stream, fn, ctx), so
+ * the same ordering, the same errors (named ordo_submit_host), and nothing
+ * recorded when the task cannot be enqueued (a failed stream returns its
+ * failure). ctx must stay valid until the task has run, or has been
+ * dropped because its stream failed or was destroyed: ordo never reads or
+ * frees ctx except to pass it to fn (ordo/stream.h). A task that fails
+ * with ordo_fail (ordo/status.h) gives the stream's failure its text. */
+ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                               const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
+                               void *ctx);
 
 /** The split form, for callers who enqueue the work themselves: prepare
  * emits the waits the accesses need on stream; enqueue the work; then
@@ -142,6 +166,24 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
 
 /** Waits until no reclamation is pending, or the deadline. */
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline);
+
+/** Waits until all the work submitted before the call on every stream the
+ * tracker has ordered has run (ordo_stream_synchronize on each), then
+ * until no reclamation is pending (ordo_tracker_drain). Called after every
+ * buffer was released, it leaves nothing for ordo_tracker_destroy to
+ * refuse (a buffer released after it may still have its reclamation
+ * pending: a release can record the buffer's last use on its stream, which
+ * the stream then has to pass). Returns ORDO_ERR_TIMEOUT
+ * at the deadline while a stream still has work pending (even if another
+ * failed), else the failure of the first stream, in the order the tracker
+ * first used them, that failed (the message names the stream and carries
+ * its failure's message), else ORDO_OK. A failed stream's work never runs,
+ * so it counts as done. May be called from any thread while others submit
+ * under ordo_tracker_lock (it takes the lock only to read the list of
+ * streams); work submitted after that read is not waited for. Not from a
+ * host task on one of those streams, nor from a reclaim callback: it would
+ * wait for itself until the deadline. */
+ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t deadline);
 
 /** The tracker's recursive lock: a thread may take it again while it holds
  * it; each lock needs its unlock. Unlocking a lock the thread does not hold

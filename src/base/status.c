@@ -67,21 +67,33 @@ uint64_t ordo_error_count(void) {
     return error_count;
 }
 
-ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
-    /* The arguments may point into error_message itself (a detail that
-     * wraps the previous one: "%s", ordo_error_message()), and formatting
-     * into the buffer being read is undefined and garbles the text in
-     * practice: the message is formatted apart, then copied in. */
+/* Formats into a copy first: the arguments may point into error_message
+ * itself (a detail that wraps the previous one: "%s", ordo_error_message()),
+ * and formatting into the buffer being read is undefined and garbles the
+ * text in practice. */
+static void message_set(const char *prefix, const char *fmt, va_list args) {
     char message[ORDO_ERROR_MESSAGE_MAX];
     message[0] = '\0';
-    int used = snprintf(message, sizeof message, "%s: ", api);
-    if (used >= 0 && (size_t)used < sizeof message) {
-        va_list args;
-        va_start(args, fmt);
+    int used = prefix ? snprintf(message, sizeof message, "%s: ", prefix) : 0;
+    if (fmt && used >= 0 && (size_t)used < sizeof message) {
         vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
-        va_end(args);
     }
     memcpy(error_message, message, strnlen(message, sizeof message - 1) + 1);
     ++error_count;
+}
+
+ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    message_set(api, fmt, args);
+    va_end(args);
+    return status;
+}
+
+ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    message_set(NULL, fmt, args);
+    va_end(args);
     return status;
 }

@@ -247,6 +247,15 @@ ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *
 /* Destroys stream after hal_stream_check_destroy; for its stream pool. */
 ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api);
 
+/* Writes the failure message of a stream whose host task number seq
+ * returned st into out: "host task <seq> returned <status>", followed by
+ * the message the task left on the calling thread (ordo_fail, or an ordo
+ * call that failed inside it) when left_message says it left one during
+ * its run (its ordo_error_count moved); the thread's message is otherwise
+ * an older one and is not used. */
+void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
+                           int left_message);
+
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */
 void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);

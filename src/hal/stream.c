@@ -1,4 +1,6 @@
 /* Streams: validation and dispatch to the backend. */
+#include <stdio.h>
+
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/name.h"
@@ -77,6 +79,17 @@ void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
     if (snapshot->progress) {
         signal_release_internal(snapshot->progress);
         snapshot->progress = NULL;
+    }
+}
+
+void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
+                           int left_message) {
+    if (left_message) {
+        snprintf(out, capacity, "host task %llu returned %s: %s", (unsigned long long)seq,
+                 ordo_status_name(st), ordo_error_message());
+    } else {
+        snprintf(out, capacity, "host task %llu returned %s", (unsigned long long)seq,
+                 ordo_status_name(st));
     }
 }
 

@@ -262,11 +262,11 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     switch (op->kind) {
     case OP_TASK:
         if (!failed) {
+            uint64_t messages = ordo_error_count();
             ordo_status_t st = op->u.task.fn(op->u.task.ctx);
             if (st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                snprintf(what, sizeof what, "host task %llu returned %s", (unsigned long long)seq,
-                         ordo_status_name(st));
+                hal_host_task_failure(what, sizeof what, seq, st, ordo_error_count() != messages);
                 fail_stream(s, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
             }
         }
@@ -302,6 +302,9 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
                 index = 0;
             }
             if (index != 1 && st != ORDO_OK) {
+                /* A failed signal's message goes on (the CUDA backend's
+                 * watcher does the same), so a task's own text reaches
+                 * the waiters of streams downstream of it. */
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
                 fail_stream(s, signal_wait_ended(op->u.point.signal, what, sizeof what), what);
             }

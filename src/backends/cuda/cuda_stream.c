@@ -298,11 +298,11 @@ static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point
         *out_wait = (ordo_signal_point_t){s->timeline.progress, op->need};
         return HAL_LANE_BLOCKED;
     }
+    uint64_t messages = ordo_error_count();
     ordo_status_t st = op->fn(op->ctx);
     if (st != ORDO_OK) {
         char what[ORDO_SIGNAL_MESSAGE_MAX];
-        snprintf(what, sizeof what, "host task %llu returned %s", (unsigned long long)(op->seq + 1),
-                 ordo_status_name(st));
+        hal_host_task_failure(what, sizeof what, op->seq + 1, st, ordo_error_count() != messages);
         hal_timeline_fail(&s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
         return HAL_LANE_DONE;
     }

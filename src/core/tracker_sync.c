@@ -1,0 +1,69 @@
+/* ordo_tracker_synchronize: waits for the work of every stream a tracker
+ * orders, then for its pending reclamations. Kept apart from tracker.c:
+ * it reads only the tracker's list of streams. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "core/tracker_internal.h"
+
+#define API "ordo_tracker_synchronize"
+
+/* The part of an ordo message after "api: ", or all of it. */
+static const char *detail_of(const char *message, const char *api) {
+    size_t n = strlen(api);
+    return strncmp(message, api, n) == 0 && strncmp(message + n, ": ", 2) == 0 ? message + n + 2
+                                                                               : message;
+}
+
+ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
+    ordo_status_t st = tracker_check(tracker, API);
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Streams are attached by submissions: the list is read under the
+     * lock that submitting threads hold, then waited on without it, so
+     * submissions go on meanwhile (and are not waited for once they come
+     * after the read). Streams outlive their tracker: the pointers stay
+     * good. */
+    ordo_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+    (void)ordo_tracker_lock(tracker);
+    uint32_t count = tracker->stream_count;
+    for (uint32_t i = 0; i < count; ++i) {
+        streams[i] = tracker->streams[i]->stream;
+    }
+    (void)ordo_tracker_unlock(tracker);
+
+    ordo_status_t failure = ORDO_OK;
+    char failed_name[ORDO_STREAM_NAME_MAX] = "";
+    char failed_message[ORDO_SIGNAL_MESSAGE_MAX + 64] = "";
+    for (uint32_t i = 0; i < count; ++i) {
+        st = ordo_stream_synchronize(streams[i], deadline);
+        if (st == ORDO_OK) {
+            continue;
+        }
+        char name[ORDO_STREAM_NAME_MAX];
+        if (ordo_stream_name(streams[i], name, sizeof name) != ORDO_OK) {
+            snprintf(name, sizeof name, "%p", (void *)streams[i]);
+        }
+        if (st == ORDO_ERR_TIMEOUT) {
+            /* Work is still pending: the teardown this precedes is not
+             * safe, whatever other streams failed with. */
+            return ordo_error(st, API, "stream %s still had work pending at the deadline", name);
+        }
+        if (failure == ORDO_OK) {
+            failure = st;
+            snprintf(failed_name, sizeof failed_name, "%s", name);
+            snprintf(failed_message, sizeof failed_message, "%s",
+                     detail_of(ordo_error_message(), "ordo_stream_synchronize"));
+        }
+    }
+    st = ordo_tracker_drain(tracker, deadline);
+    if (st != ORDO_OK) {
+        return ordo_error(st, API, "%s", detail_of(ordo_error_message(), "ordo_tracker_drain"));
+    }
+    if (failure != ORDO_OK) {
+        return ordo_error(failure, API, "stream %s: %s", failed_name, failed_message);
+    }
+    return ORDO_OK;
+}

@@ -11,16 +11,14 @@ enum { CHUNKS = 64, N = 4096 };
 static double data[CHUNKS][N], total; /* total: written by the consumer stage only */
 
 static ordo_status_t produce(void *chunk) { /* chunk: the task's context */
-    for (int i = 0; i < N; ++i) {
+    for (int i = 0; i < N; ++i)
         ((double *)chunk)[i] = i;
-    }
     return ORDO_OK;
 }
 
 static ordo_status_t consume(void *chunk) {
-    for (int i = 0; i < N; ++i) {
+    for (int i = 0; i < N; ++i)
         total += ((double *)chunk)[i];
-    }
     return ORDO_OK;
 }
 
@@ -57,7 +55,6 @@ int main(void) {
     check(ordo_stream_destroy(a));
     check(ordo_stream_destroy(b));
     check(ordo_device_release(dev));
-    double expected = CHUNKS * (N * (N - 1) / 2.0);
-    printf("total %.0f, expected %.0f\n", total, expected);
-    return total == expected ? 0 : 1;
+    printf("total %.0f\n", total);
+    return total == CHUNKS * (N * (N - 1) / 2.0) ? 0 : 1;
 }

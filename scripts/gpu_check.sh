@@ -2,12 +2,20 @@
 # Runs every check of the CUDA backend that needs a GPU, in one go, and
 # keeps each step's output:
 #   - the build with the CUDA backend, its kernels (nvcc) and the tests;
-#   - test_cuda and the conformance suite on cuda:0;
-#   - compute-sanitizer (memcheck, racecheck, synccheck) over test_cuda;
+#   - test_cuda with points observed by events and by stream memory
+#     operations (ORDO_CUDA_POINTS=memops), requiring the GPU
+#     (ORDO_TEST_CUDA_REQUIRE=1: a skip for want of a capability fails);
+#   - the conformance suite on cuda:0;
+#   - compute-sanitizer (memcheck, racecheck, synccheck) over test_cuda's
+#     sanitizer-safe subset (ORDO_TEST_CUDA_SANITIZER_SAFE=1: without the
+#     deliberate out-of-memory and fault tests, which the sanitizers
+#     report);
 #   - `ordo demo --backend cuda` at three sizes;
 #   - `ordo bench cuda` (JSON lines, with the device's name).
-# A step that fails is reported and the next one still runs; the exit
-# status is the number of failed steps (0: all passed).
+# Every step is bounded by `timeout` (exit 124 when it runs out); a step
+# that fails is reported and the next one still runs; the exit status is
+# the number of failed steps (0: all passed). Meant to finish in about 8
+# minutes on an H100, build included.
 #
 # usage: scripts/gpu_check.sh [--out DIR] [--debs DIR] [--build DIR]
 #        scripts/gpu_check.sh --fetch DIR
@@ -20,7 +28,7 @@
 #   --debs DIR   on a GPU machine without a registry: unpack the packages
 #                fetched into DIR in a private prefix and build against them
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 out="" build="build-gpu" fetch="" debs=""
 while (($#)); do
@@ -49,14 +57,16 @@ failed=0
 summary="$out/summary.txt"
 : >"$summary"
 
-# Runs one step, its output in $out/NAME.log; a line per step in the summary.
+# Runs one step for at most LIMIT seconds, its output in $out/NAME.log; a
+# line per step in the summary.
 step() {
-  local name=$1
-  shift
+  local name=$1 limit=$2
+  shift 2
   local start=$SECONDS
-  echo "=== $name: $*"
-  "$@" >"$out/$name.log" 2>&1
+  echo "=== $name (at most ${limit} s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
+  ((rc == 124 || rc == 137)) && echo "timed out after ${limit} s" >>"$out/$name.log"
   local verdict=passed
   ((rc == 0)) || { verdict="FAILED (exit $rc)"; failed=$((failed + 1)); }
   echo "$name: $verdict in $((SECONDS - start)) s" | tee -a "$summary"
@@ -66,7 +76,10 @@ step() {
 if [ -n "$debs" ]; then
   prefix=$(mktemp -d)
   for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
-  multiarch=$(ls "$prefix/usr/lib" | grep -- -linux-gnu | head -n 1)
+  multiarch=""
+  for d in "$prefix"/usr/lib/*-linux-gnu; do
+    [ -d "$d" ] && { multiarch=$(basename "$d"); break; }
+  done
   export PATH="$prefix/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The packages' .pc files name /usr: the sysroot maps them to the prefix.
@@ -83,26 +96,33 @@ fi
   nvcc --version 2>&1 | tail -n 1 || echo "nvcc: not found"
 } | tee -a "$summary"
 
-step configure cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-step build cmake --build "$build" -j"$(nproc)"
+step configure 120 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+step build 240 cmake --build "$build" -j"$(nproc)"
 bin="$build/bin"
-step info "$bin/ordo" info
+step info 30 "$bin/ordo" info
 # Everything below is meant for a GPU: a backend that is unavailable (the
-# tests would only skip) is a failure here.
-step cuda_available sh -c "'$bin/ordo' info | grep -F 'cuda (available)'"
-step test_cuda "$bin/test_cuda"
-step test_conformance "$bin/test_conformance"
+# tests would only skip) is a failure here, and so is a test that skips for
+# want of a capability (ORDO_TEST_CUDA_REQUIRE=1).
+step cuda_available 30 sh -c "'$bin/ordo' info | grep -F 'cuda (available)'"
+export ORDO_TEST_CUDA_REQUIRE=1
+step test_cuda 90 "$bin/test_cuda"
+step test_cuda_memops 90 env ORDO_CUDA_POINTS=memops "$bin/test_cuda"
+# The conformance suite on cuda:0: what tests/test_conformance.c runs
+# today. The core's test suites on every device are to be added here.
+step test_conformance 90 "$bin/test_conformance"
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck synccheck; do
-    step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/test_cuda"
+    step "sanitizer_$tool" 120 env ORDO_TEST_CUDA_SANITIZER_SAFE=1 \
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/test_cuda"
   done
 else
   echo "compute-sanitizer: not found" | tee -a "$summary"
   failed=$((failed + 1))
 fi
-step demo_small "$bin/ordo" demo --backend cuda --chunks 12 --rows 16 --size 64
-step demo_edges "$bin/ordo" demo --backend cuda --chunks 7 --rows 37 --size 50
-step demo_default "$bin/ordo" demo --backend cuda
-step bench_cuda sh -c "'$bin/ordo' bench cuda | tee '$out/bench_cuda.jsonl'"
+unset ORDO_TEST_CUDA_REQUIRE
+step demo_small 30 "$bin/ordo" demo --backend cuda --chunks 12 --rows 16 --size 64
+step demo_edges 30 "$bin/ordo" demo --backend cuda --chunks 7 --rows 37 --size 50
+step demo_default 60 "$bin/ordo" demo --backend cuda
+step bench_cuda 120 sh -c "'$bin/ordo' bench cuda | tee '$out/bench_cuda.jsonl'"
 echo "failed steps: $failed" | tee -a "$summary"
 exit "$failed"

@@ -23,6 +23,14 @@
  * until they can go (the device never waits for the host), and raw work
  * enqueued meanwhile is not ordered behind them. See docs/CUDA.md.
  *
+ * Host tasks that call CUDA: a host task runs once the device work before
+ * it is done, and the device work after it is issued when it returns. A
+ * copy to the device it makes must be complete by then: copy from
+ * page-locked memory (ordo_mem_host_pinned_create(), cuMemHostAlloc), for
+ * which cuMemcpyHtoD is synchronous. From pageable memory cuMemcpyHtoD
+ * returns once the bytes are staged, and the copy, on the legacy stream,
+ * is not ordered before the next kernel of ordo's non-blocking streams.
+ *
  * Threads: each call makes the device's primary context current on the
  * calling thread (and leaves it so). Work enqueued from a thread of the
  * user's must have that context current (ordo_cuda_make_current()).

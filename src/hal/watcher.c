@@ -407,6 +407,17 @@ void hal_watcher_stop(hal_watcher_t *w) {
     signal_release_internal(w->registered);
 }
 
+void hal_watcher_halt(hal_watcher_t *w) {
+    if (!w->started) {
+        return;
+    }
+    atomic_store_explicit(&w->stop, 1, memory_order_release);
+    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
+    ordo_futex_wake(&w->work, INT_MAX);
+    pthread_join(w->thread, NULL);
+    w->started = 0;
+}
+
 /* ---- timelines ----------------------------------------------------------- */
 
 ordo_status_t hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user, const char *name,

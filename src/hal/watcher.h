@@ -153,6 +153,10 @@ ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, 
                                 uint64_t spin_ns, uint64_t max_sleep_ns, const char *api);
 /* Stops the thread; every timeline must be finished first. */
 void hal_watcher_stop(hal_watcher_t *w);
+/* Stops the thread only, at process exit (timelines may still be
+ * attached): nothing is completed or freed after it, and a later
+ * hal_watcher_stop does nothing. */
+void hal_watcher_halt(hal_watcher_t *w);
 /* Non-zero on the watcher's own thread (where completions, and the signal
  * callbacks they run, execute): no timeline of w may be finished there,
  * since hal_timeline_fini waits for the watches that thread has taken. */

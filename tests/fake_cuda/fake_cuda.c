@@ -16,6 +16,34 @@
  * a live allocation of its kind returns CUDA_ERROR_INVALID_VALUE, as the
  * driver does; so does a second cuMemFreeAsync of one already queued.
  *
+ * Refuses what the driver refuses, and behaves as it does where ordo
+ * could otherwise get away with something only the stand-in allows:
+ * - cuGetProcAddress hands out the ABI of the version asked for (the
+ *   prototype of that version): cuCtxSynchronize at 13000 or later is
+ *   cuCtxSynchronize_v2, which takes the context to synchronize (a
+ *   garbage argument fails CUDA_ERROR_INVALID_CONTEXT); an entry asked for
+ *   at a version before it existed is not found;
+ * - device and host pointers are different kinds: a copy, memset or free
+ *   given a pointer of the other kind (or a range no allocation covers)
+ *   returns CUDA_ERROR_INVALID_VALUE. Page-locked memory mapped for the
+ *   device is both (its device address is its host address, as with
+ *   unified addressing);
+ * - cuMemcpyHtoD from pageable memory returns once the data is staged, and
+ *   the data lands on the device only after the next command of any stream
+ *   has run (or at the next synchronizing call): work not ordered after
+ *   the copy sees the old bytes. From page-locked memory it is synchronous;
+ * - cuMemFree and cuMemFreeHost first wait for all queued work of the
+ *   context (as the driver's implicit synchronization does);
+ * - with CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment the streams share
+ *   one hardware queue: while a stream waits on a value
+ *   (cuStreamWaitValue64), no command enqueued on another stream after
+ *   that wait runs;
+ * - the device has compute capability 9.0, and cuModuleLoadData accepts a
+ *   fat binary only with SASS for 9.x (sm_90 or below of major 9) or PTX
+ *   for 9.0 or below (CUDA_ERROR_NO_BINARY_FOR_GPU otherwise,
+ *   CUDA_ERROR_INVALID_IMAGE for anything that is not a fat binary, a cubin
+ *   or PTX text).
+ *
  * Stricter than a real driver where that finds bugs: a call without a
  * current context fails (CUDA_ERROR_INVALID_CONTEXT), a destroyed or
  * foreign handle fails (CUDA_ERROR_INVALID_HANDLE, handles are never
@@ -34,6 +62,7 @@
 #include "demo_kernels.h"
 
 #define LIVE 0x4c495645u /* "LIVE" */
+#define FAKE_CC 90       /* the device's compute capability, 9.0 */
 #define DEAD 0x44454144u /* "DEAD" */
 
 /* ---- contexts and errors ---------------------------------------------------- */
@@ -48,9 +77,29 @@ static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static struct CUctx_st primary = {DEAD, 0};
 static _Atomic int sticky; /* a CUresult once a kernel faulted */
 static _Atomic int initialised;
+static int one_queue; /* one hardware queue: set at cuInit from the environment */
 static _Thread_local CUcontext current;
 static _Thread_local CUcontext pushed[8];
 static _Thread_local int pushed_count;
+
+/* Set by the library's destructor: a call into the driver after it (a
+ * thread of the process still polling while the driver is unloaded) is
+ * reported and ends the process with status 70. */
+static _Atomic int unloading;
+
+static void unloaded_call(void) {
+    static const char text[] = "fake libcuda: called after the driver was unloaded\n";
+    ssize_t written = write(2, text, sizeof text - 1);
+    (void)written;
+    _exit(70);
+}
+
+__attribute__((destructor)) static void driver_unload(void) {
+    atomic_store(&unloading, 1);
+    /* A thread that still polls calls in within a poll interval. */
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -65,6 +114,9 @@ static void sleep_ns(uint64_t ns) {
 
 /* Whether the calling thread may use the device now. */
 static CUresult usable(void) {
+    if (atomic_load(&unloading)) {
+        unloaded_call();
+    }
     if (!atomic_load(&initialised)) {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
@@ -108,6 +160,8 @@ CUresult cuGetErrorName(CUresult error, const char **out) {
         {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY"},
         {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"},
         {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+        {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+        {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
         if (names[i].r == error) {
@@ -135,6 +189,8 @@ CUresult cuInit(unsigned int flags) {
     if (flags) {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    const char *connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    one_queue = connections && strcmp(connections, "1") == 0;
     atomic_store(&initialised, 1);
     return CUDA_SUCCESS;
 }
@@ -174,6 +230,12 @@ static CUresult device_get_attribute(int *value, CUdevice_attribute attribute, C
     case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
         *value = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *value = FAKE_CC / 10;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        *value = FAKE_CC % 10;
         break;
     default:
         *value = 0;
@@ -376,6 +438,8 @@ typedef struct cmd {
     void *dst;
     const void *src;
     size_t bytes;
+    uint64_t seq;                 /* enqueue order over all streams */
+    const struct CUstream_st *on; /* the stream it was enqueued on */
 } cmd_t;
 
 struct CUstream_st {
@@ -473,15 +537,33 @@ static void map_unclaim(void *ptr) {
     pthread_mutex_unlock(&map_lock);
 }
 
-static int mapped(const void *ptr, size_t bytes) {
+/* Whether [ptr, ptr + bytes) lies in one live allocation of a kind in
+ * kinds (a mask of 1 << map_kind_t). */
+static int mapped_as(const void *ptr, size_t bytes, unsigned kinds) {
     uintptr_t p = (uintptr_t)ptr;
     int found = 0;
     pthread_mutex_lock(&map_lock);
     for (const mapping_t *m = mappings; m && !found; m = m->next) {
-        found = p >= m->base && p - m->base <= m->bytes && bytes <= m->bytes - (p - m->base);
+        found = (kinds & (1u << m->kind)) && p >= m->base && p - m->base <= m->bytes &&
+                bytes <= m->bytes - (p - m->base);
     }
     pthread_mutex_unlock(&map_lock);
     return found;
+}
+
+/* What the device can address: device memory and mapped page-locked
+ * memory. */
+static int mapped(const void *ptr, size_t bytes) {
+    return mapped_as(ptr, bytes, 1u << MAP_DEVICE | 1u << MAP_HOST);
+}
+
+/* A host pointer: anything but device memory (pageable or page-locked). */
+static int host_pointer(const void *ptr) {
+    return !mapped_as(ptr, 0, 1u << MAP_DEVICE);
+}
+
+static int page_locked(const void *ptr, size_t bytes) {
+    return mapped_as(ptr, bytes, 1u << MAP_HOST);
 }
 
 /* The demo's kernels, emulated thread by thread of the launch's grid as
@@ -588,6 +670,110 @@ static void run_kernel(const cmd_t *c) {
     }
 }
 
+/* ---- one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) -------------------
+ *
+ * The streams' work is fed to the device through one queue: a stream
+ * memory wait that is not yet satisfied blocks the queue, so no command
+ * enqueued after it on any other stream runs until it is. */
+
+static _Atomic uint64_t enqueue_seq;
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queue_cond = PTHREAD_COND_INITIALIZER;
+#define MAX_BLOCKING 64
+static const cmd_t *blocking[MAX_BLOCKING]; /* under queue_lock: waits not yet satisfied */
+
+static int queue_blocked_locked(const cmd_t *c) {
+    for (int i = 0; i < MAX_BLOCKING; ++i) {
+        if (blocking[i] && blocking[i] != c && blocking[i]->on != c->on &&
+            blocking[i]->seq < c->seq) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void queue_admit(const cmd_t *c) {
+    if (!one_queue) {
+        return;
+    }
+    pthread_mutex_lock(&queue_lock);
+    while (queue_blocked_locked(c) && !atomic_load(&sticky)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec += 1;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&queue_cond, &queue_lock, &ts);
+    }
+    pthread_mutex_unlock(&queue_lock);
+}
+
+static void queue_block(const cmd_t *c, int on) {
+    if (!one_queue) {
+        return;
+    }
+    pthread_mutex_lock(&queue_lock);
+    for (int i = 0; i < MAX_BLOCKING; ++i) {
+        if (on ? !blocking[i] : blocking[i] == c) {
+            blocking[i] = on ? c : NULL;
+            break;
+        }
+    }
+    pthread_cond_broadcast(&queue_cond);
+    pthread_mutex_unlock(&queue_lock);
+}
+
+/* ---- pageable host-to-device copies ------------------------------------------
+ *
+ * cuMemcpyHtoD from pageable memory returns once the bytes are staged; the
+ * DMA to the destination completes later, on the legacy stream, which the
+ * non-blocking streams do not wait for. Emulated deterministically: the
+ * staged bytes land after the next command of any stream has run, or at
+ * the next call that synchronizes with the legacy stream. */
+
+typedef struct landing {
+    struct landing *next;
+    void *dst;
+    size_t bytes;
+    unsigned char data[];
+} landing_t;
+
+static pthread_mutex_t landing_lock = PTHREAD_MUTEX_INITIALIZER;
+static landing_t *landings; /* oldest first */
+static landing_t **landings_tail = &landings;
+
+static void land_pending(void) {
+    pthread_mutex_lock(&landing_lock);
+    landing_t *l = landings;
+    landings = NULL;
+    landings_tail = &landings;
+    while (l) {
+        landing_t *next = l->next;
+        memcpy(l->dst, l->data, l->bytes);
+        free(l);
+        l = next;
+    }
+    pthread_mutex_unlock(&landing_lock);
+}
+
+static int stage_landing(void *dst, const void *src, size_t bytes) {
+    landing_t *l = malloc(sizeof *l + bytes);
+    if (!l) {
+        return 0;
+    }
+    l->next = NULL;
+    l->dst = dst;
+    l->bytes = bytes;
+    memcpy(l->data, src, bytes);
+    pthread_mutex_lock(&landing_lock);
+    *landings_tail = l;
+    landings_tail = &l->next;
+    pthread_mutex_unlock(&landing_lock);
+    return 1;
+}
+
 static void run(cmd_t *c) {
     if (atomic_load(&sticky) && c->kind != CMD_FREE) {
         /* After a fault nothing runs: records never complete. */
@@ -613,17 +799,26 @@ static void run(cmd_t *c) {
     case CMD_KERNEL:
         run_kernel(c);
         break;
-    case CMD_WAIT_VALUE:
+    case CMD_WAIT_VALUE: {
         if (!mapped(c->dst, sizeof(uint64_t))) {
             fault(CUDA_ERROR_ILLEGAL_ADDRESS);
             break;
         }
+        int blocked = 0;
         while (atomic_load_explicit((_Atomic uint64_t *)c->dst, memory_order_acquire) <
                    c->args[0] &&
                !atomic_load(&sticky)) {
+            if (!blocked) {
+                queue_block(c, 1);
+                blocked = 1;
+            }
             sleep_ns(20000);
         }
+        if (blocked) {
+            queue_block(c, 0);
+        }
         break;
+    }
     case CMD_WRITE_VALUE:
         if (!mapped(c->dst, sizeof(uint64_t))) {
             fault(CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -668,7 +863,9 @@ static void *stream_main(void *arg) {
         }
         s->busy = 1;
         pthread_mutex_unlock(&s->lock);
+        queue_admit(c);
         run(c);
+        land_pending();
         pthread_mutex_lock(&s->lock);
         s->busy = 0;
         pthread_cond_broadcast(&s->cond);
@@ -692,7 +889,9 @@ static CUresult enqueue(CUstream s, cmd_t *c) {
         pthread_mutex_unlock(&g);
     }
     c->next = NULL;
+    c->on = s;
     pthread_mutex_lock(&s->lock);
+    c->seq = atomic_fetch_add(&enqueue_seq, 1) + 1;
     if (s->tail) {
         s->tail->next = c;
     } else {
@@ -897,12 +1096,34 @@ static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
     return CUDA_SUCCESS;
 }
 
+/* Waits until every stream of the context, destroyed ones included, has
+ * run all it was given (or the context has faulted); then what pageable
+ * copies staged has landed. */
+static CUresult drain_all(void) {
+    pthread_mutex_lock(&dead_lock);
+    struct CUstream_st *first = all_streams;
+    pthread_mutex_unlock(&dead_lock);
+    for (struct CUstream_st *s = first; s; s = s->next_all) {
+        pthread_mutex_lock(&s->lock);
+        while ((s->head || s->busy) && !atomic_load(&sticky)) {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    land_pending();
+    return (CUresult)atomic_load(&sticky);
+}
+
 /* Frees also after a fault (and returns the fault): a real context frees
- * everything it holds when it is finally reset. */
+ * everything it holds when it is finally reset. Like the driver's
+ * cuMemFree and cuMemFreeHost, it first waits for the context's work. */
 static CUresult release_block(void *ptr, map_kind_t kind) {
     CUresult r = usable();
     if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
         return r;
+    }
+    if (map_claim(ptr, kind, 0)) {
+        (void)drain_all();
     }
     if (!map_claim(ptr, kind, 0)) {
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
@@ -980,20 +1201,42 @@ static CUresult mem_host_device_pointer(CUdeviceptr *device_ptr, void *host_ptr,
     return CUDA_SUCCESS;
 }
 
+/* On the legacy stream: ordered after the copies before it on it. From
+ * page-locked memory the copy is done when the call returns; from
+ * pageable memory only staged (see land_pending). */
 static CUresult memcpy_htod(CUdeviceptr dst, const void *src, size_t bytes) {
     USABLE();
-    memcpy((void *)(uintptr_t)dst, src, bytes);
+    void *to = (void *)(uintptr_t)dst;
+    if (!mapped(to, bytes) || !host_pointer(src)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    land_pending();
+    if (page_locked(src, bytes)) {
+        memcpy(to, src, bytes);
+    } else if (!stage_landing(to, src, bytes)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return CUDA_SUCCESS;
 }
 
 static CUresult memcpy_dtoh(void *dst, CUdeviceptr src, size_t bytes) {
     USABLE();
-    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    const void *from = (const void *)(uintptr_t)src;
+    if (!host_pointer(dst) || !mapped(from, bytes)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    land_pending();
+    memcpy(dst, from, bytes);
     return CUDA_SUCCESS;
 }
 
 static CUresult copy_async(void *dst, const void *src, size_t bytes, CUstream s) {
     USABLE();
+    int to_device = mapped_as(dst, 0, 1u << MAP_DEVICE) || !mapped_as(src, 0, 1u << MAP_DEVICE);
+    if (to_device ? !mapped(dst, bytes) || !host_pointer(src)
+                  : !host_pointer(dst) || !mapped(src, bytes)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     cmd_t *c = cmd_new(CMD_COPY);
     if (!c) {
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1014,6 +1257,9 @@ static CUresult memcpy_dtoh_async(void *dst, CUdeviceptr src, size_t bytes, CUst
 
 static CUresult memset_d8_async(CUdeviceptr dst, unsigned char value, size_t count, CUstream s) {
     USABLE();
+    if (!mapped((void *)(uintptr_t)dst, count)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     cmd_t *c = cmd_new(CMD_SET);
     if (!c) {
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1054,10 +1300,70 @@ static const struct {
                     {DEMO_KERNEL_MATMUL, K_DEMO_MATMUL},
                     {DEMO_KERNEL_ROW_SUMS, K_DEMO_ROW_SUMS}};
 
+/* Whether the image holds code the device can run: a fat binary (magic
+ * 0xba55ed50, then entries of a 16-bit kind, 1 PTX or 2 SASS in a cubin,
+ * a 32-bit header size at 4, a 64-bit payload size at 8 and the target
+ * architecture, e.g. 90 for sm_90, at 28) with SASS of the device's major
+ * version not above its minor, or PTX not above it; a cubin (ELF) whose
+ * e_flags name such an architecture; or PTX text whose .target does. */
+static CUresult image_check(const void *image) {
+    const unsigned char *b = image;
+    uint32_t magic;
+    memcpy(&magic, b, sizeof magic);
+    if (magic == 0xba55ed50u) {
+        uint16_t header;
+        uint64_t size;
+        memcpy(&header, b + 6, sizeof header);
+        memcpy(&size, b + 8, sizeof size);
+        if (header < 16 || size > ((uint64_t)1 << 32)) {
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        for (uint64_t at = header; at + 32 <= header + size;) {
+            uint16_t kind;
+            uint32_t entry_header, arch;
+            uint64_t payload;
+            memcpy(&kind, b + at, sizeof kind);
+            memcpy(&entry_header, b + at + 4, sizeof entry_header);
+            memcpy(&payload, b + at + 8, sizeof payload);
+            memcpy(&arch, b + at + 28, sizeof arch);
+            if (entry_header < 32 || payload > size) {
+                return CUDA_ERROR_INVALID_IMAGE;
+            }
+            if ((kind == 2 && arch / 10 == FAKE_CC / 10 && arch <= FAKE_CC) ||
+                (kind == 1 && arch <= FAKE_CC)) {
+                return CUDA_SUCCESS;
+            }
+            at += entry_header + payload;
+        }
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    if (memcmp(b,
+               "\x7f"
+               "ELF",
+               4) == 0) {
+        /* ELF64: e_flags at 48; the architecture in its low byte (the
+         * cubin ABI of CUDA 12) or, from ABI version 8 on, the next. */
+        uint32_t flags;
+        memcpy(&flags, b + 48, sizeof flags);
+        unsigned arch = b[8] >= 8 ? (flags >> 8) & 0xffu : flags & 0xffu;
+        return arch / 10 == FAKE_CC / 10 && arch <= FAKE_CC ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    const char *target = strstr((const char *)image, ".target sm_");
+    if (target) {
+        return (unsigned)atoi(target + 11) <= FAKE_CC ? CUDA_SUCCESS : CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+
 static CUresult module_load(CUmodule *module, const void *image) {
     USABLE();
     if (!image) {
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult checked = image_check(image);
+    if (checked != CUDA_SUCCESS) {
+        return checked;
     }
     *module = (CUmodule)(void *)&the_module;
     return CUDA_SUCCESS;
@@ -1143,77 +1449,81 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
     return enqueue(s, c);
 }
 
-/* Waits until every stream of the context, destroyed ones included, has
- * run all it was given (or the context has faulted). */
+/* cuCtxSynchronize before 13.0: the current context. */
 static CUresult ctx_synchronize(void) {
     USABLE();
-    pthread_mutex_lock(&dead_lock);
-    struct CUstream_st *first = all_streams;
-    pthread_mutex_unlock(&dead_lock);
-    for (struct CUstream_st *s = first; s; s = s->next_all) {
-        pthread_mutex_lock(&s->lock);
-        while ((s->head || s->busy) && !atomic_load(&sticky)) {
-            pthread_cond_wait(&s->cond, &s->lock);
-        }
-        pthread_mutex_unlock(&s->lock);
+    return drain_all();
+}
+
+/* cuCtxSynchronize_v2 (13.0): the context named, NULL for the current one.
+ * Called with no argument, it reads whatever the register held. */
+static CUresult ctx_synchronize_v2(CUcontext ctx) {
+    if (ctx && ctx != &primary) {
+        return CUDA_ERROR_INVALID_CONTEXT;
     }
-    return (CUresult)atomic_load(&sticky);
+    USABLE();
+    return drain_all();
 }
 
 /* ---- entry points ------------------------------------------------------------- */
 
+/* Each entry point from the CUDA version its prototype (as the stand-in
+ * implements it) is that of: asked for at an earlier version it is not
+ * found, asked for at a later one the newest ABI up to it is given. */
 static const struct {
     const char *name;
+    int since;
     void *fn;
 } table[] = {
-    {"cuGetErrorName", (void *)cuGetErrorName},
-    {"cuGetErrorString", (void *)cuGetErrorString},
-    {"cuDeviceGetCount", (void *)device_get_count},
-    {"cuDeviceGet", (void *)device_get},
-    {"cuDeviceGetName", (void *)device_get_name},
-    {"cuDeviceGetAttribute", (void *)device_get_attribute},
-    {"cuDeviceTotalMem", (void *)device_total_mem},
-    {"cuDevicePrimaryCtxRetain", (void *)primary_retain},
-    {"cuDevicePrimaryCtxRelease", (void *)primary_release},
-    {"cuCtxSetCurrent", (void *)ctx_set_current},
-    {"cuCtxGetCurrent", (void *)ctx_get_current},
-    {"cuCtxPushCurrent", (void *)ctx_push},
-    {"cuCtxPopCurrent", (void *)ctx_pop},
-    {"cuCtxGetStreamPriorityRange", (void *)ctx_priority_range},
-    {"cuCtxSynchronize", (void *)ctx_synchronize},
-    {"cuStreamCreateWithPriority", (void *)stream_create},
-    {"cuStreamDestroy", (void *)stream_destroy},
-    {"cuStreamQuery", (void *)stream_query},
-    {"cuStreamSynchronize", (void *)stream_synchronize},
-    {"cuStreamWaitEvent", (void *)stream_wait_event},
-    {"cuStreamWaitValue64", (void *)stream_wait_value},
-    {"cuStreamWriteValue64", (void *)stream_write_value},
-    {"cuEventCreate", (void *)event_create},
-    {"cuEventDestroy", (void *)event_destroy},
-    {"cuEventRecord", (void *)event_record},
-    {"cuEventQuery", (void *)event_query},
-    {"cuEventSynchronize", (void *)event_synchronize},
-    {"cuEventElapsedTime", (void *)event_elapsed},
-    {"cuMemAlloc", (void *)mem_alloc},
-    {"cuMemFree", (void *)mem_free},
-    {"cuMemGetInfo", (void *)mem_get_info},
-    {"cuMemAllocAsync", (void *)mem_alloc_async},
-    {"cuMemFreeAsync", (void *)mem_free_async},
-    {"cuMemHostAlloc", (void *)mem_host_alloc},
-    {"cuMemFreeHost", (void *)mem_free_host},
-    {"cuMemHostGetDevicePointer", (void *)mem_host_device_pointer},
-    {"cuMemcpyHtoD", (void *)memcpy_htod},
-    {"cuMemcpyDtoH", (void *)memcpy_dtoh},
-    {"cuMemcpyHtoDAsync", (void *)memcpy_htod_async},
-    {"cuMemcpyDtoHAsync", (void *)memcpy_dtoh_async},
-    {"cuMemsetD8Async", (void *)memset_d8_async},
-    {"cuDeviceGetDefaultMemPool", (void *)device_default_pool},
-    {"cuMemPoolSetAttribute", (void *)pool_attribute},
-    {"cuMemPoolGetAttribute", (void *)pool_attribute},
-    {"cuModuleLoadData", (void *)module_load},
-    {"cuModuleUnload", (void *)module_unload},
-    {"cuModuleGetFunction", (void *)module_function},
-    {"cuLaunchKernel", (void *)launch_kernel},
+    {"cuGetErrorName", 6000, (void *)cuGetErrorName},
+    {"cuGetErrorString", 6000, (void *)cuGetErrorString},
+    {"cuDeviceGetCount", 2000, (void *)device_get_count},
+    {"cuDeviceGet", 2000, (void *)device_get},
+    {"cuDeviceGetName", 2000, (void *)device_get_name},
+    {"cuDeviceGetAttribute", 2000, (void *)device_get_attribute},
+    {"cuDeviceTotalMem", 3020, (void *)device_total_mem},
+    {"cuDevicePrimaryCtxRetain", 7000, (void *)primary_retain},
+    {"cuDevicePrimaryCtxRelease", 11000, (void *)primary_release},
+    {"cuCtxSetCurrent", 4000, (void *)ctx_set_current},
+    {"cuCtxGetCurrent", 4000, (void *)ctx_get_current},
+    {"cuCtxPushCurrent", 4000, (void *)ctx_push},
+    {"cuCtxPopCurrent", 4000, (void *)ctx_pop},
+    {"cuCtxGetStreamPriorityRange", 5050, (void *)ctx_priority_range},
+    {"cuCtxSynchronize", 2000, (void *)ctx_synchronize},
+    {"cuCtxSynchronize", 13000, (void *)ctx_synchronize_v2},
+    {"cuStreamCreateWithPriority", 5050, (void *)stream_create},
+    {"cuStreamDestroy", 4000, (void *)stream_destroy},
+    {"cuStreamQuery", 2000, (void *)stream_query},
+    {"cuStreamSynchronize", 2000, (void *)stream_synchronize},
+    {"cuStreamWaitEvent", 3020, (void *)stream_wait_event},
+    {"cuStreamWaitValue64", 11070, (void *)stream_wait_value},
+    {"cuStreamWriteValue64", 11070, (void *)stream_write_value},
+    {"cuEventCreate", 2000, (void *)event_create},
+    {"cuEventDestroy", 4000, (void *)event_destroy},
+    {"cuEventRecord", 2000, (void *)event_record},
+    {"cuEventQuery", 2000, (void *)event_query},
+    {"cuEventSynchronize", 2000, (void *)event_synchronize},
+    {"cuEventElapsedTime", 2000, (void *)event_elapsed},
+    {"cuMemAlloc", 3020, (void *)mem_alloc},
+    {"cuMemFree", 3020, (void *)mem_free},
+    {"cuMemGetInfo", 3020, (void *)mem_get_info},
+    {"cuMemAllocAsync", 11020, (void *)mem_alloc_async},
+    {"cuMemFreeAsync", 11020, (void *)mem_free_async},
+    {"cuMemHostAlloc", 2020, (void *)mem_host_alloc},
+    {"cuMemFreeHost", 2000, (void *)mem_free_host},
+    {"cuMemHostGetDevicePointer", 3020, (void *)mem_host_device_pointer},
+    {"cuMemcpyHtoD", 3020, (void *)memcpy_htod},
+    {"cuMemcpyDtoH", 3020, (void *)memcpy_dtoh},
+    {"cuMemcpyHtoDAsync", 3020, (void *)memcpy_htod_async},
+    {"cuMemcpyDtoHAsync", 3020, (void *)memcpy_dtoh_async},
+    {"cuMemsetD8Async", 3020, (void *)memset_d8_async},
+    {"cuDeviceGetDefaultMemPool", 11020, (void *)device_default_pool},
+    {"cuMemPoolSetAttribute", 11020, (void *)pool_attribute},
+    {"cuMemPoolGetAttribute", 11020, (void *)pool_attribute},
+    {"cuModuleLoadData", 2000, (void *)module_load},
+    {"cuModuleUnload", 2000, (void *)module_unload},
+    {"cuModuleGetFunction", 2000, (void *)module_function},
+    {"cuLaunchKernel", 4000, (void *)launch_kernel},
 };
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
@@ -1223,14 +1533,22 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
         return CUDA_ERROR_INVALID_VALUE;
     }
     *pfn = NULL;
+    int known = 0;
+    int best = 0;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
         if (strcmp(table[i].name, symbol) == 0) {
-            *pfn = table[i].fn;
-            break;
+            known = 1;
+            if (table[i].since <= cudaVersion && table[i].since > best) {
+                best = table[i].since;
+                *pfn = table[i].fn;
+            }
         }
     }
+    CUdriverProcAddressQueryResult status = *pfn    ? CU_GET_PROC_ADDRESS_SUCCESS
+                                            : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                                    : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (symbolStatus) {
-        *symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        *symbolStatus = status;
     }
-    return CUDA_SUCCESS;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }

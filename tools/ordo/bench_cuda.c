@@ -60,6 +60,28 @@ static void check(CUresult r, const char *what) {
     }
 }
 
+/* No wait of a benchmark is unbounded: a point the device never reaches
+ * fails the run instead of hanging it. */
+#define BENCH_WAIT_NS (60ull * 1000000000ull)
+
+static void past_deadline(uint64_t deadline, const char *what) {
+    if (bench_now_ns() > deadline) {
+        fprintf(stderr, "ordo bench: %s: not done after %llu s\n", what,
+                (unsigned long long)(BENCH_WAIT_NS / 1000000000ull));
+        bench_fail(what);
+    }
+}
+
+/* cuStreamSynchronize, with a deadline. */
+static void stream_drain(CUstream stream) {
+    uint64_t deadline = bench_now_ns() + BENCH_WAIT_NS;
+    CUresult r;
+    while ((r = cu->StreamQuery(stream)) == CUDA_ERROR_NOT_READY) {
+        past_deadline(deadline, "cuStreamQuery");
+    }
+    check(r, "cuStreamQuery");
+}
+
 static double *samples_alloc(size_t count) {
     double *samples = calloc(count, sizeof *samples);
     if (!samples) {
@@ -167,6 +189,9 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
     for (int e = 0; e < CHAIN_EVENTS; ++e) {
         check(cu->EventCreate(&events[e], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     }
+    /* cuMemAlloc does not clear: the chain counts from zero. */
+    check(cu->MemsetD8Async(chain.cell, 0, sizeof(unsigned long long), raw[0]), "cuMemsetD8Async");
+    stream_drain(raw[0]);
     double *ordo_samples = samples_alloc(sz.samples);
     double *manual_samples = samples_alloc(sz.samples);
     uint64_t launch = 0;
@@ -198,7 +223,7 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
         }
         uint64_t t3 = bench_now_ns();
         for (int k = 0; k < n; ++k) {
-            check(cu->StreamSynchronize(raw[k]), "cuStreamSynchronize");
+            stream_drain(raw[k]);
         }
         if (s >= warmup) {
             ordo_samples[s - warmup] = (double)(t1 - t0) / (double)sz.batch;
@@ -251,6 +276,7 @@ static double latency_event(point_rig_t *rig) {
     check(cu->EventRecord(rig->event, rig->stream), "cuEventRecord");
     CUresult r;
     while ((r = cu->EventQuery(rig->event)) == CUDA_ERROR_NOT_READY) {
+        past_deadline(t0 + BENCH_WAIT_NS, "cuEventQuery");
     }
     check(r, "cuEventQuery");
     return (double)(bench_now_ns() - t0);
@@ -261,6 +287,7 @@ static double latency_word(point_rig_t *rig) {
     uint64_t t0 = bench_now_ns();
     check(cu->StreamWriteValue64(rig->stream, rig->word_device, value, 0), "cuStreamWriteValue64");
     while (atomic_load_explicit(rig->word, memory_order_acquire) < value) {
+        past_deadline(t0 + BENCH_WAIT_NS, "the word written by cuStreamWriteValue64");
     }
     return (double)(bench_now_ns() - t0);
 }
@@ -372,7 +399,7 @@ static void run_signal_point(const bench_options_t *options, ordo_device_t *devi
             }
         }
         t[2] = bench_now_ns();
-        check(cu->StreamSynchronize(rig.stream), "cuStreamSynchronize");
+        stream_drain(rig.stream);
         uint64_t t3 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
             if (ordo_stream_signal(ordo_events.stream, ordo_events.signal, ++ordo_events.next) !=

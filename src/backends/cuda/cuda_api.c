@@ -8,76 +8,91 @@
 
 #include "base/error.h"
 
-typedef CUresult (*get_proc_v2_fn)(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                                   CUdriverProcAddressQueryResult *status);
-typedef CUresult (*get_proc_v1_fn)(const char *symbol, void **pfn, int version, cuuint64_t flags);
+typedef PFN_cuGetProcAddress_v12000 get_proc_v2_fn;
+typedef PFN_cuGetProcAddress_v11030 get_proc_v1_fn;
 
-/* One entry point: its base name for cuGetProcAddress and the exported
- * symbol of the same ABI for dlsym. */
+/* One entry point: its base name for cuGetProcAddress, the CUDA version
+ * whose ABI of it the table's field is typed with (PFN_<base>_v<version>
+ * of cudaTypedefs.h: the version the entry point last changed its
+ * prototype at, up to that of the headers), and the exported symbol of
+ * the same ABI for dlsym. Asking cuGetProcAddress for the entry at that
+ * version, never at the driver's, is what keeps the prototype and the
+ * function in step: a driver asked at its own version hands out the
+ * newest ABI, which may take other arguments (cuCtxSynchronize at 13000
+ * is cuCtxSynchronize_v2, which takes the context). */
 typedef struct entry {
     const char *base;
     const char *symbol;
+    int version;
     size_t offset;
     int optional;
 } entry_t;
 
-#define REQ(field, base, symbol)                                                                   \
-    { base, symbol, offsetof(cuda_api_t, field), 0 }
-#define OPT(field, base, symbol)                                                                   \
-    { base, symbol, offsetof(cuda_api_t, field), 1 }
+/* X(field, base, version, symbol, optional) */
+#define CUDA_ENTRIES(X)                                                                            \
+    X(GetErrorName, cuGetErrorName, 6000, "cuGetErrorName", 0)                                     \
+    X(GetErrorString, cuGetErrorString, 6000, "cuGetErrorString", 0)                               \
+    X(DeviceGetCount, cuDeviceGetCount, 2000, "cuDeviceGetCount", 0)                               \
+    X(DeviceGet, cuDeviceGet, 2000, "cuDeviceGet", 0)                                              \
+    X(DeviceGetName, cuDeviceGetName, 2000, "cuDeviceGetName", 0)                                  \
+    X(DeviceGetAttribute, cuDeviceGetAttribute, 2000, "cuDeviceGetAttribute", 0)                   \
+    X(DeviceTotalMem, cuDeviceTotalMem, 3020, "cuDeviceTotalMem_v2", 0)                            \
+    X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, "cuDevicePrimaryCtxRetain", 0)       \
+    X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 11000, "cuDevicePrimaryCtxRelease_v2",   \
+      0)                                                                                           \
+    X(CtxSetCurrent, cuCtxSetCurrent, 4000, "cuCtxSetCurrent", 0)                                  \
+    X(CtxGetCurrent, cuCtxGetCurrent, 4000, "cuCtxGetCurrent", 0)                                  \
+    X(CtxPushCurrent, cuCtxPushCurrent, 4000, "cuCtxPushCurrent_v2", 0)                            \
+    X(CtxPopCurrent, cuCtxPopCurrent, 4000, "cuCtxPopCurrent_v2", 0)                               \
+    X(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange, 5050, "cuCtxGetStreamPriorityRange", \
+      0)                                                                                           \
+    X(CtxSynchronize, cuCtxSynchronize, 2000, "cuCtxSynchronize", 0)                               \
+    X(StreamCreateWithPriority, cuStreamCreateWithPriority, 5050, "cuStreamCreateWithPriority", 0) \
+    X(StreamDestroy, cuStreamDestroy, 4000, "cuStreamDestroy_v2", 0)                               \
+    X(StreamQuery, cuStreamQuery, 2000, "cuStreamQuery", 0)                                        \
+    X(StreamSynchronize, cuStreamSynchronize, 2000, "cuStreamSynchronize", 0)                      \
+    X(StreamWaitEvent, cuStreamWaitEvent, 3020, "cuStreamWaitEvent", 0)                            \
+    X(EventCreate, cuEventCreate, 2000, "cuEventCreate", 0)                                        \
+    X(EventDestroy, cuEventDestroy, 4000, "cuEventDestroy_v2", 0)                                  \
+    X(EventRecord, cuEventRecord, 2000, "cuEventRecord", 0)                                        \
+    X(EventQuery, cuEventQuery, 2000, "cuEventQuery", 0)                                           \
+    X(EventSynchronize, cuEventSynchronize, 2000, "cuEventSynchronize", 0)                         \
+    X(EventElapsedTime, cuEventElapsedTime, 2000, "cuEventElapsedTime", 0)                         \
+    X(MemAlloc, cuMemAlloc, 3020, "cuMemAlloc_v2", 0)                                              \
+    X(MemFree, cuMemFree, 3020, "cuMemFree_v2", 0)                                                 \
+    X(MemGetInfo, cuMemGetInfo, 3020, "cuMemGetInfo_v2", 0)                                        \
+    X(MemHostAlloc, cuMemHostAlloc, 2020, "cuMemHostAlloc", 0)                                     \
+    X(MemFreeHost, cuMemFreeHost, 2000, "cuMemFreeHost", 0)                                        \
+    X(MemHostGetDevicePointer, cuMemHostGetDevicePointer, 3020, "cuMemHostGetDevicePointer_v2", 0) \
+    X(MemcpyHtoD, cuMemcpyHtoD, 3020, "cuMemcpyHtoD_v2", 0)                                        \
+    X(MemcpyDtoH, cuMemcpyDtoH, 3020, "cuMemcpyDtoH_v2", 0)                                        \
+    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync, 3020, "cuMemcpyHtoDAsync_v2", 0)                         \
+    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync, 3020, "cuMemcpyDtoHAsync_v2", 0)                         \
+    X(MemsetD8Async, cuMemsetD8Async, 3020, "cuMemsetD8Async", 0)                                  \
+    X(ModuleLoadData, cuModuleLoadData, 2000, "cuModuleLoadData", 0)                               \
+    X(ModuleUnload, cuModuleUnload, 2000, "cuModuleUnload", 0)                                     \
+    X(ModuleGetFunction, cuModuleGetFunction, 2000, "cuModuleGetFunction", 0)                      \
+    X(LaunchKernel, cuLaunchKernel, 4000, "cuLaunchKernel", 0)                                     \
+    /* The v2 stream memory operations (CUDA 11.7 on); older drivers only                          \
+     * have the v1 ones, which need a kernel module parameter: not used. */                        \
+    X(StreamWaitValue64, cuStreamWaitValue64, 11070, "cuStreamWaitValue64_v2", 1)                  \
+    X(StreamWriteValue64, cuStreamWriteValue64, 11070, "cuStreamWriteValue64_v2", 1)               \
+    X(MemAllocAsync, cuMemAllocAsync, 11020, "cuMemAllocAsync", 1)                                 \
+    X(MemFreeAsync, cuMemFreeAsync, 11020, "cuMemFreeAsync", 1)                                    \
+    X(DeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, "cuDeviceGetDefaultMemPool", 1)   \
+    X(MemPoolSetAttribute, cuMemPoolSetAttribute, 11020, "cuMemPoolSetAttribute", 1)               \
+    X(MemPoolGetAttribute, cuMemPoolGetAttribute, 11020, "cuMemPoolGetAttribute", 1)
 
-static const entry_t entries[] = {
-    REQ(GetErrorName, "cuGetErrorName", "cuGetErrorName"),
-    REQ(GetErrorString, "cuGetErrorString", "cuGetErrorString"),
-    REQ(DeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount"),
-    REQ(DeviceGet, "cuDeviceGet", "cuDeviceGet"),
-    REQ(DeviceGetName, "cuDeviceGetName", "cuDeviceGetName"),
-    REQ(DeviceGetAttribute, "cuDeviceGetAttribute", "cuDeviceGetAttribute"),
-    REQ(DeviceTotalMem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2"),
-    REQ(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"),
-    REQ(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"),
-    REQ(CtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent"),
-    REQ(CtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent"),
-    REQ(CtxPushCurrent, "cuCtxPushCurrent", "cuCtxPushCurrent_v2"),
-    REQ(CtxPopCurrent, "cuCtxPopCurrent", "cuCtxPopCurrent_v2"),
-    REQ(CtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", "cuCtxGetStreamPriorityRange"),
-    REQ(CtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize"),
-    REQ(StreamCreateWithPriority, "cuStreamCreateWithPriority", "cuStreamCreateWithPriority"),
-    REQ(StreamDestroy, "cuStreamDestroy", "cuStreamDestroy_v2"),
-    REQ(StreamQuery, "cuStreamQuery", "cuStreamQuery"),
-    REQ(StreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize"),
-    REQ(StreamWaitEvent, "cuStreamWaitEvent", "cuStreamWaitEvent"),
-    REQ(EventCreate, "cuEventCreate", "cuEventCreate"),
-    REQ(EventDestroy, "cuEventDestroy", "cuEventDestroy_v2"),
-    REQ(EventRecord, "cuEventRecord", "cuEventRecord"),
-    REQ(EventQuery, "cuEventQuery", "cuEventQuery"),
-    REQ(EventSynchronize, "cuEventSynchronize", "cuEventSynchronize"),
-    REQ(EventElapsedTime, "cuEventElapsedTime", "cuEventElapsedTime"),
-    REQ(MemAlloc, "cuMemAlloc", "cuMemAlloc_v2"),
-    REQ(MemFree, "cuMemFree", "cuMemFree_v2"),
-    REQ(MemGetInfo, "cuMemGetInfo", "cuMemGetInfo_v2"),
-    REQ(MemHostAlloc, "cuMemHostAlloc", "cuMemHostAlloc"),
-    REQ(MemFreeHost, "cuMemFreeHost", "cuMemFreeHost"),
-    REQ(MemHostGetDevicePointer, "cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"),
-    REQ(MemcpyHtoD, "cuMemcpyHtoD", "cuMemcpyHtoD_v2"),
-    REQ(MemcpyDtoH, "cuMemcpyDtoH", "cuMemcpyDtoH_v2"),
-    REQ(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"),
-    REQ(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2"),
-    REQ(MemsetD8Async, "cuMemsetD8Async", "cuMemsetD8Async"),
-    REQ(ModuleLoadData, "cuModuleLoadData", "cuModuleLoadData"),
-    REQ(ModuleUnload, "cuModuleUnload", "cuModuleUnload"),
-    REQ(ModuleGetFunction, "cuModuleGetFunction", "cuModuleGetFunction"),
-    REQ(LaunchKernel, "cuLaunchKernel", "cuLaunchKernel"),
-    /* The v2 stream memory operations (CUDA 11.7 on); older drivers only
-     * have the v1 ones, which need a kernel module parameter: not used. */
-    OPT(StreamWaitValue64, "cuStreamWaitValue64", "cuStreamWaitValue64_v2"),
-    OPT(StreamWriteValue64, "cuStreamWriteValue64", "cuStreamWriteValue64_v2"),
-    OPT(MemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync"),
-    OPT(MemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync"),
-    OPT(DeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool"),
-    OPT(MemPoolSetAttribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute"),
-    OPT(MemPoolGetAttribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute"),
-};
+#define ENTRY(field, base, version, symbol, optional)                                              \
+    {#base, symbol, version, offsetof(cuda_api_t, field), optional},
+static const entry_t entries[] = {CUDA_ENTRIES(ENTRY)};
+
+/* A field typed with another version's prototype than the one it is looked
+ * up at does not build. */
+#define CHECK_TYPE(field, base, version, symbol, optional)                                         \
+    _Static_assert(_Generic(((cuda_api_t *)0)->field, PFN_##base##_v##version : 1, default : 0),   \
+                   #field " is not typed PFN_" #base "_v" #version);
+CUDA_ENTRIES(CHECK_TYPE)
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static cuda_api_t table;
@@ -126,19 +141,26 @@ ordo_status_t cuda_error(CUresult result, const char *api, const char *what) {
     return ordo_error(cuda_status_of(result), api, "%s: %s", what, detail);
 }
 
-/* Looks one entry point up: cuGetProcAddress first, dlsym second. */
-static void *resolve(void *lib, get_proc_v2_fn get_v2, get_proc_v1_fn get_v1, int version,
+/* Looks one entry point up: cuGetProcAddress at the version of the
+ * entry's prototype first, dlsym of the symbol of that ABI second. A driver
+ * older than that version has no such ABI (cuGetProcAddress refuses a
+ * version above the driver's); its dlsym finds none either unless the
+ * symbol is older than the entry's version says. */
+static void *resolve(void *lib, get_proc_v2_fn get_v2, get_proc_v1_fn get_v1, int driver,
                      const entry_t *e) {
     void *fn = NULL;
-    if (get_v2) {
-        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        if (get_v2(e->base, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
-            status != CU_GET_PROC_ADDRESS_SUCCESS) {
-            fn = NULL;
-        }
-    } else if (get_v1) {
-        if (get_v1(e->base, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT) != CUDA_SUCCESS) {
-            fn = NULL;
+    if (e->version <= driver) {
+        if (get_v2) {
+            CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+            if (get_v2(e->base, &fn, e->version, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
+                    CUDA_SUCCESS ||
+                status != CU_GET_PROC_ADDRESS_SUCCESS) {
+                fn = NULL;
+            }
+        } else if (get_v1) {
+            if (get_v1(e->base, &fn, e->version, CU_GET_PROC_ADDRESS_DEFAULT) != CUDA_SUCCESS) {
+                fn = NULL;
+            }
         }
     }
     if (!fn) {
@@ -233,9 +255,6 @@ static void load(void) {
         return;
     }
     api.driver_version = driver;
-    /* Ask for the ABI of the headers this was built with, but never for a
-     * version above the driver's (cuGetProcAddress refuses those). */
-    int version = driver < CUDA_VERSION ? driver : CUDA_VERSION;
     get_proc_v2_fn get_v2 = NULL;
     get_proc_v1_fn get_v1 = NULL;
     SET_FN(get_v2, dlsym(lib, "cuGetProcAddress_v2"));
@@ -243,7 +262,7 @@ static void load(void) {
         SET_FN(get_v1, dlsym(lib, "cuGetProcAddress"));
     }
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
-        void *fn = resolve(lib, get_v2, get_v1, version, &entries[i]);
+        void *fn = resolve(lib, get_v2, get_v1, driver, &entries[i]);
         if (!fn && !entries[i].optional) {
             snprintf(load_reason, sizeof load_reason, "the CUDA driver (version %d.%d) lacks %s",
                      driver / 1000, (driver % 1000) / 10, entries[i].base);

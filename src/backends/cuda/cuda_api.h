@@ -1,9 +1,10 @@
 /* Internal: the CUDA driver API, loaded at run time.
  *
  * libcuda.so.1 is opened with dlopen on first use; every entry point is
- * looked up with cuGetProcAddress (by base name, for the ABI of the CUDA
- * version this was compiled against, capped at the driver's own version),
- * falling back to dlsym of the versioned symbol name. Nothing links
+ * looked up with cuGetProcAddress by base name at the CUDA version of the
+ * prototype its field is typed with (PFN_<name>_v<version> of
+ * cudaTypedefs.h, checked at build time in cuda_api.c), falling back to
+ * dlsym of the versioned symbol name. Nothing links
  * against libcuda or the CUDA runtime, so one binary runs with and without
  * a driver; without one, cuda_api_load says why.
  *
@@ -14,6 +15,7 @@
 #define ORDO_BACKENDS_CUDA_API_H
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <stddef.h>
 
 #include "ordo/status.h"
@@ -21,63 +23,57 @@
 typedef struct cuda_api {
     int driver_version;
     /* Required: loading fails without any of these. */
-    CUresult (*Init)(unsigned int flags);
-    CUresult (*DriverGetVersion)(int *version);
-    CUresult (*GetErrorName)(CUresult error, const char **out);
-    CUresult (*GetErrorString)(CUresult error, const char **out);
-    CUresult (*DeviceGetCount)(int *count);
-    CUresult (*DeviceGet)(CUdevice *device, int ordinal);
-    CUresult (*DeviceGetName)(char *name, int length, CUdevice device);
-    CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attribute, CUdevice device);
-    CUresult (*DeviceTotalMem)(size_t *bytes, CUdevice device);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *context, CUdevice device);
-    CUresult (*DevicePrimaryCtxRelease)(CUdevice device);
-    CUresult (*CtxSetCurrent)(CUcontext context);
-    CUresult (*CtxGetCurrent)(CUcontext *context);
-    CUresult (*CtxPushCurrent)(CUcontext context);
-    CUresult (*CtxPopCurrent)(CUcontext *context);
-    CUresult (*CtxGetStreamPriorityRange)(int *least, int *greatest);
-    CUresult (*CtxSynchronize)(void);
-    CUresult (*StreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
-    CUresult (*StreamDestroy)(CUstream stream);
-    CUresult (*StreamQuery)(CUstream stream);
-    CUresult (*StreamSynchronize)(CUstream stream);
-    CUresult (*StreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
-    CUresult (*EventCreate)(CUevent *event, unsigned int flags);
-    CUresult (*EventDestroy)(CUevent event);
-    CUresult (*EventRecord)(CUevent event, CUstream stream);
-    CUresult (*EventQuery)(CUevent event);
-    CUresult (*EventSynchronize)(CUevent event);
-    CUresult (*EventElapsedTime)(float *milliseconds, CUevent start, CUevent end);
-    CUresult (*MemAlloc)(CUdeviceptr *ptr, size_t bytes);
-    CUresult (*MemFree)(CUdeviceptr ptr);
-    CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total_bytes);
-    CUresult (*MemHostAlloc)(void **ptr, size_t bytes, unsigned int flags);
-    CUresult (*MemFreeHost)(void *ptr);
-    CUresult (*MemHostGetDevicePointer)(CUdeviceptr *device_ptr, void *host_ptr,
-                                        unsigned int flags);
-    CUresult (*MemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
-    CUresult (*MemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
-    CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
-    CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
-    CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
-    CUresult (*ModuleLoadData)(CUmodule *module, const void *image);
-    CUresult (*ModuleUnload)(CUmodule module);
-    CUresult (*ModuleGetFunction)(CUfunction *function, CUmodule module, const char *name);
-    CUresult (*LaunchKernel)(CUfunction f, unsigned int grid_x, unsigned int grid_y,
-                             unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                             unsigned int block_z, unsigned int shared_bytes, CUstream stream,
-                             void **params, void **extra);
+    PFN_cuInit_v2000 Init;
+    PFN_cuDriverGetVersion_v2020 DriverGetVersion;
+    PFN_cuGetErrorName_v6000 GetErrorName;
+    PFN_cuGetErrorString_v6000 GetErrorString;
+    PFN_cuDeviceGetCount_v2000 DeviceGetCount;
+    PFN_cuDeviceGet_v2000 DeviceGet;
+    PFN_cuDeviceGetName_v2000 DeviceGetName;
+    PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute;
+    PFN_cuDeviceTotalMem_v3020 DeviceTotalMem;
+    PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 DevicePrimaryCtxRelease;
+    PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
+    PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
+    PFN_cuCtxPushCurrent_v4000 CtxPushCurrent;
+    PFN_cuCtxPopCurrent_v4000 CtxPopCurrent;
+    PFN_cuCtxGetStreamPriorityRange_v5050 CtxGetStreamPriorityRange;
+    PFN_cuCtxSynchronize_v2000 CtxSynchronize;
+    PFN_cuStreamCreateWithPriority_v5050 StreamCreateWithPriority;
+    PFN_cuStreamDestroy_v4000 StreamDestroy;
+    PFN_cuStreamQuery_v2000 StreamQuery;
+    PFN_cuStreamSynchronize_v2000 StreamSynchronize;
+    PFN_cuStreamWaitEvent_v3020 StreamWaitEvent;
+    PFN_cuEventCreate_v2000 EventCreate;
+    PFN_cuEventDestroy_v4000 EventDestroy;
+    PFN_cuEventRecord_v2000 EventRecord;
+    PFN_cuEventQuery_v2000 EventQuery;
+    PFN_cuEventSynchronize_v2000 EventSynchronize;
+    PFN_cuEventElapsedTime_v2000 EventElapsedTime;
+    PFN_cuMemAlloc_v3020 MemAlloc;
+    PFN_cuMemFree_v3020 MemFree;
+    PFN_cuMemGetInfo_v3020 MemGetInfo;
+    PFN_cuMemHostAlloc_v2020 MemHostAlloc;
+    PFN_cuMemFreeHost_v2000 MemFreeHost;
+    PFN_cuMemHostGetDevicePointer_v3020 MemHostGetDevicePointer;
+    PFN_cuMemcpyHtoD_v3020 MemcpyHtoD;
+    PFN_cuMemcpyDtoH_v3020 MemcpyDtoH;
+    PFN_cuMemcpyHtoDAsync_v3020 MemcpyHtoDAsync;
+    PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
+    PFN_cuMemsetD8Async_v3020 MemsetD8Async;
+    PFN_cuModuleLoadData_v2000 ModuleLoadData;
+    PFN_cuModuleUnload_v2000 ModuleUnload;
+    PFN_cuModuleGetFunction_v2000 ModuleGetFunction;
+    PFN_cuLaunchKernel_v4000 LaunchKernel;
     /* Optional: NULL when the driver lacks them. */
-    CUresult (*StreamWaitValue64)(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                                  unsigned int flags);
-    CUresult (*StreamWriteValue64)(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                                   unsigned int flags);
-    CUresult (*MemAllocAsync)(CUdeviceptr *ptr, size_t bytes, CUstream stream);
-    CUresult (*MemFreeAsync)(CUdeviceptr ptr, CUstream stream);
-    CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool *pool, CUdevice device);
-    CUresult (*MemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attribute, void *value);
-    CUresult (*MemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attribute, void *value);
+    PFN_cuStreamWaitValue64_v11070 StreamWaitValue64;
+    PFN_cuStreamWriteValue64_v11070 StreamWriteValue64;
+    PFN_cuMemAllocAsync_v11020 MemAllocAsync;
+    PFN_cuMemFreeAsync_v11020 MemFreeAsync;
+    PFN_cuDeviceGetDefaultMemPool_v11020 DeviceGetDefaultMemPool;
+    PFN_cuMemPoolSetAttribute_v11020 MemPoolSetAttribute;
+    PFN_cuMemPoolGetAttribute_v11020 MemPoolGetAttribute;
 } cuda_api_t;
 
 /* The loaded table, or NULL with the reason ("libcuda.so.1 not found:

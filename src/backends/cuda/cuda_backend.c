@@ -140,12 +140,139 @@ static void point_destroy(void *user, void *event) {
     (void)d->cu->EventDestroy((CUevent)event);
 }
 
+/* ---- the free thread ------------------------------------------------------ */
+
+static void free_now(cuda_device_t *d, const cuda_free_t *f) {
+    if (cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
+        return;
+    }
+    if (f->synchronize_first) {
+        (void)d->cu->CtxSynchronize();
+    }
+    if (f->host_ptr) {
+        (void)d->cu->MemFreeHost(f->host_ptr);
+    } else {
+        (void)d->cu->MemFree(f->device_ptr);
+    }
+}
+
+static void *free_main(void *arg) {
+    cuda_device_t *d = arg;
+    pthread_mutex_lock(&d->free_lock);
+    for (;;) {
+        while (!d->free_head && !d->free_stop) {
+            pthread_cond_wait(&d->free_cond, &d->free_lock);
+        }
+        cuda_free_t *f = d->free_head;
+        if (!f) {
+            break; /* stopped, and every queued free done */
+        }
+        d->free_head = f->next;
+        if (!d->free_head) {
+            d->free_tail = &d->free_head;
+        }
+        pthread_mutex_unlock(&d->free_lock);
+        free_now(d, f);
+        ordo_dealloc(f, sizeof *f, 0);
+        pthread_mutex_lock(&d->free_lock);
+    }
+    pthread_mutex_unlock(&d->free_lock);
+    return NULL;
+}
+
+void cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
+                     int synchronize_first) {
+    cuda_free_t local = {NULL, device_ptr, host_ptr, synchronize_first};
+    cuda_free_t *f = ordo_alloc(sizeof *f, 0);
+    int queued = 0;
+    if (f) {
+        *f = local;
+        pthread_mutex_lock(&d->free_lock);
+        if (d->free_started && !d->free_stop) {
+            *d->free_tail = f;
+            d->free_tail = &f->next;
+            pthread_cond_signal(&d->free_cond);
+            queued = 1;
+        }
+        pthread_mutex_unlock(&d->free_lock);
+    }
+    if (!queued) {
+        /* Freed here (it may block: better than a leak). */
+        if (f) {
+            ordo_dealloc(f, sizeof *f, 0);
+        }
+        free_now(d, &local);
+    }
+}
+
+/* Runs every queued free (waiting for the device as they do), then ends
+ * the thread. */
+static void free_thread_stop(cuda_device_t *d) {
+    if (!d->free_started) {
+        return;
+    }
+    pthread_mutex_lock(&d->free_lock);
+    d->free_stop = 1;
+    pthread_cond_signal(&d->free_cond);
+    pthread_mutex_unlock(&d->free_lock);
+    pthread_join(d->free_thread, NULL);
+    d->free_started = 0;
+}
+
+/* ---- process exit ---------------------------------------------------------
+ *
+ * A process may exit with devices still open. The driver is unloaded after
+ * the exit handlers run; the completion threads must not call into it
+ * while it goes, so an exit handler stops them (and runs the frees still
+ * queued) first. Nothing of the device is freed: the process is ending. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_device_t *live_devices; /* under live_lock */
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static int exited; /* under live_lock */
+
+static void halt_at_exit(void) {
+    pthread_mutex_lock(&live_lock);
+    exited = 1;
+    for (cuda_device_t *d = live_devices; d; d = d->next_live) {
+        hal_watcher_halt(&d->watcher);
+        free_thread_stop(d);
+        d->halted = 1;
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void register_exit_handler(void) {
+    (void)atexit(halt_at_exit);
+}
+
+static void live_add(cuda_device_t *d) {
+    pthread_once(&exit_once, register_exit_handler);
+    pthread_mutex_lock(&live_lock);
+    d->next_live = live_devices;
+    live_devices = d;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(cuda_device_t *d) {
+    pthread_mutex_lock(&live_lock);
+    for (cuda_device_t **link = &live_devices; *link; link = &(*link)->next_live) {
+        if (*link == d) {
+            *link = d->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
 /* ---- devices -------------------------------------------------------------- */
 
 static void device_release_parts(cuda_device_t *d) {
+    live_remove(d);
     if (d->watcher_started) {
         hal_watcher_stop(&d->watcher);
     }
+    /* After the watcher: its completions may still queue frees. */
+    free_thread_stop(d);
     if (d->points) {
         (void)event_pool_destroy(d->points);
     }
@@ -166,6 +293,8 @@ static void device_release_parts(cuda_device_t *d) {
         }
     }
     pthread_mutex_destroy(&d->aligned_lock);
+    pthread_mutex_destroy(&d->free_lock);
+    pthread_cond_destroy(&d->free_cond);
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);
     }
@@ -183,6 +312,9 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA device");
     }
     pthread_mutex_init(&d->aligned_lock, NULL);
+    pthread_mutex_init(&d->free_lock, NULL);
+    pthread_cond_init(&d->free_cond, NULL);
+    d->free_tail = &d->free_head;
     d->shell = device;
     d->cu = cu;
     d->ordinal = device->info.ordinal;
@@ -226,6 +358,12 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         return st;
     }
     d->watcher_started = 1;
+    if (pthread_create(&d->free_thread, NULL, free_main, d) != 0) {
+        device_release_parts(d);
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot start the device's free thread");
+    }
+    d->free_started = 1;
+    live_add(d);
     device->impl = d;
     return ORDO_OK;
 }
@@ -306,15 +444,13 @@ static ordo_status_t cuda_mem_alloc(ordo_device_t *device, size_t bytes, size_t 
     return ORDO_OK;
 }
 
-/* cuMemFree may synchronise the device. That is safe from any thread here,
- * the completion thread included: this backend never makes the device wait
- * for the host, so the device always drains on its own. */
+/* cuMemFree may synchronise the device, and the device may wait for the
+ * host (work a user enqueued at a cuStreamWaitValue64): it runs on the
+ * device's free thread, never on the completion thread that calls this
+ * when a stream reaches a free. */
 static void cuda_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
     (void)bytes;
     cuda_device_t *d = device->impl;
-    if (cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
-        return;
-    }
     CUdeviceptr target = (CUdeviceptr)(uintptr_t)ptr;
     pthread_mutex_lock(&d->aligned_lock);
     for (cuda_aligned_t **link = &d->aligned; *link; link = &(*link)->next) {
@@ -327,7 +463,7 @@ static void cuda_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
         }
     }
     pthread_mutex_unlock(&d->aligned_lock);
-    (void)d->cu->MemFree(target);
+    cuda_defer_free(d, target, NULL, 0);
 }
 
 /* ---- events --------------------------------------------------------------- */

@@ -45,6 +45,18 @@ typedef struct cuda_orphan_word {
     void *word;
 } cuda_orphan_word_t;
 
+/* Memory given back to the driver on the device's free thread: cuMemFree
+ * and cuMemFreeHost (and cuCtxSynchronize) may wait for the whole device,
+ * which may wait for the host (a stream at a cuStreamWaitValue64 of a
+ * user's): the threads that observe completions and run held work must
+ * never block behind it. */
+typedef struct cuda_free {
+    struct cuda_free *next;
+    CUdeviceptr device_ptr; /* cuMemFree, or 0 */
+    void *host_ptr;         /* cuMemFreeHost, or NULL */
+    int synchronize_first;  /* cuCtxSynchronize before the free */
+} cuda_free_t;
+
 typedef struct cuda_device {
     ordo_device_t *shell;
     const cuda_api_t *cu;
@@ -60,6 +72,16 @@ typedef struct cuda_device {
     pthread_mutex_t aligned_lock;
     cuda_aligned_t *aligned;     /* under aligned_lock */
     cuda_orphan_word_t *orphans; /* under aligned_lock */
+    /* The free thread and its queue (cuda_defer_free). */
+    pthread_mutex_t free_lock;
+    pthread_cond_t free_cond;
+    cuda_free_t *free_head; /* under free_lock, oldest first */
+    cuda_free_t **free_tail;
+    int free_stop;    /* under free_lock */
+    int free_started; /* the thread runs */
+    pthread_t free_thread;
+    struct cuda_device *next_live; /* the live devices, stopped at exit */
+    int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;
 
 typedef struct cuda_stream {
@@ -86,6 +108,13 @@ typedef struct cuda_stream {
     uint64_t word_last; /* the last value a write to it was enqueued with (as `reserved`) */
     unsigned polls;     /* watcher thread only */
 } cuda_stream_t;
+
+/* Gives device memory (device_ptr) or page-locked host memory (host_ptr)
+ * back to the driver on the device's free thread, after cuCtxSynchronize
+ * if synchronize_first; never blocks. Where the queue cannot take it (out
+ * of memory, or the thread is gone), frees it on the calling thread. */
+void cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
+                     int synchronize_first);
 
 /* Makes the device's primary context current on the calling thread. */
 ordo_status_t cuda_enter(const cuda_device_t *d, const char *api);

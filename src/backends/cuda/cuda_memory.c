@@ -135,14 +135,16 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
 
 /* Gives the memory back now (the caller knows nothing uses it any more, or
  * the free is already in the device's order). */
-static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed) {
+static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed,
+                           int synchronize_first) {
     cuda_device_t *d = r->d;
-    if (!device_freed && cuda_enter(d, "ordo_mem_deallocate") == ORDO_OK) {
+    if (!device_freed) {
+        /* On the device's free thread: this runs on the completion thread
+         * too, which must never block behind the device. */
         if (r->kind == CUDA_MEM_ASYNC) {
-            /* No implicit synchronisation for stream-ordered memory. */
-            (void)d->cu->MemFree((CUdeviceptr)(uintptr_t)b->raw);
+            cuda_defer_free(d, (CUdeviceptr)(uintptr_t)b->raw, NULL, 0);
         } else {
-            (void)d->cu->MemFreeHost(b->raw);
+            cuda_defer_free(d, 0, b->raw, synchronize_first);
         }
     }
     atomic_fetch_sub_explicit(&r->bytes_outstanding, b->base.bytes, memory_order_relaxed);
@@ -157,16 +159,12 @@ static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed
  * only the futex wake, which touches no memory, follows. */
 static void free_complete(cuda_block_t *b) {
     cuda_resource_t *r = b->owner;
-    if (r->kind == CUDA_MEM_PINNED && b->free_status != ORDO_OK &&
-        cuda_enter(r->d, "ordo_mem_deallocate") == ORDO_OK) {
-        /* The stream failed or was destroyed short of the free: work it
-         * (or a stream it waited for on the device) issued before may
-         * still read or write the block. cuMemFreeHost does not promise
-         * to wait for it, so the device drains first (it never waits for
-         * the host, so this ends). */
-        (void)r->d->cu->CtxSynchronize();
-    }
-    release_memory(r, b, r->kind == CUDA_MEM_ASYNC);
+    /* The stream failed or was destroyed short of the free: work it (or a
+     * stream it waited for on the device) issued before may still read or
+     * write the block. cuMemFreeHost does not promise to wait for it, so
+     * the device drains first (on the free thread). */
+    int drain = r->kind == CUDA_MEM_PINNED && b->free_status != ORDO_OK;
+    release_memory(r, b, r->kind == CUDA_MEM_ASYNC, drain);
     mem_frees_done(&r->frees_pending);
 }
 
@@ -188,14 +186,14 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
  * The memory must go back: if the driver refuses the stream-ordered free
  * (a context broken by a fault, say), it is freed at once once the device
  * has drained (cuMemFree does not wait for stream-ordered memory); a
- * broken context reclaims it when it is reset. */
+ * broken context reclaims it when it is reset. That waiting happens on the
+ * device's free thread (this may run on a lane thread). */
 static ordo_status_t free_async(void *ctx, struct CUstream_st *stream) {
     cuda_block_t *b = ctx;
     const cuda_api_t *cu = b->owner->d->cu;
     CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)b->raw;
     if (cu->MemFreeAsync(ptr, stream) != CUDA_SUCCESS) {
-        (void)cu->CtxSynchronize();
-        (void)cu->MemFree(ptr);
+        cuda_defer_free(b->owner->d, ptr, NULL, 1);
     }
     free_step_done(b);
     return ORDO_OK;
@@ -213,7 +211,7 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
                           (void *)block, block->tag);
     }
     if (!stream) {
-        release_memory(r, b, 0);
+        release_memory(r, b, 0, 0);
         return ORDO_OK;
     }
     ordo_signal_t *timeline = NULL;

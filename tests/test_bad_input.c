@@ -612,7 +612,11 @@ static void stream_entry_points(void **state) {
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, NULL, &pool);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, &config, NULL);
     ordo_stream_pool_config_t none = {0, 0, 0, 0};
-    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &none, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, &none,
+                   &pool);
+    ordo_stream_pool_config_t transfer_only = {0, 0, 1, 0}; /* transfers share compute, not back */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device,
+                   &transfer_only, &pool);
     ordo_stream_pool_config_t too_many = {1000, 0, 25, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &too_many,
                    &pool);
@@ -1503,7 +1507,7 @@ static void streams_in_use_refuse_destroy(void **state) {
     ordo_access_t read[1] = {{buffer, ORDO_ACCESS_READ}};
     assert_ok(ordo_submit(tracker, s, write, 1, tracker_launch, NULL));
     REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
-    check_owner_named("tracker");
+    check_owner_named("by 1 tracker(s),");
     /* The tracker still orders work after s's (it records s's point). */
     assert_ok(ordo_submit(tracker, f.s[0], read, 1, tracker_launch, NULL));
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
@@ -1547,9 +1551,11 @@ static void streams_in_use_refuse_destroy(void **state) {
     assert_ok(ordo_mem_resource_destroy(direct));
     assert_ok(ordo_buffer_release(buffer, NULL, NULL));
     assert_ok(ordo_tracker_drain(tracker, test_deadline()));
-    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* the coordinator's still */
-    check_owner_named("coordinator");
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* both still hold it */
+    check_owner_named("1 tracker(s) and 1 coordinator(s)");
     assert_ok(ordo_tracker_destroy(tracker));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* the coordinator alone */
+    check_owner_named("by 1 coordinator(s),");
     assert_ok(ordo_coord_destroy(coord));
     assert_ok(ordo_stream_pool_destroy(streams));
     assert_ok(ordo_stream_destroy(s));

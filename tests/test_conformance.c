@@ -861,7 +861,7 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     assert_ok(ordo_stream_pool_destroy(pool));
 
     ordo_stream_pool_config_t bad = {0, 0, 1, 0};
-    assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_INVALID_ARGUMENT);
     bad = (ordo_stream_pool_config_t){SIZE_MAX, 0, 2, 0}; /* would wrap a sum */
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_stream_pool_create(NULL, &shared_config, &pool), ORDO_ERR_INVALID_HANDLE);

@@ -105,6 +105,10 @@ static ordo_status_t fail_plain(void *ctx) {
     return ORDO_ERR_ABORTED;
 }
 
+static ordo_status_t launch_noop(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, noop, ctx);
+}
+
 static void bad_input_names_submit_host(void **state) {
     (void)state;
     ordo_tracker_t *tracker, *other;
@@ -162,6 +166,24 @@ static void bad_input_names_submit_host(void **state) {
     assert_null(strstr(ordo_error_message(), "launch function"));
     assert_ok(ordo_tracker_metrics(tracker, &after));
     assert_int_equal(after.submissions, before.submissions);
+    /* The same when the submission needs a wait on another stream first:
+     * the message names the call made, not the wait ordo enqueued. */
+    ordo_stream_t *writer;
+    ordo_buffer_t *across;
+    assert_ok(ordo_stream_create(device, 0, &writer));
+    assert_ok(ordo_buffer_create(tracker, &across));
+    ordo_access_t write_across = {across, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_submit_host(tracker, writer, &write_across, 1, noop, NULL));
+    assert_status(ordo_submit_host(tracker, s, &write_across, 1, noop, NULL), ORDO_ERR_ABORTED);
+    assert_names("ordo_submit_host");
+    assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
+    assert_status(ordo_submit(tracker, s, &write_across, 1, launch_noop, NULL), ORDO_ERR_ABORTED);
+    assert_names("ordo_submit");
+    assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
+    assert_status(ordo_prepare(tracker, s, &write_across, 1), ORDO_ERR_ABORTED);
+    assert_names("ordo_prepare");
+    assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
+    assert_ok(ordo_buffer_release(across, NULL, NULL));
 
     assert_status(ordo_tracker_synchronize(NULL, test_deadline()), ORDO_ERR_INVALID_HANDLE);
     assert_names("ordo_tracker_synchronize");
@@ -172,6 +194,7 @@ static void bad_input_names_submit_host(void **state) {
     assert_ok(ordo_tracker_destroy(tracker));
     assert_ok(ordo_tracker_destroy(other));
     assert_ok(ordo_stream_destroy(s));
+    assert_ok(ordo_stream_destroy(writer));
 }
 
 /* ---- failures and their messages ------------------------------------------ */

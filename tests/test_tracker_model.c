@@ -904,12 +904,120 @@ static void released_buffers_outlive_their_uses(void **state) {
     assert_ok(ordo_device_release(device));
 }
 
+/* A wait that goes through a later record than its need, for a third
+ * stream: once stream A's record at its point 1 is forgotten (more than
+ * eight records since), the record covering A's point 1 knows stream D,
+ * which A waited for after point 1. A write of x (A's, read on B) and a
+ * read of z (D's) on C need A, B and D: B's record covers A's need but not
+ * D's; A's later record covers D's. Two waits, A through its later record
+ * and B, both needed, and the model agrees. */
+#define DIRECTED_STREAMS 5
+
+typedef struct directed {
+    ordo_stream_t *streams[DIRECTED_STREAMS];
+    model_t *model;
+    ordo_tracker_t *tracker;
+    uint64_t waits;
+    uint64_t through_later; /* waits whose record is past their need */
+} directed_t;
+
+static uint32_t directed_index(const directed_t *d, const ordo_stream_t *s) {
+    for (uint32_t i = 0; i < DIRECTED_STREAMS; ++i) {
+        if (d->streams[i] == s) {
+            return i;
+        }
+    }
+    return UINT32_MAX;
+}
+
+static void on_directed_wait(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin,
+                             uint64_t origin_point, uint64_t needed_point) {
+    directed_t *d = ctx;
+    d->waits++;
+    d->through_later += origin_point > needed_point;
+    model_on_wait(d->model, directed_index(d, waiting), directed_index(d, origin), origin_point,
+                  needed_point);
+}
+
+static ordo_status_t directed_noop(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+static ordo_status_t directed_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, directed_noop, ctx);
+}
+
+static void directed_submit(directed_t *d, uint32_t stream, ordo_buffer_t *const *handles,
+                            const uint32_t *buffers, const ordo_access_mode_t *modes,
+                            size_t count) {
+    ordo_access_t accesses[4];
+    model_access_t modeled[4];
+    for (size_t i = 0; i < count; ++i) {
+        accesses[i] = (ordo_access_t){handles[buffers[i]], modes[i]};
+        modeled[i] = (model_access_t){buffers[i], modes[i]};
+    }
+    model_begin(d->model, stream, modeled, count);
+    assert_ok(ordo_submit(d->tracker, d->streams[stream], accesses, count, directed_launch, NULL));
+    model_end(d->model);
+}
+
+static void a_wait_through_a_later_record_is_needed(void **state) {
+    (void)state;
+    enum { A, B, C, D, E, STREAMS };
+    _Static_assert(STREAMS == DIRECTED_STREAMS, "one stream each");
+    enum { X, Z, W, BUFFERS };
+    ordo_device_t *device;
+    assert_ok(ordo_device_open("cpu", &device));
+    directed_t d = {0};
+    assert_ok(ordo_tracker_create(device, &d.tracker));
+    for (uint32_t s = 0; s < STREAMS; ++s) {
+        assert_ok(ordo_stream_create(device, 0, &d.streams[s]));
+    }
+    d.model = model_create(STREAMS, 64);
+    assert_ok(ordo_tracker_set_wait_observer(d.tracker, on_directed_wait, &d));
+    ordo_buffer_t *handles[BUFFERS];
+    for (uint32_t b = 0; b < BUFFERS; ++b) {
+        assert_ok(ordo_buffer_create(d.tracker, &handles[b]));
+    }
+    const ordo_access_mode_t r = ORDO_ACCESS_READ, w = ORDO_ACCESS_WRITE;
+    const ordo_access_mode_t rw[2] = {ORDO_ACCESS_WRITE, ORDO_ACCESS_READ};
+    directed_submit(&d, D, handles, (uint32_t[]){Z}, &w, 1);
+    directed_submit(&d, A, handles, (uint32_t[]){X}, &w, 1);
+    directed_submit(&d, B, handles, (uint32_t[]){X}, &r, 1); /* records A's point 1 */
+    directed_submit(&d, A, handles, (uint32_t[]){Z}, &r, 1); /* A now knows D */
+    for (int i = 0; i < 9; ++i) {                            /* nine later records of A */
+        directed_submit(&d, A, handles, (uint32_t[]){W}, &w, 1);
+        directed_submit(&d, E, handles, (uint32_t[]){W}, &r, 1);
+    }
+    uint64_t before = d.waits, later = d.through_later;
+    directed_submit(&d, C, handles, (uint32_t[]){X, Z}, rw, 2);
+    assert_int_equal(d.waits - before, 2);
+    assert_int_equal(d.through_later - later, 1); /* A's, through a later record */
+    const char *first = NULL;
+    size_t violations = model_violations(d.model, &first);
+    if (violations) {
+        fail_msg("%zu violations; first: %s", violations, first);
+    }
+    for (uint32_t b = 0; b < BUFFERS; ++b) {
+        assert_ok(ordo_buffer_release(handles[b], NULL, NULL));
+    }
+    assert_ok(ordo_tracker_synchronize(d.tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(d.tracker));
+    for (uint32_t s = 0; s < STREAMS; ++s) {
+        assert_ok(ordo_stream_destroy(d.streams[s]));
+    }
+    model_free(d.model);
+    assert_ok(ordo_device_release(device));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_programs_match_the_model),
         cmocka_unit_test(wide_programs_match_the_model),
         cmocka_unit_test(locked_threads_match_the_model),
         cmocka_unit_test(released_buffers_outlive_their_uses),
+        cmocka_unit_test(a_wait_through_a_later_record_is_needed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

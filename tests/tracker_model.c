@@ -27,7 +27,6 @@ struct model {
     uint32_t wait_count;
     uint32_t *wait_origin; /* per wait, at most one per other stream */
     uint64_t *wait_node;   /* the origin's node the wait orders through */
-    uint64_t *wait_needed; /* the needed node */
     int open;              /* between begin and end */
     int skip_hazards;      /* model_skip_hazards */
     size_t violations;
@@ -47,7 +46,6 @@ model_t *model_create(uint32_t streams, uint32_t max_submissions) {
     m->base = calloc(m->words ? m->words : 1, sizeof(uint64_t));
     m->wait_origin = calloc(streams, sizeof *m->wait_origin);
     m->wait_node = calloc(streams, sizeof *m->wait_node);
-    m->wait_needed = calloc(streams, sizeof *m->wait_needed);
     for (uint32_t s = 0; s < streams; ++s) {
         m->stream_nodes[s] = calloc(max_submissions, sizeof(uint32_t));
         m->carry[s] = calloc(m->words ? m->words : 1, sizeof(uint64_t));
@@ -68,7 +66,6 @@ void model_free(model_t *m) {
     free(m->base);
     free(m->wait_origin);
     free(m->wait_node);
-    free(m->wait_needed);
     free(m->stream_nodes);
     free(m->stream_points);
     free(m->last_on_stream);
@@ -147,32 +144,7 @@ void model_on_wait(model_t *m, uint32_t waiting, uint32_t origin, uint64_t origi
     }
     m->wait_origin[m->wait_count] = origin;
     m->wait_node[m->wait_count] = m->stream_nodes[origin][origin_point - 1];
-    m->wait_needed[m->wait_count] = needed;
     m->wait_count++;
-}
-
-/* Each wait of the open submission must order something the others do
- * not: its needed node must not follow from the others' (nor from what the
- * stream knew, checked as each wait came). */
-static void check_waits_irredundant(model_t *m) {
-    uint64_t *set = calloc(m->words ? m->words : 1, sizeof(uint64_t));
-    for (uint32_t i = 0; i < m->wait_count; ++i) {
-        memcpy(set, m->base, m->words * sizeof(uint64_t));
-        for (uint32_t j = 0; j < m->wait_count; ++j) {
-            if (j != i) {
-                absorb(m, set, (uint32_t)m->wait_node[j]);
-            }
-        }
-        if (has(set, (uint32_t)m->wait_needed[i])) {
-            char what[256];
-            snprintf(what, sizeof what,
-                     "redundant wait: submission %u (stream %u) waits for stream %u, "
-                     "which its other waits already order",
-                     m->node_count, m->nodes[m->node_count].stream, m->wait_origin[i]);
-            violation(m, what);
-        }
-    }
-    free(set);
 }
 
 static int conflicts(const node_t *a, const node_t *b) {
@@ -187,6 +159,38 @@ static int conflicts(const node_t *a, const node_t *b) {
     return 0;
 }
 
+/* Each wait of the open submission must be needed: without it, some
+ * cross-stream hazard of the submission would be unordered by the other
+ * waits and what the stream knew before them. (Not "its needed point is
+ * ordered by the others": a wait may go through a later record of its
+ * stream than its own need, to order a third stream's need that record
+ * knows.) */
+static void check_waits_needed(model_t *m) {
+    const node_t *n = &m->nodes[m->node_count];
+    uint64_t *set = calloc(m->words ? m->words : 1, sizeof(uint64_t));
+    for (uint32_t i = 0; i < m->wait_count; ++i) {
+        memcpy(set, m->base, m->words * sizeof(uint64_t));
+        for (uint32_t j = 0; j < m->wait_count; ++j) {
+            if (j != i) {
+                absorb(m, set, (uint32_t)m->wait_node[j]);
+            }
+        }
+        int needed = 0;
+        for (uint32_t e = 0; e < m->node_count && !needed; ++e) {
+            needed = m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) && !has(set, e);
+        }
+        if (!needed) {
+            char what[256];
+            snprintf(what, sizeof what,
+                     "redundant wait: submission %u (stream %u) waits for stream %u, "
+                     "though its other waits order every hazard",
+                     m->node_count, n->stream, m->wait_origin[i]);
+            violation(m, what);
+        }
+    }
+    free(set);
+}
+
 void model_end(model_t *m) {
     if (!m->open) {
         violation(m, "model misuse: end without begin");
@@ -194,7 +198,7 @@ void model_end(model_t *m) {
     }
     uint32_t id = m->node_count;
     node_t *n = &m->nodes[id];
-    check_waits_irredundant(m);
+    check_waits_needed(m);
     for (uint32_t e = 0; e < id; ++e) {
         if (!m->skip_hazards && m->nodes[e].stream != n->stream && conflicts(&m->nodes[e], n) &&
             !has(n->ancestors, e)) {

@@ -3,8 +3,9 @@
  * and each wait the tracker reports are edges, and reachability is kept as
  * explicit ancestor sets. The model checks that (1) every cross-stream
  * hazard is ordered, (2) no emitted wait was already implied by what its
- * stream knew and (3) none is implied by the other waits of its
- * submission (the waits of a submission are a minimal cover). */
+ * stream knew and (3) every wait is needed: without it, the submission's
+ * other waits would leave a hazard unordered (the waits of a submission
+ * are a minimal cover). */
 #ifndef ORDO_TEST_TRACKER_MODEL_H
 #define ORDO_TEST_TRACKER_MODEL_H
 

@@ -33,7 +33,8 @@ typedef enum ordo_workload {
 
 /** The streams of a pool and their priorities. */
 typedef struct ordo_stream_pool_config {
-    size_t compute_streams;  /**< at least one stream in all */
+    size_t compute_streams;  /**< at least one (0: ORDO_ERR_INVALID_ARGUMENT); at most
+                                  1024 with the transfer streams (ORDO_ERR_OUT_OF_RANGE) */
     int compute_priority;    /**< within the device's range; lower is more urgent (as CUDA) */
     size_t transfer_streams; /**< 0: transfers share the compute streams */
     int transfer_priority;   /**< within the device's range; lower is more urgent (as CUDA) */

@@ -90,6 +90,17 @@ ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt,
     return status;
 }
 
+ordo_status_t ordo_error_as(ordo_status_t status, const char *api) {
+    const char *detail = error_message;
+    if (strncmp(detail, "ordo_", 5) == 0) {
+        size_t name = strspn(detail, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (detail[name] == ':' && detail[name + 1] == ' ') {
+            detail += name + 2;
+        }
+    }
+    return ordo_error(status, api, "%s", detail);
+}
+
 ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);

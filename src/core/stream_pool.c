@@ -50,11 +50,15 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
         return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                           config ? "out_pool" : "config");
     }
-    if (config->compute_streams == 0 || config->compute_streams > STREAM_POOL_MAX ||
-        config->transfer_streams > STREAM_POOL_MAX ||
+    if (config->compute_streams == 0) {
+        /* Transfers may share the compute streams, not the reverse. */
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                          "compute_streams is 0: a pool needs at least one compute stream");
+    }
+    if (config->compute_streams > STREAM_POOL_MAX || config->transfer_streams > STREAM_POOL_MAX ||
         config->compute_streams + config->transfer_streams > STREAM_POOL_MAX) {
         return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "compute streams must be 1..%d in all (got %zu compute, %zu transfer)",
+                          "at most %d streams in all (got %zu compute, %zu transfer)",
                           STREAM_POOL_MAX, config->compute_streams, config->transfer_streams);
     }
     const int priorities[2] = {config->compute_priority, config->transfer_priority};

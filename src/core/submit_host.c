@@ -2,7 +2,6 @@
  * ordo_submit with a launch function that enqueues the task. Kept apart
  * from tracker.c: it uses only the public submission path. */
 #include <stdio.h>
-#include <string.h>
 
 #include "base/error.h"
 #include "ordo/tracker.h"
@@ -28,21 +27,6 @@ static ordo_status_t launch_host(void *arg, ordo_stream_t *stream) {
     return st;
 }
 
-/* Raises message again for ordo_submit_host: without the name of the call
- * that raised it when that call is one ordo_submit_host stands for
- * (ordo_submit, or the task's ordo_stream_host_task); other calls (a wait
- * the tracker enqueued on a failed stream) keep their names, wrapped. */
-static ordo_status_t renamed(ordo_status_t st, const char *message) {
-    static const char *const own[] = {"ordo_submit: ", "ordo_stream_host_task: "};
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; ++i) {
-        size_t n = strlen(own[i]);
-        if (strncmp(message, own[i], n) == 0) {
-            return ordo_error(st, API, "%s", message + n);
-        }
-    }
-    return ordo_error(st, API, "%s", message);
-}
-
 ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
                                void *ctx) {
@@ -57,5 +41,9 @@ ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
     if (ORDO_LIKELY(st == ORDO_OK)) {
         return ORDO_OK;
     }
-    return renamed(st, launch.failed ? launch.message : ordo_error_message());
+    if (launch.failed) {
+        /* The task's enqueue failed: its message, not ordo_submit's wrap. */
+        (void)ordo_error(st, NULL, "%s", launch.message);
+    }
+    return ordo_error_as(st, API); /* named for this call, not the calls it made */
 }

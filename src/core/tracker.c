@@ -580,7 +580,8 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
     if (ORDO_LIKELY(!(needs.mask & (needs.mask - 1)))) {
         if (needs.mask) { /* one origin: one wait */
             uint32_t origin = (uint32_t)__builtin_ctzll(needs.mask);
-            return tracker_wait_for(tracker, t, origin, needs.point[origin]);
+            st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
+            return ORDO_LIKELY(st == ORDO_OK) ? st : ordo_error_as(st, api);
         }
         return ORDO_OK;
     }
@@ -591,7 +592,7 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);
         st = wait_through(tracker, t, origin, needs.point[origin], through[origin]);
         if (st != ORDO_OK) {
-            return st; /* this stream has failed: so will the submission */
+            return ordo_error_as(st, api); /* this stream has failed: so will the submission */
         }
     }
     return ORDO_OK;

@@ -119,10 +119,19 @@ ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *
     uint32_t coords =
         atomic_load_explicit(&stream->users[HAL_STREAM_COORDINATOR], memory_order_acquire);
     if (trackers || coords) {
+        /* Only the holders there are: the message tells the user which. */
+        char holders[64];
+        if (trackers && coords) {
+            snprintf(holders, sizeof holders, "%u tracker(s) and %u coordinator(s)", trackers,
+                     coords);
+        } else {
+            snprintf(holders, sizeof holders, "%u %s", trackers ? trackers : coords,
+                     trackers ? "tracker(s)" : "coordinator(s)");
+        }
         return ordo_error(ORDO_ERR_BUSY, api,
-                          "stream %p is still ordered by %u tracker(s) and %u coordinator(s), "
-                          "which keep it in their tables: destroy them first",
-                          (const void *)stream, trackers, coords);
+                          "stream %p is still ordered by %s, which keep it in their tables: "
+                          "destroy them first",
+                          (const void *)stream, holders);
     }
     return ORDO_OK;
 }

@@ -455,6 +455,44 @@ static void release_of_a_use_behind_busy_work(void **state) {
     fixture_free(f);
 }
 
+/* The op count a finish notes covers whatever was enqueued on the stream
+ * by then, from anywhere: another tracker's work on the same stream, or
+ * ops enqueued between ordo_prepare and ordo_finish. Reclamation is never
+ * early, and at once when those ops have run too. */
+static void release_with_other_work_on_the_stream(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_tracker_t *other;
+    assert_ok(ordo_tracker_create(device, &other));
+    ordo_buffer_t *mine, *theirs;
+    assert_ok(ordo_buffer_create(f->tracker, &mine));
+    assert_ok(ordo_buffer_create(other, &theirs));
+    /* Split form: a gate enqueued before the finish counts as the use's. */
+    gate_t gate = {0};
+    ordo_access_t w = {mine, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_prepare(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_stream_host_task(f->s[0], noop_task, NULL));
+    assert_ok(ordo_stream_host_task(f->s[0], gate_task, &gate));
+    assert_ok(ordo_finish(f->tracker, f->s[0], &w, 1));
+    /* The other tracker's work behind it on the same stream. */
+    ordo_access_t tw = {theirs, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_submit(other, f->s[0], &tw, 1, launch_noop, NULL));
+    reclaimed_t rec = {0};
+    assert_ok(ordo_buffer_release(mine, on_reclaim, &rec));
+    assert_int_equal(atomic_load(&rec.calls), 0); /* the gate is the use's: held */
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    /* Both trackers' work has run: the other tracker's release is at once. */
+    assert_ok(ordo_stream_synchronize(f->s[0], test_deadline()));
+    reclaimed_t rec_theirs = {0};
+    assert_ok(ordo_buffer_release(theirs, on_reclaim, &rec_theirs));
+    assert_int_equal(atomic_load(&rec_theirs.calls), 1);
+    assert_true(pthread_equal(atomic_load(&rec_theirs.thread), pthread_self()));
+    assert_ok(ordo_tracker_destroy(other));
+    fixture_free(f);
+}
+
 static void failed_stream_still_reclaims(void **state) {
     (void)state;
     fixture_t *f = fixture_make();
@@ -627,6 +665,7 @@ int main(void) {
         cmocka_unit_test(release_defers_until_uses_complete),
         cmocka_unit_test(release_after_the_uses_ran_reclaims_at_once),
         cmocka_unit_test(release_of_a_use_behind_busy_work),
+        cmocka_unit_test(release_with_other_work_on_the_stream),
         cmocka_unit_test(failed_stream_still_reclaims),
         cmocka_unit_test(failed_stream_does_not_imply_other_uses),
         cmocka_unit_test(bad_input_is_refused),

@@ -1686,6 +1686,73 @@ static void stacked_adaptors_stay_exact_under_concurrency(void **state) {
     env_close(&e);
 }
 
+/* A guard's ORDO_ERR_CORRUPTED from a deallocation means the block was
+ * freed (its handle ended) and the canaries were found overwritten. The
+ * adaptors above count it freed: statistics go back to zero, the budget's
+ * charge drops, and each can be destroyed. Before, they restored their
+ * counts as for a refused free and kept the block for ever. */
+static void adaptors_above_a_guard_count_a_corrupted_block_freed(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_non_null(devnull);
+    ordo_mem_resource_t *guard, *budget, *stats, *logging;
+    assert_ok(ordo_mem_guard_create(e.direct, NULL, &guard));
+    assert_ok(ordo_mem_budget_create(guard, NULL, &budget));
+    assert_ok(ordo_mem_statistics_create(budget, &stats));
+    assert_ok(ordo_mem_logging_create(stats, devnull, &logging));
+    ordo_mem_budget_stats_t before;
+    assert_ok(ordo_mem_budget_stats(e.device, &before));
+    for (int i = 0; i < 2; ++i) {
+        ordo_block_t *block;
+        unsigned char *p = alloc_ok(logging, 100, e.s[i], 3, &block);
+        p[100] = 0; /* one byte past the end: the rear canary */
+        assert_status(ordo_mem_deallocate(logging, block, e.s[i]), ORDO_ERR_CORRUPTED);
+        assert_contains(ordo_error_message(), "ordo_mem_deallocate: ");
+        ordo_mem_statistics_t st;
+        assert_ok(ordo_mem_statistics_get(stats, &st));
+        assert_int_equal(st.overall.current_blocks, 0);
+        assert_int_equal(st.tags[3].current_bytes, 0);
+        /* A retry is a double free, refused. */
+        assert_int_not_equal(ordo_mem_deallocate(logging, block, e.s[i]), ORDO_OK);
+    }
+    assert_ok(ordo_mem_reap_pending(logging, test_deadline()));
+    ordo_mem_budget_stats_t after;
+    assert_ok(ordo_mem_budget_stats(e.device, &after));
+    assert_int_equal(after.charged, before.charged);
+    assert_ok(ordo_mem_resource_destroy(logging));
+    assert_ok(ordo_mem_resource_destroy(stats));
+    assert_ok(ordo_mem_resource_destroy(budget));
+    ordo_status_t checked = ordo_mem_resource_destroy(guard);
+    assert_true(checked == ORDO_OK || checked == ORDO_ERR_CORRUPTED);
+    if (checked != ORDO_OK) {
+        assert_ok(ordo_mem_resource_destroy(guard)); /* findings reported once */
+    }
+    fclose(devnull);
+    env_close(&e);
+}
+
+/* A request of exactly ORDO_MEM_MAX_BYTES is within the range every
+ * resource accepts; a guard (its canaries) or a pool (its rounding) that
+ * cannot satisfy it says out of memory. Above the maximum: out of range. */
+static void a_request_at_the_maximum_is_out_of_memory(void **state) {
+    (void)state;
+    env_t e;
+    env_open(&e);
+    ordo_mem_resource_t *guard;
+    assert_ok(ordo_mem_guard_create(e.direct, NULL, &guard));
+    ordo_block_t *block = NULL;
+    assert_status(ordo_mem_allocate(guard, ORDO_MEM_MAX_BYTES, 0, e.s[0], 0, &block, NULL),
+                  ORDO_ERR_OUT_OF_MEMORY);
+    assert_contains(ordo_error_message(), "ordo_mem_allocate: ");
+    assert_null(block);
+    assert_status(ordo_mem_allocate(guard, ORDO_MEM_MAX_BYTES + 1, 0, e.s[0], 0, &block, NULL),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_ok(ordo_mem_resource_destroy(guard));
+    env_close(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(adaptors_refuse_bad_input),
@@ -1708,6 +1775,8 @@ int main(void) {
         cmocka_unit_test(guard_catches_use_after_free_at_eviction),
         cmocka_unit_test(guard_over_a_use_tracking_upstream),
         cmocka_unit_test(stacked_adaptors_stay_exact_under_concurrency),
+        cmocka_unit_test(adaptors_above_a_guard_count_a_corrupted_block_freed),
+        cmocka_unit_test(a_request_at_the_maximum_is_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

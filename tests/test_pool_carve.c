@@ -1011,7 +1011,7 @@ static void entry_points_refuse_each_bad_argument(void **state) {
         {f.pool, 0, 0, s, 0, ORDO_ERR_INVALID_ARGUMENT, "zero-byte"},
         {f.pool, ORDO_MEM_MAX_BYTES + 1, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "one allocation may ask"},
         {f.pool, SIZE_MAX, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "one allocation may ask"},
-        {f.pool, ORDO_MEM_MAX_BYTES, 0, s, 0, ORDO_ERR_OUT_OF_RANGE, "too large"},
+        {f.pool, ORDO_MEM_MAX_BYTES, 0, s, 0, ORDO_ERR_OUT_OF_MEMORY, "too large"},
         {f.pool, 64, 3, s, 0, ORDO_ERR_INVALID_ARGUMENT, "power of two"},
         {f.pool, 64, ORDO_MEM_MAX_ALIGNMENT * 2, s, 0, ORDO_ERR_INVALID_ARGUMENT, "power of two"},
         {f.pool, 64, 0, s, ORDO_MEM_MAX_TAGS, ORDO_ERR_OUT_OF_RANGE, "not below"},

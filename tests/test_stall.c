@@ -607,8 +607,9 @@ static void bad_input_is_refused(void **state) {
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_ok(ordo_signal_destroy(not_a_device));
 
-    /* Too small: truncated and terminated; the full length is reported.
-     * Too few entries: the count is still the total. */
+    /* Too small: truncated and terminated, ORDO_ERR_OUT_OF_RANGE (as
+     * ordo_metrics_format); the full length is reported. Too few entries:
+     * the count is still the total. */
     ordo_stream_t *a = stream_make(0), *b = stream_make(0);
     ordo_signal_t *x = named_signal("X");
     assert_ok(ordo_stream_wait(a, x, 1));
@@ -616,7 +617,8 @@ static void bad_input_is_refused(void **state) {
     assert_int_equal(report_until(entries, 2, 2), 2);
     assert_ok(ordo_stall_report(device, entries, 1, &count));
     assert_int_equal(count, 2);
-    assert_ok(ordo_stall_report_format(device, text, sizeof text, &len));
+    assert_status(ordo_stall_report_format(device, text, sizeof text, &len), ORDO_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(ordo_error_message(), "ordo_stall_report_format: "));
     assert_true(len > sizeof text);
     assert_int_equal(strlen(text), sizeof text - 1);
     assert_ok(ordo_signal_signal(x, 1));

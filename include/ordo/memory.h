@@ -29,7 +29,9 @@
  * alignment is zero (the default, 256 bytes) or a power of two up to
  * ORDO_MEM_MAX_ALIGNMENT; requests above ORDO_MEM_MAX_BYTES are refused
  * with ORDO_ERR_OUT_OF_RANGE. An allocation the backend cannot satisfy
- * fails with ORDO_ERR_OUT_OF_MEMORY.
+ * fails with ORDO_ERR_OUT_OF_MEMORY, a request at the maximum too when a
+ * resource's own overhead (a pool's rounding, a guard's canaries) would
+ * take it past the maximum.
  *
  * Thread-safety: every resource may be called from any thread; each base
  * resource serialises its own state. A pool shares its tracker's lock

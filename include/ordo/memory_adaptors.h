@@ -213,7 +213,10 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * Each finding is counted, raised as the error of the call that found it
  * (ORDO_ERR_CORRUPTED for overwrites; the validation error for bad frees)
  * with a message naming the tag, the block, its size and what was found,
- * and passed to the report callback if one is set.
+ * and passed to the report callback if one is set. A deallocation that
+ * returns ORDO_ERR_CORRUPTED still freed the block and ended its handle
+ * (freeing it again is a double free); the budget, statistics and logging
+ * adaptors above a guard count it as freed and pass the status on.
  *
  * The checks read the block's memory from the host: the guard refuses
  * (ORDO_ERR_UNSUPPORTED) a device whose memory the host cannot read

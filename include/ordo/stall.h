@@ -113,7 +113,8 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
  * is truncated to capacity - 1 bytes and always terminated when
  * capacity > 0; *out_len receives the full length (without the
  * terminator) even when truncated, so a caller may size a buffer with
- * capacity 0 and out_text NULL, and retry. */
+ * capacity 0 and out_text NULL (ORDO_OK), and retry. A text cut to fit
+ * returns ORDO_ERR_OUT_OF_RANGE, as ordo_metrics_format does. */
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
                                        size_t *out_len);
 

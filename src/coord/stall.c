@@ -575,5 +575,9 @@ ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, si
     }
     array_free(entries, slots, sizeof *entries);
     *out_len = len;
+    if (capacity && len >= capacity) { /* as ordo_metrics_format: a sizing query is capacity 0 */
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                          "the report needs %zu bytes and a terminator; %zu given", len, capacity);
+    }
     return ORDO_OK;
 }

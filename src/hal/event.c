@@ -165,7 +165,11 @@ ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
     uint64_t value = 0;
     st = ordo_signal_query(event->timeline, &value);
     *out_complete = value >= event->point;
-    return *out_complete ? ORDO_OK : st;
+    if (*out_complete || st == ORDO_OK) {
+        return ORDO_OK;
+    }
+    /* The recording stream failed before the point: named for this call. */
+    return ordo_error_as(st, __func__);
 }
 
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline) {
@@ -173,7 +177,8 @@ ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadli
     if (st != ORDO_OK) {
         return st;
     }
-    return ordo_signal_wait(event->timeline, event->point, deadline);
+    st = ordo_signal_wait(event->timeline, event->point, deadline);
+    return st == ORDO_OK ? st : ordo_error_as(st, __func__);
 }
 
 ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event) {
@@ -207,7 +212,7 @@ ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int6
     int complete;
     if ((st = ordo_event_query(start, &complete)) != ORDO_OK || !complete ||
         (st = ordo_event_query(end, &complete)) != ORDO_OK || !complete) {
-        return st != ORDO_OK ? st
+        return st != ORDO_OK ? ordo_error_as(st, __func__)
                              : ordo_error(ORDO_ERR_BUSY, __func__,
                                           "an event's point has not been reached yet");
     }

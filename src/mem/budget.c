@@ -245,21 +245,23 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
             record_put(b, r);
         }
     }
+    ordo_status_t freed = ORDO_OK; /* the upstream's status when it freed the block */
     if (st == ORDO_OK) {
         st = mem_deallocate(resource->upstream, block, stream);
-        if (st != ORDO_OK && r) {
+        if (!mem_freed_despite(st) && r) {
             (void)ordo_signal_release(timeline);
             record_put(b, r);
         }
     }
-    if (st != ORDO_OK) {
+    if (!mem_freed_despite(st)) {
         atomic_fetch_add_explicit(&b->charged_live, charge, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->blocks_live, 1, memory_order_relaxed);
         return st;
     }
+    freed = st; /* ORDO_ERR_CORRUPTED: freed, with the guard's findings */
     if (!stream) {
         account_release(b->account, charge);
-        return ORDO_OK;
+        return freed;
     }
     r->owner = b;
     r->charge = charge;
@@ -272,11 +274,19 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     /* Signalled right after the upstream free in the stream's order. A
      * stream that cannot take the signal fails it, and the charge drops at
      * once: no more of that stream's work runs. */
+    uint64_t messages = ordo_error_count();
     st = ordo_stream_signal(stream, timeline, 1);
     if (st != ORDO_OK) {
         (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
     }
-    return ORDO_OK;
+    if (freed != ORDO_OK && ordo_error_count() != messages) {
+        /* The guard's findings are the caller's answer, not the refusal
+         * of the signal (which the charge drop above already handled). */
+        return ordo_error(freed, "ordo_mem_deallocate",
+                          "the block was freed, but a resource below found it corrupted (and "
+                          "the free's stream then refused its signal)");
+    }
+    return freed;
 }
 
 static ordo_status_t budget_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {

@@ -389,7 +389,10 @@ static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_req
     size_t front = round_up(g->config.canary_bytes, request->alignment);
     size_t rear = g->config.canary_bytes;
     if (request->bytes > ORDO_MEM_MAX_BYTES - front - rear) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, "ordo_mem_allocate",
+        /* The request itself is within the maximum (checked before any
+         * resource sees it): the guard cannot satisfy it, which is out of
+         * memory, not out of range. */
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
                           "%zu bytes (tag %u) with the guard's %zu canary bytes is more than "
                           "one allocation may ask",
                           request->bytes, request->tag, front + rear);

@@ -211,7 +211,7 @@ static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_bloc
     } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
                                                     memory_order_relaxed, memory_order_relaxed));
     st = mem_deallocate(resource->upstream, block, stream);
-    if (st != ORDO_OK) {
+    if (!mem_freed_despite(st)) {
         atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
     }
 logged:

@@ -406,7 +406,9 @@ static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b
     for (unsigned i = 0; i < b->death_count; ++i) {
         ordo_status_t st = wait_for_point(p, t, b->death[i].stream, b->death[i].point, &visited);
         if (st != ORDO_OK) {
-            return st;
+            /* The wait ordo enqueued was refused (t has failed): named for
+             * the allocation, the call the user made. */
+            return ordo_error_as(st, "ordo_mem_allocate");
         }
     }
     return ORDO_OK;
@@ -1193,7 +1195,10 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     }
     size_t extra = request->alignment > POOL_UNIT ? request->alignment - POOL_UNIT : 0;
     if (request->bytes > ORDO_MEM_MAX_BYTES - extra - POOL_UNIT) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu bytes aligned to %zu is too large",
+        /* Within the maximum (checked before): the pool cannot satisfy it
+         * once rounded and aligned, which is out of memory. */
+        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
+                          "%zu bytes aligned to %zu is too large for the pool once rounded",
                           request->bytes, request->alignment);
     }
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);

@@ -133,6 +133,14 @@ static inline ordo_status_t mem_deallocate(ordo_mem_resource_t *r, ordo_block_t 
     return r->ops->deallocate(r, block, stream);
 }
 
+/* Whether a deallocation that returned st ended the block anyway: a guard
+ * below returns ORDO_ERR_CORRUPTED for canary overwrites it found, after
+ * it freed the block and ended its handle (a retry is a double free). An
+ * adaptor above counts such a block as freed and passes the status on. */
+static inline int mem_freed_despite(ordo_status_t st) {
+    return st == ORDO_OK || st == ORDO_ERR_CORRUPTED;
+}
+
 /* For adaptors: forward everything but allocate/deallocate unchanged. */
 uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *resource);
 ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline);

@@ -114,7 +114,7 @@ static ordo_status_t statistics_deallocate(ordo_mem_resource_t *resource, ordo_b
     }
     counters_sub(&s->overall, bytes);
     ordo_status_t st = mem_deallocate(resource->upstream, block, stream);
-    if (st != ORDO_OK) {
+    if (!mem_freed_despite(st)) {
         counters_restore(&s->overall, bytes);
         counters_restore(&s->tags[tag], bytes);
     }

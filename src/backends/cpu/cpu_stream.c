@@ -534,7 +534,7 @@ ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dead
         return ordo_error(st, "ordo_stream_synchronize", "the stream has failed: %s",
                           s->done->message);
     }
-    return st;
+    return st == ORDO_OK ? st : ordo_error_as(st, "ordo_stream_synchronize");
 }
 
 ordo_status_t cpu_stream_status(ordo_stream_t *stream) {

@@ -666,7 +666,7 @@ ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dea
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
         return ordo_error(st, api, "the stream has failed: %s", s->timeline.progress->message);
     }
-    return st;
+    return st == ORDO_OK ? st : ordo_error_as(st, api);
 }
 
 ordo_status_t cuda_stream_status(ordo_stream_t *stream) {

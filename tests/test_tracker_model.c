@@ -205,7 +205,7 @@ static uint64_t env_u64(const char *name, uint64_t fallback) {
 static void random_programs_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     harness_t h = {0};
     for (int s = 0; s < MAX_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &h.streams[s]));
@@ -589,7 +589,7 @@ static void run_wide_programs(ordo_device_t *device, ordo_stream_t **pool, uint6
 static void wide_programs_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     ordo_stream_t *pool[WIDE_STREAMS];
     for (int s = 0; s < (int)WIDE_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &pool[s]));
@@ -738,7 +738,7 @@ static void *locked_submitter(void *arg) {
 static void locked_threads_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     locked_program_t p = {0};
     p.h.streams = LOCKED_STREAMS;
     for (uint32_t s = 0; s < LOCKED_STREAMS; ++s) {
@@ -842,7 +842,7 @@ static void reclaim_heap(void *ctx) {
 static void released_buffers_outlive_their_uses(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     ordo_stream_t *streams[MAX_STREAMS];
     for (int s = 0; s < MAX_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &streams[s]));
@@ -905,6 +905,7 @@ static void released_buffers_outlive_their_uses(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("tracker-model");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_programs_match_the_model),
         cmocka_unit_test(wide_programs_match_the_model),

@@ -211,7 +211,7 @@ static void random_programs_match_the_model(void **state) {
         assert_ok(ordo_stream_create(device, 0, &h.streams[s]));
     }
     uint64_t seed = env_u64("ORDO_MODEL_SEED", 0x6f72646f2d6d6f64ull);
-    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_scaled(10000));
+    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_device_scaled(10000));
     uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 120);
     ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
     totals_t totals = {0};
@@ -595,7 +595,7 @@ static void wide_programs_match_the_model(void **state) {
         assert_ok(ordo_stream_create(device, 0, &pool[s]));
     }
     uint64_t seed = env_u64("ORDO_MODEL_SEED", 0x77696465ull);
-    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_scaled(1000));
+    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_device_scaled(1000));
     uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 60);
     ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
     totals_t totals = {0};
@@ -606,7 +606,7 @@ static void wide_programs_match_the_model(void **state) {
     assert_true(totals.programs >= 1);
     /* With failing tasks: fresh streams for each program. */
     totals = (totals_t){0};
-    programs = env_u64("ORDO_MODEL_FAILING", test_scaled(300));
+    programs = env_u64("ORDO_MODEL_FAILING", test_device_scaled(300));
     run_wide_programs(device, NULL, seed, 2, programs, stop, "ORDO_MODEL_FAILING", &totals);
     print_message("  %llu programs with failures, %llu submissions, %llu waits emitted\n",
                   (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
@@ -854,7 +854,7 @@ static void released_buffers_outlive_their_uses(void **state) {
     uint64_t rng = 0x5eed5eed5eedull;
     ordo_buffer_t *live[MAX_BUFFERS] = {0};
     heap_buffer_t *heap[MAX_BUFFERS] = {0};
-    uint64_t rounds = test_scaled(20000);
+    uint64_t rounds = test_device_scaled(20000);
     heap_task_t *tasks = calloc(rounds, sizeof *tasks);
     for (uint64_t k = 0; k < rounds; ++k) {
         uint32_t b = (uint32_t)(test_rand(&rng) % MAX_BUFFERS);

@@ -43,6 +43,8 @@ static const conformance_skip_t conformance_skips[] = {
      "swaps the device's backend for a copy of the CPU backend's vtable: CPU-only by construction"},
     {"cuda", "test_tracker_refs.c", "only_the_adopting_wait",
      "swaps the device's backend for a copy of the CPU backend's vtable: CPU-only by construction"},
+    {"cuda", "test_tracker_refs.c", "only_the_adopting_signal",
+     "swaps the device's backend for a copy of the CPU backend's vtable: CPU-only by construction"},
     {"cuda", "test_coord_model.c", "begin_retried_after_running_out_counts_each_dependency_once",
      "fills a CPU stream's queue to one node short of its 510-node slab "
      "(src/backends/cpu/cpu_stream.c) so that the second wait's enqueue runs out of memory: "

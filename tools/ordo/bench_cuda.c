@@ -106,6 +106,18 @@ static double *samples_alloc(size_t count) {
     return samples;
 }
 
+/* Summarises a baseline's samples and ordo's (per-operation times of
+ * batches of sz.batch) and prints both lines, ordo's with its ratio to the
+ * baseline. */
+static void emit_pair(const char *name, const char *base_impl, double *base_samples,
+                      const char *ordo_impl, double *ordo_samples, bench_sizes_t sz) {
+    bench_stats_t base = bench_summarise(base_samples, sz.samples, sz.batch);
+    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
+    bench_emit(name, base_impl, &base, NULL, 0);
+    bench_ratio_t ratio = {base_impl, ordo.median_ns / base.median_ns};
+    bench_emit(name, ordo_impl, &ordo, &ratio, 1);
+}
+
 /* ---- cuda_event_pool -------------------------------------------------------- */
 
 static void run_event_pool(const bench_options_t *options, ordo_device_t *device) {
@@ -138,11 +150,7 @@ static void run_event_pool(const bench_options_t *options, ordo_device_t *device
         }
     }
     bench_unpin();
-    bench_stats_t base = bench_summarise(raw, sz.samples, sz.batch);
-    bench_stats_t ordo = bench_summarise(pool, sz.samples, sz.batch);
-    bench_emit("cuda_event_pool", "cuda_create_destroy", &base, NULL, 0);
-    bench_ratio_t ratio = {"cuda_create_destroy", ordo.median_ns / base.median_ns};
-    bench_emit("cuda_event_pool", "ordo", &ordo, &ratio, 1);
+    emit_pair("cuda_event_pool", "cuda_create_destroy", raw, "ordo", pool, sz);
     free(pool);
     free(raw);
 }
@@ -255,11 +263,7 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
                 (unsigned long long)expected);
         bench_fail("a chain ran out of order");
     }
-    bench_stats_t manual = bench_summarise(manual_samples, sz.samples, sz.batch);
-    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
-    bench_emit(name, "cuda_manual", &manual, NULL, 0);
-    bench_ratio_t ratio = {"cuda_manual", ordo.median_ns / manual.median_ns};
-    bench_emit(name, "ordo_tracker", &ordo, &ratio, 1);
+    emit_pair(name, "cuda_manual", manual_samples, "ordo_tracker", ordo_samples, sz);
     if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
         ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
         ordo_tracker_destroy(tracker) != ORDO_OK) {
@@ -755,11 +759,7 @@ static void run_mem(const bench_options_t *options, ordo_device_t *device) {
         }
     }
     bench_unpin();
-    bench_stats_t base = bench_summarise(async_samples, sz.samples, sz.batch);
-    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
-    bench_emit("cuda_mem", "cuda_async", &base, NULL, 0);
-    bench_ratio_t ratio = {"cuda_async", ordo.median_ns / base.median_ns};
-    bench_emit("cuda_mem", "ordo_pool", &ordo, &ratio, 1);
+    emit_pair("cuda_mem", "cuda_async", async_samples, "ordo_pool", ordo_samples, sz);
     free(ordo_samples);
     free(async_samples);
     if (ordo_mem_reap_pending(pool, ordo_deadline_after_ms(60000)) != ORDO_OK ||

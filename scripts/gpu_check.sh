@@ -5,7 +5,9 @@
 #   - test_cuda with points observed by events and by stream memory
 #     operations (ORDO_CUDA_POINTS=memops), requiring the GPU
 #     (ORDO_TEST_CUDA_REQUIRE=1: a skip for want of a capability fails);
-#   - the conformance suite on cuda:0;
+#   - the conformance suites on cuda:0: the HAL's and the core's
+#     (ordering, memory, barrier, waiter, coordinator, stalls, traces,
+#     metrics), with tests/conformance_skips.h's list of what CUDA skips;
 #   - compute-sanitizer (memcheck, racecheck, synccheck) over test_cuda's
 #     sanitizer-safe subset (ORDO_TEST_CUDA_SANITIZER_SAFE=1: without the
 #     deliberate out-of-memory and fault tests, which the sanitizers
@@ -107,9 +109,24 @@ step cuda_available 30 sh -c "'$bin/ordo' info | grep -F 'cuda (available)'"
 export ORDO_TEST_CUDA_REQUIRE=1
 step test_cuda 90 "$bin/test_cuda"
 step test_cuda_memops 90 env ORDO_CUDA_POINTS=memops "$bin/test_cuda"
-# The conformance suite on cuda:0: what tests/test_conformance.c runs
-# today. The core's test suites on every device are to be added here.
+# The conformance suites: the HAL's (on every device listed, cuda:0
+# among them), then each of the core's suites on cuda:0 (ORDO_TEST_DEVICE;
+# what CUDA skips, and why, is in tests/conformance_skips.h). Each suite is
+# bounded, and the whole set too: past 240 s the rest are reported as not
+# run (and counted as failed).
 step test_conformance 90 "$bin/test_conformance"
+conformance_start=$SECONDS
+for suite in test_tracker test_tracker_refs test_tracker_model test_submit_host test_memory \
+  test_mem_adaptors test_pool_carve test_barrier test_waiter test_coordinator \
+  test_coord_model test_stall test_trace test_metrics; do
+  if ((SECONDS - conformance_start > 240)); then
+    echo "conformance_${suite#test_}: not run (the conformance steps used their 240 s)" |
+      tee -a "$summary"
+    failed=$((failed + 1))
+    continue
+  fi
+  step "conformance_${suite#test_}" 60 env ORDO_TEST_DEVICE=cuda:0 "$bin/$suite"
+done
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck synccheck; do
     step "sanitizer_$tool" 120 env ORDO_TEST_CUDA_SANITIZER_SAFE=1 \

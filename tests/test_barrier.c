@@ -14,7 +14,7 @@ static ordo_device_t *device;
 
 static int setup(void **state) {
     (void)state;
-    return ordo_device_open("cpu", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -494,7 +494,7 @@ static void bad_input_is_refused(void **state) {
         too_many[i] = streams[i % 2];
     }
     ordo_device_t *owned;
-    assert_ok(ordo_device_create_owned("cpu", NULL, &owned));
+    assert_ok(ordo_device_create_owned(test_device_name(), NULL, &owned));
     ordo_stream_t *foreign;
     assert_ok(ordo_stream_create(owned, 0, &foreign));
     ordo_stream_t *mixed[2] = {streams[0], foreign};
@@ -605,6 +605,7 @@ static void destroy_with_operations_queued(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("barrier");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(barrier_orders_real_data),
         cmocka_unit_test(device_barrier_does_not_block),

@@ -14,37 +14,11 @@
 static char device_name[ORDO_DEVICE_NAME_MAX];
 static ordo_device_t *device;
 
-typedef struct skip {
-    const char *backend;
-    const char *test;
-    const char *reason;
-} skip_t;
-
-/* Tests a backend cannot honour, and why.
- *
- * cpu: none.
- * cuda: none. Every test runs as written: host tasks run on the stream's
- * host lane once the device work before them is done, event and signal
- * points are CUDA events observed by the device's completion thread, and
- * timing events measure with cuEventElapsedTime. (Written without a GPU at
- * hand: a test found not to hold on one is listed here with the reason,
- * see docs/CUDA.md.) */
-static const skip_t skips[] = {{NULL, NULL, NULL}};
-
-static int skipped(const char *test) {
-    for (const skip_t *s = skips; s->backend; ++s) {
-        if (strncmp(device_name, s->backend, strlen(s->backend)) == 0 &&
-            strcmp(s->test, test) == 0) {
-            print_message("  skipped on %s: %s\n", device_name, s->reason);
-            return 1;
-        }
-    }
-    return 0;
-}
-
+/* Tests a backend cannot honour are listed, with the reason, in
+ * tests/conformance_skips.h (the CPU backend skips nothing). */
 #define SKIP_IF_LISTED()                                                                           \
     do {                                                                                           \
-        if (skipped(__func__)) {                                                                   \
+        if (test_listed_skip(device_name, __FILE__, __func__)) {                                   \
             skip();                                                                                \
         }                                                                                          \
     } while (0)
@@ -919,7 +893,7 @@ int main(void) {
     int failures = 0;
     for (size_t i = 0; i < count && i < 16; ++i) {
         memcpy(device_name, infos[i].name, sizeof device_name);
-        print_message("conformance on %s\n", device_name);
+        print_message("conformance hal on %s\n", device_name);
         failures += cmocka_run_group_tests_name(device_name, tests, suite_setup, suite_teardown);
     }
     const char *names[8];

@@ -1068,7 +1068,9 @@ static void finished_ops_retire_and_ids_stay_meaningful(void **state) {
     fixture_free(f);
     size_t blocks_after = 0;
     assert_ok(ordo_allocator_live_blocks(&blocks_after));
-    assert_int_equal(blocks_after, blocks_before);
+    if (!test_device_keeps_host_blocks()) {
+        assert_int_equal(blocks_after, blocks_before);
+    }
 }
 
 /* One registration listing many dependencies: more still to complete
@@ -1195,7 +1197,9 @@ static void many_live_ops_are_found_by_id(void **state) {
     fixture_free(f);
     size_t blocks_after = 0;
     assert_ok(ordo_allocator_live_blocks(&blocks_after));
-    assert_int_equal(blocks_after, blocks_before);
+    if (!test_device_keeps_host_blocks()) {
+        assert_int_equal(blocks_after, blocks_before);
+    }
 }
 
 /* ---- stream pools ----------------------------------------------------------------------- */
@@ -1475,7 +1479,7 @@ static void bad_input_on_every_entry_point(void **state) {
     d.stream = (ordo_stream_t *)garbage;
     assert_status(ordo_coord_register(coord, &d, &id), ORDO_ERR_INVALID_HANDLE);
     ordo_device_t *other;
-    assert_ok(ordo_device_create_owned("cpu", NULL, &other));
+    assert_ok(ordo_device_create_owned(test_device_name(), NULL, &other));
     ordo_stream_t *foreign;
     assert_ok(ordo_stream_create(other, 0, &foreign));
     d.stream = foreign;
@@ -1572,7 +1576,7 @@ static void bad_input_on_every_entry_point(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -1581,6 +1585,7 @@ static int teardown(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("coordinator");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dependencies_order_real_data_across_streams),
         cmocka_unit_test(dispatch_orders_real_data_across_streams),

@@ -28,7 +28,7 @@ static void snapshot_reads_every_component(void **state) {
     ordo_coord_t *coord = NULL;
     ordo_waiter_t *waiter = NULL;
     ordo_signal_t *signal = test_signal_make(0);
-    assert_ok(ordo_device_open("cpu:0", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     for (int i = 0; i < 2; ++i) {
         assert_ok(ordo_stream_create(device, 0, &s[i]));
     }
@@ -113,6 +113,7 @@ static void snapshot_reads_every_component(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("metrics");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_reads_every_component),
     };

@@ -47,7 +47,7 @@ static int setup(void **state) {
     if (ordo_allocator_set(&hooks) != ORDO_OK) {
         return -1;
     }
-    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -179,6 +179,7 @@ static void allocation_is_cut_from_the_end(void **state) {
  * lie inside the block, wherever in the free block it was cut. */
 static void large_alignments_fit_in_their_blocks(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     fixture_t f;
     fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 256 * 1024);
     static const size_t alignments[] = {512, 4096, 65536, 1024, 256, 0, 2048};
@@ -320,6 +321,7 @@ static void many_streams_carve_with_history_reserve(void **state) {
  * cleanly). */
 static void host_allocation_failing_once_while_carving(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     fixture_t f;
     fixture_make(&f, 10, ORDO_MEM_REUSE_WAIT, 1 << 20);
     /* Streams 0..9 known to the tracker, index 9 last. */
@@ -481,6 +483,7 @@ static void run_data_program(ordo_mem_reuse_policy_t policy, uint64_t seed, unsi
 
 static void random_reuse_on_twelve_streams_is_safe(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     unsigned programs = (unsigned)test_scaled(8);
     for (unsigned p = 0; p < programs; ++p) {
         fixture_slot_max = p % 4 == 0 ? 64 * 1024 : p % 4 == 1 ? 16 * 1024 : 0;
@@ -882,6 +885,7 @@ static void slot_bound_is_checked(void **state) {
  * block's descriptor was absorbed by a neighbour. */
 static void adaptors_over_a_pool_free_and_refuse_double_frees(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     FILE *log = tmpfile();
     assert_non_null(log);
     for (int kind = 0; kind < 5; ++kind) {
@@ -951,6 +955,7 @@ static void adaptors_over_a_pool_free_and_refuse_double_frees(void **state) {
  * the guard's own that the guard destroys before the pool's tracker. */
 static void guard_over_a_pool_adds_no_stream_to_its_tracker(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     fixture_t f;
     fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
     ordo_mem_resource_t *guard = NULL;
@@ -1039,7 +1044,7 @@ static void entry_points_refuse_each_bad_argument(void **state) {
     assert_null(ptr); /* cleared even without out_block */
     /* A stream of another device. */
     ordo_device_t *other = NULL;
-    assert_ok(ordo_device_create_owned("cpu:0", NULL, &other));
+    assert_ok(ordo_device_create_owned(test_device_name(), NULL, &other));
     ordo_stream_t *foreign = NULL;
     assert_ok(ordo_stream_create(other, 0, &foreign));
     assert_status(ordo_mem_allocate(f.pool, 64, 0, foreign, 0, &block, &ptr),
@@ -1248,6 +1253,7 @@ static void out_of_memory_retry_gives_back_runs(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("pool-layout");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocation_is_cut_from_the_end),
         cmocka_unit_test(large_alignments_fit_in_their_blocks),

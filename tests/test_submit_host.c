@@ -370,7 +370,7 @@ static void synchronize_while_another_thread_submits(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    return ordo_device_open("cpu", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -379,6 +379,7 @@ static int teardown(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("host-submission");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(consumer_sees_producer_data),
         cmocka_unit_test(bad_input_names_submit_host),

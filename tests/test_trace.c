@@ -25,7 +25,7 @@ static ordo_device_t *device;
 
 static int setup(void **state) {
     (void)state;
-    return ordo_device_open("cpu:0", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -63,6 +63,7 @@ static ordo_status_t launch(void *ctx, ordo_stream_t *stream) {
 
 static void traced_program_is_valid(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     char path[128];
     temp_path(path, sizeof path, "program");
     assert_ok(ordo_trace_start(NULL));
@@ -479,6 +480,7 @@ static size_t read_flows(const char *path, flow_t *flows, size_t capacity) {
  * addresses: each arrow still joins its own round's signal and wait. */
 static void flows_join_their_own_round(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     char path[128];
     temp_path(path, sizeof path, "rounds");
     enum { ROUNDS = 4 };
@@ -1080,6 +1082,7 @@ static void numbers_ignore_the_locale(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("trace");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(traced_program_is_valid),
         cmocka_unit_test(limits_and_misuse),

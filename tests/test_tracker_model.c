@@ -205,13 +205,13 @@ static uint64_t env_u64(const char *name, uint64_t fallback) {
 static void random_programs_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     harness_t h = {0};
     for (int s = 0; s < MAX_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &h.streams[s]));
     }
     uint64_t seed = env_u64("ORDO_MODEL_SEED", 0x6f72646f2d6d6f64ull);
-    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_scaled(10000));
+    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_device_scaled(10000));
     uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 120);
     ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
     totals_t totals = {0};
@@ -589,13 +589,13 @@ static void run_wide_programs(ordo_device_t *device, ordo_stream_t **pool, uint6
 static void wide_programs_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     ordo_stream_t *pool[WIDE_STREAMS];
     for (int s = 0; s < (int)WIDE_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &pool[s]));
     }
     uint64_t seed = env_u64("ORDO_MODEL_SEED", 0x77696465ull);
-    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_scaled(1000));
+    uint64_t programs = env_u64("ORDO_MODEL_PROGRAMS", test_device_scaled(1000));
     uint64_t seconds = env_u64("ORDO_MODEL_SECONDS", 60);
     ordo_deadline_t stop = ordo_deadline_after_ms(seconds * 1000);
     totals_t totals = {0};
@@ -606,7 +606,7 @@ static void wide_programs_match_the_model(void **state) {
     assert_true(totals.programs >= 1);
     /* With failing tasks: fresh streams for each program. */
     totals = (totals_t){0};
-    programs = env_u64("ORDO_MODEL_FAILING", test_scaled(300));
+    programs = env_u64("ORDO_MODEL_FAILING", test_device_scaled(300));
     run_wide_programs(device, NULL, seed, 2, programs, stop, "ORDO_MODEL_FAILING", &totals);
     print_message("  %llu programs with failures, %llu submissions, %llu waits emitted\n",
                   (unsigned long long)totals.programs, (unsigned long long)totals.submissions,
@@ -738,7 +738,7 @@ static void *locked_submitter(void *arg) {
 static void locked_threads_match_the_model(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     locked_program_t p = {0};
     p.h.streams = LOCKED_STREAMS;
     for (uint32_t s = 0; s < LOCKED_STREAMS; ++s) {
@@ -842,7 +842,7 @@ static void reclaim_heap(void *ctx) {
 static void released_buffers_outlive_their_uses(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     ordo_stream_t *streams[MAX_STREAMS];
     for (int s = 0; s < MAX_STREAMS; ++s) {
         assert_ok(ordo_stream_create(device, 0, &streams[s]));
@@ -854,7 +854,7 @@ static void released_buffers_outlive_their_uses(void **state) {
     uint64_t rng = 0x5eed5eed5eedull;
     ordo_buffer_t *live[MAX_BUFFERS] = {0};
     heap_buffer_t *heap[MAX_BUFFERS] = {0};
-    uint64_t rounds = test_scaled(20000);
+    uint64_t rounds = test_device_scaled(20000);
     heap_task_t *tasks = calloc(rounds, sizeof *tasks);
     for (uint64_t k = 0; k < rounds; ++k) {
         uint32_t b = (uint32_t)(test_rand(&rng) % MAX_BUFFERS);
@@ -1012,6 +1012,7 @@ static void a_wait_through_a_later_record_is_needed(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("tracker-model");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_programs_match_the_model),
         cmocka_unit_test(wide_programs_match_the_model),

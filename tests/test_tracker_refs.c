@@ -217,7 +217,7 @@ static void with_adopting_entries(unsigned keep) {
         backend.wait_adopt = NULL;
     }
     ordo_device_t *shared = device;
-    assert_ok(ordo_device_create_owned("cpu", NULL, &device));
+    assert_ok(ordo_device_create_owned(test_device_name(), NULL, &device));
     device->backend = &backend;
     queued_waits_outlive_the_tracker(END_RUNS);
     queued_waits_outlive_the_tracker(END_FAILS);
@@ -230,16 +230,19 @@ static void with_adopting_entries(unsigned keep) {
 
 static void no_adopting_entries(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     with_adopting_entries(0);
 }
 
 static void only_the_adopting_wait(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     with_adopting_entries(2);
 }
 
 static void only_the_adopting_signal(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     with_adopting_entries(1);
 }
 
@@ -504,7 +507,7 @@ static void metrics_are_exact_and_refusals_emit_nothing(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    return ordo_device_open("cpu", &device) == ORDO_OK ? 0 : -1;
+    return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -513,6 +516,7 @@ static int teardown(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("tracker-references");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracker_destroyed_with_waits_queued_then_run),
         cmocka_unit_test(tracker_destroyed_with_waits_queued_then_stream_fails),

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -65,6 +66,77 @@ static inline ordo_signal_t *test_signal_make(uint64_t initial) {
     assert_ok(ordo_signal_create(initial, &signal));
     return signal;
 }
+
+/* The device the core's suites run on: ORDO_TEST_DEVICE from the
+ * environment (a device name as ordo_device_list gives it, e.g. cuda:0),
+ * cpu:0 by default. tests/CMakeLists.txt runs each core suite once per
+ * device (the conformance label); see docs/DEVICES.md. */
+static inline const char *test_device_name(void) {
+    const char *name = getenv("ORDO_TEST_DEVICE");
+    return name && *name ? name : "cpu:0";
+}
+
+/* Whether the suite runs on a device of the named backend ("cpu", "cuda"). */
+static inline int test_device_is(const char *backend) {
+    const char *name = test_device_name();
+    size_t n = strlen(backend);
+    return strncmp(name, backend, n) == 0 && (name[n] == '\0' || name[n] == ':');
+}
+
+/* Whether the device's runtime keeps host blocks it made for a test's work
+ * (until the device is released): the CUDA backend pools its point events
+ * and their records per device runtime, so a count of the allocator's live
+ * blocks taken before a test and after it differs there by what the pool
+ * kept. Leaks are still found: the device is released at the end of the
+ * suite, and the sanitizer builds check for leaks. */
+static inline int test_device_keeps_host_blocks(void) {
+    return test_device_is("cuda");
+}
+
+/* test_scaled, and a tenth of it on CUDA: a randomized suite runs fewer
+ * rounds there (each point is a driver event, and the stand-in driver runs
+ * every stream as a host thread), enough to cover its paths in CI time. */
+static inline uint64_t test_device_scaled(uint64_t count) {
+    uint64_t scaled = test_scaled(count);
+    if (test_device_is("cuda")) {
+        scaled /= 10;
+    }
+    return scaled ? scaled : 1;
+}
+
+/* Printed by a conformance suite as it starts on its device. */
+static inline void test_conformance_begin(const char *concept) {
+    print_message("conformance %s on %s\n", concept, test_device_name());
+}
+
+/* The skip list of every conformance suite (tests/conformance_skips.h):
+ * whether test (a function's name) of file is listed for the backend of
+ * device; prints the reason if so. */
+#include "conformance_skips.h"
+
+static inline int test_listed_skip(const char *device, const char *file, const char *test) {
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    for (const conformance_skip_t *s = conformance_skips; s->backend; ++s) {
+        size_t n = strlen(s->backend);
+        if (strncmp(device, s->backend, n) == 0 && (device[n] == '\0' || device[n] == ':') &&
+            strcmp(s->file, base) == 0 &&
+            (strcmp(s->test, "*") == 0 || strcmp(s->test, test) == 0)) {
+            print_message("  skipped on %s: %s\n", device, s->reason);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Skips the calling test (cmocka skip(): counted as skipped) when the skip
+ * list names it for the device under test. */
+#define TEST_SKIP_IF_LISTED()                                                                      \
+    do {                                                                                           \
+        if (test_listed_skip(test_device_name(), __FILE__, __func__)) {                            \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
 
 /* A small, fast, seeded generator: tests are reproducible. */
 static inline uint64_t test_rand(uint64_t *state) {

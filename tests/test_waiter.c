@@ -489,7 +489,7 @@ static ordo_status_t fail_task(void *ctx) {
 static void event_waits(void **state) {
     (void)state;
     ordo_device_t *device;
-    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_device_open(test_device_name(), &device));
     ordo_stream_t *stream;
     assert_ok(ordo_stream_create(device, 0, &stream));
     ordo_waiter_t *w = waiter_make(1);
@@ -1393,6 +1393,7 @@ static void stress_waits_cancels_and_producers(void **state) {
 }
 
 int main(void) {
+    test_conformance_begin("waiter");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fires_after_register_on_a_worker),
         cmocka_unit_test(fires_when_reached_before_register),

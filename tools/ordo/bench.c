@@ -108,8 +108,8 @@ static void put_json_number(const char *format, double value) {
     }
 }
 
-void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
-                const bench_ratio_t *ratios, size_t ratio_count) {
+static void emit_line(const char *name, const char *impl, const bench_stats_t *stats,
+                      const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct) {
     printf("{\"name\":");
     put_json_string(name);
     printf(",\"impl\":");
@@ -124,6 +124,10 @@ void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
         printf(",\"device\":");
         put_json_string(device_name);
     }
+    if (!isnan(cpu_pct)) {
+        printf(",\"cpu_pct\":");
+        put_json_number("%.1f", cpu_pct);
+    }
     if (ratio_count) {
         printf(",\"ratio_to\":{");
         for (size_t i = 0; i < ratio_count; ++i) {
@@ -136,6 +140,16 @@ void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
     }
     printf("}\n");
     fflush(stdout);
+}
+
+void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
+                const bench_ratio_t *ratios, size_t ratio_count) {
+    emit_line(name, impl, stats, ratios, ratio_count, NAN);
+}
+
+void bench_emit_cpu(const char *name, const char *impl, const bench_stats_t *stats,
+                    const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct) {
+    emit_line(name, impl, stats, ratios, ratio_count, cpu_pct);
 }
 
 /* The CPUs the process may use, read once before any thread is pinned

@@ -47,6 +47,11 @@ typedef struct bench_ratio {
 void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
                 const bench_ratio_t *ratios, size_t ratio_count);
 
+/* bench_emit with the CPU the measured side used while it waited, in
+ * percent of one core ("cpu_pct"). */
+void bench_emit_cpu(const char *name, const char *impl, const bench_stats_t *stats,
+                    const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct);
+
 /* The device the following lines measure ("device" in each), or NULL for
  * none (host-only benchmarks). The string must outlive its use. */
 void bench_set_device(const char *name);

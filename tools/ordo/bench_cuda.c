@@ -14,7 +14,22 @@
  *   (write_value), and ordo's stream signal with points observed either
  *   way (ordo_events, ordo_memops: ORDO_CUDA_POINTS=memops).
  * cuda_signal_point_submit: the host's cost of enqueuing one point
- *   (event_record, write_value, ordo_stream_signal). */
+ *   (event_record, write_value, ordo_stream_signal).
+ * cuda_signal_host_wake: how long after the device reaches a point a host
+ *   thread asleep in a wait for it wakes, and the CPU the process spends
+ *   meanwhile (cpu_pct): a stream held at a gate (cuStreamWaitValue64 on a
+ *   mapped word) with a point behind it; a waiter thread waits, the host
+ *   opens the gate after a hold of 1 ms and the latency runs from the
+ *   opening to the waiter's wake-up. ordo (ordo_signal_wait on the signal
+ *   of ordo_stream_signal) against a host spinning on cuEventQuery
+ *   (cuda_sync_spin) and the seed's polled wait: cuEventQuery every 100 us
+ *   (seed_ring, seeds/000 CudaTimelineSignal::wait).
+ * cuda_mem: host time per stream-ordered allocate + free pair of 4 KiB on
+ *   one stream: ordo's pool over the device's default memory stack
+ *   (ordo_pool) against cuMemAllocAsync + cuMemFreeAsync from the device's
+ *   default memory pool with its release threshold raised so that it
+ *   keeps its memory (cuda_async). */
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +40,8 @@
 
 static const char *const names[] = {"cuda_event_pool",          "cuda_auto_order_2streams",
                                     "cuda_auto_order_3streams", "cuda_auto_order_4streams",
-                                    "cuda_signal_point",        "cuda_signal_point_submit"};
+                                    "cuda_signal_point",        "cuda_signal_point_submit",
+                                    "cuda_signal_host_wake",    "cuda_mem"};
 
 static int any_selected(const bench_options_t *options) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
@@ -90,6 +106,18 @@ static double *samples_alloc(size_t count) {
     return samples;
 }
 
+/* Summarises a baseline's samples and ordo's (per-operation times of
+ * batches of sz.batch) and prints both lines, ordo's with its ratio to the
+ * baseline. */
+static void emit_pair(const char *name, const char *base_impl, double *base_samples,
+                      const char *ordo_impl, double *ordo_samples, bench_sizes_t sz) {
+    bench_stats_t base = bench_summarise(base_samples, sz.samples, sz.batch);
+    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
+    bench_emit(name, base_impl, &base, NULL, 0);
+    bench_ratio_t ratio = {base_impl, ordo.median_ns / base.median_ns};
+    bench_emit(name, ordo_impl, &ordo, &ratio, 1);
+}
+
 /* ---- cuda_event_pool -------------------------------------------------------- */
 
 static void run_event_pool(const bench_options_t *options, ordo_device_t *device) {
@@ -122,11 +150,7 @@ static void run_event_pool(const bench_options_t *options, ordo_device_t *device
         }
     }
     bench_unpin();
-    bench_stats_t base = bench_summarise(raw, sz.samples, sz.batch);
-    bench_stats_t ordo = bench_summarise(pool, sz.samples, sz.batch);
-    bench_emit("cuda_event_pool", "cuda_create_destroy", &base, NULL, 0);
-    bench_ratio_t ratio = {"cuda_create_destroy", ordo.median_ns / base.median_ns};
-    bench_emit("cuda_event_pool", "ordo", &ordo, &ratio, 1);
+    emit_pair("cuda_event_pool", "cuda_create_destroy", raw, "ordo", pool, sz);
     free(pool);
     free(raw);
 }
@@ -239,11 +263,7 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
                 (unsigned long long)expected);
         bench_fail("a chain ran out of order");
     }
-    bench_stats_t manual = bench_summarise(manual_samples, sz.samples, sz.batch);
-    bench_stats_t ordo = bench_summarise(ordo_samples, sz.samples, sz.batch);
-    bench_emit(name, "cuda_manual", &manual, NULL, 0);
-    bench_ratio_t ratio = {"cuda_manual", ordo.median_ns / manual.median_ns};
-    bench_emit(name, "ordo_tracker", &ordo, &ratio, 1);
+    emit_pair(name, "cuda_manual", manual_samples, "ordo_tracker", ordo_samples, sz);
     if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
         ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
         ordo_tracker_destroy(tracker) != ORDO_OK) {
@@ -468,6 +488,289 @@ static void run_signal_point(const bench_options_t *options, ordo_device_t *devi
     (void)cu->StreamDestroy(rig.stream);
 }
 
+/* ---- cuda_signal_host_wake ----------------------------------------------------- */
+
+enum { WAKE_SPIN, WAKE_RING, WAKE_ORDO, WAKE_KINDS };
+static const char *const wake_impls[WAKE_KINDS] = {"cuda_sync_spin", "seed_ring", "ordo"};
+
+/* The device the waiter thread makes current, and one round's hand-offs:
+ * the main thread raises `go` to the round's number once the round's work
+ * is enqueued; the waiter waits in the round's way and raises `done`. Both
+ * sleep on ordo signals between rounds, so neither spends CPU there. */
+typedef struct wake_rig {
+    ordo_device_t *device;
+    ordo_signal_t *go;
+    ordo_signal_t *done;
+    int kind;      /* of the round */
+    CUevent event; /* recorded behind the gate (spin, ring) */
+    ordo_signal_t *ordo_signal;
+    uint64_t target;  /* the ordo signal's value of the round */
+    uint64_t woke_ns; /* when the waiter returned from its wait */
+    uint64_t rounds;
+} wake_rig_t;
+
+static uint64_t process_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    nanosleep(&ts, NULL);
+}
+
+/* The waiter's side of one round. */
+static void wake_wait(wake_rig_t *rig) {
+    uint64_t deadline = bench_now_ns() + BENCH_WAIT_NS;
+    CUresult r = CUDA_SUCCESS;
+    switch (rig->kind) {
+    case WAKE_SPIN:
+        while ((r = cu->EventQuery(rig->event)) == CUDA_ERROR_NOT_READY) {
+            past_deadline(deadline, "cuEventQuery (spinning)");
+        }
+        check(r, "cuEventQuery");
+        break;
+    case WAKE_RING:
+        /* The seed's CudaTimelineSignal::wait with a timeout: poll the
+         * event, sleep 100 us between polls. */
+        while ((r = cu->EventQuery(rig->event)) == CUDA_ERROR_NOT_READY) {
+            past_deadline(deadline, "cuEventQuery (polled every 100 us)");
+            sleep_ns(100000);
+        }
+        check(r, "cuEventQuery");
+        break;
+    default:
+        if (ordo_signal_wait(rig->ordo_signal, rig->target, ordo_deadline_after_ms(60000)) !=
+            ORDO_OK) {
+            bench_fail("the host wait for a signal point failed");
+        }
+        break;
+    }
+    rig->woke_ns = bench_now_ns();
+}
+
+static void *wake_waiter_main(void *arg) {
+    wake_rig_t *rig = arg;
+    if (ordo_cuda_make_current(rig->device) != ORDO_OK) {
+        bench_fail("cannot make the device's context current");
+    }
+    for (uint64_t round = 1; round <= rig->rounds; ++round) {
+        if (ordo_signal_wait(rig->go, round, ordo_deadline_after_ms(60000)) != ORDO_OK) {
+            bench_fail("the waiter was not started");
+        }
+        wake_wait(rig);
+        if (ordo_signal_signal(rig->done, round) != ORDO_OK) {
+            bench_fail("the waiter could not report");
+        }
+    }
+    return NULL;
+}
+
+typedef struct gate_word {
+    CUdeviceptr device;
+    uint64_t value;
+} gate_word_t;
+
+static ordo_status_t gate_enqueue(void *ctx, struct CUstream_st *stream) {
+    gate_word_t *g = ctx;
+    CUresult r = cu->StreamWaitValue64(stream, g->device, g->value, CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static void run_host_wake(const bench_options_t *options, ordo_device_t *device) {
+    ordo_device_info_t info;
+    ordo_device_info(device, &info);
+    if (!info.native_timeline || !cu->StreamWaitValue64) {
+        fprintf(stderr, "ordo bench: cuda_signal_host_wake skipped: the device has no 64-bit "
+                        "stream memory operations to hold a stream at a gate\n");
+        return;
+    }
+    bench_sizes_t sz = bench_pick(options, 200, 1);
+    const size_t warmup = 2;
+    const uint64_t hold_ns = 1000000; /* the device "works" this long */
+    void *word = NULL;
+    check(cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+          "cuMemHostAlloc");
+    _Atomic uint64_t *gate = word;
+    atomic_init(gate, 0);
+    gate_word_t gw = {0, 0};
+    check(cu->MemHostGetDevicePointer(&gw.device, word, 0), "cuMemHostGetDevicePointer");
+    CUstream raw;
+    check(cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreate");
+    ordo_stream_t *stream;
+    wake_rig_t rig;
+    memset(&rig, 0, sizeof rig);
+    rig.device = device;
+    rig.rounds = (uint64_t)(sz.samples + warmup) * WAKE_KINDS;
+    if (ordo_stream_create(device, 0, &stream) != ORDO_OK ||
+        ordo_signal_create(0, &rig.go) != ORDO_OK || ordo_signal_create(0, &rig.done) != ORDO_OK ||
+        ordo_signal_create(0, &rig.ordo_signal) != ORDO_OK) {
+        bench_fail("cannot create a stream or a signal");
+    }
+    check(cu->EventCreate(&rig.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    double *latency[WAKE_KINDS];
+    uint64_t cpu[WAKE_KINDS] = {0}, wall[WAKE_KINDS] = {0};
+    for (int k = 0; k < WAKE_KINDS; ++k) {
+        latency[k] = samples_alloc(sz.samples);
+    }
+    bench_pin(0);
+    pthread_t waiter;
+    if (bench_thread_start(&waiter, 1, wake_waiter_main, &rig) != 0) {
+        bench_fail("cannot start the waiter thread");
+    }
+    uint64_t round = 0;
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        /* Interleaved, so a noisy moment hits every kind alike. */
+        for (int kind = 0; kind < WAKE_KINDS; ++kind) {
+            ++round;
+            gw.value = round;
+            if (kind == WAKE_ORDO) {
+                rig.target = round;
+                if (ordo_cuda_stream_enqueue(stream, gate_enqueue, &gw) != ORDO_OK ||
+                    ordo_stream_signal(stream, rig.ordo_signal, round) != ORDO_OK) {
+                    bench_fail("cannot enqueue the gate and the point");
+                }
+            } else {
+                check(cu->StreamWaitValue64(raw, gw.device, round, CU_STREAM_WAIT_VALUE_GEQ),
+                      "cuStreamWaitValue64");
+                check(cu->EventRecord(rig.event, raw), "cuEventRecord");
+            }
+            rig.kind = kind;
+            if (ordo_signal_signal(rig.go, round) != ORDO_OK) {
+                bench_fail("cannot start the waiter");
+            }
+            /* Let the waiter settle into its wait, then measure from the
+             * start of the hold to its wake-up. */
+            sleep_ns(200000);
+            uint64_t cpu0 = process_cpu_ns();
+            uint64_t wall0 = bench_now_ns();
+            sleep_ns(hold_ns);
+            uint64_t opened = bench_now_ns();
+            atomic_store_explicit(gate, round, memory_order_release);
+            if (ordo_signal_wait(rig.done, round, ordo_deadline_after_ms(60000)) != ORDO_OK) {
+                bench_fail("the waiter did not wake");
+            }
+            uint64_t cpu1 = process_cpu_ns();
+            if (s >= warmup) {
+                latency[kind][s - warmup] = (double)(rig.woke_ns - opened);
+                cpu[kind] += cpu1 - cpu0;
+                wall[kind] += rig.woke_ns - wall0;
+            }
+        }
+    }
+    pthread_join(waiter, NULL);
+    bench_unpin();
+    bench_stats_t stats[WAKE_KINDS];
+    double pct[WAKE_KINDS];
+    for (int k = 0; k < WAKE_KINDS; ++k) {
+        stats[k] = bench_summarise(latency[k], sz.samples, 1);
+        pct[k] = wall[k] ? 100.0 * (double)cpu[k] / (double)wall[k] : 0.0;
+    }
+    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_SPIN], &stats[WAKE_SPIN], NULL, 0,
+                   pct[WAKE_SPIN]);
+    bench_ratio_t ring_ratio = {wake_impls[WAKE_SPIN],
+                                stats[WAKE_RING].median_ns / stats[WAKE_SPIN].median_ns};
+    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_RING], &stats[WAKE_RING], &ring_ratio,
+                   1, pct[WAKE_RING]);
+    bench_ratio_t ratios[2] = {
+        {wake_impls[WAKE_RING], stats[WAKE_ORDO].median_ns / stats[WAKE_RING].median_ns},
+        {wake_impls[WAKE_SPIN], stats[WAKE_ORDO].median_ns / stats[WAKE_SPIN].median_ns}};
+    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_ORDO], &stats[WAKE_ORDO], ratios, 2,
+                   pct[WAKE_ORDO]);
+    for (int k = 0; k < WAKE_KINDS; ++k) {
+        free(latency[k]);
+    }
+    if (ordo_stream_synchronize(stream, ordo_deadline_after_ms(60000)) != ORDO_OK) {
+        bench_fail("the stream did not finish");
+    }
+    stream_drain(raw);
+    ordo_stream_destroy(stream);
+    ordo_signal_destroy(rig.ordo_signal);
+    ordo_signal_destroy(rig.go);
+    ordo_signal_destroy(rig.done);
+    (void)cu->EventDestroy(rig.event);
+    (void)cu->StreamDestroy(raw);
+    (void)cu->MemFreeHost(word);
+}
+
+/* ---- cuda_mem ------------------------------------------------------------------- */
+
+#define MEM_PAIR_BYTES 4096
+
+static void run_mem(const bench_options_t *options, ordo_device_t *device) {
+    cuda_device_t *d = device->impl;
+    CUmemoryPool driver_pool = NULL;
+    if (!cu->MemAllocAsync || !cu->MemFreeAsync || !cu->DeviceGetDefaultMemPool ||
+        !cu->MemPoolSetAttribute || !cu->MemPoolGetAttribute ||
+        cu->DeviceGetDefaultMemPool(&driver_pool, d->dev) != CUDA_SUCCESS) {
+        fprintf(stderr, "ordo bench: cuda_mem skipped: the driver or the device has no "
+                        "stream-ordered allocator (cuMemAllocAsync, memory pools)\n");
+        return;
+    }
+    /* The driver's pool keeps what is freed (as ordo's pool does) rather
+     * than giving it back at each synchronisation. */
+    cuuint64_t old_threshold = 0, keep = UINT64_MAX;
+    check(cu->MemPoolGetAttribute(driver_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &old_threshold),
+          "cuMemPoolGetAttribute");
+    check(cu->MemPoolSetAttribute(driver_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+          "cuMemPoolSetAttribute");
+    ordo_mem_resource_t *stack = NULL, *pool = NULL;
+    ordo_tracker_t *tracker = NULL;
+    ordo_stream_t *stream = NULL;
+    ordo_mem_pool_config_t config;
+    if (ordo_device_memory(device, &stack) != ORDO_OK ||
+        ordo_tracker_create(device, &tracker) != ORDO_OK ||
+        ordo_mem_pool_config_default(&config) != ORDO_OK ||
+        ordo_mem_pool_create(tracker, stack, &config, &pool) != ORDO_OK ||
+        ordo_stream_create(device, 0, &stream) != ORDO_OK) {
+        bench_fail("cannot create the pool");
+    }
+    CUstream raw;
+    check(cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreate");
+    bench_sizes_t sz = bench_pick(options, 50, 1000);
+    const size_t warmup = 2;
+    double *ordo_samples = samples_alloc(sz.samples);
+    double *async_samples = samples_alloc(sz.samples);
+    bench_pin(0);
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            ordo_block_t *block;
+            if (ordo_mem_allocate(pool, MEM_PAIR_BYTES, 0, stream, 0, &block, NULL) != ORDO_OK ||
+                ordo_mem_deallocate(pool, block, stream) != ORDO_OK) {
+                bench_fail("a pool allocation failed");
+            }
+        }
+        uint64_t t1 = bench_now_ns();
+        for (uint64_t k = 0; k < sz.batch; ++k) {
+            CUdeviceptr ptr;
+            check(cu->MemAllocAsync(&ptr, MEM_PAIR_BYTES, raw), "cuMemAllocAsync");
+            check(cu->MemFreeAsync(ptr, raw), "cuMemFreeAsync");
+        }
+        uint64_t t2 = bench_now_ns();
+        stream_drain(raw);
+        if (ordo_stream_synchronize(stream, ordo_deadline_after_ms(60000)) != ORDO_OK) {
+            bench_fail("the stream did not finish");
+        }
+        if (s >= warmup) {
+            ordo_samples[s - warmup] = (double)(t1 - t0) / (double)sz.batch;
+            async_samples[s - warmup] = (double)(t2 - t1) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    emit_pair("cuda_mem", "cuda_async", async_samples, "ordo_pool", ordo_samples, sz);
+    free(ordo_samples);
+    free(async_samples);
+    if (ordo_mem_reap_pending(pool, ordo_deadline_after_ms(60000)) != ORDO_OK ||
+        ordo_mem_resource_destroy(pool) != ORDO_OK || ordo_tracker_destroy(tracker) != ORDO_OK) {
+        bench_fail("cannot destroy the pool");
+    }
+    ordo_stream_destroy(stream);
+    (void)cu->StreamDestroy(raw);
+    (void)cu->MemPoolSetAttribute(driver_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &old_threshold);
+}
+
 void bench_cuda_all(const bench_options_t *options) {
     if (!any_selected(options)) {
         return;
@@ -518,6 +821,12 @@ void bench_cuda_all(const bench_options_t *options) {
     if (bench_selected(options, "cuda_signal_point") ||
         bench_selected(options, "cuda_signal_point_submit")) {
         run_signal_point(options, device);
+    }
+    if (bench_selected(options, "cuda_signal_host_wake")) {
+        run_host_wake(options, device);
+    }
+    if (bench_selected(options, "cuda_mem")) {
+        run_mem(options, device);
     }
     bench_set_device(NULL);
     ordo_device_release(device);

@@ -1706,6 +1706,7 @@ static void stacked_adaptors_stay_exact_under_concurrency(void **state) {
  * counts as for a refused free and kept the block for ever. */
 static void adaptors_above_a_guard_count_a_corrupted_block_freed(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     env_t e;
     env_open(&e);
     FILE *devnull = fopen("/dev/null", "w");
@@ -1751,6 +1752,7 @@ static void adaptors_above_a_guard_count_a_corrupted_block_freed(void **state) {
  * cannot satisfy it says out of memory. Above the maximum: out of range. */
 static void a_request_at_the_maximum_is_out_of_memory(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     env_t e;
     env_open(&e);
     ordo_mem_resource_t *guard;

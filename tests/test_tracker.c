@@ -485,12 +485,18 @@ static void release_with_other_work_on_the_stream(void **state) {
     atomic_store(&gate.open, 1);
     assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
     assert_int_equal(atomic_load(&rec.calls), 1);
-    /* Both trackers' work has run: the other tracker's release is at once. */
+    /* Both trackers' work has run: the other tracker's release is at once
+     * where the backend publishes its streams' progress (not CUDA's: see
+     * the skip list), else once a recorded point is reached. */
     assert_ok(ordo_stream_synchronize(f->s[0], test_deadline()));
     reclaimed_t rec_theirs = {0};
     assert_ok(ordo_buffer_release(theirs, on_reclaim, &rec_theirs));
+    if (test_device_is("cuda")) {
+        assert_ok(ordo_tracker_drain(other, test_deadline()));
+    } else {
+        assert_true(pthread_equal(atomic_load(&rec_theirs.thread), pthread_self()));
+    }
     assert_int_equal(atomic_load(&rec_theirs.calls), 1);
-    assert_true(pthread_equal(atomic_load(&rec_theirs.thread), pthread_self()));
     assert_ok(ordo_tracker_destroy(other));
     fixture_free(f);
 }

@@ -1660,6 +1660,91 @@ static void cuda_entry_points_on_cpu(void **state) {
     fixture_free(&f);
 }
 
+/* Fails unless the thread's message names api: "api: ...", and no other
+ * ordo function is named at its start. */
+static void check_names(const char *api) {
+    const char *message = ordo_error_message();
+    size_t n = strlen(api);
+    if (strncmp(message, api, n) != 0 || strncmp(message + n, ": ", 2) != 0 ||
+        strncmp(message + n + 2, "ordo_", 5) == 0) {
+        fail_msg("the message \"%s\" does not name %s", message, api);
+    }
+}
+
+/* Errors that came from calls ordo made on the user's behalf (a signal
+ * wait, a query, a device wait a pool enqueued) name the call the user
+ * made. */
+static void messages_name_the_call_made(void **state) {
+    (void)state;
+    fixture_t f;
+    fixture_make(&f);
+    /* A stream held at a wait: synchronize and an event after the wait
+     * time out. */
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_event_t *held, *start, *end;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_TIMING, &start));
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_TIMING, &end));
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &held));
+    assert_ok(ordo_stream_wait(f.s[0], gate, 1));
+    assert_ok(ordo_event_record(held, f.s[0]));
+    assert_status(ordo_stream_synchronize(f.s[0], ordo_deadline_after_ms(1)), ORDO_ERR_TIMEOUT);
+    check_names("ordo_stream_synchronize");
+    assert_status(ordo_event_synchronize(held, ordo_deadline_after_ms(1)), ORDO_ERR_TIMEOUT);
+    check_names("ordo_event_synchronize");
+    /* The recording stream destroyed before the point. */
+    ordo_stream_t *doomed;
+    assert_ok(ordo_stream_create(f.device, 0, &doomed));
+    assert_ok(ordo_stream_wait(doomed, gate, 1));
+    ordo_event_t *orphan;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &orphan));
+    assert_ok(ordo_event_record(orphan, doomed));
+    assert_ok(ordo_stream_destroy(doomed));
+    assert_int_not_equal(ordo_event_synchronize(orphan, test_deadline()), ORDO_OK);
+    check_names("ordo_event_synchronize");
+    int complete = 1;
+    assert_int_not_equal(ordo_event_query(orphan, &complete), ORDO_OK);
+    check_names("ordo_event_query");
+    /* A failed stream: query and elapsed. */
+    assert_ok(ordo_event_record(start, f.s[1]));
+    assert_ok(ordo_stream_host_task(f.s[1], failing_task, NULL));
+    assert_ok(ordo_event_record(end, f.s[1]));
+    assert_status(ordo_stream_synchronize(f.s[1], test_deadline()), ORDO_ERR_ABORTED);
+    check_names("ordo_stream_synchronize");
+    assert_status(ordo_event_query(end, &complete), ORDO_ERR_ABORTED);
+    check_names("ordo_event_query");
+    int64_t ns = 0;
+    assert_status(ordo_event_elapsed_ns(start, end, &ns), ORDO_ERR_ABORTED);
+    check_names("ordo_event_elapsed_ns");
+    /* A pool whose allocation must wait on the device, on a failed stream. */
+    ordo_tracker_t *tracker;
+    ordo_mem_resource_t *direct, *pool;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.slot_max_bytes = 0;
+    config.reuse = ORDO_MEM_REUSE_WAIT;
+    assert_ok(ordo_mem_pool_create(tracker, direct, &config, &pool));
+    ordo_block_t *block;
+    assert_ok(ordo_mem_allocate(pool, 4096, 0, f.s[0], 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(pool, block, f.s[0])); /* behind the gate */
+    ordo_status_t st = ordo_mem_allocate(pool, 4096, 0, f.s[1], 0, &block, NULL);
+    assert_int_not_equal(st, ORDO_OK);
+    check_names("ordo_mem_allocate");
+    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_event_destroy(held));
+    assert_ok(ordo_event_destroy(orphan));
+    assert_ok(ordo_event_destroy(start));
+    assert_ok(ordo_event_destroy(end));
+    assert_ok(ordo_signal_destroy(gate));
+    fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_and_time),
@@ -1683,6 +1768,7 @@ int main(void) {
         cmocka_unit_test(streams_in_use_refuse_destroy),
         cmocka_unit_test(defined_uses_stay_defined),
         cmocka_unit_test(cuda_entry_points_on_cpu),
+        cmocka_unit_test(messages_name_the_call_made),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

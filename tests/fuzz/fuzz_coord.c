@@ -55,6 +55,7 @@ typedef struct mwait {
 static ordo_device_t *device, *foreign_device;
 static ordo_stream_t *streams[STREAMS], *foreign_stream;
 static ordo_signal_t *gates[STREAMS]; /* NULL: the stream is not held */
+static int gate_open[STREAMS];        /* its gate was signalled */
 static int failed_any;
 static ordo_coord_t *coord;
 static int unchecked;
@@ -417,7 +418,8 @@ static void op_misc(fuzz_input_t *in) {
         /* A destroy with completed ops held behind a gate is refused. */
         int held = 0;
         for (int i = 0; i < nops; ++i) {
-            held |= ops[i].state == OP_COMPLETED && gates[ops[i].stream] && !ops[i].calls;
+            held |= ops[i].state == OP_COMPLETED && gates[ops[i].stream] &&
+                    !gate_open[ops[i].stream] && !ops[i].calls;
         }
         if (held) {
             FUZZ_EXPECT(FUZZ_CALL(ordo_coord_destroy, coord), ORDO_ERR_BUSY, "ordo_coord_destroy");
@@ -430,6 +432,7 @@ static void op_misc(fuzz_input_t *in) {
         int s = fuzz_u8(in) % STREAMS;
         if (gates[s]) {
             FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, gates[s], 1), ORDO_OK, "ordo_signal_signal");
+            gate_open[s] = 1;
         }
         break;
     }
@@ -621,6 +624,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int s = 0; s < STREAMS; ++s) {
         FUZZ_EXPECT(ordo_stream_create(device, 0, &streams[s]), ORDO_OK, "ordo_stream_create");
         gates[s] = NULL;
+        gate_open[s] = 0;
         if (config & (2u << s)) {
             FUZZ_EXPECT(ordo_signal_create(0, &gates[s]), ORDO_OK, "ordo_signal_create");
             FUZZ_EXPECT(ordo_stream_wait(streams[s], gates[s], 1), ORDO_OK, "ordo_stream_wait");

@@ -126,6 +126,20 @@ static void bad_input_names_submit_host(void **state) {
     assert_non_null(strstr(ordo_error_message(), "fn is NULL"));
     assert_status(ordo_submit_host(NULL, s, &ok, 1, noop, NULL), ORDO_ERR_INVALID_HANDLE);
     assert_names("ordo_submit_host");
+    /* Several faults: the handle answers first (docs/ERRORS.md), for the
+     * general form too; a refused call attaches no stream. */
+    assert_status(ordo_submit_host(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_submit_host");
+    assert_status(ordo_submit(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_submit");
+    assert_status(ordo_submit(tracker, NULL, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_submit(tracker, s, NULL, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "accesses is NULL"));
+    ordo_stream_t *unattached;
+    assert_ok(ordo_stream_create(device, 0, &unattached));
+    assert_status(ordo_submit(tracker, unattached, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "launch is NULL"));
+    assert_ok(ordo_stream_destroy(unattached)); /* not in the tracker's table */
     uint64_t garbage[64] = {0};
     assert_status(ordo_submit_host((ordo_tracker_t *)garbage, s, &ok, 1, noop, NULL),
                   ORDO_ERR_INVALID_HANDLE);

@@ -83,7 +83,9 @@ typedef struct ordo_block_info {
 } ordo_block_info_t;
 
 /** Allocates bytes on stream. out_ptr may be NULL (ordo_block_ptr gives it
- * later). On failure *out_block and *out_ptr are both NULL. */
+ * later). On failure *out_block and *out_ptr are both NULL. On a failed
+ * stream the block is handed out unless a pool must make the stream wait
+ * on the device for it; then the stream's failure comes back. */
 ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
                                 ordo_stream_t *stream, uint32_t tag, ordo_block_t **out_block,
                                 void **out_ptr);

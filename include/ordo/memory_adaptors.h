@@ -51,10 +51,11 @@ ORDO_BEGIN_DECLS
  * and a message naming the request (bytes, tag, stream), the limit and
  * what is held (and how much of it only waits for its streams).
  *
- * A block must come back through the adaptor it was allocated through: an
- * adaptor refuses (ORDO_ERR_INVALID_ARGUMENT) a free it can tell was not
- * its own, such as a block allocated from a resource below it, but cannot
- * tell in every case (statistics and logging likewise).
+ * A block must come back through the adaptor it was allocated through; one
+ * allocated from a resource below it is a caller error, which the adaptor
+ * refuses (ORDO_ERR_INVALID_ARGUMENT, nothing touched) whenever its counts
+ * show the block is not its own, not in every case (statistics and
+ * logging likewise; a guard refuses it always).
  *
  * Over a pool, the budget limits the bytes handed out to callers; under a
  * pool, the bytes the pool reserves from the device.

@@ -25,7 +25,9 @@
  * Lifetime: signals are reference counted. ordo_signal_create returns one
  * reference. ordo_signal_destroy ends the signal at once: every pending
  * waiter and timepoint receives ORDO_ERR_CANCELLED, later calls get
- * ORDO_ERR_DESTROYED, and the caller's reference is dropped. The memory goes
+ * ORDO_ERR_DESTROYED (except ordo_signal_retain, ordo_signal_release,
+ * ordo_signal_name and ordo_signal_failure, which work as long as a
+ * reference holds the memory), and the caller's reference is dropped. The memory goes
  * when the last reference does (ordo_signal_release); releasing the last
  * reference of a signal not yet destroyed destroys it first. Each reference
  * is dropped once: after one owner's destroy, the others release theirs (a
@@ -75,7 +77,9 @@ typedef struct ordo_signal_point {
  * caller holds its one reference. */
 ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal);
 
-/** Adds a reference, so the memory outlives ordo_signal_destroy by others. */
+/** Adds a reference, so the memory outlives ordo_signal_destroy by others.
+ * Works on a destroyed signal whose memory a reference still holds (a
+ * holder may pass its hold on); the signal stays destroyed. */
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal);
 
 /** Drops a reference; the last one destroys (if needed) and frees. */
@@ -96,12 +100,17 @@ ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value);
 
 /** Fails the signal with status (an error, not ORDO_OK) and an optional
  * message (NULL for none). A signal that has failed already keeps its first
- * failure and this call is a successful no-op. */
+ * failure and this call is a successful no-op. Every wait then returns
+ * status as given: failed with ORDO_ERR_TIMEOUT, a wait returns
+ * ORDO_ERR_TIMEOUT at once, before its deadline (ordo_signal_failure tells
+ * the two apart); prefer ORDO_ERR_ABORTED for work that failed. */
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message);
 
 /** Reads the failure: *out_status is ORDO_OK while the signal has not failed.
  * out_message (may be NULL) receives the message, truncated to
- * message_capacity bytes including the terminator. */
+ * message_capacity bytes including the terminator. Works on a destroyed
+ * signal whose memory a reference still holds: the failure it had before
+ * the destroy (a destroy is not a failure). */
 ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,
                                   char *out_message, size_t message_capacity);
 

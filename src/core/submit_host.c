@@ -1,10 +1,10 @@
 /* ordo_submit_host: a submission whose work is one host task, over
  * ordo_submit with a launch function that enqueues the task. Kept apart
- * from tracker.c: it uses only the public submission path. */
+ * from tracker.c: it uses the public submission path. */
 #include <stdio.h>
 
 #include "base/error.h"
-#include "ordo/tracker.h"
+#include "core/tracker_internal.h"
 
 #define API "ordo_submit_host"
 
@@ -31,7 +31,8 @@ ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
                                void *ctx) {
     if (ORDO_UNLIKELY(!fn)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, API, "fn is NULL");
+        ordo_status_t st = tracker_submit_refusal(tracker, stream, accesses, count, API);
+        return st != ORDO_OK ? st : ordo_error(ORDO_ERR_INVALID_ARGUMENT, API, "fn is NULL");
     }
     host_launch_t launch;
     launch.fn = fn;

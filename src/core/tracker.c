@@ -622,6 +622,27 @@ ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
     return st;
 }
 
+ordo_status_t tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                     const ordo_access_t *accesses, size_t count, const char *api) {
+    ordo_status_t st = tracker_check(tracker, api);
+    uint32_t t;
+    if (st != ORDO_OK || tracker_stream_find(tracker, stream, &t)) {
+        return st;
+    }
+    if ((st = hal_stream_check(stream, api)) != ORDO_OK) {
+        return st;
+    }
+    if (count && !accesses) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                          count);
+    }
+    if (count > ORDO_TRACKER_MAX_ACCESSES) {
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                          ORDO_TRACKER_MAX_ACCESSES);
+    }
+    return check_accesses(tracker, accesses, count, api);
+}
+
 /* The status and message of a submission whose launch function returned
  * st: st itself if it is an ordo error (ORDO_ERR_ABORTED if not), and a
  * message that says so, wrapping the one the function left if it left one
@@ -639,8 +660,10 @@ static ordo_status_t launch_failed(ordo_status_t st, int left_message) {
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx) {
-    if (!launch) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
+    if (ORDO_UNLIKELY(!launch)) {
+        ordo_status_t st = tracker_submit_refusal(tracker, stream, accesses, count, __func__);
+        return st != ORDO_OK ? st
+                             : ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
     }
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);

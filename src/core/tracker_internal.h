@@ -203,6 +203,13 @@ ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, 
  * it, or the backend has no progress to read). */
 int tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point);
 
+/* For a submission refused for its function argument: the fault of an
+ * earlier parameter (the tracker, the stream, the access list), checked
+ * without attaching the stream, or ORDO_OK when they are good (handles
+ * and arguments answer in parameter order, docs/ERRORS.md). */
+ordo_status_t tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                     const ordo_access_t *accesses, size_t count, const char *api);
+
 ordo_status_t reclaimer_start(reclaimer_t *reclaimer);
 void reclaimer_stop(reclaimer_t *reclaimer);
 /* Hands a buffer whose uses have all completed to the reclaimer thread. */

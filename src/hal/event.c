@@ -189,7 +189,8 @@ ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event)
     if (st != ORDO_OK) {
         return st;
     }
-    return stream->device->backend->wait(stream, event->timeline, event->point);
+    st = stream->device->backend->wait(stream, event->timeline, event->point);
+    return st == ORDO_OK ? st : ordo_error_as(st, __func__); /* the backend's wait is ours */
 }
 
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns) {

@@ -287,7 +287,11 @@ ordo_status_t ordo_mem_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *
     if (st == ORDO_OK) {
         st = check_mode(mode, __func__);
     }
-    return st != ORDO_OK ? st : resource->ops->prepare_use(resource, block, stream, mode);
+    if (st == ORDO_OK &&
+        (st = resource->ops->prepare_use(resource, block, stream, mode)) != ORDO_OK) {
+        return ordo_error_as(st, __func__); /* a device wait refused: named for this call */
+    }
+    return st;
 }
 
 ordo_status_t ordo_mem_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -296,13 +300,20 @@ ordo_status_t ordo_mem_finish_use(ordo_mem_resource_t *resource, ordo_block_t *b
     if (st == ORDO_OK) {
         st = check_mode(mode, __func__);
     }
-    return st != ORDO_OK ? st : resource->ops->finish_use(resource, block, stream, mode);
+    if (st == ORDO_OK &&
+        (st = resource->ops->finish_use(resource, block, stream, mode)) != ORDO_OK) {
+        return ordo_error_as(st, __func__);
+    }
+    return st;
 }
 
 ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                   ordo_stream_t *stream) {
     ordo_status_t st = check_use(resource, block, stream, __func__);
-    return st != ORDO_OK ? st : resource->ops->record_use(resource, block, stream);
+    if (st == ORDO_OK && (st = resource->ops->record_use(resource, block, stream)) != ORDO_OK) {
+        return ordo_error_as(st, __func__);
+    }
+    return st;
 }
 
 static ordo_status_t resource_destroy(ordo_mem_resource_t *resource) {

@@ -18,37 +18,15 @@
  * comes down cleanly at the end, with ordo's host blocks back to their
  * count before the input.
  *
- * Known defects (ORDO_FUZZ_KNOWN_DEFECTS, see fuzz_common.h):
- * - guard-upstream-counts: a budget, statistics or logging adaptor stacked
- *   above a guard treats ORDO_ERR_CORRUPTED from the guard's deallocate as
- *   a refused free and restores its counts, although the guard freed the
- *   block: the statistics keep the block (current_blocks off by one) and
- *   the adaptor refuses destruction (ORDO_ERR_BUSY) at teardown. When off,
- *   a canary overwrite under such adaptors is found with
- *   ordo_mem_guard_check and repaired before the block is freed.
- * - alloc-names: ordo_mem_allocate on a failed stream (a pool's reuse
- *   that waits on it) fails with a message naming "ordo_stream_wait", not
- *   ordo_mem_allocate.
- * - use-names (found by this harness): ordo_mem_prepare_use of a pool
- *   block on a stream that failed fails with a message naming
- *   "ordo_stream_wait" (the device wait it emits), not ordo_mem_prepare_use.
- *   (finish_use and record_use are checked under the same id.)
- * - guard-free-names (found by this harness): ordo_mem_deallocate through
- *   a guard of a block whose canary was overwritten, on a stream that has
- *   failed (here: by a pool's wait passing another stream's failure on),
- *   returns ORDO_ERR_CORRUPTED with the message "ordo_stream_signal: the
- *   stream has failed: ...": the guard's free point, refused by the failed
- *   stream, overwrote the finding's message, which then names neither
- *   ordo_mem_deallocate nor the overwrite.
- * - sync-names: ordo_stream_synchronize names "ordo_signal_wait" in its
- *   message at its deadline ("deadline passed"), and also when the stream
- *   fails while the call waits ("the signal failed before reaching
- *   value N"; a stream failed before the call is named correctly).
- * - guard-max-bytes: a guard refuses a request of exactly
- *   ORDO_MEM_MAX_BYTES with ORDO_ERR_OUT_OF_RANGE; memory.h reserves that
- *   for requests above the maximum (this is ORDO_ERR_OUT_OF_MEMORY).
- * - pool-max-bytes: likewise a pool refuses exactly ORDO_MEM_MAX_BYTES
- *   with ORDO_ERR_OUT_OF_RANGE (pool.c: bytes > MAX - extra - unit). */
+ * Defects it found, fixed since, and checked on every input: adaptors
+ * above a guard kept a block the guard had freed (its ORDO_ERR_CORRUPTED
+ * taken for a refused free); ordo_mem_allocate, ordo_mem_prepare_use,
+ * finish_use and record_use on a failed stream, and ordo_stream_synchronize,
+ * named the internal call that failed (ordo_stream_wait, ordo_signal_wait);
+ * a guard's free on a failed stream lost its finding's message to the
+ * refused free point; a guard and a pool refused exactly
+ * ORDO_MEM_MAX_BYTES as out of range. New known defects go behind
+ * fuzz_known_defect() (fuzz_common.h) until fixed. */
 #include "fuzz_common.h"
 
 #define STREAMS 3
@@ -258,7 +236,7 @@ static int failure_ok(int s, ordo_status_t st) {
 
 /* Waits for stream s's queued work (a host-side order between streams). */
 static void settle(int s) {
-    ordo_status_t st = FUZZ_CALL_KD("sync-names", ordo_stream_synchronize, streams[s],
+    ordo_status_t st = FUZZ_CALL(ordo_stream_synchronize, streams[s],
                                     ordo_deadline_after_ms(5000));
     FUZZ_CHECK(st == ORDO_OK || failure_ok(s, st), "ordo_stream_synchronize returned %s",
                ordo_status_name(st));
@@ -320,24 +298,13 @@ static void op_allocate(fuzz_input_t *in) {
     fuzz_prime_message();
     ordo_status_t st = ordo_mem_allocate(top(), bytes, alignment, stream, tag, &block, &ptr);
     int on_failed = s < STREAMS && failure_ok(s, st);
-    if (!on_failed || fuzz_known_defect("alloc-names")) {
-        fuzz_check_named(__FILE__, __LINE__, st, "ordo_mem_allocate");
-    }
+    fuzz_check_named(__FILE__, __LINE__, st, "ordo_mem_allocate");
     FUZZ_EMPTY_ON_FAILURE(st, block, "ordo_mem_allocate");
     FUZZ_EMPTY_ON_FAILURE(st, ptr, "ordo_mem_allocate");
     if (want == ORDO_ERR_OUT_OF_MEMORY && st == ORDO_ERR_OUT_OF_RANGE) {
-        /* Exactly the maximum: the topmost guard or pool sees it first. */
-        kind_t first = L_DIRECT;
-        for (int i = nlayers - 1; i >= 0 && first == L_DIRECT; --i) {
-            first =
-                layers[i].kind == L_GUARD || layers[i].kind == L_POOL ? layers[i].kind : L_DIRECT;
-        }
-        if (first == L_DIRECT || (first == L_GUARD && fuzz_known_defect("guard-max-bytes")) ||
-            (first == L_POOL && fuzz_known_defect("pool-max-bytes"))) {
-            FUZZ_FAIL("ordo_mem_allocate of exactly ORDO_MEM_MAX_BYTES returned %s, not %s",
-                      ordo_status_name(st), ordo_status_name(want));
-        }
-        return;
+        /* Exactly the maximum is in range, whichever layer refuses it. */
+        FUZZ_FAIL("ordo_mem_allocate of exactly ORDO_MEM_MAX_BYTES returned %s, not %s",
+                  ordo_status_name(st), ordo_status_name(want));
     }
     if (want == ORDO_OK && st != ORDO_OK) {
         int allowed = (has_budget_limit && st == ORDO_ERR_OUT_OF_MEMORY) || on_failed;
@@ -447,21 +414,9 @@ static void op_canary(fuzz_input_t *in) {
     }
     unsigned char saved = *where;
     *where = (unsigned char)(saved ^ (1 + (how >> 1)));
-    int above = maker < nlayers - 1;
-    if (above && !fuzz_known_defect("guard-upstream-counts")) {
-        ordo_mem_guard_report_t report;
-        ordo_status_t st = FUZZ_CALL(ordo_mem_guard_check, layers[maker].r, &report);
-        if (!b->found || st != ORDO_OK) {
-            FUZZ_EXPECT(st, ORDO_ERR_CORRUPTED, "ordo_mem_guard_check after a canary overwrite");
-        }
-        FUZZ_CHECK(report.total > 0, "a guard check that found an overwrite counts nothing");
-        b->found = 1;
-        *where = saved;
-        return;
-    }
     int s = healthy_stream(in);
     ordo_status_t st =
-        FUZZ_CALL_KD("guard-free-names", ordo_mem_deallocate, top(), b->block, streams[s]);
+        FUZZ_CALL(ordo_mem_deallocate, top(), b->block, streams[s]);
     if (st != ORDO_ERR_CORRUPTED) {
         fuzz_check_named(__FILE__, __LINE__, st, "ordo_mem_deallocate");
     }
@@ -483,7 +438,7 @@ static void op_task(fuzz_input_t *in) {
     }
     ordo_access_mode_t mode = ORDO_ACCESS_WRITE;
     ordo_status_t st =
-        FUZZ_CALL_KD("use-names", ordo_mem_prepare_use, top(), b->block, streams[s], mode);
+        FUZZ_CALL(ordo_mem_prepare_use, top(), b->block, streams[s], mode);
     if (st != ORDO_OK && failure_ok(s, st)) {
         return;
     }
@@ -494,10 +449,10 @@ static void op_task(fuzz_input_t *in) {
                ordo_status_name(st));
     ++ntasks;
     b->touched = s;
-    st = FUZZ_CALL_KD("use-names", ordo_mem_finish_use, top(), b->block, streams[s], mode);
+    st = FUZZ_CALL(ordo_mem_finish_use, top(), b->block, streams[s], mode);
     FUZZ_CHECK(st == (has_pool ? ORDO_OK : ORDO_ERR_UNSUPPORTED) || failure_ok(s, st),
                "ordo_mem_finish_use returned %s", ordo_status_name(st));
-    st = FUZZ_CALL_KD("use-names", ordo_mem_record_use, top(), b->block, streams[s]);
+    st = FUZZ_CALL(ordo_mem_record_use, top(), b->block, streams[s]);
     FUZZ_CHECK(st == (has_pool ? ORDO_OK : ORDO_ERR_UNSUPPORTED) || failure_ok(s, st),
                "ordo_mem_record_use returned %s", ordo_status_name(st));
     int supported = -1;

@@ -95,6 +95,10 @@ static void adaptors_refuse_bad_input(void **state) {
     assert_status(ordo_mem_budget_create(NULL, NULL, &r), ORDO_ERR_INVALID_HANDLE);
     assert_null(r);
     assert_status(ordo_mem_budget_create(e.direct, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    /* Several faults: the handle answers first (docs/ERRORS.md). */
+    assert_status(ordo_mem_budget_create(NULL, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_statistics_create(NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_mem_guard_create(NULL, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_mem_statistics_create(NULL, &r), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_mem_statistics_create(e.direct, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_mem_logging_create(NULL, stderr, &r), ORDO_ERR_INVALID_HANDLE);

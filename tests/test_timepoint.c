@@ -388,6 +388,9 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_link_arm(NULL, s, 1, s, 2), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_link_arm(&link, s, 1, NULL, 2), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_link_arm(&link, NULL, 1, s, 2), ORDO_ERR_INVALID_HANDLE);
+    /* Both bad: the first in parameter order answers. */
+    assert_status(ordo_link_arm(&link, NULL, 1, NULL, 2), ORDO_ERR_INVALID_HANDLE);
+    assert_non_null(strstr(ordo_error_message(), "source"));
     assert_status(ordo_link_arm(&link, s, 1, s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_link_cancel(NULL, &result), ORDO_ERR_INVALID_ARGUMENT);
 

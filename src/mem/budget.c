@@ -397,13 +397,15 @@ ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
 ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
                                      const ordo_mem_budget_config_t *config,
                                      ordo_mem_resource_t **out_resource) {
-    if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+    if (out_resource) {
+        *out_resource = NULL;
     }
-    *out_resource = NULL;
-    ordo_status_t st = mem_resource_check(upstream, __func__);
+    ordo_status_t st = mem_resource_check(upstream, __func__); /* the handle first */
     if (st != ORDO_OK) {
         return st;
+    }
+    if (!out_resource) {
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     ordo_mem_budget_config_t defaults;
     (void)ordo_mem_budget_config_default(&defaults);

@@ -37,6 +37,9 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
  * can take (which: "source" or "target"). */
 static ordo_status_t link_end_check(ordo_signal_t *signal, uint64_t value, const char *which) {
     static const char api[] = "ordo_link_arm";
+    if (!signal) {
+        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which);
+    }
     ordo_status_t st = signal_check(signal, api);
     if (st != ORDO_OK) {
         return st;
@@ -59,9 +62,9 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
     }
     /* The source's checks are ordo_timepoint_arm's, made here so that a
      * refusal names this call and leaves the link as it was. */
-    ordo_status_t st = link_end_check(target, target_value, "target");
+    ordo_status_t st = link_end_check(source, source_value, "source"); /* parameter order */
     if (st == ORDO_OK) {
-        st = link_end_check(source, source_value, "source");
+        st = link_end_check(target, target_value, "target");
     }
     if (st != ORDO_OK) {
         return st;

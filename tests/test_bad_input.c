@@ -1704,10 +1704,14 @@ static void messages_name_the_call_made(void **state) {
     int complete = 1;
     assert_int_not_equal(ordo_event_query(orphan, &complete), ORDO_OK);
     check_names("ordo_event_query");
-    /* A failed stream: query and elapsed. */
+    /* A failed stream: query and elapsed. The stream is held until both
+     * records are in, so the failure cannot refuse the second. */
+    ordo_signal_t *hold = test_signal_make(0);
     assert_ok(ordo_event_record(start, f.s[1]));
+    assert_ok(ordo_stream_wait(f.s[1], hold, 1));
     assert_ok(ordo_stream_host_task(f.s[1], failing_task, NULL));
     assert_ok(ordo_event_record(end, f.s[1]));
+    assert_ok(ordo_signal_signal(hold, 1));
     assert_status(ordo_stream_synchronize(f.s[1], test_deadline()), ORDO_ERR_ABORTED);
     check_names("ordo_stream_synchronize");
     assert_status(ordo_event_query(end, &complete), ORDO_ERR_ABORTED);
@@ -1742,6 +1746,7 @@ static void messages_name_the_call_made(void **state) {
     assert_ok(ordo_event_destroy(start));
     assert_ok(ordo_event_destroy(end));
     assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_signal_destroy(hold));
     fixture_free(&f);
 }
 

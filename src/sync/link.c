@@ -33,24 +33,33 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
     signal_release_internal(source);
 }
 
-/* One end of a link: a live signal, not destroyed, and a value a signal
- * can take (which: "source" or "target"). */
-static ordo_status_t link_end_check(ordo_signal_t *signal, uint64_t value, const char *which) {
+/* The ends of a link: live signals (handles), values a signal can take
+ * (arguments), not destroyed (state), in that order of faults and each
+ * source before target (docs/ERRORS.md). */
+static ordo_status_t link_ends_check(ordo_signal_t *const ends[2], const uint64_t values[2]) {
     static const char api[] = "ordo_link_arm";
-    if (!signal) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which);
+    static const char *const which[2] = {"source", "target"};
+    for (int i = 0; i < 2; ++i) {
+        if (!ends[i]) {
+            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which[i]);
+        }
+        ordo_status_t st = signal_check(ends[i], api);
+        if (st != ORDO_OK) {
+            return st;
+        }
     }
-    ordo_status_t st = signal_check(signal, api);
-    if (st != ORDO_OK) {
-        return st;
+    for (int i = 0; i < 2; ++i) {
+        if (values[i] > ORDO_SIGNAL_VALUE_MAX) {
+            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
+                              "%s value %llu exceeds ORDO_SIGNAL_VALUE_MAX", which[i],
+                              (unsigned long long)values[i]);
+        }
     }
-    if (value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%s value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          which, (unsigned long long)value);
-    }
-    if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, api, "%s signal %p was destroyed", which,
-                          (void *)signal);
+    for (int i = 0; i < 2; ++i) {
+        if (atomic_load_explicit(&ends[i]->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+            return ordo_error(ORDO_ERR_DESTROYED, api, "%s signal %p was destroyed", which[i],
+                              (void *)ends[i]);
+        }
     }
     return ORDO_OK;
 }
@@ -62,10 +71,9 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
     }
     /* The source's checks are ordo_timepoint_arm's, made here so that a
      * refusal names this call and leaves the link as it was. */
-    ordo_status_t st = link_end_check(source, source_value, "source"); /* parameter order */
-    if (st == ORDO_OK) {
-        st = link_end_check(target, target_value, "target");
-    }
+    ordo_signal_t *const ends[2] = {source, target};
+    const uint64_t values[2] = {source_value, target_value};
+    ordo_status_t st = link_ends_check(ends, values);
     if (st != ORDO_OK) {
         return st;
     }

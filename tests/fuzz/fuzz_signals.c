@@ -491,23 +491,15 @@ static void op_link(fuzz_input_t *in) {
         return;
     }
     uint64_t sv = fuzz_value(in), tv = fuzz_value(in);
+    /* Handles, then values, then state (docs/ERRORS.md); each in
+     * parameter order, source before target. */
     ordo_status_t want = ORDO_OK;
-    if (tv > ORDO_SIGNAL_VALUE_MAX || sv > ORDO_SIGNAL_VALUE_MAX) {
+    if (sv > ORDO_SIGNAL_VALUE_MAX || tv > ORDO_SIGNAL_VALUE_MAX) {
         want = ORDO_ERR_OUT_OF_RANGE;
-    }
-    /* Target first, then source: the first refused end decides. */
-    if (tv > ORDO_SIGNAL_VALUE_MAX) {
-        want = ORDO_ERR_OUT_OF_RANGE;
-    } else if (sig[target].destroyed) {
-        want = ORDO_ERR_DESTROYED;
-    } else if (sv > ORDO_SIGNAL_VALUE_MAX) {
-        want = ORDO_ERR_OUT_OF_RANGE;
-    } else if (sig[source].destroyed) {
+    } else if (sig[source].destroyed || sig[target].destroyed) {
         want = ORDO_ERR_DESTROYED;
     } else if (l->state == TP_ARMED) {
         want = ORDO_ERR_BUSY;
-    } else {
-        want = ORDO_OK;
     }
     ordo_status_t st =
         FUZZ_CALL(ordo_link_arm, &l->link, sig[source].handle, sv, sig[target].handle, tv);

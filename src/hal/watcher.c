@@ -388,25 +388,6 @@ ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, 
     return ORDO_OK;
 }
 
-void hal_watcher_stop(hal_watcher_t *w) {
-    if (!w->started) {
-        return;
-    }
-    atomic_store_explicit(&w->stop, 1, memory_order_release);
-    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    ordo_futex_wake(&w->work, INT_MAX);
-    pthread_join(w->thread, NULL);
-    w->started = 0;
-    while (w->spare) {
-        hal_reg_signal_t *n = w->spare;
-        w->spare = n->next;
-        ordo_dealloc(n, sizeof *n, 0);
-    }
-    pthread_mutex_destroy(&w->lock);
-    pthread_mutex_destroy(&w->registry_lock);
-    signal_release_internal(w->registered);
-}
-
 void hal_watcher_halt(hal_watcher_t *w) {
     if (!w->started) {
         return;
@@ -416,6 +397,21 @@ void hal_watcher_halt(hal_watcher_t *w) {
     ordo_futex_wake(&w->work, INT_MAX);
     pthread_join(w->thread, NULL);
     w->started = 0;
+}
+
+void hal_watcher_stop(hal_watcher_t *w) {
+    if (!w->started) {
+        return;
+    }
+    hal_watcher_halt(w);
+    while (w->spare) {
+        hal_reg_signal_t *n = w->spare;
+        w->spare = n->next;
+        ordo_dealloc(n, sizeof *n, 0);
+    }
+    pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->registry_lock);
+    signal_release_internal(w->registered);
 }
 
 /* ---- timelines ----------------------------------------------------------- */

@@ -4,7 +4,6 @@
  * stream-ordered free keeps its charge until its stream reaches the free
  * (the memory may still be in use until then); a timepoint on a timeline
  * the stream signals right after the upstream free drops it. */
-#include <stdio.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
@@ -275,21 +274,7 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     /* Signalled right after the upstream free in the stream's order. A
      * stream that cannot take the signal fails it, and the charge drops at
      * once: no more of that stream's work runs. */
-    char findings[512]; /* a guard's findings, kept over the signal's refusal */
-    if (freed != ORDO_OK) {
-        snprintf(findings, sizeof findings, "%s", ordo_error_message());
-    }
-    uint64_t messages = ordo_error_count();
-    st = ordo_stream_signal(stream, timeline, 1);
-    if (st != ORDO_OK) {
-        (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
-    }
-    if (freed != ORDO_OK && ordo_error_count() != messages) {
-        /* The guard's findings are the caller's answer, not the refusal
-         * of the signal (a failed stream: the charge drops at once). */
-        (void)ordo_error(freed, NULL, "%s", findings);
-    }
-    return freed;
+    return mem_free_point_enqueue(stream, timeline, freed);
 }
 
 static ordo_status_t budget_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {

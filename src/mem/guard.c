@@ -543,21 +543,8 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     b->free_timeline = timeline;
     b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
     (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
-    char findings[512]; /* the findings' message, kept over the signal's refusal */
-    if (st != ORDO_OK) {
-        snprintf(findings, sizeof findings, "%s", ordo_error_message());
-    }
-    uint64_t messages = ordo_error_count();
-    ordo_status_t signalled = ordo_stream_signal(stream, timeline, 1);
-    if (signalled != ORDO_OK) {
-        (void)ordo_signal_fail(timeline, signalled, "the free's stream refused its signal");
-    }
-    if (st != ORDO_OK && ordo_error_count() != messages) {
-        /* The findings are the answer; the refused signal (a failed
-         * stream: the block is poisoned and let go at once) is not. */
-        (void)ordo_error(st, NULL, "%s", findings);
-    }
-    return st;
+    /* On a failed stream the block is poisoned and let go at once. */
+    return mem_free_point_enqueue(stream, timeline, st);
 }
 
 /* --- Forwarded calls --- */

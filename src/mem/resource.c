@@ -2,6 +2,7 @@
  * through the resource's vtable. */
 #include "mem/resource.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -490,4 +491,21 @@ ordo_status_t mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline
                               atomic_load_explicit(pending, memory_order_relaxed));
         }
     }
+}
+
+ordo_status_t mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                     ordo_status_t freed) {
+    char findings[512]; /* the size of the thread's message */
+    if (freed != ORDO_OK) {
+        snprintf(findings, sizeof findings, "%s", ordo_error_message());
+    }
+    uint64_t messages = ordo_error_count();
+    ordo_status_t st = ordo_stream_signal(stream, timeline, 1);
+    if (st != ORDO_OK) {
+        (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
+    }
+    if (freed != ORDO_OK && ordo_error_count() != messages) {
+        (void)ordo_error(freed, NULL, "%s", findings);
+    }
+    return freed;
 }

@@ -141,6 +141,14 @@ static inline int mem_freed_despite(ordo_status_t st) {
     return st == ORDO_OK || st == ORDO_ERR_CORRUPTED;
 }
 
+/* Enqueues the signal of a stream-ordered free's point (timeline to 1) on
+ * stream; a stream that refuses it (it has failed) fails the timeline, so
+ * the free's timepoint fires at once. Returns freed, the status of the
+ * free (ORDO_OK, or ORDO_ERR_CORRUPTED with a guard's findings as the
+ * thread's message, which the refusal does not replace). */
+ordo_status_t mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                     ordo_status_t freed);
+
 /* For adaptors: forward everything but allocate/deallocate unchanged. */
 uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *resource);
 ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline);

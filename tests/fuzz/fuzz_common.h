@@ -58,6 +58,19 @@ __attribute__((noreturn, format(printf, 3, 4))) static void fuzz_fail(const char
         }                                                                                          \
     } while (0)
 
+/* ------------------------------------------------------------ host tasks */
+
+static inline ordo_status_t fuzz_noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+/* Fails its stream with ORDO_ERR_ABORTED. */
+static inline ordo_status_t fuzz_failing_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
 /* ------------------------------------------------------------ known defects */
 
 /* Non-zero when the checks of known defect id run (see the top). */

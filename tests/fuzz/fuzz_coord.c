@@ -67,16 +67,6 @@ static mwait_t waits[WAITS];
 static int nwaits;
 static ordo_barrier_t *barriers[BARRIERS];
 
-static ordo_status_t noop_task(void *ctx) {
-    (void)ctx;
-    return ORDO_OK;
-}
-
-static ordo_status_t failing_task(void *ctx) {
-    (void)ctx;
-    return ORDO_ERR_ABORTED;
-}
-
 static void on_op(void *ctx, ordo_op_id_t id, ordo_status_t status) {
     mop_t *m = ctx;
     FUZZ_CHECK(id == m->id, "a completion callback got op %llu, not %llu", (unsigned long long)id,
@@ -97,7 +87,7 @@ static ordo_status_t launch(void *ctx, ordo_stream_t *stream) {
         m->state = OP_FAILED;
         return ORDO_ERR_ABORTED;
     }
-    ordo_status_t st = ordo_stream_host_task(stream, noop_task, NULL);
+    ordo_status_t st = ordo_stream_host_task(stream, fuzz_noop_task, NULL);
     /* complete follows at once, in dispatch, unless the stream failed */
     m->state = st == ORDO_OK ? OP_COMPLETED : OP_FAILED;
     return st;
@@ -340,7 +330,8 @@ static void op_complete(fuzz_input_t *in) {
         return;
     }
     if (fuzz_u8(in) & 1) {
-        ordo_status_t task = FUZZ_CALL(ordo_stream_host_task, streams[m->stream], noop_task, NULL);
+        ordo_status_t task =
+            FUZZ_CALL(ordo_stream_host_task, streams[m->stream], fuzz_noop_task, NULL);
         FUZZ_CHECK(task == ORDO_OK || (failed_any && task == ORDO_ERR_ABORTED),
                    "ordo_stream_host_task returned %s", ordo_status_name(task));
     }
@@ -408,7 +399,7 @@ static void op_misc(fuzz_input_t *in) {
     case 2: {
         /* A failing host task: the stream fails from there on. */
         int s = fuzz_u8(in) % STREAMS;
-        ordo_status_t st = FUZZ_CALL(ordo_stream_host_task, streams[s], failing_task, NULL);
+        ordo_status_t st = FUZZ_CALL(ordo_stream_host_task, streams[s], fuzz_failing_task, NULL);
         FUZZ_CHECK(st == ORDO_OK || st == ORDO_ERR_ABORTED, "ordo_stream_host_task returned %s",
                    ordo_status_name(st));
         failed_any = 1;

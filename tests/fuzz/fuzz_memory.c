@@ -236,8 +236,7 @@ static int failure_ok(int s, ordo_status_t st) {
 
 /* Waits for stream s's queued work (a host-side order between streams). */
 static void settle(int s) {
-    ordo_status_t st = FUZZ_CALL(ordo_stream_synchronize, streams[s],
-                                    ordo_deadline_after_ms(5000));
+    ordo_status_t st = FUZZ_CALL(ordo_stream_synchronize, streams[s], ordo_deadline_after_ms(5000));
     FUZZ_CHECK(st == ORDO_OK || failure_ok(s, st), "ordo_stream_synchronize returned %s",
                ordo_status_name(st));
 }
@@ -415,8 +414,7 @@ static void op_canary(fuzz_input_t *in) {
     unsigned char saved = *where;
     *where = (unsigned char)(saved ^ (1 + (how >> 1)));
     int s = healthy_stream(in);
-    ordo_status_t st =
-        FUZZ_CALL(ordo_mem_deallocate, top(), b->block, streams[s]);
+    ordo_status_t st = FUZZ_CALL(ordo_mem_deallocate, top(), b->block, streams[s]);
     if (st != ORDO_ERR_CORRUPTED) {
         fuzz_check_named(__FILE__, __LINE__, st, "ordo_mem_deallocate");
     }
@@ -437,8 +435,7 @@ static void op_task(fuzz_input_t *in) {
         settle(b->touched);
     }
     ordo_access_mode_t mode = ORDO_ACCESS_WRITE;
-    ordo_status_t st =
-        FUZZ_CALL(ordo_mem_prepare_use, top(), b->block, streams[s], mode);
+    ordo_status_t st = FUZZ_CALL(ordo_mem_prepare_use, top(), b->block, streams[s], mode);
     if (st != ORDO_OK && failure_ok(s, st)) {
         return;
     }

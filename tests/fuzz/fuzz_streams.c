@@ -48,16 +48,6 @@ static ordo_stream_pool_t *spool;
 static size_t spool_compute, spool_transfer;
 static int tracing, slice_depth;
 
-static ordo_status_t noop_task(void *ctx) {
-    (void)ctx;
-    return ORDO_OK;
-}
-
-static ordo_status_t failing_task(void *ctx) {
-    (void)ctx;
-    return ORDO_ERR_ABORTED;
-}
-
 /* A status a call on stream s may return besides its own: the stream's
  * failure (ABORTED, from a task of its own or passed on by a wait, or
  * CANCELLED). */
@@ -71,10 +61,10 @@ static void op_stream_work(fuzz_input_t *in) {
     ordo_status_t st;
     switch (b % 5) {
     case 0:
-        st = FUZZ_CALL(ordo_stream_host_task, streams[s], noop_task, NULL);
+        st = FUZZ_CALL(ordo_stream_host_task, streams[s], fuzz_noop_task, NULL);
         break;
     case 1:
-        st = FUZZ_CALL(ordo_stream_host_task, streams[s], failing_task, NULL);
+        st = FUZZ_CALL(ordo_stream_host_task, streams[s], fuzz_failing_task, NULL);
         failed[s] = failed_any = 1;
         break;
     case 2:
@@ -287,8 +277,8 @@ static void op_names(fuzz_input_t *in) {
         ordo_status_t st = FUZZ_CALL(ordo_stream_is_healthy, bad, &healthy);
         FUZZ_EXPECT(st, ORDO_ERR_INVALID_HANDLE, "ordo_stream_is_healthy");
         FUZZ_EMPTY_ON_FAILURE(st, healthy, "ordo_stream_is_healthy");
-        FUZZ_EXPECT(FUZZ_CALL(ordo_stream_host_task, bad, noop_task, NULL), ORDO_ERR_INVALID_HANDLE,
-                    "ordo_stream_host_task");
+        FUZZ_EXPECT(FUZZ_CALL(ordo_stream_host_task, bad, fuzz_noop_task, NULL),
+                    ORDO_ERR_INVALID_HANDLE, "ordo_stream_host_task");
         ordo_stream_t *created;
         fuzz_sentinel(created);
         st = FUZZ_CALL(ordo_stream_create, device, 1000 + fuzz_u8(in), &created);
@@ -334,7 +324,7 @@ static void op_pool_and_trace(fuzz_input_t *in) {
                        (w == ORDO_WORKLOAD_TRANSFER && !spool_transfer && n == spool_compute),
                    "the pool serves workload %d with %zu streams", (int)w, n);
         ordo_status_t st =
-            FUZZ_CALL(ordo_stream_host_task, s, b & 8 ? failing_task : noop_task, NULL);
+            FUZZ_CALL(ordo_stream_host_task, s, b & 8 ? fuzz_failing_task : fuzz_noop_task, NULL);
         FUZZ_CHECK(st == ORDO_OK || st == ORDO_ERR_ABORTED, "a pool stream's task: %s",
                    ordo_status_name(st));
         return;

@@ -315,18 +315,84 @@ typedef struct gate {
 /* Every gate made and not yet freed: each test's teardown opens them all,
  * so a test that ends early (a failed assertion between hold and open)
  * leaves no stream parked for ever, with every later cuMemFree,
- * cuMemFreeHost and cuCtxSynchronize behind it. */
+ * cuMemFreeHost and cuCtxSynchronize behind it. And gates end themselves:
+ * a watchdog thread opens any gate shut for longer than GATE_LIFETIME_MS,
+ * so a test whose own thread is stuck in a driver call (the driver may hold
+ * every thread's calls while a free waits for the whole device, and the
+ * device waits at the gate) fails at its deadline instead of hanging. The
+ * watchdog writes host memory only, never calls the driver. */
 #define GATES_MAX 16
-static _Atomic uint64_t *live_gates[GATES_MAX];
+#define GATE_LIFETIME_MS 15000
+typedef struct live_gate {
+    _Atomic uint64_t *word;
+    ordo_deadline_t expiry;
+} live_gate_t;
+static live_gate_t live_gates[GATES_MAX]; /* under gates_lock */
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gates_cond = PTHREAD_COND_INITIALIZER;
+static int gates_watchdog_stop;      /* under gates_lock */
+static uint64_t gates_expired_count; /* under gates_lock: opened by the watchdog */
+static pthread_t gates_watchdog;
+static int gates_watchdog_started;
 
 static int gates_open_all(void **state) {
     (void)state;
+    pthread_mutex_lock(&gates_lock);
     for (int i = 0; i < GATES_MAX; ++i) {
-        if (live_gates[i]) {
-            atomic_store_explicit(live_gates[i], 1, memory_order_release);
+        if (live_gates[i].word) {
+            atomic_store_explicit(live_gates[i].word, 1, memory_order_release);
         }
     }
+    pthread_mutex_unlock(&gates_lock);
     return 0;
+}
+
+static void *gates_watchdog_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&gates_lock);
+    while (!gates_watchdog_stop) {
+        ordo_deadline_t now = ordo_time_now_ns();
+        for (int i = 0; i < GATES_MAX; ++i) {
+            if (live_gates[i].word && live_gates[i].expiry <= now &&
+                atomic_load_explicit(live_gates[i].word, memory_order_acquire) == 0) {
+                atomic_store_explicit(live_gates[i].word, 1, memory_order_release);
+                ++gates_expired_count;
+            }
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&gates_cond, &gates_lock, &until);
+    }
+    pthread_mutex_unlock(&gates_lock);
+    return NULL;
+}
+
+static void gates_watchdog_start(void) {
+    gates_watchdog_started = pthread_create(&gates_watchdog, NULL, gates_watchdog_main, NULL) == 0;
+}
+
+static void gates_watchdog_halt(void) {
+    if (!gates_watchdog_started) {
+        return;
+    }
+    pthread_mutex_lock(&gates_lock);
+    gates_watchdog_stop = 1;
+    pthread_cond_signal(&gates_cond);
+    pthread_mutex_unlock(&gates_lock);
+    pthread_join(gates_watchdog, NULL);
+    gates_watchdog_started = 0;
+}
+
+static uint64_t gates_expired(void) {
+    pthread_mutex_lock(&gates_lock);
+    uint64_t n = gates_expired_count;
+    pthread_mutex_unlock(&gates_lock);
+    return n;
 }
 
 static void gate_make(gate_t *gate) {
@@ -335,12 +401,17 @@ static void gate_make(gate_t *gate) {
     gate->word = word;
     atomic_init(gate->word, 0);
     assert_cu(cu->MemHostGetDevicePointer(&gate->device, word, 0));
+    pthread_mutex_lock(&gates_lock);
     int i = 0;
-    while (i < GATES_MAX && live_gates[i]) {
+    while (i < GATES_MAX && live_gates[i].word) {
         ++i;
     }
+    if (i < GATES_MAX) {
+        live_gates[i].word = gate->word;
+        live_gates[i].expiry = ordo_deadline_after_ms(GATE_LIFETIME_MS);
+    }
+    pthread_mutex_unlock(&gates_lock);
     assert_true(i < GATES_MAX);
-    live_gates[i] = gate->word;
 }
 
 static ordo_status_t gate_wait_fn(void *ctx, struct CUstream_st *stream) {
@@ -360,11 +431,13 @@ static void gate_open(gate_t *gate) {
 
 /* Once no stream waits at it any more. */
 static void gate_free(gate_t *gate) {
+    pthread_mutex_lock(&gates_lock);
     for (int i = 0; i < GATES_MAX; ++i) {
-        if (live_gates[i] == gate->word) {
-            live_gates[i] = NULL;
+        if (live_gates[i].word == gate->word) {
+            live_gates[i].word = NULL;
         }
     }
+    pthread_mutex_unlock(&gates_lock);
     assert_cu(cu->MemFreeHost((void *)gate->word));
     gate->word = NULL;
 }
@@ -1089,32 +1162,70 @@ static void out_of_memory_is_reported(void **state) {
  * stream gives memory back with cuMemFree / cuMemFreeHost, which wait for
  * the whole device, the gated stream included. Done on the completion
  * thread, it would stall there until the gate opened. */
+/* Opens a gate once the device's free thread has taken up at least
+ * `begun` frees (or at the deadline, noting that it had to). */
+typedef struct gate_opener {
+    gate_t *gate;
+    cuda_device_t *d;
+    uint64_t begun;
+    int late; /* opened at the deadline: the free never began */
+} gate_opener_t;
+
+static void *gate_opener_main(void *arg) {
+    gate_opener_t *o = arg;
+    ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&o->d->frees_begun, memory_order_acquire) < o->begun) {
+        if (ordo_time_now_ns() >= deadline) {
+            o->late = 1;
+            break;
+        }
+        sched_yield();
+    }
+    gate_open(o->gate);
+    return NULL;
+}
+
+/* cuMemFree and cuMemFreeHost wait for the whole device, and while they
+ * wait the driver may hold other threads' calls. With a stream parked at a
+ * gate only the host opens, frees of the direct and page-locked resources
+ * run on the device's free thread: the completion thread saw the frees'
+ * points, handed them over, and the free ends once the host opens the
+ * gate. The gate is opened by a thread that makes no driver call, only
+ * once a free is under way; every later completion is seen. */
 static void completions_are_seen_while_a_stream_waits_on_the_host(void **state) {
     (void)state;
     REQUIRE_GATES();
+    cuda_device_t *d = device->impl;
     ordo_mem_resource_t *direct;
     ordo_mem_resource_t *pinned;
     assert_ok(ordo_mem_direct_create(device, &direct));
     assert_ok(ordo_mem_host_pinned_create(device, &pinned));
-    gate_t gate;
-    gate_make(&gate);
     ordo_stream_t *gated = stream_make();
     ordo_stream_t *stream = stream_make();
     ordo_signal_t *s = test_signal_make(0);
-    gate_hold(gated, &gate);
     ordo_block_t *device_block;
     ordo_block_t *host_block;
     assert_ok(ordo_mem_allocate(direct, 4096, 0, stream, 0, &device_block, NULL));
     assert_ok(ordo_mem_allocate(pinned, 4096, 0, stream, 0, &host_block, NULL));
+    /* Static: a failed assertion leaves the opener running to its
+     * deadline, and it must find them there. */
+    static gate_t gate;
+    static gate_opener_t opener;
+    gate_make(&gate);
+    gate_hold(gated, &gate);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    opener = (gate_opener_t){&gate, d, atomic_load(&d->frees_begun) + 1, 0};
+    pthread_t opener_thread = test_thread_start(gate_opener_main, &opener);
     assert_ok(ordo_mem_deallocate(direct, device_block, stream));
     assert_ok(ordo_mem_deallocate(pinned, host_block, stream));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
     for (uint64_t v = 1; v <= 3; ++v) {
         assert_ok(ordo_stream_signal(stream, s, v));
-        assert_ok(ordo_signal_wait(s, v, ordo_deadline_after_ms(2000)));
+        assert_ok(ordo_signal_wait(s, v, test_deadline()));
     }
-    assert_ok(ordo_mem_reap_pending(direct, ordo_deadline_after_ms(2000)));
-    assert_ok(ordo_mem_reap_pending(pinned, ordo_deadline_after_ms(2000)));
-    gate_open(&gate);
+    pthread_join(opener_thread, NULL);
+    assert_false(opener.late);
     assert_ok(ordo_stream_synchronize(gated, test_deadline()));
     assert_ok(ordo_stream_destroy(gated));
     assert_ok(ordo_stream_destroy(stream));
@@ -1545,13 +1656,23 @@ static int suite_setup(void **state) {
         return -1;
     }
     kernels_loaded = cuda_kernels_load(cu, &kernels, kernels_reason, sizeof kernels_reason);
+    gates_watchdog_start();
 #endif
     return 0;
 }
 
 static int suite_teardown(void **state) {
     (void)state;
+    int failed = 0;
 #ifdef ORDO_HAVE_CUDA_H
+    gates_open_all(NULL);
+    gates_watchdog_halt();
+    uint64_t expired = gates_expired();
+    if (expired) {
+        print_message("%llu gate(s) stayed shut past %d ms and were opened by the watchdog\n",
+                      (unsigned long long)expired, GATE_LIFETIME_MS);
+        failed = -1;
+    }
     if (kernels_loaded) {
         (void)cu->ModuleUnload(kernels.module);
     }
@@ -1562,20 +1683,24 @@ static int suite_teardown(void **state) {
         (void)cu->MemFreeHost(staging);
     }
 #endif
-    if (device) {
-        return ordo_device_release(device) == ORDO_OK ? 0 : -1;
+    if (device && ordo_device_release(device) != ORDO_OK) {
+        failed = -1;
     }
-    return 0;
+    return failed;
 }
 
 /* Every device test opens the gates left shut when it ends (gates_open_all). */
 #define DEVICE_TEST(name) cmocka_unit_test_teardown(name, gates_open_all)
 
-/* The tests whose driver errors are deliberate: left out under
- * compute-sanitizer (ORDO_TEST_CUDA_SANITIZER_SAFE=1). */
-static int deliberate_error(const char *name) {
+/* Left out under compute-sanitizer (ORDO_TEST_CUDA_SANITIZER_SAFE=1): the
+ * tests whose driver errors are deliberate, and one that needs a stream to
+ * run past another parked at a gate (on an H100 under synccheck the free's
+ * point was not reached while the other stream sat at the gate: the tool
+ * does not promise that streams run concurrently). */
+static int left_out_under_sanitizers(const char *name) {
     return strcmp(name, "out_of_memory_is_reported") == 0 ||
-           strcmp(name, "a_device_fault_fails_every_signal") == 0;
+           strcmp(name, "a_device_fault_fails_every_signal") == 0 ||
+           strcmp(name, "completions_are_seen_while_a_stream_waits_on_the_host") == 0;
 }
 
 int main(void) {
@@ -1614,7 +1739,7 @@ int main(void) {
     struct CMUnitTest tests[sizeof all / sizeof all[0]];
     size_t count = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
-        if (sanitizer_safe && deliberate_error(all[i].name)) {
+        if (sanitizer_safe && left_out_under_sanitizers(all[i].name)) {
             print_message("left out (ORDO_TEST_CUDA_SANITIZER_SAFE=1): %s\n", all[i].name);
             continue;
         }

@@ -777,6 +777,7 @@ static void *toggle_main(void *arg) {
  * bound (TEST_WAIT_MS). */
 static void trace_in_forked_child(void **state) {
     (void)state;
+    TEST_SKIP_IF_LISTED();
     _Atomic int stop = 0;
     recorder_t recorders[2] = {{&stop, 0}, {&stop, 0}};
     toggler_t toggler = {&stop, 0};

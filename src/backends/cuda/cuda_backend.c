@@ -172,6 +172,7 @@ static void *free_main(void *arg) {
             d->free_tail = &d->free_head;
         }
         pthread_mutex_unlock(&d->free_lock);
+        atomic_fetch_add_explicit(&d->frees_begun, 1, memory_order_release);
         free_now(d, f);
         ordo_dealloc(f, sizeof *f, 0);
         pthread_mutex_lock(&d->free_lock);

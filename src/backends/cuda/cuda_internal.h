@@ -80,6 +80,9 @@ typedef struct cuda_device {
     int free_stop;    /* under free_lock */
     int free_started; /* the thread runs */
     pthread_t free_thread;
+    /* Frees the thread has taken up (a driver call under way or done):
+     * observable, for tests of a free that waits for the whole device. */
+    _Atomic uint64_t frees_begun;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
     int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;

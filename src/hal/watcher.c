@@ -3,18 +3,20 @@
 #include "hal/watcher.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
 #include "sync/signal_internal.h"
 
-#define DEFAULT_SPIN_NS 20000u
-#define DEFAULT_MAX_SLEEP_NS 200000u
-#define MIN_SLEEP_NS 2000u
+#define DEFAULT_MIN_POLL_NS 10000u
+#define DEFAULT_MAX_POLL_NS 50000u
+#define LEAST_POLL_NS 1000u
 
 /* ---- the registry -------------------------------------------------------- */
 
@@ -308,13 +310,24 @@ int hal_watcher_is_current(const hal_watcher_t *w) {
 static void *watcher_main(void *arg) {
     hal_watcher_t *w = arg;
     tls_watcher = w;
+#if defined(__linux__) && defined(PR_SET_TIMERSLACK)
+    /* The kernel may stretch a timed sleep by the thread's timer slack (50
+     * us by default), as long as the longest poll interval: keep the
+     * schedule below as written. */
+    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
     if (w->ops->thread_start) {
         w->ops->thread_start(w->user);
     }
-    uint64_t sleep_ns = MIN_SLEEP_NS;
-    uint64_t idle_since = ordo_time_now_ns();
-    while (!atomic_load_explicit(&w->stop, memory_order_acquire)) {
+    uint64_t poll_ns = w->min_poll_ns;
+    int woken = 1; /* the next interval is the first after new work */
+    for (;;) {
         uint32_t seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
+        /* After `seen`: hal_watcher_halt sets stop before it bumps work, so
+         * a halt this load missed changes work and ends the sleep below. */
+        if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+            break;
+        }
         watcher_pass_t pass = {NULL, NULL, 0};
         watcher_scan(w, &pass);
         int progressed = pass.done_head != NULL;
@@ -330,47 +343,53 @@ static void *watcher_main(void *arg) {
             }
             h = next;
         }
-        uint64_t now = ordo_time_now_ns();
-        if (progressed) {
-            sleep_ns = MIN_SLEEP_NS;
-            idle_since = now;
+        if (pass.outstanding) {
+            /* Something is pending: poll again after the interval, which
+             * starts short after progress or new work and doubles while
+             * nothing completes. A push does not cut the sleep short (the
+             * pusher pays no wake-up; the next poll sees its point): the
+             * word is read again here so that pushes during the pass do
+             * not end it at once either. Only a halt (which also wakes)
+             * does. */
+            if (progressed || woken) {
+                poll_ns = w->min_poll_ns;
+            } else {
+                poll_ns = poll_ns * 2 > w->max_poll_ns ? w->max_poll_ns : poll_ns * 2;
+            }
+            woken = 0;
+            seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
+            if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+                break;
+            }
+            (void)ordo_futex_wait(&w->work, seen, ordo_time_now_ns() + poll_ns);
             continue;
         }
-        if (pass.outstanding && now - idle_since < w->spin_ns) {
-            sched_yield();
-            continue;
-        }
-        ordo_deadline_t deadline = pass.outstanding ? now + sleep_ns : ORDO_DEADLINE_NEVER;
-        /* Pushers wake the watcher only while it says it sleeps: both sides
-         * write one word and read the other, sequentially consistent, so
-         * either the pusher sees `sleeping` or this re-check sees `work`. */
+        /* Nothing pending: sleep until a push. Pushers wake the watcher only
+         * while it says it sleeps so: both sides write one word and read the
+         * other, sequentially consistent, so either the pusher sees
+         * `sleeping` or this re-check sees `work`. */
         atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&w->work, memory_order_seq_cst) != seen) {
-            atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
-            continue;
+        if (atomic_load_explicit(&w->work, memory_order_seq_cst) == seen) {
+            (void)ordo_futex_wait(&w->work, seen, ORDO_DEADLINE_NEVER);
         }
-        ordo_futex_result_t slept = ordo_futex_wait(&w->work, seen, deadline);
         atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
-        if (slept == ORDO_FUTEX_TIMED_OUT) {
-            sleep_ns = sleep_ns * 2 > w->max_sleep_ns ? w->max_sleep_ns : sleep_ns * 2;
-        } else {
-            /* New work: it may complete soon, poll closely again. */
-            sleep_ns = MIN_SLEEP_NS;
-            idle_since = ordo_time_now_ns();
-        }
+        woken = 1; /* new work: it may complete soon */
     }
     return NULL;
 }
 
 ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                uint64_t spin_ns, uint64_t max_sleep_ns, const char *api) {
+                                uint64_t min_poll_ns, uint64_t max_poll_ns, const char *api) {
     memset(w, 0, sizeof *w);
     w->ops = ops;
     w->user = user;
-    w->spin_ns = spin_ns ? spin_ns : DEFAULT_SPIN_NS;
-    w->max_sleep_ns = max_sleep_ns ? max_sleep_ns : DEFAULT_MAX_SLEEP_NS;
-    if (w->max_sleep_ns < MIN_SLEEP_NS) {
-        w->max_sleep_ns = MIN_SLEEP_NS;
+    w->min_poll_ns = min_poll_ns ? min_poll_ns : DEFAULT_MIN_POLL_NS;
+    w->max_poll_ns = max_poll_ns ? max_poll_ns : DEFAULT_MAX_POLL_NS;
+    if (w->min_poll_ns < LEAST_POLL_NS) {
+        w->min_poll_ns = LEAST_POLL_NS;
+    }
+    if (w->max_poll_ns < w->min_poll_ns) {
+        w->max_poll_ns = w->min_poll_ns;
     }
     if (ordo_signal_create(0, &w->registered) != ORDO_OK) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the watcher's signal");

@@ -15,9 +15,11 @@
  * blocking, so a stream whose work is slow never holds back another
  * stream's completions (a blocking wait on one stream's point would, and
  * could deadlock when that point depends on a host action the watcher is
- * late to report). When nothing completes it backs off: it spins for
- * spin_ns, then sleeps from 2 us doubling up to max_sleep_ns; a push wakes
- * it at once. Completions (raising signals, failing them, completing
+ * late to report). While anything is pending it polls every min_poll_ns
+ * after progress, the interval doubling up to max_poll_ns while nothing
+ * completes; with nothing pending it sleeps until a push wakes it. It never
+ * spins: each poll asks the driver, and a driver polled in a loop slows
+ * the threads that submit work. Completions (raising signals, failing them, completing
  * event records: user callbacks may run) happen on the watcher thread
  * outside every lock.
  *
@@ -122,12 +124,12 @@ struct hal_watcher {
     _Atomic uint64_t registrations;
     ordo_signal_t *registered; /* raised to `registrations` at each one */
     _Atomic uint32_t work;     /* futex word: bumped by every push */
-    _Atomic int sleeping;      /* the thread sleeps (or is about to) on work */
+    _Atomic int sleeping;      /* the thread sleeps until a push (or is about to) */
     _Atomic int stop;
     pthread_t thread;
     int started;
-    uint64_t spin_ns;
-    uint64_t max_sleep_ns;
+    uint64_t min_poll_ns;
+    uint64_t max_poll_ns;
 };
 
 struct hal_timeline {
@@ -147,10 +149,10 @@ struct hal_timeline {
     int attached;
 };
 
-/* Starts the watcher's thread. spin_ns and max_sleep_ns: 0 for the
- * defaults (20 us, 200 us). */
+/* Starts the watcher's thread. min_poll_ns and max_poll_ns: 0 for the
+ * defaults (10 us, 50 us). */
 ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                uint64_t spin_ns, uint64_t max_sleep_ns, const char *api);
+                                uint64_t min_poll_ns, uint64_t max_poll_ns, const char *api);
 /* Stops the thread; every timeline must be finished first. */
 void hal_watcher_stop(hal_watcher_t *w);
 /* Stops the thread only, at process exit (timelines may still be

@@ -302,6 +302,20 @@ static void device_release_parts(cuda_device_t *d) {
     ordo_dealloc(d, sizeof *d, 0);
 }
 
+/* ORDO_CUDA_POLL_US=MIN,MAX: the completion thread's poll interval in
+ * microseconds, after progress and at most (docs/CUDA.md); unset, or not
+ * two numbers with 1 <= MIN <= MAX <= 1000000: the defaults. */
+static void poll_schedule_from_env(uint64_t *out_min_ns, uint64_t *out_max_ns) {
+    const char *text = getenv("ORDO_CUDA_POLL_US");
+    unsigned long lo = 0, hi = 0;
+    char end = 0;
+    if (text && sscanf(text, "%lu,%lu%c", &lo, &hi, &end) == 2 && lo >= 1 && lo <= hi &&
+        hi <= 1000000ul) {
+        *out_min_ns = (uint64_t)lo * 1000u;
+        *out_max_ns = (uint64_t)hi * 1000u;
+    }
+}
+
 static ordo_status_t cuda_device_init(ordo_device_t *device) {
     static const char api[] = "ordo_device_open";
     const cuda_api_t *cu = cuda_api();
@@ -353,7 +367,9 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         device_release_parts(d);
         return st;
     }
-    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, 0, 0, api);
+    uint64_t min_poll_ns = 0, max_poll_ns = 0;
+    poll_schedule_from_env(&min_poll_ns, &max_poll_ns);
+    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, min_poll_ns, max_poll_ns, api);
     if (st != ORDO_OK) {
         device_release_parts(d);
         return st;

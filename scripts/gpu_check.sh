@@ -92,7 +92,11 @@ fi
 
 {
   echo "date: $(date -u +%FT%TZ)"
+  # The commit, and a digest of the sources as they are here: a copy of a
+  # working tree may carry changes, or a .git that is not its own.
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "sources: sha256 $(find CMakeLists.txt cmake include src tests tools scripts -type f \
+    -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 ||
     echo "nvidia-smi: not available"
   nvcc --version 2>&1 | tail -n 1 || echo "nvcc: not found"

@@ -331,7 +331,7 @@ static live_gate_t live_gates[GATES_MAX]; /* under gates_lock */
 static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gates_cond = PTHREAD_COND_INITIALIZER;
 static int gates_watchdog_stop;      /* under gates_lock */
-static uint64_t gates_expired_count; /* under gates_lock: opened by the watchdog */
+static uint64_t gates_expired_count; /* under gates_lock (or once the watchdog is joined) */
 static pthread_t gates_watchdog;
 static int gates_watchdog_started;
 
@@ -386,13 +386,6 @@ static void gates_watchdog_halt(void) {
     pthread_mutex_unlock(&gates_lock);
     pthread_join(gates_watchdog, NULL);
     gates_watchdog_started = 0;
-}
-
-static uint64_t gates_expired(void) {
-    pthread_mutex_lock(&gates_lock);
-    uint64_t n = gates_expired_count;
-    pthread_mutex_unlock(&gates_lock);
-    return n;
 }
 
 static void gate_make(gate_t *gate) {
@@ -1157,11 +1150,6 @@ static void out_of_memory_is_reported(void **state) {
     assert_ok(ordo_stream_destroy(stream));
 }
 
-/* A stream that waits on the device for a host value (a gate) must not
- * stop completions of other streams from being seen: a free reached on a
- * stream gives memory back with cuMemFree / cuMemFreeHost, which wait for
- * the whole device, the gated stream included. Done on the completion
- * thread, it would stall there until the gate opened. */
 /* Opens a gate once the device's free thread has taken up at least
  * `begun` frees (or at the deadline, noting that it had to). */
 typedef struct gate_opener {
@@ -1185,13 +1173,16 @@ static void *gate_opener_main(void *arg) {
     return NULL;
 }
 
-/* cuMemFree and cuMemFreeHost wait for the whole device, and while they
- * wait the driver may hold other threads' calls. With a stream parked at a
- * gate only the host opens, frees of the direct and page-locked resources
- * run on the device's free thread: the completion thread saw the frees'
- * points, handed them over, and the free ends once the host opens the
- * gate. The gate is opened by a thread that makes no driver call, only
- * once a free is under way; every later completion is seen. */
+/* A stream that waits on the device for a host value (a gate) must not
+ * stop completions of other streams from being seen. cuMemFree and
+ * cuMemFreeHost wait for the whole device, the gated stream included, and
+ * while they wait the driver may hold other threads' calls: done on the
+ * completion thread, a free would stall it until the gate opened. Frees of
+ * the direct and page-locked resources run on the device's free thread:
+ * the completion thread saw the frees' points, handed them over, and the
+ * free ends once the host opens the gate. The gate is opened by a thread
+ * that makes no driver call, only once a free is under way; every later
+ * completion is seen. */
 static void completions_are_seen_while_a_stream_waits_on_the_host(void **state) {
     (void)state;
     REQUIRE_GATES();
@@ -1666,11 +1657,10 @@ static int suite_teardown(void **state) {
     int failed = 0;
 #ifdef ORDO_HAVE_CUDA_H
     gates_open_all(NULL);
-    gates_watchdog_halt();
-    uint64_t expired = gates_expired();
-    if (expired) {
+    gates_watchdog_halt(); /* joined: its count is read without the lock */
+    if (gates_expired_count) {
         print_message("%llu gate(s) stayed shut past %d ms and were opened by the watchdog\n",
-                      (unsigned long long)expired, GATE_LIFETIME_MS);
+                      (unsigned long long)gates_expired_count, GATE_LIFETIME_MS);
         failed = -1;
     }
     if (kernels_loaded) {

@@ -1273,6 +1273,47 @@ static void destroy_with_held_work_cancels_it(void **state) {
     assert_ok(ordo_signal_destroy(after));
 }
 
+/* ORDO_CUDA_POLL_US=MIN,MAX sets the completion thread's poll intervals
+ * of a device runtime opened after it; anything but two numbers with
+ * 1 <= MIN <= MAX <= 1000000 leaves the defaults (10 us, 50 us). */
+static void poll_intervals_come_from_the_environment(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    static const struct {
+        const char *text;
+        uint64_t min_ns, max_ns;
+    } cases[] = {
+        {"", 10000, 50000},      {"abc", 10000, 50000},
+        {"20", 10000, 50000},    {"0,50", 10000, 50000},
+        {"60,50", 10000, 50000}, {"5,1000001", 10000, 50000},
+        {"5,50x", 10000, 50000}, {"5,50,", 10000, 50000},
+        {"5,50", 5000, 50000},   {"1,1000000", 1000, 1000000000},
+        {"7,7", 7000, 7000},
+    };
+    const char *old = getenv("ORDO_CUDA_POLL_US");
+    char *saved = old ? strdup(old) : NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        assert_int_equal(setenv("ORDO_CUDA_POLL_US", cases[i].text, 1), 0);
+        ordo_device_t *owned = NULL;
+        assert_ok(ordo_device_create_owned("cuda:0", NULL, &owned));
+        const cuda_device_t *d = owned->impl;
+        if (d->watcher.min_poll_ns != cases[i].min_ns ||
+            d->watcher.max_poll_ns != cases[i].max_ns) {
+            fail_msg("ORDO_CUDA_POLL_US=\"%s\": intervals %llu, %llu ns; expected %llu, %llu",
+                     cases[i].text, (unsigned long long)d->watcher.min_poll_ns,
+                     (unsigned long long)d->watcher.max_poll_ns,
+                     (unsigned long long)cases[i].min_ns, (unsigned long long)cases[i].max_ns);
+        }
+        assert_ok(ordo_device_release(owned));
+    }
+    if (saved) {
+        assert_int_equal(setenv("ORDO_CUDA_POLL_US", saved, 1), 0);
+        free(saved);
+    } else {
+        assert_int_equal(unsetenv("ORDO_CUDA_POLL_US"), 0);
+    }
+}
+
 static void points_come_from_a_pool(void **state) {
     (void)state;
     REQUIRE_DEVICE();
@@ -1718,6 +1759,7 @@ int main(void) {
         DEVICE_TEST(completions_are_seen_while_a_stream_waits_on_the_host),
         DEVICE_TEST(a_held_wait_shows_in_a_stall_report),
         DEVICE_TEST(destroy_with_held_work_cancels_it),
+        DEVICE_TEST(poll_intervals_come_from_the_environment),
         DEVICE_TEST(points_come_from_a_pool),
         DEVICE_TEST(a_destroyed_streams_word_outlives_its_pending_writes),
         DEVICE_TEST(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),

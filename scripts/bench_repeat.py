@@ -5,7 +5,8 @@ On a shared machine one run can land in a slow or a fast spell, so a single
 run's figure says little about a target. This runs the benchmark program N
 times (each run measures ordo and its baselines side by side, as always) and
 prints, per (name, impl): the median of the runs' medians, their range, and
-the median of each run's own ratios. Ratios are never formed across runs.
+the median of each run's own ratios, and of the CPU a run reports
+(cpu_pct) where it does. Ratios are never formed across runs.
 
 usage: scripts/bench_repeat.py [--runs N] [--ordo PATH] FILTER [FILTER ...]
 """
@@ -38,6 +39,7 @@ def main():
     medians = collections.defaultdict(list)
     ratios = collections.defaultdict(lambda: collections.defaultdict(list))
     extras = collections.defaultdict(dict)
+    cpu = collections.defaultdict(list)
     order = []
     for _ in range(args.runs):
         for filt in args.filters:
@@ -50,6 +52,8 @@ def main():
                     runs = medians[key]
                     if d["median_ns"] is not None:
                         runs.append(d["median_ns"])
+                    if d.get("cpu_pct") is not None:
+                        cpu[key].append(d["cpu_pct"])
                     for base, r in d.get("ratio_to", {}).items():
                         if r is not None:
                             ratios[key][base].append(r)
@@ -68,6 +72,10 @@ def main():
             r = "; ".join(
                 f"{base}: {statistics.median(x):.3f} ({min(x):.3f}-{max(x):.3f})"
                 for base, x in ratios[key].items())
+            if cpu[key]:
+                c = cpu[key]
+                r += ("; " if r else "") + (f"cpu_pct: {statistics.median(c):.1f} "
+                                            f"({min(c):.1f}-{max(c):.1f})")
             print(f"| {key[0]} | {key[1]} | {statistics.median(v):.1f} | "
                   f"{min(v):.1f}-{max(v):.1f} | {r} |")
         else:

@@ -1226,6 +1226,53 @@ static void completions_are_seen_while_a_stream_waits_on_the_host(void **state) 
     gate_free(&gate);
 }
 
+/* A host thread asleep on a point behind a gate helps: its own passes see
+ * the point once the gate opens, and its own CUDA context is still current
+ * when it returns. */
+typedef struct point_waiter {
+    ordo_signal_t *signal;
+    ordo_status_t status;
+    CUcontext before;
+    CUcontext after;
+} point_waiter_t;
+
+static void *point_waiter_main(void *arg) {
+    point_waiter_t *pw = arg;
+    (void)cu->CtxSetCurrent(NULL);
+    (void)cu->CtxGetCurrent(&pw->before);
+    pw->status = ordo_signal_wait(pw->signal, 1, test_deadline());
+    (void)cu->CtxGetCurrent(&pw->after);
+    return NULL;
+}
+
+static void a_host_wait_helps_complete_its_point(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    cuda_device_t *d = device->impl;
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    static gate_t gate;
+    gate_make(&gate);
+    gate_hold(stream, &gate);
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    uint64_t helped = atomic_load(&d->watcher.helped_passes);
+    point_waiter_t pw = {s, ORDO_ERR_BUSY, NULL, NULL};
+    pthread_t waiter = test_thread_start(point_waiter_main, &pw);
+    ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&d->watcher.helped_passes) == helped) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    gate_open(&gate);
+    pthread_join(waiter, NULL);
+    assert_ok(pw.status);
+    assert_null(pw.before);
+    assert_null(pw.after);
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(s));
+    gate_free(&gate);
+}
+
 /* ---- stall reports, teardown, pools ------------------------------------------ */
 
 static void a_held_wait_shows_in_a_stall_report(void **state) {
@@ -1281,14 +1328,31 @@ static void poll_intervals_come_from_the_environment(void **state) {
     REQUIRE_DEVICE();
     static const struct {
         const char *text;
-        uint64_t min_ns, max_ns;
+        uint64_t min_ns, max_ns, idle_ns;
     } cases[] = {
-        {"", 10000, 50000},      {"abc", 10000, 50000},
-        {"20", 10000, 50000},    {"0,50", 10000, 50000},
-        {"60,50", 10000, 50000}, {"5,1000001", 10000, 50000},
-        {"5,50x", 10000, 50000}, {"5,50,", 10000, 50000},
-        {"5,50", 5000, 50000},   {"1,1000000", 1000, 1000000000},
-        {"7,7", 7000, 7000},
+        {"", 10000, 50000, 1000000},
+        {"abc", 10000, 50000, 1000000},
+        {"20", 10000, 50000, 1000000},
+        {"0,50", 10000, 50000, 1000000},
+        {"60,50", 10000, 50000, 1000000},
+        {"5,1000001", 10000, 50000, 1000000},
+        {"5,50x", 10000, 50000, 1000000},
+        {"5,50,", 10000, 50000, 1000000},
+        {"5,50,-3", 10000, 50000, 1000000},
+        {"5,50,40", 10000, 50000, 1000000},
+        {"5,50,200x", 10000, 50000, 1000000},
+        {"5,50,1000001", 10000, 50000, 1000000},
+        {"5,50", 5000, 50000, 1000000},
+        {"1,1000000", 1000, 1000000000, 1000000000},
+        {"7,7", 7000, 7000, 1000000},
+        {"7,7,7", 7000, 7000, 7000},
+        {"2,20,500", 2000, 20000, 500000},
+        {" 5,50", 10000, 50000, 1000000},
+        {"+5,50", 10000, 50000, 1000000},
+        {"-18446744073709551615,50", 10000, 50000, 1000000},
+        {"5, 50", 10000, 50000, 1000000},
+        {"5,50,+200", 10000, 50000, 1000000},
+        {"00000005,50", 10000, 50000, 1000000},
     };
     const char *old = getenv("ORDO_CUDA_POLL_US");
     char *saved = old ? strdup(old) : NULL;
@@ -1298,11 +1362,15 @@ static void poll_intervals_come_from_the_environment(void **state) {
         assert_ok(ordo_device_create_owned("cuda:0", NULL, &owned));
         const cuda_device_t *d = owned->impl;
         if (d->watcher.min_poll_ns != cases[i].min_ns ||
-            d->watcher.max_poll_ns != cases[i].max_ns) {
-            fail_msg("ORDO_CUDA_POLL_US=\"%s\": intervals %llu, %llu ns; expected %llu, %llu",
+            d->watcher.max_poll_ns != cases[i].max_ns ||
+            d->watcher.idle_poll_ns != cases[i].idle_ns) {
+            fail_msg("ORDO_CUDA_POLL_US=\"%s\": intervals %llu, %llu, %llu ns; expected %llu, "
+                     "%llu, %llu",
                      cases[i].text, (unsigned long long)d->watcher.min_poll_ns,
                      (unsigned long long)d->watcher.max_poll_ns,
-                     (unsigned long long)cases[i].min_ns, (unsigned long long)cases[i].max_ns);
+                     (unsigned long long)d->watcher.idle_poll_ns,
+                     (unsigned long long)cases[i].min_ns, (unsigned long long)cases[i].max_ns,
+                     (unsigned long long)cases[i].idle_ns);
         }
         assert_ok(ordo_device_release(owned));
     }
@@ -1761,6 +1829,7 @@ int main(void) {
         DEVICE_TEST(destroy_with_held_work_cancels_it),
         DEVICE_TEST(poll_intervals_come_from_the_environment),
         DEVICE_TEST(points_come_from_a_pool),
+        DEVICE_TEST(a_host_wait_helps_complete_its_point),
         DEVICE_TEST(a_destroyed_streams_word_outlives_its_pending_writes),
         DEVICE_TEST(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),
         DEVICE_TEST(an_async_free_held_on_a_failed_stream_frees_its_own_block),

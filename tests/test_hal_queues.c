@@ -4,6 +4,7 @@
  * blocking across timelines, device errors, ordering checks, failure
  * markers, teardown), the registry of device points, and the host lane
  * (held operations, blocking, the notifier, direct issue, teardown). */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ typedef struct fake_point {
 } fake_point_t;
 
 typedef struct fake_device {
+    _Atomic int queries;
     _Atomic int released;
     _Atomic int released_reached;
     _Atomic int thread_started;
@@ -29,7 +31,9 @@ typedef struct fake_device {
 
 static ordo_status_t fake_query(void *user, hal_timeline_t *t, const hal_watch_t *w, char *msg,
                                 size_t capacity) {
-    (void)user, (void)t;
+    (void)t;
+    fake_device_t *d = user;
+    atomic_fetch_add(&d->queries, 1);
     fake_point_t *p = w->point;
     ordo_status_t error = (ordo_status_t)atomic_load(&p->error);
     if (error != ORDO_OK) {
@@ -53,17 +57,26 @@ static void fake_thread_start(void *user) {
     atomic_store(&d->thread_started, 1);
 }
 
-static const hal_watcher_ops_t fake_ops = {fake_query, fake_release, fake_thread_start};
+static const hal_watcher_ops_t fake_ops = {
+    .query = fake_query, .release = fake_release, .thread_start = fake_thread_start};
+/* A device whose points are reached in order, as a stream's are. */
+static const hal_watcher_ops_t fake_in_order_ops = {
+    .query = fake_query, .release = fake_release, .thread_start = fake_thread_start, .in_order = 1};
 
 typedef struct fixture {
     fake_device_t device;
     hal_watcher_t watcher;
 } fixture_t;
 
-static fixture_t *fixture_make(void) {
+static fixture_t *fixture_make_with(const hal_watcher_ops_t *ops,
+                                    const hal_watcher_config_t *config) {
     fixture_t *f = calloc(1, sizeof *f);
-    assert_ok(hal_watcher_start(&f->watcher, &fake_ops, &f->device, 0, 0, "test"));
+    assert_ok(hal_watcher_start(&f->watcher, ops, &f->device, config, "test"));
     return f;
+}
+
+static fixture_t *fixture_make(void) {
+    return fixture_make_with(&fake_ops, NULL);
 }
 
 static void fixture_free(fixture_t *f) {
@@ -493,6 +506,220 @@ static void stress_many_points(void **state) {
     free(st);
 }
 
+/* ---- when the watcher polls ------------------------------------------------ */
+
+/* Polls this far apart while nothing is wanted: longer than any test. */
+static const hal_watcher_config_t lazy_config = {1000000, 1000000, 10000000000ull};
+
+static uint64_t elapsed_ms_since(uint64_t start_ns) {
+    return (ordo_time_now_ns() - start_ns) / 1000000u;
+}
+
+/* Waits (bounded) until a watcher counter moves past before. */
+static void wait_for_count(_Atomic uint64_t *count, uint64_t before) {
+    ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(count) == before) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+/* The sync layer's side of a feeder: told of each timepoint armed and not
+ * fired at once, of none after it is cleared; no reference to help with
+ * when it cannot help. */
+typedef struct counting_feeder {
+    signal_feeder_t base;
+    _Atomic int wanted;
+} counting_feeder_t;
+
+static void counting_wanted(signal_feeder_t *feeder) {
+    atomic_fetch_add(&((counting_feeder_t *)feeder)->wanted, 1);
+}
+
+static void noop_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)ctx, (void)status, (void)timepoint;
+}
+
+static void a_feeder_hears_of_armed_timepoints(void **state) {
+    (void)state;
+    counting_feeder_t feeder = {.base = {.wanted = counting_wanted}};
+    ordo_signal_t *s = test_signal_make(1);
+    signal_feeder_set(s, &feeder.base);
+    ordo_timepoint_t reached = {0}, pending = {0}, later = {0};
+    assert_ok(ordo_timepoint_arm(&reached, s, 1, noop_fired, NULL)); /* fires at once */
+    assert_int_equal(atomic_load(&feeder.wanted), 0);
+    assert_ok(ordo_timepoint_arm(&pending, s, 2, noop_fired, NULL));
+    assert_int_equal(atomic_load(&feeder.wanted), 1);
+    assert_null(signal_feeder_enter(s)); /* no help to give */
+    signal_feeder_clear(s, &feeder.base);
+    assert_ok(ordo_timepoint_arm(&later, s, 3, noop_fired, NULL));
+    assert_int_equal(atomic_load(&feeder.wanted), 1);
+    assert_ok(ordo_signal_signal(s, 3));
+    assert_ok(ordo_signal_destroy(s));
+}
+
+/* A reached point nobody waits for waits for the idle poll; a wait on it
+ * has it looked at at once (the waiting thread helps, and tells the
+ * watcher). */
+static void a_wait_cuts_the_idle_poll_short(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
+    hal_timeline_t t;
+    timeline_make(f, &t);
+    ordo_signal_t *s = test_signal_make(0);
+    static fake_point_t p;
+    atomic_store(&p.reached, 0);
+    uint64_t idle = atomic_load(&f->watcher.idle_polls);
+    push_point(&t, &p, 1, s, 1);
+    wait_for_count(&f->watcher.idle_polls, idle);
+    atomic_store(&p.reached, 1);
+    assert_int_equal(value_of(s), 0); /* the next poll is seconds away */
+    uint64_t start = ordo_time_now_ns();
+    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    assert_true(elapsed_ms_since(start) < 5000);
+    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(s));
+    fixture_free(f);
+}
+
+typedef struct plain_waiter {
+    ordo_signal_t *signal;
+    uint64_t value;
+    ordo_status_t status;
+} plain_waiter_t;
+
+static void *plain_waiter_main(void *arg) {
+    plain_waiter_t *pw = arg;
+    pw->status = ordo_signal_wait(pw->signal, pw->value, test_deadline());
+    return NULL;
+}
+
+/* A wait armed before any device work produces its value is wanted once a
+ * point that reaches it is pushed, though the push itself wakes nobody. */
+static void a_point_pushed_for_a_waiting_value_is_wanted(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
+    hal_timeline_t busy, t;
+    timeline_make(f, &busy);
+    timeline_make(f, &t);
+    static fake_point_t slow, p;
+    atomic_store(&slow.reached, 0);
+    atomic_store(&p.reached, 1);
+    uint64_t idle = atomic_load(&f->watcher.idle_polls);
+    push_point(&busy, &slow, 1, NULL, 0); /* keeps the watcher at its idle poll */
+    wait_for_count(&f->watcher.idle_polls, idle);
+    ordo_signal_t *s = test_signal_make(0);
+    plain_waiter_t pw = {s, 1, ORDO_ERR_BUSY};
+    uint64_t start = ordo_time_now_ns();
+    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
+    uint64_t armed_at;
+    ordo_deadline_t deadline = test_deadline();
+    while (!signal_wanted_value(s, &armed_at)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    push_point(&t, &p, 1, s, 1);
+    pthread_join(waiter, NULL);
+    assert_ok(pw.status);
+    assert_true(elapsed_ms_since(start) < 5000);
+    atomic_store(&slow.reached, 1);
+    hal_timeline_fini(&busy, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(s));
+    fixture_free(f);
+}
+
+/* A thread waiting for a registered value runs passes itself. */
+static void a_waiting_thread_helps(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
+    hal_timeline_t t;
+    timeline_make(f, &t);
+    ordo_signal_t *s = test_signal_make(0);
+    static fake_point_t p;
+    atomic_store(&p.reached, 0);
+    push_point(&t, &p, 1, s, 1);
+    plain_waiter_t pw = {s, 1, ORDO_ERR_BUSY};
+    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
+    wait_for_count(&f->watcher.helped_passes, 0);
+    atomic_store(&p.reached, 1);
+    pthread_join(waiter, NULL);
+    assert_ok(pw.status);
+    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(s));
+    fixture_free(f);
+}
+
+/* A helping waiter runs no callback but waiters' wake-ups: a user's
+ * timepoint on the signal it completes runs on the watcher thread. */
+typedef struct thread_record {
+    _Atomic int ran;
+    pthread_t thread;
+} thread_record_t;
+
+static void record_thread(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    thread_record_t *r = ctx;
+    r->thread = pthread_self();
+    atomic_store(&r->ran, 1);
+}
+
+static void a_helping_waiter_hands_callbacks_to_the_watcher(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
+    hal_timeline_t t;
+    timeline_make(f, &t);
+    ordo_signal_t *s = test_signal_make(0);
+    static fake_point_t p;
+    atomic_store(&p.reached, 0);
+    push_point(&t, &p, 1, s, 1);
+    static thread_record_t record;
+    atomic_store(&record.ran, 0);
+    ordo_timepoint_t tp = {0};
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, record_thread, &record));
+    plain_waiter_t pw = {s, 1, ORDO_ERR_BUSY};
+    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
+    wait_for_count(&f->watcher.helped_passes, 0);
+    atomic_store(&p.reached, 1);
+    pthread_join(waiter, NULL);
+    assert_ok(pw.status);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&record.ran)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_false(pthread_equal(record.thread, waiter));
+    assert_true(pthread_equal(record.thread, f->watcher.thread));
+    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(s));
+    fixture_free(f);
+}
+
+/* On a device that reaches points in order, the newest point reached
+ * answers for the ones before it: a few queries, not one per point. */
+static void an_in_order_device_is_asked_a_few_times_for_many_points(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make_with(&fake_in_order_ops, &lazy_config);
+    hal_timeline_t t;
+    timeline_make(f, &t);
+    ordo_signal_t *s = test_signal_make(0);
+    enum { POINTS = 64 };
+    static fake_point_t p[POINTS];
+    for (int i = 0; i < POINTS; ++i) {
+        atomic_store(&p[i].reached, 0);
+        push_point(&t, &p[i], (uint64_t)i + 1, s, (uint64_t)i + 1);
+    }
+    int before = atomic_load(&f->device.queries);
+    for (int i = 0; i < POINTS; ++i) {
+        atomic_store(&p[i].reached, 1); /* the device passed them all */
+    }
+    assert_ok(ordo_signal_wait(s, POINTS, test_deadline()));
+    assert_true(atomic_load(&f->device.queries) - before <= 8);
+    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(s));
+    fixture_free(f);
+}
+
 /* ---- the lane --------------------------------------------------------------- */
 
 typedef struct lane_log {
@@ -744,6 +971,12 @@ int main(void) {
         cmocka_unit_test(teardown_cancels_what_was_never_issued),
         cmocka_unit_test(timelines_snapshot_their_signal_points),
         cmocka_unit_test(stress_many_points),
+        cmocka_unit_test(a_feeder_hears_of_armed_timepoints),
+        cmocka_unit_test(a_wait_cuts_the_idle_poll_short),
+        cmocka_unit_test(a_point_pushed_for_a_waiting_value_is_wanted),
+        cmocka_unit_test(a_waiting_thread_helps),
+        cmocka_unit_test(a_helping_waiter_hands_callbacks_to_the_watcher),
+        cmocka_unit_test(an_in_order_device_is_asked_a_few_times_for_many_points),
         cmocka_unit_test(lanes_run_held_ops_in_order),
         cmocka_unit_test(the_notifier_wakes_a_blocked_op),
         cmocka_unit_test(teardown_cancels_held_ops),

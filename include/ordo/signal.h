@@ -17,7 +17,9 @@
  *
  * Values range over 0..ORDO_SIGNAL_VALUE_MAX; larger ones are refused with
  * ORDO_ERR_OUT_OF_RANGE. A blocking wait spins briefly, then sleeps on a
- * futex and is woken precisely when its own target is reached: a signal that
+ * futex and is woken precisely when its own target is reached (on a value a
+ * GPU stream raises, the sleeping thread also looks at the device's points
+ * itself every 10-50 us: docs/SIGNALS.md): a signal that
  * no one waits on advances with one compare-and-swap, no lock, no system
  * call, and does not touch the signal after publishing the value, so a
  * consumer that has seen the value may destroy the signal at once.

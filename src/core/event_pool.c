@@ -461,7 +461,7 @@ static void pool_update_solo(event_pool_t *pool) {
 
 /* ---- caches ---------------------------------------------------------- */
 
-static POOL_HOT void *cache_pop(pool_cache_t *cache) {
+static POOL_HOT void *cache_pop(pool_cache_t *cache, int track_peak) {
     uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed) - 1;
     cache_item_t item = cache->items[n];
     atomic_store_explicit(&cache->count, n, memory_order_relaxed);
@@ -469,7 +469,8 @@ static POOL_HOT void *cache_pop(pool_cache_t *cache) {
     atomic_store_explicit(&cache->acquires, acquires, memory_order_relaxed);
     /* Release: whoever returns the event sees this acquire counted. */
     atomic_store_explicit(&item.slot->state, item.generation | SLOT_IN_USE, memory_order_release);
-    int64_t base = atomic_load_explicit(&cache->solo_base, memory_order_relaxed);
+    int64_t base =
+        track_peak ? atomic_load_explicit(&cache->solo_base, memory_order_relaxed) : NOT_SOLO;
     if (base != NOT_SOLO) {
         uint64_t releases = atomic_load_explicit(&cache->releases, memory_order_relaxed);
         int64_t in_use = (int64_t)(acquires - releases) + base;
@@ -798,7 +799,7 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
     }
     pool_cache_t *cache = cache_get(pool);
     if (cache && atomic_load_explicit(&cache->count, memory_order_relaxed) != 0) {
-        *out_event = cache_pop(cache); /* it sat away from its home entry */
+        *out_event = cache_pop(cache, 1); /* it sat away from its home entry */
         *out_pooled = 1;
         return ORDO_OK;
     }
@@ -843,7 +844,7 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
         atomic_store_explicit(&cache->count, n, memory_order_relaxed);
         pool_sample(pool);
         pthread_mutex_unlock(&pool->lock);
-        *out_event = cache_pop(cache);
+        *out_event = cache_pop(cache, 1);
         *out_pooled = 1;
         return ORDO_OK;
     }
@@ -863,7 +864,7 @@ ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_
     if (ORDO_LIKELY(pool && pool->magic == EVENT_POOL_MAGIC && out_event && out_pooled)) {
         pool_cache_t *cache = thread_cache_fast(pool);
         if (ORDO_LIKELY(cache && atomic_load_explicit(&cache->count, memory_order_relaxed))) {
-            *out_event = cache_pop(cache);
+            *out_event = cache_pop(cache, 1);
             *out_pooled = 1;
             return ORDO_OK;
         }
@@ -987,6 +988,60 @@ ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled) {
         }
     }
     return release_slow(pool, event, pooled);
+}
+
+/* ---- the library's own events ----------------------------------------- */
+
+ordo_status_t event_pool_take(event_pool_t *pool, void **out_event) {
+    pool_cache_t *cache = thread_cache_fast(pool);
+    if (ORDO_LIKELY(cache && atomic_load_explicit(&cache->count, memory_order_relaxed))) {
+        *out_event = cache_pop(cache, 0); /* the peak: sampled at exchanges */
+        return ORDO_OK;
+    }
+    int pooled = 1;
+    ordo_status_t st = acquire_slow(pool, out_event, &pooled);
+    if (st == ORDO_OK && !pooled) {
+        /* Beyond a maximum: the owner gives back pooled events only. */
+        (void)event_pool_release(pool, *out_event, 0);
+        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, "event_pool_take",
+                          "the %s pool is at its maximum", kind_name(pool->kind));
+    }
+    return st;
+}
+
+void event_pool_give(event_pool_t *pool, void *event) {
+    pool_cache_t *cache = thread_cache_fast(pool);
+    if (ORDO_LIKELY(cache != NULL)) {
+        uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed);
+        if (ORDO_LIKELY(n < cache->capacity)) {
+            cache_item_t last = cache->items[n];
+            if (last.event != event) {
+                registry_t *r = atomic_load_explicit(&pool->registry, memory_order_acquire);
+                last.slot = registry_find(r, event);
+                last.generation =
+                    last.slot ? atomic_load_explicit(&last.slot->state, memory_order_acquire) &
+                                    ~SLOT_STATE
+                              : 0;
+            }
+            /* One check the owner's promise makes cheap: the slot is the
+             * one handed out, still in use (a plain load: no other thread
+             * writes it while the owner holds the event). */
+            if (ORDO_LIKELY(last.slot != NULL &&
+                            atomic_load_explicit(&last.slot->state, memory_order_relaxed) ==
+                                (last.generation | SLOT_IN_USE) &&
+                            atomic_load_explicit(&last.slot->event, memory_order_relaxed) ==
+                                event)) {
+                /* No compare-exchange: the owner gives each event back
+                 * once, so nothing else writes the slot now. Release: the
+                 * next taker sees what was done with the event. */
+                atomic_store_explicit(&last.slot->state, last.generation | SLOT_AVAILABLE,
+                                      memory_order_release);
+                cache_push(cache, n, last.slot, event, last.generation);
+                return;
+            }
+        }
+    }
+    (void)release_slow(pool, event, 1);
 }
 
 /* ---- trim and statistics --------------------------------------------- */

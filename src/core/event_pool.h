@@ -63,6 +63,16 @@ ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_
  * with; an unpooled event is destroyed at once. */
 ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled);
 
+/* For events that never leave the library (a backend's own points): the
+ * same as event_pool_acquire and event_pool_release without the checks
+ * that guard against a caller's misuse (a double or foreign release):
+ * the owner takes pooled events only (ORDO_ERR_RESOURCE_EXHAUSTED at a
+ * maximum) and gives each back exactly once, to the pool it came from.
+ * The pool must be live. Their acquires are not followed one by one for
+ * the peak: high_water is sampled when caches trade with the depot. */
+ordo_status_t event_pool_take(event_pool_t *pool, void **out_event);
+void event_pool_give(event_pool_t *pool, void *event);
+
 /* Destroys available events until at most keep are left (events cached by
  * other threads are counted but not reached). */
 ordo_status_t event_pool_trim(event_pool_t *pool, size_t keep);

@@ -5,18 +5,53 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "base/timer_slack.h"
 #include "sync/signal_internal.h"
 
 #define DEFAULT_MIN_POLL_NS 10000u
 #define DEFAULT_MAX_POLL_NS 50000u
+#define DEFAULT_IDLE_POLL_NS 1000000u
 #define LEAST_POLL_NS 1000u
+
+/* hal_watcher.sleeping: what may end the watcher's sleep early. */
+enum {
+    WATCHER_AWAKE = 0,      /* nothing: it is running, or polls soon */
+    WATCHER_IDLE_SLEEP = 1, /* nothing pending: a push or a want */
+    WATCHER_IDLE_POLL = 2,  /* nothing wanted: a want */
+};
+
+#define WATCHER_OF_FEEDER(f) ((hal_watcher_t *)((char *)(f)-offsetof(hal_watcher_t, feeder)))
+
+/* ---- wants ----------------------------------------------------------------- */
+
+/* The feeder's call, under the signal's lock: a timepoint was armed on a
+ * registered signal: the watcher polls sooner. The wake-up handshake is the pushes'
+ * (hal_timeline_push): `work` is bumped before `sleeping` is read, both sequentially consistent,
+ * and the watcher's futex wait compares `work`. */
+static void watcher_wanted(hal_watcher_t *w) {
+    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) != WATCHER_AWAKE) {
+        ordo_futex_wake(&w->work, 1);
+    }
+}
+
+static void feeder_wanted(signal_feeder_t *feeder) {
+    watcher_wanted(WATCHER_OF_FEEDER(feeder));
+}
+
+/* A point just registered under signal at value: wanted at once if a
+ * timepoint already waits there (armed before the feeder hung, or by
+ * a wait for a value not produced until now). */
+static void registration_wanted(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value) {
+    uint64_t wanted;
+    if (signal_wanted_value(signal, &wanted) && wanted <= value) {
+        watcher_wanted(w);
+    }
+}
 
 /* ---- the registry -------------------------------------------------------- */
 
@@ -53,6 +88,13 @@ static int registry_add_locked(hal_watcher_t *w, hal_reg_entry_t *e, ordo_signal
         n->head = n->tail = NULL;
         n->next = w->buckets[b];
         w->buckets[b] = n;
+        n->active_prev = NULL;
+        n->active_next = w->active;
+        if (w->active) {
+            w->active->active_prev = n;
+        }
+        w->active = n;
+        signal_feeder_set(signal, &w->feeder);
     }
     e->owner = n;
     e->value = value;
@@ -99,10 +141,33 @@ static void registry_remove_locked(hal_watcher_t *w, hal_reg_entry_t *e) {
             link = &(*link)->next;
         }
         *link = n->next;
+        if (n->active_prev) {
+            n->active_prev->active_next = n->active_next;
+        } else {
+            w->active = n->active_next;
+        }
+        if (n->active_next) {
+            n->active_next->active_prev = n->active_prev;
+        }
+        /* The signal is retained (by the watch, or it is a timeline's
+         * progress) while its last entry goes. */
+        signal_feeder_clear(n->signal, &w->feeder);
         n->signal = NULL;
         n->next = w->spare;
         w->spare = n;
     }
+}
+
+/* Whether a timepoint waits for a value that a pending point reaches. */
+static int registry_wanted(hal_watcher_t *w) {
+    int wanted = 0;
+    pthread_mutex_lock(&w->registry_lock);
+    for (const hal_reg_signal_t *n = w->active; n && !wanted; n = n->active_next) {
+        uint64_t value;
+        wanted = signal_wanted_value(n->signal, &value) && n->tail && n->tail->value >= value;
+    }
+    pthread_mutex_unlock(&w->registry_lock);
+    return wanted;
 }
 
 int hal_watcher_find(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value,
@@ -181,7 +246,8 @@ static void check_verdict(hal_watch_t *h) {
 /* Everything a completed watch stands for, in order: a device error or a
  * failed check fails the timeline first; then the signal is raised (or,
  * on a failed timeline, failed), the event record completes, progress
- * moves, and the point leaves the registry and goes back. Outside every
+ * moves, and the point leaves the registry and goes back. Under pass_lock
+ * (or on a detached timeline in hal_timeline_fini), outside every other
  * lock but the registry's (for the removal only). */
 static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
     hal_timeline_t *t = h->timeline;
@@ -264,10 +330,44 @@ typedef struct watcher_pass {
     int outstanding;
 } watcher_pass_t;
 
+/* Whether watch h of t is ready, asking the device as little as it can:
+ * a stream reaches its points in order, so once the oldest queued point is
+ * reached the newest is asked too, and if it is reached, every point
+ * between answers without a query (*inout_reached: the largest seq known
+ * reached in this pass; *inout_asked: the newest was asked about). A pass
+ * over many completed points makes two queries, not one each; a pass
+ * that finds the oldest still pending makes one. */
+static int watch_ready_in_order(hal_watcher_t *w, hal_timeline_t *t, hal_watch_t *h,
+                                uint64_t *inout_reached, int *inout_asked) {
+    if (h->point && h->seq && h->seq <= *inout_reached) {
+        h->status = ORDO_OK;
+        return 1;
+    }
+    if (!watch_ready(w, t, h)) {
+        return 0;
+    }
+    if (h->point && h->status == ORDO_OK && !*inout_asked && w->ops->in_order) {
+        *inout_asked = 1;
+        pthread_mutex_lock(&t->lock);
+        hal_watch_t *newest = t->last_point;
+        pthread_mutex_unlock(&t->lock);
+        /* Only passes take watches off, so `newest` stays queued. */
+        if (newest && newest != h && newest->seq > h->seq) {
+            char msg[ORDO_SIGNAL_MESSAGE_MAX] = "";
+            if (w->ops->query(w->user, t, newest, msg, sizeof msg) == ORDO_OK) {
+                *inout_reached = newest->seq;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Takes every completed watch off every timeline, in order per timeline. */
 static void watcher_scan(hal_watcher_t *w, watcher_pass_t *pass) {
     pthread_mutex_lock(&w->lock);
     for (hal_timeline_t *t = w->timelines; t; t = t->next) {
+        uint64_t reached = 0;
+        int asked = 0;
         for (;;) {
             pthread_mutex_lock(&t->lock);
             hal_watch_t *h = t->head;
@@ -276,14 +376,17 @@ static void watcher_scan(hal_watcher_t *w, watcher_pass_t *pass) {
                 break;
             }
             pass->outstanding = 1;
-            if (!watch_ready(w, t, h)) {
+            if (!watch_ready_in_order(w, t, h, &reached, &asked)) {
                 break;
             }
-            /* Only this thread takes watches off, so h is still the head. */
+            /* Only passes take watches off, so h is still the head. */
             pthread_mutex_lock(&t->lock);
             t->head = h->next;
             if (!t->head) {
                 t->tail = NULL;
+            }
+            if (t->last_point == h) {
+                t->last_point = NULL;
             }
             --t->count;
             pthread_mutex_unlock(&t->lock);
@@ -300,27 +403,138 @@ static void watcher_scan(hal_watcher_t *w, watcher_pass_t *pass) {
     pthread_mutex_unlock(&w->lock);
 }
 
-/* The watcher whose thread this is (NULL elsewhere). */
+/* The watcher whose pass this thread runs (NULL elsewhere). */
 static _Thread_local const hal_watcher_t *tls_watcher;
 
 int hal_watcher_is_current(const hal_watcher_t *w) {
     return tls_watcher == w;
 }
 
+/* One pass, pass_lock held: scans every timeline and completes what is
+ * reached. Returns whether anything is pending; *out_progressed: whether
+ * anything completed. */
+static int watcher_pass_locked(hal_watcher_t *w, int *out_progressed) {
+    watcher_pass_t pass = {NULL, NULL, 0};
+    watcher_scan(w, &pass);
+    /* Completions in the order they were taken: a timeline whose ordering
+     * check names another's point sees that point completed in an earlier
+     * pass or earlier in this list. */
+    for (hal_watch_t *h = pass.done_head; h;) {
+        hal_watch_t *next = h->next;
+        hal_timeline_t *t = h->timeline;
+        watch_complete(w, h, h->status == ORDO_OK && h->point != NULL);
+        if (atomic_fetch_sub_explicit(&t->processing, 1, memory_order_release) == 1) {
+            ordo_futex_wake(&t->processing, INT_MAX); /* touches only the address */
+        }
+        h = next;
+    }
+    *out_progressed = pass.done_head != NULL;
+    return pass.outstanding;
+}
+
+/* The sink of a helping waiter's pass: callbacks other than waiters' wake-
+ * ups go to the watcher thread, which runs them at once (a callback on the
+ * waiting thread could need a lock that thread holds, or wait for it). */
+static void sink_take(timepoint_sink_t *sink, due_list_t *due) {
+    hal_watcher_t *w = (hal_watcher_t *)((char *)sink - offsetof(hal_watcher_t, sink));
+    pthread_mutex_lock(&w->deferred_lock);
+    if (w->deferred.tail) {
+        w->deferred.tail->next_ = due->head;
+    } else {
+        w->deferred.head = due->head;
+    }
+    w->deferred.tail = due->tail;
+    atomic_store_explicit(&w->deferred_pending, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&w->deferred_lock);
+    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
+    ordo_futex_wake(&w->work, 1);
+}
+
+/* Runs the callbacks helpers handed over, on the calling thread. */
+static void run_deferred(hal_watcher_t *w) {
+    if (!atomic_load_explicit(&w->deferred_pending, memory_order_relaxed)) {
+        return;
+    }
+    pthread_mutex_lock(&w->deferred_lock);
+    due_list_t due = w->deferred;
+    w->deferred.head = w->deferred.tail = NULL;
+    atomic_store_explicit(&w->deferred_pending, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&w->deferred_lock);
+    if (due.head) {
+        timepoints_run(&due);
+    }
+}
+
+/* The feeder's help, on a waiting thread (see watcher.h): one pass unless
+ * another is running, or this thread runs callbacks already (whatever that
+ * pass made due would wait for them to return), bracketed by the backend's
+ * help ops, with others' callbacks diverted to the watcher thread. */
+static int feeder_help(signal_feeder_t *feeder) {
+    hal_watcher_t *w = WATCHER_OF_FEEDER(feeder);
+    if (timepoints_running_here() || pthread_mutex_trylock(&w->pass_lock) != 0) {
+        return 0;
+    }
+    int progressed = 0;
+    /* Under pass_lock: a halt sets stop, then waits for the lock. */
+    if (!atomic_load_explicit(&w->stop, memory_order_acquire) &&
+        (!w->ops->help_begin || w->ops->help_begin(w->user))) {
+        const hal_watcher_t *outer = tls_watcher;
+        timepoint_sink_t *outer_sink = timepoints_divert(&w->sink);
+        tls_watcher = w;
+        (void)watcher_pass_locked(w, &progressed);
+        tls_watcher = outer;
+        (void)timepoints_divert(outer_sink);
+        if (w->ops->help_end) {
+            w->ops->help_end(w->user);
+        }
+        atomic_fetch_add_explicit(&w->helped_passes, 1, memory_order_relaxed);
+        atomic_store_explicit(&w->last_help_ns, ordo_time_now_ns(), memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&w->pass_lock);
+    return progressed;
+}
+
+/* The interval before the next poll while something is pending (see
+ * watcher.h); *inout_poll_ns carries the eager schedule's doubling. */
+static uint64_t next_interval(hal_watcher_t *w, int progressed, int *inout_fresh,
+                              uint64_t *inout_poll_ns) {
+    if (!registry_wanted(w)) {
+        atomic_fetch_add_explicit(&w->idle_polls, 1, memory_order_relaxed);
+        *inout_fresh = 1; /* a want restarts the eager schedule */
+        return w->idle_poll_ns;
+    }
+    atomic_fetch_add_explicit(&w->wanted_polls, 1, memory_order_relaxed);
+    /* A waiter that helps passes at least every max_poll_ns, and its
+     * passes scan every timeline: it polls for everyone meanwhile, so the
+     * watcher keeps to the idle interval (a wait with no thread, a link
+     * say, may then be seen up to that much later once the helper's wait
+     * has ended). */
+    uint64_t helped = atomic_load_explicit(&w->last_help_ns, memory_order_relaxed);
+    if (helped && ordo_time_now_ns() - helped < 2 * w->max_poll_ns) {
+        *inout_fresh = 1;
+        return w->idle_poll_ns;
+    }
+    if (progressed || *inout_fresh) {
+        *inout_poll_ns = w->min_poll_ns;
+    } else {
+        *inout_poll_ns = *inout_poll_ns * 2 > w->max_poll_ns ? w->max_poll_ns : *inout_poll_ns * 2;
+    }
+    *inout_fresh = 0;
+    return *inout_poll_ns;
+}
+
 static void *watcher_main(void *arg) {
     hal_watcher_t *w = arg;
     tls_watcher = w;
-#if defined(__linux__) && defined(PR_SET_TIMERSLACK)
     /* The kernel may stretch a timed sleep by the thread's timer slack (50
      * us by default), as long as the longest poll interval: keep the
      * schedule below as written. */
-    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
+    (void)ordo_timer_slack_set(1000);
     if (w->ops->thread_start) {
         w->ops->thread_start(w->user);
     }
     uint64_t poll_ns = w->min_poll_ns;
-    int woken = 1; /* the next interval is the first after new work */
+    int fresh = 1; /* the next interval is the first after new work */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
         /* After `seen`: hal_watcher_halt sets stop before it bumps work, so
@@ -328,83 +542,95 @@ static void *watcher_main(void *arg) {
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
             break;
         }
-        watcher_pass_t pass = {NULL, NULL, 0};
-        watcher_scan(w, &pass);
-        int progressed = pass.done_head != NULL;
-        /* Completions in the order they were taken: a timeline whose
-         * ordering check names another's point sees that point completed
-         * in an earlier pass or earlier in this list. */
-        for (hal_watch_t *h = pass.done_head; h;) {
-            hal_watch_t *next = h->next;
-            hal_timeline_t *t = h->timeline;
-            watch_complete(w, h, h->status == ORDO_OK && h->point != NULL);
-            if (atomic_fetch_sub_explicit(&t->processing, 1, memory_order_release) == 1) {
-                ordo_futex_wake(&t->processing, INT_MAX); /* touches only the address */
-            }
-            h = next;
+        run_deferred(w);
+        int progressed = 0;
+        pthread_mutex_lock(&w->pass_lock);
+        int pending = watcher_pass_locked(w, &progressed);
+        pthread_mutex_unlock(&w->pass_lock);
+        if (atomic_load_explicit(&w->deferred_pending, memory_order_relaxed)) {
+            continue; /* handed over during the pass: run them now */
         }
-        if (pass.outstanding) {
-            /* Something is pending: poll again after the interval, which
-             * starts short after progress or new work and doubles while
-             * nothing completes. A push does not cut the sleep short (the
-             * pusher pays no wake-up; the next poll sees its point): the
-             * word is read again here so that pushes during the pass do
-             * not end it at once either. Only a halt (which also wakes)
-             * does. */
-            if (progressed || woken) {
-                poll_ns = w->min_poll_ns;
-            } else {
-                poll_ns = poll_ns * 2 > w->max_poll_ns ? w->max_poll_ns : poll_ns * 2;
-            }
-            woken = 0;
+        if (pending) {
+            /* Something is pending: poll again after the interval. A push
+             * does not cut the sleep short (the pusher pays no wake-up; the
+             * next poll sees its point): the word is read again here so
+             * that pushes during the pass do not end it at once either. A
+             * want read after this load ends it (the interval below looks
+             * at the signals after the load), and so does a halt. */
             seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
             if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
                 break;
             }
-            (void)ordo_futex_wait(&w->work, seen, ordo_time_now_ns() + poll_ns);
+            uint64_t interval = next_interval(w, progressed, &fresh, &poll_ns);
+            atomic_store_explicit(&w->sleeping,
+                                  interval == w->idle_poll_ns ? WATCHER_IDLE_POLL : WATCHER_AWAKE,
+                                  memory_order_seq_cst);
+            (void)ordo_futex_wait(&w->work, seen, ordo_time_now_ns() + interval);
+            atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
             continue;
         }
         /* Nothing pending: sleep until a push. Pushers wake the watcher only
          * while it says it sleeps so: both sides write one word and read the
          * other, sequentially consistent, so either the pusher sees
          * `sleeping` or this re-check sees `work`. */
-        atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
+        atomic_store_explicit(&w->sleeping, WATCHER_IDLE_SLEEP, memory_order_seq_cst);
         if (atomic_load_explicit(&w->work, memory_order_seq_cst) == seen) {
             (void)ordo_futex_wait(&w->work, seen, ORDO_DEADLINE_NEVER);
         }
-        atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
-        woken = 1; /* new work: it may complete soon */
+        atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
+        fresh = 1; /* new work: it may complete soon */
     }
     return NULL;
 }
 
 ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                uint64_t min_poll_ns, uint64_t max_poll_ns, const char *api) {
+                                const hal_watcher_config_t *config, const char *api) {
+    static const hal_watcher_config_t defaults = {0, 0, 0};
+    if (!config) {
+        config = &defaults;
+    }
     memset(w, 0, sizeof *w);
     w->ops = ops;
     w->user = user;
-    w->min_poll_ns = min_poll_ns ? min_poll_ns : DEFAULT_MIN_POLL_NS;
-    w->max_poll_ns = max_poll_ns ? max_poll_ns : DEFAULT_MAX_POLL_NS;
+    w->feeder.wanted = feeder_wanted;
+    w->feeder.help = feeder_help;
+    w->sink.take = sink_take;
+    w->min_poll_ns = config->min_poll_ns ? config->min_poll_ns : DEFAULT_MIN_POLL_NS;
+    w->max_poll_ns = config->max_poll_ns ? config->max_poll_ns : DEFAULT_MAX_POLL_NS;
+    w->idle_poll_ns = config->idle_poll_ns ? config->idle_poll_ns : DEFAULT_IDLE_POLL_NS;
     if (w->min_poll_ns < LEAST_POLL_NS) {
         w->min_poll_ns = LEAST_POLL_NS;
     }
     if (w->max_poll_ns < w->min_poll_ns) {
         w->max_poll_ns = w->min_poll_ns;
     }
+    if (w->idle_poll_ns < w->max_poll_ns) {
+        w->idle_poll_ns = w->max_poll_ns;
+    }
+    w->feeder.help_min_ns = w->min_poll_ns;
+    w->feeder.help_max_ns = w->max_poll_ns;
     if (ordo_signal_create(0, &w->registered) != ORDO_OK) {
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the watcher's signal");
     }
+    pthread_mutex_init(&w->pass_lock, NULL);
+    pthread_mutex_init(&w->deferred_lock, NULL);
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->registry_lock, NULL);
+    ordo_status_t st = ORDO_OK;
     if (pthread_create(&w->thread, NULL, watcher_main, w) != 0) {
-        pthread_mutex_destroy(&w->lock);
-        pthread_mutex_destroy(&w->registry_lock);
-        signal_release_internal(w->registered);
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
-                          "cannot start the device's completion thread");
+        st = ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                        "cannot start the device's completion thread");
+        goto fail;
     }
     w->started = 1;
     return ORDO_OK;
+fail:
+    pthread_mutex_destroy(&w->pass_lock);
+    pthread_mutex_destroy(&w->deferred_lock);
+    pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->registry_lock);
+    signal_release_internal(w->registered);
+    return st;
 }
 
 void hal_watcher_halt(hal_watcher_t *w) {
@@ -415,6 +641,13 @@ void hal_watcher_halt(hal_watcher_t *w) {
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
     ordo_futex_wake(&w->work, INT_MAX);
     pthread_join(w->thread, NULL);
+    if (!hal_watcher_is_current(w)) {
+        /* A helper's pass under way ends; later ones see stop under the
+         * lock and do nothing (its passes run no user callback, so this
+         * wait is short). */
+        pthread_mutex_lock(&w->pass_lock);
+        pthread_mutex_unlock(&w->pass_lock);
+    }
     w->started = 0;
 }
 
@@ -423,11 +656,25 @@ void hal_watcher_stop(hal_watcher_t *w) {
         return;
     }
     hal_watcher_halt(w);
+    /* Every timeline is finished, so every feeder is off its signal: no
+     * waiter starts helping now; let those helping finish. */
+    for (;;) {
+        uint32_t helpers = atomic_load_explicit(&w->feeder.helpers, memory_order_acquire);
+        if (!helpers) {
+            break;
+        }
+        (void)ordo_futex_wait(&w->feeder.helpers, helpers, ORDO_DEADLINE_NEVER);
+    }
+    /* Callbacks helpers handed over after the thread's last look. */
+    atomic_store_explicit(&w->deferred_pending, 1, memory_order_relaxed);
+    run_deferred(w);
     while (w->spare) {
         hal_reg_signal_t *n = w->spare;
         w->spare = n->next;
         ordo_dealloc(n, sizeof *n, 0);
     }
+    pthread_mutex_destroy(&w->pass_lock);
+    pthread_mutex_destroy(&w->deferred_lock);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->registry_lock);
     signal_release_internal(w->registered);
@@ -488,7 +735,7 @@ void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t res
     }
     pthread_mutex_lock(&t->lock);
     hal_watch_t *h = t->head;
-    t->head = t->tail = NULL;
+    t->head = t->tail = t->last_point = NULL;
     t->count = 0;
     pthread_mutex_unlock(&t->lock);
     int dropped = 0;
@@ -540,6 +787,11 @@ void hal_timeline_watch_free(hal_timeline_t *t, hal_watch_t *w) {
 
 void hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
     hal_watcher_t *w = t->watcher;
+    /* Read before h is queued: a pass may complete it at once (the caller
+     * still holds its own reference to the signal). */
+    uint64_t seq = h->seq;
+    ordo_signal_t *signal = h->signal;
+    uint64_t value = h->value;
     h->timeline = t;
     h->next = NULL;
     int registered = 0;
@@ -560,16 +812,25 @@ void hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
         t->head = h;
     }
     t->tail = h;
+    if (h->point) {
+        t->last_point = h;
+    }
     ++t->count;
     if (h->seq > t->last_seq) {
         t->last_seq = h->seq;
     }
     pthread_mutex_unlock(&t->lock);
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst)) {
+    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) == WATCHER_IDLE_SLEEP) {
         ordo_futex_wake(&w->work, 1);
     }
     if (registered) {
+        if (seq) {
+            registration_wanted(w, t->progress, seq);
+        }
+        if (signal) {
+            registration_wanted(w, signal, value);
+        }
         uint64_t n = atomic_fetch_add_explicit(&w->registrations, 1, memory_order_relaxed) + 1;
         (void)ordo_signal_signal(w->registered, n & ORDO_SIGNAL_VALUE_MAX);
     }

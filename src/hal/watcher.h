@@ -15,13 +15,42 @@
  * blocking, so a stream whose work is slow never holds back another
  * stream's completions (a blocking wait on one stream's point would, and
  * could deadlock when that point depends on a host action the watcher is
- * late to report). While anything is pending it polls every min_poll_ns
- * after progress, the interval doubling up to max_poll_ns while nothing
- * completes; with nothing pending it sleeps until a push wakes it. It never
- * spins: each poll asks the driver, and a driver polled in a loop slows
- * the threads that submit work. Completions (raising signals, failing them, completing
- * event records: user callbacks may run) happen on the watcher thread
- * outside every lock.
+ * late to report). It never spins: each poll asks the driver, and a driver
+ * polled in a loop slows the threads that submit work. How often it polls
+ * depends on whether anyone waits:
+ *   - nothing pending: it sleeps until a push wakes it;
+ *   - pending, and a timepoint (a host wait, a stream's wait, a link, an
+ *     asynchronous wait) is armed on a signal that a pending point raises
+ *     ("wanted"): every min_poll_ns after progress, the interval doubling
+ *     up to max_poll_ns while nothing completes;
+ *   - pending, and nothing wanted, or a waiter helping (below): every
+ *     idle_poll_ns, so the points that only recycle events and memory
+ *     cost the submitting threads nothing (each poll asks the driver once
+ *     per stream: a newer point reached answers for the older ones).
+ * Arming a timepoint on a signal with a registered point tells the watcher
+ * at once (the signal's feeder, signal_internal.h), so a wait that starts
+ * during a long idle interval does not wait for its end.
+ *
+ * A thread that waits on the host for a registered signal helps (the
+ * signal's feeder, signal_internal.h): while it sleeps it runs a pass
+ * itself every min_poll_ns, the interval doubling up to max_poll_ns, so
+ * the thread that needs the value sees it without a second thread's
+ * wake-up in between (on a GPU's host, waking a thread that slept for a
+ * millisecond costs tens of microseconds). While a waiter helps, the
+ * watcher's own polls drop to idle_poll_ns: a helping waiter's pass
+ * completes every timeline's points, not only its own. Passes (scans and
+ * completions) are serialised by pass_lock (a helper that finds it taken,
+ * or that is inside a callback already, skips its turn), so completions
+ * still run one at a time and in order; hal_watcher_is_current is true
+ * during a helper's pass. A helper's pass wakes blocked waiters itself but
+ * runs no other callback: timepoints that its completions make due (links,
+ * asynchronous waits, users' timepoints) go to the watcher thread, which
+ * runs them at once, so no callback ever runs on a thread that is waiting
+ * (it could need a lock that thread holds).
+ *
+ * Completions (raising signals, failing them, completing event records)
+ * happen on the watcher's thread or a helping waiter's, outside every lock
+ * but pass_lock; users' callbacks run on the watcher's thread only.
  *
  * The registry maps (signal, value) to the earliest registered device
  * point at which the signal reaches at least that value: every pushed
@@ -34,10 +63,13 @@
  * signal raised at every registration, so a host-held wait can wake and
  * look again.
  *
- * Locks: watcher->lock (the list of timelines) before timeline->lock (one
- * timeline's queue) and before registry_lock; registry_lock is a leaf
- * (the find callback runs under it and must only issue a device wait).
- * No callback of ordo's users runs under any of them. */
+ * Locks: pass_lock before watcher->lock (the list
+ * of timelines) before timeline->lock (one timeline's queue) and before
+ * registry_lock; registry_lock comes before a signal's lock (a registered
+ * signal's feeder is hung and taken off under both) and is otherwise a
+ * leaf (the find callback runs under it and must only issue a device
+ * wait). No callback of ordo's users runs under any of
+ * them but pass_lock. */
 #ifndef ORDO_HAL_WATCHER_H
 #define ORDO_HAL_WATCHER_H
 
@@ -48,6 +80,7 @@
 
 #include "hal/hal.h"
 #include "ordo/signal.h"
+#include "sync/signal_internal.h"
 
 #define HAL_REGISTRY_BUCKETS 256
 
@@ -96,7 +129,7 @@ struct hal_watch {
 typedef struct hal_watcher_ops {
     /* Non-blocking: ORDO_OK once the point of watch w on timeline t is
      * reached, ORDO_ERR_BUSY while not yet, another status (with a message
-     * in msg) if the device failed. Runs on the watcher thread. */
+     * in msg) if the device failed. Runs on a pass's thread. */
     ordo_status_t (*query)(void *user, hal_timeline_t *t, const hal_watch_t *w, char *msg,
                            size_t capacity);
     /* Gives a point back to the backend. reached: the device has passed it
@@ -104,10 +137,29 @@ typedef struct hal_watcher_ops {
     void (*release)(void *user, void *point, int reached);
     /* Runs first on the watcher thread (e.g. makes a context current). */
     void (*thread_start)(void *user);
+    /* Non-zero: a timeline's points are reached in push order (a stream's
+     * are), so the watcher takes ORDO_OK for a newer point as the answer
+     * for the older ones too and asks once per pass and timeline where it
+     * can. */
+    int in_order;
+    /* Optional, both or neither: bracket a pass run by a helping waiter
+     * (e.g. make the device's context current and restore the thread's
+     * own after). help_begin returns 0 if the pass cannot run there. */
+    int (*help_begin)(void *user);
+    void (*help_end)(void *user);
 } hal_watcher_ops_t;
 
+/* How a watcher polls (see above); 0 in a field: its default. */
+typedef struct hal_watcher_config {
+    uint64_t min_poll_ns;  /* default 10 us */
+    uint64_t max_poll_ns;  /* default 50 us */
+    uint64_t idle_poll_ns; /* default 1 ms */
+} hal_watcher_config_t;
+
 struct hal_reg_signal {
-    hal_reg_signal_t *next; /* bucket chain, or free list */
+    hal_reg_signal_t *next;        /* bucket chain, or free list */
+    hal_reg_signal_t *active_prev; /* the watcher's list of registered signals */
+    hal_reg_signal_t *active_next;
     ordo_signal_t *signal;
     hal_reg_entry_t *head; /* ascending by value */
     hal_reg_entry_t *tail;
@@ -116,32 +168,46 @@ struct hal_reg_signal {
 struct hal_watcher {
     const hal_watcher_ops_t *ops;
     void *user;
+    pthread_mutex_t pass_lock; /* one pass (scan and completions) at a time */
     pthread_mutex_t lock;      /* the timeline list */
     hal_timeline_t *timelines; /* under lock */
     pthread_mutex_t registry_lock;
     hal_reg_signal_t *buckets[HAL_REGISTRY_BUCKETS]; /* under registry_lock */
+    hal_reg_signal_t *active;                        /* under registry_lock */
     hal_reg_signal_t *spare;                         /* under registry_lock */
     _Atomic uint64_t registrations;
     ordo_signal_t *registered; /* raised to `registrations` at each one */
-    _Atomic uint32_t work;     /* futex word: bumped by every push */
-    _Atomic int sleeping;      /* the thread sleeps until a push (or is about to) */
+    signal_feeder_t feeder;    /* hung on every registered signal */
+    timepoint_sink_t sink;     /* a helper's pass hands others' callbacks here */
+    pthread_mutex_t deferred_lock;
+    due_list_t deferred;          /* under deferred_lock: for the thread to run */
+    _Atomic int deferred_pending; /* deferred is not empty (a hint) */
+    _Atomic uint32_t work;        /* futex word: bumped by every push and want */
+    _Atomic int sleeping;         /* WATCHER_AWAKE, _IDLE_SLEEP or _IDLE_POLL */
     _Atomic int stop;
     pthread_t thread;
     int started;
     uint64_t min_poll_ns;
     uint64_t max_poll_ns;
+    uint64_t idle_poll_ns;
+    _Atomic uint64_t last_help_ns; /* when a waiter last helped */
+    /* Counters, for tests and diagnostics. */
+    _Atomic uint64_t wanted_polls;  /* polls scheduled because a value was wanted */
+    _Atomic uint64_t idle_polls;    /* polls at idle_poll_ns */
+    _Atomic uint64_t helped_passes; /* passes run by helping waiters */
 };
 
 struct hal_timeline {
     hal_watcher_t *watcher;
     ordo_signal_t *progress; /* owned: raised to each completed point's seq */
     void *user;
-    pthread_mutex_t lock; /* head, tail, spare, count, last_seq */
+    pthread_mutex_t lock; /* head, tail, last_point, spare, count, last_seq */
     hal_watch_t *head;
     hal_watch_t *tail;
-    hal_watch_t *spare; /* recycled watches */
-    size_t count;       /* watches queued */
-    uint64_t last_seq;  /* the largest seq pushed */
+    hal_watch_t *last_point; /* the newest queued watch with a point */
+    hal_watch_t *spare;      /* recycled watches */
+    size_t count;            /* watches queued */
+    uint64_t last_seq;       /* the largest seq pushed */
     /* Watches the watcher has taken off the queue and not yet completed. */
     _Atomic uint32_t processing;
     hal_timeline_t *prev; /* the watcher's list, under watcher->lock */
@@ -149,14 +215,15 @@ struct hal_timeline {
     int attached;
 };
 
-/* Starts the watcher's thread. min_poll_ns and max_poll_ns: 0 for the
- * defaults (10 us, 50 us). */
+/* Starts the watcher's thread. config: NULL for the defaults. */
 ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                uint64_t min_poll_ns, uint64_t max_poll_ns, const char *api);
-/* Stops the thread; every timeline must be finished first. */
+                                const hal_watcher_config_t *config, const char *api);
+/* Stops the thread; every timeline must be finished first (it then also
+ * waits for helping waiters still inside a pass). */
 void hal_watcher_stop(hal_watcher_t *w);
 /* Stops the thread only, at process exit (timelines may still be
- * attached): nothing is completed or freed after it, and a later
+ * attached), and waits out a helping waiter's pass: nothing is completed
+ * or freed after it (waiters no longer help), and a later
  * hal_watcher_stop does nothing. */
 void hal_watcher_halt(hal_watcher_t *w);
 /* Non-zero on the watcher's own thread (where completions, and the signal

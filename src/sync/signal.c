@@ -1,8 +1,10 @@
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/futex.h"
 #include "base/name.h"
 #include "sync/signal_internal.h"
 
@@ -39,6 +41,7 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
     atomic_init(&signal->refs, 1);
     atomic_init(&signal->state, initial_value);
     atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
+    atomic_init(&signal->feeder, NULL);
     signal->failure = ORDO_OK;
     static _Atomic uint64_t trace_ids;
     signal->trace_id = atomic_fetch_add_explicit(&trace_ids, 1, memory_order_relaxed) + 1;
@@ -242,6 +245,52 @@ ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t 
     snprintf(what, capacity, "waited-on signal was destroyed: %s",
              ordo_status_name(ORDO_ERR_CANCELLED));
     return ORDO_ERR_CANCELLED;
+}
+
+void signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder) {
+    if (atomic_load_explicit(&signal->feeder, memory_order_relaxed) == feeder) {
+        return;
+    }
+    /* Under the lock: a call into the feeder replaced here has returned
+     * before the store, so signal_feeder_clear of that one may skip the
+     * lock once it reads this store (release, acquire). */
+    pthread_mutex_lock(&signal->lock);
+    atomic_store_explicit(&signal->feeder, feeder, memory_order_release);
+    pthread_mutex_unlock(&signal->lock);
+}
+
+void signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder) {
+    if (atomic_load_explicit(&signal->feeder, memory_order_acquire) != feeder) {
+        return;
+    }
+    pthread_mutex_lock(&signal->lock);
+    signal_feeder_t *expected = feeder;
+    atomic_compare_exchange_strong_explicit(&signal->feeder, &expected, NULL, memory_order_relaxed,
+                                            memory_order_relaxed);
+    pthread_mutex_unlock(&signal->lock);
+}
+
+signal_feeder_t *signal_feeder_enter(ordo_signal_t *signal) {
+    if (!atomic_load_explicit(&signal->feeder, memory_order_relaxed)) {
+        return NULL;
+    }
+    pthread_mutex_lock(&signal->lock);
+    signal_feeder_t *feeder = atomic_load_explicit(&signal->feeder, memory_order_relaxed);
+    if (feeder && feeder->help) {
+        atomic_fetch_add_explicit(&feeder->helpers, 1, memory_order_relaxed);
+    } else {
+        feeder = NULL;
+    }
+    pthread_mutex_unlock(&signal->lock);
+    return feeder;
+}
+
+void signal_feeder_leave(signal_feeder_t *feeder) {
+    /* Release: the help happened before the owner may free the feeder. The
+     * wake touches only the address. */
+    if (atomic_fetch_sub_explicit(&feeder->helpers, 1, memory_order_release) == 1) {
+        ordo_futex_wake(&feeder->helpers, INT_MAX);
+    }
 }
 
 void signal_name_set_internal(ordo_signal_t *signal, const char *name) {

@@ -37,8 +37,23 @@
  * FAILED is set, read once the outcome is seen, while a reference holds
  * the signal (signal_failed_outcome).
  *
+ * Feeders: a producer that observes the value somewhere else (a device's
+ * completion watcher polling its points) may hang a feeder on the signal.
+ * Arming a timepoint that does not fire at once calls the feeder's `wanted`
+ * under the signal's lock, so the producer can look sooner than it would
+ * for a value nobody waits for. A feeder with `help` also lets a thread
+ * that sleeps in a wait look itself, on its own schedule (help_min_ns,
+ * doubling to help_max_ns): signal_feeder_enter takes a reference under
+ * the lock, signal_feeder_leave drops it. The feeder is set and cleared by
+ * its owner (signal_feeder_set, signal_feeder_clear); clearing takes the
+ * lock, so once it returns no `wanted` call for the signal is running or
+ * can start, and no new reference is taken; the owner waits for `helpers`
+ * to drop to zero before it frees the feeder.
+ *
  * Locks: each signal has one mutex; no code holds two signal mutexes at
- * once, and no callback runs under one.
+ * once, and no callback runs under one (a feeder's `wanted` is not a
+ * user's callback: it must not block or take a lock that is held while a
+ * signal's lock is taken).
  */
 #ifndef ORDO_SYNC_SIGNAL_INTERNAL_H
 #define ORDO_SYNC_SIGNAL_INTERNAL_H
@@ -70,6 +85,17 @@ enum {
     TIMEPOINT_FIRED = 3, /* its callback was entered: the owner's again */
 };
 
+/* See "Feeders" above. */
+typedef struct signal_feeder {
+    void (*wanted)(struct signal_feeder *feeder);
+    /* Optional: looks once on the calling (waiting) thread; returns
+     * non-zero if anything moved. */
+    int (*help)(struct signal_feeder *feeder);
+    uint64_t help_min_ns;
+    uint64_t help_max_ns;
+    _Atomic uint32_t helpers; /* futex word: references from enter */
+} signal_feeder_t;
+
 struct ordo_signal {
     uint32_t magic;
     _Atomic uint32_t refs;
@@ -88,6 +114,8 @@ struct ordo_signal {
     /* Unique in the process, never reused (addresses are): names the
      * signal in traces, so a flow joins the right signal. */
     uint64_t trace_id;
+    /* The producer to tell when a timepoint is armed (NULL: none). */
+    _Atomic(signal_feeder_t *) feeder;
 };
 
 /* A list of due timepoints, linked through next_, each with status_ set. */
@@ -111,6 +139,20 @@ void timepoints_run(due_list_t *due);
 /* Non-zero while this thread runs timepoint callbacks (due ones are then
  * queued behind the running one, not run). */
 int timepoints_running_here(void);
+
+/* A thread that must not run others' callbacks (a waiting thread that
+ * helps a device's watcher complete points: a callback there could need a
+ * lock the waiter holds) diverts them: timepoints_run still wakes blocked
+ * waiters at once, and hands every other due timepoint to the sink, whose
+ * owner runs them later with timepoints_run on a thread of its own. */
+typedef struct timepoint_sink {
+    /* Takes the list (linked through next_, each with status_ set). */
+    void (*take)(struct timepoint_sink *sink, due_list_t *due);
+} timepoint_sink_t;
+
+/* Sets the calling thread's sink (NULL: run callbacks here again) and
+ * returns the one it replaces. */
+timepoint_sink_t *timepoints_divert(timepoint_sink_t *sink);
 
 /* Called by the producer whose CAS took DISPATCHING: collects and runs
  * whatever is due, then lets DISPATCHING go. */
@@ -151,6 +193,35 @@ static inline int signal_failed_outcome(const ordo_signal_t *signal) {
  * failed or was destroyed): the status the stream fails with, and in what
  * (capacity > 0) the message, with the failure's own message. */
 ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
+
+/* Hangs feeder on the signal (replacing another one, which then hears of
+ * no more waits). */
+void signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder);
+
+/* Takes feeder off the signal if it is the one hung there; once this
+ * returns, feeder->wanted is not running for this signal and will not be
+ * called for it. */
+void signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder);
+
+/* The signal's feeder, if it can help, with a reference the caller gives
+ * back with signal_feeder_leave; NULL otherwise. */
+signal_feeder_t *signal_feeder_enter(ordo_signal_t *signal);
+void signal_feeder_leave(signal_feeder_t *feeder);
+
+/* Whether a timepoint (a wait, a link, a stream's wait) is armed on the
+ * signal, and the smallest value one is armed for (*out_value; only when
+ * it returns 1). Relaxed: a hint for schedules, not an ordering. */
+static inline int signal_wanted_value(const ordo_signal_t *signal, uint64_t *out_value) {
+    if (!(atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_WAITERS)) {
+        return 0;
+    }
+    uint64_t v = atomic_load_explicit(&signal->next_wake, memory_order_relaxed);
+    if (v == SIGNAL_NO_WAKE) {
+        return 0;
+    }
+    *out_value = v;
+    return 1;
+}
 
 /* Sets the name without the checks (name may be NULL). */
 void signal_name_set_internal(ordo_signal_t *signal, const char *name);

@@ -112,6 +112,15 @@ void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
 static _Thread_local due_list_t deferred;
 static _Thread_local int running_callbacks;
 
+/* Where this thread hands the callbacks it must not run (NULL: none). */
+static _Thread_local timepoint_sink_t *divert_sink;
+
+timepoint_sink_t *timepoints_divert(timepoint_sink_t *sink) {
+    timepoint_sink_t *outer = divert_sink;
+    divert_sink = sink;
+    return outer;
+}
+
 int timepoints_running_here(void) {
     return running_callbacks;
 }
@@ -146,6 +155,10 @@ void timepoints_run(due_list_t *due) {
         }
     }
     if (!user.head) {
+        return;
+    }
+    if (divert_sink) {
+        divert_sink->take(divert_sink, &user);
         return;
     }
     if (running_callbacks) {
@@ -200,6 +213,12 @@ ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *si
         state = atomic_fetch_or_explicit(&signal->state, SIGNAL_WAITERS, memory_order_seq_cst);
         if ((state & SIGNAL_VALUE_MASK) >= signal->head->value_) {
             signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+        } else {
+            /* Under the lock: signal_feeder_clear cannot finish meanwhile. */
+            signal_feeder_t *feeder = atomic_load_explicit(&signal->feeder, memory_order_acquire);
+            if (feeder) {
+                feeder->wanted(feeder);
+            }
         }
     }
     pthread_mutex_unlock(&signal->lock);

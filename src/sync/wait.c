@@ -3,16 +3,24 @@
  * Each wait first checks without side effects, then spins for a short,
  * bounded time (a producer on another core often answers within it), then
  * arms one timepoint per entry that is still pending and sleeps on a futex
- * until a firing decides the wait or the deadline passes. */
+ * until a firing decides the wait or the deadline passes. A signal whose
+ * producer lets waiters help (a device's completion watcher: the feeders
+ * of signal_internal.h) is looked at by the waiting thread itself between
+ * short sleeps, so the thread that needs the value sees it without
+ * another thread's wake-up in between. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/futex.h"
+#include "base/timer_slack.h"
 #include "sync/signal_internal.h"
 #include "sync/wait_tuning.h"
 #include "sync/waiter.h"
+
+/* The timer slack of a thread while it helps (waiter_sleep_helping). */
+#define HELP_TIMER_SLACK_NS 1000u
 
 /* How long a wait spins before it sleeps. Long enough to cover a round trip
  * to a thread running on another core, far shorter than a futex sleep and
@@ -159,6 +167,71 @@ static int waiter_decided(const waiter_t *waiter, uint32_t fired, uint32_t armed
     return !waiter->any && fired == armed;
 }
 
+/* Asks the feeders of the entries (signal_internal.h, "Feeders") to look
+ * once. Returns -1 if no entry has a feeder that helps, else whether
+ * anything moved; *inout_min_ns and *inout_max_ns take the first helping
+ * feeder's schedule. */
+static int waiter_help(const ordo_signal_point_t *points, size_t count, uint64_t *inout_min_ns,
+                       uint64_t *inout_max_ns) {
+    int result = -1;
+    const signal_feeder_t *last = NULL;
+    for (size_t i = 0; i < count; ++i) {
+        signal_feeder_t *feeder = signal_feeder_enter(points[i].signal);
+        if (!feeder) {
+            continue;
+        }
+        if (result < 0) {
+            result = 0;
+            *inout_min_ns = feeder->help_min_ns;
+            *inout_max_ns = feeder->help_max_ns;
+        }
+        if (feeder != last) { /* the entries of one device share it */
+            result |= feeder->help(feeder) != 0;
+            last = feeder;
+        }
+        signal_feeder_leave(feeder);
+    }
+    return result;
+}
+
+/* waiter_sleep(waiter_decided) for a wait that may help its producers:
+ * sleeps in slices, the first help_min_ns long, doubling up to help_max_ns
+ * (back to the first after anything moved), and asks the feeders to look
+ * after each. The thread's timer slack is tightened meanwhile: the default
+ * would stretch every slice by up to 50 us. Without a helping feeder it is
+ * one plain sleep. */
+static int waiter_sleep_helping(waiter_t *waiter, const ordo_signal_point_t *points, size_t count,
+                                uint32_t armed, ordo_deadline_t deadline) {
+    uint64_t min_ns = 0, max_ns = 0;
+    uint32_t fired = atomic_load_explicit(&waiter->word, memory_order_acquire);
+    if (waiter_decided(waiter, fired & WAITER_COUNT_MASK, armed) ||
+        waiter_help(points, count, &min_ns, &max_ns) < 0 || min_ns == 0) {
+        return waiter_sleep(waiter, waiter_decided, armed, deadline);
+    }
+    uint64_t slack = ordo_timer_slack_set(HELP_TIMER_SLACK_NS);
+    uint64_t slice = min_ns;
+    int decided;
+    for (;;) {
+        uint64_t now = ordo_time_now_ns();
+        ordo_deadline_t until = deadline;
+        if (deadline == ORDO_DEADLINE_NEVER || (deadline > now && deadline - now > slice)) {
+            until = now + slice;
+        }
+        if ((decided = waiter_sleep(waiter, waiter_decided, armed, until)) != 0 ||
+            until == deadline) {
+            break;
+        }
+        int moved = waiter_help(points, count, &min_ns, &max_ns);
+        if (moved < 0) { /* the producer is gone: nothing to help */
+            decided = waiter_sleep(waiter, waiter_decided, armed, deadline);
+            break;
+        }
+        slice = moved ? min_ns : (slice * 2 > max_ns ? max_ns : slice * 2);
+    }
+    ordo_timer_slack_restore(slack);
+    return decided;
+}
+
 static int waiter_drained(const waiter_t *waiter, uint32_t fired, uint32_t expected) {
     (void)waiter;
     return fired == expected;
@@ -233,7 +306,7 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
             break; /* decided while arming: the rest need no timepoint */
         }
     }
-    (void)waiter_sleep(&waiter, waiter_decided, armed, deadline);
+    (void)waiter_sleep_helping(&waiter, points, count, armed, deadline);
 
     uint32_t prevented = 0;
     for (size_t i = 0; i < count; ++i) {

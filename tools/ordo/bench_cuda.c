@@ -131,11 +131,10 @@ static void run_event_pool(const bench_options_t *options, ordo_device_t *device
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
             void *event;
-            int pooled;
-            if (event_pool_acquire(d->points, &event, &pooled) != ORDO_OK ||
-                event_pool_release(d->points, event, pooled) != ORDO_OK) {
+            if (event_pool_take(d->points, &event) != ORDO_OK) {
                 bench_fail("the point pool failed");
             }
+            event_pool_give(d->points, event);
         }
         uint64_t t1 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
@@ -490,8 +489,9 @@ static void run_signal_point(const bench_options_t *options, ordo_device_t *devi
 
 /* ---- cuda_signal_host_wake ----------------------------------------------------- */
 
-enum { WAKE_SPIN, WAKE_RING, WAKE_ORDO, WAKE_KINDS };
-static const char *const wake_impls[WAKE_KINDS] = {"cuda_sync_spin", "seed_ring", "ordo"};
+enum { WAKE_SPIN, WAKE_RING, WAKE_BLOCKING, WAKE_ORDO, WAKE_KINDS };
+static const char *const wake_impls[WAKE_KINDS] = {"cuda_sync_spin", "seed_ring",
+                                                   "cuda_blocking_sync", "ordo"};
 
 /* The device the waiter thread makes current, and one round's hand-offs:
  * the main thread raises `go` to the round's number once the round's work
@@ -501,8 +501,9 @@ typedef struct wake_rig {
     ordo_device_t *device;
     ordo_signal_t *go;
     ordo_signal_t *done;
-    int kind;      /* of the round */
-    CUevent event; /* recorded behind the gate (spin, ring) */
+    int kind;               /* of the round */
+    CUevent event;          /* recorded behind the gate (spin, ring) */
+    CUevent blocking_event; /* CU_EVENT_BLOCKING_SYNC, behind the gate (blocking) */
     ordo_signal_t *ordo_signal;
     uint64_t target;  /* the ordo signal's value of the round */
     uint64_t woke_ns; /* when the waiter returned from its wait */
@@ -539,6 +540,12 @@ static void wake_wait(wake_rig_t *rig) {
             sleep_ns(100000);
         }
         check(r, "cuEventQuery");
+        break;
+    case WAKE_BLOCKING:
+        /* The driver's own sleep until the device's interrupt: the floor
+         * for a host thread that sleeps. No deadline of its own: the main
+         * thread's wait for `done` bounds the round (and ends the run). */
+        check(cu->EventSynchronize(rig->blocking_event), "cuEventSynchronize");
         break;
     default:
         if (ordo_signal_wait(rig->ordo_signal, rig->target, ordo_deadline_after_ms(60000)) !=
@@ -609,6 +616,8 @@ static void run_host_wake(const bench_options_t *options, ordo_device_t *device)
         bench_fail("cannot create a stream or a signal");
     }
     check(cu->EventCreate(&rig.event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(cu->EventCreate(&rig.blocking_event, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING),
+          "cuEventCreate");
     double *latency[WAKE_KINDS];
     uint64_t cpu[WAKE_KINDS] = {0}, wall[WAKE_KINDS] = {0};
     for (int k = 0; k < WAKE_KINDS; ++k) {
@@ -634,7 +643,8 @@ static void run_host_wake(const bench_options_t *options, ordo_device_t *device)
             } else {
                 check(cu->StreamWaitValue64(raw, gw.device, round, CU_STREAM_WAIT_VALUE_GEQ),
                       "cuStreamWaitValue64");
-                check(cu->EventRecord(rig.event, raw), "cuEventRecord");
+                check(cu->EventRecord(kind == WAKE_BLOCKING ? rig.blocking_event : rig.event, raw),
+                      "cuEventRecord");
             }
             rig.kind = kind;
             if (ordo_signal_signal(rig.go, round) != ORDO_OK) {
@@ -673,10 +683,15 @@ static void run_host_wake(const bench_options_t *options, ordo_device_t *device)
                                 stats[WAKE_RING].median_ns / stats[WAKE_SPIN].median_ns};
     bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_RING], &stats[WAKE_RING], &ring_ratio,
                    1, pct[WAKE_RING]);
-    bench_ratio_t ratios[2] = {
+    bench_ratio_t blocking_ratio = {wake_impls[WAKE_SPIN],
+                                    stats[WAKE_BLOCKING].median_ns / stats[WAKE_SPIN].median_ns};
+    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_BLOCKING], &stats[WAKE_BLOCKING],
+                   &blocking_ratio, 1, pct[WAKE_BLOCKING]);
+    bench_ratio_t ratios[3] = {
         {wake_impls[WAKE_RING], stats[WAKE_ORDO].median_ns / stats[WAKE_RING].median_ns},
-        {wake_impls[WAKE_SPIN], stats[WAKE_ORDO].median_ns / stats[WAKE_SPIN].median_ns}};
-    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_ORDO], &stats[WAKE_ORDO], ratios, 2,
+        {wake_impls[WAKE_SPIN], stats[WAKE_ORDO].median_ns / stats[WAKE_SPIN].median_ns},
+        {wake_impls[WAKE_BLOCKING], stats[WAKE_ORDO].median_ns / stats[WAKE_BLOCKING].median_ns}};
+    bench_emit_cpu("cuda_signal_host_wake", wake_impls[WAKE_ORDO], &stats[WAKE_ORDO], ratios, 3,
                    pct[WAKE_ORDO]);
     for (int k = 0; k < WAKE_KINDS; ++k) {
         free(latency[k]);
@@ -690,6 +705,7 @@ static void run_host_wake(const bench_options_t *options, ordo_device_t *device)
     ordo_signal_destroy(rig.go);
     ordo_signal_destroy(rig.done);
     (void)cu->EventDestroy(rig.event);
+    (void)cu->EventDestroy(rig.blocking_event);
     (void)cu->StreamDestroy(raw);
     (void)cu->MemFreeHost(word);
 }

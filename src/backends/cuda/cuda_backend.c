@@ -302,17 +302,44 @@ static void device_release_parts(cuda_device_t *d) {
     ordo_dealloc(d, sizeof *d, 0);
 }
 
-/* ORDO_CUDA_POLL_US=MIN,MAX: the completion thread's poll interval in
- * microseconds, after progress and at most (docs/CUDA.md); unset, or not
- * two numbers with 1 <= MIN <= MAX <= 1000000: the defaults. */
-static void poll_schedule_from_env(uint64_t *out_min_ns, uint64_t *out_max_ns) {
-    const char *text = getenv("ORDO_CUDA_POLL_US");
-    unsigned long lo = 0, hi = 0;
-    char end = 0;
-    if (text && sscanf(text, "%lu,%lu%c", &lo, &hi, &end) == 2 && lo >= 1 && lo <= hi &&
-        hi <= 1000000ul) {
-        *out_min_ns = (uint64_t)lo * 1000u;
-        *out_max_ns = (uint64_t)hi * 1000u;
+/* ORDO_CUDA_POLL_US=MIN,MAX[,IDLE]: the completion thread's poll intervals
+ * in microseconds: after progress, at most while a value is waited for,
+ * and while none is (docs/CUDA.md); unset, or not two or three numbers
+ * with 1 <= MIN <= MAX <= IDLE <= 1000000: the defaults. */
+/* Reads a decimal number of 1 to 7 digits at *text (no sign, no space)
+ * and moves past it; 0 if there is none. */
+static int env_number(const char **text, unsigned long *out) {
+    const char *p = *text;
+    unsigned long value = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 8) {
+        value = value * 10u + (unsigned long)(*p++ - '0');
+        ++digits;
+    }
+    if (digits == 0 || digits > 7) {
+        return 0;
+    }
+    *out = value;
+    *text = p;
+    return 1;
+}
+
+static void watcher_config_from_env(hal_watcher_config_t *out_config) {
+    memset(out_config, 0, sizeof *out_config);
+    const char *p = getenv("ORDO_CUDA_POLL_US");
+    unsigned long lo = 0, hi = 0, idle = 0;
+    int ok = p && env_number(&p, &lo) && *p++ == ',' && env_number(&p, &hi);
+    if (ok && *p == ',') {
+        ++p;
+        ok = env_number(&p, &idle) && *p == '\0';
+    } else if (ok) {
+        ok = *p == '\0';
+        idle = hi > 1000ul ? hi : 1000ul; /* the default, or MAX if longer */
+    }
+    if (ok && lo >= 1 && lo <= hi && hi <= idle && idle <= 1000000ul) {
+        out_config->min_poll_ns = (uint64_t)lo * 1000u;
+        out_config->max_poll_ns = (uint64_t)hi * 1000u;
+        out_config->idle_poll_ns = (uint64_t)idle * 1000u;
     }
 }
 
@@ -367,9 +394,9 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         device_release_parts(d);
         return st;
     }
-    uint64_t min_poll_ns = 0, max_poll_ns = 0;
-    poll_schedule_from_env(&min_poll_ns, &max_poll_ns);
-    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, min_poll_ns, max_poll_ns, api);
+    hal_watcher_config_t watcher_config;
+    watcher_config_from_env(&watcher_config);
+    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, &watcher_config, api);
     if (st != ORDO_OK) {
         device_release_parts(d);
         return st;

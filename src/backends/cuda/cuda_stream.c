@@ -60,8 +60,7 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
         return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream point");
     }
     void *point = NULL;
-    int pooled = 1;
-    ordo_status_t st = event_pool_acquire(d->points, &point, &pooled);
+    ordo_status_t st = event_pool_take(d->points, &point);
     if (st != ORDO_OK) {
         hal_timeline_watch_free(&s->timeline, w);
         return st;
@@ -82,7 +81,7 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
         }
     }
     if (r != CUDA_SUCCESS) {
-        (void)event_pool_release(d->points, point, pooled);
+        event_pool_give(d->points, point);
         hal_timeline_watch_free(&s->timeline, w);
         return cuda_error(r, api, what);
     }
@@ -141,14 +140,34 @@ static void point_release(void *user, void *point, int reached) {
      * for the new record; waits enqueued on the old one keep it). */
     (void)reached;
     cuda_device_t *d = user;
-    (void)event_pool_release(d->points, point, 1);
+    event_pool_give(d->points, point);
 }
 
 static void watcher_thread_start(void *user) {
     (void)cuda_enter(user, "the CUDA completion thread");
 }
 
-const hal_watcher_ops_t cuda_watcher_ops = {point_query, point_release, watcher_thread_start};
+/* A waiting thread's pass (watcher.h): the device's context current for
+ * its queries, the thread's own restored after. */
+static int help_begin(void *user) {
+    cuda_device_t *d = user;
+    return d->cu->CtxPushCurrent(d->ctx) == CUDA_SUCCESS;
+}
+
+static void help_end(void *user) {
+    cuda_device_t *d = user;
+    CUcontext popped = NULL;
+    (void)d->cu->CtxPopCurrent(&popped);
+}
+
+const hal_watcher_ops_t cuda_watcher_ops = {
+    .query = point_query,
+    .release = point_release,
+    .thread_start = watcher_thread_start,
+    .in_order = 1, /* a stream's events complete in its order */
+    .help_begin = help_begin,
+    .help_end = help_end,
+};
 
 /* ---- device-side waits ----------------------------------------------------- */
 

@@ -13,7 +13,9 @@
  * - with ORDO_ERR_CANCELLED when the signal is destroyed first.
  *
  * Callbacks run on the thread that caused them (the one that signalled,
- * failed, destroyed or armed), never under a lock of ordo's. A callback may
+ * failed, destroyed or armed; for a value a GPU stream reaches, the
+ * device's completion thread, even when a waiting thread saw the point
+ * first: docs/CUDA.md), never under a lock of ordo's. A callback may
  * signal, fail or wait-free query any signal and arm or cancel timepoints,
  * including its own (re-arming is allowed). Timepoints that become due while
  * a callback runs on the same thread are queued and run after it returns,

@@ -432,9 +432,11 @@ static int watcher_pass_locked(hal_watcher_t *w, int *out_progressed) {
     return pass.outstanding;
 }
 
-/* The sink of a helping waiter's pass: callbacks other than waiters' wake-
- * ups go to the watcher thread, which runs them at once (a callback on the
- * waiting thread could need a lock that thread holds, or wait for it). */
+/* The sink of every pass: callbacks other than waiters' wake-ups queue
+ * here, in the order the passes made them due, and the watcher thread runs
+ * them after its pass, outside pass_lock. So a helper's pass runs none (a
+ * callback on a waiting thread could need a lock that thread holds), and
+ * callbacks keep one order whichever thread completed their points. */
 static void sink_take(timepoint_sink_t *sink, due_list_t *due) {
     hal_watcher_t *w = (hal_watcher_t *)((char *)sink - offsetof(hal_watcher_t, sink));
     pthread_mutex_lock(&w->deferred_lock);
@@ -446,6 +448,11 @@ static void sink_take(timepoint_sink_t *sink, due_list_t *due) {
     w->deferred.tail = due->tail;
     atomic_store_explicit(&w->deferred_pending, 1, memory_order_relaxed);
     pthread_mutex_unlock(&w->deferred_lock);
+    if (pthread_equal(pthread_self(), w->thread)) {
+        return; /* the watcher's own pass: it runs them once it ends */
+    }
+    /* After deferred_pending: the watcher's seq_cst read of work that sees
+     * this bump sees the flag too. */
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
     ordo_futex_wake(&w->work, 1);
 }
@@ -471,6 +478,9 @@ static void run_deferred(hal_watcher_t *w) {
  * help ops, with others' callbacks diverted to the watcher thread. */
 static int feeder_help(signal_feeder_t *feeder) {
     hal_watcher_t *w = WATCHER_OF_FEEDER(feeder);
+    if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+        return -1; /* halted: nothing to help any more */
+    }
     if (timepoints_running_here() || pthread_mutex_trylock(&w->pass_lock) != 0) {
         return 0;
     }
@@ -540,16 +550,16 @@ static void *watcher_main(void *arg) {
         /* After `seen`: hal_watcher_halt sets stop before it bumps work, so
          * a halt this load missed changes work and ends the sleep below. */
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+            run_deferred(w);
             break;
         }
-        run_deferred(w);
         int progressed = 0;
         pthread_mutex_lock(&w->pass_lock);
+        timepoint_sink_t *outer = timepoints_divert(&w->sink);
         int pending = watcher_pass_locked(w, &progressed);
+        (void)timepoints_divert(outer);
         pthread_mutex_unlock(&w->pass_lock);
-        if (atomic_load_explicit(&w->deferred_pending, memory_order_relaxed)) {
-            continue; /* handed over during the pass: run them now */
-        }
+        run_deferred(w);
         if (pending) {
             /* Something is pending: poll again after the interval. A push
              * does not cut the sleep short (the pusher pays no wake-up; the
@@ -558,7 +568,11 @@ static void *watcher_main(void *arg) {
              * want read after this load ends it (the interval below looks
              * at the signals after the load), and so does a halt. */
             seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
+            if (atomic_load_explicit(&w->deferred_pending, memory_order_relaxed)) {
+                continue; /* a helper handed callbacks over: run them now */
+            }
             if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+                run_deferred(w);
                 break;
             }
             uint64_t interval = next_interval(w, progressed, &fresh, &poll_ns);
@@ -647,6 +661,9 @@ void hal_watcher_halt(hal_watcher_t *w) {
          * wait is short). */
         pthread_mutex_lock(&w->pass_lock);
         pthread_mutex_unlock(&w->pass_lock);
+        /* What that pass handed over: owners may wait for it (an
+         * asynchronous waiter's destroy, a memory reap). */
+        run_deferred(w);
     }
     w->started = 0;
 }

@@ -42,15 +42,19 @@
  * completions) are serialised by pass_lock (a helper that finds it taken,
  * or that is inside a callback already, skips its turn), so completions
  * still run one at a time and in order; hal_watcher_is_current is true
- * during a helper's pass. A helper's pass wakes blocked waiters itself but
- * runs no other callback: timepoints that its completions make due (links,
- * asynchronous waits, users' timepoints) go to the watcher thread, which
- * runs them at once, so no callback ever runs on a thread that is waiting
- * (it could need a lock that thread holds).
+ * during a helper's pass. A pass wakes blocked waiters itself but runs no
+ * other callback: timepoints that its completions make due (links,
+ * asynchronous waits, users' timepoints) queue in the watcher's sink in
+ * the order they became due, and the watcher thread runs them after its
+ * pass, outside pass_lock (woken at once when a helper queued them). So
+ * no callback runs on a thread that is waiting (it could need a lock that
+ * thread holds), and callbacks keep one order whoever completed their
+ * points.
  *
  * Completions (raising signals, failing them, completing event records)
- * happen on the watcher's thread or a helping waiter's, outside every lock
- * but pass_lock; users' callbacks run on the watcher's thread only.
+ * happen on the watcher's thread or a helping waiter's, under pass_lock and
+ * outside every other lock; callbacks run on the watcher's thread only,
+ * outside every lock.
  *
  * The registry maps (signal, value) to the earliest registered device
  * point at which the signal reaches at least that value: every pushed
@@ -63,13 +67,13 @@
  * signal raised at every registration, so a host-held wait can wake and
  * look again.
  *
- * Locks: pass_lock before watcher->lock (the list
- * of timelines) before timeline->lock (one timeline's queue) and before
- * registry_lock; registry_lock comes before a signal's lock (a registered
- * signal's feeder is hung and taken off under both) and is otherwise a
- * leaf (the find callback runs under it and must only issue a device
- * wait). No callback of ordo's users runs under any of
- * them but pass_lock. */
+ * Locks: pass_lock before watcher->lock (the list of timelines) before
+ * timeline->lock (one timeline's queue) and before registry_lock;
+ * registry_lock comes before a signal's lock (a registered signal's feeder
+ * is hung and taken off under both) and is otherwise a leaf (the find
+ * callback runs under it and must only issue a device wait);
+ * deferred_lock (the sink's queue) is a leaf. No callback of ordo's users
+ * runs under any of them. */
 #ifndef ORDO_HAL_WATCHER_H
 #define ORDO_HAL_WATCHER_H
 

@@ -88,8 +88,8 @@ enum {
 /* See "Feeders" above. */
 typedef struct signal_feeder {
     void (*wanted)(struct signal_feeder *feeder);
-    /* Optional: looks once on the calling (waiting) thread; returns
-     * non-zero if anything moved. */
+    /* Optional: looks once on the calling (waiting) thread; returns 1 if
+     * anything moved, 0 if not, -1 if it cannot help any more. */
     int (*help)(struct signal_feeder *feeder);
     uint64_t help_min_ns;
     uint64_t help_max_ns;

@@ -168,9 +168,9 @@ static int waiter_decided(const waiter_t *waiter, uint32_t fired, uint32_t armed
 }
 
 /* Asks the feeders of the entries (signal_internal.h, "Feeders") to look
- * once. Returns -1 if no entry has a feeder that helps, else whether
- * anything moved; *inout_min_ns and *inout_max_ns take the first helping
- * feeder's schedule. */
+ * once. Returns -1 if no entry has a feeder that can help, else whether
+ * anything moved; *inout_min_ns and *inout_max_ns (0 on the first call)
+ * take the first feeder's schedule. */
 static int waiter_help(const ordo_signal_point_t *points, size_t count, uint64_t *inout_min_ns,
                        uint64_t *inout_max_ns) {
     int result = -1;
@@ -180,13 +180,15 @@ static int waiter_help(const ordo_signal_point_t *points, size_t count, uint64_t
         if (!feeder) {
             continue;
         }
-        if (result < 0) {
-            result = 0;
+        if (*inout_min_ns == 0) {
             *inout_min_ns = feeder->help_min_ns;
             *inout_max_ns = feeder->help_max_ns;
         }
-        if (feeder != last) { /* the entries of one device share it */
-            result |= feeder->help(feeder) != 0;
+        if (feeder != last) {                  /* the entries of one device share it */
+            int helped = feeder->help(feeder); /* < 0: its producer has stopped */
+            if (helped >= 0) {
+                result = (result > 0) | (helped != 0);
+            }
             last = feeder;
         }
         signal_feeder_leave(feeder);

@@ -63,7 +63,8 @@ struct ordo_timepoint {
     ordo_timepoint_fn fn_;   /**< internal: the callback */
     void *ctx_;              /**< internal: the callback's context */
     ordo_status_t status_;   /**< internal: the outcome, once due */
-    uint32_t state_;         /**< internal: idle, armed, due or fired */
+    uint16_t state_;         /**< internal: idle, armed, due or fired */
+    uint16_t kind_;          /**< internal: whose timepoint it is (how it is run) */
 };
 
 /** An initializer for a timepoint never armed. */

@@ -665,8 +665,8 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
     signal_retain_internal(signal);
     /* Arming publishes the fields above (under the signal's lock) to
      * whichever thread runs the timepoint. */
-    if (ORDO_UNLIKELY(timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired, e) !=
-                      ORDO_OK)) {
+    if (ORDO_UNLIKELY(timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired, e,
+                                          TIMEPOINT_USER) != ORDO_OK)) {
         atomic_fetch_sub_explicit(&w->registered, 1, memory_order_relaxed);
         if (out_id) {
             *out_id = 0;

@@ -90,7 +90,8 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * failure message. */
     signal_retain_internal(target);
     signal_retain_internal(source);
-    st = ordo_timepoint_arm(&link->timepoint_, source, source_value, link_timepoint_fired, link);
+    st = timepoint_arm_checked(&link->timepoint_, source, source_value, link_timepoint_fired, link,
+                               TIMEPOINT_LINK, "ordo_timepoint_arm");
     if (st != ORDO_OK) {
         signal_release_internal(source);
         signal_release_internal(target);

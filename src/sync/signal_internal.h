@@ -77,6 +77,13 @@
 #define SIGNAL_VALUE_MASK ORDO_SIGNAL_VALUE_MAX
 #define SIGNAL_NO_WAKE UINT64_MAX
 
+/* Timepoint kinds (ordo_timepoint_t.kind_): how a due one is run. */
+enum {
+    TIMEPOINT_USER = 0,   /* a callback: run after waiters, in order, never nested */
+    TIMEPOINT_WAITER = 1, /* a blocked wait's wake-up: run at once, before the rest */
+    TIMEPOINT_LINK = 2,   /* a link: entered while still DUE (link_timepoint_fired) */
+};
+
 /* Timepoint states (ordo_timepoint_t.state_). */
 enum {
     TIMEPOINT_IDLE = 0,  /* never armed, or cancelled */
@@ -165,10 +172,15 @@ void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
  * soon as the target has its outcome. */
 void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
 
-/* Arms a validated timepoint; no error message on failure (the only one is
- * ORDO_ERR_DESTROYED). */
+/* Arms a validated timepoint of kind (TIMEPOINT_*); no error message on
+ * failure (the only one is ORDO_ERR_DESTROYED). */
 ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                  uint64_t value, ordo_timepoint_fn fn, void *ctx);
+                                  uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind);
+
+/* ordo_timepoint_arm for a timepoint of kind, its errors named for api. */
+ordo_status_t timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                    uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
+                                    const char *api);
 
 static inline void signal_retain_internal(ordo_signal_t *signal) {
     atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);

@@ -131,7 +131,7 @@ static void run_one(ordo_timepoint_t *tp) {
     ordo_timepoint_fn fn = tp->fn_;
     void *ctx = tp->ctx_;
     ordo_status_t status = tp->status_;
-    if (fn == link_timepoint_fired) {
+    if (tp->kind_ == TIMEPOINT_LINK) {
         /* A link's callback reads the link's fields first and marks it FIRED
          * itself, before it signals the target. */
         fn(ctx, status, tp);
@@ -148,7 +148,7 @@ void timepoints_run(due_list_t *due) {
     due_list_t user = {0};
     for (ordo_timepoint_t *tp = due->head, *next; tp; tp = next) {
         next = tp->next_;
-        if (tp->fn_ == waiter_timepoint_fired) {
+        if (tp->kind_ == TIMEPOINT_WAITER) {
             run_one(tp);
         } else {
             due_append(&user, tp);
@@ -184,11 +184,12 @@ void timepoints_run(due_list_t *due) {
 }
 
 ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                  uint64_t value, ordo_timepoint_fn fn, void *ctx) {
+                                  uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind) {
     timepoint->signal_ = signal;
     timepoint->value_ = value;
     timepoint->fn_ = fn;
     timepoint->ctx_ = ctx;
+    timepoint->kind_ = (uint16_t)kind;
 
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
@@ -226,32 +227,38 @@ ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *si
     return ORDO_OK;
 }
 
-ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *signal, uint64_t value,
-                                 ordo_timepoint_fn fn, void *ctx) {
-    ordo_status_t st = signal_check(signal, __func__);
+ordo_status_t timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                    uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
+                                    const char *api) {
+    ordo_status_t st = signal_check(signal, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!timepoint || !fn) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
                           timepoint ? "fn" : "timepoint");
     }
     if (value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                          (unsigned long long)value);
     }
     uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "timepoint %p is %s (or was not zero-initialised)", (void *)timepoint,
+        return ordo_error(ORDO_ERR_BUSY, api, "timepoint %p is %s (or was not zero-initialised)",
+                          (void *)timepoint,
                           state == TIMEPOINT_ARMED ? "armed already"
                                                    : "due, its callback not yet run");
     }
-    st = timepoint_arm_quiet(timepoint, signal, value, fn, ctx);
+    st = timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
     if (st != ORDO_OK) {
-        return ordo_error(st, __func__, "signal %p was destroyed", (void *)signal);
+        return ordo_error(st, api, "signal %p was destroyed", (void *)signal);
     }
     return ORDO_OK;
+}
+
+ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *signal, uint64_t value,
+                                 ordo_timepoint_fn fn, void *ctx) {
+    return timepoint_arm_checked(timepoint, signal, value, fn, ctx, TIMEPOINT_USER, __func__);
 }
 
 ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_result_t *out_result) {

@@ -288,7 +288,7 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
             continue;
         }
         if (timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
-                                waiter_timepoint_fired, &waiter) != ORDO_OK) {
+                                waiter_timepoint_fired, &waiter, TIMEPOINT_WAITER) != ORDO_OK) {
             /* Destroyed since the spin: perhaps after reaching the value,
              * which then stays reached, or after failing. Whichever, it
              * decides the wait unless a firing did first. */

@@ -44,7 +44,7 @@ static inline int cuda_kernels_load(const cuda_api_t *cu, cuda_kernels_t *out, c
     }
     if (r != CUDA_SUCCESS) {
         char detail[128];
-        cuda_describe(r, detail, sizeof detail);
+        ordo__cuda_describe(r, detail, sizeof detail);
         snprintf(reason, capacity, "the test kernels cannot be loaded: %s: %s", what, detail);
         return 0;
     }

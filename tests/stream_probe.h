@@ -4,12 +4,12 @@
  * the task's gate after a sleep and hoping the destroy got there first.
  *
  * Backends:
- * - cpu: cpu_stream_fini fails the stream as cancelled (fail_stream) when
+ * - cpu: ordo__cpu_stream_fini fails the stream as cancelled (fail_stream) when
  *   work is pending, before it stops and joins the worker; the worker checks
  *   the failure before each op, so an op after the running task is skipped
  *   once the failure shows. Work is pending whenever the caller is a task
  *   of the stream, so this reads ordo_stream_status.
- * - cuda: hal_lane_fini sets the lane's `stopping` under the lane's lock
+ * - cuda: ordo__hal_lane_fini sets the lane's `stopping` under the lane's lock
  *   before it joins the lane's thread; the lane starts every op after the
  *   one running with `cancelled` set once it sees it.
  *
@@ -31,11 +31,11 @@
 static inline int test_stream_destroy_begun(ordo_stream_t *stream) {
     /* By entry point, not by table: a test may run a copy of a table. */
     const hal_backend_t *backend = stream->device->backend;
-    if (backend->stream_fini == hal_cpu_backend.stream_fini) {
+    if (backend->stream_fini == ordo__hal_cpu_backend.stream_fini) {
         return ordo_stream_status(stream) == ORDO_ERR_CANCELLED;
     }
 #ifdef ORDO_HAVE_CUDA_H
-    if (backend->stream_fini == cuda_stream_fini) {
+    if (backend->stream_fini == ordo__cuda_stream_fini) {
         cuda_stream_t *s = stream->impl;
         hal_lane_lock(&s->lane);
         int stopping = s->lane.stopping;

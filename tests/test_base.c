@@ -37,7 +37,7 @@ static void error_can_wrap_the_previous_message(void **state) {
     char inner[512];
     snprintf(inner, sizeof inner, "%s", ordo_error_message());
     assert_true(strlen(inner) > 10);
-    assert_status(ordo_error(ORDO_ERR_ABORTED, "outer_api", "member 0: %s", ordo_error_message()),
+    assert_status(ordo__error(ORDO_ERR_ABORTED, "outer_api", "member 0: %s", ordo_error_message()),
                   ORDO_ERR_ABORTED);
     char expected[600];
     snprintf(expected, sizeof expected, "outer_api: member 0: %s", inner);
@@ -45,7 +45,7 @@ static void error_can_wrap_the_previous_message(void **state) {
 
     /* Wrapped until it no longer fits: truncated, never garbled. */
     for (int i = 0; i < 120; ++i) {
-        (void)ordo_error(ORDO_ERR_ABORTED, "api", "%s", ordo_error_message());
+        (void)ordo__error(ORDO_ERR_ABORTED, "api", "%s", ordo_error_message());
     }
     const char *message = ordo_error_message();
     assert_int_equal(strlen(message), 511);
@@ -91,12 +91,12 @@ static void deadlines_saturate_and_count_down(void **state) {
 static void futex_times_out_not_early(void **state) {
     (void)state;
     _Atomic uint32_t word = 7;
-    assert_int_equal(ordo_futex_wait(&word, 8, test_deadline()), ORDO_FUTEX_MISMATCH);
+    assert_int_equal(ordo__futex_wait(&word, 8, test_deadline()), ORDO_FUTEX_MISMATCH);
     uint64_t start = ordo_time_now_ns();
     ordo_deadline_t deadline = start + 20000000ull;
     ordo_futex_result_t r;
     do {
-        r = ordo_futex_wait(&word, 7, deadline);
+        r = ordo__futex_wait(&word, 7, deadline);
     } while (r == ORDO_FUTEX_WOKEN);
     assert_int_equal(r, ORDO_FUTEX_TIMED_OUT);
     assert_true(ordo_time_now_ns() >= deadline);
@@ -110,7 +110,7 @@ static void *futex_wake_later(void *arg) {
     futex_waker_t *w = arg;
     test_sleep_ms(5);
     atomic_store(&w->word, 1);
-    ordo_futex_wake(&w->word, 1);
+    ordo__futex_wake(&w->word, 1);
     return NULL;
 }
 
@@ -121,7 +121,7 @@ static void futex_wakes_a_sleeper(void **state) {
     pthread_t t = test_thread_start(futex_wake_later, &w);
     ordo_deadline_t deadline = test_deadline();
     while (atomic_load(&w.word) == 0) {
-        assert_int_not_equal(ordo_futex_wait(&w.word, 0, deadline), ORDO_FUTEX_TIMED_OUT);
+        assert_int_not_equal(ordo__futex_wait(&w.word, 0, deadline), ORDO_FUTEX_TIMED_OUT);
     }
     pthread_join(t, NULL);
 }
@@ -237,9 +237,9 @@ static void allocator_rejects_bad_hooks(void **state) {
     ordo_allocator_t half = {counting_allocate, NULL, NULL};
     assert_status(ordo_allocator_set(&half), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_allocator_live_blocks(NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_null(ordo_alloc(0, 0));
-    assert_null(ordo_alloc(16, 3)); /* not a power of two */
-    assert_null(ordo_alloc(SIZE_MAX, 64));
+    assert_null(ordo__alloc(0, 0));
+    assert_null(ordo__alloc(16, 3)); /* not a power of two */
+    assert_null(ordo__alloc(SIZE_MAX, 64));
 }
 
 static void version_is_reported(void **state) {

@@ -403,7 +403,7 @@ static ordo_status_t model_task(void *ctx) {
         ok &= atomic_load(&t->m->ops[op->deps[d]].ran);
     }
     for (unsigned spin = t->k % 7 == 0 ? 2000 : 0; spin; --spin) {
-        ordo_cpu_relax(); /* some tasks take a while: waits get emitted */
+        ordo__cpu_relax(); /* some tasks take a while: waits get emitted */
     }
     atomic_store(&op->order_ok, ok);
     atomic_store(&op->ran, 1);

@@ -1390,14 +1390,14 @@ static void points_come_from_a_pool(void **state) {
     ordo_signal_t *s = test_signal_make(0);
     ordo_event_pool_stats_t before;
     ordo_event_pool_stats_t after;
-    assert_ok(event_pool_stats(d->points, &before));
+    assert_ok(ordo__event_pool_stats(d->points, &before));
     for (uint64_t round = 1; round <= 50; ++round) {
         for (uint64_t k = 0; k < 20; ++k) {
             assert_ok(ordo_stream_signal(stream, s, round * 20 + k));
         }
         assert_ok(ordo_stream_synchronize(stream, test_deadline()));
     }
-    assert_ok(event_pool_stats(d->points, &after));
+    assert_ok(ordo__event_pool_stats(d->points, &after));
     assert_true(after.created_total - before.created_total <= 128);
     assert_true(after.acquires - before.acquires >= 1000);
     assert_ok(ordo_stream_destroy(stream));
@@ -1749,7 +1749,7 @@ static int suite_setup(void **state) {
         device = NULL;
         return 0;
     }
-    cu = cuda_api();
+    cu = ordo__cuda_api();
     if (ordo_cuda_make_current(device) != ORDO_OK ||
         ordo_stream_create(device, 0, &reader) != ORDO_OK ||
         cu->MemHostAlloc(&staging, STAGING_BYTES, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {

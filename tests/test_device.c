@@ -145,7 +145,7 @@ static void failed_build_leaves_nothing_and_retries(void **state) {
     (void)state;
     size_t live_before;
     assert_ok(ordo_allocator_live_blocks(&live_before));
-    hal_inject_build_failures(1);
+    ordo__hal_inject_build_failures(1);
     ordo_device_t *d = NULL;
     assert_status(ordo_device_open("cpu", &d), ORDO_ERR_DEVICE);
     assert_null(d);

@@ -49,7 +49,7 @@ static ordo_status_t fake_create(void *user, ordo_event_kind_t kind, void **out_
         *out_event = NULL;
         return ORDO_OK;
     }
-    fake_event_t *event = ordo_alloc(sizeof *event, 0);
+    fake_event_t *event = ordo__alloc(sizeof *event, 0);
     if (!event) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -71,7 +71,7 @@ static void fake_destroy(void *user, void *object) {
         return;
     }
     event->magic = FAKE_DEAD;
-    ordo_dealloc(event, sizeof *event, 0);
+    ordo__dealloc(event, sizeof *event, 0);
     atomic_fetch_sub(&fake->live, 1);
     atomic_fetch_add(&fake->destroyed, 1);
 }
@@ -92,7 +92,7 @@ static event_pool_t *pool_make(fake_backend_t *fake, size_t initial, size_t grow
     event_pool_backend_t backend = fake_ops(fake);
     ordo_event_pool_config_t config = {initial, growth, maximum};
     event_pool_t *pool = NULL;
-    assert_ok(event_pool_create(&backend, fake->kind, &config, &pool));
+    assert_ok(ordo__event_pool_create(&backend, fake->kind, &config, &pool));
     assert_non_null(pool);
     return pool;
 }
@@ -100,14 +100,14 @@ static event_pool_t *pool_make(fake_backend_t *fake, size_t initial, size_t grow
 static ordo_event_pool_stats_t stats_of(event_pool_t *pool) {
     ordo_event_pool_stats_t stats;
     memset(&stats, 0xab, sizeof stats);
-    assert_ok(event_pool_stats(pool, &stats));
+    assert_ok(ordo__event_pool_stats(pool, &stats));
     return stats;
 }
 
 static void *acquire_one(event_pool_t *pool, int expect_pooled) {
     void *event = NULL;
     int pooled = -1;
-    assert_ok(event_pool_acquire(pool, &event, &pooled));
+    assert_ok(ordo__event_pool_acquire(pool, &event, &pooled));
     assert_non_null(event);
     assert_int_equal(pooled, expect_pooled);
     return event;
@@ -121,7 +121,7 @@ static void assert_no_live_blocks(void) {
 }
 
 static void pool_finish(event_pool_t *pool, fake_backend_t *fake) {
-    assert_ok(event_pool_destroy(pool));
+    assert_ok(ordo__event_pool_destroy(pool));
     assert_int_equal(atomic_load(&fake->live), 0);
     assert_int_equal(atomic_load(&fake->bad_destroys), 0);
     assert_no_live_blocks();
@@ -178,7 +178,7 @@ static void initial_events_are_created_up_front(void **state) {
     assert_int_equal(event->magic, FAKE_MAGIC);
     assert_int_equal(event->kind, ORDO_EVENT_TIMING);
     assert_int_equal(atomic_load(&fake.live), 5);
-    assert_ok(event_pool_release(pool, event, 1));
+    assert_ok(ordo__event_pool_release(pool, event, 1));
     pool_finish(pool, &fake);
 }
 
@@ -188,7 +188,7 @@ static void the_default_config_is_used_for_null(void **state) {
     fake_init(&fake, ORDO_EVENT_PLAIN);
     event_pool_backend_t backend = fake_ops(&fake);
     event_pool_t *pool = NULL;
-    assert_ok(event_pool_create(&backend, ORDO_EVENT_PLAIN, NULL, &pool));
+    assert_ok(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, NULL, &pool));
     ordo_event_pool_config_t defaults = ordo_event_pool_config_default();
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.available, defaults.initial);
@@ -227,7 +227,7 @@ static void growth_creates_a_batch_when_empty(void **state) {
         }
     }
     for (int i = 0; i < 5; ++i) {
-        assert_ok(event_pool_release(pool, held[i], 1));
+        assert_ok(ordo__event_pool_release(pool, held[i], 1));
     }
     s = stats_of(pool);
     assert_int_equal(s.available, 8);
@@ -262,15 +262,15 @@ static void maximum_bounds_pooled_events_and_counts_unpooled(void **state) {
     assert_int_equal(s.high_water, 7);
     assert_int_equal(s.available, 0);
     /* Unpooled events are destroyed on release. */
-    assert_ok(event_pool_release(pool, extra[1], 0));
+    assert_ok(ordo__event_pool_release(pool, extra[1], 0));
     assert_int_equal(atomic_load(&fake.live), 6);
-    assert_ok(event_pool_release(pool, extra[0], 0));
+    assert_ok(ordo__event_pool_release(pool, extra[0], 0));
     s = stats_of(pool);
     assert_int_equal(s.unpooled_destroyed, 2);
     assert_int_equal(s.destroyed_total, 2);
     assert_int_equal(s.in_use, 5);
     for (int i = 0; i < 5; ++i) {
-        assert_ok(event_pool_release(pool, pooled[i], 1));
+        assert_ok(ordo__event_pool_release(pool, pooled[i], 1));
     }
     s = stats_of(pool);
     assert_int_equal(s.available, 5);
@@ -279,7 +279,7 @@ static void maximum_bounds_pooled_events_and_counts_unpooled(void **state) {
     /* Back under the maximum: pooled again, nothing new created. */
     void *again = acquire_one(pool, 1);
     assert_int_equal(stats_of(pool).created_total, 7);
-    assert_ok(event_pool_release(pool, again, 1));
+    assert_ok(ordo__event_pool_release(pool, again, 1));
     assert_int_equal(atomic_load(&fake.live), 5);
     pool_finish(pool, &fake);
 }
@@ -303,7 +303,7 @@ static void stats_are_exact_after_every_step(void **state) {
         uint64_t r = test_rand(&rng);
         if (r % 97 == 0) {
             size_t keep = (size_t)(r >> 8) % 6;
-            assert_ok(event_pool_trim(pool, keep));
+            assert_ok(ordo__event_pool_trim(pool, keep));
             if (m.available > keep) {
                 m.destroyed += m.available - keep;
                 m.available = keep;
@@ -320,7 +320,7 @@ static void stats_are_exact_after_every_step(void **state) {
             m.high_water = m.in_use > m.high_water ? m.in_use : m.high_water;
         } else {
             size_t pick = (size_t)(r >> 24) % count;
-            assert_ok(event_pool_release(pool, held[pick], 1));
+            assert_ok(ordo__event_pool_release(pool, held[pick], 1));
             held[pick] = held[--count];
             m.available++;
             m.in_use--;
@@ -338,7 +338,7 @@ static void stats_are_exact_after_every_step(void **state) {
         assert_int_equal(atomic_load(&fake.live), (long)(m.created - m.destroyed));
     }
     while (count) {
-        assert_ok(event_pool_release(pool, held[--count], 1));
+        assert_ok(ordo__event_pool_release(pool, held[--count], 1));
     }
     pool_finish(pool, &fake);
 }
@@ -352,22 +352,22 @@ static void trim_destroys_available_events_beyond_keep(void **state) {
     for (int i = 0; i < 3; ++i) {
         held[i] = acquire_one(pool, 1);
     }
-    assert_ok(event_pool_trim(pool, 4));
+    assert_ok(ordo__event_pool_trim(pool, 4));
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.available, 4);
     assert_int_equal(s.destroyed_total, 3);
     assert_int_equal(s.in_use, 3);
     assert_int_equal(atomic_load(&fake.live), 7);
-    assert_ok(event_pool_trim(pool, 100)); /* nothing beyond 100 */
+    assert_ok(ordo__event_pool_trim(pool, 100)); /* nothing beyond 100 */
     assert_int_equal(stats_of(pool).available, 4);
-    assert_ok(event_pool_trim(pool, 0));
+    assert_ok(ordo__event_pool_trim(pool, 0));
     s = stats_of(pool);
     assert_int_equal(s.available, 0);
     assert_int_equal(s.destroyed_total, 7);
     assert_int_equal(atomic_load(&fake.live), 3);
     /* Held events are untouched, and come back as usual. */
     for (int i = 0; i < 3; ++i) {
-        assert_ok(event_pool_release(pool, held[i], 1));
+        assert_ok(ordo__event_pool_release(pool, held[i], 1));
     }
     assert_int_equal(stats_of(pool).available, 3);
     /* A trimmed pool grows again. */
@@ -379,7 +379,7 @@ static void trim_destroys_available_events_beyond_keep(void **state) {
     assert_int_equal(s.created_total, 14);
     assert_int_equal(s.available, 2);
     for (int i = 0; i < 5; ++i) {
-        assert_ok(event_pool_release(pool, more[i], 1));
+        assert_ok(ordo__event_pool_release(pool, more[i], 1));
     }
     pool_finish(pool, &fake);
 }
@@ -390,17 +390,17 @@ static void destroy_is_refused_while_events_are_in_use(void **state) {
     fake_init(&fake, ORDO_EVENT_PLAIN);
     event_pool_t *pool = pool_make(&fake, 1, 1, 1);
     void *pooled = acquire_one(pool, 1);
-    assert_status(event_pool_destroy(pool), ORDO_ERR_BUSY);
-    assert_message_mentions("event_pool_destroy");
+    assert_status(ordo__event_pool_destroy(pool), ORDO_ERR_BUSY);
+    assert_message_mentions("ordo__event_pool_destroy");
     assert_message_mentions("in use");
     void *unpooled = acquire_one(pool, 0);
-    assert_ok(event_pool_release(pool, pooled, 1));
-    assert_status(event_pool_destroy(pool), ORDO_ERR_BUSY); /* the unpooled one */
+    assert_ok(ordo__event_pool_release(pool, pooled, 1));
+    assert_status(ordo__event_pool_destroy(pool), ORDO_ERR_BUSY); /* the unpooled one */
     /* The refusal changed nothing. */
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.in_use, 1);
     assert_int_equal(s.available, 1);
-    assert_ok(event_pool_release(pool, unpooled, 0));
+    assert_ok(ordo__event_pool_release(pool, unpooled, 0));
     pool_finish(pool, &fake);
 }
 
@@ -413,32 +413,32 @@ static void bad_input_to_create_is_refused(void **state) {
     event_pool_backend_t backend = fake_ops(&fake);
     ordo_event_pool_config_t config = {2, 2, 0};
     event_pool_t *pool = (event_pool_t *)&fake; /* must be overwritten */
-    assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, NULL),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("out_pool");
-    assert_status(event_pool_create(NULL, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(NULL, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_null(pool);
     event_pool_backend_t half = {fake_create, NULL, &fake};
-    assert_status(event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     half = (event_pool_backend_t){NULL, fake_destroy, &fake};
-    assert_status(event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(event_pool_create(&backend, (ordo_event_kind_t)7, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, (ordo_event_kind_t)7, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("kind");
     config.growth = 0;
-    assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("growth");
     config = (ordo_event_pool_config_t){6, 2, 5};
-    assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("maximum");
     /* A count above its maximum is out of range (status.h). */
     config = (ordo_event_pool_config_t){SIZE_MAX, 2, 0};
-    assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
                   ORDO_ERR_OUT_OF_RANGE);
     assert_null(pool);
     assert_int_equal(atomic_load(&fake.created), 0);
@@ -454,60 +454,60 @@ static void bad_input_to_every_call_is_refused(void **state) {
     int pooled = 0;
     ordo_event_pool_stats_t s;
     /* NULL and non-pool handles. */
-    assert_status(event_pool_acquire(NULL, &event, &pooled), ORDO_ERR_INVALID_HANDLE);
-    assert_message_mentions("event_pool_acquire");
-    assert_status(event_pool_release(NULL, &fake, 1), ORDO_ERR_INVALID_HANDLE);
-    assert_status(event_pool_trim(NULL, 0), ORDO_ERR_INVALID_HANDLE);
-    assert_status(event_pool_stats(NULL, &s), ORDO_ERR_INVALID_HANDLE);
-    assert_status(event_pool_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo__event_pool_acquire(NULL, &event, &pooled), ORDO_ERR_INVALID_HANDLE);
+    assert_message_mentions("ordo__event_pool_acquire");
+    assert_status(ordo__event_pool_release(NULL, &fake, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo__event_pool_trim(NULL, 0), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo__event_pool_stats(NULL, &s), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo__event_pool_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
     _Alignas(64) unsigned char not_a_pool[512] = {0};
-    assert_status(event_pool_acquire((event_pool_t *)not_a_pool, &event, &pooled),
+    assert_status(ordo__event_pool_acquire((event_pool_t *)not_a_pool, &event, &pooled),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(event_pool_destroy((event_pool_t *)not_a_pool), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo__event_pool_destroy((event_pool_t *)not_a_pool), ORDO_ERR_INVALID_HANDLE);
     /* NULL out pointers. */
-    assert_status(event_pool_acquire(pool, NULL, &pooled), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_acquire(pool, NULL, &pooled), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("out_event");
-    assert_status(event_pool_acquire(pool, &event, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_acquire(pool, &event, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("out_pooled");
     assert_null(event);
-    assert_status(event_pool_stats(pool, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_stats(pool, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("out_stats");
     /* Releases of what was not acquired here. */
-    assert_status(event_pool_release(pool, NULL, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, NULL, 1), ORDO_ERR_INVALID_ARGUMENT);
     fake_event_t stranger = {.magic = FAKE_MAGIC, .owner = &fake};
-    assert_status(event_pool_release(pool, &stranger, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, &stranger, 1), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("not a live event");
-    assert_status(event_pool_release(pool, &stranger, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, &stranger, 0), ORDO_ERR_INVALID_ARGUMENT);
     fake_backend_t other_fake;
     fake_init(&other_fake, ORDO_EVENT_PLAIN);
     event_pool_t *other = pool_make(&other_fake, 1, 1, 0);
     void *foreign = acquire_one(other, 1);
-    assert_status(event_pool_release(pool, foreign, 1), ORDO_ERR_INVALID_ARGUMENT);
-    assert_ok(event_pool_release(other, foreign, 1));
+    assert_status(ordo__event_pool_release(pool, foreign, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo__event_pool_release(other, foreign, 1));
     /* An available (never acquired) event of this pool. */
     void *mine = acquire_one(pool, 1);
-    assert_ok(event_pool_release(pool, mine, 1));
-    assert_status(event_pool_release(pool, mine, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo__event_pool_release(pool, mine, 1));
+    assert_status(ordo__event_pool_release(pool, mine, 1), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("released twice");
     /* Double release, the wrong flag, a bad flag. */
     void *a = acquire_one(pool, 1);
-    assert_status(event_pool_release(pool, a, 2), ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(event_pool_release(pool, a, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, a, 2), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, a, 0), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("pooled 1");
-    assert_ok(event_pool_release(pool, a, 1));
-    assert_status(event_pool_release(pool, a, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo__event_pool_release(pool, a, 1));
+    assert_status(ordo__event_pool_release(pool, a, 1), ORDO_ERR_INVALID_ARGUMENT);
     void *held[3];
     for (int i = 0; i < 3; ++i) {
         held[i] = acquire_one(pool, 1);
     }
     void *u = acquire_one(pool, 0);
-    assert_status(event_pool_release(pool, u, 1), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo__event_pool_release(pool, u, 1), ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("pooled 0");
-    assert_ok(event_pool_release(pool, u, 0));
-    assert_status(event_pool_release(pool, u, 0), ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo__event_pool_release(pool, u, 0));
+    assert_status(ordo__event_pool_release(pool, u, 0), ORDO_ERR_INVALID_ARGUMENT);
     for (int i = 0; i < 3; ++i) {
-        assert_ok(event_pool_release(pool, held[i], 1));
-        assert_status(event_pool_release(pool, held[i], 1), ORDO_ERR_INVALID_ARGUMENT);
+        assert_ok(ordo__event_pool_release(pool, held[i], 1));
+        assert_status(ordo__event_pool_release(pool, held[i], 1), ORDO_ERR_INVALID_ARGUMENT);
     }
     /* None of the refusals counted or changed anything. */
     s = stats_of(pool);
@@ -518,7 +518,7 @@ static void bad_input_to_every_call_is_refused(void **state) {
     assert_int_equal(s.unpooled_created, 1);
     assert_int_equal(s.unpooled_destroyed, 1);
     assert_int_equal(atomic_load(&fake.live), 3);
-    assert_ok(event_pool_destroy(other));
+    assert_ok(ordo__event_pool_destroy(other));
     assert_int_equal(atomic_load(&other_fake.live), 0);
     pool_finish(pool, &fake);
 }
@@ -534,7 +534,8 @@ static void backend_failure_leaves_nothing_behind(void **state) {
     ordo_event_pool_config_t config = {5, 2, 0};
     atomic_store(&fake.fail_after, 2);
     event_pool_t *pool = (event_pool_t *)&fake;
-    assert_status(event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool), ORDO_ERR_DEVICE);
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+                  ORDO_ERR_DEVICE);
     assert_message_mentions("backend");
     assert_null(pool);
     assert_int_equal(atomic_load(&fake.created), 2);
@@ -546,7 +547,7 @@ static void backend_failure_leaves_nothing_behind(void **state) {
     atomic_store(&fake.fail_after, 0);
     void *event = &fake;
     int pooled = 7;
-    assert_status(event_pool_acquire(pool, &event, &pooled), ORDO_ERR_DEVICE);
+    assert_status(ordo__event_pool_acquire(pool, &event, &pooled), ORDO_ERR_DEVICE);
     assert_null(event);
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.created_total, 0);
@@ -566,17 +567,17 @@ static void backend_failure_leaves_nothing_behind(void **state) {
     assert_int_equal(stats_of(pool).created_total, 6);
     /* Beyond the maximum: a failed unpooled creation counts nothing. */
     atomic_store(&fake.fail_after, 0);
-    assert_status(event_pool_acquire(pool, &event, &pooled), ORDO_ERR_DEVICE);
+    assert_status(ordo__event_pool_acquire(pool, &event, &pooled), ORDO_ERR_DEVICE);
     s = stats_of(pool);
     assert_int_equal(s.unpooled_created, 0);
     assert_int_equal(s.in_use, 6);
     /* A backend that says OK but returns nothing. */
     atomic_store(&fake.fail_after, -1);
     atomic_store(&fake.return_null, 1);
-    assert_status(event_pool_acquire(pool, &event, &pooled), ORDO_ERR_INTERNAL);
+    assert_status(ordo__event_pool_acquire(pool, &event, &pooled), ORDO_ERR_INTERNAL);
     atomic_store(&fake.return_null, 0);
     for (int i = 0; i < 6; ++i) {
-        assert_ok(event_pool_release(pool, held[i], 1));
+        assert_ok(ordo__event_pool_release(pool, held[i], 1));
     }
     s = stats_of(pool);
     assert_int_equal(s.available, 6);
@@ -599,13 +600,13 @@ static void *cycle_and_exit(void *arg) {
     void *held[16];
     for (int i = 0; i < c->holds; ++i) {
         int pooled;
-        if (event_pool_acquire(c->pool, &held[i], &pooled) != ORDO_OK || pooled != 1) {
+        if (ordo__event_pool_acquire(c->pool, &held[i], &pooled) != ORDO_OK || pooled != 1) {
             atomic_fetch_add(c->errors, 1);
             return NULL;
         }
     }
     for (int i = 0; i < c->holds; ++i) {
-        if (event_pool_release(c->pool, held[i], 1) != ORDO_OK) {
+        if (ordo__event_pool_release(c->pool, held[i], 1) != ORDO_OK) {
             atomic_fetch_add(c->errors, 1);
         }
     }
@@ -637,7 +638,7 @@ static void exiting_threads_return_their_cached_events(void **state) {
     assert_true(s.high_water >= 1 && s.high_water <= 18);
     /* Trim reaches only the depot and this thread's cache: that it empties
      * the pool proves the exited threads' caches came back. */
-    assert_ok(event_pool_trim(pool, 0));
+    assert_ok(ordo__event_pool_trim(pool, 0));
     assert_int_equal(stats_of(pool).available, 0);
     assert_int_equal(atomic_load(&fake.live), 0);
     /* Alone again, this thread's high-water mark is exact. */
@@ -646,7 +647,7 @@ static void exiting_threads_return_their_cached_events(void **state) {
         held[i] = acquire_one(pool, 1);
     }
     for (int i = 0; i < 9; ++i) {
-        assert_ok(event_pool_release(pool, held[i], 1));
+        assert_ok(ordo__event_pool_release(pool, held[i], 1));
     }
     s = stats_of(pool);
     assert_true(s.high_water >= 9);
@@ -666,13 +667,13 @@ static void *use_then_linger(void *arg) {
     void *held[5];
     int pooled;
     for (int i = 0; i < 5; ++i) {
-        if (event_pool_acquire(l->pool, &held[i], &pooled) != ORDO_OK) {
+        if (ordo__event_pool_acquire(l->pool, &held[i], &pooled) != ORDO_OK) {
             atomic_fetch_add(&l->errors, 1);
             return NULL;
         }
     }
     for (int i = 0; i < 5; ++i) {
-        if (event_pool_release(l->pool, held[i], 1) != ORDO_OK) {
+        if (ordo__event_pool_release(l->pool, held[i], 1) != ORDO_OK) {
             atomic_fetch_add(&l->errors, 1);
         }
     }
@@ -685,18 +686,18 @@ static void *use_then_linger(void *arg) {
     event_pool_backend_t backend = fake_ops(l->fake2);
     ordo_event_pool_config_t config = {1, 1, 0};
     event_pool_t *fresh;
-    if (event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &fresh) != ORDO_OK) {
+    if (ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &fresh) != ORDO_OK) {
         atomic_fetch_add(&l->errors, 1);
         return NULL;
     }
     for (int round = 0; round < 100; ++round) {
         void *event;
-        if (event_pool_acquire(fresh, &event, &pooled) != ORDO_OK ||
-            event_pool_release(fresh, event, pooled) != ORDO_OK) {
+        if (ordo__event_pool_acquire(fresh, &event, &pooled) != ORDO_OK ||
+            ordo__event_pool_release(fresh, event, pooled) != ORDO_OK) {
             atomic_fetch_add(&l->errors, 1);
         }
     }
-    if (event_pool_destroy(fresh) != ORDO_OK) {
+    if (ordo__event_pool_destroy(fresh) != ORDO_OK) {
         atomic_fetch_add(&l->errors, 1);
     }
     return NULL;
@@ -715,7 +716,7 @@ static void destroy_reclaims_caches_of_living_threads(void **state) {
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.in_use, 0);
     assert_int_equal(s.available, s.created_total);
-    assert_ok(event_pool_destroy(pool)); /* the thread still has a cache */
+    assert_ok(ordo__event_pool_destroy(pool)); /* the thread still has a cache */
     assert_int_equal(atomic_load(&fake.live), 0);
     assert_int_equal(atomic_load(&fake.bad_destroys), 0);
     atomic_store_explicit(&l.go, 1, memory_order_release);
@@ -745,7 +746,7 @@ static void *consume_and_release(void *arg) {
             }
             sched_yield();
         }
-        if (event_pool_release(h->pool, h->ring[i % 64], 1) != ORDO_OK) {
+        if (ordo__event_pool_release(h->pool, h->ring[i % 64], 1) != ORDO_OK) {
             atomic_fetch_add(&h->errors, 1);
         }
         atomic_store_explicit(&h->tail, i + 1, memory_order_release);
@@ -772,7 +773,7 @@ static void events_acquired_on_one_thread_are_released_on_another(void **state) 
             sched_yield();
         }
         int pooled;
-        assert_ok(event_pool_acquire(pool, &h->ring[i % 64], &pooled));
+        assert_ok(ordo__event_pool_acquire(pool, &h->ring[i % 64], &pooled));
         assert_int_equal(pooled, 1);
         atomic_store_explicit(&h->head, i + 1, memory_order_release);
     }
@@ -816,7 +817,7 @@ static void *race_release(void *arg) {
             return NULL;
         }
         void *event = atomic_load(&r->event);
-        ordo_status_t st = event_pool_release(r->pool, event, 1);
+        ordo_status_t st = ordo__event_pool_release(r->pool, event, 1);
         if (st == ORDO_OK) {
             atomic_fetch_add(&r->ok[a->index], 1);
         } else if (st == ORDO_ERR_INVALID_ARGUMENT) {
@@ -842,7 +843,7 @@ static void simultaneous_double_releases_succeed_once(void **state) {
     for (int round = 1; round <= race.rounds; ++round) {
         int pooled;
         void *event = NULL;
-        assert_ok(event_pool_acquire(pool, &event, &pooled));
+        assert_ok(ordo__event_pool_acquire(pool, &event, &pooled));
         atomic_store(&race.event, event);
         atomic_store_explicit(&race.round, round, memory_order_release);
         assert_int_equal(wait_flag(&race.done[0], round, deadline), 0);
@@ -900,7 +901,7 @@ static void *stress_worker(void *arg) {
     for (uint64_t i = 0; i < a->ops; ++i) {
         uint64_t r = test_rand(&rng);
         if (count < STRESS_HOLD && (count == 0 || r % 3 != 0)) {
-            ordo_status_t st = event_pool_acquire(s->pool, &held[count], &flags[count]);
+            ordo_status_t st = ordo__event_pool_acquire(s->pool, &held[count], &flags[count]);
             if (st != ORDO_OK) {
                 stress_error(s, "acquire", st);
                 break;
@@ -918,7 +919,7 @@ static void *stress_worker(void *arg) {
             int pick = (int)((r >> 8) % (uint64_t)count);
             fake_event_t *e = held[pick];
             atomic_store(&e->holder, 0);
-            ordo_status_t st = event_pool_release(s->pool, e, flags[pick]);
+            ordo_status_t st = ordo__event_pool_release(s->pool, e, flags[pick]);
             if (st != ORDO_OK) {
                 stress_error(s, "release", st);
                 break;
@@ -931,7 +932,7 @@ static void *stress_worker(void *arg) {
     while (count > 0) {
         --count;
         atomic_store(&((fake_event_t *)held[count])->holder, 0);
-        ordo_status_t st = event_pool_release(s->pool, held[count], flags[count]);
+        ordo_status_t st = ordo__event_pool_release(s->pool, held[count], flags[count]);
         if (st != ORDO_OK) {
             stress_error(s, "final release", st);
         }
@@ -947,7 +948,7 @@ static void *stress_observer(void *arg) {
     unsigned round = 0;
     while (atomic_load(&s->workers_done) == 0 && ordo_time_now_ns() < deadline) {
         ordo_event_pool_stats_t st;
-        if (event_pool_stats(s->pool, &st) != ORDO_OK || st.high_water < st.in_use ||
+        if (ordo__event_pool_stats(s->pool, &st) != ORDO_OK || st.high_water < st.in_use ||
             st.created_total < st.destroyed_total || st.unpooled_created < st.unpooled_destroyed) {
             stress_error(s, "stats", ORDO_ERR_INTERNAL);
             break;
@@ -958,7 +959,7 @@ static void *stress_observer(void *arg) {
             stress_error(s, "pooled events beyond the maximum", ORDO_ERR_INTERNAL);
             break;
         }
-        if (++round % 16 == 0 && event_pool_trim(s->pool, 4) != ORDO_OK) {
+        if (++round % 16 == 0 && ordo__event_pool_trim(s->pool, 4) != ORDO_OK) {
             stress_error(s, "trim", ORDO_ERR_INTERNAL);
             break;
         }
@@ -1013,7 +1014,7 @@ static void run_stress(size_t initial, size_t growth, size_t maximum) {
     }
     assert_true(st.high_water >= 1);
     assert_true(st.high_water <= (STRESS_WORKERS + STRESS_QUITTERS) * STRESS_HOLD);
-    assert_ok(event_pool_trim(s.pool, 0));
+    assert_ok(ordo__event_pool_trim(s.pool, 0));
     assert_int_equal(atomic_load(&fake.live), 0);
     pool_finish(s.pool, &fake);
 }
@@ -1049,10 +1050,10 @@ static void many_pools_on_one_thread(void **state) {
         }
         for (int p = 0; p < POOLS; ++p) {
             /* Released into the wrong pool: refused. */
-            assert_status(event_pool_release(pools[(p + 1) % POOLS], held[p][0], 1),
+            assert_status(ordo__event_pool_release(pools[(p + 1) % POOLS], held[p][0], 1),
                           ORDO_ERR_INVALID_ARGUMENT);
             for (int k = 0; k < 3; ++k) {
-                assert_ok(event_pool_release(pools[p], held[p][k], 1));
+                assert_ok(ordo__event_pool_release(pools[p], held[p][k], 1));
             }
         }
     }
@@ -1064,7 +1065,7 @@ static void many_pools_on_one_thread(void **state) {
         assert_int_equal(s.high_water, 3);
         assert_int_equal(s.created_total, 3);
         assert_int_equal(s.available, 3);
-        assert_ok(event_pool_destroy(pools[p]));
+        assert_ok(ordo__event_pool_destroy(pools[p]));
         assert_int_equal(atomic_load(&fakes[p].live), 0);
     }
     free(fakes);

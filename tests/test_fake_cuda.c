@@ -28,7 +28,7 @@ static PFN_cuGetProcAddress_v12000 get_proc;
 static int setup(void **state) {
     (void)state;
     char reason[160] = "";
-    cu = cuda_api_load(reason, sizeof reason);
+    cu = ordo__cuda_api_load(reason, sizeof reason);
     if (!cu) {
         print_message("the stand-in driver is not loaded: %s\n", reason);
         return -1;
@@ -278,7 +278,7 @@ static int exit_with_device_open(void) {
         fprintf(stderr, "exit-with-device-open: %s\n", ordo_error_message());
         return 1;
     }
-    cu = cuda_api();
+    cu = ordo__cuda_api();
     CUdeviceptr gate_device = 0;
     void *word = NULL;
     struct CUstream_st *native = NULL;

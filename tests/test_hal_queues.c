@@ -71,7 +71,7 @@ typedef struct fixture {
 static fixture_t *fixture_make_with(const hal_watcher_ops_t *ops,
                                     const hal_watcher_config_t *config) {
     fixture_t *f = calloc(1, sizeof *f);
-    assert_ok(hal_watcher_start(&f->watcher, ops, &f->device, config, "test"));
+    assert_ok(ordo__hal_watcher_start(&f->watcher, ops, &f->device, config, "test"));
     return f;
 }
 
@@ -80,18 +80,18 @@ static fixture_t *fixture_make(void) {
 }
 
 static void fixture_free(fixture_t *f) {
-    hal_watcher_stop(&f->watcher);
+    ordo__hal_watcher_stop(&f->watcher);
     free(f);
 }
 
 static void timeline_make(fixture_t *f, hal_timeline_t *t) {
-    assert_ok(hal_timeline_init(t, &f->watcher, NULL, "test timeline", "test"));
+    assert_ok(ordo__hal_timeline_init(t, &f->watcher, NULL, "test timeline", "test"));
 }
 
 /* Pushes a point numbered seq that raises signal (may be NULL) to value. */
 static void push_point(hal_timeline_t *t, fake_point_t *p, uint64_t seq, ordo_signal_t *signal,
                        uint64_t value) {
-    hal_watch_t *w = hal_timeline_watch_alloc(t);
+    hal_watch_t *w = ordo__hal_timeline_watch_alloc(t);
     assert_non_null(w);
     w->point = p;
     w->seq = seq;
@@ -100,7 +100,7 @@ static void push_point(hal_timeline_t *t, fake_point_t *p, uint64_t seq, ordo_si
         w->signal = signal;
         w->value = value;
     }
-    hal_timeline_push(t, w);
+    ordo__hal_timeline_push(t, w);
 }
 
 static uint64_t value_of(ordo_signal_t *s) {
@@ -132,7 +132,7 @@ static void points_complete_in_order(void **state) {
     atomic_store(&p[1].reached, 1);
     assert_ok(ordo_signal_wait(s, 3, test_deadline()));
     assert_ok(ordo_signal_wait(t.progress, 3, test_deadline()));
-    hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
     assert_int_equal(atomic_load(&f->device.released), 3);
     assert_int_equal(atomic_load(&f->device.released_reached), 3);
     assert_true(atomic_load(&f->device.thread_started));
@@ -156,9 +156,9 @@ static void a_slow_timeline_holds_back_no_other(void **state) {
     assert_ok(ordo_signal_wait(b, 1, test_deadline()));
     assert_int_equal(value_of(a), 0);
     /* Torn down with its point pending: the point fails as cancelled. */
-    hal_timeline_fini(&slow, ordo_deadline_after_ms(10), 1, ORDO_ERR_CANCELLED, "dropped");
+    ordo__hal_timeline_fini(&slow, ordo_deadline_after_ms(10), 1, ORDO_ERR_CANCELLED, "dropped");
     assert_status(ordo_signal_wait(a, 1, ORDO_DEADLINE_NOW), ORDO_ERR_CANCELLED);
-    hal_timeline_fini(&fast, test_deadline(), 1, ORDO_ERR_CANCELLED, "dropped");
+    ordo__hal_timeline_fini(&fast, test_deadline(), 1, ORDO_ERR_CANCELLED, "dropped");
     assert_int_equal(atomic_load(&f->device.released), 2);
     assert_int_equal(atomic_load(&f->device.released_reached), 1);
     assert_ok(ordo_signal_destroy(a));
@@ -185,9 +185,9 @@ static void a_device_error_fails_the_timeline(void **state) {
     assert_ok(ordo_signal_failure(s[2], &failure, message, sizeof message));
     assert_non_null(strstr(message, "the fake device failed"));
     ordo_status_t st;
-    assert_true(hal_timeline_failed(&t, &st, NULL));
+    assert_true(ordo__hal_timeline_failed(&t, &st, NULL));
     assert_int_equal(st, ORDO_ERR_DEVICE);
-    hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
     for (int i = 0; i < 3; ++i) {
         assert_ok(ordo_signal_destroy(s[i]));
     }
@@ -223,16 +223,16 @@ static void the_registry_finds_the_earliest_point(void **state) {
     push_point(&t, &plain, 3, NULL, 0);
     assert_true(value_of(f->watcher.registered) >= before + 3);
     found_t found = {NULL, 0, 0};
-    assert_true(hal_watcher_find(&f->watcher, s, 3, note_found, &found));
+    assert_true(ordo__hal_watcher_find(&f->watcher, s, 3, note_found, &found));
     assert_ptr_equal(found.point, &p5);
-    assert_true(hal_watcher_find(&f->watcher, s, 6, note_found, &found));
+    assert_true(ordo__hal_watcher_find(&f->watcher, s, 6, note_found, &found));
     assert_ptr_equal(found.point, &p9);
-    assert_true(hal_watcher_find(&f->watcher, s, 9, note_found, &found));
+    assert_true(ordo__hal_watcher_find(&f->watcher, s, 9, note_found, &found));
     assert_ptr_equal(found.point, &p9);
-    assert_false(hal_watcher_find(&f->watcher, s, 10, note_found, &found));
-    assert_false(hal_watcher_find(&f->watcher, other, 1, note_found, &found));
+    assert_false(ordo__hal_watcher_find(&f->watcher, s, 10, note_found, &found));
+    assert_false(ordo__hal_watcher_find(&f->watcher, other, 1, note_found, &found));
     /* Under the progress signal, by number. */
-    assert_true(hal_watcher_find(&f->watcher, t.progress, 3, note_found, &found));
+    assert_true(ordo__hal_watcher_find(&f->watcher, t.progress, 3, note_found, &found));
     assert_ptr_equal(found.point, &plain);
     assert_int_equal(found.seq, 3);
     assert_int_equal(found.calls, 4);
@@ -243,12 +243,12 @@ static void the_registry_finds_the_earliest_point(void **state) {
     assert_ok(ordo_signal_wait(t.progress, 3, test_deadline()));
     /* (The progress moves just before the point leaves the registry.) */
     ordo_deadline_t deadline = test_deadline();
-    while (hal_watcher_find(&f->watcher, s, 1, note_found, &found) ||
-           hal_watcher_find(&f->watcher, t.progress, 1, note_found, &found)) {
+    while (ordo__hal_watcher_find(&f->watcher, s, 1, note_found, &found) ||
+           ordo__hal_watcher_find(&f->watcher, t.progress, 1, note_found, &found)) {
         assert_true(ordo_time_now_ns() < deadline);
         test_sleep_ms(1);
     }
-    hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_destroy(s));
     assert_ok(ordo_signal_destroy(other));
     fixture_free(f);
@@ -258,7 +258,7 @@ static void the_registry_finds_the_earliest_point(void **state) {
  * after_value, then fails t if check ended short of check_value. */
 static void push_check(hal_timeline_t *t, ordo_signal_t *after, uint64_t after_value,
                        ordo_signal_t *check, uint64_t check_value) {
-    hal_watch_t *w = hal_timeline_watch_alloc(t);
+    hal_watch_t *w = ordo__hal_timeline_watch_alloc(t);
     assert_non_null(w);
     if (after) {
         assert_ok(ordo_signal_retain(after));
@@ -268,7 +268,7 @@ static void push_check(hal_timeline_t *t, ordo_signal_t *after, uint64_t after_v
     w->after_value = after_value;
     w->check = check;
     w->check_value = check_value;
-    hal_timeline_push(t, w);
+    ordo__hal_timeline_push(t, w);
 }
 
 static void ordering_checks_propagate_failures(void **state) {
@@ -293,7 +293,7 @@ static void ordering_checks_propagate_failures(void **state) {
     atomic_store(&p.error, ORDO_ERR_DEVICE); /* the producer fails at p */
     assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_DEVICE);
     assert_status(ordo_signal_wait(r, 1, test_deadline()), ORDO_ERR_DEVICE);
-    assert_true(hal_timeline_failed(&consumer, NULL, NULL));
+    assert_true(ordo__hal_timeline_failed(&consumer, NULL, NULL));
     /* A check whose signal was reached passes. */
     hal_timeline_t third;
     timeline_make(f, &third);
@@ -302,9 +302,9 @@ static void ordering_checks_propagate_failures(void **state) {
     push_check(&third, NULL, 0, reached, 1);
     push_point(&third, &x, 1, ok, 1);
     assert_ok(ordo_signal_wait(ok, 1, test_deadline()));
-    hal_timeline_fini(&producer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
-    hal_timeline_fini(&consumer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
-    hal_timeline_fini(&third, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&producer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&consumer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&third, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_destroy(s));
     assert_ok(ordo_signal_destroy(r));
     assert_ok(ordo_signal_destroy(ok));
@@ -330,7 +330,7 @@ static void a_failed_producer_fails_its_waiters(void **state) {
     fake_point_t never = {0, ORDO_OK};
     fake_point_t q = {1, ORDO_OK};
     fake_point_t x = {1, ORDO_OK};
-    assert_ok(hal_timeline_push_failure(&producer, ORDO_ERR_ABORTED, "a task failed"));
+    assert_ok(ordo__hal_timeline_push_failure(&producer, ORDO_ERR_ABORTED, "a task failed"));
     push_point(&producer, &never, 1, s, 1);
     push_point(&producer, &never, 2, elsewhere, 1);
     push_check(&consumer, producer.progress, 1, s, 1);
@@ -341,9 +341,10 @@ static void a_failed_producer_fails_its_waiters(void **state) {
     push_check(&lucky, producer.progress, 2, elsewhere, 1);
     push_point(&lucky, &x, 1, ok, 1);
     assert_ok(ordo_signal_wait(ok, 1, test_deadline()));
-    hal_timeline_fini(&producer, ordo_deadline_after_ms(5), 2, ORDO_ERR_CANCELLED, "cancelled");
-    hal_timeline_fini(&consumer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
-    hal_timeline_fini(&lucky, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&producer, ordo_deadline_after_ms(5), 2, ORDO_ERR_CANCELLED,
+                            "cancelled");
+    ordo__hal_timeline_fini(&consumer, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&lucky, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_destroy(s));
     assert_ok(ordo_signal_destroy(elsewhere));
     assert_ok(ordo_signal_destroy(r));
@@ -364,7 +365,7 @@ static void a_check_on_a_destroyed_signal_cancels(void **state) {
     push_check(&t, NULL, 0, gone, 1);
     push_point(&t, &p, 1, after, 1);
     assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_CANCELLED);
-    hal_timeline_fini(&t, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 1, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_release(gone));
     assert_ok(ordo_signal_destroy(after));
     fixture_free(f);
@@ -380,16 +381,16 @@ static void failure_markers_fail_in_order(void **state) {
     fake_point_t p1 = {0, ORDO_OK};
     fake_point_t p2 = {1, ORDO_OK};
     push_point(&t, &p1, 1, before, 1);
-    assert_ok(hal_timeline_push_failure(&t, ORDO_ERR_ABORTED, "enqueued work failed"));
+    assert_ok(ordo__hal_timeline_push_failure(&t, ORDO_ERR_ABORTED, "enqueued work failed"));
     push_point(&t, &p2, 2, after, 1);
     test_sleep_ms(2);
     atomic_store(&p1.reached, 1);
     assert_ok(ordo_signal_wait(before, 1, test_deadline()));
     assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
     const char *message = NULL;
-    assert_true(hal_timeline_failed(&t, NULL, &message));
+    assert_true(ordo__hal_timeline_failed(&t, NULL, &message));
     assert_string_equal(message, "enqueued work failed");
-    hal_timeline_fini(&t, test_deadline(), 2, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 2, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_destroy(before));
     assert_ok(ordo_signal_destroy(after));
     fixture_free(f);
@@ -405,7 +406,7 @@ static void teardown_cancels_what_was_never_issued(void **state) {
     fake_point_t p = {1, ORDO_OK};
     push_point(&t, &p, 1, NULL, 0);
     /* Numbers up to 4 were handed out, only 1 was issued. */
-    hal_timeline_fini(&t, test_deadline(), 4, ORDO_ERR_CANCELLED, "never issued");
+    ordo__hal_timeline_fini(&t, test_deadline(), 4, ORDO_ERR_CANCELLED, "never issued");
     assert_status(ordo_signal_wait(progress, 4, ORDO_DEADLINE_NOW), ORDO_ERR_CANCELLED);
     assert_ok(ordo_signal_wait(progress, 1, ORDO_DEADLINE_NOW));
     assert_ok(ordo_signal_release(progress));
@@ -423,7 +424,7 @@ static void timelines_snapshot_their_signal_points(void **state) {
     push_point(&t, &p[1], 2, NULL, 0);
     push_point(&t, &p[2], 3, s, 7);
     hal_pending_op_t ops[1];
-    assert_int_equal(hal_timeline_snapshot(&t, ops, 1), 2);
+    assert_int_equal(ordo__hal_timeline_snapshot(&t, ops, 1), 2);
     assert_int_equal(ops[0].kind, HAL_PENDING_SIGNAL);
     assert_ptr_equal(ops[0].signal, s);
     assert_int_equal(ops[0].value, 4);
@@ -433,7 +434,7 @@ static void timelines_snapshot_their_signal_points(void **state) {
         atomic_store(&p[i].reached, 1);
     }
     assert_ok(ordo_signal_wait(s, 7, test_deadline()));
-    hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
+    ordo__hal_timeline_fini(&t, test_deadline(), 3, ORDO_ERR_CANCELLED, "cancelled");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -495,8 +496,8 @@ static void stress_many_points(void **state) {
     pthread_join(pusher, NULL);
     for (int k = 0; k < STRESS_TIMELINES; ++k) {
         assert_ok(ordo_signal_wait(st->signals[k], st->per_timeline, test_deadline()));
-        hal_timeline_fini(&st->timelines[k], test_deadline(), st->per_timeline, ORDO_ERR_CANCELLED,
-                          "cancelled");
+        ordo__hal_timeline_fini(&st->timelines[k], test_deadline(), st->per_timeline,
+                                ORDO_ERR_CANCELLED, "cancelled");
         assert_ok(ordo_signal_destroy(st->signals[k]));
     }
     assert_int_equal(atomic_load(&st->f->device.released), total);
@@ -544,14 +545,14 @@ static void a_feeder_hears_of_armed_timepoints(void **state) {
     (void)state;
     counting_feeder_t feeder = {.base = {.wanted = counting_wanted}};
     ordo_signal_t *s = test_signal_make(1);
-    signal_feeder_set(s, &feeder.base);
+    ordo__signal_feeder_set(s, &feeder.base);
     ordo_timepoint_t reached = {0}, pending = {0}, later = {0};
     assert_ok(ordo_timepoint_arm(&reached, s, 1, noop_fired, NULL)); /* fires at once */
     assert_int_equal(atomic_load(&feeder.wanted), 0);
     assert_ok(ordo_timepoint_arm(&pending, s, 2, noop_fired, NULL));
     assert_int_equal(atomic_load(&feeder.wanted), 1);
-    assert_null(signal_feeder_enter(s)); /* no help to give */
-    signal_feeder_clear(s, &feeder.base);
+    assert_null(ordo__signal_feeder_enter(s)); /* no help to give */
+    ordo__signal_feeder_clear(s, &feeder.base);
     assert_ok(ordo_timepoint_arm(&later, s, 3, noop_fired, NULL));
     assert_int_equal(atomic_load(&feeder.wanted), 1);
     assert_ok(ordo_signal_signal(s, 3));
@@ -577,7 +578,7 @@ static void a_wait_cuts_the_idle_poll_short(void **state) {
     uint64_t start = ordo_time_now_ns();
     assert_ok(ordo_signal_wait(s, 1, test_deadline()));
     assert_true(elapsed_ms_since(start) < 5000);
-    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -623,8 +624,8 @@ static void a_point_pushed_for_a_waiting_value_is_wanted(void **state) {
     assert_ok(pw.status);
     assert_true(elapsed_ms_since(start) < 5000);
     atomic_store(&slow.reached, 1);
-    hal_timeline_fini(&busy, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
-    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&busy, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -645,7 +646,7 @@ static void a_waiting_thread_helps(void **state) {
     atomic_store(&p.reached, 1);
     pthread_join(waiter, NULL);
     assert_ok(pw.status);
-    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -690,7 +691,7 @@ static void a_helping_waiter_hands_callbacks_to_the_watcher(void **state) {
     }
     assert_false(pthread_equal(record.thread, waiter));
     assert_true(pthread_equal(record.thread, f->watcher.thread));
-    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -715,7 +716,7 @@ static void an_in_order_device_is_asked_a_few_times_for_many_points(void **state
     }
     assert_ok(ordo_signal_wait(s, POINTS, test_deadline()));
     assert_true(atomic_load(&f->device.queries) - before <= 8);
-    hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
     assert_ok(ordo_signal_destroy(s));
     fixture_free(f);
 }
@@ -757,7 +758,7 @@ static hal_lane_step_t test_run(hal_lane_op_t *base, int cancelled, ordo_signal_
 }
 
 static test_op_t *op_make(lane_log_t *log, int id, int kind, ordo_signal_t *block_on) {
-    test_op_t *op = ordo_alloc(sizeof *op, 0);
+    test_op_t *op = ordo__alloc(sizeof *op, 0);
     assert_non_null(op);
     op->base.size = sizeof *op;
     op->base.kind = kind;
@@ -776,7 +777,7 @@ static test_op_t *op_make(lane_log_t *log, int id, int kind, ordo_signal_t *bloc
 
 static void push(hal_lane_t *lane, test_op_t *op) {
     hal_lane_lock(lane);
-    assert_ok(hal_lane_push_locked(lane, &op->base, "test"));
+    assert_ok(ordo__hal_lane_push_locked(lane, &op->base, "test"));
     hal_lane_unlock(lane);
 }
 
@@ -805,7 +806,7 @@ static size_t snapshot_until_in_wait(hal_lane_t *lane, hal_pending_op_t *out_fir
     for (;;) {
         hal_pending_op_t ops[4];
         int in_wait = 0;
-        size_t n = hal_lane_snapshot(lane, ops, 4, &in_wait);
+        size_t n = ordo__hal_lane_snapshot(lane, ops, 4, &in_wait);
         for (size_t i = 0; i < n && i < 4; ++i) {
             assert_ok(ordo_signal_release(ops[i].signal));
         }
@@ -830,7 +831,7 @@ static void lane_started(void *user) {
 static void lanes_run_held_ops_in_order(void **state) {
     (void)state;
     hal_lane_t lane;
-    assert_ok(hal_lane_init(&lane, NULL, lane_started, NULL, "test"));
+    assert_ok(ordo__hal_lane_init(&lane, NULL, lane_started, NULL, "test"));
     assert_false(holding(&lane));
     lane_log_t log = {0};
     ordo_signal_t *gate = test_signal_make(0);
@@ -860,7 +861,7 @@ static void lanes_run_held_ops_in_order(void **state) {
         test_sleep_ms(1);
     }
     assert_true(atomic_load(&lane_thread_started));
-    hal_lane_fini(&lane);
+    ordo__hal_lane_fini(&lane);
     assert_ok(ordo_signal_destroy(gate));
 }
 
@@ -869,7 +870,7 @@ static void the_notifier_wakes_a_blocked_op(void **state) {
     ordo_signal_t *notifier = test_signal_make(0);
     ordo_signal_t *never = test_signal_make(0);
     hal_lane_t lane;
-    assert_ok(hal_lane_init(&lane, notifier, NULL, NULL, "test"));
+    assert_ok(ordo__hal_lane_init(&lane, notifier, NULL, NULL, "test"));
     lane_log_t log = {0};
     _Atomic int bound = 0;
     test_op_t *op = op_make(&log, 1, HAL_LANE_OTHER, never);
@@ -883,7 +884,7 @@ static void the_notifier_wakes_a_blocked_op(void **state) {
     assert_ok(ordo_signal_signal(notifier, 1));
     wait_count(&log, 1);
     assert_int_equal(log.cancelled[0], 0);
-    hal_lane_fini(&lane);
+    ordo__hal_lane_fini(&lane);
     assert_ok(ordo_signal_destroy(never));
     assert_ok(ordo_signal_destroy(notifier));
 }
@@ -891,7 +892,7 @@ static void the_notifier_wakes_a_blocked_op(void **state) {
 static void teardown_cancels_held_ops(void **state) {
     (void)state;
     hal_lane_t lane;
-    assert_ok(hal_lane_init(&lane, NULL, NULL, NULL, "test"));
+    assert_ok(ordo__hal_lane_init(&lane, NULL, NULL, NULL, "test"));
     lane_log_t log = {0};
     ordo_signal_t *never = test_signal_make(0);
     push(&lane, op_make(&log, 1, HAL_LANE_WAIT, never));
@@ -912,7 +913,7 @@ static void teardown_cancels_held_ops(void **state) {
     }
     test_rescue_t rescue;
     test_rescue_begin(&rescue, never, 1);
-    hal_lane_fini(&lane);
+    ordo__hal_lane_fini(&lane);
     assert_false(test_rescue_end(&rescue));
     assert_int_equal(atomic_load(&log.count), 3);
     for (int i = 0; i < 3; ++i) {
@@ -925,7 +926,7 @@ static void teardown_cancels_held_ops(void **state) {
 static void direct_issue_holds_the_lane(void **state) {
     (void)state;
     hal_lane_t lane;
-    assert_ok(hal_lane_init(&lane, NULL, NULL, NULL, "test"));
+    assert_ok(ordo__hal_lane_init(&lane, NULL, NULL, NULL, "test"));
     lane_log_t log = {0};
     hal_lane_lock(&lane);
     assert_false(hal_lane_holding_locked(&lane));
@@ -937,25 +938,25 @@ static void direct_issue_holds_the_lane(void **state) {
     test_sleep_ms(5);
     assert_int_equal(atomic_load(&log.count), 0);
     uint64_t idle = lane.idle_count;
-    hal_lane_end_direct(&lane);
+    ordo__hal_lane_end_direct(&lane);
     wait_count(&log, 1);
     assert_int_equal(log.cancelled[0], 0);
     hal_lane_lock(&lane);
     assert_true(lane.idle_count >= idle);
     hal_lane_unlock(&lane);
-    hal_lane_fini(&lane);
+    ordo__hal_lane_fini(&lane);
 }
 
 /* A lane that never started a thread tears down at once. */
 static void an_unused_lane_tears_down(void **state) {
     (void)state;
     hal_lane_t lane;
-    assert_ok(hal_lane_init(&lane, NULL, NULL, NULL, "test"));
+    assert_ok(ordo__hal_lane_init(&lane, NULL, NULL, NULL, "test"));
     hal_pending_op_t ops[1];
     int in_wait = 1;
-    assert_int_equal(hal_lane_snapshot(&lane, ops, 1, &in_wait), 0);
+    assert_int_equal(ordo__hal_lane_snapshot(&lane, ops, 1, &in_wait), 0);
     assert_false(in_wait);
-    hal_lane_fini(&lane);
+    ordo__hal_lane_fini(&lane);
 }
 
 int main(void) {

@@ -1446,7 +1446,7 @@ static ordo_status_t tracking_record(ordo_mem_resource_t *r, ordo_block_t *block
 }
 
 static ordo_status_t tracking_destroy(ordo_mem_resource_t *r) {
-    mem_resource_fini(r);
+    ordo__mem_resource_fini(r);
     return ORDO_OK;
 }
 
@@ -1454,13 +1454,13 @@ static const mem_resource_ops_t tracking_ops = {
     .kind = "tracking",
     .allocate = tracking_allocate,
     .deallocate = tracking_deallocate,
-    .bytes_outstanding = mem_forward_bytes_outstanding,
-    .reap_pending = mem_forward_reap_pending,
+    .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
+    .reap_pending = ordo__mem_forward_reap_pending,
     .supports_use_tracking = tracking_supported,
     .prepare_use = tracking_prepare,
     .finish_use = tracking_prepare,
     .record_use = tracking_record,
-    .block_buffer = mem_forward_block_buffer,
+    .block_buffer = ordo__mem_forward_block_buffer,
     .destroy = tracking_destroy,
 };
 
@@ -1476,7 +1476,7 @@ static void guard_over_a_use_tracking_upstream(void **state) {
     env_open(&e);
     tracking_t t;
     memset(&t, 0, sizeof t);
-    mem_resource_init(&t.base, &tracking_ops, e.device, e.direct);
+    ordo__mem_resource_init(&t.base, &tracking_ops, e.device, e.direct);
     ordo_mem_resource_t *g = NULL;
     assert_ok(ordo_mem_guard_create(&t.base, NULL, &g));
     int supported = 0;

@@ -101,11 +101,11 @@ static int rand_below(int n) {
 }
 
 static void graph_from_scratch(op_graph_t *g, ref_graph_t *ref, int n) {
-    op_graph_init(g);
+    ordo__op_graph_init(g);
     memset(ref, 0, sizeof *ref);
     ref->n = n;
     for (int v = 0; v < n; ++v) {
-        assert_ok(op_graph_add_node(g, (uint32_t)v));
+        assert_ok(ordo__op_graph_add_node(g, (uint32_t)v));
         ref->present[v] = 1;
     }
 }
@@ -120,7 +120,7 @@ static void assert_same_edges(const op_graph_t *g, const ref_graph_t *ref) {
         uint32_t out = 0;
         for (int v = 0; v < ref->n; ++v) {
             out += ref->adj[u][v];
-            assert_int_equal(op_graph_has_edge(g, (uint32_t)u, (uint32_t)v), ref->adj[u][v]);
+            assert_int_equal(ordo__op_graph_has_edge(g, (uint32_t)u, (uint32_t)v), ref->adj[u][v]);
         }
         assert_int_equal(op_graph_out_degree(g, (uint32_t)u), out);
     }
@@ -145,9 +145,9 @@ static void refusal_matches_tarjan(void **state) {
                 /* Retire a node and bring its id back as a new node: it is
                  * then ordered after everything. */
                 int v = rand_below(n);
-                op_graph_remove_node(&g, (uint32_t)v);
+                ordo__op_graph_remove_node(&g, (uint32_t)v);
                 ref_remove(&ref, v);
-                assert_ok(op_graph_add_node(&g, (uint32_t)v));
+                assert_ok(ordo__op_graph_add_node(&g, (uint32_t)v));
                 ref.present[v] = 1;
                 continue;
             }
@@ -156,7 +156,7 @@ static void refusal_matches_tarjan(void **state) {
             int expect = ref_would_cycle(&ref, u, v);
             uint32_t nodes[REF_MAX + 1];
             op_graph_path_t path = {nodes, REF_MAX + 1, 0};
-            ordo_status_t st = op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 1, &path);
+            ordo_status_t st = ordo__op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 1, &path);
             if (expect) {
                 assert_int_equal(st, ORDO_ERR_DEADLOCK);
                 refused++;
@@ -173,10 +173,10 @@ static void refusal_matches_tarjan(void **state) {
                 ref.adj[u][v] = 1;
             }
             assert_true(g.order_valid);
-            assert_true(op_graph_order_consistent(&g));
+            assert_true(ordo__op_graph_order_consistent(&g));
         }
         assert_same_edges(&g, &ref);
-        op_graph_fini(&g);
+        ordo__op_graph_fini(&g);
     }
     /* Both outcomes were exercised in quantity. */
     assert_true(refused > 1000 / ORDO_TEST_SCALE_DIVISOR);
@@ -240,7 +240,7 @@ static void check_cycles(op_graph_t *g, const ref_graph_t *ref) {
     memset(&found, 0, sizeof found);
     found.ref = ref;
     found.tarjan = &t;
-    assert_ok(op_graph_find_cycles(g, on_cycle, &found));
+    assert_ok(ordo__op_graph_find_cycles(g, on_cycle, &found));
     assert_int_equal(found.count, expect);
 }
 
@@ -263,12 +263,12 @@ static void detect_matches_tarjan(void **state) {
             if (u == v && rand_below(8) != 0) {
                 continue; /* a few self-loops */
             }
-            assert_ok(op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 0, NULL));
+            assert_ok(ordo__op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 0, NULL));
             ref.adj[u][v] = 1;
         }
         for (int r = rand_below(3); r > 0; --r) {
             int v = rand_below(n);
-            op_graph_remove_node(&g, (uint32_t)v);
+            ordo__op_graph_remove_node(&g, (uint32_t)v);
             ref_remove(&ref, v);
         }
         assert_same_edges(&g, &ref);
@@ -283,10 +283,10 @@ static void detect_matches_tarjan(void **state) {
         if (ref.present[u] && ref.present[v]) {
             /* (An edge present already is a no-op, even on a cycle.) */
             int expect = ref_would_cycle(&ref, u, v) && (u == v || !ref.adj[u][v]);
-            ordo_status_t st = op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 1, NULL);
+            ordo_status_t st = ordo__op_graph_add_edge(&g, (uint32_t)u, (uint32_t)v, 1, NULL);
             assert_int_equal(st, expect ? ORDO_ERR_DEADLOCK : ORDO_OK);
         }
-        op_graph_fini(&g);
+        ordo__op_graph_fini(&g);
     }
     assert_true(with_cycles > 100 / ORDO_TEST_SCALE_DIVISOR);
 }
@@ -294,31 +294,31 @@ static void detect_matches_tarjan(void **state) {
 static void acyclic_graph_lists_nothing(void **state) {
     (void)state;
     op_graph_t g;
-    op_graph_init(&g);
-    assert_ok(op_graph_find_cycles(&g, on_cycle, NULL)); /* empty */
+    ordo__op_graph_init(&g);
+    assert_ok(ordo__op_graph_find_cycles(&g, on_cycle, NULL)); /* empty */
     for (uint32_t v = 0; v < 100; ++v) {
-        assert_ok(op_graph_add_node(&g, v));
+        assert_ok(ordo__op_graph_add_node(&g, v));
         if (v) {
-            assert_ok(op_graph_add_edge(&g, v - 1, v, 1, NULL));
+            assert_ok(ordo__op_graph_add_edge(&g, v - 1, v, 1, NULL));
         }
     }
-    assert_ok(op_graph_find_cycles(&g, on_cycle, NULL)); /* on_cycle would crash */
+    assert_ok(ordo__op_graph_find_cycles(&g, on_cycle, NULL)); /* on_cycle would crash */
     /* Duplicates are no-ops; a self-loop is refused when checked. */
-    assert_ok(op_graph_add_edge(&g, 0, 1, 1, NULL));
+    assert_ok(ordo__op_graph_add_edge(&g, 0, 1, 1, NULL));
     assert_int_equal(op_graph_out_degree(&g, 0), 1);
     uint32_t node = 77;
     op_graph_path_t path = {&node, 1, 0};
-    assert_int_equal(op_graph_add_edge(&g, 5, 5, 1, &path), ORDO_ERR_DEADLOCK);
+    assert_int_equal(ordo__op_graph_add_edge(&g, 5, 5, 1, &path), ORDO_ERR_DEADLOCK);
     assert_int_equal(path.length, 1);
     assert_int_equal(node, 5);
     /* A refused long cycle reports its whole length, stores what fits. */
     uint32_t nodes[4];
     op_graph_path_t small = {nodes, 4, 0};
-    assert_int_equal(op_graph_add_edge(&g, 99, 0, 1, &small), ORDO_ERR_DEADLOCK);
+    assert_int_equal(ordo__op_graph_add_edge(&g, 99, 0, 1, &small), ORDO_ERR_DEADLOCK);
     assert_int_equal(small.length, 100);
     assert_int_equal(nodes[0], 0);
     assert_int_equal(nodes[3], 3);
-    op_graph_fini(&g);
+    ordo__op_graph_fini(&g);
 }
 
 /* ---- incremental cost --------------------------------------------------------------- */
@@ -327,13 +327,13 @@ static void search_stays_in_the_affected_region(void **state) {
     (void)state;
     const uint32_t n = (uint32_t)test_scaled(200000);
     op_graph_t g;
-    op_graph_init(&g);
+    ordo__op_graph_init(&g);
     for (uint32_t v = 0; v < n; ++v) {
-        assert_ok(op_graph_add_node(&g, v));
+        assert_ok(ordo__op_graph_add_node(&g, v));
     }
     /* Edges that agree with the order: no search at all. */
     for (uint32_t v = 0; v + 2 < n; v += 2) {
-        assert_ok(op_graph_add_edge(&g, v, v + 2, 1, NULL));
+        assert_ok(ordo__op_graph_add_edge(&g, v, v + 2, 1, NULL));
     }
     assert_int_equal(g.visited, 0);
     /* Edges against the order between neighbours in it: the search sees
@@ -342,20 +342,20 @@ static void search_stays_in_the_affected_region(void **state) {
     uint32_t added = 0;
     for (uint32_t v = 1; v + 1 < n; v += 4) {
         uint64_t before = g.visited;
-        assert_ok(op_graph_add_edge(&g, v + 1, v, 1, NULL)); /* v+1 before v */
+        assert_ok(ordo__op_graph_add_edge(&g, v + 1, v, 1, NULL)); /* v+1 before v */
         assert_true(g.visited - before <= 4);
         added++;
     }
     uint64_t elapsed = ordo_time_now_ns() - t0;
-    assert_true(op_graph_order_consistent(&g));
+    assert_true(ordo__op_graph_order_consistent(&g));
     /* Far below a walk of the graph per edge (n * added node visits). */
     assert_true(g.visited <= 4ull * added);
     print_message("%u reordering insertions into %u nodes: %.1f ns each, %.2f nodes visited\n",
                   added, n, (double)elapsed / added, (double)g.visited / added);
     /* The one edge that closes the long even chain is refused. */
-    assert_int_equal(op_graph_add_edge(&g, (n - 1) & ~1u, 0, 1, NULL),
+    assert_int_equal(ordo__op_graph_add_edge(&g, (n - 1) & ~1u, 0, 1, NULL),
                      (n - 1) & ~1u ? ORDO_ERR_DEADLOCK : ORDO_OK);
-    op_graph_fini(&g);
+    ordo__op_graph_fini(&g);
 }
 
 static void large_random_dag_in_bounded_time(void **state) {
@@ -363,9 +363,9 @@ static void large_random_dag_in_bounded_time(void **state) {
     const uint32_t n = (uint32_t)test_scaled(8000);
     const uint32_t m = 4 * n;
     op_graph_t g;
-    op_graph_init(&g);
+    ordo__op_graph_init(&g);
     for (uint32_t v = 0; v < n; ++v) {
-        assert_ok(op_graph_add_node(&g, v));
+        assert_ok(ordo__op_graph_add_node(&g, v));
     }
     /* A hidden order: edges go from lower to higher rank, inserted in
      * random order, so none is refused but many go against the graph's
@@ -389,34 +389,34 @@ static void large_random_dag_in_bounded_time(void **state) {
             continue;
         }
         /* From the node ranked a to the one ranked b. */
-        assert_ok(op_graph_add_edge(&g, rank[a], rank[b], 1, NULL));
+        assert_ok(ordo__op_graph_add_edge(&g, rank[a], rank[b], 1, NULL));
     }
     uint64_t elapsed = ordo_time_now_ns() - t0;
-    assert_true(op_graph_order_consistent(&g));
+    assert_true(ordo__op_graph_order_consistent(&g));
     print_message("%u edges into %u nodes: %.0f ns each, %.1f nodes visited per edge\n", m, n,
                   (double)elapsed / m, (double)g.visited / m);
-    op_graph_fini(&g);
+    ordo__op_graph_fini(&g);
     free(rank);
 }
 
 static void removal_and_compaction_keep_the_order(void **state) {
     (void)state;
     op_graph_t g;
-    op_graph_init(&g);
+    ordo__op_graph_init(&g);
     /* A sliding window of live nodes: ids are reused, indices run out and
      * are compacted again and again. */
     const uint32_t window = 64;
     for (uint32_t step = 0; step < 20000; ++step) {
         uint32_t v = step % (2 * window);
         if (op_graph_contains(&g, v)) {
-            op_graph_remove_node(&g, v);
+            ordo__op_graph_remove_node(&g, v);
         }
-        assert_ok(op_graph_add_node(&g, v));
+        assert_ok(ordo__op_graph_add_node(&g, v));
         for (int k = 0; k < 3; ++k) {
             /* v is new, without out-edges: u -> v cannot close a cycle. */
             uint32_t u = (uint32_t)rand_below((int)(2 * window));
             if (op_graph_contains(&g, u) && u != v) {
-                assert_ok(op_graph_add_edge(&g, u, v, 1, NULL));
+                assert_ok(ordo__op_graph_add_edge(&g, u, v, 1, NULL));
             }
         }
         for (int k = 0; k < 3; ++k) {
@@ -424,15 +424,15 @@ static void removal_and_compaction_keep_the_order(void **state) {
             uint32_t a = (uint32_t)rand_below((int)(2 * window));
             uint32_t b = (uint32_t)rand_below((int)(2 * window));
             if (op_graph_contains(&g, a) && op_graph_contains(&g, b)) {
-                ordo_status_t st = op_graph_add_edge(&g, a, b, 1, NULL);
+                ordo_status_t st = ordo__op_graph_add_edge(&g, a, b, 1, NULL);
                 assert_true(st == ORDO_OK || st == ORDO_ERR_DEADLOCK);
             }
         }
         assert_true(g.live <= 2 * window);
     }
-    assert_true(op_graph_order_consistent(&g));
+    assert_true(ordo__op_graph_order_consistent(&g));
     assert_true(g.at_cap <= 8 * window); /* indices did not grow with the steps */
-    op_graph_fini(&g);
+    ordo__op_graph_fini(&g);
 }
 
 int main(void) {

@@ -1,6 +1,6 @@
 /* The pool's layout under allocation from the end of free blocks, in-place
  * merging and re-binning: a randomized single-thread model check of its
- * invariants (mem_pool_census: every byte of a chunk in exactly one block,
+ * invariants (ordo__mem_pool_census: every byte of a chunk in exactly one block,
  * free blocks in exactly the bin of their class and affinity, bitmaps and
  * the affinity mask true, no mergeable neighbours left apart), targeted
  * merges across affinities, streams past the inline per-stream points,
@@ -114,7 +114,7 @@ static void fixture_free(fixture_t *f) {
 
 static mem_pool_census_t census(ordo_mem_resource_t *pool) {
     mem_pool_census_t c;
-    ordo_status_t st = mem_pool_census(pool, &c);
+    ordo_status_t st = ordo__mem_pool_census(pool, &c);
     if (st != ORDO_OK) {
         fail_msg("pool census: %s", ordo_error_message());
     }

@@ -27,29 +27,29 @@ static void bias_to_me(ordo_rlock_t *lock) {
 }
 
 static int biased_to_me(ordo_rlock_t *lock) {
-    return (atomic_load(&lock->bias) & ~(uintptr_t)1) == (uintptr_t)&ordo_rlock_marker;
+    return (atomic_load(&lock->bias) & ~(uintptr_t)1) == (uintptr_t)&ordo__rlock_marker;
 }
 
 static void test_recursion_and_held(void **state) {
     (void)state;
     ordo_rlock_t lock;
-    ordo_rlock_init(&lock);
-    assert_false(ordo_rlock_held(&lock));
+    ordo__rlock_init(&lock);
+    assert_false(ordo__rlock_held(&lock));
     ordo_rlock_lock(&lock);
     ordo_rlock_lock(&lock);
-    assert_true(ordo_rlock_held(&lock));
+    assert_true(ordo__rlock_held(&lock));
     ordo_rlock_unlock(&lock);
-    assert_true(ordo_rlock_held(&lock)); /* one level still held */
+    assert_true(ordo__rlock_held(&lock)); /* one level still held */
     ordo_rlock_unlock(&lock);
-    assert_false(ordo_rlock_held(&lock));
+    assert_false(ordo__rlock_held(&lock));
 }
 
 static void test_a_thread_alone_earns_the_bias(void **state) {
     (void)state;
     ordo_rlock_t lock;
-    ordo_rlock_init(&lock);
+    ordo__rlock_init(&lock);
     bias_to_me(&lock);
-    if (!ordo_asym_cheap()) {
+    if (!ordo__asym_cheap()) {
         assert_false(biased_to_me(&lock)); /* never biased without membarrier */
         skip();
     }
@@ -58,10 +58,10 @@ static void test_a_thread_alone_earns_the_bias(void **state) {
     ordo_rlock_lock(&lock);
     assert_true(lock.through_bias);
     ordo_rlock_lock(&lock);
-    assert_true(ordo_rlock_held(&lock));
+    assert_true(ordo__rlock_held(&lock));
     ordo_rlock_unlock(&lock);
     ordo_rlock_unlock(&lock);
-    assert_false(ordo_rlock_held(&lock));
+    assert_false(ordo__rlock_held(&lock));
     assert_int_equal(atomic_load(&lock.bias_inside[0]), 0);
     assert_int_equal(atomic_load(&lock.bias_inside[1]), 0);
 }
@@ -86,7 +86,7 @@ static void *take_once(void *arg) {
 static void test_revocation_waits_for_the_biased_holder(void **state) {
     (void)state;
     ordo_rlock_t lock;
-    ordo_rlock_init(&lock);
+    ordo__rlock_init(&lock);
     bias_to_me(&lock);
     const uint32_t run_before = lock.run_to_bias;
     ordo_rlock_lock(&lock);
@@ -101,7 +101,7 @@ static void test_revocation_waits_for_the_biased_holder(void **state) {
     join_bounded(thread);
     assert_int_equal(atomic_load(&c.acquired), 1);
     assert_false(biased_to_me(&lock));
-    if (ordo_asym_cheap()) {
+    if (ordo__asym_cheap()) {
         assert_int_equal(lock.run_to_bias, 2 * run_before); /* revoked once */
     }
     /* The former holder still takes it, through the shared path. */
@@ -114,7 +114,7 @@ static void test_revocation_waits_for_the_biased_holder(void **state) {
  * then was descheduled before raising its flag: meanwhile its bias is
  * revoked and another thread earns the bias (on the other flag: a hand-off
  * is biased at once) and enters. The stale thread's entry (modelled by
- * calling ordo_rlock_enter_bias, which is what ordo_rlock_lock does next)
+ * calling ordo__rlock_enter_bias, which is what ordo_rlock_lock does next)
  * must back off without hiding the new biased holder from a revoker. */
 typedef struct stale {
     ordo_rlock_t lock;
@@ -147,13 +147,13 @@ static void *take_once_stale(void *arg) {
 /* A zeroed fixture of `size` bytes that starts with a lock, biased to this
  * thread (the test is skipped where the lock is never biased). */
 static void *biased_fixture(size_t size) {
-    if (!ordo_asym_init()) {
+    if (!ordo__asym_init()) {
         skip();
     }
     void *fixture = calloc(1, size);
     assert_non_null(fixture);
     ordo_rlock_t *lock = fixture;
-    ordo_rlock_init(lock);
+    ordo__rlock_init(lock);
     bias_to_me(lock);
     assert_true(biased_to_me(lock));
     return fixture;
@@ -174,7 +174,7 @@ static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
     assert_int_equal(atomic_load(&s->inside), 1);
     assert_int_not_equal((unsigned)atomic_load(&s->lock.bias) & 1u, stale_flag);
     /* This thread resumes its entry: it must see it lost the bias. */
-    assert_false(ordo_rlock_enter_bias(&s->lock, stale_flag));
+    assert_false(ordo__rlock_enter_bias(&s->lock, stale_flag));
     /* A third thread must still wait for the second to leave. */
     pthread_t third = test_thread_start(take_once_stale, s);
     test_sleep_ms(50);
@@ -272,7 +272,7 @@ typedef struct agent {
 
 static void *agent_run(void *arg) {
     agent_t *a = arg;
-    atomic_store(&a->marker, (const void *)&ordo_rlock_marker);
+    atomic_store(&a->marker, (const void *)&ordo__rlock_marker);
     for (int i = 0; a->actions[i] != ACT_END; ++i) {
         if (!wait_for(&a->go, i + 1)) {
             break;
@@ -354,7 +354,7 @@ static void test_revoker_waits_only_for_the_flag_it_revokes(void **state) {
     assert_int_equal((unsigned)atomic_load(&lock->bias) & 1u, a_flag ^ 1u);
     agent_step(&b); /* B holds the lock through the bias */
     assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
-    assert_false(ordo_rlock_held(lock));
+    assert_false(ordo__rlock_held(lock));
     /* A's stale entry: its flag is up, its check not yet made. */
     atomic_store(&lock->bias_inside[a_flag], 1);
     agent_step_blocked(&c, lock);
@@ -366,8 +366,8 @@ static void test_revoker_waits_only_for_the_flag_it_revokes(void **state) {
     agent_finish(&b);
     agent_finish(&c);
     /* A resumes: its check fails (the bias is no longer A's), it backs off. */
-    assert_int_not_equal(atomic_load(&lock->bias), ordo_rlock_bias_of_me(a_flag));
-    ordo_rlock_back_off_bias(lock, a_flag);
+    assert_int_not_equal(atomic_load(&lock->bias), ordo__rlock_bias_of_me(a_flag));
+    ordo__rlock_back_off_bias(lock, a_flag);
     assert_int_equal(atomic_load(&lock->bias_inside[a_flag]), 0);
     ordo_rlock_lock(lock);
     assert_int_equal(lock->through_bias, 0);
@@ -393,7 +393,7 @@ static void test_stale_entry_during_a_revocation_on_the_other_flag(void **state)
     agent_step(&b); /* B holds the lock twice through the bias */
     assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
     agent_step_blocked(&c, lock); /* C is revoking B */
-    assert_false(ordo_rlock_enter_bias(lock, a_flag));
+    assert_false(ordo__rlock_enter_bias(lock, a_flag));
     assert_int_equal(atomic_load(&lock->bias_inside[a_flag]), 0);
     assert_int_equal(atomic_load(&lock->bias_inside[a_flag ^ 1u]), 1);
     agent_step(&b); /* one level left: B still holds it */
@@ -429,7 +429,7 @@ static void test_bias_returns_only_to_a_free_flag(void **state) {
     assert_int_equal((unsigned)atomic_load(&lock->bias) & 1u, a_flag ^ 1u);
     agent_step(&b); /* and holds the lock */
     assert_int_equal(atomic_load(&b.through), 1 + (int)(a_flag ^ 1u));
-    assert_false(ordo_rlock_enter_bias(lock, a_flag)); /* A resumes */
+    assert_false(ordo__rlock_enter_bias(lock, a_flag)); /* A resumes */
     agent_step_blocked(&c, lock);
     agent_step(&b);
     assert_true(wait_for(&c.reached, 2));
@@ -507,7 +507,7 @@ static void stress_enter(stress_t *s, uint64_t *rng) {
     s->inside = 1;
     ++s->counter;
     for (unsigned spin = (unsigned)(test_rand(rng) & 15); spin; --spin) {
-        ordo_cpu_relax();
+        ordo__cpu_relax();
     }
     s->inside = 0;
     if (nested) {
@@ -543,7 +543,7 @@ static void test_mutual_exclusion_across_bias_changes(void **state) {
     (void)state;
     stress_t *s = calloc(1, sizeof *s);
     assert_non_null(s);
-    ordo_rlock_init(&s->lock);
+    ordo__rlock_init(&s->lock);
     stress_arg_t args[STRESS_THREADS];
     pthread_t threads[STRESS_THREADS];
     for (int i = 0; i < STRESS_THREADS; ++i) {
@@ -557,8 +557,8 @@ static void test_mutual_exclusion_across_bias_changes(void **state) {
     }
     assert_int_equal(atomic_load(&s->overlaps), 0);
     assert_int_equal(s->counter, expected);
-    assert_false(ordo_rlock_held(&s->lock));
-    if (ordo_asym_cheap()) {
+    assert_false(ordo__rlock_held(&s->lock));
+    if (ordo__asym_cheap()) {
         /* The bias was earned and revoked at least once. */
         assert_true(s->lock.run_to_bias > 64);
         print_message("run to earn the bias at the end: %u\n", s->lock.run_to_bias);
@@ -595,7 +595,7 @@ typedef struct churn_arg {
  * the bias to be revoked and handed to another thread on the other flag,
  * who may be inside when this entry resumes. */
 static void lock_descheduled_after_bias_load(ordo_rlock_t *lock, uint64_t *rng) {
-    const void *me = &ordo_rlock_marker;
+    const void *me = &ordo__rlock_marker;
     uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     unsigned flag = (unsigned)bias & 1u;
     if ((bias & ~(uintptr_t)1) == (uintptr_t)me) {
@@ -605,14 +605,14 @@ static void lock_descheduled_after_bias_load(ordo_rlock_t *lock, uint64_t *rng) 
             struct timespec pause = {0, 10000 + (long)(test_rand(rng) % 90000)};
             nanosleep(&pause, NULL);
         }
-        if (ordo_rlock_enter_bias(lock, flag)) {
+        if (ordo__rlock_enter_bias(lock, flag)) {
             lock->through_bias = 1 + flag;
             atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
             lock->depth = 1;
             return;
         }
     }
-    ordo_rlock_lock_shared(lock);
+    ordo__rlock_lock_shared(lock);
     lock->through_bias = 0;
     atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
     lock->depth = 1;
@@ -655,7 +655,7 @@ static void test_bias_churn_keeps_mutual_exclusion(void **state) {
     (void)state;
     churn_t *c = calloc(1, sizeof *c);
     assert_non_null(c);
-    ordo_rlock_init(&c->lock);
+    ordo__rlock_init(&c->lock);
     c->until_ns = ordo_time_now_ns() + 2000000000u / ORDO_TEST_SCALE_DIVISOR + 200000000u;
     churn_arg_t args[CHURN_THREADS];
     pthread_t threads[CHURN_THREADS];
@@ -673,7 +673,7 @@ static void test_bias_churn_keeps_mutual_exclusion(void **state) {
                   atomic_load(&c->overlaps));
     assert_int_equal(atomic_load(&c->overlaps), 0);
     assert_int_equal(c->counter, expected);
-    assert_false(ordo_rlock_held(&c->lock));
+    assert_false(ordo__rlock_held(&c->lock));
     free(c);
 }
 
@@ -726,7 +726,7 @@ static void test_revokers_woken_after_short_biased_holds(void **state) {
     (void)state;
     wake_t *w = calloc(1, sizeof *w);
     assert_non_null(w);
-    ordo_rlock_init(&w->lock);
+    ordo__rlock_init(&w->lock);
     pthread_t revokers[WAKE_REVOKERS];
     for (int i = 0; i < WAKE_REVOKERS; ++i) {
         revokers[i] = test_thread_start(wake_revoker, w);
@@ -749,7 +749,7 @@ static void test_revokers_woken_after_short_biased_holds(void **state) {
         atomic_store(&w->round, 2 * r + 1); /* the revokers come now */
         wake_critical(w);
         for (unsigned spin = (unsigned)(test_rand(&rng) % 4096); spin; --spin) {
-            ordo_cpu_relax();
+            ordo__cpu_relax();
         }
         ordo_rlock_unlock(&w->lock);
         const ordo_deadline_t deadline = test_deadline();
@@ -769,7 +769,7 @@ static void test_revokers_woken_after_short_biased_holds(void **state) {
     print_message("%u rounds, %llu with the bias\n", rounds, (unsigned long long)w->biased_rounds);
     assert_false(timed_out);
     assert_int_equal(atomic_load(&w->overlaps), 0);
-    if (ordo_asym_cheap()) {
+    if (ordo__asym_cheap()) {
         assert_true(w->biased_rounds > rounds / 2);
     }
     free(w);

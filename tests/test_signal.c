@@ -254,7 +254,7 @@ static uint64_t spin_before;
 /* Until one attempt shows the destroy reaching a wait in its spin. */
 static void destroy_during_a_spinning_wait(void **state) {
     (void)state;
-    spin_before = sync_wait_set_spin_ns(UINT64_MAX);
+    spin_before = ordo__sync_wait_set_spin_ns(UINT64_MAX);
     int attempt = 0;
     while (destroy_during_one_wait() != ORDO_ERR_CANCELLED) {
         assert_true(++attempt < 5);
@@ -264,7 +264,7 @@ static void destroy_during_a_spinning_wait(void **state) {
 /* Runs even when the test fails, so later tests spin as usual. */
 static int spin_restore(void **state) {
     (void)state;
-    sync_wait_set_spin_ns(spin_before);
+    ordo__sync_wait_set_spin_ns(spin_before);
     return 0;
 }
 

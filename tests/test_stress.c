@@ -210,9 +210,9 @@ static void pingpong_with_spinning(void **state) {
  * where a lost wake-up would stall a round until its deadline. */
 static void pingpong_always_sleeping(void **state) {
     (void)state;
-    uint64_t previous = sync_wait_set_spin_ns(0);
+    uint64_t previous = ordo__sync_wait_set_spin_ns(0);
     run_pingpong(test_scaled(200000));
-    sync_wait_set_spin_ns(previous);
+    ordo__sync_wait_set_spin_ns(previous);
 }
 
 /* ---- arm / cancel against a concurrent producer ------------------------ */

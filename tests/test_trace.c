@@ -919,13 +919,13 @@ static void skewed_durations_and_odd_device_names(void **state) {
            "\xa9\xe2\x82\xac"
            "12\xe2\x82",
            8); /* ends mid-character */
-    assert_true(trace_record(&track));
+    assert_true(ordo__trace_record(&track));
     uint64_t now = trace_now();
     trace_event_t slice = {now, (uint64_t)0 - 5, &stream, "host task", 0, 0, TRACE_SLICE, 0};
-    assert_true(trace_record(&slice));
+    assert_true(ordo__trace_record(&slice));
     slice.ts = now + 10;
     slice.dur = 3;
-    assert_true(trace_record(&slice));
+    assert_true(ordo__trace_record(&slice));
     assert_ok(ordo_trace_stop(path, NULL));
     char summary[256];
     if (!check(path, summary, sizeof summary)) {
@@ -969,13 +969,13 @@ static void exited_threads_records_reused(void **state) {
     short_lived_t first = {1, 0};
     assert_int_equal(pthread_create(&th, NULL, short_lived_main, &first), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    size_t records = trace_thread_records();
+    size_t records = ordo__trace_thread_records();
     short_lived_t later = {0, 0};
     for (int i = 0; i < THREADS; ++i) {
         assert_int_equal(pthread_create(&th, NULL, short_lived_main, &later), 0);
         assert_int_equal(pthread_join(th, NULL), 0);
     }
-    assert_true(trace_thread_records() <= records + 1);
+    assert_true(ordo__trace_thread_records() <= records + 1);
     ordo_trace_stats_t stats;
     assert_ok(ordo_trace_stop(path, &stats));
     assert_int_equal(stats.events, 2 + THREADS);
@@ -1043,7 +1043,7 @@ static void thread_churn_races_stop(void **state) {
     assert_int_equal(atomic_load(&c.failed), 0);
     /* Two churning threads (and the few the program has): the records do
      * not pile up with the threads made. */
-    assert_true(trace_thread_records() < 64);
+    assert_true(ordo__trace_thread_records() < 64);
     remove(path);
 }
 

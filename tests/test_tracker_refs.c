@@ -209,7 +209,7 @@ static void refused_enqueues_keep_their_references(void **state) {
  * 2: wait), on a private device: the tracker falls back to the retaining
  * entry for each missing one. */
 static void with_adopting_entries(unsigned keep) {
-    hal_backend_t backend = hal_cpu_backend;
+    hal_backend_t backend = ordo__hal_cpu_backend;
     if (!(keep & 1)) {
         backend.signal_adopt = NULL;
     }
@@ -223,7 +223,7 @@ static void with_adopting_entries(unsigned keep) {
     queued_waits_outlive_the_tracker(END_FAILS);
     queued_waits_outlive_the_tracker(END_DESTROYED);
     refused_enqueues_keep_their_references(NULL);
-    device->backend = &hal_cpu_backend;
+    device->backend = &ordo__hal_cpu_backend;
     assert_ok(ordo_device_release(device));
     device = shared;
 }

@@ -4,8 +4,8 @@
 #include "ordo/cuda.h"
 
 static ordo_status_t not_built(const char *api) {
-    return ordo_error(ORDO_ERR_UNSUPPORTED, api,
-                      "ordo was built without the CUDA backend (cuda.h was not found)");
+    return ordo__error(ORDO_ERR_UNSUPPORTED, api,
+                       "ordo was built without the CUDA backend (cuda.h was not found)");
 }
 
 ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st **out_stream) {

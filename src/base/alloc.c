@@ -38,7 +38,7 @@ static size_t effective_alignment(size_t alignment) {
     return alignment < sizeof(void *) ? sizeof(void *) : alignment;
 }
 
-void *ordo_alloc(size_t size, size_t alignment) {
+void *ordo__alloc(size_t size, size_t alignment) {
     if (size == 0 || (alignment & (alignment - 1)) != 0) {
         return NULL;
     }
@@ -56,7 +56,7 @@ void *ordo_alloc(size_t size, size_t alignment) {
     return block;
 }
 
-void ordo_dealloc(void *block, size_t size, size_t alignment) {
+void ordo__dealloc(void *block, size_t size, size_t alignment) {
     if (!block) {
         return;
     }
@@ -67,15 +67,15 @@ void ordo_dealloc(void *block, size_t size, size_t alignment) {
 
 ordo_status_t ordo_allocator_set(const ordo_allocator_t *allocator) {
     if (allocator && (!allocator->allocate || !allocator->deallocate)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "both allocate and deallocate must be set");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "both allocate and deallocate must be set");
     }
     pthread_mutex_lock(&set_lock);
     size_t live = atomic_load_explicit(&live_blocks, memory_order_acquire);
     if (live != 0) {
         pthread_mutex_unlock(&set_lock);
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%zu blocks from the current allocator are still live", live);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "%zu blocks from the current allocator are still live", live);
     }
     if (allocator) {
         /* The default goes in first: no call reads `installed` while it
@@ -92,7 +92,7 @@ ordo_status_t ordo_allocator_set(const ordo_allocator_t *allocator) {
 
 ordo_status_t ordo_allocator_live_blocks(size_t *out_count) {
     if (!out_count) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }
     *out_count = atomic_load_explicit(&live_blocks, memory_order_relaxed);
     return ORDO_OK;

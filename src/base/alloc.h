@@ -8,8 +8,8 @@
 
 /* size bytes aligned to alignment (0: a pointer's alignment), zero-filled;
  * NULL on failure. */
-void *ordo_alloc(size_t size, size_t alignment);
-/* Returns a block from ordo_alloc with the same size and alignment. */
-void ordo_dealloc(void *block, size_t size, size_t alignment);
+void *ordo__alloc(size_t size, size_t alignment);
+/* Returns a block from ordo__alloc with the same size and alignment. */
+void ordo__dealloc(void *block, size_t size, size_t alignment);
 
 #endif

@@ -10,7 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-_Atomic int ordo_asym_hot_fences = 1;
+_Atomic int ordo__asym_hot_fences = 1;
 
 static pthread_once_t registered = PTHREAD_ONCE_INIT;
 
@@ -20,17 +20,17 @@ static long membarrier_call(int command) {
 
 static void register_once(void) {
     if (membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
-        atomic_store(&ordo_asym_hot_fences, 0);
+        atomic_store(&ordo__asym_hot_fences, 0);
     }
 }
 
-int ordo_asym_init(void) {
+int ordo__asym_init(void) {
     pthread_once(&registered, register_once);
-    return ordo_asym_cheap();
+    return ordo__asym_cheap();
 }
 
-void ordo_asym_rare(void) {
-    if (ordo_asym_cheap()) {
+void ordo__asym_rare(void) {
+    if (ordo__asym_cheap()) {
         /* Hot sides that fence with the compiler only rely on it, so a
          * failure is never ignored: ENOMEM (the kernel could not allocate
          * its CPU mask) is retried; no other error can follow a successful

@@ -17,19 +17,19 @@
 #endif
 
 /* Records "api: <formatted detail>" as this thread's error message and
- * returns status, so a check reads: return ordo_error(ST, __func__, ...). */
-ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...)
+ * returns status, so a check reads: return ordo__error(ST, __func__, ...). */
+ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt, ...)
     ORDO_PRINTF(3, 4);
 
 /* Raises the thread's current message again as api's: "api: <detail>",
  * where the detail drops the name of the internal call that raised it (a
  * leading "ordo_<name>: "), so a message names the function the user
  * called, never one ordo called on their behalf. Returns status. */
-ordo_status_t ordo_error_as(ordo_status_t status, const char *api);
+ordo_status_t ordo__error_as(ordo_status_t status, const char *api);
 
 /* How many messages this thread has recorded: a caller of user code reads
  * it before and after, to tell whether the code left a message of its own
  * or the thread's message is an older one. */
-uint64_t ordo_error_count(void);
+uint64_t ordo__error_count(void);
 
 #endif

@@ -7,8 +7,8 @@
 
 #include "base/futex.h"
 
-ordo_futex_result_t ordo_futex_wait(_Atomic uint32_t *word, uint32_t expected,
-                                    ordo_deadline_t deadline) {
+ordo_futex_result_t ordo__futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                                     ordo_deadline_t deadline) {
     struct timespec abs;
     struct timespec *timeout = NULL;
     if (deadline != ORDO_DEADLINE_NEVER) {
@@ -33,6 +33,6 @@ ordo_futex_result_t ordo_futex_wait(_Atomic uint32_t *word, uint32_t expected,
     }
 }
 
-void ordo_futex_wake(_Atomic uint32_t *word, int count) {
+void ordo__futex_wake(_Atomic uint32_t *word, int count) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
 }

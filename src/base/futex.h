@@ -15,15 +15,15 @@ typedef enum ordo_futex_result {
 
 /* Sleeps while *word == expected, until woken or the absolute
  * CLOCK_MONOTONIC deadline (ORDO_DEADLINE_NEVER: no limit). */
-ordo_futex_result_t ordo_futex_wait(_Atomic uint32_t *word, uint32_t expected,
-                                    ordo_deadline_t deadline);
+ordo_futex_result_t ordo__futex_wait(_Atomic uint32_t *word, uint32_t expected,
+                                     ordo_deadline_t deadline);
 
 /* Wakes up to count sleepers on word. Touches only the address, never the
  * memory, so it is safe after the word's owner may have gone. */
-void ordo_futex_wake(_Atomic uint32_t *word, int count);
+void ordo__futex_wake(_Atomic uint32_t *word, int count);
 
 /* A short pause for spin loops. */
-static inline void ordo_cpu_relax(void) {
+static inline void ordo__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)

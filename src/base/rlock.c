@@ -3,7 +3,7 @@
 #include "base/asym_fence.h"
 #include "base/futex.h"
 
-_Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+_Thread_local _Alignas(2) char ordo__rlock_marker __attribute__((tls_model("initial-exec")));
 
 /* The first run that earns the bias, and the longest after revocations. */
 #define RUN_TO_BIAS_FIRST 64u
@@ -11,7 +11,7 @@ _Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initi
 /* How long a revoker sleeps before it looks at the biased thread again. */
 #define REVOKE_RECHECK_NS 50000u
 
-void ordo_rlock_init(ordo_rlock_t *lock) {
+void ordo__rlock_init(ordo_rlock_t *lock) {
     atomic_init(&lock->word, 0);
     atomic_init(&lock->owner, NULL);
     lock->depth = 0;
@@ -25,7 +25,7 @@ void ordo_rlock_init(ordo_rlock_t *lock) {
     lock->run = 0;
     /* Without cheap asymmetric fences a biased entry costs two fences:
      * no better than the shared path, so the lock is never biased. */
-    lock->run_to_bias = ordo_asym_init() ? RUN_TO_BIAS_FIRST : 0;
+    lock->run_to_bias = ordo__asym_init() ? RUN_TO_BIAS_FIRST : 0;
 }
 
 static void word_lock(ordo_rlock_t *lock) {
@@ -35,7 +35,7 @@ static void word_lock(ordo_rlock_t *lock) {
         return;
     }
     for (int spin = 0; spin < 128; ++spin) {
-        ordo_cpu_relax();
+        ordo__cpu_relax();
         expected = 0;
         if (atomic_load_explicit(&lock->word, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_weak_explicit(&lock->word, &expected, 1, memory_order_acquire,
@@ -45,7 +45,7 @@ static void word_lock(ordo_rlock_t *lock) {
     }
     /* Mark the lock contended; sleep while it stays held. */
     while (atomic_exchange_explicit(&lock->word, 2, memory_order_acquire) != 0) {
-        (void)ordo_futex_wait(&lock->word, 2, ORDO_DEADLINE_NEVER);
+        (void)ordo__futex_wait(&lock->word, 2, ORDO_DEADLINE_NEVER);
     }
 }
 
@@ -55,14 +55,14 @@ static void revoke(ordo_rlock_t *lock, uintptr_t bias) {
     unsigned flag = (unsigned)bias & 1u;
     _Atomic uint32_t *inside = &lock->bias_inside[flag];
     atomic_store_explicit(&lock->revoking, 1, memory_order_seq_cst);
-    ordo_asym_rare();
+    ordo__asym_rare();
     /* The biased thread either saw `revoking` and stays out, or is inside
      * and leaves. Its leave read `revoking` before its release store (see
-     * ordo_rlock_leave_bias), so a leave that raced with this revocation
+     * ordo__rlock_leave_bias), so a leave that raced with this revocation
      * may not wake us: each sleep is short, and the flag is looked at
      * again. */
     while (atomic_load_explicit(inside, memory_order_acquire)) {
-        (void)ordo_futex_wait(inside, 1, ordo_deadline_after_ns(REVOKE_RECHECK_NS));
+        (void)ordo__futex_wait(inside, 1, ordo_deadline_after_ns(REVOKE_RECHECK_NS));
     }
     atomic_store_explicit(&lock->bias, 0, memory_order_relaxed);
     atomic_store_explicit(&lock->revoking, 0, memory_order_release);
@@ -74,8 +74,8 @@ static void revoke(ordo_rlock_t *lock, uintptr_t bias) {
     }
 }
 
-void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
-    const void *me = &ordo_rlock_marker;
+void ordo__rlock_lock_shared(ordo_rlock_t *lock) {
+    const void *me = &ordo__rlock_marker;
     word_lock(lock);
     uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     if (bias && (bias & ~(uintptr_t)1) != (uintptr_t)me) {
@@ -99,7 +99,7 @@ void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
          * is inside. */
         for (unsigned flag = 0; flag < 2; ++flag) {
             if (!lock->revoked[flag]) {
-                atomic_store_explicit(&lock->bias, ordo_rlock_bias_of_me(flag),
+                atomic_store_explicit(&lock->bias, ordo__rlock_bias_of_me(flag),
                                       memory_order_relaxed);
                 lock->run = 0;
                 break;
@@ -108,12 +108,12 @@ void ordo_rlock_lock_shared(ordo_rlock_t *lock) {
     }
 }
 
-void ordo_rlock_unlock_shared(ordo_rlock_t *lock) {
+void ordo__rlock_unlock_shared(ordo_rlock_t *lock) {
     if (atomic_exchange_explicit(&lock->word, 0, memory_order_release) == 2) {
-        ordo_futex_wake(&lock->word, 1);
+        ordo__futex_wake(&lock->word, 1);
     }
 }
 
-void ordo_rlock_wake_revoker(_Atomic uint32_t *bias_inside) {
-    ordo_futex_wake(bias_inside, 1);
+void ordo__rlock_wake_revoker(_Atomic uint32_t *bias_inside) {
+    ordo__futex_wake(bias_inside, 1);
 }

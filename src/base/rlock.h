@@ -66,44 +66,44 @@ typedef struct ordo_rlock {
 
 /* One per thread; its address names the thread (aligned, so that `bias`
  * can carry a flag index in the low bit). */
-extern _Thread_local _Alignas(2) char ordo_rlock_marker __attribute__((tls_model("initial-exec")));
+extern _Thread_local _Alignas(2) char ordo__rlock_marker __attribute__((tls_model("initial-exec")));
 
-void ordo_rlock_init(ordo_rlock_t *lock);
+void ordo__rlock_init(ordo_rlock_t *lock);
 /* Out of line: the shared path of lock and unlock. */
-void ordo_rlock_lock_shared(ordo_rlock_t *lock);
-void ordo_rlock_unlock_shared(ordo_rlock_t *lock);
+void ordo__rlock_lock_shared(ordo_rlock_t *lock);
+void ordo__rlock_unlock_shared(ordo_rlock_t *lock);
 /* Out of line: wakes a revoker waiting for the biased thread to leave.
  * It takes the flag's address and touches nothing but that address, so
  * an unlock may call it after its release store. */
-void ordo_rlock_wake_revoker(_Atomic uint32_t *bias_inside);
+void ordo__rlock_wake_revoker(_Atomic uint32_t *bias_inside);
 
 /* The value of `bias` that names the calling thread on flag `flag`. */
-static inline uintptr_t ordo_rlock_bias_of_me(unsigned flag) {
-    return (uintptr_t)&ordo_rlock_marker | flag;
+static inline uintptr_t ordo__rlock_bias_of_me(unsigned flag) {
+    return (uintptr_t)&ordo__rlock_marker | flag;
 }
 
 /* Non-zero when the calling thread holds the lock. Only this thread ever
  * stores its own marker, so seeing it means it is still ours. */
-static inline int ordo_rlock_held(const ordo_rlock_t *lock) {
-    return atomic_load_explicit(&lock->owner, memory_order_relaxed) == &ordo_rlock_marker;
+static inline int ordo__rlock_held(const ordo_rlock_t *lock) {
+    return atomic_load_explicit(&lock->owner, memory_order_relaxed) == &ordo__rlock_marker;
 }
 
-static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag);
-static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag);
-static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock, unsigned flag);
+static inline int ordo__rlock_enter_bias(ordo_rlock_t *lock, unsigned flag);
+static inline void ordo__rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag);
+static inline void ordo__rlock_leave_bias(ordo_rlock_t *lock, unsigned flag);
 
 static inline __attribute__((always_inline)) void ordo_rlock_lock(ordo_rlock_t *lock) {
-    const void *me = &ordo_rlock_marker;
+    const void *me = &ordo__rlock_marker;
     if (atomic_load_explicit(&lock->owner, memory_order_relaxed) == me) {
         ++lock->depth;
         return;
     }
     uintptr_t bias = atomic_load_explicit(&lock->bias, memory_order_relaxed);
     unsigned flag = (unsigned)bias & 1u;
-    if ((bias & ~(uintptr_t)1) == (uintptr_t)me && ordo_rlock_enter_bias(lock, flag)) {
+    if ((bias & ~(uintptr_t)1) == (uintptr_t)me && ordo__rlock_enter_bias(lock, flag)) {
         lock->through_bias = 1 + flag;
     } else {
-        ordo_rlock_lock_shared(lock);
+        ordo__rlock_lock_shared(lock);
         lock->through_bias = 0;
     }
     atomic_store_explicit(&lock->owner, me, memory_order_relaxed);
@@ -116,31 +116,31 @@ static inline __attribute__((always_inline)) void ordo_rlock_unlock(ordo_rlock_t
     }
     atomic_store_explicit(&lock->owner, NULL, memory_order_relaxed);
     if (lock->through_bias) {
-        ordo_rlock_leave_bias(lock, lock->through_bias - 1);
+        ordo__rlock_leave_bias(lock, lock->through_bias - 1);
     } else {
-        ordo_rlock_unlock_shared(lock);
+        ordo__rlock_unlock_shared(lock);
     }
 }
 
 /* The hot side of the asymmetric fence, for the biased paths only: a lock
- * is biased only after ordo_asym_init found membarrier (ordo_rlock_init),
+ * is biased only after ordo__asym_init found membarrier (ordo__rlock_init),
  * and from then on a hot side needs no more than the compiler's fence. */
-static inline void ordo_rlock_bias_fence(void) {
+static inline void ordo__rlock_bias_fence(void) {
     atomic_signal_fence(memory_order_seq_cst);
 }
 
 /* The biased thread enters: announce, then make sure no revocation has
  * started or finished (an asymmetric fence orders the store before the
  * loads; the revoker pays for it). */
-static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
+static inline int ordo__rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
     atomic_store_explicit(&lock->bias_inside[flag], 1, memory_order_relaxed);
-    ordo_rlock_bias_fence();
+    ordo__rlock_bias_fence();
     /* Acquire: a finished revocation cleared `bias` before `revoking`. */
     if (!atomic_load_explicit(&lock->revoking, memory_order_acquire) &&
-        atomic_load_explicit(&lock->bias, memory_order_relaxed) == ordo_rlock_bias_of_me(flag)) {
+        atomic_load_explicit(&lock->bias, memory_order_relaxed) == ordo__rlock_bias_of_me(flag)) {
         return 1;
     }
-    ordo_rlock_back_off_bias(lock, flag);
+    ordo__rlock_back_off_bias(lock, flag);
     return 0;
 }
 
@@ -148,11 +148,11 @@ static inline int ordo_rlock_enter_bias(ordo_rlock_t *lock, unsigned flag) {
  * uses the lock afterwards). Release: a revoker that sees the flag down
  * sees this thread's writes; one that found it up and sleeps raised
  * `revoking` before its fence, so this load sees it. */
-static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag) {
+static inline void ordo__rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag) {
     atomic_store_explicit(&lock->bias_inside[flag], 0, memory_order_release);
-    ordo_rlock_bias_fence();
+    ordo__rlock_bias_fence();
     if (atomic_load_explicit(&lock->revoking, memory_order_relaxed)) {
-        ordo_rlock_wake_revoker(&lock->bias_inside[flag]);
+        ordo__rlock_wake_revoker(&lock->bias_inside[flag]);
     }
 }
 
@@ -162,12 +162,12 @@ static inline void ordo_rlock_back_off_bias(ordo_rlock_t *lock, unsigned flag) {
  * `revoking` is read first: a revocation that began before that is woken
  * (by address only); one that begins later and finds the flag still up
  * sleeps with a short timeout and looks again (see revoke). */
-static inline void ordo_rlock_leave_bias(ordo_rlock_t *lock, unsigned flag) {
+static inline void ordo__rlock_leave_bias(ordo_rlock_t *lock, unsigned flag) {
     int wake = atomic_load_explicit(&lock->revoking, memory_order_relaxed) != 0;
     _Atomic uint32_t *inside = &lock->bias_inside[flag];
     atomic_store_explicit(inside, 0, memory_order_release);
     if (wake) {
-        ordo_rlock_wake_revoker(inside);
+        ordo__rlock_wake_revoker(inside);
     }
 }
 

@@ -63,7 +63,7 @@ const char *ordo_error_message(void) {
     return error_message;
 }
 
-uint64_t ordo_error_count(void) {
+uint64_t ordo__error_count(void) {
     return error_count;
 }
 
@@ -82,7 +82,7 @@ static void message_set(const char *prefix, const char *fmt, va_list args) {
     ++error_count;
 }
 
-ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt, ...) {
+ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
     message_set(api, fmt, args);
@@ -90,7 +90,7 @@ ordo_status_t ordo_error(ordo_status_t status, const char *api, const char *fmt,
     return status;
 }
 
-ordo_status_t ordo_error_as(ordo_status_t status, const char *api) {
+ordo_status_t ordo__error_as(ordo_status_t status, const char *api) {
     const char *detail = error_message;
     if (strncmp(detail, "ordo_", 5) == 0) {
         size_t name = strspn(detail, "abcdefghijklmnopqrstuvwxyz0123456789_");
@@ -98,7 +98,7 @@ ordo_status_t ordo_error_as(ordo_status_t status, const char *api) {
             detail += name + 2;
         }
     }
-    return ordo_error(status, api, "%s", detail);
+    return ordo__error(status, api, "%s", detail);
 }
 
 ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) {

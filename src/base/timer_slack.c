@@ -5,7 +5,7 @@
 #include <sys/prctl.h>
 #endif
 
-uint64_t ordo_timer_slack_set(uint64_t slack_ns) {
+uint64_t ordo__timer_slack_set(uint64_t slack_ns) {
 #if defined(__linux__) && defined(PR_SET_TIMERSLACK) && defined(PR_GET_TIMERSLACK)
     int previous = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
     if (previous <= 0) {
@@ -19,7 +19,7 @@ uint64_t ordo_timer_slack_set(uint64_t slack_ns) {
 #endif
 }
 
-void ordo_timer_slack_restore(uint64_t previous_ns) {
+void ordo__timer_slack_restore(uint64_t previous_ns) {
 #if defined(__linux__) && defined(PR_SET_TIMERSLACK)
     if (previous_ns) {
         (void)prctl(PR_SET_TIMERSLACK, (unsigned long)previous_ns, 0UL, 0UL, 0UL);

@@ -9,9 +9,9 @@
 
 /* Sets the calling thread's slack to slack_ns and returns the one it had
  * (0 where the platform has none to set: restoring it does nothing). */
-uint64_t ordo_timer_slack_set(uint64_t slack_ns);
+uint64_t ordo__timer_slack_set(uint64_t slack_ns);
 
-/* Gives the thread back a slack that ordo_timer_slack_set returned. */
-void ordo_timer_slack_restore(uint64_t previous_ns);
+/* Gives the thread back a slack that ordo__timer_slack_set returned. */
+void ordo__timer_slack_restore(uint64_t previous_ns);
 
 #endif

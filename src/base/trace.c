@@ -66,7 +66,7 @@ typedef struct trace_thread {
     uint32_t vacant;
 } trace_thread_t;
 
-_Atomic uint32_t trace_enabled;
+_Atomic uint32_t ordo__trace_enabled;
 
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Serializes ordo_trace_start and ordo_trace_stop (taken before
@@ -86,7 +86,7 @@ static double ns_per_tick = 1.0;
 static _Atomic uint32_t generation;
 static _Thread_local trace_thread_t *this_thread __attribute__((tls_model("initial-exec")));
 
-uint32_t trace_generation(void) {
+uint32_t ordo__trace_generation(void) {
     return atomic_load_explicit(&generation, memory_order_relaxed);
 }
 
@@ -142,7 +142,7 @@ static __attribute__((noinline)) trace_thread_t *thread_record_new(void) {
     return this_thread = t;
 }
 
-size_t trace_thread_records(void) {
+size_t ordo__trace_thread_records(void) {
     size_t n = 0;
     pthread_mutex_lock(&threads_lock);
     for (const trace_thread_t *t = threads; t; t = t->next) {
@@ -188,8 +188,8 @@ static inline trace_chunk_t *chunk_with_room(trace_thread_t *t) {
  * longer busy) when tracing is off or the trace is full. */
 static inline trace_event_t *slot_begin(trace_thread_t *t) {
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-    ordo_asym_hot(); /* stop's ordo_asym_rare fences us */
-    if (atomic_load_explicit(&trace_enabled, memory_order_acquire)) {
+    ordo__asym_hot(); /* stop's ordo__asym_rare fences us */
+    if (atomic_load_explicit(&ordo__trace_enabled, memory_order_acquire)) {
         trace_chunk_t *chunk = chunk_with_room(t);
         if (chunk) {
             return &chunk->events[chunk->used++];
@@ -204,7 +204,7 @@ static inline void slot_end(trace_thread_t *t) {
     atomic_store_explicit(&t->busy, 0, memory_order_release);
 }
 
-int trace_record(const trace_event_t *event) {
+int ordo__trace_record(const trace_event_t *event) {
     trace_thread_t *t = thread_record();
     trace_event_t *e = t ? slot_begin(t) : NULL;
     if (e) {
@@ -268,39 +268,39 @@ static void fork_handlers_install(void) {
 }
 
 static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
-    if (atomic_load(&trace_enabled)) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_trace_start", "tracing is on already");
+    if (atomic_load(&ordo__trace_enabled)) {
+        return ordo__error(ORDO_ERR_BUSY, "ordo_trace_start", "tracing is on already");
     }
     uint64_t max_events = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
     uint64_t chunks = max_events / TRACE_CHUNK_EVENTS + (max_events % TRACE_CHUNK_EVENTS != 0);
     if (chunks > SIZE_MAX / sizeof(trace_chunk_t)) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, "ordo_trace_start", "max_events %llu is too many",
-                          (unsigned long long)max_events);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, "ordo_trace_start", "max_events %llu is too many",
+                           (unsigned long long)max_events);
     }
     size_t bytes = (size_t)chunks * sizeof(trace_chunk_t);
     void *mapped = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mapped == MAP_FAILED) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
-                          "cannot map %zu bytes for %llu events: %s", bytes,
-                          (unsigned long long)max_events, strerror(errno));
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
+                           "cannot map %zu bytes for %llu events: %s", bytes,
+                           (unsigned long long)max_events, strerror(errno));
     }
     size_t prefault = bytes < TRACE_PREFAULT_BYTES ? bytes : TRACE_PREFAULT_BYTES;
     int failed = region_prefault(mapped, prefault);
     if (failed) {
         munmap(mapped, bytes);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
-                          "cannot touch the first %zu bytes of the room for %llu events: %s",
-                          prefault, (unsigned long long)max_events, strerror(failed));
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_start",
+                           "cannot touch the first %zu bytes of the room for %llu events: %s",
+                           prefault, (unsigned long long)max_events, strerror(failed));
     }
-    (void)ordo_asym_init();
+    (void)ordo__asym_init();
     region = mapped;
     region_chunks = chunks;
     atomic_store(&chunks_taken, 0);
     origin_ns = ordo_time_now_ns();
     origin_ticks = trace_now();
     atomic_fetch_add(&generation, 1);
-    atomic_store(&trace_enabled, 1);
+    atomic_store(&ordo__trace_enabled, 1);
     return ORDO_OK;
 }
 
@@ -315,23 +315,23 @@ ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
 
 ordo_status_t ordo_trace_is_on(int *out_on) {
     if (!out_on) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_on is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_on is NULL");
     }
-    *out_on = (int)atomic_load(&trace_enabled);
+    *out_on = (int)atomic_load(&ordo__trace_enabled);
     return ORDO_OK;
 }
 
 static ordo_status_t record_mark(trace_kind_t kind, const char *name, int64_t value,
                                  const char *api) {
     if (kind != TRACE_THREAD_END && !name) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
     }
     if (!trace_on()) {
         return ORDO_OK;
     }
     trace_thread_t *t = thread_record();
     if (!t) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a thread's trace");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a thread's trace");
     }
     uint32_t current = atomic_load_explicit(&generation, memory_order_relaxed);
     if (t->depth_generation != current) {
@@ -697,8 +697,8 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
                                  uint64_t *out_flows) {
     FILE *out = fopen(path, "w");
     if (!out) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "cannot open %s: %s", path,
-                          strerror(errno));
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "cannot open %s: %s", path,
+                           strerror(errno));
     }
     export_state_t x;
     memset(&x, 0, sizeof x);
@@ -709,7 +709,7 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     x.first = 1;
     if (!x.tracks) {
         fclose(out);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
     }
     sort_key_t *keys = malloc((count ? count : 1) * sizeof *keys);
     trace_event_t *sorted = malloc((count ? count : 1) * sizeof *sorted);
@@ -718,7 +718,7 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
         free(sorted);
         free(x.tracks);
         fclose(out);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot export the trace");
     }
     for (size_t i = 0; i < count; ++i) {
         keys[i] = (sort_key_t){events[i].ts, i};
@@ -758,26 +758,26 @@ static ordo_status_t write_trace(const char *path, trace_event_t *events, size_t
     errno = 0;
     failed |= fclose(out) != 0;
     if (failed) {
-        return ordo_error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s: %s", path,
-                          strerror(errno ? errno : EIO));
+        return ordo__error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s: %s", path,
+                           strerror(errno ? errno : EIO));
     }
     return ORDO_OK;
 }
 
 static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out_stats) {
-    if (!atomic_exchange(&trace_enabled, 0)) {
+    if (!atomic_exchange(&ordo__trace_enabled, 0)) {
         if (out_stats) {
             memset(out_stats, 0, sizeof *out_stats);
         }
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "tracing is not on");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_trace_stop", "tracing is not on");
     }
-    ordo_asym_rare();
+    ordo__asym_rare();
     pthread_mutex_lock(&threads_lock);
     size_t count = 0;
     uint64_t dropped = 0;
     for (trace_thread_t *t = threads; t; t = t->next) {
         while (atomic_load(&t->busy)) {
-            ordo_cpu_relax();
+            ordo__cpu_relax();
         }
         for (trace_chunk_t *c = t->head; c; c = c->next) {
             count += c->used;
@@ -828,16 +828,16 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
         calibrate();
     }
     if (path && !events) {
-        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot gather %zu events",
-                        count);
+        st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop", "cannot gather %zu events",
+                         count);
     } else if (path) {
         /* JSON numbers have a decimal point whatever locale the program
          * set (printf takes LC_NUMERIC's separator): this thread writes
          * in the C locale. */
         locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
         if (!c_numeric) {
-            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop",
-                            "cannot make the C locale to write %s", path);
+            st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop",
+                             "cannot make the C locale to write %s", path);
         } else {
             locale_t previous = uselocale(c_numeric);
             st = write_trace(path, events, n, &flows);

@@ -39,10 +39,11 @@ typedef struct trace_event {
     uint32_t tid; /* the recording thread */
 } trace_event_t;
 
-extern _Atomic uint32_t trace_enabled;
+extern _Atomic uint32_t ordo__trace_enabled;
 
 static inline int trace_on(void) {
-    return __builtin_expect(atomic_load_explicit(&trace_enabled, memory_order_relaxed) != 0, 0);
+    return __builtin_expect(atomic_load_explicit(&ordo__trace_enabled, memory_order_relaxed) != 0,
+                            0);
 }
 
 /* The time stamp of an event: the invariant TSC where there is one (about
@@ -57,14 +58,14 @@ static inline uint64_t trace_now(void) {
 
 /* Appends one event (call only when trace_on()). */
 /* Non-zero when recorded (tracing was on and the trace not full). */
-int trace_record(const trace_event_t *event);
+int ordo__trace_record(const trace_event_t *event);
 
 /* The trace's generation: bumped by every start, so a stream can tell
  * whether it has named its track in the current trace yet. */
-uint32_t trace_generation(void);
+uint32_t ordo__trace_generation(void);
 
 /* How many thread records exist (threads that recorded and are alive, or
  * exited since and not yet replaced). */
-size_t trace_thread_records(void);
+size_t ordo__trace_thread_records(void);
 
 #endif

@@ -35,11 +35,11 @@ struct ordo_barrier {
 
 static ordo_status_t barrier_check(const ordo_barrier_t *barrier, const char *api) {
     if (!barrier) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "barrier is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "barrier is NULL");
     }
     if (barrier->magic != ORDO_BARRIER_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live barrier",
-                          (const void *)barrier);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live barrier",
+                           (const void *)barrier);
     }
     return ORDO_OK;
 }
@@ -49,33 +49,33 @@ static ordo_status_t barrier_check(const ordo_barrier_t *barrier, const char *ap
 static ordo_status_t set_validate(ordo_stream_t *const *streams, size_t count, const char *api,
                                   ordo_stream_t **unique, size_t *out_unique) {
     if (!streams) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "streams is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "streams is NULL");
     }
     if (count == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "the set of streams is empty");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "the set of streams is empty");
     }
     if (count > ORDO_BARRIER_MAX_STREAMS) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
-                          "%zu streams exceed ORDO_BARRIER_MAX_STREAMS (%u)", count,
-                          ORDO_BARRIER_MAX_STREAMS);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api,
+                           "%zu streams exceed ORDO_BARRIER_MAX_STREAMS (%u)", count,
+                           ORDO_BARRIER_MAX_STREAMS);
     }
     size_t n = 0;
     for (size_t i = 0; i < count; ++i) {
         ordo_stream_t *s = streams[i];
         if (!s) {
-            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "entry %zu is NULL", i);
+            return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "entry %zu is NULL", i);
         }
         if (s->magic != ORDO_STREAM_MAGIC) {
-            return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                              "entry %zu (%p) is not a live stream (destroyed, or not a stream)", i,
-                              (void *)s);
+            return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                               "entry %zu (%p) is not a live stream (destroyed, or not a stream)",
+                               i, (void *)s);
         }
         if (s->device != streams[0]->device) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "entry %zu is a stream of device %s (%p), entry 0 of %s (%p): a "
-                              "barrier spans one device",
-                              i, s->device->info.name, (void *)s->device,
-                              streams[0]->device->info.name, (void *)streams[0]->device);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "entry %zu is a stream of device %s (%p), entry 0 of %s (%p): a "
+                               "barrier spans one device",
+                               i, s->device->info.name, (void *)s->device,
+                               streams[0]->device->info.name, (void *)streams[0]->device);
         }
         size_t k = 0;
         while (k < n && unique[k] != s) {
@@ -96,11 +96,11 @@ static ordo_status_t members_check(ordo_barrier_t *b, const char *api) {
     if (ORDO_LIKELY(epoch == b->epoch)) {
         return ORDO_OK;
     }
-    size_t bad = hal_device_find_missing(b->device, b->streams, b->ids, b->count);
+    size_t bad = ordo__hal_device_find_missing(b->device, b->streams, b->ids, b->count);
     if (bad < b->count) {
-        return ordo_error(ORDO_ERR_DESTROYED, api,
-                          "member %zu (stream %p) was destroyed after the barrier was created", bad,
-                          (void *)b->streams[bad]);
+        return ordo__error(ORDO_ERR_DESTROYED, api,
+                           "member %zu (stream %p) was destroyed after the barrier was created",
+                           bad, (void *)b->streams[bad]);
     }
     b->epoch = epoch;
     return ORDO_OK;
@@ -111,12 +111,12 @@ static void barrier_free(ordo_barrier_t *b) {
         if (b->timelines[i]) {
             /* Released, never destroyed: operations still queued on the
              * streams hold their own references and still run. */
-            signal_release_internal(b->timelines[i]);
+            ordo__signal_release_internal(b->timelines[i]);
         }
     }
     ordo_device_release(b->device);
     b->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(b, b->bytes, 0);
+    ordo__dealloc(b, b->bytes, 0);
 }
 
 static ordo_status_t barrier_make(ordo_stream_t *const *streams, size_t count,
@@ -124,8 +124,8 @@ static ordo_status_t barrier_make(ordo_stream_t *const *streams, size_t count,
                                   const char *api) {
     if (scheme != ORDO_BARRIER_SCHEME_AUTO && scheme != ORDO_BARRIER_SCHEME_HUB &&
         scheme != ORDO_BARRIER_SCHEME_ALL_TO_ALL) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "scheme %d is not a barrier scheme",
-                          (int)scheme);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "scheme %d is not a barrier scheme",
+                           (int)scheme);
     }
     ordo_stream_t *unique[ORDO_BARRIER_MAX_STREAMS];
     size_t n = 0;
@@ -136,10 +136,10 @@ static ordo_status_t barrier_make(ordo_stream_t *const *streams, size_t count,
     ordo_device_t *device = unique[0]->device;
     size_t bytes = sizeof(ordo_barrier_t) +
                    n * (sizeof(ordo_stream_t *) + sizeof(uint64_t) + sizeof(ordo_signal_t *));
-    ordo_barrier_t *b = ordo_alloc(bytes, 0);
+    ordo_barrier_t *b = ordo__alloc(bytes, 0);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a barrier of %zu streams",
-                          n);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a barrier of %zu streams",
+                           n);
     }
     b->magic = ORDO_BARRIER_MAGIC;
     b->bytes = bytes;
@@ -159,11 +159,12 @@ static ordo_status_t barrier_make(ordo_stream_t *const *streams, size_t count,
         b->ids[i] = unique[i]->id;
         if (ordo_signal_create(0, &b->timelines[i]) != ORDO_OK) {
             barrier_free(b);
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the barrier's timelines");
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                               "cannot create the barrier's timelines");
         }
         char name[ORDO_SIGNAL_NAME_MAX];
         snprintf(name, sizeof name, "barrier %p[%zu]", (void *)b, i);
-        signal_name_set_internal(b->timelines[i], name);
+        ordo__signal_name_set_internal(b->timelines[i], name);
     }
     *out = b;
     return ORDO_OK;
@@ -188,7 +189,7 @@ static ordo_status_t raise_first(const first_error_t *e, const char *api) {
     if (e->status == ORDO_OK) {
         return ORDO_OK;
     }
-    return ordo_error(e->status, api, "member %zu: %s", e->member, e->message);
+    return ordo__error(e->status, api, "member %zu: %s", e->member, e->message);
 }
 
 /* Member i's stream signals timeline t to g. If that cannot be enqueued,
@@ -211,8 +212,8 @@ static ordo_status_t barrier_enqueue(ordo_barrier_t *b, const char *api) {
     if (n == 1) {
         ordo_status_t st = ordo_stream_status(b->streams[0]);
         return st == ORDO_OK ? ORDO_OK
-                             : ordo_error(st, api, "member 0: stream %p has failed with %s",
-                                          (void *)b->streams[0], ordo_status_name(st));
+                             : ordo__error(st, api, "member 0: stream %p has failed with %s",
+                                           (void *)b->streams[0], ordo_status_name(st));
     }
     uint64_t g = ++b->generation;
     first_error_t e = {ORDO_OK, 0, ""};
@@ -245,7 +246,7 @@ static ordo_status_t barrier_enqueue(ordo_barrier_t *b, const char *api) {
 ordo_status_t ordo_barrier_create(ordo_stream_t *const *streams, size_t count,
                                   ordo_barrier_scheme_t scheme, ordo_barrier_t **out_barrier) {
     if (!out_barrier) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_barrier is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_barrier is NULL");
     }
     *out_barrier = NULL;
     return barrier_make(streams, count, scheme, out_barrier, __func__);
@@ -304,10 +305,10 @@ ordo_status_t ordo_barrier_synchronize(ordo_barrier_t *barrier, ordo_deadline_t 
         *out_elapsed_ns = ordo_time_now_ns() - start;
     }
     if (late < barrier->count) {
-        return ordo_error(ORDO_ERR_TIMEOUT, __func__,
-                          "member %zu (stream %p) had not reached its point by the deadline%s",
-                          late, (void *)barrier->streams[late],
-                          failed.status != ORDO_OK ? " (and a member has failed)" : "");
+        return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                           "member %zu (stream %p) had not reached its point by the deadline%s",
+                           late, (void *)barrier->streams[late],
+                           failed.status != ORDO_OK ? " (and a member has failed)" : "");
     }
     return raise_first(&failed, __func__);
 }
@@ -321,7 +322,7 @@ ordo_status_t ordo_barrier_stream_count(ordo_barrier_t *barrier, size_t *out_cou
         return st;
     }
     if (!out_count) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }
     *out_count = barrier->count;
     return ORDO_OK;
@@ -380,10 +381,10 @@ ordo_status_t ordo_barrier_synchronize_streams(ordo_stream_t *const *streams, si
         *out_elapsed_ns = ordo_time_now_ns() - start;
     }
     if (late < n) {
-        return ordo_error(ORDO_ERR_TIMEOUT, __func__,
-                          "stream %zu (%p) had not reached its point by the deadline%s", late,
-                          (void *)unique[late],
-                          failed.status != ORDO_OK ? " (and a stream has failed)" : "");
+        return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                           "stream %zu (%p) had not reached its point by the deadline%s", late,
+                           (void *)unique[late],
+                           failed.status != ORDO_OK ? " (and a stream has failed)" : "");
     }
     return raise_first(&failed, __func__);
 }

@@ -30,7 +30,7 @@
  * the backend fail the stream's timeline at once, on the completing
  * thread, under the coordinator's lock; timepoints of other ops on that timeline then
  * fire on this thread. Their callback finds the lock held by its own
- * thread (coord_held) and leaves the op on `deferred` for the holder, who
+ * thread (ordo__coord_held) and leaves the op on `deferred` for the holder, who
  * handles it before it lets the lock go. */
 #ifndef ORDO_COORD_COORD_INTERNAL_H
 #define ORDO_COORD_COORD_INTERNAL_H
@@ -138,7 +138,7 @@ typedef struct coord_op {
     struct coord_op *done_next;     /* on a coord_work_t's done list */
     struct coord_op *arm_next;      /* on a coord_work_t's arm list */
     struct coord_op *deferred_next; /* on coord->deferred */
-    uint32_t ready_prev;            /* set by ready_push */
+    uint32_t ready_prev;            /* set by ordo__ready_push */
     uint32_t ready_next;
     ordo_timepoint_t timepoint; /* armed while tp_pending, for ops with callbacks */
 } coord_op_t;
@@ -275,8 +275,8 @@ typedef enum op_lookup {
     LOOKUP_FORGOTTEN, /* retired; whether it failed is no longer known */
 } op_lookup_t;
 
-op_lookup_t op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
-                           ordo_status_t *out_outcome);
+op_lookup_t ordo__op_lookup_slow(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
+                                 ordo_status_t *out_outcome);
 
 static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, uint32_t *out_slot,
                                     ordo_status_t *out_outcome) {
@@ -285,16 +285,16 @@ static inline op_lookup_t op_lookup(const ordo_coord_t *coord, ordo_op_id_t id, 
         *out_slot = entry - 1;
         return LOOKUP_LIVE;
     }
-    return op_lookup_slow(coord, id, out_slot, out_outcome);
+    return ordo__op_lookup_slow(coord, id, out_slot, out_outcome);
 }
 
 /* Allocates the table of recent ids (at create). */
-ordo_status_t op_recent_init(ordo_coord_t *coord);
+ordo_status_t ordo__op_recent_init(ordo_coord_t *coord);
 
 /* The hot paths below are inline (they run for every op, and a call
  * costs about what they do); their rare cases are out of line. */
 
-ordo_status_t op_id_reserve_slow(ordo_coord_t *coord);
+ordo_status_t ordo__op_id_reserve_slow(ordo_coord_t *coord);
 
 /* Before the next id is issued: makes room for it to be published (grows
  * the recent table, or reserves an entry of coord->live for the op whose
@@ -303,11 +303,11 @@ static inline ordo_status_t op_id_reserve(ordo_coord_t *coord) {
     if (ORDO_LIKELY(!coord->recent[(coord->issued + 1) & coord->recent_mask])) {
         return ORDO_OK;
     }
-    return op_id_reserve_slow(coord);
+    return ordo__op_id_reserve_slow(coord);
 }
 
 /* Moves the live op of a recent entry to coord->live. */
-void op_id_evict(ordo_coord_t *coord, uint32_t *entry);
+void ordo__op_id_evict(ordo_coord_t *coord, uint32_t *entry);
 
 /* Makes id (just issued to the op in slot) findable; op_id_reserve must
  * have succeeded since the last publish. */
@@ -315,7 +315,7 @@ static inline void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
     coord_op_t *op = op_at(coord, slot);
     uint32_t *entry = &coord->recent[op->id & coord->recent_mask];
     if (ORDO_UNLIKELY(*entry)) {
-        op_id_evict(coord, entry);
+        ordo__op_id_evict(coord, entry);
     }
     *entry = slot + 1;
     op->in_recent = 1;
@@ -323,15 +323,15 @@ static inline void op_id_publish(ordo_coord_t *coord, uint32_t slot) {
 }
 
 /* Raises the error for a lookup that found no live op. */
-ordo_status_t op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api);
+ordo_status_t ordo__op_lookup_error(op_lookup_t found, ordo_op_id_t id, const char *api);
 
 /* Adds a chunk of free slots. */
-ordo_status_t op_chunk_add(ordo_coord_t *coord);
+ordo_status_t ordo__op_chunk_add(ordo_coord_t *coord);
 
 /* A free slot (taken off the free list, or from a new chunk). */
 static inline ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
     if (ORDO_UNLIKELY(coord->free_slot == COORD_NONE)) {
-        ordo_status_t st = op_chunk_add(coord);
+        ordo_status_t st = ordo__op_chunk_add(coord);
         if (st != ORDO_OK) {
             return st;
         }
@@ -350,14 +350,14 @@ static inline ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot
     return ORDO_OK;
 }
 
-void op_slot_return(ordo_coord_t *coord, uint32_t slot);
+void ordo__op_slot_return(ordo_coord_t *coord, uint32_t slot);
 
 /* Retires the op if it is finished and its callbacks have run (and its
  * timepoint, if any, has been handled). */
-void op_try_retire(ordo_coord_t *coord, uint32_t slot);
+void ordo__op_try_retire(ordo_coord_t *coord, uint32_t slot);
 
 /* Makes sure op can take `extra` more dependencies without allocating. */
-ordo_status_t op_needs_reserve(coord_op_t *op, size_t extra);
+ordo_status_t ordo__op_needs_reserve(coord_op_t *op, size_t extra);
 
 /* op waits for point `point` of stream `stream`; returns 1 when that
  * needs no wait of its own (op's own stream, or merged into a need on the
@@ -388,12 +388,12 @@ static inline int op_need(coord_op_t *op, uint32_t stream, uint64_t point) {
     return 0;
 }
 
-void ready_push(ordo_coord_t *coord, uint32_t slot);
-void ready_remove(ordo_coord_t *coord, uint32_t slot);
-uint32_t ready_pop(ordo_coord_t *coord);
+void ordo__ready_push(ordo_coord_t *coord, uint32_t slot);
+void ordo__ready_remove(ordo_coord_t *coord, uint32_t slot);
+uint32_t ordo__ready_pop(ordo_coord_t *coord);
 
 /* The dependents of op (in the graph) take its point or failure. */
-void op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
+void ordo__op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t status);
 
 /* op's point is recorded (status ORDO_OK), or it failed without one:
  * each dependent takes the point as a need (or the failure), has one
@@ -401,20 +401,20 @@ void op_release_dependents(ordo_coord_t *coord, uint32_t slot, ordo_status_t sta
 static inline void op_mark_recorded(ordo_coord_t *coord, uint32_t slot, ordo_status_t status) {
     op_at(coord, slot)->recorded = 1;
     if (op_graph_contains(&coord->graph, slot)) {
-        op_release_dependents(coord, slot, status);
+        ordo__op_release_dependents(coord, slot, status);
     }
 }
 
-void ops_free_all(ordo_coord_t *coord);
+void ordo__ops_free_all(ordo_coord_t *coord);
 
 /* ---- coord_progress.c ----------------------------------------------------- */
 
 /* The coordinator whose lock this thread holds, if any. */
-extern _Thread_local ordo_coord_t *coord_held __attribute__((tls_model("initial-exec")));
+extern _Thread_local ordo_coord_t *ordo__coord_held __attribute__((tls_model("initial-exec")));
 
-void coord_lock_slow(ordo_coord_t *coord);
-void coord_wake_one(ordo_coord_t *coord);
-void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work);
+void ordo__coord_lock_slow(ordo_coord_t *coord);
+void ordo__coord_wake_one(ordo_coord_t *coord);
+void ordo__coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work);
 
 /* The lock (a futex mutex in the classic three-state form): one
  * compare-and-swap to take it and one exchange to release it when nobody
@@ -423,16 +423,16 @@ static inline void coord_lock(ordo_coord_t *coord) {
     uint32_t free_word = 0;
     if (ORDO_UNLIKELY(!atomic_compare_exchange_strong_explicit(
             &coord->lock_word, &free_word, 1, memory_order_acquire, memory_order_relaxed))) {
-        coord_lock_slow(coord);
+        ordo__coord_lock_slow(coord);
     }
-    coord_held = coord;
+    ordo__coord_held = coord;
 }
 
 /* Releases the lock only (no deferred work may be pending). */
 static inline void coord_unlock_plain(ordo_coord_t *coord) {
-    coord_held = NULL;
+    ordo__coord_held = NULL;
     if (ORDO_UNLIKELY(atomic_exchange_explicit(&coord->lock_word, 0, memory_order_release) == 2)) {
-        coord_wake_one(coord);
+        ordo__coord_wake_one(coord);
     }
 }
 
@@ -443,12 +443,12 @@ static inline void coord_unlock(ordo_coord_t *coord, coord_work_t *work) {
         coord_unlock_plain(coord); /* the common case */
         return;
     }
-    coord_unlock_slow(coord, work);
+    ordo__coord_unlock_slow(coord, work);
 }
 
 /* Under the lock: wakes the threads sleeping in ordo_coord_drain, if any,
  * to look again. */
-void coord_wake_drainers(ordo_coord_t *coord);
+void ordo__coord_wake_drainers(ordo_coord_t *coord);
 
 /* Nothing in flight that will call back into the coordinator. */
 static inline int coord_quiet(const ordo_coord_t *coord) {
@@ -461,21 +461,21 @@ static inline void work_init(coord_work_t *work) {
 }
 
 /* Attaches and detaches a stream's pending ring. */
-ordo_status_t stream_pending_init(coord_stream_t *cs);
-void stream_pending_fini(coord_stream_t *cs);
+ordo_status_t ordo__stream_pending_init(coord_stream_t *cs);
+void ordo__stream_pending_fini(coord_stream_t *cs);
 
-ordo_status_t stream_pending_grow(coord_stream_t *cs);
+ordo_status_t ordo__stream_pending_grow(coord_stream_t *cs);
 
 /* Makes room on cs's pending ring for the op its next point will go to. */
 static inline ordo_status_t stream_pending_reserve(coord_stream_t *cs) {
     if (ORDO_LIKELY(cs->next_point + 1 - cs->pending_first <= cs->pending_mask)) {
         return ORDO_OK;
     }
-    return stream_pending_grow(cs);
+    return ordo__stream_pending_grow(cs);
 }
 
 /* Callbacks were added to a completed op: follow its point actively. */
-void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
+void ordo__op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work);
 
 /* The op's point is recorded on its stream (room reserved): follow it. */
 static inline void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
@@ -486,15 +486,15 @@ static inline void op_track_point(ordo_coord_t *coord, uint32_t slot, coord_work
     coord->pending_mask |= (uint64_t)1 << cs->index;
     coord->in_flight++;
     if (op->callback_count) {
-        op_watch_point(coord, slot, work);
+        ordo__op_watch_point(coord, slot, work);
     }
 }
 
 /* Fails an op that has no pending point (not begun, launching, or begun). */
-void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work);
+void ordo__op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work);
 
 /* Finishes the ops whose points are reached on every stream with pending
  * ops, stopping at an op whose own timepoint will report it. */
-void coord_poll(ordo_coord_t *coord, coord_work_t *work);
+void ordo__coord_poll(ordo_coord_t *coord, coord_work_t *work);
 
 #endif

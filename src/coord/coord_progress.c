@@ -7,12 +7,12 @@
 #include "base/futex.h"
 #include "coord/coord_internal.h"
 
-_Thread_local ordo_coord_t *coord_held __attribute__((tls_model("initial-exec")));
+_Thread_local ordo_coord_t *ordo__coord_held __attribute__((tls_model("initial-exec")));
 
 /* The lock's contended paths (its fast paths are in coord_internal.h). */
-void coord_lock_slow(ordo_coord_t *coord) {
+void ordo__coord_lock_slow(ordo_coord_t *coord) {
     for (int spin = 0; spin < 100; ++spin) {
-        ordo_cpu_relax();
+        ordo__cpu_relax();
         uint32_t free_word = 0;
         if (atomic_load_explicit(&coord->lock_word, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_weak_explicit(&coord->lock_word, &free_word, 1,
@@ -21,18 +21,18 @@ void coord_lock_slow(ordo_coord_t *coord) {
         }
     }
     while (atomic_exchange_explicit(&coord->lock_word, 2, memory_order_acquire) != 0) {
-        ordo_futex_wait(&coord->lock_word, 2, ORDO_DEADLINE_NEVER);
+        ordo__futex_wait(&coord->lock_word, 2, ORDO_DEADLINE_NEVER);
     }
 }
 
-void coord_wake_one(ordo_coord_t *coord) {
-    ordo_futex_wake(&coord->lock_word, 1); /* touches the address only */
+void ordo__coord_wake_one(ordo_coord_t *coord) {
+    ordo__futex_wake(&coord->lock_word, 1); /* touches the address only */
 }
 
-void coord_wake_drainers(ordo_coord_t *coord) {
+void ordo__coord_wake_drainers(ordo_coord_t *coord) {
     if (coord->drainers) {
         atomic_fetch_add_explicit(&coord->drain_seq, 1, memory_order_release);
-        ordo_futex_wake(&coord->drain_seq, INT_MAX);
+        ordo__futex_wake(&coord->drain_seq, INT_MAX);
     }
 }
 
@@ -49,7 +49,7 @@ static void op_finished(ordo_coord_t *coord, uint32_t slot, ordo_status_t status
         coord->failed++;
     }
     if (op->callback_count == 0) {
-        op_try_retire(coord, slot);
+        ordo__op_try_retire(coord, slot);
         return;
     }
     op->callbacks_running = 1;
@@ -63,19 +63,19 @@ static void op_finished(ordo_coord_t *coord, uint32_t slot, ordo_status_t status
     work->done_tail = op;
 }
 
-void op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work) {
+void ordo__op_fail(ordo_coord_t *coord, uint32_t slot, ordo_status_t status, coord_work_t *work) {
     coord_op_t *op = op_at(coord, slot);
     if (op->queued) {
-        ready_remove(coord, slot);
+        ordo__ready_remove(coord, slot);
     }
     if (!op->recorded) {
         op_mark_recorded(coord, slot, status); /* dependents may now begin, and fail */
     }
-    op_graph_remove_node(&coord->graph, slot); /* it will never begin */
+    ordo__op_graph_remove_node(&coord->graph, slot); /* it will never begin */
     op_finished(coord, slot, status, work);
 }
 
-void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
+void ordo__op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
     coord_op_t *op = op_at(coord, slot);
     if (op->tp_pending) {
         return;
@@ -88,8 +88,8 @@ void op_watch_point(ordo_coord_t *coord, uint32_t slot, coord_work_t *work) {
 
 #define PENDING_FIRST_SIZE 64u
 
-ordo_status_t stream_pending_init(coord_stream_t *cs) {
-    cs->pending = ordo_alloc(PENDING_FIRST_SIZE * sizeof *cs->pending, 0);
+ordo_status_t ordo__stream_pending_init(coord_stream_t *cs) {
+    cs->pending = ordo__alloc(PENDING_FIRST_SIZE * sizeof *cs->pending, 0);
     if (!cs->pending) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -98,17 +98,17 @@ ordo_status_t stream_pending_init(coord_stream_t *cs) {
     return ORDO_OK;
 }
 
-void stream_pending_fini(coord_stream_t *cs) {
-    ordo_dealloc(cs->pending, (cs->pending_mask + 1) * sizeof *cs->pending, 0);
+void ordo__stream_pending_fini(coord_stream_t *cs) {
+    ordo__dealloc(cs->pending, (cs->pending_mask + 1) * sizeof *cs->pending, 0);
     cs->pending = NULL;
 }
 
-ordo_status_t stream_pending_grow(coord_stream_t *cs) {
+ordo_status_t ordo__stream_pending_grow(coord_stream_t *cs) {
     uint64_t size = (uint64_t)cs->pending_mask + 1;
     if (size >= ((uint64_t)1 << 31)) {
         return ORDO_ERR_RESOURCE_EXHAUSTED;
     }
-    uint32_t *ring = ordo_alloc(2 * size * sizeof *ring, 0);
+    uint32_t *ring = ordo__alloc(2 * size * sizeof *ring, 0);
     if (!ring) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -116,7 +116,7 @@ ordo_status_t stream_pending_grow(coord_stream_t *cs) {
     for (uint64_t p = cs->pending_first; p <= cs->next_point; ++p) {
         ring[p & mask] = cs->pending[p & cs->pending_mask];
     }
-    ordo_dealloc(cs->pending, size * sizeof *cs->pending, 0);
+    ordo__dealloc(cs->pending, size * sizeof *cs->pending, 0);
     cs->pending = ring;
     cs->pending_mask = (uint32_t)mask;
     return ORDO_OK;
@@ -154,7 +154,7 @@ static void stream_poll(ordo_coord_t *coord, coord_stream_t *cs, int all, coord_
     }
 }
 
-void coord_poll(ordo_coord_t *coord, coord_work_t *work) {
+void ordo__coord_poll(ordo_coord_t *coord, coord_work_t *work) {
     for (uint64_t mask = coord->pending_mask; mask; mask &= mask - 1) {
         stream_poll(coord, coord->streams[__builtin_ctzll(mask)], 0, work);
     }
@@ -165,8 +165,8 @@ static void op_fired_locked(ordo_coord_t *coord, coord_op_t *op, coord_work_t *w
     op->tp_pending = 0;
     coord->timepoints_pending--;
     stream_poll(coord, coord->streams[op->stream], 1, work);
-    op_try_retire(coord, op->slot); /* it may have finished already */
-    coord_wake_drainers(coord);
+    ordo__op_try_retire(coord, op->slot); /* it may have finished already */
+    ordo__coord_wake_drainers(coord);
 }
 
 static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
@@ -174,7 +174,7 @@ static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *ti
     (void)timepoint;
     coord_op_t *op = ctx;
     ordo_coord_t *coord = op->coord;
-    if (coord_held == coord) {
+    if (ordo__coord_held == coord) {
         op->deferred_next = coord->deferred;
         coord->deferred = op;
         return;
@@ -199,7 +199,7 @@ static void run_callbacks(const coord_op_t *op) {
     }
 }
 
-void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
+void ordo__coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
     for (;;) {
         while (coord->deferred) {
             coord_op_t *op = coord->deferred;
@@ -234,9 +234,9 @@ void coord_unlock_slow(ordo_coord_t *coord, coord_work_t *work) {
             coord_op_t *next = op->done_next;
             op->callbacks_running = 0;
             coord->callbacks_running--;
-            op_try_retire(coord, op->slot);
+            ordo__op_try_retire(coord, op->slot);
             op = next;
         }
-        coord_wake_drainers(coord);
+        ordo__coord_wake_drainers(coord);
     }
 }

@@ -12,8 +12,8 @@
 
 static ordo_status_t coord_check(const ordo_coord_t *coord, const char *api) {
     if (!coord || coord->magic != ORDO_COORD_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live coordinator",
-                          (const void *)coord);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live coordinator",
+                           (const void *)coord);
     }
     return ORDO_OK;
 }
@@ -46,48 +46,48 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     if (out_coord) {
         *out_coord = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_coord) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_coord is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_coord is NULL");
     }
     ordo_coord_config_t cfg = {NULL, 0};
     if (config) {
         cfg = *config;
     }
     if (cfg.flags & ~ORDO_COORD_UNCHECKED) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "unknown flags 0x%x",
-                          cfg.flags & ~ORDO_COORD_UNCHECKED);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "unknown flags 0x%x",
+                           cfg.flags & ~ORDO_COORD_UNCHECKED);
     }
     if (cfg.stream_pool) {
         size_t count = 0;
         st = ordo_stream_pool_size(cfg.stream_pool, ORDO_WORKLOAD_ANY, &count);
         if (st != ORDO_OK) {
-            return ordo_error(st, __func__, "config.stream_pool is not a live stream pool");
+            return ordo__error(st, __func__, "config.stream_pool is not a live stream pool");
         }
     }
-    ordo_coord_t *coord = ordo_alloc(sizeof *coord, 64);
+    ordo_coord_t *coord = ordo__alloc(sizeof *coord, 64);
     if (!coord) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
     }
-    if (op_recent_init(coord) != ORDO_OK) {
-        ordo_dealloc(coord, sizeof *coord, 64);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
+    if (ordo__op_recent_init(coord) != ORDO_OK) {
+        ordo__dealloc(coord, sizeof *coord, 64);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a coordinator");
     }
     coord->device = device;
     coord->pool = cfg.stream_pool;
     coord->flags = cfg.flags;
     coord->free_slot = COORD_NONE;
-    op_graph_init(&coord->graph);
+    ordo__op_graph_init(&coord->graph);
     for (uint32_t p = 0; p < COORD_PRIORITIES; ++p) {
         coord->ready_head[p] = coord->ready_tail[p] = COORD_NONE;
     }
     coord->magic = ORDO_COORD_MAGIC;
     ordo_device_retain(device);
     if (coord->pool) {
-        stream_pool_use(coord->pool);
+        ordo__stream_pool_use(coord->pool);
     }
     *out_coord = coord;
     return ORDO_OK;
@@ -109,10 +109,10 @@ static void run_cancelled(const coord_op_t *op) {
 /* Frees one stream's state: its timeline reference, its pending ring, the
  * record itself. */
 static void stream_state_free(coord_stream_t *cs) {
-    hal_stream_unuse(cs->stream, HAL_STREAM_COORDINATOR);
+    ordo__hal_stream_unuse(cs->stream, HAL_STREAM_COORDINATOR);
     (void)ordo_signal_release(cs->timeline);
-    stream_pending_fini(cs);
-    ordo_dealloc(cs, sizeof *cs, 64);
+    ordo__stream_pending_fini(cs);
+    ordo__dealloc(cs, sizeof *cs, 64);
 }
 
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
@@ -123,15 +123,15 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
-    coord_poll(coord, &work); /* finishes only ops without callbacks */
+    ordo__coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
     uint64_t running = coord->callbacks_running + coord->timepoints_pending;
     if (!coord_quiet(coord)) {
         coord_unlock(coord, &work);
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%llu op(s) await their completion points and %llu run callbacks "
-                          "(ordo_coord_drain waits for them)",
-                          (unsigned long long)in_flight, (unsigned long long)running);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "%llu op(s) await their completion points and %llu run callbacks "
+                           "(ordo_coord_drain waits for them)",
+                           (unsigned long long)in_flight, (unsigned long long)running);
     }
     coord->magic = ORDO_HAL_DEAD;
     coord_unlock(coord, &work);
@@ -145,15 +145,15 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
             }
         }
     }
-    ops_free_all(coord);
+    ordo__ops_free_all(coord);
     for (uint32_t s = 0; s < coord->stream_count; ++s) {
         stream_state_free(coord->streams[s]);
     }
     if (coord->pool) {
-        stream_pool_unuse(coord->pool);
+        ordo__stream_pool_unuse(coord->pool);
     }
     ordo_device_t *device = coord->device;
-    ordo_dealloc(coord, sizeof *coord, 64);
+    ordo__dealloc(coord, sizeof *coord, 64);
     return ordo_device_release(device);
 }
 
@@ -167,7 +167,7 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
     coord_lock(coord);
     coord->drainers++;
     for (;;) {
-        coord_poll(coord, &work);
+        ordo__coord_poll(coord, &work);
         if (coord_quiet(coord)) {
             break;
         }
@@ -202,15 +202,15 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
         if (waiting) {
             timed_out = ordo_signal_wait(waiting->timeline, target, deadline) == ORDO_ERR_TIMEOUT;
         } else {
-            timed_out = ordo_futex_wait(&coord->drain_seq, seen, deadline) == ORDO_FUTEX_TIMED_OUT;
+            timed_out = ordo__futex_wait(&coord->drain_seq, seen, deadline) == ORDO_FUTEX_TIMED_OUT;
         }
         coord_lock(coord);
         if (timed_out) {
-            coord_poll(coord, &work);
+            ordo__coord_poll(coord, &work);
             if (!coord_quiet(coord)) {
-                st = ordo_error(ORDO_ERR_TIMEOUT, __func__,
-                                "%llu op(s) still await their completion points or callbacks",
-                                (unsigned long long)coord->in_flight);
+                st = ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                                 "%llu op(s) still await their completion points or callbacks",
+                                 (unsigned long long)coord->in_flight);
                 break;
             }
         }
@@ -237,25 +237,25 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
         }
     }
     if (coord->stream_count == ORDO_COORD_MAX_STREAMS) {
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
-                          "a coordinator orders at most %u streams", ORDO_COORD_MAX_STREAMS);
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                           "a coordinator orders at most %u streams", ORDO_COORD_MAX_STREAMS);
     }
-    coord_stream_t *cs = ordo_alloc(sizeof *cs, 64);
+    coord_stream_t *cs = ordo__alloc(sizeof *cs, 64);
     if (!cs) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
-    if (stream_pending_init(cs) != ORDO_OK) {
-        ordo_dealloc(cs, sizeof *cs, 64);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+    if (ordo__stream_pending_init(cs) != ORDO_OK) {
+        ordo__dealloc(cs, sizeof *cs, 64);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
     if (ordo_signal_create(0, &cs->timeline) != ORDO_OK) {
-        stream_pending_fini(cs);
-        ordo_dealloc(cs, sizeof *cs, 64);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
+        ordo__stream_pending_fini(cs);
+        ordo__dealloc(cs, sizeof *cs, 64);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
     }
     cs->coord = coord;
     cs->stream = stream;
-    hal_stream_use(stream, HAL_STREAM_COORDINATOR);
+    ordo__hal_stream_use(stream, HAL_STREAM_COORDINATOR);
     cs->index = coord->stream_count;
     coord->streams[coord->stream_count] = cs;
     coord->last_stream = *out_index = coord->stream_count++;
@@ -276,14 +276,14 @@ static void stream_detach_last(ordo_coord_t *coord) {
 
 static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stream,
                                   const char *api) {
-    ordo_status_t st = hal_stream_check(stream, api);
+    ordo_status_t st = ordo__hal_stream_check(stream, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (stream->device != coord->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "stream of %s used with a coordinator of %s", stream->device->info.name,
-                          coord->device->info.name);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "stream of %s used with a coordinator of %s", stream->device->info.name,
+                           coord->device->info.name);
     }
     return ORDO_OK;
 }
@@ -292,23 +292,23 @@ static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stre
 
 static ordo_status_t check_desc(const ordo_op_desc_t *desc, const char *api) {
     if (!desc) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "desc is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "desc is NULL");
     }
     if ((unsigned)desc->type > (unsigned)ORDO_OP_BARRIER) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "type %d is not an op type",
-                          (int)desc->type);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "type %d is not an op type",
+                           (int)desc->type);
     }
     if ((unsigned)desc->priority > (unsigned)ORDO_OP_PRIORITY_CLEANUP) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "priority %d is not a priority",
-                          (int)desc->priority);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "priority %d is not a priority",
+                           (int)desc->priority);
     }
     if (desc->dep_count > ORDO_COORD_MAX_DEPS) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu dependencies; at most %u",
-                          desc->dep_count, ORDO_COORD_MAX_DEPS);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%zu dependencies; at most %u",
+                           desc->dep_count, ORDO_COORD_MAX_DEPS);
     }
     if (desc->dep_count && !desc->deps) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "deps is NULL but dep_count is %zu",
-                          desc->dep_count);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "deps is NULL but dep_count is %zu",
+                           desc->dep_count);
     }
     return ORDO_OK;
 }
@@ -320,13 +320,13 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
         return check_stream(coord, desc->stream, api);
     }
     if (!coord->pool) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "desc.stream is NULL and the coordinator has no stream pool");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "desc.stream is NULL and the coordinator has no stream pool");
     }
     ordo_workload_t workload = desc->workload;
     if ((unsigned)workload > (unsigned)ORDO_WORKLOAD_TRANSFER) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
-                          (int)workload);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
+                           (int)workload);
     }
     if (workload == ORDO_WORKLOAD_ANY) {
         workload = desc->type == ORDO_OP_TRANSFER ? ORDO_WORKLOAD_TRANSFER : ORDO_WORKLOAD_COMPUTE;
@@ -349,7 +349,7 @@ static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint
     coord_op_t *op = op_at(coord, slot);
     for (int pass = 0; pass < 2; ++pass) {
         if (pass == 1 && !op_graph_contains(&coord->graph, slot)) {
-            (void)op_graph_add_node(&coord->graph, slot);
+            (void)ordo__op_graph_add_node(&coord->graph, slot);
         }
         size_t count = unrecorded <= REGISTER_KEPT ? unrecorded : desc->dep_count;
         for (size_t i = 0; i < count; ++i) {
@@ -367,9 +367,9 @@ static void register_edges(ordo_coord_t *coord, const ordo_op_desc_t *desc, uint
                 }
             }
             if (pass == 0 && !op_graph_contains(&coord->graph, dep_slot)) {
-                (void)op_graph_add_node(&coord->graph, dep_slot);
-            } else if (pass == 1 && !op_graph_has_edge(&coord->graph, dep_slot, slot)) {
-                (void)op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
+                (void)ordo__op_graph_add_node(&coord->graph, dep_slot);
+            } else if (pass == 1 && !ordo__op_graph_has_edge(&coord->graph, dep_slot, slot)) {
+                (void)ordo__op_graph_add_edge(&coord->graph, dep_slot, slot, 0, NULL);
                 op->pending_deps++;
             } else if (pass == 1) {
                 coord->waits_elided++; /* listed twice: one wait serves both */
@@ -389,7 +389,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         st = check_desc(desc, __func__);
     }
     if (st == ORDO_OK && !out_op) {
-        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_op is NULL");
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_op is NULL");
     }
     ordo_stream_t *stream = NULL;
     if (st == ORDO_OK) {
@@ -407,7 +407,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
      * cache miss. */
     if (++coord->registers_since_poll >= COORD_POLL_EVERY) {
         coord->registers_since_poll = 0;
-        coord_poll(coord, &work);
+        ordo__coord_poll(coord, &work);
     }
     uint32_t stream_at = 0;
     uint32_t streams_before = coord->stream_count;
@@ -428,11 +428,11 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
             fresh->need_count = 0; /* (line 1 is not reset on retirement) */
             fresh->dep_total = 0;
             if (desc->dep_count > COORD_INLINE_NEEDS) {
-                st = op_needs_reserve(fresh, desc->dep_count);
+                st = ordo__op_needs_reserve(fresh, desc->dep_count);
             }
         }
         if (st != ORDO_OK) {
-            st = ordo_error(st, __func__, "cannot store another op");
+            st = ordo__error(st, __func__, "cannot store another op");
         }
     }
     coord_op_t *op = slot != COORD_NONE ? op_at(coord, slot) : NULL;
@@ -444,7 +444,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         ordo_status_t outcome = ORDO_OK;
         op_lookup_t found = op_lookup(coord, desc->deps[i], &dep_slot, &outcome);
         if (found == LOOKUP_UNKNOWN || found == LOOKUP_FORGOTTEN) {
-            st = op_lookup_error(found, desc->deps[i], __func__);
+            st = ordo__op_lookup_error(found, desc->deps[i], __func__);
             break;
         }
         const coord_op_t *dep = found == LOOKUP_LIVE ? op_at(coord, dep_slot) : NULL;
@@ -465,18 +465,18 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         }
     }
     if (st == ORDO_OK && unrecorded) {
-        st = op_graph_reserve_edges(&coord->graph, unrecorded);
+        st = ordo__op_graph_reserve_edges(&coord->graph, unrecorded);
         if (st == ORDO_OK) {
-            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
-                                        unrecorded + 1);
+            st = ordo__op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                              unrecorded + 1);
         }
         if (st != ORDO_OK) {
-            st = ordo_error(st, __func__, "cannot store another op");
+            st = ordo__error(st, __func__, "cannot store another op");
         }
     }
     if (st != ORDO_OK) {
         if (slot != COORD_NONE) {
-            op_slot_return(coord, slot);
+            ordo__op_slot_return(coord, slot);
         }
         if (coord->stream_count > streams_before) {
             stream_detach_last(coord);
@@ -503,7 +503,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         register_edges(coord, desc, slot, kept, unrecorded);
     }
     if (op->launch && op->pending_deps == 0) {
-        ready_push(coord, slot);
+        ordo__ready_push(coord, slot);
     }
     coord->registered++;
     *out_op = op->id;
@@ -559,8 +559,8 @@ static ordo_status_t deadlock_error(const ordo_coord_t *coord, const coord_op_t 
     char whom[96];
     describe(who, sizeof who, op);
     describe(whom, sizeof whom, dep);
-    return ordo_error(ORDO_ERR_DEADLOCK, api,
-                      "op %s cannot wait for op %s: that closes the cycle %s", who, whom, text);
+    return ordo__error(ORDO_ERR_DEADLOCK, api,
+                       "op %s cannot wait for op %s: that closes the cycle %s", who, whom, text);
 }
 
 ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
@@ -578,17 +578,17 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
     ordo_status_t outcome = ORDO_OK;
     op_lookup_t found = op_lookup(coord, op_id, &slot, &outcome);
     if (found != LOOKUP_LIVE) {
-        st = op_lookup_error(found, op_id, __func__);
+        st = ordo__op_lookup_error(found, op_id, __func__);
     } else if (op_id == dep_id) {
-        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op %llu cannot wait for itself",
-                        (unsigned long long)op_id);
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op %llu cannot wait for itself",
+                         (unsigned long long)op_id);
     } else if (op_at(coord, slot)->state != OP_REGISTERED) {
-        st = ordo_error(ORDO_ERR_BUSY, __func__, "op %llu has begun: too late to add dependencies",
-                        (unsigned long long)op_id);
+        st = ordo__error(ORDO_ERR_BUSY, __func__, "op %llu has begun: too late to add dependencies",
+                         (unsigned long long)op_id);
     } else {
         found = op_lookup(coord, dep_id, &dep_slot, &outcome);
         if (found == LOOKUP_UNKNOWN || found == LOOKUP_FORGOTTEN) {
-            st = op_lookup_error(found, dep_id, __func__);
+            st = ordo__op_lookup_error(found, dep_id, __func__);
         }
     }
     if (st != ORDO_OK) {
@@ -600,37 +600,38 @@ ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
     int edge = dep && !dep->recorded && dep->state != OP_FINISHED;
     /* Room first: a need for the dependency's stream (taken now, or when
      * its point is recorded), and for an edge, the edge and two nodes. */
-    st = op_needs_reserve(op, 1);
+    st = ordo__op_needs_reserve(op, 1);
     if (st == ORDO_OK && edge) {
-        st = op_graph_reserve_edges(&coord->graph, 1);
+        st = ordo__op_graph_reserve_edges(&coord->graph, 1);
         if (st == ORDO_OK) {
-            st = op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS, 2);
+            st = ordo__op_graph_reserve_nodes(&coord->graph, coord->chunk_count * COORD_CHUNK_OPS,
+                                              2);
         }
     }
     if (st != ORDO_OK) {
-        st = ordo_error(st, __func__, "cannot store another dependency");
+        st = ordo__error(st, __func__, "cannot store another dependency");
     } else if (edge) {
         /* Only here can a cycle close: both ops are still to complete. */
         if (!op_graph_contains(&coord->graph, dep_slot)) {
-            (void)op_graph_add_node(&coord->graph, dep_slot);
+            (void)ordo__op_graph_add_node(&coord->graph, dep_slot);
         }
         if (!op_graph_contains(&coord->graph, slot)) {
-            (void)op_graph_add_node(&coord->graph, slot);
+            (void)ordo__op_graph_add_node(&coord->graph, slot);
         }
         uint32_t nodes[ORDO_OP_CYCLE_MAX];
         op_graph_path_t path = {nodes, ORDO_OP_CYCLE_MAX, 0};
         uint32_t before = op_graph_in_degree(&coord->graph, slot);
-        st = op_graph_add_edge(&coord->graph, dep_slot, slot,
-                               !(coord->flags & ORDO_COORD_UNCHECKED), &path);
+        st = ordo__op_graph_add_edge(&coord->graph, dep_slot, slot,
+                                     !(coord->flags & ORDO_COORD_UNCHECKED), &path);
         if (st == ORDO_ERR_DEADLOCK) {
             coord->deadlocks_refused++;
             st = deadlock_error(coord, op, dep, &path, __func__);
         } else if (st != ORDO_OK) {
-            st = ordo_error(st, __func__, "cannot store another dependency");
+            st = ordo__error(st, __func__, "cannot store another dependency");
         } else if (op_graph_in_degree(&coord->graph, slot) != before) {
             op->dep_total++;
             if (op->pending_deps++ == 0 && op->queued) {
-                ready_remove(coord, slot); /* not ready any more */
+                ordo__ready_remove(coord, slot); /* not ready any more */
             }
         }
     } else if (dep && dep->state != OP_FINISHED) {
@@ -702,7 +703,7 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                                   const char *api) {
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
-    /* op_fail may retire the op (its slot then reads id 0): name it by
+    /* ordo__op_fail may retire the op (its slot then reads id 0): name it by
      * this copy. */
     unsigned long long id = (unsigned long long)op->id;
     ordo_status_t failure = op->dep_failure;
@@ -711,9 +712,9 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
         failure = point_failure(cs, op->own_need);
     }
     if (failure != ORDO_OK) {
-        op_fail(coord, slot, failure, work);
-        return ordo_error(failure, api, "op %llu: a dependency failed (%s)", id,
-                          ordo_status_name(failure));
+        ordo__op_fail(coord, slot, failure, work);
+        return ordo__error(failure, api, "op %llu: a dependency failed (%s)", id,
+                           ordo_status_name(failure));
     }
     uint64_t elided = 0;
     unsigned count = op->wide ? coord->stream_count : op->need_count;
@@ -731,9 +732,9 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
             ordo_status_t origin_failure = point_failure(origin, need);
             if (origin_failure != ORDO_OK) {
                 coord->waits_elided += elided;
-                op_fail(coord, slot, origin_failure, work);
-                return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
-                                  ordo_status_name(origin_failure));
+                ordo__op_fail(coord, slot, origin_failure, work);
+                return ordo__error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
+                                   ordo_status_name(origin_failure));
             }
             elided++;
             continue;
@@ -751,9 +752,9 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
         if (origin_failure != ORDO_OK) {
             /* It will never be reached: fail now rather than the stream. */
             coord->waits_elided += elided;
-            op_fail(coord, slot, origin_failure, work);
-            return ordo_error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
-                              ordo_status_name(origin_failure));
+            ordo__op_fail(coord, slot, origin_failure, work);
+            return ordo__error(origin_failure, api, "op %llu: a dependency failed (%s)", id,
+                               ordo_status_name(origin_failure));
         }
         /* Straight to the backend: the stream was checked when the op was
          * registered, and the timelines are the coordinator's own. */
@@ -775,9 +776,9 @@ static ordo_status_t begin_locked(ordo_coord_t *coord, uint32_t slot, coord_work
                 }
                 return st;
             }
-            op_fail(coord, slot, st, work);
-            return ordo_error(st, api, "op %llu: its stream has failed (%s)", id,
-                              ordo_status_name(st));
+            ordo__op_fail(coord, slot, st, work);
+            return ordo__error(st, api, "op %llu: its stream has failed (%s)", id,
+                               ordo_status_name(st));
         }
         coord->waits_emitted++;
         frontier_absorb(cs, origin, need, coord->stream_count);
@@ -827,12 +828,12 @@ static ordo_status_t manual_op(ordo_coord_t *coord, ordo_op_id_t id, uint32_t *o
     ordo_status_t outcome;
     op_lookup_t found = op_lookup(coord, id, out_slot, &outcome);
     if (found != LOOKUP_LIVE) {
-        return op_lookup_error(found, id, api);
+        return ordo__op_lookup_error(found, id, api);
     }
     if (op_at(coord, *out_slot)->launch) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "op %llu has a launch function: ordo_coord_dispatch runs it",
-                          (unsigned long long)id);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "op %llu has a launch function: ordo_coord_dispatch runs it",
+                           (unsigned long long)id);
     }
     return ORDO_OK;
 }
@@ -866,8 +867,8 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
     if (st == ORDO_OK) {
         coord_op_t *op = op_at(coord, slot);
         if (op->state != OP_REGISTERED) {
-            st = ordo_error(ORDO_ERR_BUSY, __func__, "op %llu is %s: begin it once",
-                            (unsigned long long)id, state_name(op->state));
+            st = ordo__error(ORDO_ERR_BUSY, __func__, "op %llu is %s: begin it once",
+                             (unsigned long long)id, state_name(op->state));
         } else if (op->pending_deps) {
             const coord_op_t *dep = NULL;
             for (uint32_t e = op_graph_first_in(&coord->graph, slot); e != OP_GRAPH_NONE;
@@ -881,10 +882,10 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
             if (dep) {
                 describe(who, sizeof who, dep);
             }
-            st = ordo_error(ORDO_ERR_BUSY, __func__,
-                            "op %llu waits for op %s, which has not completed (%u "
-                            "dependencies outstanding)",
-                            (unsigned long long)id, who, op->pending_deps);
+            st = ordo__error(ORDO_ERR_BUSY, __func__,
+                             "op %llu waits for op %s, which has not completed (%u "
+                             "dependencies outstanding)",
+                             (unsigned long long)id, who, op->pending_deps);
         } else {
             st = begin_locked(coord, slot, &work, __func__);
         }
@@ -908,16 +909,16 @@ ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t id) {
     if (st == ORDO_OK) {
         coord_op_t *op = op_at(coord, slot);
         if (op->state != OP_BEGUN) {
-            st = ordo_error(ORDO_ERR_BUSY, __func__,
-                            op->state == OP_REGISTERED ? "op %llu is %s: begin it first"
-                                                       : "op %llu is %s: complete it once",
-                            (unsigned long long)id, state_name(op->state));
+            st = ordo__error(ORDO_ERR_BUSY, __func__,
+                             op->state == OP_REGISTERED ? "op %llu is %s: begin it first"
+                                                        : "op %llu is %s: complete it once",
+                             (unsigned long long)id, state_name(op->state));
         } else {
             st = complete_locked(coord, slot, &work);
             if (st != ORDO_OK) {
-                st = ordo_error(st, __func__, "op %llu: %s", (unsigned long long)id,
-                                op->state == OP_BEGUN ? "its point could not be enqueued"
-                                                      : "its stream has failed");
+                st = ordo__error(st, __func__, "op %llu: %s", (unsigned long long)id,
+                                 op->state == OP_BEGUN ? "its point could not be enqueued"
+                                                       : "its stream has failed");
             }
         }
     }
@@ -940,7 +941,7 @@ static ordo_status_t callback_append(coord_op_t *op, ordo_op_callback_fn fn, voi
             link = &(*link)->next;
         }
         if (!*link) {
-            *link = ordo_alloc(sizeof **link, 0);
+            *link = ordo__alloc(sizeof **link, 0);
             if (!*link) {
                 return ORDO_ERR_OUT_OF_MEMORY;
             }
@@ -960,7 +961,7 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
         return st;
     }
     if (!fn) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
     }
     coord_work_t work;
     work_init(&work);
@@ -972,14 +973,14 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
     if (found == LOOKUP_RETIRED) {
         run_now = 1;
     } else if (found != LOOKUP_LIVE) {
-        st = op_lookup_error(found, id, __func__);
+        st = ordo__op_lookup_error(found, id, __func__);
     } else if (op_at(coord, slot)->state == OP_FINISHED) {
         run_now = 1; /* its own callbacks may be running: this one runs here */
         outcome = op_at(coord, slot)->status;
     } else if (callback_append(op_at(coord, slot), fn, ctx) != ORDO_OK) {
-        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot store another callback");
+        st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot store another callback");
     } else if (op_at(coord, slot)->state == OP_COMPLETED) {
-        op_watch_point(coord, slot, &work); /* its point must now be followed actively */
+        ordo__op_watch_point(coord, slot, &work); /* its point must now be followed actively */
     }
     if (run_now) {
         coord->callbacks_running++; /* drain waits for it, destroy is refused */
@@ -990,7 +991,7 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
         work_init(&work);
         coord_lock(coord);
         coord->callbacks_running--;
-        coord_wake_drainers(coord);
+        ordo__coord_wake_drainers(coord);
         coord_unlock(coord, &work);
     }
     return st;
@@ -1007,7 +1008,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
         return st;
     }
     if (!out_launched) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_launched is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_launched is NULL");
     }
     size_t launched = 0;
     coord_work_t work;
@@ -1015,7 +1016,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     uint64_t t0 = timing_start();
     coord_lock(coord);
     for (size_t taken = 0; taken < max; ++taken) {
-        uint32_t slot = ready_pop(coord);
+        uint32_t slot = ordo__ready_pop(coord);
         if (slot == COORD_NONE) {
             break;
         }
@@ -1026,7 +1027,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
              * retired already: its slot is free), or left registered with
              * a wait not enqueued: it fails here. */
             if (op->state == OP_REGISTERED) {
-                op_fail(coord, slot, st, &work);
+                ordo__op_fail(coord, slot, st, &work);
             }
             continue;
         }
@@ -1040,13 +1041,13 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
         t0 = timing_start();
         coord_lock(coord);
         if (st != ORDO_OK) {
-            op_fail(coord, slot, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, &work);
+            ordo__op_fail(coord, slot, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, &work);
             continue;
         }
         op->state = OP_BEGUN;
         st = complete_locked(coord, slot, &work);
         if (op->state == OP_BEGUN) {
-            op_fail(coord, slot, st, &work); /* the point could not be enqueued */
+            ordo__op_fail(coord, slot, st, &work); /* the point could not be enqueued */
             continue;
         }
         coord->dispatched++;
@@ -1070,7 +1071,7 @@ ordo_status_t ordo_coord_op_stream(ordo_coord_t *coord, ordo_op_id_t id,
         return st;
     }
     if (!out_stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     coord_work_t work;
     work_init(&work);
@@ -1081,7 +1082,7 @@ ordo_status_t ordo_coord_op_stream(ordo_coord_t *coord, ordo_op_id_t id,
     if (found == LOOKUP_LIVE) {
         *out_stream = coord->streams[op_at(coord, slot)->stream]->stream;
     } else {
-        st = op_lookup_error(found, id, __func__);
+        st = ordo__op_lookup_error(found, id, __func__);
     }
     coord_unlock(coord, &work);
     return st;
@@ -1122,17 +1123,17 @@ ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *
         return st;
     }
     if (!out_count || (capacity && !out_cycles)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          out_count ? "out_cycles" : "out_count");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_count ? "out_cycles" : "out_count");
     }
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
     cycle_sink_t sink = {coord, out_cycles, capacity, 0};
-    st = op_graph_find_cycles(&coord->graph, cycle_found, &sink);
+    st = ordo__op_graph_find_cycles(&coord->graph, cycle_found, &sink);
     coord_unlock(coord, &work);
     if (st != ORDO_OK) {
-        return ordo_error(st, __func__, "cannot allocate the search's working memory");
+        return ordo__error(st, __func__, "cannot allocate the search's working memory");
     }
     *out_count = sink.count;
     return ORDO_OK;
@@ -1147,12 +1148,12 @@ ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_
         return st;
     }
     if (!out_metrics) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
     coord_work_t work;
     work_init(&work);
     coord_lock(coord);
-    coord_poll(coord, &work);
+    ordo__coord_poll(coord, &work);
     ordo_coord_metrics_t m = {
         .registered = coord->registered,
         .completed = coord->completed,

@@ -8,15 +8,15 @@ static inline uint32_t home(const id_map_t *map, uint64_t key) {
     return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> map->shift);
 }
 
-void id_map_fini(id_map_t *map) {
-    ordo_dealloc(map->keys, (size_t)map->cap * sizeof *map->keys, 0);
-    ordo_dealloc(map->values, (size_t)map->cap * sizeof *map->values, 0);
+void ordo__id_map_fini(id_map_t *map) {
+    ordo__dealloc(map->keys, (size_t)map->cap * sizeof *map->keys, 0);
+    ordo__dealloc(map->values, (size_t)map->cap * sizeof *map->values, 0);
     map->keys = NULL;
     map->values = NULL;
     map->cap = map->count = 0;
 }
 
-ordo_status_t id_map_reserve(id_map_t *map, uint32_t extra) {
+ordo_status_t ordo__id_map_reserve(id_map_t *map, uint32_t extra) {
     uint64_t need = (uint64_t)map->count + extra;
     if (need * 2 <= map->cap) {
         return ORDO_OK;
@@ -32,25 +32,25 @@ ordo_status_t id_map_reserve(id_map_t *map, uint32_t extra) {
     while (((uint64_t)1 << bits) < cap) {
         ++bits;
     }
-    uint64_t *keys = ordo_alloc((size_t)cap * sizeof *keys, 0);
-    uint32_t *values = ordo_alloc((size_t)cap * sizeof *values, 0);
+    uint64_t *keys = ordo__alloc((size_t)cap * sizeof *keys, 0);
+    uint32_t *values = ordo__alloc((size_t)cap * sizeof *values, 0);
     if (!keys || !values) {
-        ordo_dealloc(keys, (size_t)cap * sizeof *keys, 0);
-        ordo_dealloc(values, (size_t)cap * sizeof *values, 0);
+        ordo__dealloc(keys, (size_t)cap * sizeof *keys, 0);
+        ordo__dealloc(values, (size_t)cap * sizeof *values, 0);
         return ORDO_ERR_OUT_OF_MEMORY;
     }
     id_map_t bigger = {keys, values, (uint32_t)cap, 0, 64 - bits};
     for (uint32_t i = 0; i < map->cap; ++i) {
         if (map->keys[i]) {
-            id_map_put(&bigger, map->keys[i], map->values[i]);
+            ordo__id_map_put(&bigger, map->keys[i], map->values[i]);
         }
     }
-    id_map_fini(map);
+    ordo__id_map_fini(map);
     *map = bigger;
     return ORDO_OK;
 }
 
-void id_map_put(id_map_t *map, uint64_t key, uint32_t value) {
+void ordo__id_map_put(id_map_t *map, uint64_t key, uint32_t value) {
     uint32_t mask = map->cap - 1;
     uint32_t i = home(map, key);
     while (map->keys[i]) {
@@ -76,7 +76,7 @@ static uint32_t find(const id_map_t *map, uint64_t key) {
     }
 }
 
-int id_map_get(const id_map_t *map, uint64_t key, uint32_t *out_value) {
+int ordo__id_map_get(const id_map_t *map, uint64_t key, uint32_t *out_value) {
     uint32_t i = find(map, key);
     if (i == UINT32_MAX) {
         return 0;
@@ -85,7 +85,7 @@ int id_map_get(const id_map_t *map, uint64_t key, uint32_t *out_value) {
     return 1;
 }
 
-int id_map_remove(id_map_t *map, uint64_t key) {
+int ordo__id_map_remove(id_map_t *map, uint64_t key) {
     uint32_t i = find(map, key);
     if (i == UINT32_MAX) {
         return 0;

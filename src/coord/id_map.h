@@ -20,18 +20,18 @@ typedef struct id_map {
     unsigned shift; /* 64 - log2(cap) */
 } id_map_t;
 
-void id_map_fini(id_map_t *map);
+void ordo__id_map_fini(id_map_t *map);
 
 /* Makes room for `extra` more entries (the load stays at most one half). */
-ordo_status_t id_map_reserve(id_map_t *map, uint32_t extra);
+ordo_status_t ordo__id_map_reserve(id_map_t *map, uint32_t extra);
 
 /* Inserts key (absent, not 0) with value; room must have been reserved. */
-void id_map_put(id_map_t *map, uint64_t key, uint32_t value);
+void ordo__id_map_put(id_map_t *map, uint64_t key, uint32_t value);
 
 /* Non-zero, with *out_value, when key is present. */
-int id_map_get(const id_map_t *map, uint64_t key, uint32_t *out_value);
+int ordo__id_map_get(const id_map_t *map, uint64_t key, uint32_t *out_value);
 
 /* Removes key if present; non-zero if it was. */
-int id_map_remove(id_map_t *map, uint64_t key);
+int ordo__id_map_remove(id_map_t *map, uint64_t key);
 
 #endif

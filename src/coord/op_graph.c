@@ -8,7 +8,7 @@
 /* ---- storage ------------------------------------------------------------- */
 
 /* Grows an array of element_size entries from *cap to at least need
- * (doubling); the new entries are zero-filled by ordo_alloc. */
+ * (doubling); the new entries are zero-filled by ordo__alloc. */
 static int grow(void **array, uint32_t *cap, uint32_t need, size_t element_size) {
     if (need <= *cap) {
         return 1;
@@ -23,35 +23,35 @@ static int grow(void **array, uint32_t *cap, uint32_t need, size_t element_size)
     if (wanted > OP_GRAPH_MAX) {
         wanted = OP_GRAPH_MAX;
     }
-    void *bigger = ordo_alloc((size_t)wanted * element_size, 0);
+    void *bigger = ordo__alloc((size_t)wanted * element_size, 0);
     if (!bigger) {
         return 0;
     }
     if (*array) {
         memcpy(bigger, *array, (size_t)*cap * element_size);
-        ordo_dealloc(*array, (size_t)*cap * element_size, 0);
+        ordo__dealloc(*array, (size_t)*cap * element_size, 0);
     }
     *array = bigger;
     *cap = (uint32_t)wanted;
     return 1;
 }
 
-void op_graph_init(op_graph_t *graph) {
+void ordo__op_graph_init(op_graph_t *graph) {
     memset(graph, 0, sizeof *graph);
     graph->edge_free = OP_GRAPH_NONE;
     graph->order_valid = 1;
 }
 
-void op_graph_fini(op_graph_t *graph) {
-    ordo_dealloc(graph->nodes, (size_t)graph->node_cap * sizeof *graph->nodes, 0);
-    ordo_dealloc(graph->at, (size_t)graph->at_cap * sizeof *graph->at, 0);
-    ordo_dealloc(graph->edges, (size_t)graph->edge_cap * sizeof *graph->edges, 0);
-    ordo_dealloc(graph->stack_node, (size_t)graph->scratch_cap * sizeof *graph->stack_node, 0);
-    ordo_dealloc(graph->stack_edge, (size_t)graph->scratch_cap * sizeof *graph->stack_edge, 0);
-    ordo_dealloc(graph->forward, (size_t)graph->scratch_cap * sizeof *graph->forward, 0);
-    ordo_dealloc(graph->backward, (size_t)graph->scratch_cap * sizeof *graph->backward, 0);
-    ordo_dealloc(graph->sort_tmp, (size_t)graph->scratch_cap * sizeof *graph->sort_tmp, 0);
-    op_graph_init(graph);
+void ordo__op_graph_fini(op_graph_t *graph) {
+    ordo__dealloc(graph->nodes, (size_t)graph->node_cap * sizeof *graph->nodes, 0);
+    ordo__dealloc(graph->at, (size_t)graph->at_cap * sizeof *graph->at, 0);
+    ordo__dealloc(graph->edges, (size_t)graph->edge_cap * sizeof *graph->edges, 0);
+    ordo__dealloc(graph->stack_node, (size_t)graph->scratch_cap * sizeof *graph->stack_node, 0);
+    ordo__dealloc(graph->stack_edge, (size_t)graph->scratch_cap * sizeof *graph->stack_edge, 0);
+    ordo__dealloc(graph->forward, (size_t)graph->scratch_cap * sizeof *graph->forward, 0);
+    ordo__dealloc(graph->backward, (size_t)graph->scratch_cap * sizeof *graph->backward, 0);
+    ordo__dealloc(graph->sort_tmp, (size_t)graph->scratch_cap * sizeof *graph->sort_tmp, 0);
+    ordo__op_graph_init(graph);
 }
 
 /* Scratch for searches over up to n nodes. The arrays grow together: each
@@ -64,25 +64,25 @@ static int scratch_reserve(op_graph_t *graph, uint32_t n) {
     while (cap < n) {
         cap *= 2;
     }
-    uint32_t *stack_node = ordo_alloc((size_t)cap * sizeof *stack_node, 0);
-    uint32_t *stack_edge = ordo_alloc((size_t)cap * sizeof *stack_edge, 0);
-    uint64_t *forward = ordo_alloc((size_t)cap * sizeof *forward, 0);
-    uint64_t *backward = ordo_alloc((size_t)cap * sizeof *backward, 0);
-    uint64_t *sort_tmp = ordo_alloc((size_t)cap * sizeof *sort_tmp, 0);
+    uint32_t *stack_node = ordo__alloc((size_t)cap * sizeof *stack_node, 0);
+    uint32_t *stack_edge = ordo__alloc((size_t)cap * sizeof *stack_edge, 0);
+    uint64_t *forward = ordo__alloc((size_t)cap * sizeof *forward, 0);
+    uint64_t *backward = ordo__alloc((size_t)cap * sizeof *backward, 0);
+    uint64_t *sort_tmp = ordo__alloc((size_t)cap * sizeof *sort_tmp, 0);
     if (!stack_node || !stack_edge || !forward || !backward || !sort_tmp) {
-        ordo_dealloc(stack_node, (size_t)cap * sizeof *stack_node, 0);
-        ordo_dealloc(stack_edge, (size_t)cap * sizeof *stack_edge, 0);
-        ordo_dealloc(forward, (size_t)cap * sizeof *forward, 0);
-        ordo_dealloc(backward, (size_t)cap * sizeof *backward, 0);
-        ordo_dealloc(sort_tmp, (size_t)cap * sizeof *sort_tmp, 0);
+        ordo__dealloc(stack_node, (size_t)cap * sizeof *stack_node, 0);
+        ordo__dealloc(stack_edge, (size_t)cap * sizeof *stack_edge, 0);
+        ordo__dealloc(forward, (size_t)cap * sizeof *forward, 0);
+        ordo__dealloc(backward, (size_t)cap * sizeof *backward, 0);
+        ordo__dealloc(sort_tmp, (size_t)cap * sizeof *sort_tmp, 0);
         return 0;
     }
     size_t old = graph->scratch_cap;
-    ordo_dealloc(graph->stack_node, old * sizeof *graph->stack_node, 0);
-    ordo_dealloc(graph->stack_edge, old * sizeof *graph->stack_edge, 0);
-    ordo_dealloc(graph->forward, old * sizeof *graph->forward, 0);
-    ordo_dealloc(graph->backward, old * sizeof *graph->backward, 0);
-    ordo_dealloc(graph->sort_tmp, old * sizeof *graph->sort_tmp, 0);
+    ordo__dealloc(graph->stack_node, old * sizeof *graph->stack_node, 0);
+    ordo__dealloc(graph->stack_edge, old * sizeof *graph->stack_edge, 0);
+    ordo__dealloc(graph->forward, old * sizeof *graph->forward, 0);
+    ordo__dealloc(graph->backward, old * sizeof *graph->backward, 0);
+    ordo__dealloc(graph->sort_tmp, old * sizeof *graph->sort_tmp, 0);
     graph->sort_tmp = sort_tmp;
     graph->stack_node = stack_node;
     graph->stack_edge = stack_edge;
@@ -109,7 +109,7 @@ static void order_compact(op_graph_t *graph) {
     graph->at_used = j;
 }
 
-ordo_status_t op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count) {
+ordo_status_t ordo__op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count) {
     if (node_bound > OP_GRAPH_MAX || count > OP_GRAPH_MAX - graph->live) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -130,7 +130,7 @@ ordo_status_t op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uin
     return scratch_reserve(graph, graph->live + count) ? ORDO_OK : ORDO_ERR_OUT_OF_MEMORY;
 }
 
-ordo_status_t op_graph_add_node(op_graph_t *graph, uint32_t node) {
+ordo_status_t ordo__op_graph_add_node(op_graph_t *graph, uint32_t node) {
     if (node >= OP_GRAPH_MAX || op_graph_contains(graph, node)) {
         return ORDO_ERR_INVALID_ARGUMENT;
     }
@@ -163,7 +163,7 @@ ordo_status_t op_graph_add_node(op_graph_t *graph, uint32_t node) {
     return ORDO_OK;
 }
 
-ordo_status_t op_graph_reserve_edges(op_graph_t *graph, uint32_t n) {
+ordo_status_t ordo__op_graph_reserve_edges(op_graph_t *graph, uint32_t n) {
     uint32_t free_count = graph->edge_cap - graph->edge_count;
     if (n <= free_count) {
         return ORDO_OK;
@@ -234,7 +234,7 @@ static void edge_unlink(op_graph_t *graph, uint32_t e) {
     graph->edge_count--;
 }
 
-void op_graph_remove_node(op_graph_t *graph, uint32_t node) {
+void ordo__op_graph_remove_node(op_graph_t *graph, uint32_t node) {
     if (!op_graph_contains(graph, node)) {
         return;
     }
@@ -250,7 +250,7 @@ void op_graph_remove_node(op_graph_t *graph, uint32_t node) {
     graph->live--;
 }
 
-int op_graph_has_edge(const op_graph_t *graph, uint32_t from, uint32_t to) {
+int ordo__op_graph_has_edge(const op_graph_t *graph, uint32_t from, uint32_t to) {
     const op_graph_node_t *f = &graph->nodes[from];
     const op_graph_node_t *t = &graph->nodes[to];
     /* Walk the shorter list. */
@@ -437,16 +437,16 @@ static void reorder(op_graph_t *graph, uint32_t nf, uint32_t nb) {
     }
 }
 
-ordo_status_t op_graph_add_edge(op_graph_t *graph, uint32_t from, uint32_t to, int checked,
-                                op_graph_path_t *cycle) {
+ordo_status_t ordo__op_graph_add_edge(op_graph_t *graph, uint32_t from, uint32_t to, int checked,
+                                      op_graph_path_t *cycle) {
     if (checked && from == to) {
         path_write(cycle, NULL, 0, from);
         return ORDO_ERR_DEADLOCK;
     }
-    if (op_graph_has_edge(graph, from, to)) {
+    if (ordo__op_graph_has_edge(graph, from, to)) {
         return ORDO_OK;
     }
-    if (graph->edge_free == OP_GRAPH_NONE && op_graph_reserve_edges(graph, 1) != ORDO_OK) {
+    if (graph->edge_free == OP_GRAPH_NONE && ordo__op_graph_reserve_edges(graph, 1) != ORDO_OK) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
     uint32_t ub = graph->nodes[from].ord;
@@ -474,8 +474,8 @@ ordo_status_t op_graph_add_edge(op_graph_t *graph, uint32_t from, uint32_t to, i
     return ORDO_OK;
 }
 
-void op_graph_remove_in_edges(op_graph_t *graph, uint32_t node, void (*fn)(void *, uint32_t),
-                              void *ctx) {
+void ordo__op_graph_remove_in_edges(op_graph_t *graph, uint32_t node, void (*fn)(void *, uint32_t),
+                                    void *ctx) {
     op_graph_node_t *n = &graph->nodes[node];
     while (n->first_in != OP_GRAPH_NONE) {
         uint32_t from = graph->edges[n->first_in].from;
@@ -486,7 +486,7 @@ void op_graph_remove_in_edges(op_graph_t *graph, uint32_t node, void (*fn)(void 
     }
 }
 
-int op_graph_order_consistent(const op_graph_t *graph) {
+int ordo__op_graph_order_consistent(const op_graph_t *graph) {
     for (uint32_t node = 0; node < graph->node_cap; ++node) {
         const op_graph_node_t *n = &graph->nodes[node];
         if (n->ord == OP_GRAPH_NONE) {
@@ -560,12 +560,12 @@ static size_t component_cycle(const op_graph_t *graph, tarjan_t *t, uint32_t roo
     return 0; /* not reached: a component of more than one node is strongly connected */
 }
 
-ordo_status_t op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void *ctx) {
+ordo_status_t ordo__op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void *ctx) {
     size_t n = graph->node_cap;
     if (n == 0) {
         return ORDO_OK;
     }
-    uint32_t *block = ordo_alloc(n * TARJAN_ARRAYS * sizeof *block, 0);
+    uint32_t *block = ordo__alloc(n * TARJAN_ARRAYS * sizeof *block, 0);
     if (!block) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -619,7 +619,7 @@ ordo_status_t op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void
                 t.comp[t.stack[--first]] = next_comp;
             } while (t.stack[first] != v);
             size_t members = top - first;
-            int cyclic = members > 1 || op_graph_has_edge(graph, v, v);
+            int cyclic = members > 1 || ordo__op_graph_has_edge(graph, v, v);
             if (cyclic && fn) {
                 size_t length = component_cycle(graph, &t, v, next_comp, t.path);
                 fn(ctx, &t.stack[first], members, t.path, length);
@@ -628,6 +628,6 @@ ordo_status_t op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void
             next_comp++;
         }
     }
-    ordo_dealloc(block, n * TARJAN_ARRAYS * sizeof *block, 0);
+    ordo__dealloc(block, n * TARJAN_ARRAYS * sizeof *block, 0);
     return ORDO_OK;
 }

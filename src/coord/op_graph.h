@@ -17,10 +17,10 @@
  * A new node takes the next index, after every node present, so an edge
  * from an existing node to a new one never searches.
  *
- * Edges added unchecked (op_graph_add_edge with checked = 0) may break the
+ * Edges added unchecked (ordo__op_graph_add_edge with checked = 0) may break the
  * order; the graph then notes that its order is no longer valid and later
  * checked insertions search without bounds (still exact, just not
- * incremental). op_graph_find_cycles lists the strongly connected
+ * incremental). ordo__op_graph_find_cycles lists the strongly connected
  * components that hold a cycle (Tarjan), with one cycle through each.
  *
  * Not thread-safe: the owner serialises every call. */
@@ -92,18 +92,18 @@ typedef struct op_graph_path {
     size_t length;
 } op_graph_path_t;
 
-void op_graph_init(op_graph_t *graph);
-void op_graph_fini(op_graph_t *graph);
+void ordo__op_graph_init(op_graph_t *graph);
+void ordo__op_graph_fini(op_graph_t *graph);
 
 /* Adds node (absent, < OP_GRAPH_MAX) after every node present. */
-ordo_status_t op_graph_add_node(op_graph_t *graph, uint32_t node);
+ordo_status_t ordo__op_graph_add_node(op_graph_t *graph, uint32_t node);
 
 /* Makes room for `count` more nodes with ids below node_bound, so that
- * that many op_graph_add_node calls cannot fail for memory. */
-ordo_status_t op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count);
+ * that many ordo__op_graph_add_node calls cannot fail for memory. */
+ordo_status_t ordo__op_graph_reserve_nodes(op_graph_t *graph, uint32_t node_bound, uint32_t count);
 
 /* Removes node and every edge at it. */
-void op_graph_remove_node(op_graph_t *graph, uint32_t node);
+void ordo__op_graph_remove_node(op_graph_t *graph, uint32_t node);
 
 static inline int op_graph_contains(const op_graph_t *graph, uint32_t node) {
     return node < graph->node_cap && graph->nodes[node].ord != OP_GRAPH_NONE;
@@ -111,22 +111,22 @@ static inline int op_graph_contains(const op_graph_t *graph, uint32_t node) {
 
 /* Makes room for n more edges, so that that many insertions cannot fail
  * for memory. */
-ordo_status_t op_graph_reserve_edges(op_graph_t *graph, uint32_t n);
+ordo_status_t ordo__op_graph_reserve_edges(op_graph_t *graph, uint32_t n);
 
-int op_graph_has_edge(const op_graph_t *graph, uint32_t from, uint32_t to);
+int ordo__op_graph_has_edge(const op_graph_t *graph, uint32_t from, uint32_t to);
 
 /* Adds from -> to (both present). A duplicate is a successful no-op.
  * checked: ORDO_ERR_DEADLOCK if the edge would close a cycle (a self-loop
  * included), the cycle written to *cycle (may be NULL) and the graph
  * unchanged. Unchecked: always inserted. ORDO_ERR_OUT_OF_MEMORY if no
  * edge was reserved and none can be allocated. */
-ordo_status_t op_graph_add_edge(op_graph_t *graph, uint32_t from, uint32_t to, int checked,
-                                op_graph_path_t *cycle);
+ordo_status_t ordo__op_graph_add_edge(op_graph_t *graph, uint32_t from, uint32_t to, int checked,
+                                      op_graph_path_t *cycle);
 
 /* Removes every edge into node, calling fn(ctx, from) for each after its
  * removal (fn may remove `from` from the graph). */
-void op_graph_remove_in_edges(op_graph_t *graph, uint32_t node, void (*fn)(void *, uint32_t),
-                              void *ctx);
+void ordo__op_graph_remove_in_edges(op_graph_t *graph, uint32_t node, void (*fn)(void *, uint32_t),
+                                    void *ctx);
 
 /* Iteration over out-edges: for (e = op_graph_first_out(g, n); e !=
  * OP_GRAPH_NONE; e = op_graph_next_out(g, e)) use op_graph_edge_to(g, e).
@@ -166,10 +166,10 @@ typedef void (*op_graph_cycle_fn)(void *ctx, const uint32_t *members, size_t mem
 /* Every cycle-holding component, in O(nodes + edges) (Tarjan's algorithm,
  * iterative). ORDO_ERR_OUT_OF_MEMORY if its working arrays cannot be
  * allocated; fn is then not called. */
-ordo_status_t op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void *ctx);
+ordo_status_t ordo__op_graph_find_cycles(op_graph_t *graph, op_graph_cycle_fn fn, void *ctx);
 
 /* For tests: non-zero when every edge agrees with the order (meaningful
  * while order_valid). */
-int op_graph_order_consistent(const op_graph_t *graph);
+int ordo__op_graph_order_consistent(const op_graph_t *graph);
 
 #endif

@@ -72,19 +72,19 @@ static void *array_alloc(size_t count, size_t size) {
     if (count > SIZE_MAX / size) {
         return NULL;
     }
-    return ordo_alloc(count * size, 0);
+    return ordo__alloc(count * size, 0);
 }
 
 static void array_free(void *array, size_t count, size_t size) {
     if (array) {
-        ordo_dealloc(array, (count ? count : 1) * size, 0);
+        ordo__dealloc(array, (count ? count : 1) * size, 0);
     }
 }
 
 static void set_release(stall_set_t *set) {
     for (size_t i = 0; i < set->count; ++i) {
         if (set->streams[i].seen) {
-            hal_stream_snapshot_release(&set->streams[i].snap);
+            ordo__hal_stream_snapshot_release(&set->streams[i].snap);
         }
     }
     array_free(set->streams, set->slots, sizeof *set->streams);
@@ -125,8 +125,8 @@ static ordo_status_t collect(ordo_device_t *device, stall_set_t *set, const char
         if (!set->streams || !set->ops) {
             set_release(set);
             array_free(grown, grown_count, sizeof *grown);
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                              "cannot allocate a snapshot of %zu streams", slots);
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                               "cannot allocate a snapshot of %zu streams", slots);
         }
         pthread_mutex_lock(&device->streams_lock);
         int fits = device->stream_count <= slots;
@@ -135,7 +135,7 @@ static ordo_status_t collect(ordo_device_t *device, stall_set_t *set, const char
             for (ordo_stream_t *s = device->streams_head; s; s = s->registry_next, ++i) {
                 sim_stream_t *t = &set->streams[i];
                 t->stream = s;
-                hal_stream_name_locked(s, t->name, sizeof t->name);
+                ordo__hal_stream_name_locked(s, t->name, sizeof t->name);
                 t->id = s->id;
                 t->priority = s->priority;
                 size_t capacity =
@@ -175,7 +175,7 @@ static ordo_status_t collect(ordo_device_t *device, stall_set_t *set, const char
         grown = array_alloc(grown_count, sizeof *grown);
         if (!grown) {
             set_release(set);
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a snapshot");
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a snapshot");
         }
         for (size_t i = 0, k = 0; i < set->count; ++i) {
             if (set->streams[i].snap.truncated) {
@@ -219,7 +219,7 @@ static ordo_status_t build_signals(stall_set_t *set, const char *api) {
     set->op_sig = array_alloc(total, sizeof *set->op_sig);
     if (!all || !set->signals || !set->op_sig) {
         array_free(all, total, sizeof *all);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the stall analysis");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the stall analysis");
     }
     size_t n = 0;
     for (size_t i = 0; i < set->count; ++i) {
@@ -369,7 +369,7 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
     if (st == ORDO_OK) {
         entries = array_alloc(set.count, sizeof *entries);
         if (!entries) {
-            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the report");
+            st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the report");
         }
     }
     if (st != ORDO_OK) {
@@ -400,7 +400,7 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
         } else {
             e->signal = g->signal;
         }
-        signal_name_get_internal(g->signal, e->signal_name, sizeof e->signal_name);
+        ordo__signal_name_get_internal(g->signal, e->signal_name, sizeof e->signal_name);
         e->waited_value = op->value;
         e->current_value = g->actual;
         if (t->pos > 0) {
@@ -428,13 +428,13 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
     if (out_count) {
         *out_count = 0;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_count || (capacity && !out_entries)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          out_count ? "out_entries" : "out_count");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_count ? "out_entries" : "out_count");
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
@@ -552,13 +552,13 @@ ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, si
     if (out_len) {
         *out_len = 0;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_len || (capacity && !out_text)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          out_len ? "out_text" : "out_len");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_len ? "out_text" : "out_len");
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
@@ -576,8 +576,8 @@ ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, si
     array_free(entries, slots, sizeof *entries);
     *out_len = len;
     if (capacity && len >= capacity) { /* as ordo_metrics_format: a sizing query is capacity 0 */
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "the report needs %zu bytes and a terminator; %zu given", len, capacity);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "the report needs %zu bytes and a terminator; %zu given", len, capacity);
     }
     return ORDO_OK;
 }

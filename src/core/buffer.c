@@ -8,16 +8,16 @@ ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_bu
     if (out_buffer) {
         *out_buffer = NULL;
     }
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_buffer) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
     }
-    ordo_buffer_t *b = ordo_alloc(sizeof *b, 0);
+    ordo_buffer_t *b = ordo__alloc(sizeof *b, 0);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a buffer");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a buffer");
     }
     b->magic = ORDO_BUFFER_MAGIC;
     b->tracker = tracker;
@@ -28,19 +28,19 @@ ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_bu
     return ORDO_OK;
 }
 
-void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *b) {
+void ordo__buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     if (b->reclaim) {
         b->reclaim(b->reclaim_ctx);
     }
     if (b->more_last_points) {
-        ordo_dealloc(b->more_last_points, ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points,
-                     0);
+        ordo__dealloc(b->more_last_points, ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points,
+                      0);
     }
     if (b->timepoints) {
-        ordo_dealloc(b->timepoints, b->timepoint_count * sizeof *b->timepoints, 0);
+        ordo__dealloc(b->timepoints, b->timepoint_count * sizeof *b->timepoints, 0);
     }
     b->magic = ORDO_BUFFER_DEAD;
-    ordo_dealloc(b, sizeof *b, 0);
+    ordo__dealloc(b, sizeof *b, 0);
     atomic_fetch_add_explicit(&tracker->reclamations_done, 1, memory_order_release);
 }
 
@@ -53,22 +53,22 @@ static void use_completed(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
     (void)timepoint;
     ordo_buffer_t *b = ctx;
     if (atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_acq_rel) == 1) {
-        reclaimer_push(b->tracker, b);
+        ordo__reclaimer_push(b->tracker, b);
     }
 }
 
 ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, void *ctx) {
     if (!b || b->magic != ORDO_BUFFER_MAGIC) {
-        return ordo_error(b && b->magic == ORDO_BUFFER_RELEASED ? ORDO_ERR_DESTROYED
-                                                                : ORDO_ERR_INVALID_HANDLE,
-                          __func__, "%p is not a live buffer%s", (void *)b,
-                          b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
+        return ordo__error(b && b->magic == ORDO_BUFFER_RELEASED ? ORDO_ERR_DESTROYED
+                                                                 : ORDO_ERR_INVALID_HANDLE,
+                           __func__, "%p is not a live buffer%s", (void *)b,
+                           b && b->magic == ORDO_BUFFER_RELEASED ? " (released already)" : "");
     }
     if (b->pool_owned) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "buffer %p belongs to a memory pool's block: deallocate the block "
-                          "instead",
-                          (void *)b);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "buffer %p belongs to a memory pool's block: deallocate the block "
+                           "instead",
+                           (void *)b);
     }
     ordo_tracker_t *tracker = b->tracker;
     /* Every stream's last use: a later use on another stream implies an
@@ -83,7 +83,7 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         uint64_t point = buffer_last_point(b, s);
         uint64_t reached = 0;
         (void)ordo_signal_query(tracker->streams[s]->timeline, &reached);
-        if (reached < point && !tracker_point_ran(tracker, s, point)) {
+        if (reached < point && !ordo__tracker_point_ran(tracker, s, point)) {
             pending[uses++] = (buffer_use_t){s, point};
         }
     }
@@ -91,18 +91,18 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     for (uint32_t i = 0; i < uses; ++i) {
         const tracker_record_t *record;
         ordo_status_t st =
-            tracker_record_covering(tracker, pending[i].stream, pending[i].point, &record);
+            ordo__tracker_record_covering(tracker, pending[i].stream, pending[i].point, &record);
         if (st != ORDO_OK) {
-            return ordo_error(st, __func__, "cannot record a use of the buffer: %s",
-                              ordo_error_message());
+            return ordo__error(st, __func__, "cannot record a use of the buffer: %s",
+                               ordo_error_message());
         }
     }
     ordo_timepoint_t *timepoints = NULL;
     if (uses) {
-        timepoints = ordo_alloc(uses * sizeof *timepoints, 0);
+        timepoints = ordo__alloc(uses * sizeof *timepoints, 0);
         if (!timepoints) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__,
-                              "cannot allocate the buffer's release");
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__,
+                               "cannot allocate the buffer's release");
         }
     }
     b->magic = ORDO_BUFFER_RELEASED;
@@ -126,8 +126,8 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     }
     if (atomic_fetch_sub_explicit(&b->uses_pending, 1, memory_order_acq_rel) == 1) {
         /* Nothing still running: reclaim here, at once. */
-        buffer_reclaim_now(tracker, b);
-        reclaimer_finished(tracker);
+        ordo__buffer_reclaim_now(tracker, b);
+        ordo__reclaimer_finished(tracker);
     }
     return ORDO_OK;
 }

@@ -196,11 +196,11 @@ static const char *kind_name(ordo_event_kind_t kind) {
 
 static ordo_status_t pool_check(const event_pool_t *pool, const char *api) {
     if (!pool) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "pool is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "pool is NULL");
     }
     if (pool->magic != EVENT_POOL_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live event pool",
-                          (const void *)pool);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live event pool",
+                           (const void *)pool);
     }
     return ORDO_OK;
 }
@@ -243,7 +243,7 @@ static size_t registry_bytes(size_t cells) {
 }
 
 static registry_t *registry_new(size_t cells) {
-    registry_t *r = ordo_alloc(registry_bytes(cells), 0);
+    registry_t *r = ordo__alloc(registry_bytes(cells), 0);
     if (r) {
         unsigned bits = 0;
         while (((size_t)1 << bits) < cells) {
@@ -363,11 +363,11 @@ static void slot_free(event_pool_t *pool, pool_slot_t *slot) {
 static ordo_status_t slot_create(event_pool_t *pool, uint64_t state, pool_slot_t **out_slot,
                                  const char *api) {
     if (!pool->free_slots) {
-        slot_chunk_t *chunk = ordo_alloc(sizeof *chunk, CACHE_LINE);
+        slot_chunk_t *chunk = ordo__alloc(sizeof *chunk, CACHE_LINE);
         if (!chunk) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                              "cannot allocate the bookkeeping of %u %s events", SLOTS_PER_CHUNK,
-                              kind_name(pool->kind));
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                               "cannot allocate the bookkeeping of %u %s events", SLOTS_PER_CHUNK,
+                               kind_name(pool->kind));
         }
         chunk->next = pool->chunks;
         pool->chunks = chunk;
@@ -379,18 +379,18 @@ static ordo_status_t slot_create(event_pool_t *pool, uint64_t state, pool_slot_t
     void *event = NULL;
     ordo_status_t st = pool->backend.create(pool->backend.user, pool->kind, &event);
     if (st != ORDO_OK) {
-        return ordo_error(st, api, "the backend failed to create a %s event (%s)",
-                          kind_name(pool->kind), ordo_status_name(st));
+        return ordo__error(st, api, "the backend failed to create a %s event (%s)",
+                           kind_name(pool->kind), ordo_status_name(st));
     }
     registry_t *r = atomic_load_explicit(&pool->registry, memory_order_relaxed);
     if (!event || registry_find(r, event)) {
         if (event) {
             /* Not ours to destroy: the pool already holds this event. */
-            return ordo_error(ORDO_ERR_INTERNAL, api,
-                              "the backend returned event %p, which is already live", event);
+            return ordo__error(ORDO_ERR_INTERNAL, api,
+                               "the backend returned event %p, which is already live", event);
         }
-        return ordo_error(ORDO_ERR_INTERNAL, api, "the backend returned no %s event",
-                          kind_name(pool->kind));
+        return ordo__error(ORDO_ERR_INTERNAL, api, "the backend returned no %s event",
+                           kind_name(pool->kind));
     }
     pool->free_slots = slot->next;
     atomic_store_explicit(&slot->event, event, memory_order_relaxed);
@@ -400,9 +400,9 @@ static ordo_status_t slot_create(event_pool_t *pool, uint64_t state, pool_slot_t
         pool->backend.destroy(pool->backend.user, event);
         slot_retire(slot);
         slot_free(pool, slot);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                          "cannot grow the registry of %s events past %zu entries",
-                          kind_name(pool->kind), pool->registered);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                           "cannot grow the registry of %s events past %zu entries",
+                           kind_name(pool->kind), pool->registered);
     }
     *out_slot = slot;
     return ORDO_OK;
@@ -539,7 +539,7 @@ static void cache_detach(event_pool_t *pool, pool_cache_t *cache) {
     }
     pool_update_solo(pool);
     pthread_mutex_unlock(&pool->lock);
-    ordo_dealloc(cache, sizeof *cache, CACHE_LINE);
+    ordo__dealloc(cache, sizeof *cache, CACHE_LINE);
 }
 
 /* The pthread key's destructor: an exiting thread's caches go back. */
@@ -586,7 +586,7 @@ static pool_cache_t *cache_attach(event_pool_t *pool) {
             entry = e; /* unused, or its pool is gone (and its cache with it) */
         }
     }
-    pool_cache_t *cache = entry ? ordo_alloc(sizeof *cache, CACHE_LINE) : NULL;
+    pool_cache_t *cache = entry ? ordo__alloc(sizeof *cache, CACHE_LINE) : NULL;
     if (cache) {
         cache->capacity = pool->cache_capacity;
         atomic_store_explicit(&cache->solo_base, NOT_SOLO, memory_order_relaxed);
@@ -623,52 +623,53 @@ static void pool_free(event_pool_t *pool) {
     while (pool->chunks) {
         slot_chunk_t *chunk = pool->chunks;
         pool->chunks = chunk->next;
-        ordo_dealloc(chunk, sizeof *chunk, CACHE_LINE);
+        ordo__dealloc(chunk, sizeof *chunk, CACHE_LINE);
     }
     registry_t *r = atomic_load_explicit(&pool->registry, memory_order_relaxed);
     while (r) {
         registry_t *older = r->older;
-        ordo_dealloc(r, registry_bytes(r->mask + 1), 0);
+        ordo__dealloc(r, registry_bytes(r->mask + 1), 0);
         r = older;
     }
     pool->magic = EVENT_POOL_DEAD;
     pthread_mutex_destroy(&pool->lock);
-    ordo_dealloc(pool, sizeof *pool, CACHE_LINE);
+    ordo__dealloc(pool, sizeof *pool, CACHE_LINE);
 }
 
-ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
-                                const ordo_event_pool_config_t *config, event_pool_t **out_pool) {
+ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
+                                      const ordo_event_pool_config_t *config,
+                                      event_pool_t **out_pool) {
     if (!out_pool) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_pool is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_pool is NULL");
     }
     *out_pool = NULL;
     if (!backend || !backend->create || !backend->destroy) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          backend ? "the backend's create and destroy must both be set"
-                                  : "backend is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           backend ? "the backend's create and destroy must both be set"
+                                   : "backend is NULL");
     }
     if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
-                          (int)kind);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
+                           (int)kind);
     }
     ordo_event_pool_config_t cfg = ORDO_EVENT_POOL_CONFIG_INIT;
     if (config) {
         cfg = *config;
     }
     if (cfg.growth == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "growth is 0; it must be >= 1");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "growth is 0; it must be >= 1");
     }
     if (cfg.initial > COUNT_LIMIT || cfg.growth > COUNT_LIMIT) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "initial %zu or growth %zu exceeds %u",
-                          cfg.initial, cfg.growth, COUNT_LIMIT);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "initial %zu or growth %zu exceeds %u",
+                           cfg.initial, cfg.growth, COUNT_LIMIT);
     }
     if (cfg.maximum && cfg.initial > cfg.maximum) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "initial %zu exceeds maximum %zu",
-                          cfg.initial, cfg.maximum);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "initial %zu exceeds maximum %zu",
+                           cfg.initial, cfg.maximum);
     }
-    event_pool_t *pool = ordo_alloc(sizeof *pool, CACHE_LINE);
+    event_pool_t *pool = ordo__alloc(sizeof *pool, CACHE_LINE);
     if (!pool) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
     }
     size_t cells = REGISTRY_MIN;
     while (cells < 2 * (cfg.initial + cfg.growth)) {
@@ -677,10 +678,10 @@ ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_
     registry_t *registry = registry_new(cells);
     if (!registry || pthread_mutex_init(&pool->lock, NULL) != 0) {
         if (registry) {
-            ordo_dealloc(registry, registry_bytes(cells), 0);
+            ordo__dealloc(registry, registry_bytes(cells), 0);
         }
-        ordo_dealloc(pool, sizeof *pool, CACHE_LINE);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
+        ordo__dealloc(pool, sizeof *pool, CACHE_LINE);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
     }
     pool->magic = EVENT_POOL_MAGIC;
     pool->id = atomic_fetch_add_explicit(&last_pool_id, 1, memory_order_relaxed) + 1;
@@ -718,7 +719,7 @@ ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_
     return ORDO_OK;
 }
 
-ordo_status_t event_pool_destroy(event_pool_t *pool) {
+ordo_status_t ordo__event_pool_destroy(event_pool_t *pool) {
     ordo_status_t st = pool_check(pool, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -731,8 +732,8 @@ ordo_status_t event_pool_destroy(event_pool_t *pool) {
     if (acquires != releases) {
         pthread_mutex_unlock(&pool->lock);
         pthread_mutex_unlock(&pools_lock);
-        return ordo_error(ORDO_ERR_BUSY, __func__, "%llu %s event(s) of the pool are still in use",
-                          (unsigned long long)(acquires - releases), kind_name(pool->kind));
+        return ordo__error(ORDO_ERR_BUSY, __func__, "%llu %s event(s) of the pool are still in use",
+                           (unsigned long long)(acquires - releases), kind_name(pool->kind));
     }
     /* Threads still alive keep an entry with this pool's id: it never
      * matches again, and their exit finds the pool gone. */
@@ -740,7 +741,7 @@ ordo_status_t event_pool_destroy(event_pool_t *pool) {
         pool_cache_t *cache = pool->caches;
         pool->caches = cache->next;
         cache_drain(pool, cache);
-        ordo_dealloc(cache, sizeof *cache, CACHE_LINE);
+        ordo__dealloc(cache, sizeof *cache, CACHE_LINE);
     }
     pool->attached = 0;
     pool->solo = NULL;
@@ -783,7 +784,7 @@ static ordo_status_t acquire_unpooled(event_pool_t *pool, void **out_event, int 
 }
 
 static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event, int *out_pooled) {
-    const char *api = "event_pool_acquire";
+    const char *api = "ordo__event_pool_acquire";
     if (!pool || pool->magic != EVENT_POOL_MAGIC) {
         return pool_check(pool, api);
     }
@@ -794,8 +795,8 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
         if (out_pooled) {
             *out_pooled = 0;
         }
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
-                          out_event ? "out_pooled" : "out_event");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
+                           out_event ? "out_pooled" : "out_event");
     }
     pool_cache_t *cache = cache_get(pool);
     if (cache && atomic_load_explicit(&cache->count, memory_order_relaxed) != 0) {
@@ -860,7 +861,7 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
     return ORDO_OK;
 }
 
-ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_pooled) {
+ordo_status_t ordo__event_pool_acquire(event_pool_t *pool, void **out_event, int *out_pooled) {
     if (ORDO_LIKELY(pool && pool->magic == EVENT_POOL_MAGIC && out_event && out_pooled)) {
         pool_cache_t *cache = thread_cache_fast(pool);
         if (ORDO_LIKELY(cache && atomic_load_explicit(&cache->count, memory_order_relaxed))) {
@@ -875,17 +876,18 @@ ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_
 /* ---- release --------------------------------------------------------- */
 
 static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int pooled) {
-    const char *api = "event_pool_release";
+    const char *api = "ordo__event_pool_release";
     ordo_status_t st = pool_check(pool, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!event) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "event is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "event is NULL");
     }
     if (pooled != 0 && pooled != 1) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "pooled is %d; pass back the 0 or 1 event_pool_acquire gave", pooled);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "pooled is %d; pass back the 0 or 1 ordo__event_pool_acquire gave",
+                           pooled);
     }
     pool_cache_t *cache = pooled ? cache_get(pool) : NULL;
     pthread_mutex_lock(&pool->lock);
@@ -895,14 +897,14 @@ static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int
     switch (s & SLOT_STATE) {
     case SLOT_AVAILABLE:
         pthread_mutex_unlock(&pool->lock);
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "%s event %p is already back in the pool (released twice?)",
-                          kind_name(pool->kind), event);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "%s event %p is already back in the pool (released twice?)",
+                           kind_name(pool->kind), event);
     case SLOT_UNPOOLED:
         if (pooled) {
             pthread_mutex_unlock(&pool->lock);
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "event %p was handed out unpooled; release it with pooled 0", event);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "event %p was handed out unpooled; release it with pooled 0", event);
         }
         registry_remove(pool, slot);
         slot_retire(slot);
@@ -918,16 +920,16 @@ static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int
     case SLOT_IN_USE:
         if (!pooled) {
             pthread_mutex_unlock(&pool->lock);
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "event %p was handed out pooled; release it with pooled 1", event);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "event %p was handed out pooled; release it with pooled 1", event);
         }
         if (!atomic_compare_exchange_strong_explicit(&slot->state, &s,
                                                      (s & ~SLOT_STATE) | SLOT_AVAILABLE,
                                                      memory_order_acq_rel, memory_order_relaxed)) {
             pthread_mutex_unlock(&pool->lock);
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "%s event %p is already back in the pool (released twice?)",
-                              kind_name(pool->kind), event);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "%s event %p is already back in the pool (released twice?)",
+                               kind_name(pool->kind), event);
         }
         if (cache) {
             uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed);
@@ -945,14 +947,14 @@ static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int
         return ORDO_OK;
     default:
         pthread_mutex_unlock(&pool->lock);
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "%p is not a live event of this %s pool (made elsewhere, or unpooled "
-                          "and already released)",
-                          event, kind_name(pool->kind));
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "%p is not a live event of this %s pool (made elsewhere, or unpooled "
+                           "and already released)",
+                           event, kind_name(pool->kind));
     }
 }
 
-ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled) {
+ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pooled) {
     if (ORDO_LIKELY(pool && pool->magic == EVENT_POOL_MAGIC && event && pooled == 1)) {
         pool_cache_t *cache = thread_cache_fast(pool);
         if (ORDO_LIKELY(cache != NULL)) {
@@ -992,7 +994,7 @@ ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled) {
 
 /* ---- the library's own events ----------------------------------------- */
 
-ordo_status_t event_pool_take(event_pool_t *pool, void **out_event) {
+ordo_status_t ordo__event_pool_take(event_pool_t *pool, void **out_event) {
     pool_cache_t *cache = thread_cache_fast(pool);
     if (ORDO_LIKELY(cache && atomic_load_explicit(&cache->count, memory_order_relaxed))) {
         *out_event = cache_pop(cache, 0); /* the peak: sampled at exchanges */
@@ -1002,14 +1004,14 @@ ordo_status_t event_pool_take(event_pool_t *pool, void **out_event) {
     ordo_status_t st = acquire_slow(pool, out_event, &pooled);
     if (st == ORDO_OK && !pooled) {
         /* Beyond a maximum: the owner gives back pooled events only. */
-        (void)event_pool_release(pool, *out_event, 0);
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, "event_pool_take",
-                          "the %s pool is at its maximum", kind_name(pool->kind));
+        (void)ordo__event_pool_release(pool, *out_event, 0);
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, "ordo__event_pool_take",
+                           "the %s pool is at its maximum", kind_name(pool->kind));
     }
     return st;
 }
 
-void event_pool_give(event_pool_t *pool, void *event) {
+void ordo__event_pool_give(event_pool_t *pool, void *event) {
     pool_cache_t *cache = thread_cache_fast(pool);
     if (ORDO_LIKELY(cache != NULL)) {
         uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed);
@@ -1046,7 +1048,7 @@ void event_pool_give(event_pool_t *pool, void *event) {
 
 /* ---- trim and statistics --------------------------------------------- */
 
-ordo_status_t event_pool_trim(event_pool_t *pool, size_t keep) {
+ordo_status_t ordo__event_pool_trim(event_pool_t *pool, size_t keep) {
     ordo_status_t st = pool_check(pool, __func__);
     if (st != ORDO_OK) {
         return st;
@@ -1094,13 +1096,13 @@ ordo_status_t event_pool_trim(event_pool_t *pool, size_t keep) {
     return ORDO_OK;
 }
 
-ordo_status_t event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats) {
+ordo_status_t ordo__event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats) {
     ordo_status_t st = pool_check(pool, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_stats) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
     pthread_mutex_lock(&pool->lock);
     uint64_t acquires;

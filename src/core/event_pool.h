@@ -22,8 +22,8 @@
  * the pool reclaims the caches of threads still alive, which may go on
  * using other pools.
  *
- * Thread-safety: every function but event_pool_destroy may be called
- * concurrently on one pool; event_pool_trim reaches the calling thread's
+ * Thread-safety: every function but ordo__event_pool_destroy may be called
+ * concurrently on one pool; ordo__event_pool_trim reaches the calling thread's
  * cache and the depot, not other threads' caches.
  */
 #ifndef ORDO_CORE_EVENT_POOL_H
@@ -48,35 +48,36 @@ typedef struct event_pool_backend {
 /* Makes a pool of events of kind, creating config->initial of them (config
  * NULL: ORDO_EVENT_POOL_CONFIG_INIT). If the backend fails, every event
  * already created is destroyed and its status is returned. */
-ordo_status_t event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
-                                const ordo_event_pool_config_t *config, event_pool_t **out_pool);
+ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
+                                      const ordo_event_pool_config_t *config,
+                                      event_pool_t **out_pool);
 
 /* Destroys every event and the pool; ORDO_ERR_BUSY (and nothing changes)
  * while any event, pooled or not, is acquired and not released. */
-ordo_status_t event_pool_destroy(event_pool_t *pool);
+ordo_status_t ordo__event_pool_destroy(event_pool_t *pool);
 
 /* Hands out an event; *out_pooled is 1 for a pooled one and 0 for one made
- * beyond the maximum, and must be passed back to event_pool_release. */
-ordo_status_t event_pool_acquire(event_pool_t *pool, void **out_event, int *out_pooled);
+ * beyond the maximum, and must be passed back to ordo__event_pool_release. */
+ordo_status_t ordo__event_pool_acquire(event_pool_t *pool, void **out_event, int *out_pooled);
 
-/* Returns an event from event_pool_acquire with the pooled flag it came
+/* Returns an event from ordo__event_pool_acquire with the pooled flag it came
  * with; an unpooled event is destroyed at once. */
-ordo_status_t event_pool_release(event_pool_t *pool, void *event, int pooled);
+ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pooled);
 
 /* For events that never leave the library (a backend's own points): the
- * same as event_pool_acquire and event_pool_release without the checks
+ * same as ordo__event_pool_acquire and ordo__event_pool_release without the checks
  * that guard against a caller's misuse (a double or foreign release):
  * the owner takes pooled events only (ORDO_ERR_RESOURCE_EXHAUSTED at a
  * maximum) and gives each back exactly once, to the pool it came from.
  * The pool must be live. Their acquires are not followed one by one for
  * the peak: high_water is sampled when caches trade with the depot. */
-ordo_status_t event_pool_take(event_pool_t *pool, void **out_event);
-void event_pool_give(event_pool_t *pool, void *event);
+ordo_status_t ordo__event_pool_take(event_pool_t *pool, void **out_event);
+void ordo__event_pool_give(event_pool_t *pool, void *event);
 
 /* Destroys available events until at most keep are left (events cached by
  * other threads are counted but not reached). */
-ordo_status_t event_pool_trim(event_pool_t *pool, size_t keep);
+ordo_status_t ordo__event_pool_trim(event_pool_t *pool, size_t keep);
 
-ordo_status_t event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats);
+ordo_status_t ordo__event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats);
 
 #endif

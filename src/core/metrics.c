@@ -15,8 +15,8 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
         if (out_metrics) {
             memset(out_metrics, 0, sizeof *out_metrics);
         }
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          sources ? "out_metrics" : "sources");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           sources ? "out_metrics" : "sources");
     }
     ordo_metrics_t m;
     memset(&m, 0, sizeof m);
@@ -47,7 +47,7 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
     if (st != ORDO_OK) {
         memset(out_metrics, 0, sizeof *out_metrics);
         /* The component said what was wrong; this call is named first. */
-        return ordo_error(st, __func__, "%s", ordo_error_message());
+        return ordo__error(st, __func__, "%s", ordo_error_message());
     }
     *out_metrics = m;
     return ORDO_OK;
@@ -81,10 +81,10 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
         *out_length = 0;
     }
     if (!m || !out_length || (capacity && !text)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          !m            ? "metrics"
-                          : !out_length ? "out_length"
-                                        : "text");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           !m            ? "metrics"
+                           : !out_length ? "out_length"
+                                         : "text");
     }
     text_out_t t = {text, capacity, 0};
     if (capacity) {
@@ -131,9 +131,9 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
     }
     *out_length = t.length;
     if (capacity && t.length >= capacity) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "the text needs %zu bytes and a terminator; %zu given", t.length,
-                          capacity);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "the text needs %zu bytes and a terminator; %zu given", t.length,
+                           capacity);
     }
     return ORDO_OK;
 }

@@ -23,7 +23,7 @@ static void *reclaimer_main(void *arg) {
         /* User callbacks run outside every ordo lock. */
         while (batch) {
             ordo_buffer_t *next = batch->next_reclaim;
-            buffer_reclaim_now(tracker, batch);
+            ordo__buffer_reclaim_now(tracker, batch);
             atomic_fetch_sub_explicit(&tracker->reclamations_pending, 1, memory_order_release);
             batch = next;
         }
@@ -34,7 +34,7 @@ static void *reclaimer_main(void *arg) {
     return NULL;
 }
 
-ordo_status_t reclaimer_start(reclaimer_t *r) {
+ordo_status_t ordo__reclaimer_start(reclaimer_t *r) {
     ordo_tracker_t *tracker = (ordo_tracker_t *)((char *)r - offsetof(ordo_tracker_t, reclaimer));
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -62,7 +62,7 @@ ordo_status_t reclaimer_start(reclaimer_t *r) {
     return ORDO_OK;
 }
 
-void reclaimer_stop(reclaimer_t *r) {
+void ordo__reclaimer_stop(reclaimer_t *r) {
     pthread_mutex_lock(&r->lock);
     r->stop = 1;
     pthread_cond_signal(&r->wake);
@@ -73,7 +73,7 @@ void reclaimer_stop(reclaimer_t *r) {
     pthread_mutex_destroy(&r->lock);
 }
 
-void reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *b) {
+void ordo__reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     reclaimer_t *r = &tracker->reclaimer;
     pthread_mutex_lock(&r->lock);
     b->next_reclaim = r->queue;
@@ -82,7 +82,7 @@ void reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     pthread_mutex_unlock(&r->lock);
 }
 
-void reclaimer_finished(ordo_tracker_t *tracker) {
+void ordo__reclaimer_finished(ordo_tracker_t *tracker) {
     reclaimer_t *r = &tracker->reclaimer;
     pthread_mutex_lock(&r->lock);
     atomic_fetch_sub_explicit(&tracker->reclamations_pending, 1, memory_order_release);
@@ -91,7 +91,7 @@ void reclaimer_finished(ordo_tracker_t *tracker) {
 }
 
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -104,9 +104,9 @@ ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadli
         }
         if (ordo_time_now_ns() >= deadline) {
             pthread_mutex_unlock(&r->lock);
-            return ordo_error(ORDO_ERR_TIMEOUT, __func__,
-                              "deadline passed with %llu reclamation(s) pending",
-                              (unsigned long long)atomic_load(&tracker->reclamations_pending));
+            return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                               "deadline passed with %llu reclamation(s) pending",
+                               (unsigned long long)atomic_load(&tracker->reclamations_pending));
         }
         struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
         pthread_cond_timedwait(&r->idle, &r->lock, &ts);

@@ -21,19 +21,19 @@ struct ordo_stream_pool {
 
 static ordo_status_t pool_check(const ordo_stream_pool_t *pool, const char *api) {
     if (!pool || pool->magic != ORDO_STREAM_POOL_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream pool",
-                          (const void *)pool);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream pool",
+                           (const void *)pool);
     }
     return ORDO_OK;
 }
 
 static void pool_free(ordo_stream_pool_t *pool, size_t made) {
     for (size_t i = 0; i < made; ++i) {
-        (void)hal_stream_destroy(pool->streams[i], "ordo_stream_pool_destroy");
+        (void)ordo__hal_stream_destroy(pool->streams[i], "ordo_stream_pool_destroy");
     }
-    ordo_dealloc(pool->streams, (pool->compute + pool->transfer) * sizeof *pool->streams, 0);
+    ordo__dealloc(pool->streams, (pool->compute + pool->transfer) * sizeof *pool->streams, 0);
     pool->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(pool, sizeof *pool, 0);
+    ordo__dealloc(pool, sizeof *pool, 0);
 }
 
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
@@ -42,42 +42,42 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
     if (out_pool) {
         *out_pool = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!config || !out_pool) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          config ? "out_pool" : "config");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           config ? "out_pool" : "config");
     }
     if (config->compute_streams == 0) {
         /* Transfers may share the compute streams, not the reverse. */
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "compute_streams is 0: a pool needs at least one compute stream");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "compute_streams is 0: a pool needs at least one compute stream");
     }
     if (config->compute_streams > STREAM_POOL_MAX || config->transfer_streams > STREAM_POOL_MAX ||
         config->compute_streams + config->transfer_streams > STREAM_POOL_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "at most %d streams in all (got %zu compute, %zu transfer)",
-                          STREAM_POOL_MAX, config->compute_streams, config->transfer_streams);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "at most %d streams in all (got %zu compute, %zu transfer)",
+                           STREAM_POOL_MAX, config->compute_streams, config->transfer_streams);
     }
     const int priorities[2] = {config->compute_priority, config->transfer_priority};
     for (int c = 0; c < 2; ++c) {
         if (priorities[c] > device->info.priority_least ||
             priorities[c] < device->info.priority_greatest) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                              "%s priority %d outside [%d, %d] for %s", c ? "transfer" : "compute",
-                              priorities[c], device->info.priority_greatest,
-                              device->info.priority_least, device->info.name);
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                               "%s priority %d outside [%d, %d] for %s", c ? "transfer" : "compute",
+                               priorities[c], device->info.priority_greatest,
+                               device->info.priority_least, device->info.name);
         }
     }
     size_t total = config->compute_streams + config->transfer_streams;
-    ordo_stream_pool_t *pool = ordo_alloc(sizeof *pool, 0);
-    ordo_stream_t **streams = ordo_alloc(total * sizeof *streams, 0);
+    ordo_stream_pool_t *pool = ordo__alloc(sizeof *pool, 0);
+    ordo_stream_t **streams = ordo__alloc(total * sizeof *streams, 0);
     if (!pool || !streams) {
-        ordo_dealloc(pool, sizeof *pool, 0);
-        ordo_dealloc(streams, total * sizeof *streams, 0);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream pool");
+        ordo__dealloc(pool, sizeof *pool, 0);
+        ordo__dealloc(streams, total * sizeof *streams, 0);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream pool");
     }
     pool->magic = ORDO_STREAM_POOL_MAGIC;
     pool->compute = config->compute_streams;
@@ -103,16 +103,16 @@ ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
     }
     uint32_t coordinators = atomic_load_explicit(&pool->coordinators, memory_order_acquire);
     if (coordinators) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%u coordinator(s) take streams from the pool: destroy them first",
-                          coordinators);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "%u coordinator(s) take streams from the pool: destroy them first",
+                           coordinators);
     }
     /* All or nothing: a stream that cannot be destroyed here (the caller
      * runs on its thread, or a tracker or coordinator still orders it)
      * keeps the whole pool (and its handles) alive. */
     size_t total = pool->compute + pool->transfer;
     for (size_t i = 0; i < total; ++i) {
-        st = hal_stream_check_destroy(pool->streams[i], __func__);
+        st = ordo__hal_stream_check_destroy(pool->streams[i], __func__);
         if (st != ORDO_OK) {
             return st;
         }
@@ -121,11 +121,11 @@ ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
     return ORDO_OK;
 }
 
-void stream_pool_use(ordo_stream_pool_t *pool) {
+void ordo__stream_pool_use(ordo_stream_pool_t *pool) {
     atomic_fetch_add_explicit(&pool->coordinators, 1, memory_order_relaxed);
 }
 
-void stream_pool_unuse(ordo_stream_pool_t *pool) {
+void ordo__stream_pool_unuse(ordo_stream_pool_t *pool) {
     atomic_fetch_sub_explicit(&pool->coordinators, 1, memory_order_release);
 }
 
@@ -147,8 +147,8 @@ static ordo_status_t pool_class(const ordo_stream_pool_t *pool, ordo_workload_t 
         *count = pool->transfer ? pool->transfer : pool->compute;
         return ORDO_OK;
     }
-    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
-                      (int)workload);
+    return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "workload %d is not a workload",
+                       (int)workload);
 }
 
 ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t workload,
@@ -161,7 +161,7 @@ ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t wo
         return st;
     }
     if (!out_stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     size_t first = 0;
     size_t count = 0;
@@ -184,7 +184,7 @@ ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t wo
         return st;
     }
     if (!out_count) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }
     size_t first = 0;
     return pool_class(pool, workload, &first, out_count, __func__);

@@ -6,7 +6,7 @@
 
 /* A coordinator takes streams from pool (use) until it is destroyed
  * (unuse); the pool's destroy is refused in between. pool is live. */
-void stream_pool_use(ordo_stream_pool_t *pool);
-void stream_pool_unuse(ordo_stream_pool_t *pool);
+void ordo__stream_pool_use(ordo_stream_pool_t *pool);
+void ordo__stream_pool_unuse(ordo_stream_pool_t *pool);
 
 #endif

@@ -31,8 +31,8 @@ ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
                                void *ctx) {
     if (ORDO_UNLIKELY(!fn)) {
-        ordo_status_t st = tracker_submit_refusal(tracker, stream, accesses, count, API);
-        return st != ORDO_OK ? st : ordo_error(ORDO_ERR_INVALID_ARGUMENT, API, "fn is NULL");
+        ordo_status_t st = ordo__tracker_submit_refusal(tracker, stream, accesses, count, API);
+        return st != ORDO_OK ? st : ordo__error(ORDO_ERR_INVALID_ARGUMENT, API, "fn is NULL");
     }
     host_launch_t launch;
     launch.fn = fn;
@@ -44,7 +44,7 @@ ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
     }
     if (launch.failed) {
         /* The task's enqueue failed: its message, not ordo_submit's wrap. */
-        (void)ordo_error(st, NULL, "%s", launch.message);
+        (void)ordo__error(st, NULL, "%s", launch.message);
     }
-    return ordo_error_as(st, API); /* named for this call, not the calls it made */
+    return ordo__error_as(st, API); /* named for this call, not the calls it made */
 }

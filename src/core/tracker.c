@@ -16,10 +16,10 @@ static inline void counter_add(_Atomic uint64_t *counter, uint64_t n) {
                           memory_order_relaxed);
 }
 
-ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api) {
+ordo_status_t ordo__tracker_check(const ordo_tracker_t *tracker, const char *api) {
     if (!tracker || tracker->magic != ORDO_TRACKER_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live tracker",
-                          (const void *)tracker);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live tracker",
+                           (const void *)tracker);
     }
     return ORDO_OK;
 }
@@ -28,89 +28,89 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
     if (out_tracker) {
         *out_tracker = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_tracker) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_tracker is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_tracker is NULL");
     }
-    ordo_tracker_t *tracker = ordo_alloc(sizeof *tracker, 64);
+    ordo_tracker_t *tracker = ordo__alloc(sizeof *tracker, 64);
     if (!tracker) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a tracker");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a tracker");
     }
-    st = reclaimer_start(&tracker->reclaimer);
+    st = ordo__reclaimer_start(&tracker->reclaimer);
     if (st != ORDO_OK) {
-        ordo_dealloc(tracker, sizeof *tracker, 64);
-        return ordo_error(st, __func__, "cannot start the reclaimer thread");
+        ordo__dealloc(tracker, sizeof *tracker, 64);
+        return ordo__error(st, __func__, "cannot start the reclaimer thread");
     }
     tracker->magic = ORDO_TRACKER_MAGIC;
     tracker->device = device;
-    ordo_rlock_init(&tracker->lock);
+    ordo__rlock_init(&tracker->lock);
     ordo_device_retain(device);
     *out_tracker = tracker;
     return ORDO_OK;
 }
 
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     uint32_t pools = atomic_load(&tracker->pools);
     if (pools) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%u memory pool(s) still use the tracker: destroy them first", pools);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "%u memory pool(s) still use the tracker: destroy them first", pools);
     }
     uint64_t live = atomic_load(&tracker->buffers_live);
     uint64_t pending = atomic_load(&tracker->reclamations_pending);
     if (live || pending) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "%llu buffer(s) still live and %llu reclamation(s) pending "
-                          "(release them, then ordo_tracker_drain)",
-                          (unsigned long long)live, (unsigned long long)pending);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "%llu buffer(s) still live and %llu reclamation(s) pending "
+                           "(release them, then ordo_tracker_drain)",
+                           (unsigned long long)live, (unsigned long long)pending);
     }
-    reclaimer_stop(&tracker->reclaimer);
+    ordo__reclaimer_stop(&tracker->reclaimer);
     for (uint32_t i = 0; i < tracker->stream_count; ++i) {
         /* The spare references first: the tracker's own goes last. */
         for (uint32_t r = 0; r < tracker->streams[i]->spare_refs; ++r) {
-            signal_release_internal(tracker->streams[i]->timeline);
+            ordo__signal_release_internal(tracker->streams[i]->timeline);
         }
         (void)ordo_signal_release(tracker->streams[i]->timeline);
-        hal_stream_unuse(tracker->streams[i]->stream, HAL_STREAM_TRACKER);
-        ordo_dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
+        ordo__hal_stream_unuse(tracker->streams[i]->stream, HAL_STREAM_TRACKER);
+        ordo__dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
     ordo_device_t *device = tracker->device;
     tracker->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(tracker, sizeof *tracker, 64);
+    ordo__dealloc(tracker, sizeof *tracker, 64);
     return ordo_device_release(device);
 }
 
-ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                    uint32_t *out_index, const char *api) {
-    ordo_status_t st = hal_stream_check(stream, api);
+ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                          uint32_t *out_index, const char *api) {
+    ordo_status_t st = ordo__hal_stream_check(stream, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (stream->device != tracker->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "stream of %s used with a tracker of %s",
-                          stream->device->info.name, tracker->device->info.name);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "stream of %s used with a tracker of %s",
+                           stream->device->info.name, tracker->device->info.name);
     }
     if (tracker->stream_count == ORDO_TRACKER_MAX_STREAMS) {
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "a tracker orders at most %u streams",
-                          ORDO_TRACKER_MAX_STREAMS);
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "a tracker orders at most %u streams",
+                           ORDO_TRACKER_MAX_STREAMS);
     }
-    tracker_stream_t *ts = ordo_alloc(sizeof *ts, 64);
+    tracker_stream_t *ts = ordo__alloc(sizeof *ts, 64);
     if (!ts) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
     st = ordo_signal_create(0, &ts->timeline);
     if (st != ORDO_OK) {
-        ordo_dealloc(ts, sizeof *ts, 64);
+        ordo__dealloc(ts, sizeof *ts, 64);
         return st;
     }
     ts->stream = stream;
-    hal_stream_use(stream, HAL_STREAM_TRACKER); /* its destroy is refused until ours */
+    ordo__hal_stream_use(stream, HAL_STREAM_TRACKER); /* its destroy is refused until ours */
     if (stream->device->backend->stream_progress) {
         /* Both live as long as the stream, so as long as the tracker. */
         stream->device->backend->stream_progress(stream, &ts->progress, &ts->ops_submitted);
@@ -131,22 +131,22 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
                                     size_t i, const char *api) {
     const ordo_buffer_t *b = access->buffer;
     if (!b) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
     }
     if (b->magic == ORDO_BUFFER_RELEASED) {
-        return ordo_error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
-                          (const void *)b);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
+                           (const void *)b);
     }
     if (b->magic != ORDO_BUFFER_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer", i,
-                          (const void *)b);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer", i,
+                           (const void *)b);
     }
     if (b->tracker != tracker) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "access %zu: buffer %p belongs to another tracker", i, (const void *)b);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "access %zu: buffer %p belongs to another tracker", i, (const void *)b);
     }
-    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
-                      (int)access->mode);
+    return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
+                       (int)access->mode);
 }
 
 /* Checks each access (the list and its count were checked by enter). */
@@ -208,8 +208,8 @@ static const tracker_record_t *record_find(const tracker_stream_t *ts, uint64_t 
     return best;
 }
 
-ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
-                                      const tracker_record_t **out_record) {
+ordo_status_t ordo__tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
+                                            uint64_t point, const tracker_record_t **out_record) {
     tracker_stream_t *ts = tracker->streams[stream];
     if (ts->recorded < point) {
         /* Record the stream's current point: it covers `point` and carries
@@ -255,7 +255,7 @@ static inline void need(needs_t *n, uint32_t origin, uint64_t point) {
 }
 
 /* What a wait for origin's point `point` would order: the record that
- * tracker_record_covering would give (the one remembered, or the stream's
+ * ordo__tracker_record_covering would give (the one remembered, or the stream's
  * current point with its frontier, which a new record would take), without
  * recording anything. */
 static void record_peek(const tracker_stream_t *ts, uint64_t point, uint64_t *out_point,
@@ -338,7 +338,7 @@ __attribute__((noinline)) static uint64_t drop_covered_waits(const ordo_tracker_
     return dropped;
 }
 
-/* tracker_wait_for, ordering stream t after origin's point `through`, which
+/* ordo__tracker_wait_for, ordering stream t after origin's point `through`, which
  * is `point` or a later point whose record the caller counts on (see
  * drop_covered_waits); the observer is told of `point`, the need. */
 static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
@@ -349,7 +349,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
         return ORDO_OK;
     }
     const tracker_record_t *record = NULL;
-    ordo_status_t st = tracker_record_covering(tracker, origin, through, &record);
+    ordo_status_t st = ordo__tracker_record_covering(tracker, origin, through, &record);
     if (st != ORDO_OK) {
         return st;
     }
@@ -375,7 +375,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
                            record->point,
                            TRACE_WAIT_EMITTED,
                            0};
-        trace_record(&e);
+        ordo__trace_record(&e);
     }
     if (tracker->observer) {
         tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
@@ -384,12 +384,12 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
     return ORDO_OK;
 }
 
-ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
-                               uint64_t point) {
+ordo_status_t ordo__tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                                     uint64_t point) {
     return wait_through(tracker, t, origin, point, point);
 }
 
-int tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point) {
+int ordo__tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point) {
     const tracker_stream_t *ts = tracker->streams[t];
     if (!ts->progress) {
         return 0;
@@ -420,10 +420,10 @@ reserve_beyond_inline(uint32_t t, const ordo_access_t *accesses, size_t count, c
         ordo_buffer_t *b = accesses[i].buffer;
         if (!b->more_last_points) {
             b->more_last_points =
-                ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points, 0);
+                ordo__alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points, 0);
             if (!b->more_last_points) {
-                return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                                  "cannot grow a buffer's per-stream points");
+                return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                                   "cannot grow a buffer's per-stream points");
             }
         }
     }
@@ -482,20 +482,20 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
 static inline __attribute__((always_inline)) ordo_status_t
 enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses, size_t count,
       uint32_t *out_index, const char *api) {
-    ordo_status_t st = tracker_check(tracker, api);
+    ordo_status_t st = ordo__tracker_check(tracker, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         *out_index = 0;
         return st;
     }
     if (ORDO_UNLIKELY(count && !accesses)) {
         *out_index = 0;
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
-                          count);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                           count);
     }
     if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
         *out_index = 0;
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
-                          ORDO_TRACKER_MAX_ACCESSES);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                           ORDO_TRACKER_MAX_ACCESSES);
     }
     if (ORDO_LIKELY(tracker_stream_find(tracker, stream, out_index))) {
         return ORDO_OK;
@@ -503,7 +503,7 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
     *out_index = 0;
     st = check_accesses(tracker, accesses, count, api);
     if (st == ORDO_OK) {
-        st = tracker_stream_attach(tracker, stream, out_index, api);
+        st = ordo__tracker_stream_attach(tracker, stream, out_index, api);
     }
     return st;
 }
@@ -532,7 +532,7 @@ __attribute__((noinline)) static uint64_t need_reads(needs_t *needs, const ordo_
  * (directly or transitively: its frontier covers them). They are told
  * apart in the pass, against the frontier, so the pass branches only on
  * the rare unknown one; the known ones are only noted in a mask, for the
- * elided count. What tracker_wait_for does per origin stream is unchanged:
+ * elided count. What ordo__tracker_wait_for does per origin stream is unchanged:
  * an origin whose highest needed point is known is elided, any other gets
  * one wait for that point. */
 static inline __attribute__((always_inline)) ordo_status_t
@@ -580,8 +580,8 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
     if (ORDO_LIKELY(!(needs.mask & (needs.mask - 1)))) {
         if (needs.mask) { /* one origin: one wait */
             uint32_t origin = (uint32_t)__builtin_ctzll(needs.mask);
-            st = tracker_wait_for(tracker, t, origin, needs.point[origin]);
-            return ORDO_LIKELY(st == ORDO_OK) ? st : ordo_error_as(st, api);
+            st = ordo__tracker_wait_for(tracker, t, origin, needs.point[origin]);
+            return ORDO_LIKELY(st == ORDO_OK) ? st : ordo__error_as(st, api);
         }
         return ORDO_OK;
     }
@@ -592,7 +592,7 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
         uint32_t origin = (uint32_t)__builtin_ctzll(mask);
         st = wait_through(tracker, t, origin, needs.point[origin], through[origin]);
         if (st != ORDO_OK) {
-            return ordo_error_as(st, api); /* this stream has failed: so will the submission */
+            return ordo__error_as(st, api); /* this stream has failed: so will the submission */
         }
     }
     return ORDO_OK;
@@ -622,23 +622,24 @@ ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
     return st;
 }
 
-ordo_status_t tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                     const ordo_access_t *accesses, size_t count, const char *api) {
-    ordo_status_t st = tracker_check(tracker, api);
+ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                           const ordo_access_t *accesses, size_t count,
+                                           const char *api) {
+    ordo_status_t st = ordo__tracker_check(tracker, api);
     uint32_t t;
     if (st != ORDO_OK || tracker_stream_find(tracker, stream, &t)) {
         return st;
     }
-    if ((st = hal_stream_check(stream, api)) != ORDO_OK) {
+    if ((st = ordo__hal_stream_check(stream, api)) != ORDO_OK) {
         return st;
     }
     if (count && !accesses) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
-                          count);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
+                           count);
     }
     if (count > ORDO_TRACKER_MAX_ACCESSES) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
-                          ORDO_TRACKER_MAX_ACCESSES);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                           ORDO_TRACKER_MAX_ACCESSES);
     }
     return check_accesses(tracker, accesses, count, api);
 }
@@ -650,20 +651,20 @@ ordo_status_t tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *str
 static ordo_status_t launch_failed(ordo_status_t st, int left_message) {
     ordo_status_t status = ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED;
     if (left_message) {
-        return ordo_error(status, "ordo_submit", "the launch function returned %s (%d): %s",
-                          ordo_status_name(st), (int)st, ordo_error_message());
+        return ordo__error(status, "ordo_submit", "the launch function returned %s (%d): %s",
+                           ordo_status_name(st), (int)st, ordo_error_message());
     }
-    return ordo_error(status, "ordo_submit", "the launch function returned %s (%d)",
-                      ordo_status_name(st), (int)st);
+    return ordo__error(status, "ordo_submit", "the launch function returned %s (%d)",
+                       ordo_status_name(st), (int)st);
 }
 
 ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                           const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
                           void *ctx) {
     if (ORDO_UNLIKELY(!launch)) {
-        ordo_status_t st = tracker_submit_refusal(tracker, stream, accesses, count, __func__);
+        ordo_status_t st = ordo__tracker_submit_refusal(tracker, stream, accesses, count, __func__);
         return st != ORDO_OK ? st
-                             : ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
+                             : ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
     }
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
@@ -671,10 +672,10 @@ ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
         st = prepare_locked(tracker, t, accesses, count, __func__);
     }
     if (st == ORDO_OK) {
-        uint64_t messages = ordo_error_count();
+        uint64_t messages = ordo__error_count();
         st = launch(ctx, stream);
         if (st != ORDO_OK) {
-            st = launch_failed(st, ordo_error_count() != messages);
+            st = launch_failed(st, ordo__error_count() != messages);
         }
     }
     if (st != ORDO_OK) {
@@ -688,12 +689,12 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
     if (out_metrics) {
         memset(out_metrics, 0, sizeof *out_metrics);
     }
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_metrics) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
     out_metrics->submissions = atomic_load_explicit(&tracker->submissions, memory_order_relaxed);
     out_metrics->waits_emitted =
@@ -711,7 +712,7 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
 
 ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
                                              ordo_tracker_wait_observer_fn observer, void *ctx) {
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -721,7 +722,7 @@ ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
 }
 
 ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker) {
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st == ORDO_OK) {
         ordo_rlock_lock(&tracker->lock);
     }
@@ -729,13 +730,13 @@ ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker) {
 }
 
 ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker) {
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    if (!ordo_rlock_held(&tracker->lock)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "the calling thread does not hold the tracker's lock");
+    if (!ordo__rlock_held(&tracker->lock)) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "the calling thread does not hold the tracker's lock");
     }
     ordo_rlock_unlock(&tracker->lock);
     return ORDO_OK;

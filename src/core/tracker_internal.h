@@ -130,7 +130,7 @@ struct ordo_tracker {
     _Atomic uint32_t pools; /* memory pools standing on the tracker */
 };
 
-ordo_status_t tracker_check(const ordo_tracker_t *tracker, const char *api);
+ordo_status_t ordo__tracker_check(const ordo_tracker_t *tracker, const char *api);
 
 /* The latest access point of stream s on b (s in b->use_mask). */
 static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
@@ -162,22 +162,22 @@ static inline int tracker_stream_find(const ordo_tracker_t *tracker, const ordo_
 
 /* Attaches a stream not attached yet (checks the handle and its device)
  * and gives its index. */
-ordo_status_t tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                    uint32_t *out_index, const char *api);
+ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                          uint32_t *out_index, const char *api);
 
 /* The stream's index in the tracker, attaching it on first use. */
 static inline ordo_status_t tracker_stream_index(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                                  uint32_t *out_index, const char *api) {
     return tracker_stream_find(tracker, stream, out_index)
                ? ORDO_OK
-               : tracker_stream_attach(tracker, stream, out_index, api);
+               : ordo__tracker_stream_attach(tracker, stream, out_index, api);
 }
 
 /* Orders stream t after origin's point `point`: nothing if t's frontier
  * knows it already (counted elided), else one device wait on the record
  * covering it (counted emitted; t's frontier learns the record's). */
-ordo_status_t tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
-                               uint64_t point);
+ordo_status_t ordo__tracker_wait_for(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
+                                     uint64_t point);
 
 /* Hands out stream t's next point for an access with no submission of its
  * own (a block's birth or free, a recorded use): any record that covers
@@ -193,30 +193,31 @@ static inline uint64_t tracker_new_point(ordo_tracker_t *tracker, uint32_t t) {
  * Fails (and records nothing) only if the signal could not be enqueued on a
  * healthy stream; on a failed stream the record fails its timeline, which
  * is what its waiters need. */
-ordo_status_t tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream, uint64_t point,
-                                      const tracker_record_t **out_record);
+ordo_status_t ordo__tracker_record_covering(ordo_tracker_t *tracker, uint32_t stream,
+                                            uint64_t point, const tracker_record_t **out_record);
 
 /* Non-zero when the work of stream t up to point `point` is known to have
  * run from the stream's progress (nothing recorded, nothing enqueued): the
  * op count of a remembered finish at or after the point has been reached.
  * 0 when that is not known (not run yet, or no finish remembered covers
  * it, or the backend has no progress to read). */
-int tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point);
+int ordo__tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t point);
 
 /* For a submission refused for its function argument: the fault of an
  * earlier parameter (the tracker, the stream, the access list), checked
  * without attaching the stream, or ORDO_OK when they are good (handles
  * and arguments answer in parameter order, docs/ERRORS.md). */
-ordo_status_t tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                     const ordo_access_t *accesses, size_t count, const char *api);
+ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                           const ordo_access_t *accesses, size_t count,
+                                           const char *api);
 
-ordo_status_t reclaimer_start(reclaimer_t *reclaimer);
-void reclaimer_stop(reclaimer_t *reclaimer);
+ordo_status_t ordo__reclaimer_start(reclaimer_t *reclaimer);
+void ordo__reclaimer_stop(reclaimer_t *reclaimer);
 /* Hands a buffer whose uses have all completed to the reclaimer thread. */
-void reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
+void ordo__reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
 /* Counts one pending reclamation as done and wakes drainers. */
-void reclaimer_finished(ordo_tracker_t *tracker);
+void ordo__reclaimer_finished(ordo_tracker_t *tracker);
 /* Runs reclaim and frees the buffer's history. */
-void buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
+void ordo__buffer_reclaim_now(ordo_tracker_t *tracker, ordo_buffer_t *buffer);
 
 #endif

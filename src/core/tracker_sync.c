@@ -17,7 +17,7 @@ static const char *detail_of(const char *message, const char *api) {
 }
 
 ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
-    ordo_status_t st = tracker_check(tracker, API);
+    ordo_status_t st = ordo__tracker_check(tracker, API);
     if (st != ORDO_OK) {
         return st;
     }
@@ -49,7 +49,7 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
         if (st == ORDO_ERR_TIMEOUT) {
             /* Work is still pending: the teardown this precedes is not
              * safe, whatever other streams failed with. */
-            return ordo_error(st, API, "stream %s still had work pending at the deadline", name);
+            return ordo__error(st, API, "stream %s still had work pending at the deadline", name);
         }
         if (failure == ORDO_OK) {
             failure = st;
@@ -60,10 +60,10 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
     }
     st = ordo_tracker_drain(tracker, deadline);
     if (st != ORDO_OK) {
-        return ordo_error(st, API, "%s", detail_of(ordo_error_message(), "ordo_tracker_drain"));
+        return ordo__error(st, API, "%s", detail_of(ordo_error_message(), "ordo_tracker_drain"));
     }
     if (failure != ORDO_OK) {
-        return ordo_error(failure, API, "stream %s: %s", failed_name, failed_message);
+        return ordo__error(failure, API, "stream %s: %s", failed_name, failed_message);
     }
     return ORDO_OK;
 }

@@ -36,11 +36,11 @@ static void sift_down(wait_heap_node_t *nodes, uint32_t len, uint32_t index,
     nodes[index] = node;
 }
 
-int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity) {
+int ordo__wait_heap_reserve(wait_heap_t *heap, uint32_t capacity) {
     if (capacity <= heap->capacity) {
         return 0;
     }
-    wait_heap_node_t *nodes = ordo_alloc((size_t)capacity * sizeof *nodes, 0);
+    wait_heap_node_t *nodes = ordo__alloc((size_t)capacity * sizeof *nodes, 0);
     if (!nodes) {
         return -1;
     }
@@ -48,26 +48,26 @@ int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity) {
         memcpy(nodes, heap->nodes, (size_t)heap->len * sizeof *nodes);
     }
     uint32_t len = heap->len;
-    wait_heap_free(heap);
+    ordo__wait_heap_free(heap);
     heap->nodes = nodes;
     heap->len = len;
     heap->capacity = capacity;
     return 0;
 }
 
-uint32_t wait_heap_push(wait_heap_t *heap, wait_heap_node_t node) {
+uint32_t ordo__wait_heap_push(wait_heap_t *heap, wait_heap_node_t node) {
     return sift_up(heap->nodes, heap->len++, node);
 }
 
-void wait_heap_pop(wait_heap_t *heap) {
+void ordo__wait_heap_pop(wait_heap_t *heap) {
     wait_heap_node_t last = heap->nodes[--heap->len];
     if (heap->len) {
         sift_down(heap->nodes, heap->len, 0, last);
     }
 }
 
-uint32_t wait_heap_filter(wait_heap_t *heap, int (*keep)(void *ctx, const wait_heap_node_t *node),
-                          void *ctx) {
+uint32_t ordo__wait_heap_filter(wait_heap_t *heap,
+                                int (*keep)(void *ctx, const wait_heap_node_t *node), void *ctx) {
     uint32_t kept = 0;
     for (uint32_t i = 0; i < heap->len; ++i) {
         if (keep(ctx, &heap->nodes[i])) {
@@ -82,9 +82,9 @@ uint32_t wait_heap_filter(wait_heap_t *heap, int (*keep)(void *ctx, const wait_h
     return dropped;
 }
 
-void wait_heap_free(wait_heap_t *heap) {
+void ordo__wait_heap_free(wait_heap_t *heap) {
     if (heap->nodes) {
-        ordo_dealloc(heap->nodes, (size_t)heap->capacity * sizeof *heap->nodes, 0);
+        ordo__dealloc(heap->nodes, (size_t)heap->capacity * sizeof *heap->nodes, 0);
     }
     heap->nodes = NULL;
     heap->len = 0;

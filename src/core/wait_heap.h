@@ -23,20 +23,20 @@ typedef struct wait_heap {
 
 /* Makes room for capacity nodes (never shrinks). 0, or -1 when out of
  * memory (the heap unchanged). */
-int wait_heap_reserve(wait_heap_t *heap, uint32_t capacity);
+int ordo__wait_heap_reserve(wait_heap_t *heap, uint32_t capacity);
 
 /* Inserts a node; the heap must have room. Returns the node's final index
  * (0: it is the new earliest). */
-uint32_t wait_heap_push(wait_heap_t *heap, wait_heap_node_t node);
+uint32_t ordo__wait_heap_push(wait_heap_t *heap, wait_heap_node_t node);
 
 /* Removes the earliest node (the heap must not be empty). */
-void wait_heap_pop(wait_heap_t *heap);
+void ordo__wait_heap_pop(wait_heap_t *heap);
 
 /* Keeps only the nodes for which keep(ctx, node) is non-zero, then
  * restores the heap order in O(n). Returns how many were dropped. */
-uint32_t wait_heap_filter(wait_heap_t *heap, int (*keep)(void *ctx, const wait_heap_node_t *node),
-                          void *ctx);
+uint32_t ordo__wait_heap_filter(wait_heap_t *heap,
+                                int (*keep)(void *ctx, const wait_heap_node_t *node), void *ctx);
 
-void wait_heap_free(wait_heap_t *heap);
+void ordo__wait_heap_free(wait_heap_t *heap);
 
 #endif

@@ -27,16 +27,16 @@ static _Thread_local callback_frame_t *tls_frames;
 
 static ordo_status_t waiter_check(const ordo_waiter_t *waiter, const char *api) {
     if (ORDO_UNLIKELY(!waiter)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "waiter is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "waiter is NULL");
     }
     /* The tag is read as a plain word: a handle of another type need not
      * be aligned as a waiter is (64 bytes). */
     uint32_t magic;
     memcpy(&magic, (const void *)waiter, sizeof magic);
     if (ORDO_UNLIKELY(magic != ORDO_WAITER_MAGIC)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                          "%p is not a live waiter (destroyed, or not a waiter)",
-                          (const void *)waiter);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "%p is not a live waiter (destroyed, or not a waiter)",
+                           (const void *)waiter);
     }
     return ORDO_OK;
 }
@@ -85,23 +85,23 @@ static _Atomic uint32_t *slot_tag(ordo_waiter_t *w, uint32_t slot) {
  * nodes per entry: once compacted it always has room. */
 static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
     if (w->bucket_count == WAITER_BUCKETS) {
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "waiter %p holds %u waits, its maximum",
-                          (void *)w, w->capacity);
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                           "waiter %p holds %u waits, its maximum", (void *)w, w->capacity);
     }
     uint32_t b = w->bucket_count;
     uint32_t n = WAITER_BUCKET0 << b;
     pthread_mutex_lock(&w->timer_lock);
-    int reserved = wait_heap_reserve(&w->heap, 2 * (w->capacity + n)) == 0;
+    int reserved = ordo__wait_heap_reserve(&w->heap, 2 * (w->capacity + n)) == 0;
     pthread_mutex_unlock(&w->timer_lock);
-    wait_entry_t *bucket = reserved ? ordo_alloc((size_t)n * sizeof *bucket, 64) : NULL;
-    _Atomic uint32_t *tags = bucket ? ordo_alloc((size_t)n * sizeof *tags, 64) : NULL;
+    wait_entry_t *bucket = reserved ? ordo__alloc((size_t)n * sizeof *bucket, 64) : NULL;
+    _Atomic uint32_t *tags = bucket ? ordo__alloc((size_t)n * sizeof *tags, 64) : NULL;
     if (!tags) {
         if (bucket) {
-            ordo_dealloc(bucket, (size_t)n * sizeof *bucket, 64);
+            ordo__dealloc(bucket, (size_t)n * sizeof *bucket, 64);
         }
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                          "cannot grow the slab of waiter %p beyond %u waits", (void *)w,
-                          w->capacity);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                           "cannot grow the slab of waiter %p beyond %u waits", (void *)w,
+                           w->capacity);
     }
     for (uint32_t k = n; k-- > 0;) {
         wait_entry_t *e = &bucket[k];
@@ -144,7 +144,7 @@ static void entry_recycle(ordo_waiter_t *w, wait_entry_t *e) {
     uint32_t gen = WORD_GEN(atomic_load_explicit(&e->word, memory_order_relaxed)) + 1;
     atomic_store_explicit(&e->word, WORD_MAKE(gen ? gen : 1, PHASE_FREE), memory_order_release);
     if (signal) {
-        signal_release_internal(signal);
+        ordo__signal_release_internal(signal);
     }
     pthread_mutex_lock(&w->slab_lock);
     e->next = w->free_head;
@@ -191,7 +191,7 @@ static void run_callback(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
         atomic_exchange_explicit(&e->word, WORD_MAKE(gen, PHASE_DONE), memory_order_seq_cst);
     if (old & WORD_WAITED) {
         atomic_fetch_add_explicit(&w->done_seq, 1, memory_order_seq_cst);
-        ordo_futex_wake(&w->done_seq, INT_MAX);
+        ordo__futex_wake(&w->done_seq, INT_MAX);
     }
 }
 
@@ -347,7 +347,7 @@ static int heap_node_live(void *ctx, const wait_heap_node_t *node) {
 }
 
 static void heap_compact_locked(ordo_waiter_t *w) {
-    uint32_t dropped = wait_heap_filter(&w->heap, heap_node_live, w);
+    uint32_t dropped = ordo__wait_heap_filter(&w->heap, heap_node_live, w);
     atomic_fetch_sub_explicit(&w->heap_stale, dropped, memory_order_relaxed);
     atomic_store_explicit(&w->heap_len_hint, w->heap.len, memory_order_relaxed);
 }
@@ -378,7 +378,7 @@ static void *timer_main(void *arg) {
             if (live && top.deadline > now) {
                 break;
             }
-            wait_heap_pop(&w->heap);
+            ordo__wait_heap_pop(&w->heap);
             if (live) {
                 words[n] = word;
                 batch[n++] = e;
@@ -449,7 +449,7 @@ static void workers_stop(ordo_waiter_t *w, uint32_t started) {
 
 ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config) {
     if (!out_config) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     out_config->worker_threads = 1;
     return ORDO_OK;
@@ -459,13 +459,13 @@ ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config) {
 static void waiter_free(ordo_waiter_t *w) {
     for (uint32_t b = 0; b < w->bucket_count; ++b) {
         wait_entry_t *bucket = atomic_load_explicit(&w->buckets[b], memory_order_relaxed);
-        ordo_dealloc(bucket, (size_t)(WAITER_BUCKET0 << b) * sizeof *bucket, 64);
+        ordo__dealloc(bucket, (size_t)(WAITER_BUCKET0 << b) * sizeof *bucket, 64);
         _Atomic uint32_t *tags = atomic_load_explicit(&w->tags[b], memory_order_relaxed);
-        ordo_dealloc(tags, (size_t)(WAITER_BUCKET0 << b) * sizeof *tags, 64);
+        ordo__dealloc(tags, (size_t)(WAITER_BUCKET0 << b) * sizeof *tags, 64);
     }
-    wait_heap_free(&w->heap);
+    ordo__wait_heap_free(&w->heap);
     if (w->workers) {
-        ordo_dealloc(w->workers, (size_t)w->worker_count * sizeof *w->workers, 0);
+        ordo__dealloc(w->workers, (size_t)w->worker_count * sizeof *w->workers, 0);
     }
     pthread_cond_destroy(&w->queue_wake);
     pthread_mutex_destroy(&w->queue_lock);
@@ -474,12 +474,12 @@ static void waiter_free(ordo_waiter_t *w) {
     pthread_cond_destroy(&w->slab_idle);
     pthread_mutex_destroy(&w->slab_lock);
     w->magic = ORDO_WAITER_DEAD;
-    ordo_dealloc(w, sizeof *w, 64);
+    ordo__dealloc(w, sizeof *w, 64);
 }
 
 ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter_t **out_waiter) {
     if (!out_waiter) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_waiter is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_waiter is NULL");
     }
     *out_waiter = NULL;
     ordo_waiter_config_t cfg;
@@ -488,13 +488,13 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
         cfg = *config;
     }
     if (cfg.worker_threads == 0 || cfg.worker_threads > ORDO_WAITER_MAX_WORKERS) {
-        return ordo_error(cfg.worker_threads ? ORDO_ERR_OUT_OF_RANGE : ORDO_ERR_INVALID_ARGUMENT,
-                          __func__, "worker_threads %u is not in 1..%u", cfg.worker_threads,
-                          ORDO_WAITER_MAX_WORKERS);
+        return ordo__error(cfg.worker_threads ? ORDO_ERR_OUT_OF_RANGE : ORDO_ERR_INVALID_ARGUMENT,
+                           __func__, "worker_threads %u is not in 1..%u", cfg.worker_threads,
+                           ORDO_WAITER_MAX_WORKERS);
     }
-    ordo_waiter_t *w = ordo_alloc(sizeof *w, 64);
+    ordo_waiter_t *w = ordo__alloc(sizeof *w, 64);
     if (!w) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
     }
     /* Each waiter numbers its generations from its own starting point, so
      * an id handed to the wrong waiter is (almost always) not found. */
@@ -503,7 +503,7 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
         (atomic_fetch_add_explicit(&waiters_made, 1, memory_order_relaxed) + 1) * 0x9e3779b1u;
     w->first_gen = first_gen ? first_gen : 1;
     w->worker_count = cfg.worker_threads;
-    w->workers = ordo_alloc((size_t)w->worker_count * sizeof *w->workers, 0);
+    w->workers = ordo__alloc((size_t)w->worker_count * sizeof *w->workers, 0);
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
     pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
@@ -518,19 +518,19 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
     pthread_condattr_destroy(&monotonic);
     if (!w->workers) {
         waiter_free(w);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
     }
     if (pthread_create(&w->timer_thread, NULL, timer_main, w) != 0) {
         waiter_free(w);
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__, "cannot start the timer thread");
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__, "cannot start the timer thread");
     }
     for (uint32_t i = 0; i < w->worker_count; ++i) {
         if (pthread_create(&w->workers[i], NULL, worker_main, w) != 0) {
             workers_stop(w, i);
             timer_stop(w);
             waiter_free(w);
-            return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__,
-                              "cannot start worker thread %u of %u", i + 1, cfg.worker_threads);
+            return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__,
+                               "cannot start worker thread %u of %u", i + 1, cfg.worker_threads);
         }
     }
     w->magic = ORDO_WAITER_MAGIC;
@@ -546,24 +546,24 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
     ordo_waiter_t *w = waiter;
     for (const callback_frame_t *f = tls_frames; f; f = f->outer) {
         if (f->waiter == w) {
-            return ordo_error(ORDO_ERR_BUSY, __func__,
-                              "called from a callback of waiter %p: it would wait for itself",
-                              (void *)w);
+            return ordo__error(ORDO_ERR_BUSY, __func__,
+                               "called from a callback of waiter %p: it would wait for itself",
+                               (void *)w);
         }
     }
     /* Inside timepoint callbacks (an inline callback of another waiter, a
      * coordinator callback...), timepoints that become due on this thread
      * wait for the running callback to return. One of them may be a wait of
      * this waiter, and destroy waits for its timepoint: it would never come. */
-    if (timepoints_running_here()) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "called from inside a callback run by a signal: a timepoint of waiter "
-                          "%p may be queued behind it on this thread; destroy it from elsewhere",
-                          (void *)w);
+    if (ordo__timepoints_running_here()) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "called from inside a callback run by a signal: a timepoint of waiter "
+                           "%p may be queued behind it on this thread; destroy it from elsewhere",
+                           (void *)w);
     }
     if (atomic_exchange_explicit(&w->closing, 1, memory_order_seq_cst)) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "waiter %p is being destroyed already",
-                          (void *)w);
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "waiter %p is being destroyed already",
+                           (void *)w);
     }
     /* Resolve every pending wait with ORDO_ERR_CANCELLED. A registration
      * that makes its entry PENDING after this scan sees closing and
@@ -609,7 +609,7 @@ static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadl
      * yet cleared their tag could keep it full: they are a few
      * instructions from doing so. */
     while (w->heap.len == w->heap.capacity &&
-           wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
+           ordo__wait_heap_reserve(&w->heap, 2 * w->heap.capacity) != 0) {
         heap_compact_locked(w);
         if (w->heap.len == w->heap.capacity) {
             pthread_mutex_unlock(&w->timer_lock);
@@ -624,7 +624,7 @@ static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadl
     if (added) {
         atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
         wait_heap_node_t node = {deadline, e->slot, gen};
-        if (wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {
+        if (ordo__wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {
             w->timer_sleep_until = deadline; /* one wake-up is enough */
             wake = 1;
         }
@@ -641,7 +641,7 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
                                    ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
                                    void *ctx, ordo_wait_id_t *out_id, const char *api) {
     if (ORDO_UNLIKELY(atomic_load_explicit(&w->closing, memory_order_relaxed))) {
-        return ordo_error(ORDO_ERR_DESTROYED, api, "waiter %p is being destroyed", (void *)w);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "waiter %p is being destroyed", (void *)w);
     }
     wait_entry_t *e;
     ordo_status_t st = entry_acquire(w, &e, api);
@@ -665,14 +665,14 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
     signal_retain_internal(signal);
     /* Arming publishes the fields above (under the signal's lock) to
      * whichever thread runs the timepoint. */
-    if (ORDO_UNLIKELY(timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired, e,
-                                          TIMEPOINT_USER) != ORDO_OK)) {
+    if (ORDO_UNLIKELY(ordo__timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired,
+                                                e, TIMEPOINT_USER) != ORDO_OK)) {
         atomic_fetch_sub_explicit(&w->registered, 1, memory_order_relaxed);
         if (out_id) {
             *out_id = 0;
         }
         entry_recycle(w, e); /* releases the signal */
-        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
     }
     /* From here on the entry may be resolved and even recycled by others:
      * every further access is checked against the generation. */
@@ -710,11 +710,11 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
 
 static ordo_status_t check_wait_args(uint32_t flags, ordo_wait_fn fn, const char *api) {
     if (ORDO_UNLIKELY(!fn)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "fn is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "fn is NULL");
     }
     if (ORDO_UNLIKELY(flags & ~ORDO_WAIT_INLINE)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "unknown flags 0x%x",
-                          flags & ~ORDO_WAIT_INLINE);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "unknown flags 0x%x",
+                           flags & ~ORDO_WAIT_INLINE);
     }
     return ORDO_OK;
 }
@@ -727,7 +727,7 @@ ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint
     }
     ordo_status_t st = waiter_check(waiter, __func__);
     if (st == ORDO_OK) {
-        st = signal_check(signal, __func__);
+        st = ordo__signal_check(signal, __func__);
     }
     if (st == ORDO_OK) {
         st = check_wait_args(flags, fn, __func__);
@@ -736,8 +736,8 @@ ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint
         return st;
     }
     if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
     }
     return wait_register(waiter, signal, value, deadline, flags, fn, ctx, out_id, __func__);
 }
@@ -750,7 +750,7 @@ ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
     }
     ordo_status_t st = waiter_check(waiter, __func__);
     if (st == ORDO_OK) {
-        st = hal_event_check_recorded(event, __func__);
+        st = ordo__hal_event_check_recorded(event, __func__);
     }
     if (st == ORDO_OK) {
         st = check_wait_args(flags, fn, __func__);
@@ -789,7 +789,7 @@ static void wait_for_callback_return(ordo_waiter_t *w, wait_entry_t *e, uint32_t
                 &e->word, &word, word | WORD_WAITED, memory_order_seq_cst, memory_order_relaxed);
             continue;
         }
-        (void)ordo_futex_wait(&w->done_seq, seq, ORDO_DEADLINE_NEVER);
+        (void)ordo__futex_wait(&w->done_seq, seq, ORDO_DEADLINE_NEVER);
     }
 }
 
@@ -804,25 +804,25 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int w
     }
     ordo_waiter_t *w = waiter;
     if (ORDO_UNLIKELY(!out_result)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_result is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_result is NULL");
     }
     if (ORDO_UNLIKELY(id == 0)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "0 is never a wait id");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "0 is never a wait id");
     }
     uint32_t gen = (uint32_t)(id >> 32);
     wait_entry_t *e = slot_entry(w, (uint32_t)id);
     if (ORDO_UNLIKELY(!e || gen == 0)) {
-        return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
-                          "wait id 0x%llx was never issued by waiter %p", (unsigned long long)id,
-                          (void *)w);
+        return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
+                           "wait id 0x%llx was never issued by waiter %p", (unsigned long long)id,
+                           (void *)w);
     }
     uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
     for (;;) {
         if (WORD_GEN(word) != gen) {
-            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
-                              "wait 0x%llx is over: its callback has completed or it was "
-                              "cancelled",
-                              (unsigned long long)id);
+            return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
+                               "wait 0x%llx is over: its callback has completed or it was "
+                               "cancelled",
+                               (unsigned long long)id);
         }
         switch (WORD_PHASE(word)) {
         case PHASE_SETUP:
@@ -870,16 +870,16 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int w
             }
             return ORDO_OK;
         case PHASE_DONE:
-            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
-                              "wait 0x%llx is over: its callback has completed",
-                              (unsigned long long)id);
+            return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
+                               "wait 0x%llx is over: its callback has completed",
+                               (unsigned long long)id);
         case PHASE_CANCELLED:
-            return ordo_error(ORDO_ERR_NOT_FOUND, __func__, "wait 0x%llx was cancelled already",
-                              (unsigned long long)id);
+            return ordo__error(ORDO_ERR_NOT_FOUND, __func__, "wait 0x%llx was cancelled already",
+                               (unsigned long long)id);
         default:
-            return ordo_error(ORDO_ERR_NOT_FOUND, __func__,
-                              "wait id 0x%llx was never issued by waiter %p, or is over",
-                              (unsigned long long)id, (void *)w);
+            return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
+                               "wait id 0x%llx was never issued by waiter %p, or is over",
+                               (unsigned long long)id, (void *)w);
         }
     }
 }
@@ -893,7 +893,7 @@ ordo_status_t ordo_waiter_metrics(ordo_waiter_t *waiter, ordo_waiter_metrics_t *
         return st;
     }
     if (!out_metrics) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
     /* Outcomes before starts before registrations: whatever a read counts
      * was counted at an earlier stage before, so the differences below do

@@ -11,9 +11,9 @@
 #include "mem/device_memory.h"
 
 static const hal_backend_t *const backends[] = {
-    &hal_cpu_backend,
+    &ordo__hal_cpu_backend,
 #ifdef ORDO_HAVE_CUDA_H
-    &hal_cuda_backend,
+    &ordo__hal_cuda_backend,
 #endif
 };
 #define BACKEND_COUNT (sizeof backends / sizeof backends[0])
@@ -24,30 +24,30 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ordo_device_t *shared_devices[BACKEND_COUNT][MAX_ORDINALS];
 static int injected_build_failures;
 
-void hal_inject_build_failures(int n) {
+void ordo__hal_inject_build_failures(int n) {
     pthread_mutex_lock(&registry_lock);
     injected_build_failures = n;
     pthread_mutex_unlock(&registry_lock);
 }
 
-ordo_status_t hal_device_check(const ordo_device_t *device, const char *api) {
+ordo_status_t ordo__hal_device_check(const ordo_device_t *device, const char *api) {
     if (!device) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "device is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "device is NULL");
     }
     if (device->magic != ORDO_DEVICE_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live device",
-                          (const void *)device);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live device",
+                           (const void *)device);
     }
     return ORDO_OK;
 }
 
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
     if (!out_config) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     out_config->plain_events = ordo_event_pool_config_default();
     out_config->timing_events = ordo_event_pool_config_default();
-    return device_memory_config_default(&out_config->memory, __func__);
+    return ordo__device_memory_config_default(&out_config->memory, __func__);
 }
 
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count) {
@@ -55,8 +55,8 @@ ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t 
         *out_count = 0;
     }
     if (!out_count || (capacity && !out_names)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          out_count ? "out_names" : "out_count");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_count ? "out_names" : "out_count");
     }
     for (size_t i = 0; i < BACKEND_COUNT && i < capacity; ++i) {
         out_names[i] = backends[i]->name;
@@ -81,14 +81,14 @@ ordo_status_t ordo_backend_available(const char *backend, int *out_available, ch
         *out_available = 0;
     }
     if (!backend || !out_available || (out_reason && reason_capacity == 0)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "backend and out_available must be set, and a reason buffer non-empty");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "backend and out_available must be set, and a reason buffer non-empty");
     }
     size_t index;
     const hal_backend_t *b = backend_find(backend, strlen(backend), &index);
     if (!b) {
-        return ordo_error(ORDO_ERR_NOT_FOUND, __func__, "no backend named '%s' is compiled in",
-                          backend);
+        return ordo__error(ORDO_ERR_NOT_FOUND, __func__, "no backend named '%s' is compiled in",
+                           backend);
     }
     char reason[160] = "";
     *out_available = b->available(reason, sizeof reason);
@@ -103,8 +103,8 @@ ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, s
         *out_count = 0;
     }
     if (!out_count || (capacity && !out_infos)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          out_count ? "out_infos" : "out_count");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_count ? "out_infos" : "out_count");
     }
     size_t total = 0;
     for (size_t i = 0; i < BACKEND_COUNT; ++i) {
@@ -127,7 +127,7 @@ ordo_status_t ordo_device_list(ordo_device_info_t *out_infos, size_t capacity, s
 static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_ordinal,
                                 const char *api) {
     if (!name) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
     }
     if (strcmp(name, ORDO_DEVICE_DEFAULT) == 0) {
         name = "cpu:0";
@@ -136,12 +136,12 @@ static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_
     size_t length = colon ? (size_t)(colon - name) : strlen(name);
     const hal_backend_t *b = backend_find(name, length, out_backend);
     if (!b) {
-        return ordo_error(ORDO_ERR_NOT_FOUND, api, "'%s' names no compiled-in backend", name);
+        return ordo__error(ORDO_ERR_NOT_FOUND, api, "'%s' names no compiled-in backend", name);
     }
     char reason[160];
     if (!b->available(reason, sizeof reason)) {
-        return ordo_error(ORDO_ERR_UNAVAILABLE, api, "backend '%s' is not available: %s", b->name,
-                          reason);
+        return ordo__error(ORDO_ERR_UNAVAILABLE, api, "backend '%s' is not available: %s", b->name,
+                           reason);
     }
     *out_ordinal = 0;
     if (colon) {
@@ -149,26 +149,26 @@ static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_
         const char *digits = colon + 1;
         size_t n = strspn(digits, "0123456789");
         if (n == 0 || digits[n] != '\0') {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "'%s': the ordinal must be a non-negative decimal integer", name);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "'%s': the ordinal must be a non-negative decimal integer", name);
         }
         if (n > 4 || strtol(digits, NULL, 10) >= MAX_ORDINALS) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
-                              MAX_ORDINALS - 1);
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
+                               MAX_ORDINALS - 1);
         }
         *out_ordinal = (int)strtol(digits, NULL, 10);
     }
     size_t present = b->device_count();
     if ((size_t)*out_ordinal >= present) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': backend '%s' has %zu device(s)", name,
-                          b->name, present);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': backend '%s' has %zu device(s)", name,
+                           b->name, present);
     }
     return ORDO_OK;
 }
 
 /* The event pools' view of the device: they pool whole ordo_event_t. */
 static ordo_status_t pool_event_create(void *user, ordo_event_kind_t kind, void **out_event) {
-    ordo_event_t *event = ordo_alloc(sizeof *event, 0);
+    ordo_event_t *event = ordo__alloc(sizeof *event, 0);
     if (!event) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -179,7 +179,7 @@ static ordo_status_t pool_event_create(void *user, ordo_event_kind_t kind, void 
     if (device->backend->event_init) {
         ordo_status_t st = device->backend->event_init(device, event);
         if (st != ORDO_OK) {
-            ordo_dealloc(event, sizeof *event, 0);
+            ordo__dealloc(event, sizeof *event, 0);
             return st;
         }
     }
@@ -194,7 +194,7 @@ static void pool_event_destroy(void *user, void *object) {
         device->backend->event_fini(device, event);
     }
     event->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(event, sizeof *event, 0);
+    ordo__dealloc(event, sizeof *event, 0);
 }
 
 static void device_free(ordo_device_t *device) {
@@ -204,18 +204,18 @@ static void device_free(ordo_device_t *device) {
      * that ordo_allocator_live_blocks shows, never a dangling event. */
     for (int k = 0; k < 2; ++k) {
         ordo_event_pool_stats_t stats;
-        if (device->event_pools[k] && event_pool_stats(device->event_pools[k], &stats) == ORDO_OK &&
-            stats.in_use > 0) {
+        if (device->event_pools[k] &&
+            ordo__event_pool_stats(device->event_pools[k], &stats) == ORDO_OK && stats.in_use > 0) {
             device->shared = 0;
             return;
         }
     }
     for (int k = 0; k < 2; ++k) {
         if (device->event_pools[k]) {
-            (void)event_pool_destroy(device->event_pools[k]);
+            (void)ordo__event_pool_destroy(device->event_pools[k]);
         }
     }
-    device_memory_teardown(device);
+    ordo__device_memory_teardown(device);
     pthread_mutex_destroy(&device->memory_lock);
     if (device->impl) {
         device->backend->device_fini(device);
@@ -227,25 +227,25 @@ static void device_free(ordo_device_t *device) {
         budget->destroy(budget);
     }
     device->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(device, sizeof *device, 0);
+    ordo__dealloc(device, sizeof *device, 0);
 }
 
 static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
                                   const ordo_device_config_t *config, ordo_device_t **out,
                                   const char *api) {
     const hal_backend_t *backend = backends[backend_index];
-    ordo_device_t *device = ordo_alloc(sizeof *device, 0);
+    ordo_device_t *device = ordo__alloc(sizeof *device, 0);
     if (!device) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a device");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a device");
     }
     if (pthread_mutex_init(&device->streams_lock, NULL) != 0) {
-        ordo_dealloc(device, sizeof *device, 0);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
+        ordo__dealloc(device, sizeof *device, 0);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
     }
     if (pthread_mutex_init(&device->memory_lock, NULL) != 0) {
         pthread_mutex_destroy(&device->streams_lock);
-        ordo_dealloc(device, sizeof *device, 0);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
+        ordo__dealloc(device, sizeof *device, 0);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the device's lock");
     }
     device->memory_config = config->memory;
     device->magic = ORDO_DEVICE_MAGIC;
@@ -264,13 +264,13 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
     event_pool_backend_t pool_backend = {pool_event_create, pool_event_destroy, device};
     const ordo_event_pool_config_t *configs[2] = {&config->plain_events, &config->timing_events};
     for (int k = 0; k < 2; ++k) {
-        st = event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
-                               &device->event_pools[k]);
+        st = ordo__event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
+                                     &device->event_pools[k]);
         if (st != ORDO_OK) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s", ordo_error_message());
             device_free(device);
-            return ordo_error(st, api, "cannot build the event pool: %s", detail);
+            return ordo__error(st, api, "cannot build the event pool: %s", detail);
         }
     }
     *out = device;
@@ -279,7 +279,7 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
 
 ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
     if (!out_device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
     }
     *out_device = NULL;
     size_t b;
@@ -296,7 +296,7 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
         atomic_fetch_add_explicit(&device->refs, 1, memory_order_relaxed);
     } else if (injected_build_failures > 0) {
         --injected_build_failures;
-        st = ordo_error(ORDO_ERR_DEVICE, __func__, "injected build failure (test hook)");
+        st = ordo__error(ORDO_ERR_DEVICE, __func__, "injected build failure (test hook)");
     } else {
         /* The memory stack of a shared runtime is read from ORDO_MEMORY
          * when first used (ordo_device_memory), so a bad value does not
@@ -318,7 +318,7 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
 ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_config_t *config,
                                        ordo_device_t **out_device) {
     if (!out_device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
     }
     *out_device = NULL;
     size_t b;
@@ -329,7 +329,7 @@ ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_confi
     }
     ordo_device_config_t defaults;
     if (config) {
-        st = device_memory_config_check(&config->memory, __func__);
+        st = ordo__device_memory_config_check(&config->memory, __func__);
     } else {
         st = ordo_device_config_default(&defaults);
     }
@@ -340,7 +340,7 @@ ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_confi
 }
 
 ordo_status_t ordo_device_retain(ordo_device_t *device) {
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st == ORDO_OK) {
         atomic_fetch_add_explicit(&device->refs, 1, memory_order_relaxed);
     }
@@ -348,7 +348,7 @@ ordo_status_t ordo_device_retain(ordo_device_t *device) {
 }
 
 ordo_status_t ordo_device_release(ordo_device_t *device) {
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -376,12 +376,12 @@ ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_in
     if (out_info) {
         memset(out_info, 0, sizeof *out_info);
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_info) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
     }
     *out_info = device->info;
     return ORDO_OK;
@@ -391,12 +391,12 @@ ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared) {
     if (out_shared) {
         *out_shared = 0;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_shared) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_shared is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_shared is NULL");
     }
     *out_shared = device->shared;
     return ORDO_OK;
@@ -404,7 +404,8 @@ ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared) {
 
 static ordo_status_t check_kind(ordo_event_kind_t kind, const char *api) {
     if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "event kind %d is not a kind", (int)kind);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "event kind %d is not a kind",
+                           (int)kind);
     }
     return ORDO_OK;
 }
@@ -414,23 +415,23 @@ ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kin
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st == ORDO_OK) {
         st = check_kind(kind, __func__);
     }
     if (st != ORDO_OK) {
         return st;
     }
-    return event_pool_stats(device->event_pools[kind], out_stats);
+    return ordo__event_pool_stats(device->event_pools[kind], out_stats);
 }
 
 ordo_status_t ordo_device_event_pool_trim(ordo_device_t *device, size_t keep) {
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     for (int k = 0; k < 2; ++k) {
-        st = event_pool_trim(device->event_pools[k], keep);
+        st = ordo__event_pool_trim(device->event_pools[k], keep);
         if (st != ORDO_OK) {
             return st;
         }

@@ -5,15 +5,15 @@
 #include "hal/hal.h"
 #include "sync/signal_internal.h"
 
-ordo_status_t hal_event_check(const ordo_event_t *event, const char *api) {
+ordo_status_t ordo__hal_event_check(const ordo_event_t *event, const char *api) {
     if (!event) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "event is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "event is NULL");
     }
     if (event->magic != ORDO_EVENT_MAGIC ||
         atomic_load_explicit(&event->in_pool, memory_order_relaxed)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                          "%p is not a live event (destroyed, or not an event)",
-                          (const void *)event);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "%p is not a live event (destroyed, or not an event)",
+                           (const void *)event);
     }
     return ORDO_OK;
 }
@@ -23,24 +23,24 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     if (out_event) {
         *out_event = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_event) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_event is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_event is NULL");
     }
     if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
-                          (int)kind);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
+                           (int)kind);
     }
     if (kind == ORDO_EVENT_TIMING && !device->info.timing_events) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__, "%s has no timing events",
-                          device->info.name);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, __func__, "%s has no timing events",
+                           device->info.name);
     }
     void *object;
     int pooled;
-    st = event_pool_acquire(device->event_pools[kind], &object, &pooled);
+    st = ordo__event_pool_acquire(device->event_pools[kind], &object, &pooled);
     if (st != ORDO_OK) {
         return st;
     }
@@ -57,7 +57,7 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
 
 static void stamp_lock(ordo_event_t *event) {
     while (atomic_exchange_explicit(&event->stamp_lock, 1, memory_order_acquire)) {
-        ordo_cpu_relax();
+        ordo__cpu_relax();
     }
 }
 
@@ -68,13 +68,13 @@ static void stamp_unlock(ordo_event_t *event) {
 /* Back to the pool: the destroy and every pending record are done. */
 static void event_finish_destroy(ordo_event_t *event) {
     if (event->timeline) {
-        signal_release_internal(event->timeline);
+        ordo__signal_release_internal(event->timeline);
         event->timeline = NULL;
     }
-    (void)event_pool_release(event->device->event_pools[event->kind], event, event->pooled);
+    (void)ordo__event_pool_release(event->device->event_pools[event->kind], event, event->pooled);
 }
 
-uint64_t hal_event_record_begin(ordo_event_t *event) {
+uint64_t ordo__hal_event_record_begin(ordo_event_t *event) {
     atomic_fetch_add_explicit(&event->pending_records, 1, memory_order_relaxed);
     stamp_lock(event);
     uint64_t generation = ++event->generation;
@@ -82,7 +82,7 @@ uint64_t hal_event_record_begin(ordo_event_t *event) {
     return generation;
 }
 
-void hal_event_record_abort(ordo_event_t *event, uint64_t generation) {
+void ordo__hal_event_record_abort(ordo_event_t *event, uint64_t generation) {
     stamp_lock(event);
     if (event->generation == generation) {
         --event->generation; /* an earlier pending record may stamp again */
@@ -91,7 +91,7 @@ void hal_event_record_abort(ordo_event_t *event, uint64_t generation) {
     atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_release);
 }
 
-void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp) {
+void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp) {
     if (stamp && event->kind == ORDO_EVENT_TIMING) {
         uint64_t now = ordo_time_now_ns();
         stamp_lock(event);
@@ -107,7 +107,7 @@ void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stam
 }
 
 ordo_status_t ordo_event_destroy(ordo_event_t *event) {
-    ordo_status_t st = hal_event_check(event, __func__);
+    ordo_status_t st = ordo__hal_event_check(event, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -123,30 +123,30 @@ ordo_status_t ordo_event_destroy(ordo_event_t *event) {
 }
 
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {
-    ordo_status_t st = hal_event_check(event, __func__);
+    ordo_status_t st = ordo__hal_event_check(event, __func__);
     if (st == ORDO_OK) {
-        st = hal_stream_check(stream, __func__);
+        st = ordo__hal_stream_check(stream, __func__);
     }
     if (st != ORDO_OK) {
         return st;
     }
     if (stream->device != event->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "event of %s recorded on a stream of %s", event->device->info.name,
-                          stream->device->info.name);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "event of %s recorded on a stream of %s", event->device->info.name,
+                           stream->device->info.name);
     }
     return stream->device->backend->event_record(event, stream);
 }
 
-ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *api) {
-    ordo_status_t st = hal_event_check(event, api);
+ordo_status_t ordo__hal_event_check_recorded(const ordo_event_t *event, const char *api) {
+    ordo_status_t st = ordo__hal_event_check(event, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!event->timeline) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "event %p was never recorded: it names no point to wait for",
-                          (const void *)event);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "event %p was never recorded: it names no point to wait for",
+                           (const void *)event);
     }
     return ORDO_OK;
 }
@@ -155,12 +155,12 @@ ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
     if (out_complete) {
         *out_complete = 0;
     }
-    ordo_status_t st = hal_event_check_recorded(event, __func__);
+    ordo_status_t st = ordo__hal_event_check_recorded(event, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_complete) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_complete is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_complete is NULL");
     }
     uint64_t value = 0;
     st = ordo_signal_query(event->timeline, &value);
@@ -169,59 +169,60 @@ ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
         return ORDO_OK;
     }
     /* The recording stream failed before the point: named for this call. */
-    return ordo_error_as(st, __func__);
+    return ordo__error_as(st, __func__);
 }
 
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline) {
-    ordo_status_t st = hal_event_check_recorded(event, __func__);
+    ordo_status_t st = ordo__hal_event_check_recorded(event, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     st = ordo_signal_wait(event->timeline, event->point, deadline);
-    return st == ORDO_OK ? st : ordo_error_as(st, __func__);
+    return st == ORDO_OK ? st : ordo__error_as(st, __func__);
 }
 
 ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st == ORDO_OK) {
-        st = hal_event_check_recorded(event, __func__);
+        st = ordo__hal_event_check_recorded(event, __func__);
     }
     if (st != ORDO_OK) {
         return st;
     }
     st = stream->device->backend->wait(stream, event->timeline, event->point);
-    return st == ORDO_OK ? st : ordo_error_as(st, __func__); /* the backend's wait is ours */
+    return st == ORDO_OK ? st : ordo__error_as(st, __func__); /* the backend's wait is ours */
 }
 
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns) {
     if (out_ns) {
         *out_ns = 0;
     }
-    ordo_status_t st = hal_event_check_recorded(start, __func__);
+    ordo_status_t st = ordo__hal_event_check_recorded(start, __func__);
     if (st == ORDO_OK) {
-        st = hal_event_check_recorded(end, __func__);
+        st = ordo__hal_event_check_recorded(end, __func__);
     }
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_ns) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ns is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ns is NULL");
     }
     if (start->kind != ORDO_EVENT_TIMING || end->kind != ORDO_EVENT_TIMING) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "both events must be timing events");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "both events must be timing events");
     }
     int complete;
     if ((st = ordo_event_query(start, &complete)) != ORDO_OK || !complete ||
         (st = ordo_event_query(end, &complete)) != ORDO_OK || !complete) {
-        return st != ORDO_OK ? ordo_error_as(st, __func__)
-                             : ordo_error(ORDO_ERR_BUSY, __func__,
-                                          "an event's point has not been reached yet");
+        return st != ORDO_OK ? ordo__error_as(st, __func__)
+                             : ordo__error(ORDO_ERR_BUSY, __func__,
+                                           "an event's point has not been reached yet");
     }
     if (start->device->backend->event_elapsed_ns) {
         if (start->device != end->device) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                              "the events belong to different devices (%s, %s)",
-                              start->device->info.name, end->device->info.name);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                               "the events belong to different devices (%s, %s)",
+                               start->device->info.name, end->device->info.name);
         }
         return start->device->backend->event_elapsed_ns(start, end, out_ns);
     }

@@ -65,7 +65,7 @@ struct ordo_device {
     _Atomic uint64_t streams_epoch;
 };
 
-/* The objects that keep a stream in their tables (hal_stream_use). */
+/* The objects that keep a stream in their tables (ordo__hal_stream_use). */
 typedef enum hal_stream_user {
     HAL_STREAM_TRACKER = 0,
     HAL_STREAM_COORDINATOR = 1,
@@ -104,7 +104,7 @@ typedef struct hal_pending_op {
 } hal_pending_op_t;
 
 /* A stream's queue at one moment. The caller supplies ops and capacity;
- * the backend fills the rest. Release with hal_stream_snapshot_release. */
+ * the backend fills the rest. Release with ordo__hal_stream_snapshot_release. */
 typedef struct hal_stream_snapshot {
     hal_pending_op_t *ops; /* in: room for capacity entries */
     size_t capacity;
@@ -207,70 +207,70 @@ struct hal_backend {
     ordo_status_t (*event_elapsed_ns)(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
 };
 
-extern const hal_backend_t hal_cpu_backend;
+extern const hal_backend_t ordo__hal_cpu_backend;
 #ifdef ORDO_HAVE_CUDA_H
-extern const hal_backend_t hal_cuda_backend;
+extern const hal_backend_t ordo__hal_cuda_backend;
 #endif
 
 #define EVENT_DESTROY_REQUESTED 0x80000000u
 
 /* Backend helpers for recording events (hal/event.c). A backend calls
- * hal_event_record_begin before submitting a record (it gets the
- * recording's generation), hal_event_record_abort if the submission
- * failed, and hal_event_record_reached when its stream passes the record
+ * ordo__hal_event_record_begin before submitting a record (it gets the
+ * recording's generation), ordo__hal_event_record_abort if the submission
+ * failed, and ordo__hal_event_record_reached when its stream passes the record
  * (stamp: whether the point was really reached, for timing events). */
-uint64_t hal_event_record_begin(ordo_event_t *event);
-void hal_event_record_abort(ordo_event_t *event, uint64_t generation);
-void hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp);
+uint64_t ordo__hal_event_record_begin(ordo_event_t *event);
+void ordo__hal_event_record_abort(ordo_event_t *event, uint64_t generation);
+void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp);
 
 /* Handle checks raising a message for api. */
-ordo_status_t hal_device_check(const ordo_device_t *device, const char *api);
-ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api);
-ordo_status_t hal_event_check(const ordo_event_t *event, const char *api);
-/* hal_event_check, and refuses an event never recorded (it names no point). */
-ordo_status_t hal_event_check_recorded(const ordo_event_t *event, const char *api);
+ordo_status_t ordo__hal_device_check(const ordo_device_t *device, const char *api);
+ordo_status_t ordo__hal_stream_check(const ordo_stream_t *stream, const char *api);
+ordo_status_t ordo__hal_event_check(const ordo_event_t *event, const char *api);
+/* ordo__hal_event_check, and refuses an event never recorded (it names no point). */
+ordo_status_t ordo__hal_event_check_recorded(const ordo_event_t *event, const char *api);
 
 /* Non-zero when the calling thread is one of stream's own (see
  * hal_backend.stream_on_own_thread): it must not destroy the stream. */
-int hal_stream_on_own_thread(const ordo_stream_t *stream);
+int ordo__hal_stream_on_own_thread(const ordo_stream_t *stream);
 
 /* A tracker or coordinator takes stream into its table (use) and lets it
  * go when destroyed (unuse); the stream's destroy is refused in between. */
-void hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user);
-void hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user);
+void ordo__hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user);
+void ordo__hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user);
 
 /* ORDO_ERR_BUSY, with a message for api, when stream must not be
  * destroyed now: called on its own thread, or still used by a tracker or
  * a coordinator. The owner (a stream pool) is not checked. */
-ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *api);
+ordo_status_t ordo__hal_stream_check_destroy(const ordo_stream_t *stream, const char *api);
 
-/* Destroys stream after hal_stream_check_destroy; for its stream pool. */
-ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api);
+/* Destroys stream after ordo__hal_stream_check_destroy; for its stream pool. */
+ordo_status_t ordo__hal_stream_destroy(ordo_stream_t *stream, const char *api);
 
 /* Writes the failure message of a stream whose host task number seq
  * returned st into out: "host task <seq> returned <status>", followed by
  * the message the task left on the calling thread (ordo_fail, or an ordo
  * call that failed inside it) when left_message says it left one during
- * its run (its ordo_error_count moved); the thread's message is otherwise
+ * its run (its ordo__error_count moved); the thread's message is otherwise
  * an older one and is not used. */
-void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
-                           int left_message);
+void ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
+                                 int left_message);
 
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */
-void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);
+void ordo__hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot);
 
 /* The index of the first of streams[i] (never dereferenced) that is not a
  * live stream of device with id ids[i], or count when all are. Takes
  * streams_lock once. */
-size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
-                               const uint64_t *ids, size_t count);
+size_t ordo__hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
+                                     const uint64_t *ids, size_t count);
 
 /* Copies stream's name, or its address when it has none, into out
  * (capacity > 0). The caller holds the device's streams_lock. */
-void hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity);
+void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity);
 
 /* For tests: make the next n shared-runtime builds fail. */
-void hal_inject_build_failures(int n);
+void ordo__hal_inject_build_failures(int n);
 
 #endif

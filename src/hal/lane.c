@@ -10,9 +10,9 @@
 
 static void op_free(hal_lane_op_t *op) {
     if (op->signal) {
-        signal_release_internal(op->signal);
+        ordo__signal_release_internal(op->signal);
     }
-    ordo_dealloc(op, op->size, 0);
+    ordo__dealloc(op, op->size, 0);
 }
 
 /* Runs op to the end: while it is blocked, sleeps on its point, the
@@ -52,7 +52,7 @@ static void op_run(hal_lane_t *lane, hal_lane_op_t *op, int cancelled) {
 /* The lane whose thread this is (NULL elsewhere). */
 static _Thread_local const hal_lane_t *tls_lane;
 
-int hal_lane_is_current(const hal_lane_t *lane) {
+int ordo__hal_lane_is_current(const hal_lane_t *lane) {
     return tls_lane == lane;
 }
 
@@ -94,11 +94,11 @@ static void *lane_main(void *arg) {
     return NULL;
 }
 
-ordo_status_t hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
-                            void (*thread_start)(void *user), void *user, const char *api) {
+ordo_status_t ordo__hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
+                                  void (*thread_start)(void *user), void *user, const char *api) {
     memset(lane, 0, sizeof *lane);
     if (ordo_signal_create(0, &lane->cancel) != ORDO_OK) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the lane's signal");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the lane's signal");
     }
     pthread_mutex_init(&lane->lock, NULL);
     pthread_cond_init(&lane->cond, NULL);
@@ -111,11 +111,11 @@ ordo_status_t hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
     return ORDO_OK;
 }
 
-ordo_status_t hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const char *api) {
+ordo_status_t ordo__hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const char *api) {
     if (!lane->started) {
         if (pthread_create(&lane->thread, NULL, lane_main, lane) != 0) {
-            return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
-                              "cannot start the stream's host lane thread");
+            return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                               "cannot start the stream's host lane thread");
         }
         lane->started = 1;
     }
@@ -130,7 +130,7 @@ ordo_status_t hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const ch
     return ORDO_OK;
 }
 
-void hal_lane_end_direct(hal_lane_t *lane) {
+void ordo__hal_lane_end_direct(hal_lane_t *lane) {
     pthread_mutex_lock(&lane->lock);
     lane->direct = 0;
     if (!lane->head) {
@@ -140,7 +140,7 @@ void hal_lane_end_direct(hal_lane_t *lane) {
     pthread_mutex_unlock(&lane->lock);
 }
 
-void hal_lane_fini(hal_lane_t *lane) {
+void ordo__hal_lane_fini(hal_lane_t *lane) {
     pthread_mutex_lock(&lane->lock);
     lane->stopping = 1;
     pthread_cond_signal(&lane->cond);
@@ -153,9 +153,9 @@ void hal_lane_fini(hal_lane_t *lane) {
     }
     pthread_cond_destroy(&lane->cond);
     pthread_mutex_destroy(&lane->lock);
-    signal_release_internal(lane->cancel);
+    ordo__signal_release_internal(lane->cancel);
     if (lane->notifier) {
-        signal_release_internal(lane->notifier);
+        ordo__signal_release_internal(lane->notifier);
     }
 }
 
@@ -171,8 +171,8 @@ static int snapshot_kind(const hal_lane_op_t *op, hal_pending_kind_t *out_kind) 
     return 0;
 }
 
-size_t hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t capacity,
-                         int *out_in_wait) {
+size_t ordo__hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t capacity,
+                               int *out_in_wait) {
     size_t n = 0;
     *out_in_wait = 0;
     pthread_mutex_lock(&lane->lock);

@@ -23,7 +23,7 @@
  * (hal_lane_holding_locked is 0) issue directly, under the lock: the lock
  * is what orders concurrent submitters to one stream. A direct issue that
  * runs user code (which may submit to the same stream) brackets it with
- * hal_lane_begin_direct_locked / hal_lane_end_direct instead and runs it
+ * hal_lane_begin_direct_locked / ordo__hal_lane_end_direct instead and runs it
  * unlocked: meanwhile the lane counts as holding, so other submissions
  * queue behind it, and the lane's thread starts none of them.
  *
@@ -55,7 +55,7 @@ typedef enum hal_lane_step {
 
 struct hal_lane_op {
     hal_lane_op_t *next;
-    size_t size; /* of the whole op, which the lane frees with ordo_dealloc */
+    size_t size; /* of the whole op, which the lane frees with ordo__dealloc */
     int kind;    /* HAL_LANE_WAIT, HAL_LANE_SIGNAL or HAL_LANE_OTHER */
     /* WAIT and SIGNAL: the point (retained by the op; the lane releases it
      * when the op is done); seq: its number for stall reports. */
@@ -86,12 +86,12 @@ struct hal_lane {
 /* notifier (may be NULL): a signal whose every raise wakes a blocked op.
  * thread_start (may be NULL) runs first on the lane's thread. The thread
  * starts with the first held op. */
-ordo_status_t hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
-                            void (*thread_start)(void *user), void *user, const char *api);
+ordo_status_t ordo__hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
+                                  void (*thread_start)(void *user), void *user, const char *api);
 
 /* Tears the lane down: a blocked op is woken, an op running returns first,
  * every op left runs once with cancelled set. */
-void hal_lane_fini(hal_lane_t *lane);
+void ordo__hal_lane_fini(hal_lane_t *lane);
 
 static inline void hal_lane_lock(hal_lane_t *lane) {
     pthread_mutex_lock(&lane->lock);
@@ -108,26 +108,26 @@ static inline int hal_lane_holding_locked(const hal_lane_t *lane) {
 }
 
 /* Under the lock, when not holding: marks a direct issue in progress; the
- * caller then unlocks, issues, and calls hal_lane_end_direct. */
+ * caller then unlocks, issues, and calls ordo__hal_lane_end_direct. */
 static inline void hal_lane_begin_direct_locked(hal_lane_t *lane) {
     lane->direct = 1;
 }
 
 /* Non-zero on the lane's own thread (where its ops, and user code they
- * run, execute): hal_lane_fini must not be called there. */
-int hal_lane_is_current(const hal_lane_t *lane);
+ * run, execute): ordo__hal_lane_fini must not be called there. */
+int ordo__hal_lane_is_current(const hal_lane_t *lane);
 
 /* Ends a direct issue (takes the lock): queued ops may start. */
-void hal_lane_end_direct(hal_lane_t *lane);
+void ordo__hal_lane_end_direct(hal_lane_t *lane);
 
 /* Under the lock: queues op (starting the thread if needed). On failure
  * (no thread) nothing is queued. */
-ordo_status_t hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const char *api);
+ordo_status_t ordo__hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const char *api);
 
 /* For stall reports, under no lock: copies the held waits and signals (the
  * running op first) into ops, retaining each signal; returns how many
  * there were in all. *out_in_wait: the first is a wait blocked now. */
-size_t hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t capacity,
-                         int *out_in_wait);
+size_t ordo__hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t capacity,
+                               int *out_in_wait);
 
 #endif

@@ -7,13 +7,13 @@
 #include "hal/hal.h"
 #include "sync/signal_internal.h"
 
-ordo_status_t hal_stream_check(const ordo_stream_t *stream, const char *api) {
+ordo_status_t ordo__hal_stream_check(const ordo_stream_t *stream, const char *api) {
     if (!stream) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "stream is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "stream is NULL");
     }
     if (stream->magic != ORDO_STREAM_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream",
-                          (const void *)stream);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live stream",
+                           (const void *)stream);
     }
     return ORDO_OK;
 }
@@ -53,8 +53,8 @@ static void registry_remove(ordo_device_t *device, ordo_stream_t *stream) {
     pthread_mutex_unlock(&device->streams_lock);
 }
 
-size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
-                               const uint64_t *ids, size_t count) {
+size_t ordo__hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *streams,
+                                     const uint64_t *ids, size_t count) {
     size_t i = 0;
     pthread_mutex_lock(&device->streams_lock);
     for (; i < count; ++i) {
@@ -71,19 +71,19 @@ size_t hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const *stre
     return i;
 }
 
-void hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
+void ordo__hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
     for (size_t i = 0; i < snapshot->count; ++i) {
-        signal_release_internal(snapshot->ops[i].signal);
+        ordo__signal_release_internal(snapshot->ops[i].signal);
     }
     snapshot->count = 0;
     if (snapshot->progress) {
-        signal_release_internal(snapshot->progress);
+        ordo__signal_release_internal(snapshot->progress);
         snapshot->progress = NULL;
     }
 }
 
-void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
-                           int left_message) {
+void ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
+                                 int left_message) {
     if (left_message) {
         snprintf(out, capacity, "host task %llu returned %s: %s", (unsigned long long)seq,
                  ordo_status_name(st), ordo_error_message());
@@ -93,26 +93,26 @@ void hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status
     }
 }
 
-int hal_stream_on_own_thread(const ordo_stream_t *stream) {
+int ordo__hal_stream_on_own_thread(const ordo_stream_t *stream) {
     const hal_backend_t *backend = stream->device->backend;
     return backend->stream_on_own_thread && backend->stream_on_own_thread(stream);
 }
 
-void hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user) {
+void ordo__hal_stream_use(ordo_stream_t *stream, hal_stream_user_t user) {
     atomic_fetch_add_explicit(&stream->users[user], 1, memory_order_relaxed);
 }
 
-void hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user) {
+void ordo__hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user) {
     atomic_fetch_sub_explicit(&stream->users[user], 1, memory_order_release);
 }
 
-ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *api) {
-    if (hal_stream_on_own_thread(stream)) {
-        return ordo_error(ORDO_ERR_BUSY, api,
-                          "called on a thread of stream %p itself (from a host task or a callback "
-                          "it ran): the destroy would wait for that thread; call %s from another "
-                          "thread",
-                          (const void *)stream, api);
+ordo_status_t ordo__hal_stream_check_destroy(const ordo_stream_t *stream, const char *api) {
+    if (ordo__hal_stream_on_own_thread(stream)) {
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "called on a thread of stream %p itself (from a host task or a callback "
+                           "it ran): the destroy would wait for that thread; call %s from another "
+                           "thread",
+                           (const void *)stream, api);
     }
     uint32_t trackers =
         atomic_load_explicit(&stream->users[HAL_STREAM_TRACKER], memory_order_acquire);
@@ -128,10 +128,10 @@ ordo_status_t hal_stream_check_destroy(const ordo_stream_t *stream, const char *
             snprintf(holders, sizeof holders, "%u %s", trackers ? trackers : coords,
                      trackers ? "tracker(s)" : "coordinator(s)");
         }
-        return ordo_error(ORDO_ERR_BUSY, api,
-                          "stream %p is still ordered by %s, which keep it in their tables: "
-                          "destroy them first",
-                          (const void *)stream, holders);
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "stream %p is still ordered by %s, which keep it in their tables: "
+                           "destroy them first",
+                           (const void *)stream, holders);
     }
     return ORDO_OK;
 }
@@ -142,22 +142,22 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     if (out_stream) {
         *out_stream = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     if (priority > device->info.priority_least || priority < device->info.priority_greatest) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "priority %d outside [%d (most urgent), %d] for %s", priority,
-                          device->info.priority_greatest, device->info.priority_least,
-                          device->info.name);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "priority %d outside [%d (most urgent), %d] for %s", priority,
+                           device->info.priority_greatest, device->info.priority_least,
+                           device->info.name);
     }
-    ordo_stream_t *stream = ordo_alloc(sizeof *stream, 0);
+    ordo_stream_t *stream = ordo__alloc(sizeof *stream, 0);
     if (!stream) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream");
     }
     stream->magic = ORDO_STREAM_MAGIC;
     stream->device = device;
@@ -165,7 +165,7 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     st = device->backend->stream_init(stream);
     if (st != ORDO_OK) {
         stream->magic = ORDO_HAL_DEAD;
-        ordo_dealloc(stream, sizeof *stream, 0);
+        ordo__dealloc(stream, sizeof *stream, 0);
         return st;
     }
     ordo_device_retain(device);
@@ -175,21 +175,21 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
 }
 
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (stream->pool) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "stream %p belongs to the stream pool %p, which hands it out: "
-                          "ordo_stream_pool_destroy destroys it with the pool",
-                          (void *)stream, stream->pool);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "stream %p belongs to the stream pool %p, which hands it out: "
+                           "ordo_stream_pool_destroy destroys it with the pool",
+                           (void *)stream, stream->pool);
     }
-    return hal_stream_destroy(stream, __func__);
+    return ordo__hal_stream_destroy(stream, __func__);
 }
 
-ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api) {
-    ordo_status_t st = hal_stream_check_destroy(stream, api);
+ordo_status_t ordo__hal_stream_destroy(ordo_stream_t *stream, const char *api) {
+    ordo_status_t st = ordo__hal_stream_check_destroy(stream, api);
     if (st != ORDO_OK) {
         return st;
     }
@@ -199,38 +199,38 @@ ordo_status_t hal_stream_destroy(ordo_stream_t *stream, const char *api) {
     registry_remove(device, stream);
     device->backend->stream_fini(stream);
     stream->magic = ORDO_HAL_DEAD;
-    ordo_dealloc(stream, sizeof *stream, 0);
+    ordo__dealloc(stream, sizeof *stream, 0);
     return ordo_device_release(device);
 }
 
 ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return st;
     }
     if (ORDO_UNLIKELY(!fn)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
     }
     return stream->device->backend->host_task(stream, fn, ctx);
 }
 
 static ordo_status_t check_point(ordo_signal_t *signal, uint64_t value, const char *api) {
-    ordo_status_t st = signal_check(signal, api);
+    ordo_status_t st = ordo__signal_check(signal, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          (unsigned long long)value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                           (unsigned long long)value);
     }
     if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
     }
     return ORDO_OK;
 }
 
 ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st == ORDO_OK) {
         st = check_point(signal, value, __func__);
     }
@@ -241,7 +241,7 @@ ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, u
 }
 
 ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st == ORDO_OK) {
         st = check_point(signal, value, __func__);
     }
@@ -252,7 +252,7 @@ ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
 }
 
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -260,7 +260,7 @@ ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dea
 }
 
 ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -271,12 +271,12 @@ ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy) {
     if (out_healthy) {
         *out_healthy = 0;
     }
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_healthy) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_healthy is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_healthy is NULL");
     }
     *out_healthy = stream->device->backend->status(stream) == ORDO_OK;
     return ORDO_OK;
@@ -286,12 +286,12 @@ ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority) {
     if (out_priority) {
         *out_priority = 0;
     }
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_priority) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_priority is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_priority is NULL");
     }
     *out_priority = stream->priority;
     return ORDO_OK;
@@ -301,12 +301,12 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
     if (out_device) {
         *out_device = NULL;
     }
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
     }
     *out_device = stream->device;
     return ORDO_OK;
@@ -315,12 +315,12 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
 /* ---- names (under the device's streams_lock, which stall reports hold
  * while they read them) ---------------------------------------------------- */
 
-void hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity) {
+void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity) {
     name_or_address(stream->name, stream, out, capacity);
 }
 
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -331,16 +331,16 @@ ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
 }
 
 ordo_status_t ordo_stream_name(ordo_stream_t *stream, char *out_name, size_t capacity) {
-    ordo_status_t st = hal_stream_check(stream, __func__);
+    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_name || capacity == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
-                          out_name ? "capacity is 0" : "out_name is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
+                           out_name ? "capacity is 0" : "out_name is NULL");
     }
     pthread_mutex_lock(&stream->device->streams_lock);
-    hal_stream_name_locked(stream, out_name, capacity);
+    ordo__hal_stream_name_locked(stream, out_name, capacity);
     pthread_mutex_unlock(&stream->device->streams_lock);
     return ORDO_OK;
 }

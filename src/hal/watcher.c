@@ -30,12 +30,12 @@ enum {
 
 /* The feeder's call, under the signal's lock: a timepoint was armed on a
  * registered signal: the watcher polls sooner. The wake-up handshake is the pushes'
- * (hal_timeline_push): `work` is bumped before `sleeping` is read, both sequentially consistent,
- * and the watcher's futex wait compares `work`. */
+ * (ordo__hal_timeline_push): `work` is bumped before `sleeping` is read, both sequentially
+ * consistent, and the watcher's futex wait compares `work`. */
 static void watcher_wanted(hal_watcher_t *w) {
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) != WATCHER_AWAKE) {
-        ordo_futex_wake(&w->work, 1);
+        ordo__futex_wake(&w->work, 1);
     }
 }
 
@@ -80,7 +80,7 @@ static int registry_add_locked(hal_watcher_t *w, hal_reg_entry_t *e, ordo_signal
         n = w->spare;
         if (n) {
             w->spare = n->next;
-        } else if (!(n = ordo_alloc(sizeof *n, 0))) {
+        } else if (!(n = ordo__alloc(sizeof *n, 0))) {
             return 0;
         }
         size_t b = bucket_of(signal);
@@ -94,7 +94,7 @@ static int registry_add_locked(hal_watcher_t *w, hal_reg_entry_t *e, ordo_signal
             w->active->active_prev = n;
         }
         w->active = n;
-        signal_feeder_set(signal, &w->feeder);
+        ordo__signal_feeder_set(signal, &w->feeder);
     }
     e->owner = n;
     e->value = value;
@@ -151,7 +151,7 @@ static void registry_remove_locked(hal_watcher_t *w, hal_reg_entry_t *e) {
         }
         /* The signal is retained (by the watch, or it is a timeline's
          * progress) while its last entry goes. */
-        signal_feeder_clear(n->signal, &w->feeder);
+        ordo__signal_feeder_clear(n->signal, &w->feeder);
         n->signal = NULL;
         n->next = w->spare;
         w->spare = n;
@@ -170,8 +170,8 @@ static int registry_wanted(hal_watcher_t *w) {
     return wanted;
 }
 
-int hal_watcher_find(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value,
-                     void (*use)(void *ctx, const hal_watch_t *watch), void *ctx) {
+int ordo__hal_watcher_find(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value,
+                           void (*use)(void *ctx, const hal_watch_t *watch), void *ctx) {
     pthread_mutex_lock(&w->registry_lock);
     const hal_reg_signal_t *n = node_find_locked(w, signal);
     const hal_reg_entry_t *best = NULL;
@@ -196,8 +196,8 @@ static void watch_recycle(hal_timeline_t *t, hal_watch_t *h) {
     pthread_mutex_unlock(&t->lock);
 }
 
-int hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
-                        const char **out_message) {
+int ordo__hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
+                              const char **out_message) {
     /* Acquire: the failure fields were written before the flag. */
     uint64_t state = atomic_load_explicit(&t->progress->state, memory_order_acquire);
     if (!(state & SIGNAL_FAILED)) {
@@ -212,7 +212,7 @@ int hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
     return 1;
 }
 
-void hal_timeline_fail(hal_timeline_t *t, ordo_status_t status, const char *message) {
+void ordo__hal_timeline_fail(hal_timeline_t *t, ordo_status_t status, const char *message) {
     (void)ordo_signal_fail(t->progress, status, message);
 }
 
@@ -233,33 +233,36 @@ static void check_verdict(hal_watch_t *h) {
             int failed = (after & SIGNAL_FAILED) != 0;
             snprintf(what, sizeof what, "the stream producing the waited-on value failed: %.100s",
                      failed ? h->after->message : "it was destroyed");
-            hal_timeline_fail(h->timeline, failed ? h->after->failure : ORDO_ERR_CANCELLED, what);
+            ordo__hal_timeline_fail(h->timeline, failed ? h->after->failure : ORDO_ERR_CANCELLED,
+                                    what);
             return;
         }
     }
     if (!(state & SIGNAL_ENDED)) {
         return;
     }
-    hal_timeline_fail(h->timeline, signal_wait_ended(h->check, what, sizeof what), what);
+    ordo__hal_timeline_fail(h->timeline, ordo__signal_wait_ended(h->check, what, sizeof what),
+                            what);
 }
 
 /* Everything a completed watch stands for, in order: a device error or a
  * failed check fails the timeline first; then the signal is raised (or,
  * on a failed timeline, failed), the event record completes, progress
  * moves, and the point leaves the registry and goes back. Under pass_lock
- * (or on a detached timeline in hal_timeline_fini), outside every other
+ * (or on a detached timeline in ordo__hal_timeline_fini), outside every other
  * lock but the registry's (for the removal only). */
 static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
     hal_timeline_t *t = h->timeline;
     if (h->status != ORDO_OK) {
-        hal_timeline_fail(t, h->status, h->message ? h->message : "the device reported an error");
+        ordo__hal_timeline_fail(t, h->status,
+                                h->message ? h->message : "the device reported an error");
     }
     if (h->check) {
         check_verdict(h);
     }
     ordo_status_t failure = ORDO_OK;
     const char *message = NULL;
-    int failed = hal_timeline_failed(t, &failure, &message);
+    int failed = ordo__hal_timeline_failed(t, &failure, &message);
     if (h->signal) {
         if (!failed) {
             (void)ordo_signal_signal(h->signal, h->value);
@@ -274,7 +277,7 @@ static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
         }
     }
     if (h->event) {
-        hal_event_record_reached(h->event, h->generation, !failed && reached);
+        ordo__hal_event_record_reached(h->event, h->generation, !failed && reached);
     }
     if (h->seq && !failed) {
         (void)ordo_signal_signal(t->progress, h->seq);
@@ -287,16 +290,16 @@ static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
         w->ops->release(w->user, h->point, reached);
     }
     if (h->signal) {
-        signal_release_internal(h->signal);
+        ordo__signal_release_internal(h->signal);
     }
     if (h->after) {
-        signal_release_internal(h->after);
+        ordo__signal_release_internal(h->after);
     }
     if (h->check) {
-        signal_release_internal(h->check);
+        ordo__signal_release_internal(h->check);
     }
     if (h->message) {
-        ordo_dealloc(h->message, ORDO_SIGNAL_MESSAGE_MAX, 0);
+        ordo__dealloc(h->message, ORDO_SIGNAL_MESSAGE_MAX, 0);
     }
     watch_recycle(t, h);
 }
@@ -310,7 +313,7 @@ static int watch_ready(hal_watcher_t *w, hal_timeline_t *t, hal_watch_t *h) {
             return 0;
         }
         h->status = st;
-        if (st != ORDO_OK && (h->message = ordo_alloc(ORDO_SIGNAL_MESSAGE_MAX, 0)) != NULL) {
+        if (st != ORDO_OK && (h->message = ordo__alloc(ORDO_SIGNAL_MESSAGE_MAX, 0)) != NULL) {
             snprintf(h->message, ORDO_SIGNAL_MESSAGE_MAX, "%s", msg);
         }
         return 1;
@@ -406,7 +409,7 @@ static void watcher_scan(hal_watcher_t *w, watcher_pass_t *pass) {
 /* The watcher whose pass this thread runs (NULL elsewhere). */
 static _Thread_local const hal_watcher_t *tls_watcher;
 
-int hal_watcher_is_current(const hal_watcher_t *w) {
+int ordo__hal_watcher_is_current(const hal_watcher_t *w) {
     return tls_watcher == w;
 }
 
@@ -424,7 +427,7 @@ static int watcher_pass_locked(hal_watcher_t *w, int *out_progressed) {
         hal_timeline_t *t = h->timeline;
         watch_complete(w, h, h->status == ORDO_OK && h->point != NULL);
         if (atomic_fetch_sub_explicit(&t->processing, 1, memory_order_release) == 1) {
-            ordo_futex_wake(&t->processing, INT_MAX); /* touches only the address */
+            ordo__futex_wake(&t->processing, INT_MAX); /* touches only the address */
         }
         h = next;
     }
@@ -454,7 +457,7 @@ static void sink_take(timepoint_sink_t *sink, due_list_t *due) {
     /* After deferred_pending: the watcher's seq_cst read of work that sees
      * this bump sees the flag too. */
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    ordo_futex_wake(&w->work, 1);
+    ordo__futex_wake(&w->work, 1);
 }
 
 /* Runs the callbacks helpers handed over, on the calling thread. */
@@ -468,7 +471,7 @@ static void run_deferred(hal_watcher_t *w) {
     atomic_store_explicit(&w->deferred_pending, 0, memory_order_relaxed);
     pthread_mutex_unlock(&w->deferred_lock);
     if (due.head) {
-        timepoints_run(&due);
+        ordo__timepoints_run(&due);
     }
 }
 
@@ -481,7 +484,7 @@ static int feeder_help(signal_feeder_t *feeder) {
     if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
         return -1; /* halted: nothing to help any more */
     }
-    if (timepoints_running_here() || pthread_mutex_trylock(&w->pass_lock) != 0) {
+    if (ordo__timepoints_running_here() || pthread_mutex_trylock(&w->pass_lock) != 0) {
         return 0;
     }
     int progressed = 0;
@@ -489,11 +492,11 @@ static int feeder_help(signal_feeder_t *feeder) {
     if (!atomic_load_explicit(&w->stop, memory_order_acquire) &&
         (!w->ops->help_begin || w->ops->help_begin(w->user))) {
         const hal_watcher_t *outer = tls_watcher;
-        timepoint_sink_t *outer_sink = timepoints_divert(&w->sink);
+        timepoint_sink_t *outer_sink = ordo__timepoints_divert(&w->sink);
         tls_watcher = w;
         (void)watcher_pass_locked(w, &progressed);
         tls_watcher = outer;
-        (void)timepoints_divert(outer_sink);
+        (void)ordo__timepoints_divert(outer_sink);
         if (w->ops->help_end) {
             w->ops->help_end(w->user);
         }
@@ -539,7 +542,7 @@ static void *watcher_main(void *arg) {
     /* The kernel may stretch a timed sleep by the thread's timer slack (50
      * us by default), as long as the longest poll interval: keep the
      * schedule below as written. */
-    (void)ordo_timer_slack_set(1000);
+    (void)ordo__timer_slack_set(1000);
     if (w->ops->thread_start) {
         w->ops->thread_start(w->user);
     }
@@ -547,7 +550,7 @@ static void *watcher_main(void *arg) {
     int fresh = 1; /* the next interval is the first after new work */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
-        /* After `seen`: hal_watcher_halt sets stop before it bumps work, so
+        /* After `seen`: ordo__hal_watcher_halt sets stop before it bumps work, so
          * a halt this load missed changes work and ends the sleep below. */
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
             run_deferred(w);
@@ -555,9 +558,9 @@ static void *watcher_main(void *arg) {
         }
         int progressed = 0;
         pthread_mutex_lock(&w->pass_lock);
-        timepoint_sink_t *outer = timepoints_divert(&w->sink);
+        timepoint_sink_t *outer = ordo__timepoints_divert(&w->sink);
         int pending = watcher_pass_locked(w, &progressed);
-        (void)timepoints_divert(outer);
+        (void)ordo__timepoints_divert(outer);
         pthread_mutex_unlock(&w->pass_lock);
         run_deferred(w);
         if (pending) {
@@ -579,7 +582,7 @@ static void *watcher_main(void *arg) {
             atomic_store_explicit(&w->sleeping,
                                   interval == w->idle_poll_ns ? WATCHER_IDLE_POLL : WATCHER_AWAKE,
                                   memory_order_seq_cst);
-            (void)ordo_futex_wait(&w->work, seen, ordo_time_now_ns() + interval);
+            (void)ordo__futex_wait(&w->work, seen, ordo_time_now_ns() + interval);
             atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
             continue;
         }
@@ -589,7 +592,7 @@ static void *watcher_main(void *arg) {
          * `sleeping` or this re-check sees `work`. */
         atomic_store_explicit(&w->sleeping, WATCHER_IDLE_SLEEP, memory_order_seq_cst);
         if (atomic_load_explicit(&w->work, memory_order_seq_cst) == seen) {
-            (void)ordo_futex_wait(&w->work, seen, ORDO_DEADLINE_NEVER);
+            (void)ordo__futex_wait(&w->work, seen, ORDO_DEADLINE_NEVER);
         }
         atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
         fresh = 1; /* new work: it may complete soon */
@@ -597,8 +600,8 @@ static void *watcher_main(void *arg) {
     return NULL;
 }
 
-ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                const hal_watcher_config_t *config, const char *api) {
+ordo_status_t ordo__hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
+                                      const hal_watcher_config_t *config, const char *api) {
     static const hal_watcher_config_t defaults = {0, 0, 0};
     if (!config) {
         config = &defaults;
@@ -624,7 +627,7 @@ ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, 
     w->feeder.help_min_ns = w->min_poll_ns;
     w->feeder.help_max_ns = w->max_poll_ns;
     if (ordo_signal_create(0, &w->registered) != ORDO_OK) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the watcher's signal");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the watcher's signal");
     }
     pthread_mutex_init(&w->pass_lock, NULL);
     pthread_mutex_init(&w->deferred_lock, NULL);
@@ -632,8 +635,8 @@ ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, 
     pthread_mutex_init(&w->registry_lock, NULL);
     ordo_status_t st = ORDO_OK;
     if (pthread_create(&w->thread, NULL, watcher_main, w) != 0) {
-        st = ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
-                        "cannot start the device's completion thread");
+        st = ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                         "cannot start the device's completion thread");
         goto fail;
     }
     w->started = 1;
@@ -643,19 +646,19 @@ fail:
     pthread_mutex_destroy(&w->deferred_lock);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->registry_lock);
-    signal_release_internal(w->registered);
+    ordo__signal_release_internal(w->registered);
     return st;
 }
 
-void hal_watcher_halt(hal_watcher_t *w) {
+void ordo__hal_watcher_halt(hal_watcher_t *w) {
     if (!w->started) {
         return;
     }
     atomic_store_explicit(&w->stop, 1, memory_order_release);
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    ordo_futex_wake(&w->work, INT_MAX);
+    ordo__futex_wake(&w->work, INT_MAX);
     pthread_join(w->thread, NULL);
-    if (!hal_watcher_is_current(w)) {
+    if (!ordo__hal_watcher_is_current(w)) {
         /* A helper's pass under way ends; later ones see stop under the
          * lock and do nothing (its passes run no user callback, so this
          * wait is short). */
@@ -668,11 +671,11 @@ void hal_watcher_halt(hal_watcher_t *w) {
     w->started = 0;
 }
 
-void hal_watcher_stop(hal_watcher_t *w) {
+void ordo__hal_watcher_stop(hal_watcher_t *w) {
     if (!w->started) {
         return;
     }
-    hal_watcher_halt(w);
+    ordo__hal_watcher_halt(w);
     /* Every timeline is finished, so every feeder is off its signal: no
      * waiter starts helping now; let those helping finish. */
     for (;;) {
@@ -680,7 +683,7 @@ void hal_watcher_stop(hal_watcher_t *w) {
         if (!helpers) {
             break;
         }
-        (void)ordo_futex_wait(&w->feeder.helpers, helpers, ORDO_DEADLINE_NEVER);
+        (void)ordo__futex_wait(&w->feeder.helpers, helpers, ORDO_DEADLINE_NEVER);
     }
     /* Callbacks helpers handed over after the thread's last look. */
     atomic_store_explicit(&w->deferred_pending, 1, memory_order_relaxed);
@@ -688,26 +691,26 @@ void hal_watcher_stop(hal_watcher_t *w) {
     while (w->spare) {
         hal_reg_signal_t *n = w->spare;
         w->spare = n->next;
-        ordo_dealloc(n, sizeof *n, 0);
+        ordo__dealloc(n, sizeof *n, 0);
     }
     pthread_mutex_destroy(&w->pass_lock);
     pthread_mutex_destroy(&w->deferred_lock);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->registry_lock);
-    signal_release_internal(w->registered);
+    ordo__signal_release_internal(w->registered);
 }
 
 /* ---- timelines ----------------------------------------------------------- */
 
-ordo_status_t hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user, const char *name,
-                                const char *api) {
+ordo_status_t ordo__hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user,
+                                      const char *name, const char *api) {
     memset(t, 0, sizeof *t);
     t->watcher = w;
     t->user = user;
     if (ordo_signal_create(0, &t->progress) != ORDO_OK) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the stream's timeline");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the stream's timeline");
     }
-    signal_name_set_internal(t->progress, name);
+    ordo__signal_name_set_internal(t->progress, name);
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_lock(&w->lock);
     t->next = w->timelines;
@@ -720,8 +723,8 @@ ordo_status_t hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user,
     return ORDO_OK;
 }
 
-void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t reserved,
-                       ordo_status_t cancel_status, const char *why) {
+void ordo__hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t reserved,
+                             ordo_status_t cancel_status, const char *why) {
     hal_watcher_t *w = t->watcher;
     pthread_mutex_lock(&t->lock);
     uint64_t last = t->last_seq;
@@ -748,7 +751,7 @@ void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t res
         if (!n) {
             break;
         }
-        ordo_futex_wait(&t->processing, n, ORDO_DEADLINE_NEVER);
+        ordo__futex_wait(&t->processing, n, ORDO_DEADLINE_NEVER);
     }
     pthread_mutex_lock(&t->lock);
     hal_watch_t *h = t->head;
@@ -764,7 +767,7 @@ void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t res
                 reached = h->status == ORDO_OK && h->point != NULL;
             } else {
                 dropped = 1;
-                hal_timeline_fail(t, cancel_status, why);
+                ordo__hal_timeline_fail(t, cancel_status, why);
             }
         }
         watch_complete(w, h, reached);
@@ -772,19 +775,19 @@ void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t res
     }
     uint64_t state = atomic_load_explicit(&t->progress->state, memory_order_acquire);
     if ((state & SIGNAL_VALUE_MASK) < reserved) {
-        hal_timeline_fail(t, cancel_status, why);
+        ordo__hal_timeline_fail(t, cancel_status, why);
     }
     while (t->spare) {
         hal_watch_t *s = t->spare;
         t->spare = s->next;
-        ordo_dealloc(s, sizeof *s, 0);
+        ordo__dealloc(s, sizeof *s, 0);
     }
     pthread_mutex_destroy(&t->lock);
-    signal_release_internal(t->progress);
+    ordo__signal_release_internal(t->progress);
     t->progress = NULL;
 }
 
-hal_watch_t *hal_timeline_watch_alloc(hal_timeline_t *t) {
+hal_watch_t *ordo__hal_timeline_watch_alloc(hal_timeline_t *t) {
     pthread_mutex_lock(&t->lock);
     hal_watch_t *h = t->spare;
     if (h) {
@@ -792,17 +795,17 @@ hal_watch_t *hal_timeline_watch_alloc(hal_timeline_t *t) {
     }
     pthread_mutex_unlock(&t->lock);
     if (!h) {
-        return ordo_alloc(sizeof *h, 0);
+        return ordo__alloc(sizeof *h, 0);
     }
     memset(h, 0, sizeof *h);
     return h;
 }
 
-void hal_timeline_watch_free(hal_timeline_t *t, hal_watch_t *w) {
+void ordo__hal_timeline_watch_free(hal_timeline_t *t, hal_watch_t *w) {
     watch_recycle(t, w);
 }
 
-void hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
+void ordo__hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
     hal_watcher_t *w = t->watcher;
     /* Read before h is queued: a pass may complete it at once (the caller
      * still holds its own reference to the signal). */
@@ -839,7 +842,7 @@ void hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
     pthread_mutex_unlock(&t->lock);
     atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) == WATCHER_IDLE_SLEEP) {
-        ordo_futex_wake(&w->work, 1);
+        ordo__futex_wake(&w->work, 1);
     }
     if (registered) {
         if (seq) {
@@ -853,24 +856,24 @@ void hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
     }
 }
 
-ordo_status_t hal_timeline_push_failure(hal_timeline_t *t, ordo_status_t status,
-                                        const char *message) {
-    hal_watch_t *h = hal_timeline_watch_alloc(t);
+ordo_status_t ordo__hal_timeline_push_failure(hal_timeline_t *t, ordo_status_t status,
+                                              const char *message) {
+    hal_watch_t *h = ordo__hal_timeline_watch_alloc(t);
     if (!h) {
         /* No room to fail in order: fail now (points still pending fail
          * too, which is the lesser evil than letting them succeed). */
-        hal_timeline_fail(t, status, message);
+        ordo__hal_timeline_fail(t, status, message);
         return ORDO_ERR_OUT_OF_MEMORY;
     }
     h->status = status;
-    if ((h->message = ordo_alloc(ORDO_SIGNAL_MESSAGE_MAX, 0)) != NULL) {
+    if ((h->message = ordo__alloc(ORDO_SIGNAL_MESSAGE_MAX, 0)) != NULL) {
         snprintf(h->message, ORDO_SIGNAL_MESSAGE_MAX, "%s", message ? message : "");
     }
-    hal_timeline_push(t, h);
+    ordo__hal_timeline_push(t, h);
     return ORDO_OK;
 }
 
-size_t hal_timeline_snapshot(hal_timeline_t *t, hal_pending_op_t *ops, size_t capacity) {
+size_t ordo__hal_timeline_snapshot(hal_timeline_t *t, hal_pending_op_t *ops, size_t capacity) {
     size_t n = 0;
     pthread_mutex_lock(&t->lock);
     for (hal_watch_t *h = t->head; h; h = h->next) {

@@ -41,7 +41,7 @@
  * completes every timeline's points, not only its own. Passes (scans and
  * completions) are serialised by pass_lock (a helper that finds it taken,
  * or that is inside a callback already, skips its turn), so completions
- * still run one at a time and in order; hal_watcher_is_current is true
+ * still run one at a time and in order; ordo__hal_watcher_is_current is true
  * during a helper's pass. A pass wakes blocked waiters itself but runs no
  * other callback: timepoints that its completions make due (links,
  * asynchronous waits, users' timepoints) queue in the watcher's sink in
@@ -220,64 +220,64 @@ struct hal_timeline {
 };
 
 /* Starts the watcher's thread. config: NULL for the defaults. */
-ordo_status_t hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
-                                const hal_watcher_config_t *config, const char *api);
+ordo_status_t ordo__hal_watcher_start(hal_watcher_t *w, const hal_watcher_ops_t *ops, void *user,
+                                      const hal_watcher_config_t *config, const char *api);
 /* Stops the thread; every timeline must be finished first (it then also
  * waits for helping waiters still inside a pass). */
-void hal_watcher_stop(hal_watcher_t *w);
+void ordo__hal_watcher_stop(hal_watcher_t *w);
 /* Stops the thread only, at process exit (timelines may still be
  * attached), and waits out a helping waiter's pass: nothing is completed
  * or freed after it (waiters no longer help), and a later
- * hal_watcher_stop does nothing. */
-void hal_watcher_halt(hal_watcher_t *w);
+ * ordo__hal_watcher_stop does nothing. */
+void ordo__hal_watcher_halt(hal_watcher_t *w);
 /* Non-zero on the watcher's own thread (where completions, and the signal
  * callbacks they run, execute): no timeline of w may be finished there,
- * since hal_timeline_fini waits for the watches that thread has taken. */
-int hal_watcher_is_current(const hal_watcher_t *w);
+ * since ordo__hal_timeline_fini waits for the watches that thread has taken. */
+int ordo__hal_watcher_is_current(const hal_watcher_t *w);
 
 /* Finds the earliest registered device point at which signal reaches at
  * least value and calls use(ctx, watch) under the registry lock (the
  * watch stays valid during the call only). Returns 1 if found. */
-int hal_watcher_find(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value,
-                     void (*use)(void *ctx, const hal_watch_t *watch), void *ctx);
+int ordo__hal_watcher_find(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value,
+                           void (*use)(void *ctx, const hal_watch_t *watch), void *ctx);
 
 /* A timeline for a new stream; `name` names its progress signal. */
-ordo_status_t hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user, const char *name,
-                                const char *api);
+ordo_status_t ordo__hal_timeline_init(hal_timeline_t *t, hal_watcher_t *w, void *user,
+                                      const char *name, const char *api);
 /* Waits (until deadline) for the device to pass the timeline's last point,
  * then detaches it: queued watches whose points are reached complete
  * normally; from the first one that is not, the timeline fails with
  * cancel_status and why, and the rest complete as failed. If the progress
  * then stays below `reserved` (values handed out to work that was never
  * issued), the timeline fails the same way, so nothing waits for them. */
-void hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t reserved,
-                       ordo_status_t cancel_status, const char *why);
+void ordo__hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64_t reserved,
+                             ordo_status_t cancel_status, const char *why);
 
 /* A zeroed watch for t, or NULL when out of memory. */
-hal_watch_t *hal_timeline_watch_alloc(hal_timeline_t *t);
+hal_watch_t *ordo__hal_timeline_watch_alloc(hal_timeline_t *t);
 /* Returns a watch that was never pushed. */
-void hal_timeline_watch_free(hal_timeline_t *t, hal_watch_t *w);
+void ordo__hal_timeline_watch_free(hal_timeline_t *t, hal_watch_t *w);
 /* Registers w's point (if any) and queues w (its signals are the
  * watch's: retained by the caller for it). */
-void hal_timeline_push(hal_timeline_t *t, hal_watch_t *w);
+void ordo__hal_timeline_push(hal_timeline_t *t, hal_watch_t *w);
 
 /* Queues a failure: once the watches before it have completed, the
  * timeline fails with status and message (the points before stay
  * reached). Out of memory: fails the timeline at once. */
-ordo_status_t hal_timeline_push_failure(hal_timeline_t *t, ordo_status_t status,
-                                        const char *message);
+ordo_status_t ordo__hal_timeline_push_failure(hal_timeline_t *t, ordo_status_t status,
+                                              const char *message);
 
 /* Fails the timeline (its progress signal) unless it has failed already. */
-void hal_timeline_fail(hal_timeline_t *t, ordo_status_t status, const char *message);
+void ordo__hal_timeline_fail(hal_timeline_t *t, ordo_status_t status, const char *message);
 
 /* Non-zero once the timeline has failed; *out_status and (if not NULL)
  * message receive the failure. */
-int hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
-                        const char **out_message);
+int ordo__hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
+                              const char **out_message);
 
 /* For stall reports: copies the queued watches that raise a signal into
  * ops (retaining each signal), at most capacity; returns how many there
  * were in all. */
-size_t hal_timeline_snapshot(hal_timeline_t *t, hal_pending_op_t *ops, size_t capacity);
+size_t ordo__hal_timeline_snapshot(hal_timeline_t *t, hal_pending_op_t *ops, size_t capacity);
 
 #endif

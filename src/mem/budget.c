@@ -55,7 +55,7 @@ struct budget_resource {
 static const mem_resource_ops_t budget_ops;
 
 static void account_destroy(hal_device_attachment_t *self) {
-    ordo_dealloc(self, sizeof(budget_account_t), 0);
+    ordo__dealloc(self, sizeof(budget_account_t), 0);
 }
 
 /* The device's account, made on first use. NULL only when create is 0 and
@@ -65,7 +65,7 @@ static budget_account_t *account_get(ordo_device_t *device, int create) {
     if (a || !create) {
         return (budget_account_t *)a;
     }
-    budget_account_t *fresh = ordo_alloc(sizeof *fresh, 0);
+    budget_account_t *fresh = ordo__alloc(sizeof *fresh, 0);
     if (!fresh) {
         return NULL;
     }
@@ -76,7 +76,7 @@ static budget_account_t *account_get(ordo_device_t *device, int create) {
                                                 memory_order_acq_rel, memory_order_acquire)) {
         return fresh;
     }
-    ordo_dealloc(fresh, sizeof *fresh, 0); /* another first user won */
+    ordo__dealloc(fresh, sizeof *fresh, 0); /* another first user won */
     return (budget_account_t *)expected;
 }
 
@@ -107,11 +107,11 @@ static void account_release(budget_account_t *a, uint64_t charge) {
 }
 
 static ordo_status_t budget_reap(budget_resource_t *b, ordo_deadline_t deadline) {
-    ordo_status_t st = mem_forward_reap_pending(&b->base, deadline);
+    ordo_status_t st = ordo__mem_forward_reap_pending(&b->base, deadline);
     if (st != ORDO_OK) {
         return st;
     }
-    return mem_frees_wait(&b->frees_pending, deadline);
+    return ordo__mem_frees_wait(&b->frees_pending, deadline);
 }
 
 /* Over the limit: lets frees already queued complete, upstream's and
@@ -120,14 +120,14 @@ static ordo_status_t budget_reap(budget_resource_t *b, ordo_deadline_t deadline)
 static int reserve_after_frees(budget_resource_t *b, uint64_t charge) {
     budget_account_t *a = b->account;
     ordo_deadline_t deadline = ordo_deadline_after_ns(b->reap_wait_ns);
-    (void)mem_forward_reap_pending(&b->base, deadline);
+    (void)ordo__mem_forward_reap_pending(&b->base, deadline);
     for (;;) {
         uint32_t pending = atomic_load_explicit(&a->frees_pending, memory_order_acquire);
         if (account_reserve(a, charge)) {
             return 1;
         }
         if (!pending ||
-            ordo_futex_wait(&a->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT) {
+            ordo__futex_wait(&a->frees_pending, pending, deadline) == ORDO_FUTEX_TIMED_OUT) {
             return account_reserve(a, charge);
         }
     }
@@ -144,14 +144,14 @@ static ordo_status_t budget_allocate(ordo_mem_resource_t *resource, const mem_re
             uint64_t limit = atomic_load_explicit(&a->limit, memory_order_relaxed);
             uint64_t held = atomic_load_explicit(&a->charged, memory_order_relaxed);
             uint64_t pending = atomic_load_explicit(&a->charged_pending, memory_order_relaxed);
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                              "memory budget of %s exceeded: a request of %zu bytes (charged "
-                              "%" PRIu64 ", alignment %zu, tag %u, stream %p) does not fit "
-                              "the limit of %" PRIu64 " bytes: %" PRIu64 " bytes are held, %" PRIu64
-                              " of them by frees their streams have not reached yet",
-                              resource->device->info.name, request->bytes, charge,
-                              request->alignment, request->tag, (void *)request->stream, limit,
-                              held, pending);
+            return ordo__error(
+                ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                "memory budget of %s exceeded: a request of %zu bytes (charged "
+                "%" PRIu64 ", alignment %zu, tag %u, stream %p) does not fit "
+                "the limit of %" PRIu64 " bytes: %" PRIu64 " bytes are held, %" PRIu64
+                " of them by frees their streams have not reached yet",
+                resource->device->info.name, request->bytes, charge, request->alignment,
+                request->tag, (void *)request->stream, limit, held, pending);
         }
     }
     ordo_status_t st = mem_allocate(resource->upstream, request, out_block);
@@ -172,7 +172,7 @@ static budget_free_t *record_take(budget_resource_t *b) {
     }
     pthread_mutex_unlock(&b->lock);
     if (!r) {
-        return ordo_alloc(sizeof *r, 0);
+        return ordo__alloc(sizeof *r, 0);
     }
     if (r->timeline) {
         (void)ordo_signal_release(r->timeline);
@@ -201,8 +201,8 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     atomic_fetch_sub_explicit(&a->charged_pending, charge, memory_order_relaxed);
     account_release(a, charge);
     record_put(b, r);
-    mem_frees_done(&a->frees_pending);
-    mem_frees_done(&b->frees_pending);
+    ordo__mem_frees_done(&a->frees_pending);
+    ordo__mem_frees_done(&b->frees_pending);
 }
 
 /* Takes charge off this adaptor's live charges; 0 if it holds less (the
@@ -226,12 +226,12 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     uint64_t charge = charge_of(block->bytes, block->alignment);
     uint32_t tag = block->tag;
     if (!live_release(b, charge)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
-                          "block %p (tag %u, %zu bytes) was not allocated through this budget "
-                          "adaptor (it holds %" PRIu64 " bytes of charges): give a block back "
-                          "to the stack it came from",
-                          (void *)block, tag, block->bytes,
-                          atomic_load_explicit(&b->charged_live, memory_order_relaxed));
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                           "block %p (tag %u, %zu bytes) was not allocated through this budget "
+                           "adaptor (it holds %" PRIu64 " bytes of charges): give a block back "
+                           "to the stack it came from",
+                           (void *)block, tag, block->bytes,
+                           atomic_load_explicit(&b->charged_live, memory_order_relaxed));
     }
     budget_free_t *r = NULL;
     ordo_signal_t *timeline = NULL;
@@ -239,8 +239,8 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     if (stream) {
         r = record_take(b);
         if (!r) {
-            st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_deallocate",
-                            "cannot allocate a pending-free record");
+            st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_deallocate",
+                             "cannot allocate a pending-free record");
         } else if ((st = ordo_signal_create(0, &timeline)) != ORDO_OK) {
             record_put(b, r);
         }
@@ -274,7 +274,7 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     /* Signalled right after the upstream free in the stream's order. A
      * stream that cannot take the signal fails it, and the charge drops at
      * once: no more of that stream's work runs. */
-    return mem_free_point_enqueue(stream, timeline, freed);
+    return ordo__mem_free_point_enqueue(stream, timeline, freed);
 }
 
 static ordo_status_t budget_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
@@ -286,11 +286,11 @@ static ordo_status_t budget_destroy(ordo_mem_resource_t *resource) {
     uint64_t live = atomic_load_explicit(&b->blocks_live, memory_order_acquire);
     uint32_t pending = atomic_load_explicit(&b->frees_pending, memory_order_acquire);
     if (live || pending) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
-                          "the budget adaptor still has %" PRIu64 " block(s) outstanding (%" PRIu64
-                          " bytes charged) and %u free(s) pending",
-                          live, atomic_load_explicit(&b->charged_live, memory_order_relaxed),
-                          pending);
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                           "the budget adaptor still has %" PRIu64 " block(s) outstanding (%" PRIu64
+                           " bytes charged) and %u free(s) pending",
+                           live, atomic_load_explicit(&b->charged_live, memory_order_relaxed),
+                           pending);
     }
     while (b->records) {
         budget_free_t *r = b->records;
@@ -298,11 +298,11 @@ static ordo_status_t budget_destroy(ordo_mem_resource_t *resource) {
         if (r->timeline) {
             (void)ordo_signal_release(r->timeline);
         }
-        ordo_dealloc(r, sizeof *r, 0);
+        ordo__dealloc(r, sizeof *r, 0);
     }
     pthread_mutex_destroy(&b->lock);
-    mem_resource_fini(resource);
-    ordo_dealloc(b, sizeof *b, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(b, sizeof *b, 0);
     return ORDO_OK;
 }
 
@@ -310,32 +310,32 @@ static const mem_resource_ops_t budget_ops = {
     .kind = "budget",
     .allocate = budget_allocate,
     .deallocate = budget_deallocate,
-    .bytes_outstanding = mem_forward_bytes_outstanding,
+    .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
     .reap_pending = budget_reap_pending,
-    .supports_use_tracking = mem_forward_supports_use_tracking,
-    .prepare_use = mem_forward_prepare_use,
-    .finish_use = mem_forward_finish_use,
-    .record_use = mem_forward_record_use,
-    .block_buffer = mem_forward_block_buffer,
+    .supports_use_tracking = ordo__mem_forward_supports_use_tracking,
+    .prepare_use = ordo__mem_forward_prepare_use,
+    .finish_use = ordo__mem_forward_finish_use,
+    .record_use = ordo__mem_forward_record_use,
+    .block_buffer = ordo__mem_forward_block_buffer,
     .destroy = budget_destroy,
 };
 
 ordo_status_t ordo_mem_budget_config_default(ordo_mem_budget_config_t *out_config) {
     if (!out_config) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     *out_config = (ordo_mem_budget_config_t){.reap_wait_ns = ORDO_MEM_BUDGET_REAP_WAIT_NS};
     return ORDO_OK;
 }
 
 ordo_status_t ordo_mem_budget_set_limit(ordo_device_t *device, uint64_t bytes) {
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     budget_account_t *a = account_get(device, 1);
     if (!a) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the budget account");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the budget account");
     }
     atomic_store_explicit(&a->limit, bytes, memory_order_relaxed);
     return ORDO_OK;
@@ -345,12 +345,12 @@ ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_stats) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
     budget_account_t *a = account_get(device, 0);
     if (!a) {
@@ -368,7 +368,7 @@ ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats
 }
 
 ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -385,12 +385,12 @@ ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = mem_resource_check(upstream, __func__); /* the handle first */
+    ordo_status_t st = ordo__mem_resource_check(upstream, __func__); /* the handle first */
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     ordo_mem_budget_config_t defaults;
     (void)ordo_mem_budget_config_default(&defaults);
@@ -398,14 +398,14 @@ ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
         config = &defaults;
     }
     budget_account_t *a = account_get(upstream->device, 1);
-    budget_resource_t *b = a ? ordo_alloc(sizeof *b, 0) : NULL;
+    budget_resource_t *b = a ? ordo__alloc(sizeof *b, 0) : NULL;
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a budget adaptor");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a budget adaptor");
     }
     b->account = a;
     b->reap_wait_ns = config->reap_wait_ns;
     pthread_mutex_init(&b->lock, NULL);
-    mem_resource_init(&b->base, &budget_ops, upstream->device, upstream);
+    ordo__mem_resource_init(&b->base, &budget_ops, upstream->device, upstream);
     *out_resource = &b->base;
     return ORDO_OK;
 }

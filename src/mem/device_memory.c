@@ -66,10 +66,10 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
             ok = 0;
         }
         if (!ok) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "ORDO_MEMORY=\"%s\": cannot use \"%.*s\" (expected direct, "
-                              "statistics, guard, budget[=BYTES] or log=PATH, comma-separated)",
-                              env, (int)length, item);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "ORDO_MEMORY=\"%s\": cannot use \"%.*s\" (expected direct, "
+                               "statistics, guard, budget[=BYTES] or log=PATH, comma-separated)",
+                               env, (int)length, item);
         }
         item += length;
         if (*item == ',') {
@@ -79,8 +79,8 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
     return ORDO_OK;
 }
 
-ordo_status_t device_memory_config_default(ordo_device_memory_config_t *out_config,
-                                           const char *api) {
+ordo_status_t ordo__device_memory_config_default(ordo_device_memory_config_t *out_config,
+                                                 const char *api) {
     const char *env = getenv("ORDO_MEMORY");
     if (env) {
         return parse_env(env, out_config, api);
@@ -90,16 +90,16 @@ ordo_status_t device_memory_config_default(ordo_device_memory_config_t *out_conf
     return ORDO_OK;
 }
 
-ordo_status_t device_memory_config_check(const ordo_device_memory_config_t *config,
-                                         const char *api) {
+ordo_status_t ordo__device_memory_config_check(const ordo_device_memory_config_t *config,
+                                               const char *api) {
     if (config->adaptors & ~MEMORY_ADAPTORS_ALL) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "memory adaptors 0x%x include unknown bits", config->adaptors);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "memory adaptors 0x%x include unknown bits", config->adaptors);
     }
     if ((config->adaptors & ORDO_DEVICE_MEMORY_LOGGING) &&
         (!config->log_path[0] || !memchr(config->log_path, '\0', sizeof config->log_path))) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "a logging memory stack needs a log path");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "a logging memory stack needs a log path");
     }
     return ORDO_OK;
 }
@@ -108,7 +108,7 @@ ordo_status_t device_memory_config_check(const ordo_device_memory_config_t *conf
 static void stack_destroy(ordo_mem_resource_t *top, ordo_mem_resource_t *stop) {
     while (top && top != stop) {
         ordo_mem_resource_t *below = top->upstream;
-        if (mem_resource_destroy_owned(top) != ORDO_OK) {
+        if (ordo__mem_resource_destroy_owned(top) != ORDO_OK) {
             return; /* still in use: left as it is */
         }
         top = below;
@@ -118,7 +118,7 @@ static void stack_destroy(ordo_mem_resource_t *top, ordo_mem_resource_t *stop) {
 static ordo_status_t stack_build(ordo_device_t *device, const ordo_device_memory_config_t *config,
                                  ordo_mem_resource_t **out_top) {
     ordo_mem_resource_t *top = NULL;
-    ordo_status_t st = mem_direct_create_unreferenced(device, &top);
+    ordo_status_t st = ordo__mem_direct_create_unreferenced(device, &top);
     if (st != ORDO_OK) {
         return st;
     }
@@ -151,8 +151,8 @@ static ordo_status_t stack_build(ordo_device_t *device, const ordo_device_memory
         char message[256];
         snprintf(message, sizeof message, "%s", ordo_error_message());
         stack_destroy(top, NULL);
-        return ordo_error(st, "ordo_device_memory", "cannot build %s's memory stack: %s",
-                          device->info.name, message);
+        return ordo__error(st, "ordo_device_memory", "cannot build %s's memory stack: %s",
+                           device->info.name, message);
     }
     /* Only once built: a layer made on an owned one holds the device (the
      * caller's layers do), which the device's own must not. */
@@ -167,12 +167,12 @@ ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **ou
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = hal_device_check(device, __func__);
+    ordo_status_t st = ordo__hal_device_check(device, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     ordo_mem_resource_t *top = atomic_load_explicit(&device->memory, memory_order_acquire);
     if (!top) {
@@ -183,7 +183,7 @@ ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **ou
              * reported here, to the caller who asked for memory. */
             ordo_device_memory_config_t config = device->memory_config;
             if (device->shared) {
-                st = device_memory_config_default(&config, __func__);
+                st = ordo__device_memory_config_default(&config, __func__);
             }
             if (st == ORDO_OK) {
                 st = stack_build(device, &config, &top);
@@ -198,7 +198,7 @@ ordo_status_t ordo_device_memory(ordo_device_t *device, ordo_mem_resource_t **ou
     return st;
 }
 
-void device_memory_teardown(ordo_device_t *device) {
+void ordo__device_memory_teardown(ordo_device_t *device) {
     ordo_mem_resource_t *top = atomic_load_explicit(&device->memory, memory_order_acquire);
     if (top) {
         (void)ordo_mem_reap_pending(top, ordo_deadline_after_ms(10000));

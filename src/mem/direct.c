@@ -40,7 +40,7 @@ static direct_block_t *descriptor_take(direct_resource_t *d) {
     }
     pthread_mutex_unlock(&d->lock);
     if (!b) {
-        return ordo_alloc(sizeof *b, 0);
+        return ordo__alloc(sizeof *b, 0);
     }
     if (b->free_timeline) {
         (void)ordo_signal_release(b->free_timeline);
@@ -61,8 +61,8 @@ static ordo_status_t direct_allocate(ordo_mem_resource_t *resource, const mem_re
     direct_resource_t *d = (direct_resource_t *)resource;
     direct_block_t *b = descriptor_take(d);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "cannot allocate a block descriptor");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "cannot allocate a block descriptor");
     }
     void *ptr = NULL;
     ordo_device_t *device = resource->device;
@@ -102,7 +102,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     direct_block_t *b = ctx;
     direct_resource_t *d = b->owner;
     free_now(d, b);
-    mem_frees_done(&d->frees_pending);
+    ordo__mem_frees_done(&d->frees_pending);
 }
 
 static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -112,8 +112,8 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
     uint32_t expected = ORDO_BLOCK_MAGIC;
     if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
                                                  memory_order_acq_rel, memory_order_acquire)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
-                          "block %p (tag %u) was already deallocated", (void *)block, block->tag);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
+                           "block %p (tag %u) was already deallocated", (void *)block, block->tag);
     }
     if (!stream) {
         free_now(d, b);
@@ -155,10 +155,10 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
             b->free_timeline = NULL;
             (void)ordo_signal_release(timeline);
             atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
-            return ordo_error(st, "ordo_mem_deallocate",
-                              "the free could not be enqueued on the stream; block %p (tag %u) "
-                              "is still yours",
-                              (void *)block, block->tag);
+            return ordo__error(st, "ordo_mem_deallocate",
+                               "the free could not be enqueued on the stream; block %p (tag %u) "
+                               "is still yours",
+                               (void *)block, block->tag);
         }
         return ORDO_OK;
     }
@@ -173,7 +173,7 @@ static uint64_t direct_bytes_outstanding(ordo_mem_resource_t *resource) {
 
 static ordo_status_t direct_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     direct_resource_t *d = (direct_resource_t *)resource;
-    return mem_frees_wait(&d->frees_pending, deadline);
+    return ordo__mem_frees_wait(&d->frees_pending, deadline);
 }
 
 static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
@@ -181,11 +181,11 @@ static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
     uint64_t live = atomic_load_explicit(&d->blocks_live, memory_order_acquire) +
                     atomic_load_explicit(&d->frees_pending, memory_order_acquire);
     if (live) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
-                          "the direct resource still has %llu block(s) outstanding or with a "
-                          "free pending (%llu bytes)",
-                          (unsigned long long)live,
-                          (unsigned long long)atomic_load(&d->bytes_outstanding));
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                           "the direct resource still has %llu block(s) outstanding or with a "
+                           "free pending (%llu bytes)",
+                           (unsigned long long)live,
+                           (unsigned long long)atomic_load(&d->bytes_outstanding));
     }
     while (d->descriptors) {
         direct_block_t *b = d->descriptors;
@@ -193,13 +193,13 @@ static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
         if (b->free_timeline) {
             (void)ordo_signal_release(b->free_timeline);
         }
-        ordo_dealloc(b, sizeof *b, 0);
+        ordo__dealloc(b, sizeof *b, 0);
     }
     pthread_mutex_destroy(&d->lock);
     ordo_device_t *device = resource->device;
     int holds_device = d->holds_device;
-    mem_resource_fini(resource);
-    ordo_dealloc(d, sizeof *d, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(d, sizeof *d, 0);
     return holds_device ? ordo_device_release(device) : ORDO_OK;
 }
 
@@ -209,11 +209,11 @@ static const mem_resource_ops_t direct_ops = {
     .deallocate = direct_deallocate,
     .bytes_outstanding = direct_bytes_outstanding,
     .reap_pending = direct_reap_pending,
-    .supports_use_tracking = mem_no_use_tracking,
-    .prepare_use = mem_refuse_prepare_use,
-    .finish_use = mem_refuse_finish_use,
-    .record_use = mem_refuse_record_use,
-    .block_buffer = mem_no_block_buffer,
+    .supports_use_tracking = ordo__mem_no_use_tracking,
+    .prepare_use = ordo__mem_refuse_prepare_use,
+    .finish_use = ordo__mem_refuse_finish_use,
+    .record_use = ordo__mem_refuse_record_use,
+    .block_buffer = ordo__mem_no_block_buffer,
     .destroy = direct_destroy,
 };
 
@@ -223,26 +223,26 @@ static ordo_status_t direct_create(ordo_device_t *device, int holds_device,
         *out_resource = NULL;
     }
     static const char api[] = "ordo_mem_direct_create";
-    ordo_status_t st = hal_device_check(device, api);
+    ordo_status_t st = ordo__hal_device_check(device, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
     if (!device->backend->mem_alloc) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s has no device memory", device->info.name);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api, "%s has no device memory", device->info.name);
     }
-    direct_resource_t *d = ordo_alloc(sizeof *d, 0);
+    direct_resource_t *d = ordo__alloc(sizeof *d, 0);
     if (!d) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
     }
     pthread_mutex_init(&d->lock, NULL);
     d->holds_device = holds_device;
     if (holds_device) {
         (void)ordo_device_retain(device);
     }
-    mem_resource_init(&d->base, &direct_ops, device, NULL);
+    ordo__mem_resource_init(&d->base, &direct_ops, device, NULL);
     *out_resource = &d->base;
     return ORDO_OK;
 }
@@ -251,7 +251,7 @@ ordo_status_t ordo_mem_direct_create(ordo_device_t *device, ordo_mem_resource_t 
     return direct_create(device, 1, out_resource);
 }
 
-ordo_status_t mem_direct_create_unreferenced(ordo_device_t *device,
-                                             ordo_mem_resource_t **out_resource) {
+ordo_status_t ordo__mem_direct_create_unreferenced(ordo_device_t *device,
+                                                   ordo_mem_resource_t **out_resource) {
     return direct_create(device, 0, out_resource);
 }

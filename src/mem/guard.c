@@ -124,14 +124,14 @@ static void findings_init(findings_t *f) {
 
 static void findings_fini(findings_t *f) {
     if (f->items != f->inline_) {
-        ordo_dealloc(f->items, f->capacity * sizeof *f->items, 0);
+        ordo__dealloc(f->items, f->capacity * sizeof *f->items, 0);
     }
 }
 
 static finding_t *findings_add(findings_t *f) {
     if (f->count == f->capacity) {
         size_t capacity = f->capacity * 2;
-        finding_t *grown = ordo_alloc(capacity * sizeof *grown, 0);
+        finding_t *grown = ordo__alloc(capacity * sizeof *grown, 0);
         if (!grown) {
             f->dropped++;
             return NULL;
@@ -258,7 +258,7 @@ static void check_poison(guard_block_t *b, findings_t *f) {
 
 static guard_block_t *header_take_locked(guard_resource_t *g) {
     if (!g->free_headers) {
-        guard_slab_t *slab = ordo_alloc(sizeof *slab, 0);
+        guard_slab_t *slab = ordo__alloc(sizeof *slab, 0);
         if (!slab) {
             return NULL;
         }
@@ -392,17 +392,17 @@ static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_req
         /* The request itself is within the maximum (checked before any
          * resource sees it): the guard cannot satisfy it, which is out of
          * memory, not out of range. */
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "%zu bytes (tag %u) with the guard's %zu canary bytes is more than "
-                          "one allocation may ask",
-                          request->bytes, request->tag, front + rear);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "%zu bytes (tag %u) with the guard's %zu canary bytes is more than "
+                           "one allocation may ask",
+                           request->bytes, request->tag, front + rear);
     }
     pthread_mutex_lock(&g->lock);
     guard_block_t *b = header_take_locked(g);
     pthread_mutex_unlock(&g->lock);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "cannot allocate the guard's block headers");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "cannot allocate the guard's block headers");
     }
     if (b->free_timeline) {
         (void)ordo_signal_release(b->free_timeline);
@@ -454,7 +454,7 @@ static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_req
 
 /* The first finding's message as the error of api. */
 static ordo_status_t raise_first(const findings_t *f, ordo_status_t status, const char *api) {
-    return ordo_error(status, api, "guard: %s", f->count ? f->items[0].message : "(no memory)");
+    return ordo__error(status, api, "guard: %s", f->count ? f->items[0].message : "(no memory)");
 }
 
 /* A block that is not one of the guard's own, refused by the guard. */
@@ -491,7 +491,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
     evict(g, 0, &f);
     findings_publish(g, &f);
-    mem_frees_done(&g->frees_pending);
+    ordo__mem_frees_done(&g->frees_pending);
 }
 
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -544,7 +544,7 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
     (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
     /* On a failed stream the block is poisoned and let go at once. */
-    return mem_free_point_enqueue(stream, timeline, st);
+    return ordo__mem_free_point_enqueue(stream, timeline, st);
 }
 
 /* --- Forwarded calls --- */
@@ -556,11 +556,11 @@ static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
 
 static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     guard_resource_t *g = (guard_resource_t *)resource;
-    ordo_status_t st = mem_frees_wait(&g->frees_pending, deadline);
+    ordo_status_t st = ordo__mem_frees_wait(&g->frees_pending, deadline);
     if (st != ORDO_OK) {
         return st;
     }
-    return mem_forward_reap_pending(resource, deadline);
+    return ordo__mem_forward_reap_pending(resource, deadline);
 }
 
 static ordo_status_t guard_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -568,7 +568,7 @@ static ordo_status_t guard_prepare_use(ordo_mem_resource_t *resource, ordo_block
     if (block->resource != resource) {
         return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_prepare_use");
     }
-    return mem_forward_prepare_use(resource, ((guard_block_t *)block)->inner, stream, mode);
+    return ordo__mem_forward_prepare_use(resource, ((guard_block_t *)block)->inner, stream, mode);
 }
 
 static ordo_status_t guard_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -576,7 +576,7 @@ static ordo_status_t guard_finish_use(ordo_mem_resource_t *resource, ordo_block_
     if (block->resource != resource) {
         return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_finish_use");
     }
-    return mem_forward_finish_use(resource, ((guard_block_t *)block)->inner, stream, mode);
+    return ordo__mem_forward_finish_use(resource, ((guard_block_t *)block)->inner, stream, mode);
 }
 
 static ordo_status_t guard_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -584,7 +584,7 @@ static ordo_status_t guard_record_use(ordo_mem_resource_t *resource, ordo_block_
     if (block->resource != resource) {
         return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_record_use");
     }
-    return mem_forward_record_use(resource, ((guard_block_t *)block)->inner, stream);
+    return ordo__mem_forward_record_use(resource, ((guard_block_t *)block)->inner, stream);
 }
 
 static ordo_buffer_t *guard_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block) {
@@ -661,11 +661,11 @@ static ordo_status_t guard_destroy(ordo_mem_resource_t *resource) {
     pthread_mutex_unlock(&g->lock);
     uint32_t frees = atomic_load_explicit(&g->frees_pending, memory_order_acquire);
     if (live || pending || frees) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
-                          "the guard still has %" PRIu64 " block(s) outstanding and %" PRIu64
-                          " free(s) pending (%" PRIu64 " bytes)",
-                          live, pending,
-                          atomic_load_explicit(&g->bytes_outstanding, memory_order_relaxed));
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                           "the guard still has %" PRIu64 " block(s) outstanding and %" PRIu64
+                           " free(s) pending (%" PRIu64 " bytes)",
+                           live, pending,
+                           atomic_load_explicit(&g->bytes_outstanding, memory_order_relaxed));
     }
     /* A last check of the quarantine; its findings go to the callback. */
     findings_t f;
@@ -680,11 +680,11 @@ static ordo_status_t guard_destroy(ordo_mem_resource_t *resource) {
                 (void)ordo_signal_release(slab->blocks[i].free_timeline);
             }
         }
-        ordo_dealloc(slab, sizeof *slab, 0);
+        ordo__dealloc(slab, sizeof *slab, 0);
     }
     pthread_mutex_destroy(&g->lock);
-    mem_resource_fini(resource);
-    ordo_dealloc(g, sizeof *g, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(g, sizeof *g, 0);
     return ORDO_OK;
 }
 
@@ -694,7 +694,7 @@ static const mem_resource_ops_t guard_ops = {
     .deallocate = guard_deallocate,
     .bytes_outstanding = guard_bytes_outstanding,
     .reap_pending = guard_reap_pending,
-    .supports_use_tracking = mem_forward_supports_use_tracking,
+    .supports_use_tracking = ordo__mem_forward_supports_use_tracking,
     .prepare_use = guard_prepare_use,
     .finish_use = guard_finish_use,
     .record_use = guard_record_use,
@@ -704,10 +704,10 @@ static const mem_resource_ops_t guard_ops = {
 };
 
 static ordo_status_t guard_check_handle(ordo_mem_resource_t *resource, const char *api) {
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st == ORDO_OK && resource->ops != &guard_ops) {
-        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a guard",
-                        (void *)resource, resource->ops->kind);
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a guard",
+                         (void *)resource, resource->ops->kind);
     }
     return st;
 }
@@ -765,7 +765,7 @@ ordo_status_t ordo_mem_guard_drain(ordo_mem_resource_t *resource) {
 
 ordo_status_t ordo_mem_guard_config_default(ordo_mem_guard_config_t *out_config) {
     if (!out_config) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     *out_config = (ordo_mem_guard_config_t){
         .canary_bytes = 64,
@@ -782,12 +782,12 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = mem_resource_check(upstream, __func__); /* the handle first */
+    ordo_status_t st = ordo__mem_resource_check(upstream, __func__); /* the handle first */
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     ordo_mem_guard_config_t defaults;
     (void)ordo_mem_guard_config_default(&defaults);
@@ -795,24 +795,24 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
         config = &defaults;
     }
     if (config->canary_bytes == 0 || config->canary_bytes > ORDO_MEM_MAX_ALIGNMENT) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "canary_bytes %zu is not in [1, %zu]",
-                          config->canary_bytes, (size_t)ORDO_MEM_MAX_ALIGNMENT);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "canary_bytes %zu is not in [1, %zu]",
+                           config->canary_bytes, (size_t)ORDO_MEM_MAX_ALIGNMENT);
     }
     ordo_device_t *device = upstream->device;
     if (device->info.device_memory) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__,
-                          "the guard reads block memory from the host, and the memory of %s is "
-                          "not host-readable",
-                          device->info.name);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, __func__,
+                           "the guard reads block memory from the host, and the memory of %s is "
+                           "not host-readable",
+                           device->info.name);
     }
-    guard_resource_t *g = ordo_alloc(sizeof *g, 0);
+    guard_resource_t *g = ordo__alloc(sizeof *g, 0);
     if (!g) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a guard");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a guard");
     }
     g->config = *config;
     g->release_on_stream = upstream->ops->supports_use_tracking(upstream);
     pthread_mutex_init(&g->lock, NULL);
-    mem_resource_init(&g->base, &guard_ops, device, upstream);
+    ordo__mem_resource_init(&g->base, &guard_ops, device, upstream);
     *out_resource = &g->base;
     return ORDO_OK;
 }

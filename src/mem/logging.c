@@ -201,11 +201,11 @@ static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_bloc
     do {
         if (!live) {
             /* Only catches the plainest case: nothing of ours is live. */
-            st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
-                            "block %p (tag %u) was not allocated through this logging adaptor "
-                            "(none of its blocks is live): give a block back to the stack it "
-                            "came from",
-                            (void *)block, tag);
+            st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                             "block %p (tag %u) was not allocated through this logging adaptor "
+                             "(none of its blocks is live): give a block back to the stack it "
+                             "came from",
+                             (void *)block, tag);
             goto logged;
         }
     } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
@@ -222,10 +222,10 @@ logged:
 
 static ordo_status_t logging_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     logging_resource_t *l = (logging_resource_t *)resource;
-    ordo_status_t st = mem_forward_reap_pending(resource, deadline);
+    ordo_status_t st = ordo__mem_forward_reap_pending(resource, deadline);
     uint64_t seq = next_seq(l);
     log_line(l, seq, ordo_time_now_ns(), "reap", st, " outstanding=%" PRIu64,
-             mem_forward_bytes_outstanding(resource));
+             ordo__mem_forward_bytes_outstanding(resource));
     return st;
 }
 
@@ -238,21 +238,21 @@ static void log_use(logging_resource_t *l, const char *op, ordo_status_t st, ord
 
 static ordo_status_t logging_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                          ordo_stream_t *stream, ordo_access_mode_t mode) {
-    ordo_status_t st = mem_forward_prepare_use(resource, block, stream, mode);
+    ordo_status_t st = ordo__mem_forward_prepare_use(resource, block, stream, mode);
     log_use((logging_resource_t *)resource, "prepare_use", st, block, stream, mode_name(mode));
     return st;
 }
 
 static ordo_status_t logging_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                         ordo_stream_t *stream, ordo_access_mode_t mode) {
-    ordo_status_t st = mem_forward_finish_use(resource, block, stream, mode);
+    ordo_status_t st = ordo__mem_forward_finish_use(resource, block, stream, mode);
     log_use((logging_resource_t *)resource, "finish_use", st, block, stream, mode_name(mode));
     return st;
 }
 
 static ordo_status_t logging_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                         ordo_stream_t *stream) {
-    ordo_status_t st = mem_forward_record_use(resource, block, stream);
+    ordo_status_t st = ordo__mem_forward_record_use(resource, block, stream);
     log_use((logging_resource_t *)resource, "record_use", st, block, stream, "none");
     return st;
 }
@@ -274,14 +274,14 @@ static ordo_status_t logging_destroy(ordo_mem_resource_t *resource) {
     logging_resource_t *l = (logging_resource_t *)resource;
     uint64_t live = atomic_load_explicit(&l->blocks_live, memory_order_acquire);
     if (live) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
-                          "the logging adaptor still has %" PRIu64 " block(s) outstanding", live);
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                           "the logging adaptor still has %" PRIu64 " block(s) outstanding", live);
     }
     if (l->fd >= 0) {
         (void)close(l->fd);
     }
-    mem_resource_fini(resource);
-    ordo_dealloc(l, sizeof *l, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(l, sizeof *l, 0);
     return ORDO_OK;
 }
 
@@ -289,28 +289,28 @@ static const mem_resource_ops_t logging_ops = {
     .kind = "logging",
     .allocate = logging_allocate,
     .deallocate = logging_deallocate,
-    .bytes_outstanding = mem_forward_bytes_outstanding,
+    .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
     .reap_pending = logging_reap_pending,
-    .supports_use_tracking = mem_forward_supports_use_tracking,
+    .supports_use_tracking = ordo__mem_forward_supports_use_tracking,
     .prepare_use = logging_prepare_use,
     .finish_use = logging_finish_use,
     .record_use = logging_record_use,
-    .block_buffer = mem_forward_block_buffer,
+    .block_buffer = ordo__mem_forward_block_buffer,
     .destroy = logging_destroy,
     .block_refused = logging_block_refused,
 };
 
 static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int fd,
                                   ordo_mem_resource_t **out_resource, const char *api) {
-    logging_resource_t *l = ordo_alloc(sizeof *l, 0);
+    logging_resource_t *l = ordo__alloc(sizeof *l, 0);
     if (!l) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a logging adaptor");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a logging adaptor");
     }
     l->file = file;
     l->fd = fd;
     l->write_signal = write_signal_of(file ? fileno(file) : fd);
     atomic_init(&l->seq, 1);
-    mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
+    ordo__mem_resource_init(&l->base, &logging_ops, upstream->device, upstream);
     log_line(l, 0, ordo_time_now_ns(), "open", ORDO_OK, " version=1 device=%s upstream=%s",
              upstream->device->info.name, upstream->ops->kind);
     *out_resource = &l->base;
@@ -320,10 +320,10 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
 static ordo_status_t check_create(ordo_mem_resource_t *upstream, ordo_mem_resource_t **out_resource,
                                   const char *api) {
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
     *out_resource = NULL;
-    return mem_resource_check(upstream, api);
+    return ordo__mem_resource_check(upstream, api);
 }
 
 ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
@@ -333,7 +333,7 @@ ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
         return st;
     }
     if (!file) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "file is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "file is NULL");
     }
     return logging_make(upstream, file, -1, out_resource, __func__);
 }
@@ -345,24 +345,24 @@ ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const 
         return st;
     }
     if (!path || !*path) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "path is %s",
-                          path ? "empty" : "NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "path is %s",
+                           path ? "empty" : "NULL");
     }
     /* Non-blocking for the open only: a FIFO nobody reads is refused
      * (ENXIO) instead of blocking the call until a reader comes. */
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
         int err = errno;
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "cannot open '%s' for appending: %s%s", path, strerror(err),
-                          err == ENXIO ? " (a FIFO that no process has open for reading)" : "");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "cannot open '%s' for appending: %s%s", path, strerror(err),
+                           err == ENXIO ? " (a FIFO that no process has open for reading)" : "");
     }
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
         int err = errno;
         (void)close(fd);
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "cannot set up '%s' for writing: %s",
-                          path, strerror(err));
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "cannot set up '%s' for writing: %s", path, strerror(err));
     }
     st = logging_make(upstream, NULL, fd, out_resource, __func__);
     if (st != ORDO_OK) {
@@ -376,17 +376,17 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = mem_resource_check(resource, __func__);
+    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (resource->ops != &logging_ops) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "%p is a %s resource, not a logging adaptor", (void *)resource,
-                          resource->ops->kind);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "%p is a %s resource, not a logging adaptor", (void *)resource,
+                           resource->ops->kind);
     }
     if (!out_stats) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
     logging_resource_t *l = (logging_resource_t *)resource;
     out_stats->lines = atomic_load_explicit(&l->lines, memory_order_relaxed);

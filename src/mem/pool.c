@@ -230,9 +230,9 @@ static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_blo
 
 static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) {
     if (!p->bins[affinity]) {
-        p->bins[affinity] = ordo_alloc(sizeof(pool_bins_t), 64);
+        p->bins[affinity] = ordo__alloc(sizeof(pool_bins_t), 64);
         if (!p->bins[affinity]) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bins");
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bins");
         }
     }
     return ORDO_OK;
@@ -242,7 +242,7 @@ static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) 
 
 /* Fills the spare list from a new slab; zero when none can be had. */
 static __attribute__((noinline)) int descriptors_refill(pool_t *p) {
-    pool_slab_t *slab = ordo_alloc(sizeof *slab, 64);
+    pool_slab_t *slab = ordo__alloc(sizeof *slab, 64);
     if (!slab) {
         return 0;
     }
@@ -378,7 +378,7 @@ static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t 
         return ORDO_OK;
     }
     if (ordo_stream_status(ts->stream) == ORDO_OK) {
-        return tracker_wait_for(p->tracker, t, s, point);
+        return ordo__tracker_wait_for(p->tracker, t, s, point);
     }
     uint64_t value = 0;
     uint64_t bit = (uint64_t)1 << s;
@@ -408,7 +408,7 @@ static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b
         if (st != ORDO_OK) {
             /* The wait ordo enqueued was refused (t has failed): named for
              * the allocation, the call the user made. */
-            return ordo_error_as(st, "ordo_mem_allocate");
+            return ordo__error_as(st, "ordo_mem_allocate");
         }
     }
     return ORDO_OK;
@@ -821,7 +821,7 @@ static void chunk_forget(pool_t *p, pool_chunk_t *chunk, pool_block_t *whole) {
     p->stats.bytes_reserved -= chunk->size;
     --p->stats.chunks;
     ++p->stats.trims;
-    ordo_dealloc(chunk, sizeof *chunk, 0);
+    ordo__dealloc(chunk, sizeof *chunk, 0);
 }
 
 /* Gives settled, wholly free chunks back upstream while more than keep
@@ -868,8 +868,8 @@ static void trim_pending(pool_t *p) {
         uint32_t s = whole->death[whole->death_count - 1].stream;
         for (unsigned i = 0; healthy && i < whole->death_count; ++i) {
             const pool_death_t *d = &whole->death[i];
-            healthy =
-                d->stream == s || tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
+            healthy = d->stream == s ||
+                      ordo__tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
         }
         if (!healthy || mem_deallocate(p->base.upstream, chunk->upstream_block,
                                        p->tracker->streams[s]->stream) != ORDO_OK) {
@@ -1004,22 +1004,22 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
         return st;
     }
     size_t chunk_size = size > p->config.chunk_bytes ? size : p->config.chunk_bytes;
-    pool_chunk_t *chunk = ordo_alloc(sizeof *chunk, 0);
+    pool_chunk_t *chunk = ordo__alloc(sizeof *chunk, 0);
     pool_block_t *b = descriptor_take(p);
     if (!chunk || !b) {
         if (chunk) {
-            ordo_dealloc(chunk, sizeof *chunk, 0);
+            ordo__dealloc(chunk, sizeof *chunk, 0);
         }
         if (b) {
             descriptor_put(p, b);
         }
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "cannot allocate the pool's bookkeeping");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "cannot allocate the pool's bookkeeping");
     }
     mem_request_t request = {chunk_size, POOL_UNIT, stream, ORDO_MEM_TAG_NONE};
     st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
     if (st != ORDO_OK) {
-        ordo_dealloc(chunk, sizeof *chunk, 0);
+        ordo__dealloc(chunk, sizeof *chunk, 0);
         descriptor_put(p, b);
         return st;
     }
@@ -1143,7 +1143,7 @@ slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint
     }
     b = descriptor_take(p);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bookkeeping");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bookkeeping");
     }
     b->kind = POOL_KIND_SLOT;
     b->cls = (uint8_t)c;
@@ -1167,10 +1167,10 @@ slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint
 static ordo_status_t history_reserve(pool_block_t *b, uint32_t t, const char *api) {
     if (t >= BUFFER_INLINE_READERS && !b->history.more_last_points) {
         b->history.more_last_points =
-            ordo_alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->history.more_last_points, 0);
+            ordo__alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->history.more_last_points, 0);
         if (!b->history.more_last_points) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                              "cannot grow a block's per-stream points");
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                               "cannot grow a block's per-stream points");
         }
     }
     return ORDO_OK;
@@ -1197,9 +1197,9 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     if (request->bytes > ORDO_MEM_MAX_BYTES - extra - POOL_UNIT) {
         /* Within the maximum (checked before): the pool cannot satisfy it
          * once rounded and aligned, which is out of memory. */
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api,
-                          "%zu bytes aligned to %zu is too large for the pool once rounded",
-                          request->bytes, request->alignment);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                           "%zu bytes aligned to %zu is too large for the pool once rounded",
+                           request->bytes, request->alignment);
     }
     size_t size = (request->bytes + extra + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
     pool_block_t *uncovered = NULL;
@@ -1275,7 +1275,7 @@ static void trace_in_use(const pool_t *p) {
                            p->stats.bytes_in_use,
                            TRACE_COUNTER,
                            0};
-        trace_record(&e);
+        ordo__trace_record(&e);
     }
 }
 
@@ -1303,8 +1303,8 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     }
     /* Under the lock: a racing second free of the block sees FREED. */
     if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
-                          (void *)b, b->base.tag);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
     }
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
     /* The death frontier: each use the freeing stream has not waited for,
@@ -1329,13 +1329,13 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
              * device, so its free point implies them. A failed s cannot
              * wait (nor will its free point ever be reached): refused, the
              * block stays live. */
-            st = tracker_wait_for(p->tracker, s, u, point);
+            st = ordo__tracker_wait_for(p->tracker, s, u, point);
             if (st != ORDO_OK) {
                 atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
-                return ordo_error(st, api,
-                                  "block %p (tag %u) was used on more streams than the freeing "
-                                  "stream knows, and that stream cannot wait for them: %s",
-                                  (void *)b, b->base.tag, ordo_error_message());
+                return ordo__error(st, api,
+                                   "block %p (tag %u) was used on more streams than the freeing "
+                                   "stream knows, and that stream cannot wait for them: %s",
+                                   (void *)b, b->base.tag, ordo_error_message());
             }
         }
     }
@@ -1362,8 +1362,8 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
  * knows no work still uses): the block is settled at once. */
 static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) {
     if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
-                          "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
+                           "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
     }
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
     b->history.magic = ORDO_BUFFER_RELEASED;
@@ -1480,7 +1480,7 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
             continue;
         }
         const tracker_record_t *record = NULL;
-        st = tracker_record_covering(p->tracker, s, need[s], &record);
+        st = ordo__tracker_record_covering(p->tracker, s, need[s], &record);
         if (st == ORDO_OK) {
             ordo_signal_t *timeline = p->tracker->streams[s]->timeline;
             (void)ordo_signal_retain(timeline);
@@ -1511,8 +1511,8 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     }
     ordo_rlock_unlock(&p->tracker->lock);
     if (waited == ORDO_ERR_TIMEOUT) {
-        return ordo_error(ORDO_ERR_TIMEOUT, api,
-                          "uses of freed blocks were still running at the deadline");
+        return ordo__error(ORDO_ERR_TIMEOUT, api,
+                           "uses of freed blocks were still running at the deadline");
     }
     return ORDO_OK;
 }
@@ -1522,22 +1522,22 @@ static void pool_free_everything(pool_t *p) {
         pool_chunk_t *chunk = p->chunks;
         p->chunks = chunk->next;
         (void)mem_deallocate(p->base.upstream, chunk->upstream_block, NULL);
-        ordo_dealloc(chunk, sizeof *chunk, 0);
+        ordo__dealloc(chunk, sizeof *chunk, 0);
     }
     while (p->slabs) {
         pool_slab_t *slab = p->slabs;
         p->slabs = slab->next;
         for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
             if (slab->blocks[i].history.more_last_points) {
-                ordo_dealloc(slab->blocks[i].history.more_last_points,
-                             ORDO_TRACKER_MAX_STREAMS * sizeof(uint64_t), 0);
+                ordo__dealloc(slab->blocks[i].history.more_last_points,
+                              ORDO_TRACKER_MAX_STREAMS * sizeof(uint64_t), 0);
             }
         }
-        ordo_dealloc(slab, sizeof *slab, 64);
+        ordo__dealloc(slab, sizeof *slab, 64);
     }
     for (unsigned a = 0; a < POOL_AFFINITIES; ++a) {
         if (p->bins[a]) {
-            ordo_dealloc(p->bins[a], sizeof(pool_bins_t), 64);
+            ordo__dealloc(p->bins[a], sizeof(pool_bins_t), 64);
         }
     }
 }
@@ -1549,8 +1549,8 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
     ordo_rlock_lock(&tracker->lock);
     if (p->blocks_out) {
         ordo_rlock_unlock(&tracker->lock);
-        return ordo_error(ORDO_ERR_BUSY, api, "the pool still has %llu block(s) handed out",
-                          (unsigned long long)p->blocks_out);
+        return ordo__error(ORDO_ERR_BUSY, api, "the pool still has %llu block(s) handed out",
+                           (unsigned long long)p->blocks_out);
     }
     settle_all(p);
     uint32_t unsettled = 0;
@@ -1563,16 +1563,16 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
     }
     if (unsettled) {
         ordo_rlock_unlock(&tracker->lock);
-        return ordo_error(ORDO_ERR_BUSY, api,
-                          "%u free block(s) may still be used by work on the streams "
-                          "(ordo_mem_reap_pending waits for it)",
-                          unsettled);
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "%u free block(s) may still be used by work on the streams "
+                           "(ordo_mem_reap_pending waits for it)",
+                           unsettled);
     }
     pool_free_everything(p);
-    mem_resource_fini(resource);
+    ordo__mem_resource_fini(resource);
     atomic_fetch_sub_explicit(&tracker->pools, 1, memory_order_release);
     ordo_rlock_unlock(&tracker->lock);
-    ordo_dealloc(p, sizeof *p, 64);
+    ordo__dealloc(p, sizeof *p, 64);
     return ORDO_OK;
 }
 
@@ -1597,7 +1597,7 @@ static int is_pool(const ordo_mem_resource_t *resource) {
 
 ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config) {
     if (!out_config) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     *out_config = (ordo_mem_pool_config_t){ORDO_MEM_REUSE_WAIT, POOL_DEFAULT_CHUNK, UINT64_MAX,
                                            POOL_DEFAULT_SLOT_MAX};
@@ -1610,36 +1610,36 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = tracker_check(tracker, __func__);
+    ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st == ORDO_OK) {
-        st = mem_resource_check(upstream, __func__);
+        st = ordo__mem_resource_check(upstream, __func__);
     }
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     if (upstream->device != tracker->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "upstream allocates on %s but the tracker orders streams of %s",
-                          upstream->device->info.name, tracker->device->info.name);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "upstream allocates on %s but the tracker orders streams of %s",
+                           upstream->device->info.name, tracker->device->info.name);
     }
     ordo_mem_pool_config_t cfg;
     (void)ordo_mem_pool_config_default(&cfg);
     if (config) {
         if ((unsigned)config->reuse > ORDO_MEM_REUSE_OTHER_BLOCK) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "reuse policy %d is not one",
-                              (int)config->reuse);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "reuse policy %d is not one",
+                               (int)config->reuse);
         }
         if (config->chunk_bytes > ORDO_MEM_MAX_BYTES) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__, "chunk_bytes %zu is too large",
-                              config->chunk_bytes);
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "chunk_bytes %zu is too large",
+                               config->chunk_bytes);
         }
         if (config->slot_max_bytes > (size_t)POOL_SLOT_MAX_UNITS * POOL_UNIT) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                              "slot_max_bytes %zu is more than the %zu bytes slots may have",
-                              config->slot_max_bytes, (size_t)POOL_SLOT_MAX_UNITS * POOL_UNIT);
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                               "slot_max_bytes %zu is more than the %zu bytes slots may have",
+                               config->slot_max_bytes, (size_t)POOL_SLOT_MAX_UNITS * POOL_UNIT);
         }
         cfg = *config;
         if (!cfg.chunk_bytes) {
@@ -1647,16 +1647,16 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
         }
         cfg.chunk_bytes = (cfg.chunk_bytes + POOL_UNIT - 1) & ~(POOL_UNIT - 1);
     }
-    pool_t *p = ordo_alloc(sizeof *p, 64);
-    pool_bins_t *settled = ordo_alloc(sizeof *settled, 64);
+    pool_t *p = ordo__alloc(sizeof *p, 64);
+    pool_bins_t *settled = ordo__alloc(sizeof *settled, 64);
     if (!p || !settled) {
         if (p) {
-            ordo_dealloc(p, sizeof *p, 64);
+            ordo__dealloc(p, sizeof *p, 64);
         }
         if (settled) {
-            ordo_dealloc(settled, sizeof *settled, 64);
+            ordo__dealloc(settled, sizeof *settled, 64);
         }
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a pool");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a pool");
     }
     /* The settled bins exist from the start: settling cannot fail. */
     p->bins[POOL_SETTLED] = settled;
@@ -1667,16 +1667,16 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
         ++p->slot_classes;
     }
     atomic_fetch_add_explicit(&tracker->pools, 1, memory_order_relaxed);
-    mem_resource_init(&p->base, &pool_ops, tracker->device, upstream);
+    ordo__mem_resource_init(&p->base, &pool_ops, tracker->device, upstream);
     *out_resource = &p->base;
     return ORDO_OK;
 }
 
 static ordo_status_t pool_check(ordo_mem_resource_t *resource, const char *api) {
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st == ORDO_OK && !is_pool(resource)) {
-        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a pool",
-                        (void *)resource, resource->ops->kind);
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%p is a %s resource, not a pool",
+                         (void *)resource, resource->ops->kind);
     }
     return st;
 }
@@ -1690,7 +1690,7 @@ ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *resource, ordo_mem_pool_s
         return st;
     }
     if (!out_stats) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
     pool_t *p = (pool_t *)resource;
     ordo_rlock_lock(&p->tracker->lock);
@@ -1761,7 +1761,7 @@ static int census_live_sound(const pool_t *p, const pool_block_t *b) {
  * masks (release_free_runs counts in them afresh). */
 static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c,
                                   uint64_t *in_use, uint64_t *outstanding) {
-    static const char api[] = "mem_pool_census";
+    static const char api[] = "ordo__mem_pool_census";
     size_t made = 0, found = 0;
     for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
         for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
@@ -1789,10 +1789,10 @@ static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_p
                 b->cls != run->cls || b->size != (size_t)class_max_units(b->cls) * POOL_UNIT ||
                 k >= run->run.made || b->start != run->start + k * b->size ||
                 (run->run.scratch >> k & 1)) {
-                ordo_error(ORDO_ERR_CORRUPTED, api,
-                           "descriptor %zu is neither spare, in a chunk, nor a slot of a run "
-                           "in its place (once)",
-                           at);
+                ordo__error(ORDO_ERR_CORRUPTED, api,
+                            "descriptor %zu is neither spare, in a chunk, nor a slot of a run "
+                            "in its place (once)",
+                            at);
                 return ORDO_ERR_CORRUPTED;
             }
             run->run.scratch |= (uint32_t)1 << k;
@@ -1805,14 +1805,14 @@ static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_p
                 *in_use += b->size;
                 *outstanding += b->base.bytes;
             } else {
-                ordo_error(ORDO_ERR_CORRUPTED, api, "slot %p: is_free %u, or its handle unsound",
-                           (const void *)b, b->is_free);
+                ordo__error(ORDO_ERR_CORRUPTED, api, "slot %p: is_free %u, or its handle unsound",
+                            (const void *)b, b->is_free);
                 return ORDO_ERR_CORRUPTED;
             }
         }
     }
     if (found != made) {
-        ordo_error(ORDO_ERR_CORRUPTED, api, "the runs cut %zu slots; %zu are found", made, found);
+        ordo__error(ORDO_ERR_CORRUPTED, api, "the runs cut %zu slots; %zu are found", made, found);
         return ORDO_ERR_CORRUPTED;
     }
     return ORDO_OK;
@@ -1821,10 +1821,10 @@ static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_p
 /* Checks affinity a's slot lists and runs; *listed counts the slots. */
 static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned a,
                                        size_t *listed) {
-    static const char api[] = "mem_pool_census";
+    static const char api[] = "ordo__mem_pool_census";
     const pool_bins_t *bins = p->bins[a];
     if (bins->slots_nonempty >> (POOL_SLOT_CLASSES - 1) >> 1) {
-        ordo_error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u: a bit past the classes", a);
+        ordo__error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u: a bit past the classes", a);
         return ORDO_ERR_CORRUPTED;
     }
     for (unsigned k = 0; k < POOL_SLOT_CLASSES; ++k) {
@@ -1832,14 +1832,14 @@ static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned
         if (run && (census_index(p, run) == SIZE_MAX ||
                     state[census_index(p, run)] != CENSUS_IN_CHUNK || run->kind != POOL_KIND_RUN ||
                     run->affinity != a || run->cls != k || k >= p->slot_classes)) {
-            ordo_error(ORDO_ERR_CORRUPTED, api, "affinity %u, class %u: run %p is not its run", a,
-                       k, (const void *)run);
+            ordo__error(ORDO_ERR_CORRUPTED, api, "affinity %u, class %u: run %p is not its run", a,
+                        k, (const void *)run);
             return ORDO_ERR_CORRUPTED;
         }
         int bit = (int)(bins->slots_nonempty >> k & 1);
         if (bit != (bins->slot_head[k] != NULL)) {
-            ordo_error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u, class %u: bit %d", a, k,
-                       bit);
+            ordo__error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u, class %u: bit %d", a, k,
+                        bit);
             return ORDO_ERR_CORRUPTED;
         }
         const pool_block_t *prev = NULL;
@@ -1849,10 +1849,10 @@ static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned
                 b->cls != k || b->bin_prev != prev || b->death_count > POOL_DEATH_MAX ||
                 (a == POOL_SETTLED && b->death_count) ||
                 atomic_load_explicit(&b->base.magic, memory_order_relaxed) == ORDO_BLOCK_MAGIC) {
-                ordo_error(ORDO_ERR_CORRUPTED, api,
-                           "slots of affinity %u, class %u: %p is not a free slot of that list, "
-                           "is listed twice, or its links are broken",
-                           a, k, (const void *)b);
+                ordo__error(ORDO_ERR_CORRUPTED, api,
+                            "slots of affinity %u, class %u: %p is not a free slot of that list, "
+                            "is listed twice, or its links are broken",
+                            a, k, (const void *)b);
                 return ORDO_ERR_CORRUPTED;
             }
             state[i] = CENSUS_LISTED;
@@ -1863,8 +1863,8 @@ static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned
 }
 
 static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c) {
-    static const char api[] = "mem_pool_census";
-#define CENSUS_FAIL(...) return ordo_error(ORDO_ERR_CORRUPTED, api, __VA_ARGS__)
+    static const char api[] = "ordo__mem_pool_census";
+#define CENSUS_FAIL(...) return ordo__error(ORDO_ERR_CORRUPTED, api, __VA_ARGS__)
     c->descriptors = total;
     for (const pool_block_t *b = p->spare; b; b = b->bin_next) {
         size_t i = census_index(p, b);
@@ -2018,14 +2018,14 @@ static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_
     return ORDO_OK;
 }
 
-ordo_status_t mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census) {
-    static const char api[] = "mem_pool_census";
+ordo_status_t ordo__mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census) {
+    static const char api[] = "ordo__mem_pool_census";
     ordo_status_t st = pool_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_census) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_census is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_census is NULL");
     }
     pool_t *p = (pool_t *)resource;
     *out_census = (mem_pool_census_t){0};
@@ -2034,15 +2034,15 @@ ordo_status_t mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *
     for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
         total += POOL_SLAB_BLOCKS;
     }
-    uint8_t *state = total ? ordo_alloc(total, 0) : NULL;
+    uint8_t *state = total ? ordo__alloc(total, 0) : NULL;
     if (total && !state) {
-        st = ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the census");
+        st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the census");
     } else {
         st = census_locked(p, state, total, out_census);
     }
     ordo_rlock_unlock(&p->tracker->lock);
     if (state) {
-        ordo_dealloc(state, total, 0);
+        ordo__dealloc(state, total, 0);
     }
     return st;
 }

@@ -8,8 +8,8 @@
 
 #include "ordo/memory.h"
 
-/* What mem_pool_census counted. */
-typedef struct mem_pool_census {
+/* What ordo__mem_pool_census counted. */
+typedef struct ordo__mem_pool_census {
     size_t chunks;
     size_t live_blocks;    /* handed out */
     size_t free_blocks;    /* in a bin */
@@ -35,6 +35,6 @@ typedef struct mem_pool_census {
  * counters match the blocks handed out.
  * ORDO_ERR_CORRUPTED (the message says what) when one does not hold;
  * ORDO_ERR_INVALID_ARGUMENT when resource is not a pool. */
-ordo_status_t mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census);
+ordo_status_t ordo__mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census);
 
 #endif

@@ -9,8 +9,8 @@
 #include "base/futex.h"
 #include "hal/hal.h"
 
-void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
-                       ordo_device_t *device, ordo_mem_resource_t *upstream) {
+void ordo__mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
+                             ordo_device_t *device, ordo_mem_resource_t *upstream) {
     resource->magic = ORDO_RESOURCE_MAGIC;
     resource->ops = ops;
     resource->device = device;
@@ -29,35 +29,35 @@ void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *
     }
 }
 
-void mem_resource_fini(ordo_mem_resource_t *resource) {
+void ordo__mem_resource_fini(ordo_mem_resource_t *resource) {
     if (resource->upstream) {
         atomic_fetch_sub_explicit(&resource->upstream->dependents, 1, memory_order_relaxed);
     }
     resource->magic = ORDO_HAL_DEAD;
 }
 
-ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api) {
+ordo_status_t ordo__mem_resource_check(const ordo_mem_resource_t *resource, const char *api) {
     if (!resource) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "memory resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "memory resource is NULL");
     }
     if (resource->magic != ORDO_RESOURCE_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                          "%p is not a live memory resource (destroyed, or not a resource)",
-                          (const void *)resource);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "%p is not a live memory resource (destroyed, or not a resource)",
+                           (const void *)resource);
     }
     return ORDO_OK;
 }
 
 static ordo_status_t check_stream(const ordo_mem_resource_t *resource, ordo_stream_t *stream,
                                   const char *api) {
-    ordo_status_t st = hal_stream_check(stream, api);
+    ordo_status_t st = ordo__hal_stream_check(stream, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (stream->device != resource->device) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "stream of %s used with a memory resource of %s",
-                          stream->device->info.name, resource->device->info.name);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "stream of %s used with a memory resource of %s",
+                           stream->device->info.name, resource->device->info.name);
     }
     return ORDO_OK;
 }
@@ -67,18 +67,19 @@ static ordo_status_t check_stream(const ordo_mem_resource_t *resource, ordo_stre
 static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo_block_t *block,
                                  mem_refusal_t *out_why, const char *api) {
     if (!block) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
     }
     uint32_t magic = atomic_load_explicit(&block->magic, memory_order_acquire);
     if (magic == ORDO_BLOCK_FREED) {
         *out_why = MEM_REFUSED_FREED;
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
-                          (const void *)block, block->tag);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "block %p (tag %u) was already deallocated", (const void *)block,
+                           block->tag);
     }
     if (magic != ORDO_BLOCK_MAGIC) {
         *out_why = MEM_REFUSED_NOT_LIVE;
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
-                          (const void *)block);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
+                           (const void *)block);
     }
     const ordo_mem_resource_t *stop = NULL;
     for (const ordo_mem_resource_t *r = resource; r; r = r->upstream) {
@@ -93,18 +94,18 @@ static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo
     *out_why = MEM_REFUSED_FOREIGN;
     for (const ordo_mem_resource_t *r = stop ? stop->upstream : NULL; r; r = r->upstream) {
         if (block->resource == r) {
-            return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                              "block %p (tag %u) was allocated from the %s resource %p below the "
-                              "%s %p, which takes back only its own blocks",
-                              (const void *)block, block->tag, r->ops->kind, (const void *)r,
-                              stop->ops->kind, (const void *)stop);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "block %p (tag %u) was allocated from the %s resource %p below the "
+                               "%s %p, which takes back only its own blocks",
+                               (const void *)block, block->tag, r->ops->kind, (const void *)r,
+                               stop->ops->kind, (const void *)stop);
         }
     }
-    return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                      "block %p (tag %u) belongs to another resource stack (%s %p), not to "
-                      "this %s resource",
-                      (const void *)block, block->tag, block->resource->ops->kind,
-                      (const void *)block->resource, resource->ops->kind);
+    return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                       "block %p (tag %u) belongs to another resource stack (%s %p), not to "
+                       "this %s resource",
+                       (const void *)block, block->tag, block->resource->ops->kind,
+                       (const void *)block->resource, resource->ops->kind);
 }
 
 /* Tells the checking resources of the stack that block was refused. */
@@ -131,37 +132,37 @@ allocate_refused(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
     if (out_ptr) {
         *out_ptr = NULL;
     }
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_block) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_block is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_block is NULL");
     }
     if ((st = check_stream(resource, stream, api)) != ORDO_OK) {
         return st;
     }
     if (bytes == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "a zero-byte allocation is refused (tag %u)", tag);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "a zero-byte allocation is refused (tag %u)", tag);
     }
     if (bytes > ORDO_MEM_MAX_BYTES) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
-                          "%zu bytes (tag %u) is more than the %zu bytes one allocation may ask",
-                          bytes, tag, (size_t)ORDO_MEM_MAX_BYTES);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api,
+                           "%zu bytes (tag %u) is more than the %zu bytes one allocation may ask",
+                           bytes, tag, (size_t)ORDO_MEM_MAX_BYTES);
     }
     if ((alignment & (alignment - 1)) || alignment > ORDO_MEM_MAX_ALIGNMENT) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                          "alignment %zu is not a power of two up to %zu", alignment,
-                          (size_t)ORDO_MEM_MAX_ALIGNMENT);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "alignment %zu is not a power of two up to %zu", alignment,
+                           (size_t)ORDO_MEM_MAX_ALIGNMENT);
     }
     if (tag >= ORDO_MEM_MAX_TAGS) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "tag %u is not below %u", tag,
-                          ORDO_MEM_MAX_TAGS);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "tag %u is not below %u", tag,
+                           ORDO_MEM_MAX_TAGS);
     }
     /* Every check passes now: a handle changed while it was checked. */
-    return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                      "the resource or the stream changed while the call was checking them");
+    return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                       "the resource or the stream changed while the call was checking them");
 }
 
 ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, size_t alignment,
@@ -195,7 +196,7 @@ ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, siz
 __attribute__((noinline)) static ordo_status_t
 deallocate_checked(ordo_mem_resource_t *resource, ordo_block_t *block, ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_deallocate";
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
@@ -227,19 +228,19 @@ ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t
     if (out_bytes) {
         *out_bytes = 0;
     }
-    ordo_status_t st = mem_resource_check(resource, __func__);
+    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_bytes) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_bytes is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_bytes is NULL");
     }
     *out_bytes = resource->ops->bytes_outstanding(resource);
     return ORDO_OK;
 }
 
 ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
-    ordo_status_t st = mem_resource_check(resource, __func__);
+    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -250,12 +251,12 @@ ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int 
     if (out_supported) {
         *out_supported = 0;
     }
-    ordo_status_t st = mem_resource_check(resource, __func__);
+    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_supported) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_supported is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_supported is NULL");
     }
     *out_supported = resource->ops->supports_use_tracking(resource);
     return ORDO_OK;
@@ -263,7 +264,7 @@ ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int 
 
 static ordo_status_t check_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                ordo_stream_t *stream, const char *api) {
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st != ORDO_OK) {
         return st;
     }
@@ -276,8 +277,8 @@ static ordo_status_t check_use(ordo_mem_resource_t *resource, ordo_block_t *bloc
 
 static ordo_status_t check_mode(ordo_access_mode_t mode, const char *api) {
     if ((unsigned)mode - 1u > 2u) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "access mode %d is not a mode",
-                          (int)mode);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "access mode %d is not a mode",
+                           (int)mode);
     }
     return ORDO_OK;
 }
@@ -290,7 +291,7 @@ ordo_status_t ordo_mem_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *
     }
     if (st == ORDO_OK &&
         (st = resource->ops->prepare_use(resource, block, stream, mode)) != ORDO_OK) {
-        return ordo_error_as(st, __func__); /* a device wait refused: named for this call */
+        return ordo__error_as(st, __func__); /* a device wait refused: named for this call */
     }
     return st;
 }
@@ -303,7 +304,7 @@ ordo_status_t ordo_mem_finish_use(ordo_mem_resource_t *resource, ordo_block_t *b
     }
     if (st == ORDO_OK &&
         (st = resource->ops->finish_use(resource, block, stream, mode)) != ORDO_OK) {
-        return ordo_error_as(st, __func__);
+        return ordo__error_as(st, __func__);
     }
     return st;
 }
@@ -312,7 +313,7 @@ ordo_status_t ordo_mem_record_use(ordo_mem_resource_t *resource, ordo_block_t *b
                                   ordo_stream_t *stream) {
     ordo_status_t st = check_use(resource, block, stream, __func__);
     if (st == ORDO_OK && (st = resource->ops->record_use(resource, block, stream)) != ORDO_OK) {
-        return ordo_error_as(st, __func__);
+        return ordo__error_as(st, __func__);
     }
     return st;
 }
@@ -321,9 +322,9 @@ static ordo_status_t resource_destroy(ordo_mem_resource_t *resource) {
     static const char api[] = "ordo_mem_resource_destroy";
     uint32_t dependents = atomic_load_explicit(&resource->dependents, memory_order_acquire);
     if (dependents) {
-        return ordo_error(ORDO_ERR_BUSY, api,
-                          "%u resource(s) stand on this %s resource: destroy them first",
-                          dependents, resource->ops->kind);
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "%u resource(s) stand on this %s resource: destroy them first",
+                           dependents, resource->ops->kind);
     }
     ordo_device_t *device = resource->device;
     int holds_device = resource->holds_device_stack;
@@ -332,32 +333,32 @@ static ordo_status_t resource_destroy(ordo_mem_resource_t *resource) {
     return st == ORDO_OK && holds_device ? ordo_device_release(device) : st;
 }
 
-ordo_status_t mem_resource_destroy_owned(ordo_mem_resource_t *resource) {
+ordo_status_t ordo__mem_resource_destroy_owned(ordo_mem_resource_t *resource) {
     return resource_destroy(resource);
 }
 
 ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource) {
-    ordo_status_t st = mem_resource_check(resource, __func__);
+    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (resource->device_owned) {
-        return ordo_error(ORDO_ERR_BUSY, __func__,
-                          "this %s resource is a layer of %s's own memory stack "
-                          "(ordo_device_memory): the device owns it and destroys it at its last "
-                          "release",
-                          resource->ops->kind, resource->device->info.name);
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "this %s resource is a layer of %s's own memory stack "
+                           "(ordo_device_memory): the device owns it and destroys it at its last "
+                           "release",
+                           resource->ops->kind, resource->device->info.name);
     }
     return resource_destroy(resource);
 }
 
 static ordo_status_t check_block_handle(const ordo_block_t *block, const char *api) {
     if (!block) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "block is NULL");
     }
     if (atomic_load_explicit(&block->magic, memory_order_acquire) != ORDO_BLOCK_MAGIC) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
-                          (const void *)block);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%p is not a live block",
+                           (const void *)block);
     }
     return ORDO_OK;
 }
@@ -371,7 +372,7 @@ ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_
         return st;
     }
     if (!out_info) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
     }
     *out_info = (ordo_block_info_t){block->ptr, block->bytes,  block->alignment,
                                     block->tag, block->stream, block->resource};
@@ -387,7 +388,7 @@ ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr) {
         return st;
     }
     if (!out_ptr) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ptr is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ptr is NULL");
     }
     *out_ptr = block->ptr;
     return ORDO_OK;
@@ -402,110 +403,110 @@ ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_b
         return st;
     }
     if (!out_buffer) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
     }
     ordo_mem_resource_t *resource = block->resource;
     *out_buffer = resource->ops->block_buffer(resource, block);
     if (!*out_buffer) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, __func__,
-                          "block %p comes from a %s resource, which keeps no access history "
-                          "(use tracking unsupported)",
-                          (const void *)block, resource->ops->kind);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, __func__,
+                           "block %p comes from a %s resource, which keeps no access history "
+                           "(use tracking unsupported)",
+                           (const void *)block, resource->ops->kind);
     }
     return ORDO_OK;
 }
 
 /* --- Forwarding and refusing helpers --- */
 
-uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *r) {
+uint64_t ordo__mem_forward_bytes_outstanding(ordo_mem_resource_t *r) {
     return r->upstream->ops->bytes_outstanding(r->upstream);
 }
-ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *r, ordo_deadline_t deadline) {
+ordo_status_t ordo__mem_forward_reap_pending(ordo_mem_resource_t *r, ordo_deadline_t deadline) {
     return r->upstream->ops->reap_pending(r->upstream, deadline);
 }
-int mem_forward_supports_use_tracking(ordo_mem_resource_t *r) {
+int ordo__mem_forward_supports_use_tracking(ordo_mem_resource_t *r) {
     return r->upstream->ops->supports_use_tracking(r->upstream);
 }
-ordo_status_t mem_forward_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                      ordo_stream_t *stream, ordo_access_mode_t mode) {
+ordo_status_t ordo__mem_forward_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                            ordo_stream_t *stream, ordo_access_mode_t mode) {
     return r->upstream->ops->prepare_use(r->upstream, block, stream, mode);
 }
-ordo_status_t mem_forward_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                     ordo_stream_t *stream, ordo_access_mode_t mode) {
+ordo_status_t ordo__mem_forward_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                           ordo_stream_t *stream, ordo_access_mode_t mode) {
     return r->upstream->ops->finish_use(r->upstream, block, stream, mode);
 }
-ordo_status_t mem_forward_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                     ordo_stream_t *stream) {
+ordo_status_t ordo__mem_forward_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                           ordo_stream_t *stream) {
     return r->upstream->ops->record_use(r->upstream, block, stream);
 }
-ordo_buffer_t *mem_forward_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
+ordo_buffer_t *ordo__mem_forward_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
     return r->upstream->ops->block_buffer(r->upstream, block);
 }
 
-int mem_no_use_tracking(ordo_mem_resource_t *r) {
+int ordo__mem_no_use_tracking(ordo_mem_resource_t *r) {
     (void)r;
     return 0;
 }
 
 static ordo_status_t refuse(const ordo_mem_resource_t *r, const char *what) {
-    return ordo_error(ORDO_ERR_UNSUPPORTED, what,
-                      "use tracking is unsupported by the %s resource: it keeps no access "
-                      "history (order cross-stream uses yourself, or use a pool)",
-                      r->ops->kind);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, what,
+                       "use tracking is unsupported by the %s resource: it keeps no access "
+                       "history (order cross-stream uses yourself, or use a pool)",
+                       r->ops->kind);
 }
-ordo_status_t mem_refuse_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                     ordo_stream_t *stream, ordo_access_mode_t mode) {
+ordo_status_t ordo__mem_refuse_prepare_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                           ordo_stream_t *stream, ordo_access_mode_t mode) {
     (void)block, (void)stream, (void)mode;
     return refuse(r, "ordo_mem_prepare_use");
 }
-ordo_status_t mem_refuse_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                    ordo_stream_t *stream, ordo_access_mode_t mode) {
+ordo_status_t ordo__mem_refuse_finish_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                          ordo_stream_t *stream, ordo_access_mode_t mode) {
     (void)block, (void)stream, (void)mode;
     return refuse(r, "ordo_mem_finish_use");
 }
-ordo_status_t mem_refuse_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
-                                    ordo_stream_t *stream) {
+ordo_status_t ordo__mem_refuse_record_use(ordo_mem_resource_t *r, ordo_block_t *block,
+                                          ordo_stream_t *stream) {
     (void)block, (void)stream;
     return refuse(r, "ordo_mem_record_use");
 }
-ordo_buffer_t *mem_no_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
+ordo_buffer_t *ordo__mem_no_block_buffer(ordo_mem_resource_t *r, const ordo_block_t *block) {
     (void)r, (void)block;
     return NULL;
 }
 
-void mem_frees_done(_Atomic uint32_t *pending) {
+void ordo__mem_frees_done(_Atomic uint32_t *pending) {
     atomic_fetch_sub_explicit(pending, 1, memory_order_release);
-    ordo_futex_wake(pending, 1 << 30);
+    ordo__futex_wake(pending, 1 << 30);
 }
 
-ordo_status_t mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline) {
+ordo_status_t ordo__mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline) {
     for (;;) {
         uint32_t count = atomic_load_explicit(pending, memory_order_acquire);
         if (!count) {
             return ORDO_OK;
         }
-        if (ordo_futex_wait(pending, count, deadline) == ORDO_FUTEX_TIMED_OUT &&
+        if (ordo__futex_wait(pending, count, deadline) == ORDO_FUTEX_TIMED_OUT &&
             atomic_load_explicit(pending, memory_order_acquire)) {
-            return ordo_error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
-                              "%u stream-ordered free(s) still pending at the deadline",
-                              atomic_load_explicit(pending, memory_order_relaxed));
+            return ordo__error(ORDO_ERR_TIMEOUT, "ordo_mem_reap_pending",
+                               "%u stream-ordered free(s) still pending at the deadline",
+                               atomic_load_explicit(pending, memory_order_relaxed));
         }
     }
 }
 
-ordo_status_t mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
-                                     ordo_status_t freed) {
+ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                           ordo_status_t freed) {
     char findings[512]; /* the size of the thread's message */
     if (freed != ORDO_OK) {
         snprintf(findings, sizeof findings, "%s", ordo_error_message());
     }
-    uint64_t messages = ordo_error_count();
+    uint64_t messages = ordo__error_count();
     ordo_status_t st = ordo_stream_signal(stream, timeline, 1);
     if (st != ORDO_OK) {
         (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
     }
-    if (freed != ORDO_OK && ordo_error_count() != messages) {
-        (void)ordo_error(freed, NULL, "%s", findings);
+    if (freed != ORDO_OK && ordo__error_count() != messages) {
+        (void)ordo__error(freed, NULL, "%s", findings);
     }
     return freed;
 }

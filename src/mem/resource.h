@@ -98,30 +98,30 @@ struct ordo_block {
 /* Fills the common header; resource->upstream gains a dependent (and, on
  * a layer of the device's own stack, the device a reference, dropped by
  * ordo_mem_resource_destroy). */
-void mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
-                       ordo_device_t *device, ordo_mem_resource_t *upstream);
-/* Undoes mem_resource_init (the memory is the caller's to free). */
-void mem_resource_fini(ordo_mem_resource_t *resource);
+void ordo__mem_resource_init(ordo_mem_resource_t *resource, const mem_resource_ops_t *ops,
+                             ordo_device_t *device, ordo_mem_resource_t *upstream);
+/* Undoes ordo__mem_resource_init (the memory is the caller's to free). */
+void ordo__mem_resource_fini(ordo_mem_resource_t *resource);
 
-ordo_status_t mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
+ordo_status_t ordo__mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
 
 /* ordo_mem_resource_destroy without the refusal of the device's own
  * layers: the device tearing its stack down (device_memory.c). */
-ordo_status_t mem_resource_destroy_owned(ordo_mem_resource_t *resource);
+ordo_status_t ordo__mem_resource_destroy_owned(ordo_mem_resource_t *resource);
 
 /* A direct resource that holds no reference on device: the device's own
  * default stack (device_memory.c), torn down by the device itself. */
-ordo_status_t mem_direct_create_unreferenced(ordo_device_t *device,
-                                             ordo_mem_resource_t **out_resource);
+ordo_status_t ordo__mem_direct_create_unreferenced(ordo_device_t *device,
+                                                   ordo_mem_resource_t **out_resource);
 
 /* Stream-ordered frees in flight, counted in a futex word by the resources
- * that defer their frees to a stream point. mem_frees_done is the last
+ * that defer their frees to a stream point. ordo__mem_frees_done is the last
  * thing a free's callback does: after the decrement the resource may be
  * destroyed, and the wake touches only the word's address. */
-void mem_frees_done(_Atomic uint32_t *pending);
+void ordo__mem_frees_done(_Atomic uint32_t *pending);
 /* Waits until no free counted in *pending is in flight (ORDO_ERR_TIMEOUT,
  * with a message, at the deadline). */
-ordo_status_t mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline);
+ordo_status_t ordo__mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline);
 
 /* Calls into a resource without validating again. */
 static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,
@@ -146,29 +146,31 @@ static inline int mem_freed_despite(ordo_status_t st) {
  * the free's timepoint fires at once. Returns freed, the status of the
  * free (ORDO_OK, or ORDO_ERR_CORRUPTED with a guard's findings as the
  * thread's message, which the refusal does not replace). */
-ordo_status_t mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
-                                     ordo_status_t freed);
+ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
+                                           ordo_status_t freed);
 
 /* For adaptors: forward everything but allocate/deallocate unchanged. */
-uint64_t mem_forward_bytes_outstanding(ordo_mem_resource_t *resource);
-ordo_status_t mem_forward_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
-int mem_forward_supports_use_tracking(ordo_mem_resource_t *resource);
-ordo_status_t mem_forward_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                      ordo_stream_t *stream, ordo_access_mode_t mode);
-ordo_status_t mem_forward_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                     ordo_stream_t *stream, ordo_access_mode_t mode);
-ordo_status_t mem_forward_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                     ordo_stream_t *stream);
-ordo_buffer_t *mem_forward_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block);
+uint64_t ordo__mem_forward_bytes_outstanding(ordo_mem_resource_t *resource);
+ordo_status_t ordo__mem_forward_reap_pending(ordo_mem_resource_t *resource,
+                                             ordo_deadline_t deadline);
+int ordo__mem_forward_supports_use_tracking(ordo_mem_resource_t *resource);
+ordo_status_t ordo__mem_forward_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                            ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t ordo__mem_forward_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                           ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t ordo__mem_forward_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                           ordo_stream_t *stream);
+ordo_buffer_t *ordo__mem_forward_block_buffer(ordo_mem_resource_t *resource,
+                                              const ordo_block_t *block);
 
 /* For base resources without use tracking. */
-int mem_no_use_tracking(ordo_mem_resource_t *resource);
-ordo_status_t mem_refuse_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                     ordo_stream_t *stream, ordo_access_mode_t mode);
-ordo_status_t mem_refuse_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                    ordo_stream_t *stream, ordo_access_mode_t mode);
-ordo_status_t mem_refuse_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                    ordo_stream_t *stream);
-ordo_buffer_t *mem_no_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block);
+int ordo__mem_no_use_tracking(ordo_mem_resource_t *resource);
+ordo_status_t ordo__mem_refuse_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                           ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t ordo__mem_refuse_finish_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                          ordo_stream_t *stream, ordo_access_mode_t mode);
+ordo_status_t ordo__mem_refuse_record_use(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                          ordo_stream_t *stream);
+ordo_buffer_t *ordo__mem_no_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block);
 
 #endif

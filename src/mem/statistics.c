@@ -105,12 +105,12 @@ static ordo_status_t statistics_deallocate(ordo_mem_resource_t *resource, ordo_b
     uint64_t bytes = block->bytes;
     uint32_t tag = block->tag;
     if (!counters_sub_checked(&s->tags[tag], bytes)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
-                          "block %p (tag %u, %" PRIu64
-                          " bytes) was not allocated through this statistics adaptor (it "
-                          "counts fewer bytes of that tag): give a block back to the stack it "
-                          "came from",
-                          (void *)block, tag, bytes);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
+                           "block %p (tag %u, %" PRIu64
+                           " bytes) was not allocated through this statistics adaptor (it "
+                           "counts fewer bytes of that tag): give a block back to the stack it "
+                           "came from",
+                           (void *)block, tag, bytes);
     }
     counters_sub(&s->overall, bytes);
     ordo_status_t st = mem_deallocate(resource->upstream, block, stream);
@@ -125,13 +125,13 @@ static ordo_status_t statistics_destroy(ordo_mem_resource_t *resource) {
     statistics_resource_t *s = (statistics_resource_t *)resource;
     uint64_t live = atomic_load_explicit(&s->overall.current_blocks, memory_order_acquire);
     if (live) {
-        return ordo_error(
+        return ordo__error(
             ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
             "the statistics adaptor still has %" PRIu64 " block(s) outstanding (%" PRIu64 " bytes)",
             live, atomic_load_explicit(&s->overall.current_bytes, memory_order_relaxed));
     }
-    mem_resource_fini(resource);
-    ordo_dealloc(s, sizeof *s, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(s, sizeof *s, 0);
     return ORDO_OK;
 }
 
@@ -139,22 +139,22 @@ static const mem_resource_ops_t statistics_ops = {
     .kind = "statistics",
     .allocate = statistics_allocate,
     .deallocate = statistics_deallocate,
-    .bytes_outstanding = mem_forward_bytes_outstanding,
-    .reap_pending = mem_forward_reap_pending,
-    .supports_use_tracking = mem_forward_supports_use_tracking,
-    .prepare_use = mem_forward_prepare_use,
-    .finish_use = mem_forward_finish_use,
-    .record_use = mem_forward_record_use,
-    .block_buffer = mem_forward_block_buffer,
+    .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
+    .reap_pending = ordo__mem_forward_reap_pending,
+    .supports_use_tracking = ordo__mem_forward_supports_use_tracking,
+    .prepare_use = ordo__mem_forward_prepare_use,
+    .finish_use = ordo__mem_forward_finish_use,
+    .record_use = ordo__mem_forward_record_use,
+    .block_buffer = ordo__mem_forward_block_buffer,
     .destroy = statistics_destroy,
 };
 
 static ordo_status_t statistics_check(ordo_mem_resource_t *resource, const char *api) {
-    ordo_status_t st = mem_resource_check(resource, api);
+    ordo_status_t st = ordo__mem_resource_check(resource, api);
     if (st == ORDO_OK && resource->ops != &statistics_ops) {
-        st = ordo_error(ORDO_ERR_INVALID_ARGUMENT, api,
-                        "%p is a %s resource, not a statistics adaptor", (void *)resource,
-                        resource->ops->kind);
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                         "%p is a %s resource, not a statistics adaptor", (void *)resource,
+                         resource->ops->kind);
     }
     return st;
 }
@@ -164,18 +164,19 @@ ordo_status_t ordo_mem_statistics_create(ordo_mem_resource_t *upstream,
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = mem_resource_check(upstream, __func__); /* the handle first */
+    ordo_status_t st = ordo__mem_resource_check(upstream, __func__); /* the handle first */
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
-    statistics_resource_t *s = ordo_alloc(sizeof *s, 0);
+    statistics_resource_t *s = ordo__alloc(sizeof *s, 0);
     if (!s) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a statistics adaptor");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__,
+                           "cannot allocate a statistics adaptor");
     }
-    mem_resource_init(&s->base, &statistics_ops, upstream->device, upstream);
+    ordo__mem_resource_init(&s->base, &statistics_ops, upstream->device, upstream);
     *out_resource = &s->base;
     return ORDO_OK;
 }
@@ -192,7 +193,7 @@ ordo_status_t ordo_mem_statistics_get(ordo_mem_resource_t *resource,
         return st;
     }
     if (!out_statistics) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_statistics is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_statistics is NULL");
     }
     statistics_resource_t *s = (statistics_resource_t *)resource;
     counters_read(&s->overall, &out_statistics->overall);

@@ -3,7 +3,7 @@
 #include "ordo/link.h"
 #include "sync/signal_internal.h"
 
-void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     ordo_link_t *link = ctx;
     ordo_signal_t *source = timepoint->signal_;
     ordo_signal_t *target = link->target_;
@@ -29,8 +29,8 @@ void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
         message[sizeof prefix - 1 + len] = '\0';
         (void)ordo_signal_fail(target, status, message);
     }
-    signal_release_internal(target);
-    signal_release_internal(source);
+    ordo__signal_release_internal(target);
+    ordo__signal_release_internal(source);
 }
 
 /* The ends of a link: live signals (handles), values a signal can take
@@ -41,24 +41,24 @@ static ordo_status_t link_ends_check(ordo_signal_t *const ends[2], const uint64_
     static const char *const which[2] = {"source", "target"};
     for (int i = 0; i < 2; ++i) {
         if (!ends[i]) {
-            return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which[i]);
+            return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which[i]);
         }
-        ordo_status_t st = signal_check(ends[i], api);
+        ordo_status_t st = ordo__signal_check(ends[i], api);
         if (st != ORDO_OK) {
             return st;
         }
     }
     for (int i = 0; i < 2; ++i) {
         if (values[i] > ORDO_SIGNAL_VALUE_MAX) {
-            return ordo_error(ORDO_ERR_OUT_OF_RANGE, api,
-                              "%s value %llu exceeds ORDO_SIGNAL_VALUE_MAX", which[i],
-                              (unsigned long long)values[i]);
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, api,
+                               "%s value %llu exceeds ORDO_SIGNAL_VALUE_MAX", which[i],
+                               (unsigned long long)values[i]);
         }
     }
     for (int i = 0; i < 2; ++i) {
         if (atomic_load_explicit(&ends[i]->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-            return ordo_error(ORDO_ERR_DESTROYED, api, "%s signal %p was destroyed", which[i],
-                              (void *)ends[i]);
+            return ordo__error(ORDO_ERR_DESTROYED, api, "%s signal %p was destroyed", which[i],
+                               (void *)ends[i]);
         }
     }
     return ORDO_OK;
@@ -67,7 +67,7 @@ static ordo_status_t link_ends_check(ordo_signal_t *const ends[2], const uint64_
 ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t source_value,
                             ordo_signal_t *target, uint64_t target_value) {
     if (!link) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
     }
     /* The source's checks are ordo_timepoint_arm's, made here so that a
      * refusal names this call and leaves the link as it was. */
@@ -79,8 +79,8 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
     }
     uint32_t state = __atomic_load_n(&link->timepoint_.state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
-        return ordo_error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
-                          (void *)link);
+        return ordo__error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
+                           (void *)link);
     }
     link->target_ = target;
     link->target_value_ = target_value;
@@ -90,11 +90,12 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * failure message. */
     signal_retain_internal(target);
     signal_retain_internal(source);
-    st = timepoint_arm_checked(&link->timepoint_, source, source_value, link_timepoint_fired, link,
-                               TIMEPOINT_LINK, "ordo_timepoint_arm");
+    st = ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
+                                     ordo__link_timepoint_fired, link, TIMEPOINT_LINK,
+                                     "ordo_timepoint_arm");
     if (st != ORDO_OK) {
-        signal_release_internal(source);
-        signal_release_internal(target);
+        ordo__signal_release_internal(source);
+        ordo__signal_release_internal(target);
     }
     return st;
 }
@@ -104,16 +105,16 @@ ordo_status_t ordo_link_cancel(ordo_link_t *link, ordo_cancel_result_t *out_resu
         *out_result = ORDO_CANCEL_PREVENTED;
     }
     if (!link) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "link is NULL");
     }
     ordo_status_t st = ordo_timepoint_cancel(&link->timepoint_, out_result);
     if (st != ORDO_OK) {
         /* The timepoint's refusal, with this call named first. */
-        return ordo_error(st, __func__, "link %p: %s", (void *)link, ordo_error_message());
+        return ordo__error(st, __func__, "link %p: %s", (void *)link, ordo_error_message());
     }
     if (*out_result == ORDO_CANCEL_PREVENTED) {
-        signal_release_internal(link->timepoint_.signal_);
-        signal_release_internal(link->target_);
+        ordo__signal_release_internal(link->timepoint_.signal_);
+        ordo__signal_release_internal(link->target_);
     }
     return st;
 }

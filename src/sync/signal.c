@@ -8,34 +8,35 @@
 #include "base/name.h"
 #include "sync/signal_internal.h"
 
-ordo_status_t signal_check(const ordo_signal_t *signal, const char *api) {
+ordo_status_t ordo__signal_check(const ordo_signal_t *signal, const char *api) {
     if (ORDO_UNLIKELY(!signal)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "signal is NULL");
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "signal is NULL");
     }
     if (ORDO_UNLIKELY(signal->magic != ORDO_SIGNAL_MAGIC)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api,
-                          "%p is not a live signal (freed, or not a signal)", (const void *)signal);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "%p is not a live signal (freed, or not a signal)",
+                           (const void *)signal);
     }
     return ORDO_OK;
 }
 
 ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal) {
     if (!out_signal) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_signal is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_signal is NULL");
     }
     *out_signal = NULL;
     if (initial_value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "initial value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          (unsigned long long)initial_value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "initial value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                           (unsigned long long)initial_value);
     }
-    ordo_signal_t *signal = ordo_alloc(sizeof *signal, 64);
+    ordo_signal_t *signal = ordo__alloc(sizeof *signal, 64);
     if (!signal) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a signal");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a signal");
     }
     if (pthread_mutex_init(&signal->lock, NULL) != 0) {
-        ordo_dealloc(signal, sizeof *signal, 64);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot initialise the signal's lock");
+        ordo__dealloc(signal, sizeof *signal, 64);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot initialise the signal's lock");
     }
     signal->magic = ORDO_SIGNAL_MAGIC;
     atomic_init(&signal->refs, 1);
@@ -50,7 +51,7 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
 }
 
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -70,13 +71,13 @@ static ordo_status_t signal_end(ordo_signal_t *signal) {
     }
     /* Timepoints due at the current value are reached, not cancelled: a
      * producer raced with the destroy and has not dispatched them yet. */
-    signal_collect_locked(signal, old & SIGNAL_VALUE_MASK, ORDO_ERR_CANCELLED, &due);
+    ordo__signal_collect_locked(signal, old & SIGNAL_VALUE_MASK, ORDO_ERR_CANCELLED, &due);
     pthread_mutex_unlock(&signal->lock);
-    timepoints_run(&due);
+    ordo__timepoints_run(&due);
     return ORDO_OK;
 }
 
-void signal_release_internal(ordo_signal_t *signal) {
+void ordo__signal_release_internal(ordo_signal_t *signal) {
     if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
@@ -87,28 +88,28 @@ void signal_release_internal(ordo_signal_t *signal) {
     }
     signal->magic = ORDO_SIGNAL_DEAD;
     pthread_mutex_destroy(&signal->lock);
-    ordo_dealloc(signal, sizeof *signal, 64);
+    ordo__dealloc(signal, sizeof *signal, 64);
 }
 
 ordo_status_t ordo_signal_release(ordo_signal_t *signal) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    signal_release_internal(signal);
+    ordo__signal_release_internal(signal);
     return ORDO_OK;
 }
 
 ordo_status_t ordo_signal_destroy(ordo_signal_t *signal) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (signal_end(signal) != ORDO_OK) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed already",
-                          (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed already",
+                           (void *)signal);
     }
-    signal_release_internal(signal);
+    ordo__signal_release_internal(signal);
     return ORDO_OK;
 }
 
@@ -116,21 +117,21 @@ ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
     if (out_value) {
         *out_value = 0;
     }
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_value) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_value is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_value is NULL");
     }
     uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
     *out_value = state & SIGNAL_VALUE_MASK;
     if (state & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
     if (state & SIGNAL_FAILED) {
-        return ordo_error(signal->failure, __func__, "signal failed at value %llu: %s",
-                          (unsigned long long)*out_value, signal->message);
+        return ordo__error(signal->failure, __func__, "signal failed at value %llu: %s",
+                           (unsigned long long)*out_value, signal->message);
     }
     return ORDO_OK;
 }
@@ -139,21 +140,21 @@ static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const
     /* Acquire: the failure fields were written before the flag. */
     uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
     if (state & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
     }
-    return ordo_error(signal->failure, api, "signal failed at %llu, before reaching %llu: %s",
-                      (unsigned long long)(state & SIGNAL_VALUE_MASK), (unsigned long long)value,
-                      signal->message);
+    return ordo__error(signal->failure, api, "signal failed at %llu, before reaching %llu: %s",
+                       (unsigned long long)(state & SIGNAL_VALUE_MASK), (unsigned long long)value,
+                       signal->message);
 }
 
 ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return st;
     }
     if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                          "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
     }
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     for (;;) {
@@ -169,7 +170,7 @@ ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
         if (atomic_compare_exchange_weak_explicit(&signal->state, &current, next,
                                                   memory_order_seq_cst, memory_order_relaxed)) {
             if (dispatch) {
-                signal_dispatch(signal, value);
+                ordo__signal_dispatch(signal, value);
             }
             /* Without DISPATCHING, the signal must not be touched any more. */
             return ORDO_OK;
@@ -178,20 +179,20 @@ ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
 }
 
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!ordo_status_is_error(status)) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "status %d is not an ordo error status", (int)status);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "status %d is not an ordo error status", (int)status);
     }
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     if (current & SIGNAL_DESTROYED) {
         pthread_mutex_unlock(&signal->lock);
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
     if (current & SIGNAL_FAILED) {
         pthread_mutex_unlock(&signal->lock);
@@ -202,9 +203,9 @@ ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, cons
         strncpy(signal->message, message, sizeof signal->message - 1);
     }
     current = atomic_fetch_or_explicit(&signal->state, SIGNAL_FAILED, memory_order_seq_cst);
-    signal_collect_locked(signal, current & SIGNAL_VALUE_MASK, status, &due);
+    ordo__signal_collect_locked(signal, current & SIGNAL_VALUE_MASK, status, &due);
     pthread_mutex_unlock(&signal->lock);
-    timepoints_run(&due);
+    ordo__timepoints_run(&due);
     return ORDO_OK;
 }
 
@@ -213,16 +214,16 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
     if (out_status) {
         *out_status = ORDO_OK;
     }
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_status) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_status is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_status is NULL");
     }
     if (out_message && message_capacity == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "message_capacity is 0 but out_message is set");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "message_capacity is 0 but out_message is set");
     }
     uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
     int failed = (state & SIGNAL_FAILED) != 0;
@@ -236,7 +237,7 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
     return ORDO_OK;
 }
 
-ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity) {
+ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity) {
     if (signal_failed_outcome(signal)) {
         snprintf(what, capacity, "waited-on signal failed: %s: %.100s",
                  ordo_status_name(signal->failure), signal->message);
@@ -247,19 +248,19 @@ ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t 
     return ORDO_ERR_CANCELLED;
 }
 
-void signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder) {
+void ordo__signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder) {
     if (atomic_load_explicit(&signal->feeder, memory_order_relaxed) == feeder) {
         return;
     }
     /* Under the lock: a call into the feeder replaced here has returned
-     * before the store, so signal_feeder_clear of that one may skip the
+     * before the store, so ordo__signal_feeder_clear of that one may skip the
      * lock once it reads this store (release, acquire). */
     pthread_mutex_lock(&signal->lock);
     atomic_store_explicit(&signal->feeder, feeder, memory_order_release);
     pthread_mutex_unlock(&signal->lock);
 }
 
-void signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder) {
+void ordo__signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder) {
     if (atomic_load_explicit(&signal->feeder, memory_order_acquire) != feeder) {
         return;
     }
@@ -270,7 +271,7 @@ void signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder) {
     pthread_mutex_unlock(&signal->lock);
 }
 
-signal_feeder_t *signal_feeder_enter(ordo_signal_t *signal) {
+signal_feeder_t *ordo__signal_feeder_enter(ordo_signal_t *signal) {
     if (!atomic_load_explicit(&signal->feeder, memory_order_relaxed)) {
         return NULL;
     }
@@ -285,47 +286,47 @@ signal_feeder_t *signal_feeder_enter(ordo_signal_t *signal) {
     return feeder;
 }
 
-void signal_feeder_leave(signal_feeder_t *feeder) {
+void ordo__signal_feeder_leave(signal_feeder_t *feeder) {
     /* Release: the help happened before the owner may free the feeder. The
      * wake touches only the address. */
     if (atomic_fetch_sub_explicit(&feeder->helpers, 1, memory_order_release) == 1) {
-        ordo_futex_wake(&feeder->helpers, INT_MAX);
+        ordo__futex_wake(&feeder->helpers, INT_MAX);
     }
 }
 
-void signal_name_set_internal(ordo_signal_t *signal, const char *name) {
+void ordo__signal_name_set_internal(ordo_signal_t *signal, const char *name) {
     pthread_mutex_lock(&signal->lock);
     name_store(signal->name, sizeof signal->name, name);
     pthread_mutex_unlock(&signal->lock);
 }
 
-void signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity) {
+void ordo__signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity) {
     pthread_mutex_lock(&signal->lock);
     name_or_address(signal->name, signal, out, capacity);
     pthread_mutex_unlock(&signal->lock);
 }
 
 ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-        return ordo_error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
-    signal_name_set_internal(signal, name);
+    ordo__signal_name_set_internal(signal, name);
     return ORDO_OK;
 }
 
 ordo_status_t ordo_signal_name(ordo_signal_t *signal, char *out_name, size_t capacity) {
-    ordo_status_t st = signal_check(signal, __func__);
+    ordo_status_t st = ordo__signal_check(signal, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_name || capacity == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
-                          out_name ? "capacity is 0" : "out_name is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
+                           out_name ? "capacity is 0" : "out_name is NULL");
     }
-    signal_name_get_internal(signal, out_name, capacity);
+    ordo__signal_name_get_internal(signal, out_name, capacity);
     return ORDO_OK;
 }

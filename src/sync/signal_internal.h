@@ -43,9 +43,9 @@
  * under the signal's lock, so the producer can look sooner than it would
  * for a value nobody waits for. A feeder with `help` also lets a thread
  * that sleeps in a wait look itself, on its own schedule (help_min_ns,
- * doubling to help_max_ns): signal_feeder_enter takes a reference under
- * the lock, signal_feeder_leave drops it. The feeder is set and cleared by
- * its owner (signal_feeder_set, signal_feeder_clear); clearing takes the
+ * doubling to help_max_ns): ordo__signal_feeder_enter takes a reference under
+ * the lock, ordo__signal_feeder_leave drops it. The feeder is set and cleared by
+ * its owner (ordo__signal_feeder_set, ordo__signal_feeder_clear); clearing takes the
  * lock, so once it returns no `wanted` call for the signal is running or
  * can start, and no new reference is taken; the owner waits for `helpers`
  * to drop to zero before it frees the feeder.
@@ -81,7 +81,7 @@
 enum {
     TIMEPOINT_USER = 0,   /* a callback: run after waiters, in order, never nested */
     TIMEPOINT_WAITER = 1, /* a blocked wait's wake-up: run at once, before the rest */
-    TIMEPOINT_LINK = 2,   /* a link: entered while still DUE (link_timepoint_fired) */
+    TIMEPOINT_LINK = 2,   /* a link: entered while still DUE (ordo__link_timepoint_fired) */
 };
 
 /* Timepoint states (ordo_timepoint_t.state_). */
@@ -132,26 +132,26 @@ typedef struct due_list {
 } due_list_t;
 
 /* Validates a handle for api; ORDO_OK or an error with a message. */
-ordo_status_t signal_check(const ordo_signal_t *signal, const char *api);
+ordo_status_t ordo__signal_check(const ordo_signal_t *signal, const char *api);
 
 /* Under lock: moves every armed timepoint with value <= reached onto due
  * (status ORDO_OK); all remaining ones too when rest != ORDO_OK, with
  * that status. Refreshes next_wake and WAITERS. */
-void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
-                           due_list_t *due);
+void ordo__signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
+                                 due_list_t *due);
 
 /* Runs the callbacks of a due list (outside every lock). */
-void timepoints_run(due_list_t *due);
+void ordo__timepoints_run(due_list_t *due);
 
 /* Non-zero while this thread runs timepoint callbacks (due ones are then
  * queued behind the running one, not run). */
-int timepoints_running_here(void);
+int ordo__timepoints_running_here(void);
 
 /* A thread that must not run others' callbacks (a waiting thread that
  * helps a device's watcher complete points: a callback there could need a
- * lock the waiter holds) diverts them: timepoints_run still wakes blocked
+ * lock the waiter holds) diverts them: ordo__timepoints_run still wakes blocked
  * waiters at once, and hands every other due timepoint to the sink, whose
- * owner runs them later with timepoints_run on a thread of its own. */
+ * owner runs them later with ordo__timepoints_run on a thread of its own. */
 typedef struct timepoint_sink {
     /* Takes the list (linked through next_, each with status_ set). */
     void (*take)(struct timepoint_sink *sink, due_list_t *due);
@@ -159,39 +159,39 @@ typedef struct timepoint_sink {
 
 /* Sets the calling thread's sink (NULL: run callbacks here again) and
  * returns the one it replaces. */
-timepoint_sink_t *timepoints_divert(timepoint_sink_t *sink);
+timepoint_sink_t *ordo__timepoints_divert(timepoint_sink_t *sink);
 
 /* Called by the producer whose CAS took DISPATCHING: collects and runs
  * whatever is due, then lets DISPATCHING go. */
-void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
+void ordo__signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
 
 /* The callback of every link's timepoint. Unlike other callbacks it is
  * entered while its timepoint is still DUE, and marks it FIRED itself once
  * it has read the link's fields and before it signals or fails the target:
  * the owner cannot re-arm the link while it is read, and may reuse it as
  * soon as the target has its outcome. */
-void link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
+void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
 
 /* Arms a validated timepoint of kind (TIMEPOINT_*); no error message on
  * failure (the only one is ORDO_ERR_DESTROYED). */
-ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                  uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind);
+ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                        uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind);
 
 /* ordo_timepoint_arm for a timepoint of kind, its errors named for api. */
-ordo_status_t timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                    uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
-                                    const char *api);
+ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                          uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
+                                          const char *api);
 
 static inline void signal_retain_internal(ordo_signal_t *signal) {
     atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);
 }
 
-/* Takes n references at once (each released by signal_release_internal). */
+/* Takes n references at once (each released by ordo__signal_release_internal). */
 static inline void signal_retain_many(ordo_signal_t *signal, uint32_t n) {
     atomic_fetch_add_explicit(&signal->refs, n, memory_order_relaxed);
 }
 
-void signal_release_internal(ordo_signal_t *signal);
+void ordo__signal_release_internal(ordo_signal_t *signal);
 
 /* Whether a non-OK outcome of a wait or timepoint on signal (whose memory
  * the caller holds) came from a failure rather than the destroy (see the
@@ -204,21 +204,21 @@ static inline int signal_failed_outcome(const ordo_signal_t *signal) {
 /* For a stream whose wait on signal ended short of its value (the signal
  * failed or was destroyed): the status the stream fails with, and in what
  * (capacity > 0) the message, with the failure's own message. */
-ordo_status_t signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
+ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
 
 /* Hangs feeder on the signal (replacing another one, which then hears of
  * no more waits). */
-void signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder);
+void ordo__signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder);
 
 /* Takes feeder off the signal if it is the one hung there; once this
  * returns, feeder->wanted is not running for this signal and will not be
  * called for it. */
-void signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder);
+void ordo__signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder);
 
 /* The signal's feeder, if it can help, with a reference the caller gives
- * back with signal_feeder_leave; NULL otherwise. */
-signal_feeder_t *signal_feeder_enter(ordo_signal_t *signal);
-void signal_feeder_leave(signal_feeder_t *feeder);
+ * back with ordo__signal_feeder_leave; NULL otherwise. */
+signal_feeder_t *ordo__signal_feeder_enter(ordo_signal_t *signal);
+void ordo__signal_feeder_leave(signal_feeder_t *feeder);
 
 /* Whether a timepoint (a wait, a link, a stream's wait) is armed on the
  * signal, and the smallest value one is armed for (*out_value; only when
@@ -236,9 +236,9 @@ static inline int signal_wanted_value(const ordo_signal_t *signal, uint64_t *out
 }
 
 /* Sets the name without the checks (name may be NULL). */
-void signal_name_set_internal(ordo_signal_t *signal, const char *name);
+void ordo__signal_name_set_internal(ordo_signal_t *signal, const char *name);
 
 /* Copies the name, or the address when none, into out (capacity > 0). */
-void signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity);
+void ordo__signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity);
 
 #endif

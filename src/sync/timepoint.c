@@ -63,8 +63,8 @@ static void mark_due(ordo_timepoint_t *tp, ordo_status_t status, due_list_t *due
     due_append(due, tp);
 }
 
-void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
-                           due_list_t *due) {
+void ordo__signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
+                                 due_list_t *due) {
     while (signal->head && (signal->head->value_ <= reached || rest != ORDO_OK)) {
         ordo_timepoint_t *tp = signal->head;
         list_unlink_locked(signal, tp);
@@ -73,7 +73,7 @@ void signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_
     refresh_waiters_locked(signal);
 }
 
-void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
+void ordo__signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
     due_list_t due = {0};
     uint64_t collected_at = 0;
     uint64_t seen = raised_to;
@@ -83,7 +83,7 @@ void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
             pthread_mutex_lock(&signal->lock);
             uint64_t state = atomic_load_explicit(&signal->state, memory_order_seq_cst);
             collected_at = state & SIGNAL_VALUE_MASK;
-            signal_collect_locked(signal, collected_at, ORDO_OK, &due);
+            ordo__signal_collect_locked(signal, collected_at, ORDO_OK, &due);
             pthread_mutex_unlock(&signal->lock);
         }
         /* Let DISPATCHING go, unless producers raised the value meanwhile
@@ -99,7 +99,7 @@ void signal_dispatch(ordo_signal_t *signal, uint64_t raised_to) {
                                                       state & ~SIGNAL_DISPATCHING,
                                                       memory_order_seq_cst, memory_order_seq_cst)) {
                 /* The signal may be freed from here on. */
-                timepoints_run(&due);
+                ordo__timepoints_run(&due);
                 return;
             }
         }
@@ -115,13 +115,13 @@ static _Thread_local int running_callbacks;
 /* Where this thread hands the callbacks it must not run (NULL: none). */
 static _Thread_local timepoint_sink_t *divert_sink;
 
-timepoint_sink_t *timepoints_divert(timepoint_sink_t *sink) {
+timepoint_sink_t *ordo__timepoints_divert(timepoint_sink_t *sink) {
     timepoint_sink_t *outer = divert_sink;
     divert_sink = sink;
     return outer;
 }
 
-int timepoints_running_here(void) {
+int ordo__timepoints_running_here(void) {
     return running_callbacks;
 }
 
@@ -141,7 +141,7 @@ static void run_one(ordo_timepoint_t *tp) {
     fn(ctx, status, tp);
 }
 
-void timepoints_run(due_list_t *due) {
+void ordo__timepoints_run(due_list_t *due) {
     /* Blocked waiters are woken first and at once, even from inside a
      * callback: their action is an atomic store and a futex wake, and a
      * thread blocked in a wait must not sit behind user callbacks. */
@@ -183,8 +183,8 @@ void timepoints_run(due_list_t *due) {
     running_callbacks = 0;
 }
 
-ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                  uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind) {
+ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                        uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind) {
     timepoint->signal_ = signal;
     timepoint->value_ = value;
     timepoint->fn_ = fn;
@@ -213,9 +213,9 @@ ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *si
          * the collection to us. */
         state = atomic_fetch_or_explicit(&signal->state, SIGNAL_WAITERS, memory_order_seq_cst);
         if ((state & SIGNAL_VALUE_MASK) >= signal->head->value_) {
-            signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+            ordo__signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
         } else {
-            /* Under the lock: signal_feeder_clear cannot finish meanwhile. */
+            /* Under the lock: ordo__signal_feeder_clear cannot finish meanwhile. */
             signal_feeder_t *feeder = atomic_load_explicit(&signal->feeder, memory_order_acquire);
             if (feeder) {
                 feeder->wanted(feeder);
@@ -223,42 +223,42 @@ ordo_status_t timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *si
         }
     }
     pthread_mutex_unlock(&signal->lock);
-    timepoints_run(&due);
+    ordo__timepoints_run(&due);
     return ORDO_OK;
 }
 
-ordo_status_t timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                    uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
-                                    const char *api) {
-    ordo_status_t st = signal_check(signal, api);
+ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
+                                          uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
+                                          const char *api) {
+    ordo_status_t st = ordo__signal_check(signal, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!timepoint || !fn) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
-                          timepoint ? "fn" : "timepoint");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
+                           timepoint ? "fn" : "timepoint");
     }
     if (value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          (unsigned long long)value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                           (unsigned long long)value);
     }
     uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
-        return ordo_error(ORDO_ERR_BUSY, api, "timepoint %p is %s (or was not zero-initialised)",
-                          (void *)timepoint,
-                          state == TIMEPOINT_ARMED ? "armed already"
-                                                   : "due, its callback not yet run");
+        return ordo__error(ORDO_ERR_BUSY, api, "timepoint %p is %s (or was not zero-initialised)",
+                           (void *)timepoint,
+                           state == TIMEPOINT_ARMED ? "armed already"
+                                                    : "due, its callback not yet run");
     }
-    st = timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
+    st = ordo__timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
     if (st != ORDO_OK) {
-        return ordo_error(st, api, "signal %p was destroyed", (void *)signal);
+        return ordo__error(st, api, "signal %p was destroyed", (void *)signal);
     }
     return ORDO_OK;
 }
 
 ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *signal, uint64_t value,
                                  ordo_timepoint_fn fn, void *ctx) {
-    return timepoint_arm_checked(timepoint, signal, value, fn, ctx, TIMEPOINT_USER, __func__);
+    return ordo__timepoint_arm_checked(timepoint, signal, value, fn, ctx, TIMEPOINT_USER, __func__);
 }
 
 ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_result_t *out_result) {
@@ -266,8 +266,8 @@ ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_res
         *out_result = ORDO_CANCEL_PREVENTED;
     }
     if (!timepoint || !out_result) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                          timepoint ? "out_result" : "timepoint");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           timepoint ? "out_result" : "timepoint");
     }
     uint32_t state = __atomic_load_n(&timepoint->state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_DUE || state == TIMEPOINT_FIRED) {
@@ -275,9 +275,9 @@ ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_res
         return ORDO_OK;
     }
     if (state != TIMEPOINT_ARMED) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                          "timepoint %p is not armed (never armed, or cancelled already)",
-                          (void *)timepoint);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "timepoint %p is not armed (never armed, or cancelled already)",
+                           (void *)timepoint);
     }
     ordo_signal_t *signal = timepoint->signal_;
     pthread_mutex_lock(&signal->lock);

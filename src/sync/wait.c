@@ -28,7 +28,7 @@
 #define WAIT_SPIN_NS 4000u
 static _Atomic uint64_t wait_spin_ns = WAIT_SPIN_NS;
 
-uint64_t sync_wait_set_spin_ns(uint64_t spin_ns) {
+uint64_t ordo__sync_wait_set_spin_ns(uint64_t spin_ns) {
     return atomic_exchange_explicit(&wait_spin_ns, spin_ns, memory_order_relaxed);
 }
 
@@ -101,7 +101,7 @@ static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int 
     uint64_t yield_after = now + WAIT_SPIN_ALONE_NS;
     for (;;) {
         for (int i = 0; i < WAIT_SPIN_BATCH; ++i) {
-            ordo_cpu_relax();
+            ordo__cpu_relax();
             scan = scan_entries(points, count, any);
             if (scan.decided) {
                 return scan;
@@ -119,7 +119,7 @@ static scan_t spin_entries(const ordo_signal_point_t *points, size_t count, int 
     }
 }
 
-void waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+void ordo__waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     waiter_t *waiter = ctx;
     _Atomic uint32_t *word = &waiter->word;
     if (waiter->any || status != ORDO_OK) {
@@ -131,7 +131,7 @@ void waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
     }
     uint32_t old = atomic_fetch_add_explicit(word, 1, memory_order_acq_rel);
     if (old & WAITER_SLEEPING) {
-        ordo_futex_wake(word, 1);
+        ordo__futex_wake(word, 1);
     }
 }
 
@@ -155,7 +155,7 @@ static int waiter_sleep(waiter_t *waiter, int (*stop)(const waiter_t *, uint32_t
             }
             word |= WAITER_SLEEPING;
         }
-        ordo_futex_wait(&waiter->word, word, deadline);
+        ordo__futex_wait(&waiter->word, word, deadline);
         atomic_fetch_and_explicit(&waiter->word, ~WAITER_SLEEPING, memory_order_relaxed);
     }
 }
@@ -176,7 +176,7 @@ static int waiter_help(const ordo_signal_point_t *points, size_t count, uint64_t
     int result = -1;
     const signal_feeder_t *last = NULL;
     for (size_t i = 0; i < count; ++i) {
-        signal_feeder_t *feeder = signal_feeder_enter(points[i].signal);
+        signal_feeder_t *feeder = ordo__signal_feeder_enter(points[i].signal);
         if (!feeder) {
             continue;
         }
@@ -191,7 +191,7 @@ static int waiter_help(const ordo_signal_point_t *points, size_t count, uint64_t
             }
             last = feeder;
         }
-        signal_feeder_leave(feeder);
+        ordo__signal_feeder_leave(feeder);
     }
     return result;
 }
@@ -210,7 +210,7 @@ static int waiter_sleep_helping(waiter_t *waiter, const ordo_signal_point_t *poi
         waiter_help(points, count, &min_ns, &max_ns) < 0 || min_ns == 0) {
         return waiter_sleep(waiter, waiter_decided, armed, deadline);
     }
-    uint64_t slack = ordo_timer_slack_set(HELP_TIMER_SLACK_NS);
+    uint64_t slack = ordo__timer_slack_set(HELP_TIMER_SLACK_NS);
     uint64_t slice = min_ns;
     int decided;
     for (;;) {
@@ -230,7 +230,7 @@ static int waiter_sleep_helping(waiter_t *waiter, const ordo_signal_point_t *poi
         }
         slice = moved ? min_ns : (slice * 2 > max_ns ? max_ns : slice * 2);
     }
-    ordo_timer_slack_restore(slack);
+    ordo__timer_slack_restore(slack);
     return decided;
 }
 
@@ -249,20 +249,20 @@ static ordo_status_t entry_refused(ordo_status_t status, const ordo_signal_point
     unsigned long long value = (unsigned long long)points[i].value;
     if (!signal_failed_outcome(signal)) {
         return count == 1
-                   ? ordo_error(status, api, "the signal was destroyed before reaching value %llu",
-                                value)
-                   : ordo_error(status, api, "entry %zu (value %llu): its signal was destroyed", i,
-                                value);
+                   ? ordo__error(status, api, "the signal was destroyed before reaching value %llu",
+                                 value)
+                   : ordo__error(status, api, "entry %zu (value %llu): its signal was destroyed", i,
+                                 value);
     }
     const char *message = signal->message;
     int length = (int)strnlen(message, ORDO_SIGNAL_MESSAGE_MAX);
     return count == 1
-               ? ordo_error(status, api, "the signal failed before reaching value %llu: %.*s",
-                            value, length, message)
-               : ordo_error(status, api,
-                            "entry %zu (value %llu): its signal failed before reaching it: "
-                            "%.*s",
-                            i, value, length, message);
+               ? ordo__error(status, api, "the signal failed before reaching value %llu: %.*s",
+                             value, length, message)
+               : ordo__error(status, api,
+                             "entry %zu (value %llu): its signal failed before reaching it: "
+                             "%.*s",
+                             i, value, length, message);
 }
 
 /* The blocking part of every wait: arms, sleeps, disarms, then reads the
@@ -287,8 +287,9 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
         if (!any && entry_check(&points[i], &ignored) == ENTRY_REACHED) {
             continue;
         }
-        if (timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
-                                waiter_timepoint_fired, &waiter, TIMEPOINT_WAITER) != ORDO_OK) {
+        if (ordo__timepoint_arm_quiet(&timepoints[i], points[i].signal, points[i].value,
+                                      ordo__waiter_timepoint_fired, &waiter,
+                                      TIMEPOINT_WAITER) != ORDO_OK) {
             /* Destroyed since the spin: perhaps after reaching the value,
              * which then stays reached, or after failing. Whichever, it
              * decides the wait unless a firing did first. */
@@ -341,18 +342,18 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
         uint64_t at = atomic_load_explicit(&points[0].signal->state, memory_order_relaxed);
         *out_index = count;
         if (count == 1) {
-            ordo_error(status, api, "deadline passed waiting for value %llu (at %llu)",
-                       (unsigned long long)points[0].value,
-                       (unsigned long long)(at & SIGNAL_VALUE_MASK));
+            ordo__error(status, api, "deadline passed waiting for value %llu (at %llu)",
+                        (unsigned long long)points[0].value,
+                        (unsigned long long)(at & SIGNAL_VALUE_MASK));
         } else {
-            ordo_error(status, api, "deadline passed before the %s of %zu entries was satisfied",
-                       any ? "wait-any" : "wait-all", count);
+            ordo__error(status, api, "deadline passed before the %s of %zu entries was satisfied",
+                        any ? "wait-any" : "wait-all", count);
         }
     } else if (status != ORDO_OK) {
         entry_refused(status, points, count, *out_index, api);
     }
     for (size_t i = 0; i < count; ++i) {
-        signal_release_internal(points[i].signal);
+        ordo__signal_release_internal(points[i].signal);
     }
     return status;
 }
@@ -374,20 +375,21 @@ static ordo_status_t wait_points(const ordo_signal_point_t *points, size_t count
     }
     if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
         *out_index = count;
-        return ordo_error(ORDO_ERR_TIMEOUT, api, "deadline passed before the %s was satisfied",
-                          any ? "wait-any" : "wait-all");
+        return ordo__error(ORDO_ERR_TIMEOUT, api, "deadline passed before the %s was satisfied",
+                           any ? "wait-any" : "wait-all");
     }
     ordo_timepoint_t stack_timepoints[WAIT_STACK_ENTRIES];
     ordo_timepoint_t *timepoints = stack_timepoints;
     if (count > WAIT_STACK_ENTRIES) {
-        timepoints = ordo_alloc(count * sizeof *timepoints, 0);
+        timepoints = ordo__alloc(count * sizeof *timepoints, 0);
         if (!timepoints) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate %zu timepoints", count);
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate %zu timepoints",
+                               count);
         }
     }
     ordo_status_t st = wait_blocking(points, count, any, deadline, timepoints, out_index, api);
     if (timepoints != stack_timepoints) {
-        ordo_dealloc(timepoints, count * sizeof *timepoints, 0);
+        ordo__dealloc(timepoints, count * sizeof *timepoints, 0);
     }
     return st;
 }
@@ -400,35 +402,36 @@ static ordo_status_t point_refused(const ordo_signal_point_t *point, long long i
     if (index >= 0) {
         snprintf(where, sizeof where, "entry %lld: ", index);
     }
-    ordo_status_t st = signal_check(point->signal, api);
+    ordo_status_t st = ordo__signal_check(point->signal, api);
     if (st != ORDO_OK) {
-        return ordo_error(st, api, "%s%s", where,
-                          point->signal ? "not a live signal" : "signal is NULL");
+        return ordo__error(st, api, "%s%s", where,
+                           point->signal ? "not a live signal" : "signal is NULL");
     }
     if (point->value > ORDO_SIGNAL_VALUE_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "%svalue %llu exceeds ORDO_SIGNAL_VALUE_MAX",
-                          where, (unsigned long long)point->value);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%svalue %llu exceeds ORDO_SIGNAL_VALUE_MAX",
+                           where, (unsigned long long)point->value);
     }
-    return ordo_error(ORDO_ERR_DESTROYED, api, "%ssignal %p was destroyed", where,
-                      (const void *)point->signal);
+    return ordo__error(ORDO_ERR_DESTROYED, api, "%ssignal %p was destroyed", where,
+                       (const void *)point->signal);
 }
 
 static ordo_status_t check_points(const ordo_signal_point_t *points, size_t count,
                                   const char *api) {
     if (!points) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "points is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "points is NULL");
     }
     if (count == 0) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "count is 0");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "count is 0");
     }
     if (count > ORDO_SIGNAL_WAIT_MAX) {
-        return ordo_error(ORDO_ERR_OUT_OF_RANGE, api, "count %zu exceeds ORDO_SIGNAL_WAIT_MAX (%u)",
-                          count, ORDO_SIGNAL_WAIT_MAX);
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api,
+                           "count %zu exceeds ORDO_SIGNAL_WAIT_MAX (%u)", count,
+                           ORDO_SIGNAL_WAIT_MAX);
     }
     for (size_t i = 0; i < count; ++i) {
         const ordo_signal_t *signal = points[i].signal;
         int refused =
-            signal_check(signal, api) != ORDO_OK || points[i].value > ORDO_SIGNAL_VALUE_MAX ||
+            ordo__signal_check(signal, api) != ORDO_OK || points[i].value > ORDO_SIGNAL_VALUE_MAX ||
             (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED);
         if (refused) {
             return point_refused(&points[i], count == 1 ? -1 : (long long)i, api);
@@ -473,7 +476,7 @@ ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t cou
 ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline, size_t *out_index) {
     if (!out_index) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_index is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_index is NULL");
     }
     *out_index = count;
     ordo_status_t st = check_points(points, count, __func__);

@@ -7,6 +7,6 @@
 /* How long blocking waits spin before sleeping (default WAIT_SPIN_NS).
  * Zero makes every blocked wait sleep at once: the path where a lost
  * wake-up would show. Returns the previous value. */
-uint64_t sync_wait_set_spin_ns(uint64_t spin_ns);
+uint64_t ordo__sync_wait_set_spin_ns(uint64_t spin_ns);
 
 #endif

@@ -25,6 +25,6 @@ typedef struct waiter {
 
 /* The callback of every waiter's timepoints. Its last access to the waiter
  * is the counter increment; after that the waiter may return. */
-void waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
+void ordo__waiter_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
 
 #endif

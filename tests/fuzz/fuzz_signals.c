@@ -233,7 +233,7 @@ static void op_signal(fuzz_input_t *in, int slot) {
     }
 }
 
-static void op_fail(fuzz_input_t *in, int slot) {
+static void ordo__op_fail(fuzz_input_t *in, int slot) {
     model_signal_t *s = &sig[slot];
     uint8_t b = fuzz_u8(in);
     ordo_status_t status = (ordo_status_t)(b % (ORDO_STATUS_COUNT_ + 2)) - (b & 0x80 ? 1 : 0);
@@ -633,7 +633,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 op_signal(&in, slot);
                 break;
             case 3:
-                op_fail(&in, slot);
+                ordo__op_fail(&in, slot);
                 break;
             case 4:
                 op_failure_read(&in, slot);

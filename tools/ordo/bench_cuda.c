@@ -70,7 +70,7 @@ static const cuda_api_t *cu;
 static void check(CUresult r, const char *what) {
     if (r != CUDA_SUCCESS) {
         char detail[128];
-        cuda_describe(r, detail, sizeof detail);
+        ordo__cuda_describe(r, detail, sizeof detail);
         fprintf(stderr, "ordo bench: %s: %s\n", what, detail);
         bench_fail(what);
     }
@@ -131,10 +131,10 @@ static void run_event_pool(const bench_options_t *options, ordo_device_t *device
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
             void *event;
-            if (event_pool_take(d->points, &event) != ORDO_OK) {
+            if (ordo__event_pool_take(d->points, &event) != ORDO_OK) {
                 bench_fail("the point pool failed");
             }
-            event_pool_give(d->points, event);
+            ordo__event_pool_give(d->points, event);
         }
         uint64_t t1 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
@@ -800,7 +800,7 @@ void bench_cuda_all(const bench_options_t *options) {
                 available ? ordo_error_message() : reason);
         return;
     }
-    cu = cuda_api();
+    cu = ordo__cuda_api();
     if (ordo_cuda_make_current(device) != ORDO_OK) {
         bench_fail("cannot make the device's context current");
     }

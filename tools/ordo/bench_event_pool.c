@@ -1,6 +1,6 @@
 /* Benchmarks of the generic event pool (src/core/event_pool.h) against
  * creating and destroying a backend event each time. The backend is a
- * stand-in whose events are 64-byte host blocks from ordo_alloc: the pool's
+ * stand-in whose events are 64-byte host blocks from ordo__alloc: the pool's
  * own cost, with no device behind it. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,7 +18,7 @@
 static ordo_status_t host_event_create(void *user, ordo_event_kind_t kind, void **out_event) {
     (void)user;
     (void)kind;
-    void *event = ordo_alloc(BENCH_EVENT_BYTES, 0);
+    void *event = ordo__alloc(BENCH_EVENT_BYTES, 0);
     if (!event) {
         return ORDO_ERR_OUT_OF_MEMORY;
     }
@@ -28,14 +28,14 @@ static ordo_status_t host_event_create(void *user, ordo_event_kind_t kind, void 
 
 static void host_event_destroy(void *user, void *event) {
     (void)user;
-    ordo_dealloc(event, BENCH_EVENT_BYTES, 0);
+    ordo__dealloc(event, BENCH_EVENT_BYTES, 0);
 }
 
 static const event_pool_backend_t host_backend = {host_event_create, host_event_destroy, NULL};
 
 static event_pool_t *pool_open(void) {
     event_pool_t *pool;
-    if (event_pool_create(&host_backend, ORDO_EVENT_PLAIN, NULL, &pool) != ORDO_OK) {
+    if (ordo__event_pool_create(&host_backend, ORDO_EVENT_PLAIN, NULL, &pool) != ORDO_OK) {
         bench_fail("cannot create an event pool");
     }
     return pool;
@@ -50,8 +50,8 @@ static void pool_cycle(event_pool_t *pool, bench_sizes_t sz, double *samples) {
         for (uint64_t k = 0; k < sz.batch; ++k) {
             void *event;
             int pooled;
-            failures += event_pool_acquire(pool, &event, &pooled) != ORDO_OK;
-            failures += event_pool_release(pool, event, pooled) != ORDO_OK;
+            failures += ordo__event_pool_acquire(pool, &event, &pooled) != ORDO_OK;
+            failures += ordo__event_pool_release(pool, event, pooled) != ORDO_OK;
         }
         if (s >= warmup) {
             samples[s - warmup] = (double)(bench_now_ns() - t0) / (double)sz.batch;
@@ -97,7 +97,7 @@ static bench_stats_t run_pool_single(bench_sizes_t sz) {
     }
     bench_pin(0);
     pool_cycle(pool, sz, samples);
-    if (event_pool_destroy(pool) != ORDO_OK) {
+    if (ordo__event_pool_destroy(pool) != ORDO_OK) {
         bench_fail("cannot destroy the event pool");
     }
     bench_stats_t stats = bench_summarise(samples, sz.samples, sz.batch);
@@ -143,7 +143,7 @@ static bench_stats_t run_pool_pair(bench_sizes_t sz) {
         pthread_join(threads[i], NULL);
     }
     /* The workers have exited: their cached events are back in the pool. */
-    if (event_pool_destroy(pool) != ORDO_OK) {
+    if (ordo__event_pool_destroy(pool) != ORDO_OK) {
         bench_fail("cannot destroy the event pool");
     }
     bench_stats_t stats = bench_summarise(samples, 2 * sz.samples, sz.batch);

@@ -45,7 +45,7 @@ static bench_stats_t run_marks(bench_sizes_t sz, int call) {
             } else if (call == 2) {
                 if (trace_on()) {
                     trace_event_t e = {trace_now(), 0, NULL, "hook", 0, k, TRACE_INSTANT, 0};
-                    trace_record(&e);
+                    ordo__trace_record(&e);
                 }
                 sink += (unsigned)k;
             } else {

@@ -240,8 +240,8 @@ static ordo_status_t host_buffers(demo_t *d, ordo_stream_t *up, ordo_stream_t *r
         d->b_host = malloc(o->k * o->m * sizeof(double));
         d->result = calloc(n, sizeof(double));
         if (!d->a || !d->b_host || !d->result) {
-            return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo demo",
-                              "out of host memory for %zu x %zu inputs", n, o->k);
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo demo",
+                               "out of host memory for %zu x %zu inputs", n, o->k);
         }
     }
     uint64_t seed = 0x0d0e;

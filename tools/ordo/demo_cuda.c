@@ -39,28 +39,28 @@ int demo_cuda_built(char *reason, size_t capacity) {
 
 ordo_status_t demo_cuda_open(ordo_device_t *device, demo_cuda_t **out_cuda) {
     (void)device, (void)out_cuda;
-    return ordo_error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
 }
 
 ordo_status_t demo_cuda_host_alloc(demo_cuda_t *cuda, size_t bytes, ordo_stream_t *stream,
                                    void **out_ptr) {
     (void)cuda, (void)bytes, (void)stream, (void)out_ptr;
-    return ordo_error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
 }
 
 ordo_status_t demo_cuda_before(demo_cuda_t *cuda, int stage) {
     (void)cuda, (void)stage;
-    return ordo_error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
 }
 
 ordo_status_t demo_cuda_launch(void *ctx, ordo_stream_t *stream) {
     (void)ctx, (void)stream;
-    return ordo_error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
 }
 
 ordo_status_t demo_cuda_stage_times(demo_cuda_t *cuda, uint64_t out_ns[STAGES]) {
     (void)cuda, (void)out_ns;
-    return ordo_error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
+    return ordo__error(ORDO_ERR_UNSUPPORTED, "ordo demo", "%s", not_built);
 }
 
 ordo_status_t demo_cuda_close(demo_cuda_t *cuda) {
@@ -122,31 +122,31 @@ int demo_cuda_built(char *reason, size_t capacity) {
 ordo_status_t demo_cuda_open(ordo_device_t *device, demo_cuda_t **out_cuda) {
     char reason[256];
     if (!demo_cuda_built(reason, sizeof reason)) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s", reason);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api, "%s", reason);
     }
     ordo_status_t st = ordo_cuda_make_current(device);
     if (st != ORDO_OK) {
         return st;
     }
-    const cuda_api_t *cu = cuda_api();
+    const cuda_api_t *cu = ordo__cuda_api();
     if (!cu) {
-        return ordo_error(ORDO_ERR_INTERNAL, api, "the CUDA driver is not loaded");
+        return ordo__error(ORDO_ERR_INTERNAL, api, "the CUDA driver is not loaded");
     }
     demo_cuda_t *c = calloc(1, sizeof *c);
     if (!c) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "out of host memory");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "out of host memory");
     }
     c->device = device;
     c->cu = cu;
     CUresult r = cu->ModuleLoadData(&c->module, ordo_demo_kernels_image);
     if (r != CUDA_SUCCESS) {
         free(c);
-        return cuda_error(r, api, "cuModuleLoadData (the demo's kernels)");
+        return ordo__cuda_error(r, api, "cuModuleLoadData (the demo's kernels)");
     }
     if ((r = cu->ModuleGetFunction(&c->matmul, c->module, DEMO_KERNEL_MATMUL)) != CUDA_SUCCESS ||
         (r = cu->ModuleGetFunction(&c->row_sums, c->module, DEMO_KERNEL_ROW_SUMS)) !=
             CUDA_SUCCESS) {
-        st = cuda_error(r, api, "cuModuleGetFunction (the demo's kernels)");
+        st = ordo__cuda_error(r, api, "cuModuleGetFunction (the demo's kernels)");
         (void)cu->ModuleUnload(c->module);
         free(c);
         return st;
@@ -163,7 +163,7 @@ ordo_status_t demo_cuda_open(ordo_device_t *device, demo_cuda_t **out_cuda) {
 ordo_status_t demo_cuda_host_alloc(demo_cuda_t *c, size_t bytes, ordo_stream_t *stream,
                                    void **out_ptr) {
     if (c->host_count == HOST_BLOCKS) {
-        return ordo_error(ORDO_ERR_INTERNAL, api, "more than %u pinned blocks", HOST_BLOCKS);
+        return ordo__error(ORDO_ERR_INTERNAL, api, "more than %u pinned blocks", HOST_BLOCKS);
     }
     ordo_status_t st = ordo_mem_allocate(c->pinned, bytes, 0, stream, ORDO_MEM_TAG_NONE,
                                          &c->host_blocks[c->host_count], out_ptr);
@@ -250,7 +250,7 @@ static ordo_status_t enqueue_task(void *ctx, struct CUstream_st *stream) {
         r = cu->MemcpyDtoHAsync(t->dst, device_address(t->src), t->bytes, stream);
         break;
     }
-    return r == CUDA_SUCCESS ? ORDO_OK : cuda_error(r, api, what);
+    return r == CUDA_SUCCESS ? ORDO_OK : ordo__cuda_error(r, api, what);
 }
 
 ordo_status_t demo_cuda_launch(void *ctx, ordo_stream_t *stream) {
@@ -258,8 +258,8 @@ ordo_status_t demo_cuda_launch(void *ctx, ordo_stream_t *stream) {
     demo_cuda_t *c = task->demo->cuda;
     stage_timing_t *t = task->stage < STAGES ? &c->timing[task->stage] : NULL;
     if (t && !t->prepared) {
-        return ordo_error(ORDO_ERR_INTERNAL, api, "a %d-stage task without demo_cuda_before",
-                          task->stage);
+        return ordo__error(ORDO_ERR_INTERNAL, api, "a %d-stage task without demo_cuda_before",
+                           task->stage);
     }
     size_t slot = t ? (size_t)(t->count % TIMING_WINDOW) : 0;
     ordo_status_t st = t ? ordo_event_record(t->start[slot], stream) : ORDO_OK;
@@ -321,7 +321,7 @@ ordo_status_t demo_cuda_close(demo_cuda_t *c) {
     KEEP(ordo_cuda_make_current(c->device));
     CUresult r = c->cu->ModuleUnload(c->module);
     if (r != CUDA_SUCCESS && first == ORDO_OK) {
-        first = cuda_error(r, api, "cuModuleUnload");
+        first = ordo__cuda_error(r, api, "cuModuleUnload");
     }
 #undef KEEP
     free(c);

@@ -54,16 +54,16 @@ static ordo_status_t cpu_mem_alloc(ordo_device_t *device, size_t bytes, size_t a
      * than ask the C library (or a sanitizer's allocator) for it. */
     long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_size > 0 && bytes / (size_t)page_size >= (size_t)pages) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "%s cannot allocate %zu bytes: the machine has %zu bytes of memory",
-                          device->info.name, bytes, (size_t)pages * (size_t)page_size);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "%s cannot allocate %zu bytes: the machine has %zu bytes of memory",
+                           device->info.name, bytes, (size_t)pages * (size_t)page_size);
     }
     void *ptr = NULL;
     int err = posix_memalign(&ptr, alignment, bytes);
     if (err) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
-                          "%s cannot allocate %zu bytes aligned to %zu: %s", device->info.name,
-                          bytes, alignment, strerror(err));
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_allocate",
+                           "%s cannot allocate %zu bytes aligned to %zu: %s", device->info.name,
+                           bytes, alignment, strerror(err));
     }
     *out_ptr = ptr;
     return ORDO_OK;
@@ -74,26 +74,26 @@ static void cpu_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
     free(ptr);
 }
 
-const hal_backend_t hal_cpu_backend = {
+const hal_backend_t ordo__hal_cpu_backend = {
     .name = "cpu",
     .available = cpu_available,
     .device_count = cpu_device_count,
     .device_info = cpu_device_info,
     .device_init = cpu_device_init,
     .device_fini = cpu_device_fini,
-    .stream_init = cpu_stream_init,
-    .stream_fini = cpu_stream_fini,
-    .stream_on_own_thread = cpu_stream_on_own_thread,
-    .host_task = cpu_stream_host_task,
-    .signal = cpu_stream_signal,
-    .wait = cpu_stream_wait,
-    .signal_adopt = cpu_stream_signal_adopt,
-    .wait_adopt = cpu_stream_wait_adopt,
-    .synchronize = cpu_stream_synchronize,
-    .status = cpu_stream_status,
-    .event_record = cpu_stream_event_record,
-    .stream_snapshot = cpu_stream_snapshot,
-    .stream_progress = cpu_stream_progress,
+    .stream_init = ordo__cpu_stream_init,
+    .stream_fini = ordo__cpu_stream_fini,
+    .stream_on_own_thread = ordo__cpu_stream_on_own_thread,
+    .host_task = ordo__cpu_stream_host_task,
+    .signal = ordo__cpu_stream_signal,
+    .wait = ordo__cpu_stream_wait,
+    .signal_adopt = ordo__cpu_stream_signal_adopt,
+    .wait_adopt = ordo__cpu_stream_wait_adopt,
+    .synchronize = ordo__cpu_stream_synchronize,
+    .status = ordo__cpu_stream_status,
+    .event_record = ordo__cpu_stream_event_record,
+    .stream_snapshot = ordo__cpu_stream_snapshot,
+    .stream_progress = ordo__cpu_stream_progress,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
 };

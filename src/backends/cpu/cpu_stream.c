@@ -106,8 +106,8 @@ typedef struct cpu_stream {
     _Atomic int stopping;
     pthread_t worker;
     int priority;
-    ordo_stream_t *shell;      /* the public stream: its trace track */
-    uint32_t trace_generation; /* the trace its track was last named in */
+    ordo_stream_t *shell;            /* the public stream: its trace track */
+    uint32_t ordo__trace_generation; /* the trace its track was last named in */
 } cpu_stream_t;
 
 /* ---- submission ----------------------------------------------------- */
@@ -124,7 +124,7 @@ static uint32_t lock_acquire(cpu_stream_t *s) {
             continue;
         }
         if (++spins < 128) {
-            ordo_cpu_relax();
+            ordo__cpu_relax();
         } else {
             sched_yield(); /* the holder may have been preempted */
         }
@@ -138,7 +138,7 @@ static uint32_t lock_acquire(cpu_stream_t *s) {
 static void lock_release(cpu_stream_t *s, uint32_t seen) {
     atomic_store_explicit(&s->word, 0, memory_order_release);
     if (seen & WORKER_SLEEPING) {
-        ordo_futex_wake(&s->word, 1);
+        ordo__futex_wake(&s->word, 1);
     }
 }
 
@@ -151,7 +151,7 @@ static cpu_op_t *node_take_locked(cpu_stream_t *s) {
         if (slab) {
             s->spare = slab->next_free;
         } else {
-            slab = ordo_alloc(sizeof *slab, SLAB_BYTES);
+            slab = ordo__alloc(sizeof *slab, SLAB_BYTES);
             if (!slab) {
                 return NULL;
             }
@@ -173,7 +173,7 @@ static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
     if (!(state & SIGNAL_FAILED)) {
         return ORDO_OK; /* destroyed with nothing pending */
     }
-    return ordo_error(s->done->failure, api, "the stream has failed: %s", s->done->message);
+    return ordo__error(s->done->failure, api, "the stream has failed: %s", s->done->message);
 }
 
 /* Appends op to the stream; for a record, also publishes the event's
@@ -184,7 +184,7 @@ static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *r
     cpu_op_t *node = node_take_locked(s);
     if (!node) {
         lock_release(s, seen);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream operation");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream operation");
     }
     *node = *op;
     atomic_init(&node->next, NULL);
@@ -217,16 +217,16 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
  * trace id read before the op released the signal) on the stream's track,
  * naming the track first in a new trace. */
 static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64_t signal_id) {
-    uint32_t generation = trace_generation();
-    if (s->trace_generation != generation) {
+    uint32_t generation = ordo__trace_generation();
+    if (s->ordo__trace_generation != generation) {
         trace_event_t track = {
             start, (uint64_t)(int64_t)s->priority, s->shell, NULL, 0, 0, TRACE_TRACK, 0};
         memcpy(&track.a, s->shell->device->info.name, 8); /* 16 bytes of the name */
         memcpy(&track.b, s->shell->device->info.name + 8, 8);
         /* Named once the name is really in this trace (a record made
          * while a start is half done is dropped). */
-        if (trace_record(&track)) {
-            s->trace_generation = generation;
+        if (ordo__trace_record(&track)) {
+            s->ordo__trace_generation = generation;
         }
     }
     trace_event_t e = {start, trace_now() - start, s->shell, NULL, 0, 0, TRACE_SLICE, 0};
@@ -248,7 +248,7 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64
         e.name = "event record";
         break;
     }
-    trace_record(&e);
+    ordo__trace_record(&e);
 }
 
 static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
@@ -262,11 +262,12 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     switch (op->kind) {
     case OP_TASK:
         if (!failed) {
-            uint64_t messages = ordo_error_count();
+            uint64_t messages = ordo__error_count();
             ordo_status_t st = op->u.task.fn(op->u.task.ctx);
             if (st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                hal_host_task_failure(what, sizeof what, seq, st, ordo_error_count() != messages);
+                ordo__hal_host_task_failure(what, sizeof what, seq, st,
+                                            ordo__error_count() != messages);
                 fail_stream(s, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
             }
         }
@@ -284,7 +285,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
         } else {
             (void)ordo_signal_signal(op->u.point.signal, op->u.point.value);
         }
-        signal_release_internal(op->u.point.signal);
+        ordo__signal_release_internal(op->u.point.signal);
         break;
     case OP_WAIT:
         if (!failed) {
@@ -306,13 +307,14 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
                  * watcher does the same), so a task's own text reaches
                  * the waiters of streams downstream of it. */
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                fail_stream(s, signal_wait_ended(op->u.point.signal, what, sizeof what), what);
+                fail_stream(s, ordo__signal_wait_ended(op->u.point.signal, what, sizeof what),
+                            what);
             }
         }
-        signal_release_internal(op->u.point.signal);
+        ordo__signal_release_internal(op->u.point.signal);
         break;
     case OP_RECORD:
-        hal_event_record_reached(op->u.record.event, op->u.record.generation, !failed);
+        ordo__hal_event_record_reached(op->u.record.event, op->u.record.generation, !failed);
         break;
     }
     /* Publishing the point; after a failure this is a refused no-op. */
@@ -344,7 +346,7 @@ static void worker_idle(cpu_stream_t *s) {
                 atomic_load_explicit(&s->stopping, memory_order_acquire)) {
                 return;
             }
-            ordo_cpu_relax();
+            ordo__cpu_relax();
         }
     } while (ordo_time_now_ns() < until);
     uint32_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
@@ -357,7 +359,7 @@ static void worker_idle(cpu_stream_t *s) {
     }
     if (!atomic_load_explicit(&worker_head(s)->next, memory_order_acquire) &&
         !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
-        ordo_futex_wait(&s->word, word | WORKER_SLEEPING, ORDO_DEADLINE_NEVER);
+        ordo__futex_wait(&s->word, word | WORKER_SLEEPING, ORDO_DEADLINE_NEVER);
     }
     atomic_fetch_and_explicit(&s->word, ~WORKER_SLEEPING, memory_order_relaxed);
 }
@@ -373,7 +375,7 @@ static void apply_priority(int priority) {
 /* The stream whose worker this thread is (NULL elsewhere). */
 static _Thread_local const cpu_stream_t *tls_worker_of;
 
-int cpu_stream_on_own_thread(const ordo_stream_t *stream) {
+int ordo__cpu_stream_on_own_thread(const ordo_stream_t *stream) {
     return tls_worker_of == stream->impl;
 }
 
@@ -412,27 +414,27 @@ static void *worker_main(void *arg) {
 static void stream_free(cpu_stream_t *s) {
     while (s->all) {
         cpu_slab_t *next = s->all->next_all;
-        ordo_dealloc(s->all, sizeof *s->all, SLAB_BYTES);
+        ordo__dealloc(s->all, sizeof *s->all, SLAB_BYTES);
         s->all = next;
     }
     if (s->done) {
-        signal_release_internal(s->done);
+        ordo__signal_release_internal(s->done);
     }
     if (s->cancel) {
-        signal_release_internal(s->cancel);
+        ordo__signal_release_internal(s->cancel);
     }
-    ordo_dealloc(s, sizeof *s, 64);
+    ordo__dealloc(s, sizeof *s, 64);
 }
 
-ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
-    cpu_stream_t *s = ordo_alloc(sizeof *s, 64);
+ordo_status_t ordo__cpu_stream_init(ordo_stream_t *stream) {
+    cpu_stream_t *s = ordo__alloc(sizeof *s, 64);
     cpu_op_t *stub = s ? node_take_locked(s) : NULL;
     if (!stub) {
         if (s) {
             stream_free(s);
         }
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
-                          "cannot allocate a CPU stream");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
+                           "cannot allocate a CPU stream");
     }
     atomic_init(&s->head, stub);
     s->tail = stub;
@@ -441,22 +443,22 @@ ordo_status_t cpu_stream_init(ordo_stream_t *stream) {
     if (ordo_signal_create(0, &s->done) != ORDO_OK ||
         ordo_signal_create(0, &s->cancel) != ORDO_OK) {
         stream_free(s);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
-                          "cannot create the stream's timelines");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_stream_create",
+                           "cannot create the stream's timelines");
     }
     char name[ORDO_SIGNAL_NAME_MAX];
     snprintf(name, sizeof name, "progress of stream %p", (void *)stream);
-    signal_name_set_internal(s->done, name);
+    ordo__signal_name_set_internal(s->done, name);
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         stream_free(s);
-        return ordo_error(ORDO_ERR_RESOURCE_EXHAUSTED, "ordo_stream_create",
-                          "cannot start the stream's worker thread");
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, "ordo_stream_create",
+                           "cannot start the stream's worker thread");
     }
     stream->impl = s;
     return ORDO_OK;
 }
 
-void cpu_stream_fini(ordo_stream_t *stream) {
+void ordo__cpu_stream_fini(ordo_stream_t *stream) {
     cpu_stream_t *s = stream->impl;
     uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_acquire);
     uint64_t reached = 0;
@@ -474,7 +476,7 @@ void cpu_stream_fini(ordo_stream_t *stream) {
     stream->impl = NULL;
 }
 
-ordo_status_t cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
+ordo_status_t ordo__cpu_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
     cpu_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, "ordo_stream_host_task");
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
@@ -504,59 +506,61 @@ static ordo_status_t enqueue_point(ordo_stream_t *stream, op_kind_t kind, ordo_s
     cpu_op_t op = {.kind = kind, .u.point = {signal, value}};
     st = submit(s, &op, NULL, api);
     if (st != ORDO_OK && retain) {
-        signal_release_internal(signal);
+        ordo__signal_release_internal(signal);
     }
     return st;
 }
 
-ordo_status_t cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo__cpu_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal,
+                                      uint64_t value) {
     return enqueue_point(stream, OP_SIGNAL, signal, value, 1);
 }
 
-ordo_status_t cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo__cpu_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
     return enqueue_point(stream, OP_WAIT, signal, value, 1);
 }
 
-ordo_status_t cpu_stream_signal_adopt(ordo_stream_t *stream, ordo_signal_t *signal,
-                                      uint64_t value) {
+ordo_status_t ordo__cpu_stream_signal_adopt(ordo_stream_t *stream, ordo_signal_t *signal,
+                                            uint64_t value) {
     return enqueue_point(stream, OP_SIGNAL, signal, value, 0);
 }
 
-ordo_status_t cpu_stream_wait_adopt(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo__cpu_stream_wait_adopt(ordo_stream_t *stream, ordo_signal_t *signal,
+                                          uint64_t value) {
     return enqueue_point(stream, OP_WAIT, signal, value, 0);
 }
 
-ordo_status_t cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
+ordo_status_t ordo__cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
     cpu_stream_t *s = stream->impl;
     uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
     ordo_status_t st = ordo_signal_wait(s->done, target, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
-        return ordo_error(st, "ordo_stream_synchronize", "the stream has failed: %s",
-                          s->done->message);
+        return ordo__error(st, "ordo_stream_synchronize", "the stream has failed: %s",
+                           s->done->message);
     }
-    return st == ORDO_OK ? st : ordo_error_as(st, "ordo_stream_synchronize");
+    return st == ORDO_OK ? st : ordo__error_as(st, "ordo_stream_synchronize");
 }
 
-ordo_status_t cpu_stream_status(ordo_stream_t *stream) {
+ordo_status_t ordo__cpu_stream_status(ordo_stream_t *stream) {
     return stream_failure(stream->impl, "ordo_stream_status");
 }
 
-ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
+ordo_status_t ordo__cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     cpu_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, "ordo_event_record");
     if (st != ORDO_OK) {
         return st;
     }
-    uint64_t generation = hal_event_record_begin(event);
+    uint64_t generation = ordo__hal_event_record_begin(event);
     cpu_op_t op = {.kind = OP_RECORD, .u.record = {event, generation}};
     st = submit(s, &op, event, "ordo_event_record");
     if (st != ORDO_OK) {
-        hal_event_record_abort(event, generation);
+        ordo__hal_event_record_abort(event, generation);
         return st;
     }
     if (event->timeline != s->done) {
         if (event->timeline) {
-            signal_release_internal(event->timeline);
+            ordo__signal_release_internal(event->timeline);
         }
         signal_retain_internal(s->done);
         event->timeline = s->done;
@@ -564,7 +568,7 @@ ordo_status_t cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream
     return ORDO_OK;
 }
 
-void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
+void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
     cpu_stream_t *s = stream->impl;
     snapshot->count = 0;
     snapshot->truncated = 0;
@@ -607,8 +611,8 @@ void cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot)
                         snapshot->ops[0].seq == completed + 1 && !(state & SIGNAL_FAILED);
 }
 
-void cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,
-                         const _Atomic uint64_t **out_submitted) {
+void ordo__cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,
+                               const _Atomic uint64_t **out_submitted) {
     cpu_stream_t *s = stream->impl;
     *out_progress = s->done; /* raised to each op's number after it ran */
     *out_submitted = &s->submitted;

@@ -99,7 +99,7 @@ static cuda_api_t table;
 static const cuda_api_t *loaded;
 static char load_reason[160];
 
-void cuda_describe(CUresult result, char *out, size_t capacity) {
+void ordo__cuda_describe(CUresult result, char *out, size_t capacity) {
     const char *name = NULL;
     const char *text = NULL;
     if (loaded) {
@@ -113,7 +113,7 @@ void cuda_describe(CUresult result, char *out, size_t capacity) {
     }
 }
 
-ordo_status_t cuda_status_of(CUresult result) {
+ordo_status_t ordo__cuda_status_of(CUresult result) {
     switch (result) {
     case CUDA_SUCCESS:
         return ORDO_OK;
@@ -135,10 +135,10 @@ ordo_status_t cuda_status_of(CUresult result) {
     }
 }
 
-ordo_status_t cuda_error(CUresult result, const char *api, const char *what) {
+ordo_status_t ordo__cuda_error(CUresult result, const char *api, const char *what) {
     char detail[128];
-    cuda_describe(result, detail, sizeof detail);
-    return ordo_error(cuda_status_of(result), api, "%s: %s", what, detail);
+    ordo__cuda_describe(result, detail, sizeof detail);
+    return ordo__error(ordo__cuda_status_of(result), api, "%s: %s", what, detail);
 }
 
 /* Looks one entry point up: cuGetProcAddress at the version of the
@@ -290,7 +290,7 @@ static void load(void) {
     loaded = &table;
 }
 
-const cuda_api_t *cuda_api_load(char *reason, size_t capacity) {
+const cuda_api_t *ordo__cuda_api_load(char *reason, size_t capacity) {
     pthread_once(&load_once, load);
     if (!loaded && reason && capacity) {
         snprintf(reason, capacity, "%s", load_reason);
@@ -298,6 +298,6 @@ const cuda_api_t *cuda_api_load(char *reason, size_t capacity) {
     return loaded;
 }
 
-const cuda_api_t *cuda_api(void) {
+const cuda_api_t *ordo__cuda_api(void) {
     return loaded;
 }

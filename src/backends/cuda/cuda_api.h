@@ -6,9 +6,9 @@
  * cudaTypedefs.h, checked at build time in cuda_api.c), falling back to
  * dlsym of the versioned symbol name. Nothing links
  * against libcuda or the CUDA runtime, so one binary runs with and without
- * a driver; without one, cuda_api_load says why.
+ * a driver; without one, ordo__cuda_api_load says why.
  *
- * Thread-safety: cuda_api_load may be called from any thread (the first
+ * Thread-safety: ordo__cuda_api_load may be called from any thread (the first
  * call loads, the others wait for it and see the same result); the table
  * it returns is immutable afterwards. */
 #ifndef ORDO_BACKENDS_CUDA_API_H
@@ -20,7 +20,7 @@
 
 #include "ordo/status.h"
 
-typedef struct cuda_api {
+typedef struct ordo__cuda_api {
     int driver_version;
     /* Required: loading fails without any of these. */
     PFN_cuInit_v2000 Init;
@@ -78,19 +78,19 @@ typedef struct cuda_api {
 
 /* The loaded table, or NULL with the reason ("libcuda.so.1 not found:
  * ...", "cuInit failed: CUDA_ERROR_NO_DEVICE (...)") copied into reason. */
-const cuda_api_t *cuda_api_load(char *reason, size_t capacity);
+const cuda_api_t *ordo__cuda_api_load(char *reason, size_t capacity);
 
 /* The table once loaded successfully (NULL before or after a failure). */
-const cuda_api_t *cuda_api(void);
+const cuda_api_t *ordo__cuda_api(void);
 
 /* "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)". */
-void cuda_describe(CUresult result, char *out, size_t capacity);
+void ordo__cuda_describe(CUresult result, char *out, size_t capacity);
 
 /* Raises an ordo error for a failed driver call: status from the result
  * (out of memory, not ready, device), message "what: CUDA_ERROR_...". */
-ordo_status_t cuda_error(CUresult result, const char *api, const char *what);
+ordo_status_t ordo__cuda_error(CUresult result, const char *api, const char *what);
 
 /* The ordo status class of a driver result. */
-ordo_status_t cuda_status_of(CUresult result);
+ordo_status_t ordo__cuda_status_of(CUresult result);
 
 #endif

@@ -27,7 +27,7 @@
 static _Atomic uint64_t context_epoch = 1;
 static _Thread_local uint64_t thread_epoch;
 
-ordo_status_t cuda_enter(const cuda_device_t *d, const char *api) {
+ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api) {
     uint64_t epoch = atomic_load_explicit(&context_epoch, memory_order_relaxed);
     CUcontext current = NULL;
     if (thread_epoch == epoch && d->cu->CtxGetCurrent(&current) == CUDA_SUCCESS &&
@@ -36,7 +36,7 @@ ordo_status_t cuda_enter(const cuda_device_t *d, const char *api) {
     }
     CUresult r = d->cu->CtxSetCurrent(d->ctx);
     if (r != CUDA_SUCCESS) {
-        return cuda_error(r, api, "cuCtxSetCurrent");
+        return ordo__cuda_error(r, api, "cuCtxSetCurrent");
     }
     thread_epoch = epoch;
     return ORDO_OK;
@@ -45,7 +45,7 @@ ordo_status_t cuda_enter(const cuda_device_t *d, const char *api) {
 /* ---- availability and enumeration ---------------------------------------- */
 
 static int cuda_available(char *reason, size_t reason_capacity) {
-    const cuda_api_t *cu = cuda_api_load(reason, reason_capacity);
+    const cuda_api_t *cu = ordo__cuda_api_load(reason, reason_capacity);
     if (cu && reason_capacity) {
         reason[0] = '\0';
     }
@@ -53,7 +53,7 @@ static int cuda_available(char *reason, size_t reason_capacity) {
 }
 
 static size_t cuda_device_count(void) {
-    const cuda_api_t *cu = cuda_api_load(NULL, 0);
+    const cuda_api_t *cu = ordo__cuda_api_load(NULL, 0);
     int count = 0;
     if (!cu || cu->DeviceGetCount(&count) != CUDA_SUCCESS || count < 0) {
         return 0;
@@ -107,7 +107,7 @@ static void cuda_device_info(int ordinal, ordo_device_info_t *out_info) {
     out_info->ordinal = ordinal;
     out_info->timing_events = 1;
     out_info->device_memory = 1;
-    const cuda_api_t *cu = cuda_api();
+    const cuda_api_t *cu = ordo__cuda_api();
     CUdevice dev = 0;
     if (!cu || ordinal < 0 || ordinal >= CUDA_MAX_DEVICES ||
         cu->DeviceGet(&dev, ordinal) != CUDA_SUCCESS) {
@@ -129,7 +129,7 @@ static ordo_status_t point_create(void *user, ordo_event_kind_t kind, void **out
     CUevent event = NULL;
     CUresult r = d->cu->EventCreate(&event, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) {
-        return cuda_error(r, "ordo_stream_signal", "cuEventCreate");
+        return ordo__cuda_error(r, "ordo_stream_signal", "cuEventCreate");
     }
     *out_event = event;
     return ORDO_OK;
@@ -143,7 +143,7 @@ static void point_destroy(void *user, void *event) {
 /* ---- the free thread ------------------------------------------------------ */
 
 static void free_now(cuda_device_t *d, const cuda_free_t *f) {
-    if (cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
+    if (ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
         return;
     }
     if (f->synchronize_first) {
@@ -174,17 +174,17 @@ static void *free_main(void *arg) {
         pthread_mutex_unlock(&d->free_lock);
         atomic_fetch_add_explicit(&d->frees_begun, 1, memory_order_release);
         free_now(d, f);
-        ordo_dealloc(f, sizeof *f, 0);
+        ordo__dealloc(f, sizeof *f, 0);
         pthread_mutex_lock(&d->free_lock);
     }
     pthread_mutex_unlock(&d->free_lock);
     return NULL;
 }
 
-void cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
-                     int synchronize_first) {
+void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
+                           int synchronize_first) {
     cuda_free_t local = {NULL, device_ptr, host_ptr, synchronize_first};
-    cuda_free_t *f = ordo_alloc(sizeof *f, 0);
+    cuda_free_t *f = ordo__alloc(sizeof *f, 0);
     int queued = 0;
     if (f) {
         *f = local;
@@ -200,7 +200,7 @@ void cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
     if (!queued) {
         /* Freed here (it may block: better than a leak). */
         if (f) {
-            ordo_dealloc(f, sizeof *f, 0);
+            ordo__dealloc(f, sizeof *f, 0);
         }
         free_now(d, &local);
     }
@@ -235,7 +235,7 @@ static void halt_at_exit(void) {
     pthread_mutex_lock(&live_lock);
     exited = 1;
     for (cuda_device_t *d = live_devices; d; d = d->next_live) {
-        hal_watcher_halt(&d->watcher);
+        ordo__hal_watcher_halt(&d->watcher);
         free_thread_stop(d);
         d->halted = 1;
     }
@@ -270,17 +270,17 @@ static void live_remove(cuda_device_t *d) {
 static void device_release_parts(cuda_device_t *d) {
     live_remove(d);
     if (d->watcher_started) {
-        hal_watcher_stop(&d->watcher);
+        ordo__hal_watcher_stop(&d->watcher);
     }
     /* After the watcher: its completions may still queue frees. */
     free_thread_stop(d);
     if (d->points) {
-        (void)event_pool_destroy(d->points);
+        (void)ordo__event_pool_destroy(d->points);
     }
     while (d->aligned) {
         cuda_aligned_t *a = d->aligned;
         d->aligned = a->next;
-        ordo_dealloc(a, sizeof *a, 0);
+        ordo__dealloc(a, sizeof *a, 0);
     }
     if (d->orphans) {
         /* Words of streams destroyed with writes to them still pending:
@@ -290,7 +290,7 @@ static void device_release_parts(cuda_device_t *d) {
             cuda_orphan_word_t *o = d->orphans;
             d->orphans = o->next;
             (void)d->cu->MemFreeHost(o->word);
-            ordo_dealloc(o, sizeof *o, 0);
+            ordo__dealloc(o, sizeof *o, 0);
         }
     }
     pthread_mutex_destroy(&d->aligned_lock);
@@ -299,7 +299,7 @@ static void device_release_parts(cuda_device_t *d) {
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);
     }
-    ordo_dealloc(d, sizeof *d, 0);
+    ordo__dealloc(d, sizeof *d, 0);
 }
 
 /* ORDO_CUDA_POLL_US=MIN,MAX[,IDLE]: the completion thread's poll intervals
@@ -345,13 +345,13 @@ static void watcher_config_from_env(hal_watcher_config_t *out_config) {
 
 static ordo_status_t cuda_device_init(ordo_device_t *device) {
     static const char api[] = "ordo_device_open";
-    const cuda_api_t *cu = cuda_api();
+    const cuda_api_t *cu = ordo__cuda_api();
     if (!cu) {
-        return ordo_error(ORDO_ERR_UNAVAILABLE, api, "the CUDA driver is not loaded");
+        return ordo__error(ORDO_ERR_UNAVAILABLE, api, "the CUDA driver is not loaded");
     }
-    cuda_device_t *d = ordo_alloc(sizeof *d, 0);
+    cuda_device_t *d = ordo__alloc(sizeof *d, 0);
     if (!d) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA device");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA device");
     }
     pthread_mutex_init(&d->aligned_lock, NULL);
     pthread_mutex_init(&d->free_lock, NULL);
@@ -368,12 +368,12 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         }
     }
     if (r != CUDA_SUCCESS) {
-        ordo_status_t st = cuda_error(r, api, "cannot open the device's primary context");
+        ordo_status_t st = ordo__cuda_error(r, api, "cannot open the device's primary context");
         device_release_parts(d);
         return st;
     }
     atomic_fetch_add_explicit(&context_epoch, 1, memory_order_relaxed);
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         device_release_parts(d);
         return st;
@@ -388,7 +388,7 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     d->observe_memops = d->memops && mode && strcmp(mode, "memops") == 0;
     event_pool_backend_t backend = {point_create, point_destroy, d};
     ordo_event_pool_config_t config = {POINT_POOL_INITIAL, POINT_POOL_GROWTH, 0};
-    st = event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points);
+    st = ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points);
     if (st != ORDO_OK) {
         d->points = NULL;
         device_release_parts(d);
@@ -396,7 +396,7 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     }
     hal_watcher_config_t watcher_config;
     watcher_config_from_env(&watcher_config);
-    st = hal_watcher_start(&d->watcher, &cuda_watcher_ops, d, &watcher_config, api);
+    st = ordo__hal_watcher_start(&d->watcher, &ordo__cuda_watcher_ops, d, &watcher_config, api);
     if (st != ORDO_OK) {
         device_release_parts(d);
         return st;
@@ -404,7 +404,7 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     d->watcher_started = 1;
     if (pthread_create(&d->free_thread, NULL, free_main, d) != 0) {
         device_release_parts(d);
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot start the device's free thread");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot start the device's free thread");
     }
     d->free_started = 1;
     live_add(d);
@@ -414,32 +414,34 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
 
 static void cuda_device_fini(ordo_device_t *device) {
     cuda_device_t *d = device->impl;
-    (void)cuda_enter(d, "ordo_device_release");
+    (void)ordo__cuda_enter(d, "ordo_device_release");
     device_release_parts(d);
     device->impl = NULL;
 }
 
-ordo_status_t cuda_device_of(ordo_device_t *device, cuda_device_t **out_device, const char *api) {
-    ordo_status_t st = hal_device_check(device, api);
+ordo_status_t ordo__cuda_device_of(ordo_device_t *device, cuda_device_t **out_device,
+                                   const char *api) {
+    ordo_status_t st = ordo__hal_device_check(device, api);
     if (st != ORDO_OK) {
         return st;
     }
-    if (device->backend != &hal_cuda_backend) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is not a CUDA device",
-                          device->info.name);
+    if (device->backend != &ordo__hal_cuda_backend) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is not a CUDA device",
+                           device->info.name);
     }
     *out_device = device->impl;
     return ORDO_OK;
 }
 
-ordo_status_t cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream, const char *api) {
-    ordo_status_t st = hal_stream_check(stream, api);
+ordo_status_t ordo__cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream,
+                                   const char *api) {
+    ordo_status_t st = ordo__hal_stream_check(stream, api);
     if (st != ORDO_OK) {
         return st;
     }
-    if (stream->device->backend != &hal_cuda_backend) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "a stream of %s is not a CUDA stream",
-                          stream->device->info.name);
+    if (stream->device->backend != &ordo__hal_cuda_backend) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "a stream of %s is not a CUDA stream",
+                           stream->device->info.name);
     }
     *out_stream = stream->impl;
     return ORDO_OK;
@@ -454,25 +456,26 @@ static ordo_status_t cuda_mem_alloc(ordo_device_t *device, size_t bytes, size_t 
                                     void **out_ptr) {
     static const char api[] = "ordo_mem_allocate";
     cuda_device_t *d = device->impl;
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         return st;
     }
     size_t extra = alignment > CUDA_NATURAL_ALIGNMENT ? alignment - CUDA_NATURAL_ALIGNMENT : 0;
     cuda_aligned_t *record = NULL;
-    if (extra && !(record = ordo_alloc(sizeof *record, 0))) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an alignment record");
+    if (extra && !(record = ordo__alloc(sizeof *record, 0))) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an alignment record");
     }
     CUdeviceptr base = 0;
     CUresult r = d->cu->MemAlloc(&base, bytes + extra);
     if (r != CUDA_SUCCESS) {
         if (record) {
-            ordo_dealloc(record, sizeof *record, 0);
+            ordo__dealloc(record, sizeof *record, 0);
         }
         char detail[128];
-        cuda_describe(r, detail, sizeof detail);
-        return ordo_error(cuda_status_of(r), api, "%s cannot allocate %zu bytes: cuMemAlloc: %s",
-                          device->info.name, bytes, detail);
+        ordo__cuda_describe(r, detail, sizeof detail);
+        return ordo__error(ordo__cuda_status_of(r), api,
+                           "%s cannot allocate %zu bytes: cuMemAlloc: %s", device->info.name, bytes,
+                           detail);
     }
     CUdeviceptr aligned = base;
     if (record) {
@@ -502,12 +505,12 @@ static void cuda_mem_free(ordo_device_t *device, void *ptr, size_t bytes) {
             cuda_aligned_t *a = *link;
             *link = a->next;
             target = a->base;
-            ordo_dealloc(a, sizeof *a, 0);
+            ordo__dealloc(a, sizeof *a, 0);
             break;
         }
     }
     pthread_mutex_unlock(&d->aligned_lock);
-    cuda_defer_free(d, target, NULL, 0);
+    ordo__cuda_defer_free(d, target, NULL, 0);
 }
 
 /* ---- events --------------------------------------------------------------- */
@@ -522,14 +525,14 @@ static ordo_status_t cuda_event_init(ordo_device_t *device, ordo_event_t *event)
         return ORDO_OK;
     }
     cuda_device_t *d = device->impl;
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         return st;
     }
     CUevent e = NULL;
     CUresult r = d->cu->EventCreate(&e, CU_EVENT_DEFAULT);
     if (r != CUDA_SUCCESS) {
-        return cuda_error(r, api, "cuEventCreate");
+        return ordo__cuda_error(r, api, "cuEventCreate");
     }
     event->impl = e;
     return ORDO_OK;
@@ -540,7 +543,7 @@ static void cuda_event_fini(ordo_device_t *device, ordo_event_t *event) {
         return;
     }
     cuda_device_t *d = device->impl;
-    if (cuda_enter(d, "ordo_event_destroy") == ORDO_OK) {
+    if (ordo__cuda_enter(d, "ordo_event_destroy") == ORDO_OK) {
         (void)d->cu->EventDestroy((CUevent)event->impl);
     }
     event->impl = NULL;
@@ -550,14 +553,14 @@ static ordo_status_t cuda_event_elapsed_ns(ordo_event_t *start, ordo_event_t *en
                                            int64_t *out_ns) {
     static const char api[] = "ordo_event_elapsed_ns";
     cuda_device_t *d = start->device->impl;
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         return st;
     }
     float ms = 0.0f;
     CUresult r = d->cu->EventElapsedTime(&ms, (CUevent)start->impl, (CUevent)end->impl);
     if (r != CUDA_SUCCESS) {
-        return cuda_error(r, api, "cuEventElapsedTime");
+        return ordo__cuda_error(r, api, "cuEventElapsedTime");
     }
     *out_ns = (int64_t)((double)ms * 1e6);
     return ORDO_OK;
@@ -570,12 +573,12 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
         *out_stream = NULL;
     }
     cuda_stream_t *s = NULL;
-    ordo_status_t st = cuda_stream_of(stream, &s, __func__);
+    ordo_status_t st = ordo__cuda_stream_of(stream, &s, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_stream) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     *out_stream = s->cu;
     return ORDO_OK;
@@ -583,14 +586,14 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
 
 ordo_status_t ordo_cuda_stream_enqueue(ordo_stream_t *stream, ordo_cuda_enqueue_fn fn, void *ctx) {
     cuda_stream_t *s = NULL;
-    ordo_status_t st = cuda_stream_of(stream, &s, __func__);
+    ordo_status_t st = ordo__cuda_stream_of(stream, &s, __func__);
     if (st != ORDO_OK) {
         return st;
     }
     if (!fn) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
     }
-    return cuda_stream_enqueue(s, fn, ctx, __func__);
+    return ordo__cuda_stream_enqueue(s, fn, ctx, __func__);
 }
 
 ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **out_context,
@@ -602,7 +605,7 @@ ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **
         *out_device = 0;
     }
     cuda_device_t *d = NULL;
-    ordo_status_t st = cuda_device_of(device, &d, __func__);
+    ordo_status_t st = ordo__cuda_device_of(device, &d, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -617,30 +620,30 @@ ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **
 
 ordo_status_t ordo_cuda_make_current(ordo_device_t *device) {
     cuda_device_t *d = NULL;
-    ordo_status_t st = cuda_device_of(device, &d, __func__);
+    ordo_status_t st = ordo__cuda_device_of(device, &d, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    return cuda_enter(d, __func__);
+    return ordo__cuda_enter(d, __func__);
 }
 
-const hal_backend_t hal_cuda_backend = {
+const hal_backend_t ordo__hal_cuda_backend = {
     .name = "cuda",
     .available = cuda_available,
     .device_count = cuda_device_count,
     .device_info = cuda_device_info,
     .device_init = cuda_device_init,
     .device_fini = cuda_device_fini,
-    .stream_init = cuda_stream_init,
-    .stream_fini = cuda_stream_fini,
-    .stream_on_own_thread = cuda_stream_on_own_thread,
-    .host_task = cuda_stream_host_task,
-    .signal = cuda_stream_signal,
-    .wait = cuda_stream_wait,
-    .synchronize = cuda_stream_synchronize,
-    .status = cuda_stream_status,
-    .event_record = cuda_stream_event_record,
-    .stream_snapshot = cuda_stream_snapshot,
+    .stream_init = ordo__cuda_stream_init,
+    .stream_fini = ordo__cuda_stream_fini,
+    .stream_on_own_thread = ordo__cuda_stream_on_own_thread,
+    .host_task = ordo__cuda_stream_host_task,
+    .signal = ordo__cuda_stream_signal,
+    .wait = ordo__cuda_stream_wait,
+    .synchronize = ordo__cuda_stream_synchronize,
+    .status = ordo__cuda_stream_status,
+    .event_record = ordo__cuda_stream_event_record,
+    .stream_snapshot = ordo__cuda_stream_snapshot,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
     .event_init = cuda_event_init,

@@ -72,7 +72,7 @@ typedef struct cuda_device {
     pthread_mutex_t aligned_lock;
     cuda_aligned_t *aligned;     /* under aligned_lock */
     cuda_orphan_word_t *orphans; /* under aligned_lock */
-    /* The free thread and its queue (cuda_defer_free). */
+    /* The free thread and its queue (ordo__cuda_defer_free). */
     pthread_mutex_t free_lock;
     pthread_cond_t free_cond;
     cuda_free_t *free_head; /* under free_lock, oldest first */
@@ -116,40 +116,43 @@ typedef struct cuda_stream {
  * back to the driver on the device's free thread, after cuCtxSynchronize
  * if synchronize_first; never blocks. Where the queue cannot take it (out
  * of memory, or the thread is gone), frees it on the calling thread. */
-void cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
-                     int synchronize_first);
+void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
+                           int synchronize_first);
 
 /* Makes the device's primary context current on the calling thread. */
-ordo_status_t cuda_enter(const cuda_device_t *d, const char *api);
+ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api);
 
 /* The stream's CUDA device, or an error when stream is not a CUDA stream. */
-ordo_status_t cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream, const char *api);
-ordo_status_t cuda_device_of(ordo_device_t *device, cuda_device_t **out_device, const char *api);
+ordo_status_t ordo__cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream,
+                                   const char *api);
+ordo_status_t ordo__cuda_device_of(ordo_device_t *device, cuda_device_t **out_device,
+                                   const char *api);
 
 /* Enqueues fn(ctx, stream) in stream order: now (on the calling thread)
  * when the stream holds nothing, else on the lane once the held ops before
  * it have been issued. A failure of fn fails the stream at that point. */
-ordo_status_t cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
-                                  const char *api);
+ordo_status_t ordo__cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                        const char *api);
 
-/* cuda_stream_enqueue, but even on a failed stream, and run also when the
+/* ordo__cuda_stream_enqueue, but even on a failed stream, and run also when the
  * stream is destroyed before the lane reaches it (for frees). */
-ordo_status_t cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
-                                         const char *api);
+ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                               const char *api);
 
 /* The backend entry points of cuda_stream.c. */
-ordo_status_t cuda_stream_init(ordo_stream_t *stream);
-void cuda_stream_fini(ordo_stream_t *stream);
-int cuda_stream_on_own_thread(const ordo_stream_t *stream);
-ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
-ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
-ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
-ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
-ordo_status_t cuda_stream_status(ordo_stream_t *stream);
-ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
-void cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream);
+void ordo__cuda_stream_fini(ordo_stream_t *stream);
+int ordo__cuda_stream_on_own_thread(const ordo_stream_t *stream);
+ordo_status_t ordo__cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx);
+ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal,
+                                       uint64_t value);
+ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
+ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
+ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream);
+ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
+void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 
 /* The watcher's view of points (cuda_stream.c). */
-extern const hal_watcher_ops_t cuda_watcher_ops;
+extern const hal_watcher_ops_t ordo__cuda_watcher_ops;
 
 #endif

@@ -55,7 +55,7 @@ static cuda_block_t *descriptor_take(cuda_resource_t *r) {
     }
     pthread_mutex_unlock(&r->lock);
     if (!b) {
-        return ordo_alloc(sizeof *b, 0);
+        return ordo__alloc(sizeof *b, 0);
     }
     if (b->free_timeline) {
         (void)ordo_signal_release(b->free_timeline);
@@ -82,13 +82,13 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
     static const char api[] = "ordo_mem_allocate";
     cuda_resource_t *r = (cuda_resource_t *)resource;
     cuda_device_t *d = r->d;
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         return st;
     }
     cuda_block_t *b = descriptor_take(r);
     if (!b) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a block descriptor");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a block descriptor");
     }
     size_t natural = natural_alignment(r->kind);
     size_t extra = request->alignment > natural ? request->alignment - natural : 0;
@@ -112,9 +112,9 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
     if (result != CUDA_SUCCESS) {
         descriptor_put(r, b);
         char detail[128];
-        cuda_describe(result, detail, sizeof detail);
-        return ordo_error(cuda_status_of(result), api, "cannot allocate %zu bytes: %s: %s",
-                          request->bytes, what, detail);
+        ordo__cuda_describe(result, detail, sizeof detail);
+        return ordo__error(ordo__cuda_status_of(result), api, "cannot allocate %zu bytes: %s: %s",
+                           request->bytes, what, detail);
     }
     uintptr_t aligned =
         ((uintptr_t)raw + request->alignment - 1) & ~(uintptr_t)(request->alignment - 1);
@@ -142,9 +142,9 @@ static void release_memory(cuda_resource_t *r, cuda_block_t *b, int device_freed
         /* On the device's free thread: this runs on the completion thread
          * too, which must never block behind the device. */
         if (r->kind == CUDA_MEM_ASYNC) {
-            cuda_defer_free(d, (CUdeviceptr)(uintptr_t)b->raw, NULL, 0);
+            ordo__cuda_defer_free(d, (CUdeviceptr)(uintptr_t)b->raw, NULL, 0);
         } else {
-            cuda_defer_free(d, 0, b->raw, synchronize_first);
+            ordo__cuda_defer_free(d, 0, b->raw, synchronize_first);
         }
     }
     atomic_fetch_sub_explicit(&r->bytes_outstanding, b->base.bytes, memory_order_relaxed);
@@ -165,7 +165,7 @@ static void free_complete(cuda_block_t *b) {
      * the device drains first (on the free thread). */
     int drain = r->kind == CUDA_MEM_PINNED && b->free_status != ORDO_OK;
     release_memory(r, b, r->kind == CUDA_MEM_ASYNC, drain);
-    mem_frees_done(&r->frees_pending);
+    ordo__mem_frees_done(&r->frees_pending);
 }
 
 static void free_step_done(cuda_block_t *b) {
@@ -193,7 +193,7 @@ static ordo_status_t free_async(void *ctx, struct CUstream_st *stream) {
     const cuda_api_t *cu = b->owner->d->cu;
     CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)b->raw;
     if (cu->MemFreeAsync(ptr, stream) != CUDA_SUCCESS) {
-        cuda_defer_free(b->owner->d, ptr, NULL, 1);
+        ordo__cuda_defer_free(b->owner->d, ptr, NULL, 1);
     }
     free_step_done(b);
     return ORDO_OK;
@@ -207,8 +207,8 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
     uint32_t expected = ORDO_BLOCK_MAGIC;
     if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
                                                  memory_order_acq_rel, memory_order_acquire)) {
-        return ordo_error(ORDO_ERR_INVALID_HANDLE, api, "block %p (tag %u) was already deallocated",
-                          (void *)block, block->tag);
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "block %p (tag %u) was already deallocated", (void *)block, block->tag);
     }
     if (!stream) {
         release_memory(r, b, 0, 0);
@@ -227,7 +227,7 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
         /* In stream order, whatever the stream's state: the memory must go
          * back, and a free the device orders cannot overtake the stream's
          * own work. It may run on the lane at any time from here on. */
-        st = cuda_stream_enqueue_always(stream->impl, free_async, b, api);
+        st = ordo__cuda_stream_enqueue_always(stream->impl, free_async, b, api);
         if (st != ORDO_OK) {
             /* Not enqueued (free_async never fails): the block is the
              * caller's still. */
@@ -275,10 +275,10 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
     b->free_timeline = NULL;
     (void)ordo_signal_release(timeline);
     atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
-    return ordo_error(st, api,
-                      "the free could not be enqueued on the stream; block %p (tag %u) is still "
-                      "yours",
-                      (void *)block, block->tag);
+    return ordo__error(st, api,
+                       "the free could not be enqueued on the stream; block %p (tag %u) is still "
+                       "yours",
+                       (void *)block, block->tag);
 }
 
 static uint64_t cuda_res_bytes_outstanding(ordo_mem_resource_t *resource) {
@@ -289,7 +289,7 @@ static uint64_t cuda_res_bytes_outstanding(ordo_mem_resource_t *resource) {
 static ordo_status_t cuda_res_reap_pending(ordo_mem_resource_t *resource,
                                            ordo_deadline_t deadline) {
     cuda_resource_t *r = (cuda_resource_t *)resource;
-    return mem_frees_wait(&r->frees_pending, deadline);
+    return ordo__mem_frees_wait(&r->frees_pending, deadline);
 }
 
 static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {
@@ -297,10 +297,10 @@ static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {
     uint64_t live = atomic_load_explicit(&r->blocks_live, memory_order_acquire) +
                     atomic_load_explicit(&r->frees_pending, memory_order_acquire);
     if (live) {
-        return ordo_error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
-                          "the %s resource still has %llu block(s) outstanding or with a free "
-                          "pending",
-                          kind_name(r->kind), (unsigned long long)live);
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_resource_destroy",
+                           "the %s resource still has %llu block(s) outstanding or with a free "
+                           "pending",
+                           kind_name(r->kind), (unsigned long long)live);
     }
     while (r->descriptors) {
         cuda_block_t *b = r->descriptors;
@@ -308,12 +308,12 @@ static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {
         if (b->free_timeline) {
             (void)ordo_signal_release(b->free_timeline);
         }
-        ordo_dealloc(b, sizeof *b, 0);
+        ordo__dealloc(b, sizeof *b, 0);
     }
     pthread_mutex_destroy(&r->lock);
     ordo_device_t *device = resource->device;
-    mem_resource_fini(resource);
-    ordo_dealloc(r, sizeof *r, 0);
+    ordo__mem_resource_fini(resource);
+    ordo__dealloc(r, sizeof *r, 0);
     return ordo_device_release(device);
 }
 
@@ -323,11 +323,11 @@ static const mem_resource_ops_t async_ops = {
     .deallocate = cuda_res_deallocate,
     .bytes_outstanding = cuda_res_bytes_outstanding,
     .reap_pending = cuda_res_reap_pending,
-    .supports_use_tracking = mem_no_use_tracking,
-    .prepare_use = mem_refuse_prepare_use,
-    .finish_use = mem_refuse_finish_use,
-    .record_use = mem_refuse_record_use,
-    .block_buffer = mem_no_block_buffer,
+    .supports_use_tracking = ordo__mem_no_use_tracking,
+    .prepare_use = ordo__mem_refuse_prepare_use,
+    .finish_use = ordo__mem_refuse_finish_use,
+    .record_use = ordo__mem_refuse_record_use,
+    .block_buffer = ordo__mem_no_block_buffer,
     .destroy = cuda_res_destroy,
 };
 
@@ -337,11 +337,11 @@ static const mem_resource_ops_t pinned_ops = {
     .deallocate = cuda_res_deallocate,
     .bytes_outstanding = cuda_res_bytes_outstanding,
     .reap_pending = cuda_res_reap_pending,
-    .supports_use_tracking = mem_no_use_tracking,
-    .prepare_use = mem_refuse_prepare_use,
-    .finish_use = mem_refuse_finish_use,
-    .record_use = mem_refuse_record_use,
-    .block_buffer = mem_no_block_buffer,
+    .supports_use_tracking = ordo__mem_no_use_tracking,
+    .prepare_use = ordo__mem_refuse_prepare_use,
+    .finish_use = ordo__mem_refuse_finish_use,
+    .record_use = ordo__mem_refuse_record_use,
+    .block_buffer = ordo__mem_no_block_buffer,
     .destroy = cuda_res_destroy,
 };
 
@@ -350,31 +350,32 @@ static ordo_status_t resource_create(ordo_device_t *device, cuda_mem_kind_t kind
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = hal_device_check(device, api);
+    ordo_status_t st = ordo__hal_device_check(device, api);
     if (st != ORDO_OK) {
         return st;
     }
     if (!out_resource) {
-        return ordo_error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }
-    if (device->backend != &hal_cuda_backend) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, api, "%s is not a CUDA device", device->info.name);
+    if (device->backend != &ordo__hal_cuda_backend) {
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api, "%s is not a CUDA device", device->info.name);
     }
     cuda_device_t *d = device->impl;
     if (kind == CUDA_MEM_ASYNC && !d->memory_pools) {
-        return ordo_error(ORDO_ERR_UNSUPPORTED, api,
-                          "%s (or its driver) does not support memory pools (cuMemAllocAsync)",
-                          device->info.name);
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api,
+                           "%s (or its driver) does not support memory pools (cuMemAllocAsync)",
+                           device->info.name);
     }
-    cuda_resource_t *r = ordo_alloc(sizeof *r, 0);
+    cuda_resource_t *r = ordo__alloc(sizeof *r, 0);
     if (!r) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a resource");
     }
     pthread_mutex_init(&r->lock, NULL);
     r->d = d;
     r->kind = kind;
     (void)ordo_device_retain(device);
-    mem_resource_init(&r->base, kind == CUDA_MEM_ASYNC ? &async_ops : &pinned_ops, device, NULL);
+    ordo__mem_resource_init(&r->base, kind == CUDA_MEM_ASYNC ? &async_ops : &pinned_ops, device,
+                            NULL);
     *out_resource = &r->base;
     return ORDO_OK;
 }

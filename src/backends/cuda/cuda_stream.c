@@ -30,10 +30,10 @@
 static ordo_status_t stream_failure(cuda_stream_t *s, const char *api) {
     ordo_status_t st = ORDO_OK;
     const char *message = NULL;
-    if (ORDO_LIKELY(!hal_timeline_failed(&s->timeline, &st, &message))) {
+    if (ORDO_LIKELY(!ordo__hal_timeline_failed(&s->timeline, &st, &message))) {
         return ORDO_OK;
     }
-    return ordo_error(st, api, "the stream has failed: %s", message);
+    return ordo__error(st, api, "the stream has failed: %s", message);
 }
 
 /* A signal point the stream will never reach fails at once (unless the
@@ -55,14 +55,14 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
                                  uint64_t value, ordo_event_t *event, uint64_t generation,
                                  const char *api) {
     cuda_device_t *d = s->dev;
-    hal_watch_t *w = hal_timeline_watch_alloc(&s->timeline);
+    hal_watch_t *w = ordo__hal_timeline_watch_alloc(&s->timeline);
     if (!w) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream point");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream point");
     }
     void *point = NULL;
-    ordo_status_t st = event_pool_take(d->points, &point);
+    ordo_status_t st = ordo__event_pool_take(d->points, &point);
     if (st != ORDO_OK) {
-        hal_timeline_watch_free(&s->timeline, w);
+        ordo__hal_timeline_watch_free(&s->timeline, w);
         return st;
     }
     CUresult r = CUDA_SUCCESS;
@@ -81,9 +81,9 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
         }
     }
     if (r != CUDA_SUCCESS) {
-        event_pool_give(d->points, point);
-        hal_timeline_watch_free(&s->timeline, w);
-        return cuda_error(r, api, what);
+        ordo__event_pool_give(d->points, point);
+        ordo__hal_timeline_watch_free(&s->timeline, w);
+        return ordo__cuda_error(r, api, what);
     }
     w->point = point;
     w->seq = seq;
@@ -94,7 +94,7 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
     }
     w->event = event;
     w->generation = generation;
-    hal_timeline_push(&s->timeline, w);
+    ordo__hal_timeline_push(&s->timeline, w);
     s->chain = 0;
     return ORDO_OK;
 }
@@ -116,7 +116,7 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
     }
     /* Completions run users' callbacks on this thread, and one may have
      * made another context current (or none): bind the device's again. */
-    if (cuda_enter(d, "the CUDA completion thread") != ORDO_OK) {
+    if (ordo__cuda_enter(d, "the CUDA completion thread") != ORDO_OK) {
         snprintf(msg, capacity, "the device failed: %s", ordo_error_message());
         return ORDO_ERR_DEVICE;
     }
@@ -128,9 +128,9 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
         return ORDO_ERR_BUSY;
     }
     char detail[128];
-    cuda_describe(r, detail, sizeof detail);
+    ordo__cuda_describe(r, detail, sizeof detail);
     snprintf(msg, capacity, "the device failed: cuEventQuery: %s", detail);
-    ordo_status_t st = cuda_status_of(r);
+    ordo_status_t st = ordo__cuda_status_of(r);
     return st == ORDO_ERR_BUSY || st == ORDO_OK ? ORDO_ERR_DEVICE : st;
 }
 
@@ -140,11 +140,11 @@ static void point_release(void *user, void *point, int reached) {
      * for the new record; waits enqueued on the old one keep it). */
     (void)reached;
     cuda_device_t *d = user;
-    event_pool_give(d->points, point);
+    ordo__event_pool_give(d->points, point);
 }
 
 static void watcher_thread_start(void *user) {
-    (void)cuda_enter(user, "the CUDA completion thread");
+    (void)ordo__cuda_enter(user, "the CUDA completion thread");
 }
 
 /* A waiting thread's pass (watcher.h): the device's context current for
@@ -160,7 +160,7 @@ static void help_end(void *user) {
     (void)d->cu->CtxPopCurrent(&popped);
 }
 
-const hal_watcher_ops_t cuda_watcher_ops = {
+const hal_watcher_ops_t ordo__cuda_watcher_ops = {
     .query = point_query,
     .release = point_release,
     .thread_start = watcher_thread_start,
@@ -200,21 +200,21 @@ static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t 
     }
     /* Either way a check follows the wait in the timeline: it fails the
      * stream, in order, if the signal ends before the value. */
-    hal_watch_t *check = hal_timeline_watch_alloc(&s->timeline);
+    hal_watch_t *check = ordo__hal_timeline_watch_alloc(&s->timeline);
     if (!check) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream wait");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream wait");
     }
     if (!(state & SIGNAL_ENDED)) {
         wait_use_t use = {s, CUDA_SUCCESS, NULL, 0};
-        if (!hal_watcher_find(&s->dev->watcher, signal, value, wait_on_point, &use)) {
-            hal_timeline_watch_free(&s->timeline, check);
+        if (!ordo__hal_watcher_find(&s->dev->watcher, signal, value, wait_on_point, &use)) {
+            ordo__hal_timeline_watch_free(&s->timeline, check);
             *out_hold = 1;
             return ORDO_OK;
         }
         if (use.result != CUDA_SUCCESS) {
-            signal_release_internal(use.after);
-            hal_timeline_watch_free(&s->timeline, check);
-            return cuda_error(use.result, api, "cuStreamWaitEvent");
+            ordo__signal_release_internal(use.after);
+            ordo__hal_timeline_watch_free(&s->timeline, check);
+            return ordo__cuda_error(use.result, api, "cuStreamWaitEvent");
         }
         check->after = use.after;
         check->after_value = use.after_value;
@@ -222,7 +222,7 @@ static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t 
     signal_retain_internal(signal);
     check->check = signal;
     check->check_value = value;
-    hal_timeline_push(&s->timeline, check);
+    ordo__hal_timeline_push(&s->timeline, check);
     /* A host task after this must wait for the check's verdict. */
     s->chain = 0;
     return ORDO_OK;
@@ -278,7 +278,7 @@ static const char *held_api(held_kind_t kind) {
 static void lane_fail(cuda_stream_t *s, ordo_status_t st) {
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     snprintf(message, sizeof message, "%s", ordo_error_message());
-    hal_timeline_fail(&s->timeline, st, message);
+    ordo__hal_timeline_fail(&s->timeline, st, message);
 }
 
 /* After a direct issue failed (outside the lane's lock): a device error
@@ -293,7 +293,7 @@ static void issue_failed(cuda_stream_t *s, ordo_status_t st) {
 
 static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point_t *out_wait) {
     cuda_stream_t *s = op->s;
-    if (cancelled || hal_timeline_failed(&s->timeline, NULL, NULL)) {
+    if (cancelled || ordo__hal_timeline_failed(&s->timeline, NULL, NULL)) {
         return HAL_LANE_DONE;
     }
     if (op->stage == 0) {
@@ -317,12 +317,14 @@ static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point
         *out_wait = (ordo_signal_point_t){s->timeline.progress, op->need};
         return HAL_LANE_BLOCKED;
     }
-    uint64_t messages = ordo_error_count();
+    uint64_t messages = ordo__error_count();
     ordo_status_t st = op->fn(op->ctx);
     if (st != ORDO_OK) {
         char what[ORDO_SIGNAL_MESSAGE_MAX];
-        hal_host_task_failure(what, sizeof what, op->seq + 1, st, ordo_error_count() != messages);
-        hal_timeline_fail(&s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+        ordo__hal_host_task_failure(what, sizeof what, op->seq + 1, st,
+                                    ordo__error_count() != messages);
+        ordo__hal_timeline_fail(&s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED,
+                                what);
         return HAL_LANE_DONE;
     }
     /* Nothing after the task has been issued: the progress is the lane's
@@ -341,13 +343,13 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
      * that left another context current (or none) on this thread: every
      * op starts with the device's context bound again, or fails the
      * stream if it cannot be. */
-    ordo_status_t entered = cuda_enter(s->dev, api);
+    ordo_status_t entered = ordo__cuda_enter(s->dev, api);
     if (entered != ORDO_OK) {
         lane_fail(s, entered);
     }
     ordo_status_t failure = ORDO_OK;
     const char *message = NULL;
-    int failed = hal_timeline_failed(&s->timeline, &failure, &message);
+    int failed = ordo__hal_timeline_failed(&s->timeline, &failure, &message);
     ordo_status_t st = ORDO_OK;
     switch (op->kind) {
     case HELD_TASK:
@@ -370,7 +372,7 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
             if (st != ORDO_OK) {
                 lane_fail(s, st);
             }
-            hal_event_record_reached(op->event, op->generation, 0);
+            ordo__hal_event_record_reached(op->event, op->generation, 0);
         }
         return HAL_LANE_DONE;
     case HELD_SYNC:
@@ -401,7 +403,7 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
                 snprintf(what, sizeof what, "an enqueued function returned %s",
                          ordo_status_name(st));
-                (void)hal_timeline_push_failure(
+                (void)ordo__hal_timeline_push_failure(
                     &s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
             }
         }
@@ -411,9 +413,9 @@ static hal_lane_step_t held_run(hal_lane_op_t *base, int cancelled, ordo_signal_
 }
 
 static held_op_t *held_make(cuda_stream_t *s, held_kind_t kind, int lane_kind, const char *api) {
-    held_op_t *op = ordo_alloc(sizeof *op, 0);
+    held_op_t *op = ordo__alloc(sizeof *op, 0);
     if (!op) {
-        (void)ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a held stream operation");
+        (void)ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a held stream operation");
         return NULL;
     }
     op->base.size = sizeof *op;
@@ -426,12 +428,12 @@ static held_op_t *held_make(cuda_stream_t *s, held_kind_t kind, int lane_kind, c
 
 /* Queues op on the lane (lock held); frees it if that fails. */
 static ordo_status_t held_push(cuda_stream_t *s, held_op_t *op, const char *api) {
-    ordo_status_t st = hal_lane_push_locked(&s->lane, &op->base, api);
+    ordo_status_t st = ordo__hal_lane_push_locked(&s->lane, &op->base, api);
     if (st != ORDO_OK) {
         if (op->base.signal) {
-            signal_release_internal(op->base.signal);
+            ordo__signal_release_internal(op->base.signal);
         }
-        ordo_dealloc(op, sizeof *op, 0);
+        ordo__dealloc(op, sizeof *op, 0);
     }
     return st;
 }
@@ -439,26 +441,26 @@ static ordo_status_t held_push(cuda_stream_t *s, held_op_t *op, const char *api)
 /* ---- the backend entry points ----------------------------------------------- */
 
 static void lane_thread_start(void *user) {
-    (void)cuda_enter(user, "the CUDA host lane");
+    (void)ordo__cuda_enter(user, "the CUDA host lane");
 }
 
-ordo_status_t cuda_stream_init(ordo_stream_t *stream) {
+ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream) {
     static const char api[] = "ordo_stream_create";
     cuda_device_t *d = stream->device->impl;
-    ordo_status_t st = cuda_enter(d, api);
+    ordo_status_t st = ordo__cuda_enter(d, api);
     if (st != ORDO_OK) {
         return st;
     }
-    cuda_stream_t *s = ordo_alloc(sizeof *s, 64);
+    cuda_stream_t *s = ordo__alloc(sizeof *s, 64);
     if (!s) {
-        return ordo_error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA stream");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA stream");
     }
     s->shell = stream;
     s->dev = d;
     CUresult r = d->cu->StreamCreateWithPriority(&s->cu, CU_STREAM_NON_BLOCKING, stream->priority);
     if (r != CUDA_SUCCESS) {
-        ordo_dealloc(s, sizeof *s, 64);
-        return cuda_error(r, api, "cuStreamCreateWithPriority");
+        ordo__dealloc(s, sizeof *s, 64);
+        return ordo__cuda_error(r, api, "cuStreamCreateWithPriority");
     }
     if (d->observe_memops) {
         void *word = NULL;
@@ -469,17 +471,17 @@ ordo_status_t cuda_stream_init(ordo_stream_t *stream) {
             r = d->cu->MemHostGetDevicePointer(&s->word_device, word, 0);
         }
         if (r != CUDA_SUCCESS) {
-            st = cuda_error(r, api, "cannot map the stream's progress word");
+            st = ordo__cuda_error(r, api, "cannot map the stream's progress word");
             goto fail;
         }
     }
     char name[ORDO_SIGNAL_NAME_MAX];
     snprintf(name, sizeof name, "progress of stream %p", (void *)stream);
-    if ((st = hal_timeline_init(&s->timeline, &d->watcher, s, name, api)) != ORDO_OK) {
+    if ((st = ordo__hal_timeline_init(&s->timeline, &d->watcher, s, name, api)) != ORDO_OK) {
         goto fail;
     }
     s->timeline_ready = 1;
-    if ((st = hal_lane_init(&s->lane, d->watcher.registered, lane_thread_start, d, api)) !=
+    if ((st = ordo__hal_lane_init(&s->lane, d->watcher.registered, lane_thread_start, d, api)) !=
         ORDO_OK) {
         goto fail;
     }
@@ -488,21 +490,21 @@ ordo_status_t cuda_stream_init(ordo_stream_t *stream) {
     return ORDO_OK;
 fail:
     if (s->timeline_ready) {
-        hal_timeline_fini(&s->timeline, ORDO_DEADLINE_NOW, 0, ORDO_ERR_CANCELLED, "");
+        ordo__hal_timeline_fini(&s->timeline, ORDO_DEADLINE_NOW, 0, ORDO_ERR_CANCELLED, "");
     }
     if (s->word) {
         (void)d->cu->MemFreeHost((void *)s->word);
     }
     (void)d->cu->StreamDestroy(s->cu);
-    ordo_dealloc(s, sizeof *s, 64);
+    ordo__dealloc(s, sizeof *s, 64);
     return st;
 }
 
 /* The stream's host lane runs its host tasks; the device's completion
- * thread runs signal callbacks and is waited for by hal_timeline_fini. */
-int cuda_stream_on_own_thread(const ordo_stream_t *stream) {
+ * thread runs signal callbacks and is waited for by ordo__hal_timeline_fini. */
+int ordo__cuda_stream_on_own_thread(const ordo_stream_t *stream) {
     const cuda_stream_t *s = stream->impl;
-    return hal_lane_is_current(&s->lane) || hal_watcher_is_current(&s->dev->watcher);
+    return ordo__hal_lane_is_current(&s->lane) || ordo__hal_watcher_is_current(&s->dev->watcher);
 }
 
 /* The progress word goes back once the device has made its last write
@@ -515,7 +517,7 @@ static void word_release(cuda_device_t *d, cuda_stream_t *s) {
         (void)d->cu->MemFreeHost((void *)s->word);
         return;
     }
-    cuda_orphan_word_t *orphan = ordo_alloc(sizeof *orphan, 0);
+    cuda_orphan_word_t *orphan = ordo__alloc(sizeof *orphan, 0);
     if (!orphan) {
         return; /* leaked rather than freed under the device */
     }
@@ -526,28 +528,28 @@ static void word_release(cuda_device_t *d, cuda_stream_t *s) {
     pthread_mutex_unlock(&d->aligned_lock);
 }
 
-void cuda_stream_fini(ordo_stream_t *stream) {
+void ordo__cuda_stream_fini(ordo_stream_t *stream) {
     static const char why[] = "the stream was destroyed with work pending";
     cuda_stream_t *s = stream->impl;
     cuda_device_t *d = s->dev;
-    (void)cuda_enter(d, "ordo_stream_destroy");
+    (void)ordo__cuda_enter(d, "ordo_stream_destroy");
     /* Held work is dropped (its signal points fail as cancelled); a host
      * task already running returns first. */
-    hal_lane_fini(&s->lane);
+    ordo__hal_lane_fini(&s->lane);
     /* What reached the device runs there regardless: give it a moment to
      * be reported reached, then call the rest cancelled. */
-    hal_timeline_fini(&s->timeline, ordo_deadline_after_ms(CUDA_DESTROY_DRAIN_MS), s->reserved,
-                      ORDO_ERR_CANCELLED, why);
+    ordo__hal_timeline_fini(&s->timeline, ordo_deadline_after_ms(CUDA_DESTROY_DRAIN_MS),
+                            s->reserved, ORDO_ERR_CANCELLED, why);
     /* Returns at once; the driver frees the stream when its work is done. */
     (void)d->cu->StreamDestroy(s->cu);
     if (s->word) {
         word_release(d, s);
     }
-    ordo_dealloc(s, sizeof *s, 64);
+    ordo__dealloc(s, sizeof *s, 64);
     stream->impl = NULL;
 }
 
-ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
+ordo_status_t ordo__cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
     static const char api[] = "ordo_stream_host_task";
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
@@ -571,18 +573,19 @@ ordo_status_t cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void
     return st;
 }
 
-ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal,
+                                       uint64_t value) {
     static const char api[] = "ordo_stream_signal";
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = cuda_enter(s->dev, api);
+        st = ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         /* Nobody may wait for a point this stream will never reach. */
         const char *message = NULL;
         ordo_status_t failure = st;
-        (void)hal_timeline_failed(&s->timeline, &failure, &message);
+        (void)ordo__hal_timeline_failed(&s->timeline, &failure, &message);
         fail_point(signal, value, failure, message ? message : ordo_error_message());
         return st;
     }
@@ -614,12 +617,12 @@ ordo_status_t cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, u
     return st;
 }
 
-ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
     static const char api[] = "ordo_stream_wait";
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = cuda_enter(s->dev, api);
+        st = ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         return st;
@@ -648,12 +651,12 @@ ordo_status_t cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
     return st;
 }
 
-ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
+ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
     static const char api[] = "ordo_stream_synchronize";
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = cuda_enter(s->dev, api);
+        st = ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         return st;
@@ -683,26 +686,26 @@ ordo_status_t cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dea
     }
     st = ordo_signal_wait(s->timeline.progress, seq, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
-        return ordo_error(st, api, "the stream has failed: %s", s->timeline.progress->message);
+        return ordo__error(st, api, "the stream has failed: %s", s->timeline.progress->message);
     }
-    return st == ORDO_OK ? st : ordo_error_as(st, api);
+    return st == ORDO_OK ? st : ordo__error_as(st, api);
 }
 
-ordo_status_t cuda_stream_status(ordo_stream_t *stream) {
+ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream) {
     return stream_failure(stream->impl, "ordo_stream_status");
 }
 
-ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
+ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     static const char api[] = "ordo_event_record";
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = cuda_enter(s->dev, api);
+        st = ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         return st;
     }
-    uint64_t generation = hal_event_record_begin(event);
+    uint64_t generation = ordo__hal_event_record_begin(event);
     hal_lane_lock(&s->lane);
     uint64_t seq = s->reserved + 1;
     uint64_t old_point = event->point;
@@ -726,7 +729,7 @@ ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *strea
         s->reserved = seq;
         if (event->timeline != s->timeline.progress) {
             if (event->timeline) {
-                signal_release_internal(event->timeline);
+                ordo__signal_release_internal(event->timeline);
             }
             signal_retain_internal(s->timeline.progress);
             event->timeline = s->timeline.progress;
@@ -736,7 +739,7 @@ ordo_status_t cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *strea
     }
     hal_lane_unlock(&s->lane);
     if (st != ORDO_OK) {
-        hal_event_record_abort(event, generation);
+        ordo__hal_event_record_abort(event, generation);
         issue_failed(s, st);
     }
     return st;
@@ -746,7 +749,7 @@ static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ct
                              const char *api) {
     ordo_status_t st = always ? ORDO_OK : stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = cuda_enter(s->dev, api);
+        st = ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         return st;
@@ -773,28 +776,28 @@ static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ct
     if (st != ORDO_OK) {
         char what[ORDO_SIGNAL_MESSAGE_MAX];
         snprintf(what, sizeof what, "an enqueued function returned %s", ordo_status_name(st));
-        (void)hal_timeline_push_failure(&s->timeline,
-                                        ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+        (void)ordo__hal_timeline_push_failure(
+            &s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
     }
-    hal_lane_end_direct(&s->lane);
+    ordo__hal_lane_end_direct(&s->lane);
     if (st != ORDO_OK) {
-        return ordo_error(ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, api,
-                          "the enqueued function returned %s", ordo_status_name(st));
+        return ordo__error(ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, api,
+                           "the enqueued function returned %s", ordo_status_name(st));
     }
     return ORDO_OK;
 }
 
-ordo_status_t cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
-                                  const char *api) {
+ordo_status_t ordo__cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                        const char *api) {
     return enqueue(s, fn, ctx, 0, api);
 }
 
-ordo_status_t cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
-                                         const char *api) {
+ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                               const char *api) {
     return enqueue(s, fn, ctx, 1, api);
 }
 
-void cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
+void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {
     cuda_stream_t *s = stream->impl;
     snapshot->count = 0;
     snapshot->truncated = 0;
@@ -803,11 +806,11 @@ void cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot
     snapshot->progress = s->timeline.progress;
     /* Issued points first (they precede everything held), then the held
      * waits and signals in order. */
-    size_t issued = hal_timeline_snapshot(&s->timeline, snapshot->ops, snapshot->capacity);
+    size_t issued = ordo__hal_timeline_snapshot(&s->timeline, snapshot->ops, snapshot->capacity);
     size_t first = issued < snapshot->capacity ? issued : snapshot->capacity;
     int in_wait = 0;
-    size_t held =
-        hal_lane_snapshot(&s->lane, snapshot->ops + first, snapshot->capacity - first, &in_wait);
+    size_t held = ordo__hal_lane_snapshot(&s->lane, snapshot->ops + first,
+                                          snapshot->capacity - first, &in_wait);
     size_t second = held < snapshot->capacity - first ? held : snapshot->capacity - first;
     snapshot->count = first + second;
     snapshot->truncated = issued + held > snapshot->capacity;

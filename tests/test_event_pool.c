@@ -1,4 +1,4 @@
-/* The generic event pool (src/core/event_pool.h) over a fake backend that
+/* The generic event pool (src/hal/event_pool.h) over a fake backend that
  * counts its live events: growth policy, the maximum, exact statistics,
  * trimming, refusals of bad input, backend failures, and threads - many at
  * once, exiting with cached events, releasing the same event together.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "core/event_pool.h"
+#include "hal/event_pool.h"
 #include "test_util.h"
 
 /* ---- a fake backend ---------------------------------------------------- */

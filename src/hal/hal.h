@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/event_pool.h"
+#include "hal/event_pool.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/stream.h"

@@ -1,4 +1,4 @@
-/* Benchmarks of the generic event pool (src/core/event_pool.h) against
+/* Benchmarks of the generic event pool (src/hal/event_pool.h) against
  * creating and destroying a backend event each time. The backend is a
  * stand-in whose events are 64-byte host blocks from ordo__alloc: the pool's
  * own cost, with no device behind it. */
@@ -11,7 +11,7 @@
 #include "bench.h"
 #include "ordo/device.h"
 #include "ordo/event.h"
-#include "core/event_pool.h"
+#include "hal/event_pool.h"
 
 #define BENCH_EVENT_BYTES 64
 

@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 
 #include "backends/cuda/cuda_api.h"
-#include "core/event_pool.h"
+#include "hal/event_pool.h"
 #include "hal/hal.h"
 #include "hal/lane.h"
 #include "hal/watcher.h"

@@ -1,4 +1,5 @@
-/* Internal: a pool of opaque backend events, one per (device, kind).
+/* Internal (device layer): a pool of opaque backend events, one per
+ * (device, kind).
  *
  * The pool hands out the backend's own event objects (void *) and takes
  * them back. It creates and destroys them only through the backend's
@@ -26,8 +27,8 @@
  * concurrently on one pool; ordo__event_pool_trim reaches the calling thread's
  * cache and the depot, not other threads' caches.
  */
-#ifndef ORDO_CORE_EVENT_POOL_H
-#define ORDO_CORE_EVENT_POOL_H
+#ifndef ORDO_HAL_EVENT_POOL_H
+#define ORDO_HAL_EVENT_POOL_H
 
 #include <stddef.h>
 

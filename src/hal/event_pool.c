@@ -1,4 +1,4 @@
-/* The event pool (core/event_pool.h).
+/* The event pool (hal/event_pool.h).
  *
  * Pieces
  *   slot      one per event the pool made: the event pointer and a state
@@ -67,7 +67,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "core/event_pool.h"
+#include "hal/event_pool.h"
 
 #define EVENT_POOL_MAGIC 0x4556504cu /* "EVPL" */
 #define EVENT_POOL_DEAD 0xdeadbeefu

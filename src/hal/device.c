@@ -8,7 +8,6 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "hal/hal.h"
-#include "mem/device_memory.h"
 
 static const hal_backend_t *const backends[] = {
     &ordo__hal_cpu_backend,
@@ -215,7 +214,11 @@ static void device_free(ordo_device_t *device) {
             (void)ordo__event_pool_destroy(device->event_pools[k]);
         }
     }
-    ordo__device_memory_teardown(device);
+    /* The memory stack first: it may hold the backend's memory. */
+    hal_device_attachment_t *memory = atomic_load_explicit(&device->memory, memory_order_acquire);
+    if (memory) {
+        memory->destroy(memory);
+    }
     pthread_mutex_destroy(&device->memory_lock);
     if (device->impl) {
         device->backend->device_fini(device);

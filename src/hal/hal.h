@@ -36,6 +36,16 @@ struct hal_device_attachment {
     void (*destroy)(hal_device_attachment_t *self);
 };
 
+/* The memory part of ordo_device_config_default: ORDO_MEMORY if set, else
+ * budget (unlimited) and statistics (src/hal/device_config.c). */
+ordo_status_t ordo__device_memory_config_default(ordo_device_memory_config_t *out_config,
+                                                 const char *api);
+
+/* Checks a caller's memory config (adaptor bits known, a log path with
+ * logging). */
+ordo_status_t ordo__device_memory_config_check(const ordo_device_memory_config_t *config,
+                                               const char *api);
+
 struct ordo_device {
     uint32_t magic;
     _Atomic uint32_t refs;
@@ -47,8 +57,9 @@ struct ordo_device {
     /* The memory budget account of the device (src/mem/budget.c). */
     _Atomic(hal_device_attachment_t *) mem_budget;
     /* The default memory stack (src/mem/device_memory.c): built on first
-     * use under memory_lock, torn down before the backend's device_fini. */
-    _Atomic(struct ordo_mem_resource *) memory;
+     * use under memory_lock from memory_config, destroyed before the
+     * backend's device_fini (it may hold the backend's memory). */
+    _Atomic(hal_device_attachment_t *) memory;
     pthread_mutex_t memory_lock;
     ordo_device_memory_config_t memory_config;
     void *impl;

@@ -1,6 +1,6 @@
 /* The CUDA backend: devices "cuda:N" on the driver API, loaded at run time
- * (cuda_api.c); streams in cuda_stream.c, memory resources in
- * cuda_memory.c. See docs/CUDA.md. */
+ * (cuda_api.c); streams in cuda_stream.c; its memory resources are the
+ * memory layer's (src/mem/cuda_memory.c). See docs/CUDA.md. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

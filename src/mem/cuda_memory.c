@@ -1,4 +1,5 @@
-/* CUDA memory resources: the stream-ordered allocator of the driver
+/* CUDA memory resources (the memory layer's, over the CUDA backend's
+ * internals): the stream-ordered allocator of the driver
  * (cuMemAllocAsync / cuMemFreeAsync on the device's default pool) and
  * page-locked host memory (cuMemHostAlloc). Both keep their own block
  * descriptors, recycled, never freed before the resource, so a stale handle

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ordo/status.h"
 #include "ordo/time.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,5 +68,13 @@ uint32_t ordo__trace_generation(void);
 /* How many thread records exist (threads that recorded and are alive, or
  * exited since and not yet replaced). */
 size_t ordo__trace_thread_records(void);
+
+/* Writes events (count, gathered from every thread; sorted here in place)
+ * to path as Chrome trace-event JSON; origin_ticks is the trace's start and
+ * ns_per_tick the counter's rate over it. *out_flows: the flow arrows
+ * written. (base/trace_export.c) */
+ordo_status_t ordo__trace_write_json(const char *path, trace_event_t *events, size_t count,
+                                     uint64_t origin_ticks, double ns_per_tick,
+                                     uint64_t *out_flows);
 
 #endif

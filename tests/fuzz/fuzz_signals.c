@@ -51,6 +51,7 @@ typedef struct model_link {
     tp_state_t state;
     int source, target;
     uint64_t source_value, target_value;
+    uint64_t armed_seq; /* orders links armed for the same value */
 } model_link_t;
 
 static model_signal_t sig[SIGNALS];
@@ -67,6 +68,18 @@ static void on_timepoint(void *ctx, ordo_status_t status, ordo_timepoint_t *time
 /* ------------------------------------------------------------ model */
 
 static void model_fire(int slot);
+
+/* Links that became due, in the order the library runs them: those of one
+ * signal by value, then in the order they were armed; those that become
+ * due while another link's callback runs are queued behind it, not run at
+ * once (ordo/timepoint.h). */
+static struct {
+    int link;
+    ordo_status_t outcome;
+} due_links[4 * LINKS];
+static size_t due_head, due_tail;
+static int due_draining;
+static uint64_t links_armed;
 
 static void model_raise(int slot, uint64_t value) {
     model_signal_t *s = &sig[slot];
@@ -136,13 +149,44 @@ static void model_fire(int slot) {
             ++tps[i].expected_calls;
         }
     }
+    /* Collect this signal's due links in the library's order: insertion
+     * sort by (value, arming order). */
+    int order[LINKS];
+    ordo_status_t outcomes[LINKS];
+    int n = 0;
     for (int i = 0; i < LINKS; ++i) {
         ordo_status_t outcome;
         if (links[i].state == TP_ARMED && links[i].source == slot &&
             model_outcome(slot, links[i].source_value, &outcome)) {
-            link_fire(&links[i], outcome);
+            links[i].state = TP_FIRED; /* due: no longer collected */
+            int k = n++;
+            while (k > 0 && (links[order[k - 1]].source_value > links[i].source_value ||
+                             (links[order[k - 1]].source_value == links[i].source_value &&
+                              links[order[k - 1]].armed_seq > links[i].armed_seq))) {
+                order[k] = order[k - 1];
+                outcomes[k] = outcomes[k - 1];
+                --k;
+            }
+            order[k] = i;
+            outcomes[k] = outcome;
         }
     }
+    for (int k = 0; k < n; ++k) {
+        FUZZ_CHECK(due_tail - due_head < sizeof due_links / sizeof due_links[0],
+                   "the model's queue of due links overflowed");
+        size_t at = due_tail++ % (sizeof due_links / sizeof due_links[0]);
+        due_links[at].link = order[k];
+        due_links[at].outcome = outcomes[k];
+    }
+    if (due_draining) {
+        return; /* inside a link's callback: run after it, in order */
+    }
+    due_draining = 1;
+    while (due_head != due_tail) {
+        size_t at = due_head++ % (sizeof due_links / sizeof due_links[0]);
+        link_fire(&links[due_links[at].link], due_links[at].outcome);
+    }
+    due_draining = 0;
 }
 
 /* The library agrees with the model: values, failures, callbacks. */
@@ -233,7 +277,7 @@ static void op_signal(fuzz_input_t *in, int slot) {
     }
 }
 
-static void ordo__op_fail(fuzz_input_t *in, int slot) {
+static void op_fail(fuzz_input_t *in, int slot) {
     model_signal_t *s = &sig[slot];
     uint8_t b = fuzz_u8(in);
     ordo_status_t status = (ordo_status_t)(b % (ORDO_STATUS_COUNT_ + 2)) - (b & 0x80 ? 1 : 0);
@@ -506,6 +550,7 @@ static void op_link(fuzz_input_t *in) {
     FUZZ_EXPECT(st, want, "ordo_link_arm");
     if (st == ORDO_OK) {
         l->state = TP_ARMED;
+        l->armed_seq = ++links_armed;
         l->source = source;
         l->target = target;
         l->source_value = sv;
@@ -608,6 +653,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(sig, 0, sizeof sig);
     memset(tps, 0, sizeof tps);
     memset(links, 0, sizeof links);
+    due_head = due_tail = 0;
+    due_draining = 0;
+    links_armed = 0;
     fuzz_input_t in = {data, size, 0};
     for (int ops = 0; ops < MAX_OPS && fuzz_more(&in); ++ops) {
         uint8_t op = fuzz_u8(&in);
@@ -633,7 +681,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 op_signal(&in, slot);
                 break;
             case 3:
-                ordo__op_fail(&in, slot);
+                op_fail(&in, slot);
                 break;
             case 4:
                 op_failure_read(&in, slot);

@@ -418,6 +418,8 @@ int ordo__hal_watcher_is_current(const hal_watcher_t *w) {
  * anything completed. */
 static int watcher_pass_locked(hal_watcher_t *w, int *out_progressed) {
     watcher_pass_t pass = {NULL, NULL, 0};
+    /* Callbacks the completions make due queue in the sink (sink_take). */
+    timepoint_sink_t *outer_sink = ordo__timepoints_divert(&w->sink);
     watcher_scan(w, &pass);
     /* Completions in the order they were taken: a timeline whose ordering
      * check names another's point sees that point completed in an earlier
@@ -431,6 +433,7 @@ static int watcher_pass_locked(hal_watcher_t *w, int *out_progressed) {
         }
         h = next;
     }
+    (void)ordo__timepoints_divert(outer_sink);
     *out_progressed = pass.done_head != NULL;
     return pass.outstanding;
 }
@@ -492,11 +495,9 @@ static int feeder_help(signal_feeder_t *feeder) {
     if (!atomic_load_explicit(&w->stop, memory_order_acquire) &&
         (!w->ops->help_begin || w->ops->help_begin(w->user))) {
         const hal_watcher_t *outer = tls_watcher;
-        timepoint_sink_t *outer_sink = ordo__timepoints_divert(&w->sink);
         tls_watcher = w;
         (void)watcher_pass_locked(w, &progressed);
         tls_watcher = outer;
-        (void)ordo__timepoints_divert(outer_sink);
         if (w->ops->help_end) {
             w->ops->help_end(w->user);
         }
@@ -558,9 +559,7 @@ static void *watcher_main(void *arg) {
         }
         int progressed = 0;
         pthread_mutex_lock(&w->pass_lock);
-        timepoint_sink_t *outer = ordo__timepoints_divert(&w->sink);
         int pending = watcher_pass_locked(w, &progressed);
-        (void)ordo__timepoints_divert(outer);
         pthread_mutex_unlock(&w->pass_lock);
         run_deferred(w);
         if (pending) {
@@ -686,7 +685,6 @@ void ordo__hal_watcher_stop(hal_watcher_t *w) {
         (void)ordo__futex_wait(&w->feeder.helpers, helpers, ORDO_DEADLINE_NEVER);
     }
     /* Callbacks helpers handed over after the thread's last look. */
-    atomic_store_explicit(&w->deferred_pending, 1, memory_order_relaxed);
     run_deferred(w);
     while (w->spare) {
         hal_reg_signal_t *n = w->spare;

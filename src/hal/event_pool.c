@@ -954,36 +954,55 @@ static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int
     }
 }
 
+/* The slot of an event coming back to this thread's cache (n events in
+ * it) and the state the slot must hold (its generation, in use): the event
+ * last handed out here is the first guess, the registry the second. 0
+ * when the lock-free path cannot tell (the slow path, under the lock,
+ * decides). From the registry, the event is read after the state: a slot
+ * reused since the lookup either shows another event or has moved on from
+ * the state returned. */
+static POOL_HOT int slot_of_returning(const event_pool_t *pool, const pool_cache_t *cache,
+                                      uint32_t n, const void *event, pool_slot_t **out_slot,
+                                      uint64_t *out_in_use) {
+    const cache_item_t *last = &cache->items[n];
+    if (last->event == event) {
+        *out_slot = last->slot;
+        *out_in_use = last->generation | SLOT_IN_USE;
+        return 1;
+    }
+    registry_t *r = atomic_load_explicit(&pool->registry, memory_order_acquire);
+    pool_slot_t *slot = registry_find(r, event);
+    if (!slot) {
+        return 0;
+    }
+    uint64_t s = atomic_load_explicit(&slot->state, memory_order_acquire);
+    if ((s & SLOT_STATE) != SLOT_IN_USE ||
+        atomic_load_explicit(&slot->event, memory_order_relaxed) != event) {
+        return 0;
+    }
+    *out_slot = slot;
+    *out_in_use = s;
+    return 1;
+}
+
 ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pooled) {
     if (ORDO_LIKELY(pool && pool->magic == EVENT_POOL_MAGIC && event && pooled == 1)) {
         pool_cache_t *cache = thread_cache_fast(pool);
         if (ORDO_LIKELY(cache != NULL)) {
             uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed);
             if (ORDO_LIKELY(n < cache->capacity)) {
-                cache_item_t last = cache->items[n];
+                pool_slot_t *slot;
                 uint64_t s;
-                if (last.event == event) {
-                    /* The event last handed out here: CAS its generation. */
-                    s = last.generation | SLOT_IN_USE;
-                } else {
-                    registry_t *r = atomic_load_explicit(&pool->registry, memory_order_acquire);
-                    last.slot = registry_find(r, event);
-                    if (!last.slot) {
-                        return release_slow(pool, event, pooled);
-                    }
-                    s = atomic_load_explicit(&last.slot->state, memory_order_acquire);
-                    /* The event is read after the state: a slot reused since
-                     * the lookup either shows another event or fails the CAS. */
-                    if ((s & SLOT_STATE) != SLOT_IN_USE ||
-                        atomic_load_explicit(&last.slot->event, memory_order_relaxed) != event) {
-                        return release_slow(pool, event, pooled);
-                    }
+                if (!slot_of_returning(pool, cache, n, event, &slot, &s)) {
+                    return release_slow(pool, event, pooled);
                 }
+                /* The compare-exchange expects that generation in use: of
+                 * two releases of one event exactly one succeeds. */
                 uint64_t generation = s & ~SLOT_STATE;
                 if (ORDO_LIKELY(atomic_compare_exchange_strong_explicit(
-                        &last.slot->state, &s, generation | SLOT_AVAILABLE, memory_order_acq_rel,
+                        &slot->state, &s, generation | SLOT_AVAILABLE, memory_order_acq_rel,
                         memory_order_relaxed))) {
-                    cache_push(cache, n, last.slot, event, generation);
+                    cache_push(cache, n, slot, event, generation);
                     return ORDO_OK;
                 }
             }
@@ -1016,29 +1035,21 @@ void ordo__event_pool_give(event_pool_t *pool, void *event) {
     if (ORDO_LIKELY(cache != NULL)) {
         uint32_t n = atomic_load_explicit(&cache->count, memory_order_relaxed);
         if (ORDO_LIKELY(n < cache->capacity)) {
-            cache_item_t last = cache->items[n];
-            if (last.event != event) {
-                registry_t *r = atomic_load_explicit(&pool->registry, memory_order_acquire);
-                last.slot = registry_find(r, event);
-                last.generation =
-                    last.slot ? atomic_load_explicit(&last.slot->state, memory_order_acquire) &
-                                    ~SLOT_STATE
-                              : 0;
-            }
+            pool_slot_t *slot;
+            uint64_t in_use;
             /* One check the owner's promise makes cheap: the slot is the
-             * one handed out, still in use (a plain load: no other thread
+             * one handed out, still in use (plain loads: no other thread
              * writes it while the owner holds the event). */
-            if (ORDO_LIKELY(last.slot != NULL &&
-                            atomic_load_explicit(&last.slot->state, memory_order_relaxed) ==
-                                (last.generation | SLOT_IN_USE) &&
-                            atomic_load_explicit(&last.slot->event, memory_order_relaxed) ==
-                                event)) {
+            if (ORDO_LIKELY(slot_of_returning(pool, cache, n, event, &slot, &in_use) &&
+                            atomic_load_explicit(&slot->state, memory_order_relaxed) == in_use &&
+                            atomic_load_explicit(&slot->event, memory_order_relaxed) == event)) {
                 /* No compare-exchange: the owner gives each event back
                  * once, so nothing else writes the slot now. Release: the
                  * next taker sees what was done with the event. */
-                atomic_store_explicit(&last.slot->state, last.generation | SLOT_AVAILABLE,
+                uint64_t generation = in_use & ~SLOT_STATE;
+                atomic_store_explicit(&slot->state, generation | SLOT_AVAILABLE,
                                       memory_order_release);
-                cache_push(cache, n, last.slot, event, last.generation);
+                cache_push(cache, n, slot, event, generation);
                 return;
             }
         }

@@ -525,6 +525,34 @@ static void wait_for_count(_Atomic uint64_t *count, uint64_t before) {
     }
 }
 
+/* A lazily polling watcher with one timeline and one point on it, not yet
+ * reached, that raises s to 1. Static in each test: a failed assertion
+ * leaves the watcher running, and the point must stay valid. */
+typedef struct one_point {
+    fixture_t *f;
+    hal_timeline_t t;
+    ordo_signal_t *s;
+    fake_point_t p;
+} one_point_t;
+
+static void one_point_open(one_point_t *r) {
+    r->f = fixture_make_with(&fake_ops, &lazy_config);
+    timeline_make(r->f, &r->t);
+    r->s = test_signal_make(0);
+    atomic_store(&r->p.reached, 0);
+    atomic_store(&r->p.error, ORDO_OK);
+}
+
+static void one_point_push(one_point_t *r) {
+    push_point(&r->t, &r->p, 1, r->s, 1);
+}
+
+static void one_point_close(one_point_t *r) {
+    ordo__hal_timeline_fini(&r->t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
+    assert_ok(ordo_signal_destroy(r->s));
+    fixture_free(r->f);
+}
+
 /* The sync layer's side of a feeder: told of each timepoint armed and not
  * fired at once, of none after it is cleared; no reference to help with
  * when it cannot help. */
@@ -564,23 +592,17 @@ static void a_feeder_hears_of_armed_timepoints(void **state) {
  * watcher). */
 static void a_wait_cuts_the_idle_poll_short(void **state) {
     (void)state;
-    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
-    hal_timeline_t t;
-    timeline_make(f, &t);
-    ordo_signal_t *s = test_signal_make(0);
-    static fake_point_t p;
-    atomic_store(&p.reached, 0);
-    uint64_t idle = atomic_load(&f->watcher.idle_polls);
-    push_point(&t, &p, 1, s, 1);
-    wait_for_count(&f->watcher.idle_polls, idle);
-    atomic_store(&p.reached, 1);
-    assert_int_equal(value_of(s), 0); /* the next poll is seconds away */
+    static one_point_t r;
+    one_point_open(&r);
+    uint64_t idle = atomic_load(&r.f->watcher.idle_polls);
+    one_point_push(&r);
+    wait_for_count(&r.f->watcher.idle_polls, idle);
+    atomic_store(&r.p.reached, 1);
+    assert_int_equal(value_of(r.s), 0); /* the next poll is seconds away */
     uint64_t start = ordo_time_now_ns();
-    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    assert_ok(ordo_signal_wait(r.s, 1, test_deadline()));
     assert_true(elapsed_ms_since(start) < 5000);
-    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
-    assert_ok(ordo_signal_destroy(s));
-    fixture_free(f);
+    one_point_close(&r);
 }
 
 typedef struct plain_waiter {
@@ -630,25 +652,26 @@ static void a_point_pushed_for_a_waiting_value_is_wanted(void **state) {
     fixture_free(f);
 }
 
+/* A thread waits for r's point on a thread of its own, which is seen to
+ * help before the point is reached; returns that thread, joined. */
+static pthread_t one_point_helped_wait(one_point_t *r) {
+    plain_waiter_t pw = {r->s, 1, ORDO_ERR_BUSY};
+    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
+    wait_for_count(&r->f->watcher.helped_passes, 0);
+    atomic_store(&r->p.reached, 1);
+    pthread_join(waiter, NULL);
+    assert_ok(pw.status);
+    return waiter;
+}
+
 /* A thread waiting for a registered value runs passes itself. */
 static void a_waiting_thread_helps(void **state) {
     (void)state;
-    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
-    hal_timeline_t t;
-    timeline_make(f, &t);
-    ordo_signal_t *s = test_signal_make(0);
-    static fake_point_t p;
-    atomic_store(&p.reached, 0);
-    push_point(&t, &p, 1, s, 1);
-    plain_waiter_t pw = {s, 1, ORDO_ERR_BUSY};
-    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
-    wait_for_count(&f->watcher.helped_passes, 0);
-    atomic_store(&p.reached, 1);
-    pthread_join(waiter, NULL);
-    assert_ok(pw.status);
-    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
-    assert_ok(ordo_signal_destroy(s));
-    fixture_free(f);
+    static one_point_t r;
+    one_point_open(&r);
+    one_point_push(&r);
+    (void)one_point_helped_wait(&r);
+    one_point_close(&r);
 }
 
 /* A helping waiter runs no callback but waiters' wake-ups: a user's
@@ -667,33 +690,22 @@ static void record_thread(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
 
 static void a_helping_waiter_hands_callbacks_to_the_watcher(void **state) {
     (void)state;
-    fixture_t *f = fixture_make_with(&fake_ops, &lazy_config);
-    hal_timeline_t t;
-    timeline_make(f, &t);
-    ordo_signal_t *s = test_signal_make(0);
-    static fake_point_t p;
-    atomic_store(&p.reached, 0);
-    push_point(&t, &p, 1, s, 1);
+    static one_point_t r;
+    one_point_open(&r);
+    one_point_push(&r);
     static thread_record_t record;
     atomic_store(&record.ran, 0);
     ordo_timepoint_t tp = {0};
-    assert_ok(ordo_timepoint_arm(&tp, s, 1, record_thread, &record));
-    plain_waiter_t pw = {s, 1, ORDO_ERR_BUSY};
-    pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
-    wait_for_count(&f->watcher.helped_passes, 0);
-    atomic_store(&p.reached, 1);
-    pthread_join(waiter, NULL);
-    assert_ok(pw.status);
+    assert_ok(ordo_timepoint_arm(&tp, r.s, 1, record_thread, &record));
+    pthread_t waiter = one_point_helped_wait(&r);
     ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&record.ran)) {
         assert_true(ordo_time_now_ns() < deadline);
         sched_yield();
     }
     assert_false(pthread_equal(record.thread, waiter));
-    assert_true(pthread_equal(record.thread, f->watcher.thread));
-    ordo__hal_timeline_fini(&t, test_deadline(), 0, ORDO_ERR_CANCELLED, "test");
-    assert_ok(ordo_signal_destroy(s));
-    fixture_free(f);
+    assert_true(pthread_equal(record.thread, r.f->watcher.thread));
+    one_point_close(&r);
 }
 
 /* On a device that reaches points in order, the newest point reached

@@ -1,13 +1,7 @@
 # Builds tests/parent, a project that embeds ordo, both ways (add_subdirectory
 # and FetchContent), and runs its program. SOURCE: ordo's tree; BUILD: a
 # scratch directory; CC: the compiler.
-function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "'${ARGV}' exited ${rc}:\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake")
 
 foreach(mode subdirectory fetchcontent)
   set(dir "${BUILD}/parent-${mode}")

@@ -4,13 +4,7 @@
 set(prefix "${BUILD}/install-test")
 file(REMOVE_RECURSE "${prefix}" "${BUILD}/consumer-shared" "${BUILD}/consumer-static")
 
-function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "'${ARGV}' exited ${rc}:\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake")
 
 run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
 foreach(f include/ordo/ordo.h include/ordo/version.h lib/libordo.a lib/pkgconfig/ordo.pc

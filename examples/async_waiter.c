@@ -20,7 +20,7 @@ static void report(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     outcome->status = status;
     printf("wait %s (id %llx): %s\n", outcome->name, (unsigned long long)id,
            ordo_status_name(status));
-    ordo_signal_signal(finished, ++callbacks); /* publishes what the callback wrote */
+    ordo_signal_advance(finished, ++callbacks); /* publishes what the callback wrote */
 }
 
 static int check(ordo_status_t st, const char *what) {
@@ -38,14 +38,14 @@ int main(void) {
     int ok = check(ordo_signal_create(0, &finished), "create a signal") &&
              check(ordo_signal_create(0, &ready), "create a signal") &&
              check(ordo_waiter_create(NULL, &waiter), "create a waiter") &&
-             check(ordo_wait_async(waiter, ready, 1, ordo_deadline_after_ms(5000), 0, report,
-                                   &waits[0], &fires),
+             check(ordo_waiter_wait(waiter, ready, 1, ordo_deadline_after_ms(5000), 0, report,
+                                    &waits[0], &fires),
                    "wait for 1") &&
-             check(ordo_wait_async(waiter, ready, 2, ordo_deadline_after_ms(50), 0, report,
-                                   &waits[1], &times_out),
+             check(ordo_waiter_wait(waiter, ready, 2, ordo_deadline_after_ms(50), 0, report,
+                                    &waits[1], &times_out),
                    "wait for 2") &&
-             check(ordo_wait_async(waiter, ready, 3, ORDO_DEADLINE_NEVER, 0, report, &waits[2],
-                                   &cancelled),
+             check(ordo_waiter_wait(waiter, ready, 3, ORDO_DEADLINE_NEVER, 0, report, &waits[2],
+                                    &cancelled),
                    "wait for 3");
 
     if (ok) {
@@ -58,7 +58,7 @@ int main(void) {
         }
     }
     /* Fires "for 1" on the worker thread. */
-    ok = ok && check(ordo_signal_signal(ready, 1), "signal");
+    ok = ok && check(ordo_signal_advance(ready, 1), "signal");
     /* Two callbacks: "for 1" now, "for 2" once its deadline has passed. */
     ok = ok && check(ordo_signal_wait(finished, 2, ordo_deadline_after_ms(5000)), "callbacks");
     if (waiter) {

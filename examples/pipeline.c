@@ -43,8 +43,8 @@ int main(void) {
         ordo_buffer_t *buf; /* chunk c's memory, as the tracker sees it */
         check(ordo_buffer_create(tracker, &buf));
         ordo_access_t write = {buf, ORDO_ACCESS_WRITE}, read = {buf, ORDO_ACCESS_READ};
-        check(ordo_submit_host(tracker, a, &write, 1, produce, data[c]));
-        check(ordo_submit_host(tracker, b, &read, 1, consume, data[c]));
+        check(ordo_tracker_submit_host(tracker, a, &write, 1, produce, data[c]));
+        check(ordo_tracker_submit_host(tracker, b, &read, 1, consume, data[c]));
         check(ordo_buffer_release(buf, NULL, NULL)); /* its history goes once B has read it */
     }
     /* Teardown, in this order: the buffers (released above); all the work

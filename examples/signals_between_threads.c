@@ -16,7 +16,7 @@ static void *producer(void *arg) {
         results[step] = 1.5 * (double)step; /* ... produce step ... */
         /* Publishes everything written before it. A failed signal refuses
          * the raise: there is nothing left to publish. */
-        if (ordo_signal_signal(progress, step) != ORDO_OK) {
+        if (ordo_signal_advance(progress, step) != ORDO_OK) {
             return NULL;
         }
     }

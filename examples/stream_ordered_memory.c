@@ -72,8 +72,8 @@ int main(void) {
         ordo_access_t write = {NULL, ORDO_ACCESS_WRITE}, read = {NULL, ORDO_ACCESS_READ};
         ok = check(ordo_block_buffer(block, &buffer), "the block's buffer");
         write.buffer = read.buffer = buffer;
-        ok = ok && check(ordo_submit(tracker, a, &write, 1, launch_write, w), "submit") &&
-             check(ordo_submit(tracker, b, &read, 1, launch_read, r), "submit");
+        ok = ok && check(ordo_tracker_submit(tracker, a, &write, 1, launch_write, w), "submit") &&
+             check(ordo_tracker_submit(tracker, b, &read, 1, launch_read, r), "submit");
         /* Dead after b's read; reused on `a` only once ordered after it.
          * Deallocated whatever happened above: the pool reuses it only
          * after the uses that were submitted. */

@@ -65,8 +65,10 @@ int main(void) {
         jobs[r].round = r;
         ordo_access_t write = {buffer, ORDO_ACCESS_WRITE};
         ordo_access_t read = {buffer, ORDO_ACCESS_READ};
-        ok = check(ordo_submit(tracker, producer, &write, 1, launch_fill, &jobs[r]), "submit") &&
-             check(ordo_submit(tracker, consumer, &read, 1, launch_sum, &jobs[r]), "submit");
+        ok =
+            check(ordo_tracker_submit(tracker, producer, &write, 1, launch_fill, &jobs[r]),
+                  "submit") &&
+            check(ordo_tracker_submit(tracker, consumer, &read, 1, launch_sum, &jobs[r]), "submit");
     }
     /* The first wait on the host. A task that failed would fail its stream,
      * and synchronize would return that status. */

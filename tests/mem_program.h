@@ -112,7 +112,7 @@ static inline int mem_program_run(const mem_program_t *p, uint64_t seed, unsigne
         assert_ok(ordo_block_buffer(slot->block, &buffer));
         ordo_access_t access = {buffer, t->write ? ORDO_ACCESS_WRITE : ORDO_ACCESS_READ};
         assert_ok(ordo_tracker_lock(p->tracker));
-        assert_ok(ordo_submit(p->tracker, s, &access, 1, mem_program_launch, t));
+        assert_ok(ordo_tracker_submit(p->tracker, s, &access, 1, mem_program_launch, t));
         assert_ok(ordo_tracker_unlock(p->tracker));
         if (p->every_64_steps && step % 64 == 0) {
             p->every_64_steps(p->pool);

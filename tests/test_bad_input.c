@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/tracker_observer.h"
 #include "ordo/cuda.h"
 #include "ordo/metrics.h"
 #include "test_util.h"
@@ -191,7 +192,7 @@ static void device_entry_points(void **state) {
     size_t count = 99;
     const char *names[4];
     ordo_device_info_t infos[2];
-    int flag = 7;
+    bool flag = 7;
     char reason[64];
 
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_list, names, 4, NULL);
@@ -306,7 +307,7 @@ static void event_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_record, foreign, f.s[0]);
 
     /* Never recorded: refused, never treated as complete. */
-    int complete = 5;
+    bool complete = 5;
     int64_t ns = 5;
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, complete, ordo_event_query, plain, &complete);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_synchronize, plain, ORDO_DEADLINE_NOW);
@@ -368,9 +369,9 @@ static void signal_entry_points(void **state) {
     uint64_t value = 0;
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, value, ordo_signal_query, wrong, &value);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_query, s, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_signal, wrong, 1);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_signal, t, ORDO_SIGNAL_VALUE_MAX + 1);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_signal, t, UINT64_MAX);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_advance, wrong, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_advance, t, ORDO_SIGNAL_VALUE_MAX + 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_advance, t, UINT64_MAX);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_fail, wrong, ORDO_ERR_ABORTED, NULL);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, ORDO_OK, NULL);
     /* Not a status at all is not an error to fail with. */
@@ -429,7 +430,7 @@ static void signal_entry_points(void **state) {
         assert_int_equal(index, 2);
     }
     /* Nothing was left armed on t by the refused multi-waits. */
-    assert_ok(ordo_signal_signal(t, 1));
+    assert_ok(ordo_signal_advance(t, 1));
 
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_set_name, NULL, "x");
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_set_name, wrong, "x");
@@ -451,7 +452,7 @@ static void signal_entry_points(void **state) {
     assert_ok(ordo_signal_retain(t));
     assert_ok(ordo_signal_destroy(t));
     REFUSED(ORDO_ERR_DESTROYED, ordo_signal_destroy, t);
-    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_signal, t, 2);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_advance, t, 2);
     REFUSED(ORDO_ERR_DESTROYED, ordo_signal_wait, t, 1, ORDO_DEADLINE_NEVER);
     REFUSED(ORDO_ERR_DESTROYED, ordo_signal_set_name, t, "late");
     assert_ok(ordo_signal_name(t, name, sizeof name));
@@ -582,11 +583,12 @@ static void stream_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_synchronize, wrong, ORDO_DEADLINE_NOW);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, wrong);
-    int flag;
+    bool flag;
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_is_healthy, wrong, &flag);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_is_healthy, f.s[0], NULL);
-    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_priority, NULL, &flag);
-    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_priority, wrong, &flag);
+    int priority;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, priority, ordo_stream_priority, NULL, &priority);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, priority, ordo_stream_priority, wrong, &priority);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_priority, f.s[0], NULL);
     ordo_device_t *d;
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, NULL, &d);
@@ -605,30 +607,31 @@ static void stream_entry_points(void **state) {
 
     /* Pools. */
     ordo_stream_pool_t *pool = (ordo_stream_pool_t *)1;
-    ordo_stream_pool_config_t config = {2, info.priority_least, 1, info.priority_greatest};
+    ordo_stream_pool_config_t config = {2, info.priority_least, 1, info.priority_greatest, 0};
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create, NULL, &config, &pool);
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create,
                    AS(ordo_device_t, f.s[0]), &config, &pool);
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, NULL, &pool);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, &config, NULL);
-    ordo_stream_pool_config_t none = {0, 0, 0, 0};
+    ordo_stream_pool_config_t none = {0, 0, 0, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, &none,
                    &pool);
-    ordo_stream_pool_config_t transfer_only = {0, 0, 1, 0}; /* transfers share compute, not back */
+    ordo_stream_pool_config_t transfer_only = {0, 0, 1, 0,
+                                               0}; /* transfers share compute, not back */
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device,
                    &transfer_only, &pool);
-    ordo_stream_pool_config_t too_many = {1000, 0, 25, 0};
+    ordo_stream_pool_config_t too_many = {1000, 0, 25, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &too_many,
                    &pool);
     /* Counts whose sum wraps around are refused too. */
-    ordo_stream_pool_config_t wraps = {SIZE_MAX, 0, 2, 0};
+    ordo_stream_pool_config_t wraps = {SIZE_MAX, 0, 2, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps, &pool);
-    ordo_stream_pool_config_t wraps2 = {2, 0, SIZE_MAX, 0};
+    ordo_stream_pool_config_t wraps2 = {2, 0, SIZE_MAX, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps2, &pool);
-    ordo_stream_pool_config_t bad_priority = {1, info.priority_least + 1, 0, 0};
+    ordo_stream_pool_config_t bad_priority = {1, info.priority_least + 1, 0, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_priority,
                    &pool);
-    ordo_stream_pool_config_t bad_transfer = {1, 0, 1, INT_MIN};
+    ordo_stream_pool_config_t bad_transfer = {1, 0, 1, INT_MIN, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_transfer,
                    &pool);
 
@@ -854,7 +857,7 @@ static void coordinator_entry_points(void **state) {
     /* With a pool, ops without a stream take one by workload: one outside
      * the enum is refused. */
     ordo_stream_pool_t *pool = NULL;
-    ordo_stream_pool_config_t pool_config = {1, 0, 1, 0};
+    ordo_stream_pool_config_t pool_config = {1, 0, 1, 0, 0};
     assert_ok(ordo_stream_pool_create(f.device, &pool_config, &pool));
     ordo_coord_config_t with_pool = {pool, 0};
     assert_ok(ordo_coord_create(f.device, &with_pool, &coord));
@@ -918,47 +921,52 @@ static void tracker_entry_points(void **state) {
     ordo_access_t null_buffer[2] = {{buffer, ORDO_ACCESS_READ}, {NULL, ORDO_ACCESS_READ}};
     ordo_access_t wrong_buffer[1] = {{AS(ordo_buffer_t, f.signal), ORDO_ACCESS_READ}};
     ordo_access_t foreign_buffer[1] = {{theirs, ORDO_ACCESS_READ}};
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, NULL, f.s[0], ok, 1, tracker_launch, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, wrong, f.s[0], ok, 1, tracker_launch, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, tracker, NULL, ok, 1, tracker_launch, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, tracker, AS(ordo_stream_t, f.signal), ok, 1,
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, NULL, f.s[0], ok, 1, tracker_launch,
+            NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, wrong, f.s[0], ok, 1, tracker_launch,
+            NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, NULL, ok, 1, tracker_launch,
+            NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, AS(ordo_stream_t, f.signal), ok,
+            1, tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.foreign, ok, 1,
             tracker_launch, NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.foreign, ok, 1, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.s[0], NULL, 1, tracker_launch, NULL);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_submit, tracker, f.s[0], ok, ORDO_TRACKER_MAX_ACCESSES + 1,
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], NULL, 1,
             tracker_launch, NULL);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_submit, tracker, f.s[0], ok, SIZE_MAX, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.s[0], ok, 1, NULL, NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.s[0], bad_mode, 1, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.s[0], bad_mode2, 1, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, tracker, f.s[0], null_buffer, 2, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_submit, tracker, f.s[0], wrong_buffer, 1, tracker_launch,
-            NULL);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_submit, tracker, f.s[0], foreign_buffer, 1,
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_submit, tracker, f.s[0], ok,
+            ORDO_TRACKER_MAX_ACCESSES + 1, tracker_launch, NULL);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_submit, tracker, f.s[0], ok, SIZE_MAX,
+            tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], ok, 1, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], bad_mode, 1,
+            tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], bad_mode2, 1,
+            tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, f.s[0], null_buffer, 2,
+            tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, f.s[0], wrong_buffer, 1,
+            tracker_launch, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], foreign_buffer, 1,
             tracker_launch, NULL);
     /* The launch function's own status comes back as it is. */
-    assert_status(ordo_submit(tracker, f.s[0], ok, 1, failing_launch, NULL), ORDO_ERR_ABORTED);
+    assert_status(ordo_tracker_submit(tracker, f.s[0], ok, 1, failing_launch, NULL),
+                  ORDO_ERR_ABORTED);
     /* The split form refuses the same. */
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_prepare, NULL, f.s[0], ok, 1);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_prepare, tracker, NULL, ok, 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_prepare, tracker, f.foreign, ok, 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_prepare, tracker, f.s[0], NULL, 1);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_prepare, tracker, f.s[0], ok, SIZE_MAX);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_prepare, tracker, f.s[0], bad_mode, 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_prepare, tracker, f.s[0], foreign_buffer, 1);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_finish, NULL, f.s[0], ok, 1);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_finish, tracker, NULL, ok, 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_finish, tracker, f.foreign, ok, 1);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_finish, tracker, f.s[0], NULL, 1);
-    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_finish, tracker, f.s[0], ok, SIZE_MAX);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_finish, tracker, f.s[0], bad_mode2, 1);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_finish, tracker, f.s[0], null_buffer, 2);
-    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_finish, tracker, f.s[0], foreign_buffer, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_prepare, NULL, f.s[0], ok, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_prepare, tracker, NULL, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.foreign, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_prepare, tracker, f.s[0], ok, SIZE_MAX);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], bad_mode, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], foreign_buffer, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, NULL, f.s[0], ok, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, tracker, NULL, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.foreign, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_finish, tracker, f.s[0], ok, SIZE_MAX);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], bad_mode2, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, tracker, f.s[0], null_buffer, 2);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], foreign_buffer, 1);
 
     ordo_tracker_metrics_t m;
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_tracker_metrics, NULL, &m);
@@ -969,8 +977,8 @@ static void tracker_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_lock, wrong);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_unlock, wrong);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_unlock, tracker);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_set_wait_observer, NULL, NULL, NULL);
-    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_set_wait_observer, wrong, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo__tracker_set_wait_observer, NULL, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo__tracker_set_wait_observer, wrong, NULL, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, wrong);
     REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker);
@@ -978,7 +986,7 @@ static void tracker_entry_points(void **state) {
     /* Nothing refused above was recorded: the buffer is used by no stream. */
     assert_ok(ordo_tracker_metrics(tracker, &m));
     assert_int_equal(m.submissions, 0);
-    assert_ok(ordo_submit(tracker, f.s[0], ok, 1, tracker_launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], ok, 1, tracker_launch, NULL));
     atomic_store(&reclaimed, 0);
     assert_ok(ordo_buffer_release(buffer, on_reclaim, NULL));
     assert_ok(ordo_buffer_release(theirs, on_reclaim, NULL));
@@ -1077,7 +1085,7 @@ static void memory_entry_points(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_deallocate, pool, block, AS(ordo_stream_t, f.signal));
 
     /* Use tracking. */
-    int supported = 7;
+    bool supported = 7;
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, supported, ordo_mem_supports_use_tracking, wrong,
                    &supported);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_supports_use_tracking, pool, NULL);
@@ -1278,18 +1286,18 @@ static void metrics_and_stall_entry_points(void **state) {
 
 static void trace_entry_points(void **state) {
     (void)state;
-    int on = 7;
+    bool on = 7;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_is_on, NULL);
     ordo_trace_stats_t stats;
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_trace_stop, NULL, &stats);
-    ordo_trace_config_t absurd = {UINT64_MAX};
+    ordo_trace_config_t absurd = {UINT64_MAX, 0};
     REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_trace_start, &absurd);
     /* Room beyond any address space: refused, whichever the class. */
-    ordo_trace_config_t huge = {UINT64_MAX / 64};
+    ordo_trace_config_t huge = {UINT64_MAX / 64, 0};
     REFUSED(ORDO_ERR_OUT_OF_MEMORY, ordo_trace_start, &huge);
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
-    ordo_trace_config_t small = {4096};
+    ordo_trace_config_t small = {4096, 0};
     assert_ok(ordo_trace_start(&small));
     REFUSED(ORDO_ERR_BUSY, ordo_trace_start, &small);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_slice_begin, NULL);
@@ -1322,7 +1330,7 @@ static void waiter_entry_points(void **state) {
     ordo_waiter_config_t no_workers = {0};
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, waiter, ordo_waiter_create, &no_workers, &waiter);
     /* A count above its maximum is out of range, as everywhere (status.h). */
-    ordo_waiter_config_t too_many_workers = {ORDO_WAITER_MAX_WORKERS + 1};
+    ordo_waiter_config_t too_many_workers = {ORDO_WAITER_MAX_WORKERS + 1, 0};
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, waiter, ordo_waiter_create, &too_many_workers, &waiter);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_create, NULL, NULL);
     assert_ok(ordo_waiter_create(NULL, &waiter));
@@ -1332,27 +1340,27 @@ static void waiter_entry_points(void **state) {
     ordo_signal_t *dead = test_signal_make(0);
     assert_ok(ordo_signal_retain(dead));
     assert_ok(ordo_signal_destroy(dead));
-    REFUSED_CLEARS(ORDO_ERR_DESTROYED, id, ordo_wait_async, waiter, dead, 1, ORDO_DEADLINE_NEVER, 0,
-                   on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_DESTROYED, id, ordo_waiter_wait, waiter, dead, 1, ORDO_DEADLINE_NEVER,
+                   0, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     assert_ok(ordo_signal_release(dead));
     id = 5;
-    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async, waiter, f.signal, 1,
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait, waiter, f.signal, 1,
                    ORDO_DEADLINE_NEVER, UINT32_MAX, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     /* Events: not recorded, not an event, bad flags, no callback. */
     ordo_event_t *event = NULL;
     assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &event));
     id = 5;
-    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
                    ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     assert_ok(ordo_event_record(event, f.s[0]));
-    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
                    ORDO_DEADLINE_NEVER, 0x10, on_wait, &calls, &id);
-    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_wait_async_event, waiter, event,
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
                    ORDO_DEADLINE_NEVER, 0, NULL, &calls, &id);
-    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_wait_async_event, AS(ordo_waiter_t, event),
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_waiter_wait_event, AS(ordo_waiter_t, event),
                    event, ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
     assert_int_equal(id, 0);
     ordo_waiter_metrics_t m;
@@ -1474,7 +1482,7 @@ static void stream_pool_streams_are_the_pools(void **state) {
     (void)state;
     fixture_t f;
     fixture_make(&f);
-    ordo_stream_pool_config_t config = {2, 0, 1, 0};
+    ordo_stream_pool_config_t config = {2, 0, 1, 0, 0};
     ordo_stream_pool_t *pool = NULL;
     assert_ok(ordo_stream_pool_create(f.device, &config, &pool));
     const ordo_workload_t workloads[] = {ORDO_WORKLOAD_COMPUTE, ORDO_WORKLOAD_TRANSFER};
@@ -1505,11 +1513,11 @@ static void streams_in_use_refuse_destroy(void **state) {
     assert_ok(ordo_buffer_create(tracker, &buffer));
     ordo_access_t write[1] = {{buffer, ORDO_ACCESS_WRITE}};
     ordo_access_t read[1] = {{buffer, ORDO_ACCESS_READ}};
-    assert_ok(ordo_submit(tracker, s, write, 1, tracker_launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, s, write, 1, tracker_launch, NULL));
     REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
     check_owner_named("by 1 tracker(s),");
     /* The tracker still orders work after s's (it records s's point). */
-    assert_ok(ordo_submit(tracker, f.s[0], read, 1, tracker_launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], read, 1, tracker_launch, NULL));
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
 
     /* A pool over the tracker: its frees are ordered by the streams too. */
@@ -1523,7 +1531,7 @@ static void streams_in_use_refuse_destroy(void **state) {
     memory_still_works(pool, f.s[0]); /* reads f.s[1]'s state */
 
     /* A coordinator keeps the streams its ops ran on, and its pool. */
-    ordo_stream_pool_config_t pool_config = {1, 0, 0, 0};
+    ordo_stream_pool_config_t pool_config = {1, 0, 0, 0, 0};
     ordo_stream_pool_t *streams = NULL;
     assert_ok(ordo_stream_pool_create(f.device, &pool_config, &streams));
     ordo_coord_config_t coord_config = {streams, 0};
@@ -1582,8 +1590,8 @@ static void defined_uses_stay_defined(void **state) {
     assert_ok(ordo_waiter_create(NULL, &waiter));
     ordo_signal_t *signal = test_signal_make(0);
     ordo_status_t outcome = ORDO_OK;
-    assert_ok(ordo_wait_async(waiter, signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
-                              wait_recorded, &outcome, NULL));
+    assert_ok(ordo_waiter_wait(waiter, signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
+                               wait_recorded, &outcome, NULL));
     assert_ok(ordo_signal_destroy(signal));
     assert_int_equal(outcome, ORDO_ERR_CANCELLED);
     assert_ok(ordo_waiter_destroy(waiter));
@@ -1701,7 +1709,7 @@ static void messages_name_the_call_made(void **state) {
     assert_ok(ordo_stream_destroy(doomed));
     assert_int_not_equal(ordo_event_synchronize(orphan, test_deadline()), ORDO_OK);
     check_names("ordo_event_synchronize");
-    int complete = 1;
+    bool complete = 1;
     assert_int_not_equal(ordo_event_query(orphan, &complete), ORDO_OK);
     check_names("ordo_event_query");
     /* A failed stream: query and elapsed. The stream is held until both
@@ -1711,7 +1719,7 @@ static void messages_name_the_call_made(void **state) {
     assert_ok(ordo_stream_wait(f.s[1], hold, 1));
     assert_ok(ordo_stream_host_task(f.s[1], failing_task, NULL));
     assert_ok(ordo_event_record(end, f.s[1]));
-    assert_ok(ordo_signal_signal(hold, 1));
+    assert_ok(ordo_signal_advance(hold, 1));
     assert_status(ordo_stream_synchronize(f.s[1], test_deadline()), ORDO_ERR_ABORTED);
     check_names("ordo_stream_synchronize");
     assert_status(ordo_event_query(end, &complete), ORDO_ERR_ABORTED);
@@ -1735,7 +1743,7 @@ static void messages_name_the_call_made(void **state) {
     ordo_status_t st = ordo_mem_allocate(pool, 4096, 0, f.s[1], 0, &block, NULL);
     assert_int_not_equal(st, ORDO_OK);
     check_names("ordo_mem_allocate");
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
     assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(pool));

@@ -206,7 +206,7 @@ static void device_barrier_does_not_block(void **state) {
         }
         assert_int_equal(gated, N - 1);
         assert_false(test_rescue_end(&rescue));
-        assert_ok(ordo_signal_signal(gate, g));
+        assert_ok(ordo_signal_advance(gate, g));
         uint64_t ns = 0;
         assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), &ns));
         assert_int_equal(atomic_load(&before), (int)g * N);
@@ -308,7 +308,7 @@ static void synchronize_reports_its_time(void **state) {
         assert_true(timed_best_of(&timed, 25000000ull));
     }
     /* NULL out_elapsed_ns is allowed. */
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
     assert_ok(ordo_barrier_synchronize_streams(streams, N, test_deadline(), NULL));
     assert_ok(ordo_signal_destroy(gate));
@@ -597,7 +597,7 @@ static void destroy_with_operations_queued(void **state) {
     }
     test_sleep_ms(5);
     assert_int_equal(atomic_load(&after), 0);
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_barrier_synchronize_streams(streams, 3, test_deadline(), NULL));
     assert_int_equal(atomic_load(&after), 3);
     assert_ok(ordo_signal_destroy(gate));

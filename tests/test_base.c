@@ -62,7 +62,7 @@ static void *fail_on_this_thread(void *arg) {
 
 static void error_message_is_per_thread(void **state) {
     (void)state;
-    assert_status(ordo_signal_signal(NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_advance(NULL, 1), ORDO_ERR_INVALID_HANDLE);
     char copy[512];
     snprintf(copy, sizeof copy, "%s", ordo_error_message());
     pthread_t t = test_thread_start(fail_on_this_thread, NULL);

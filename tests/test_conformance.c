@@ -147,7 +147,7 @@ static void host_signal_wait_inside_stream(void **state) {
     assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&flag));
     assert_status(ordo_stream_synchronize(stream, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     assert_int_equal(atomic_load(&flag), 0);
-    assert_ok(ordo_signal_signal(s, 5));
+    assert_ok(ordo_signal_advance(s, 5));
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
     assert_int_equal(atomic_load(&flag), 1);
     assert_ok(ordo_stream_destroy(stream));
@@ -176,7 +176,7 @@ static void failing_task_fails_the_stream(void **state) {
     assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
     assert_int_equal(atomic_load(&ran), 0);
     assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
-    int healthy = 1;
+    bool healthy = 1;
     assert_ok(ordo_stream_is_healthy(stream, &healthy));
     assert_int_equal(healthy, 0);
     /* Submitting to a failed stream returns its failure; a signal point
@@ -335,7 +335,7 @@ static void event_record_query_synchronize(void **state) {
     gate_t gate = {0, 0};
     assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
     assert_ok(ordo_event_record(event, stream));
-    int complete = 1;
+    bool complete = 1;
     assert_ok(ordo_event_query(event, &complete));
     assert_int_equal(complete, 0);
     assert_status(ordo_event_synchronize(event, ordo_deadline_after_ms(10)), ORDO_ERR_TIMEOUT);
@@ -413,7 +413,7 @@ static void unrecorded_events_are_refused(void **state) {
     ordo_stream_t *stream = stream_make();
     ordo_event_t *event;
     assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
-    int complete;
+    bool complete;
     assert_status(ordo_event_query(event, &complete), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_event_synchronize(event, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_stream_wait_event(stream, event), ORDO_ERR_INVALID_ARGUMENT);
@@ -700,7 +700,7 @@ static void destroy_from_the_streams_own_thread_is_refused(void **state) {
 
     /* A pool destroyed from a host task on one of its streams: refused as
      * a whole, every stream still usable. */
-    const ordo_stream_pool_config_t config = {2, 0, 1, 0};
+    const ordo_stream_pool_config_t config = {2, 0, 1, 0, 0};
     ordo_stream_pool_t *pool;
     assert_ok(ordo_stream_pool_create(device, &config, &pool));
     ordo_stream_t *member;
@@ -799,8 +799,8 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     SKIP_IF_LISTED();
     ordo_device_info_t info;
     assert_ok(ordo_device_info(device, &info));
-    ordo_stream_pool_config_t config = {3, info.priority_greatest, 2, info.priority_least};
-    const ordo_stream_pool_config_t shared_config = {2, 0, 0, 0};
+    ordo_stream_pool_config_t config = {3, info.priority_greatest, 2, info.priority_least, 0};
+    const ordo_stream_pool_config_t shared_config = {2, 0, 0, 0, 0};
     ordo_stream_pool_t *pool;
     assert_ok(ordo_stream_pool_create(device, &config, &pool));
     size_t n;
@@ -834,12 +834,12 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     assert_status(ordo_stream_pool_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_ok(ordo_stream_pool_destroy(pool));
 
-    ordo_stream_pool_config_t bad = {0, 0, 1, 0};
+    ordo_stream_pool_config_t bad = {0, 0, 1, 0, 0};
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_INVALID_ARGUMENT);
-    bad = (ordo_stream_pool_config_t){SIZE_MAX, 0, 2, 0}; /* would wrap a sum */
+    bad = (ordo_stream_pool_config_t){SIZE_MAX, 0, 2, 0, 0}; /* would wrap a sum */
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_stream_pool_create(NULL, &shared_config, &pool), ORDO_ERR_INVALID_HANDLE);
-    bad = (ordo_stream_pool_config_t){1, info.priority_greatest - 1, 0, 0};
+    bad = (ordo_stream_pool_config_t){1, info.priority_greatest - 1, 0, 0, 0};
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_stream_pool_create(device, NULL, &pool), ORDO_ERR_INVALID_ARGUMENT);
     /* Without transfer streams, transfers share the compute streams. */
@@ -900,7 +900,7 @@ int main(void) {
     size_t backends = 0;
     ordo_backend_list(names, 8, &backends);
     for (size_t b = 0; b < backends && b < 8; ++b) {
-        int available;
+        bool available;
         char reason[160];
         ordo_backend_available(names[b], &available, reason, sizeof reason);
         if (!available) {

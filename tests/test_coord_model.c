@@ -239,7 +239,7 @@ static void begin_retried_after_running_out_counts_each_dependency_once(void **s
     assert_int_equal(after.waits_emitted - before.waits_emitted, 2);
     assert_int_equal(after.waits_elided - before.waits_elided, 0);
     assert_ok(ordo_coord_complete(coord, op));
-    assert_ok(ordo_signal_signal(gate.signal, 1));
+    assert_ok(ordo_signal_advance(gate.signal, 1));
     assert_ok(ordo_coord_drain(coord, test_deadline()));
     assert_int_equal(snapshot(coord).failed, 0);
     assert_ok(ordo_coord_destroy(coord));
@@ -314,7 +314,7 @@ static void running_out_of_memory_leaves_no_trace(void **state) {
         ids[n] = first;
     }
     /* Nothing on stream 0 is reached yet: its callbacks have not run. */
-    assert_ok(ordo_signal_signal(gate.signal, 1));
+    assert_ok(ordo_signal_advance(gate.signal, 1));
     for (int i = HELD; i < n; ++i) {
         if (ordo_coord_begin(coord, ids[i]) == ORDO_OK) {
             assert_ok(ordo_coord_complete(coord, ids[i]));

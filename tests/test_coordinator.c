@@ -89,7 +89,7 @@ static void gate_init(gate_t *g, ordo_status_t result) {
 }
 
 static void gate_open(gate_t *g) {
-    assert_ok(ordo_signal_signal(g->signal, 1));
+    assert_ok(ordo_signal_advance(g->signal, 1));
 }
 
 static void gate_fini(gate_t *g) {
@@ -700,7 +700,7 @@ typedef struct blocking_callback {
 
 static void on_done_blocking(void *ctx, ordo_op_id_t op, ordo_status_t status) {
     blocking_callback_t *b = ctx;
-    (void)ordo_signal_signal(b->entered, 1);
+    (void)ordo_signal_advance(b->entered, 1);
     (void)ordo_signal_wait(b->release.signal, 1, test_deadline());
     on_done(&b->seen, op, status);
 }
@@ -1207,7 +1207,7 @@ static void many_live_ops_are_found_by_id(void **state) {
 static void ops_without_a_stream_take_one_from_the_pool(void **state) {
     (void)state;
     ordo_stream_pool_t *pool;
-    ordo_stream_pool_config_t pc = {2, 0, 1, 0};
+    ordo_stream_pool_config_t pc = {2, 0, 1, 0, 0};
     assert_ok(ordo_stream_pool_create(device, &pc, &pool));
     ordo_stream_t *transfer;
     assert_ok(ordo_stream_pool_next(pool, ORDO_WORKLOAD_TRANSFER, &transfer));

@@ -64,7 +64,7 @@ static int env_flag(const char *name) {
 
 static void absence_is_explained(void **state) {
     (void)state;
-    int available = 0;
+    bool available = 0;
     char reason[160] = "";
     ordo_status_t st = ordo_backend_available("cuda", &available, reason, sizeof reason);
 #ifdef ORDO_HAVE_CUDA_H
@@ -513,7 +513,7 @@ static void a_kernel_then_a_signal_reaches_the_host(void **state) {
     assert_ok(ordo_signal_wait(s, 1, test_deadline()));
     /* Not reported before the device got there. */
     assert_true(ordo_time_now_ns() - t0 >= 19000000ull);
-    int complete = 0;
+    bool complete = 0;
     assert_ok(ordo_event_query(end, &complete));
     assert_true(complete);
     int64_t ns = 0;
@@ -620,10 +620,10 @@ static void host_signals_gate_device_work(void **state) {
     assert_ok(ordo_stream_signal(stream, done, 1));
     assert_status(ordo_stream_synchronize(stream, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     assert_int_equal(cell_read(cells, 0), 0);
-    assert_ok(ordo_signal_signal(host, 2));
+    assert_ok(ordo_signal_advance(host, 2));
     test_sleep_ms(10);
     assert_int_equal(cell_read(cells, 0), 0);
-    assert_ok(ordo_signal_signal(host, 3));
+    assert_ok(ordo_signal_advance(host, 3));
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
     assert_int_equal(cell_read(cells, 0), 9);
     /* A host signal that fails fails the stream. */
@@ -749,7 +749,7 @@ static void a_failing_enqueue_fails_the_stream(void **state) {
     assert_ok(ordo_stream_wait(stream, host, 1));
     assert_ok(ordo_cuda_stream_enqueue(stream, refusing_enqueue, NULL));
     assert_ok(ordo_stream_signal(stream, later, 1));
-    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_advance(host, 1));
     assert_status(ordo_signal_wait(later, 1, test_deadline()), ORDO_ERR_ABORTED);
     assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
     assert_ok(ordo_stream_destroy(stream));
@@ -804,7 +804,7 @@ static void user_code_on_ordo_threads_cannot_unbind_the_context(void **state) {
     assert_ok(ordo_cuda_stream_enqueue(stream, note_current, (void *)&bound));
     assert_ok(ordo_stream_signal(stream, done, 1));
     assert_true(holding(stream));
-    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_advance(host, 1));
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
     assert_true(atomic_load(&bound));
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
@@ -880,7 +880,7 @@ static void concurrent_enqueues_on_one_stream(void **state) {
     for (uint64_t k = 1; k <= 8; ++k) {
         assert_ok(ordo_stream_wait(stream, host, k));
         test_sleep_ms(1);
-        assert_ok(ordo_signal_signal(host, k));
+        assert_ok(ordo_signal_advance(host, k));
     }
     for (int t = 0; t < ENQUEUERS; ++t) {
         pthread_join(threads[t], NULL);
@@ -972,8 +972,8 @@ static void random_program_ordered_by_a_tracker(void **state) {
                                      {buffers[p->b[i]], ORDO_ACCESS_READ},
                                      {buffers[i], ORDO_ACCESS_WRITE}};
         tracked_launch_t launch = {cells, p, i};
-        assert_ok(ordo_submit(tracker, streams[p->stream_of[i]], accesses, i ? 3 : 1,
-                              tracked_launch_fn, &launch));
+        assert_ok(ordo_tracker_submit(tracker, streams[p->stream_of[i]], accesses, i ? 3 : 1,
+                                      tracked_launch_fn, &launch));
     }
     for (int k = 0; k < RANDOM_STREAMS; ++k) {
         assert_ok(ordo_stream_synchronize(streams[k], test_deadline()));
@@ -1084,7 +1084,7 @@ static void the_async_resource_frees_in_stream_order(void **state) {
     assert_int_equal((uintptr_t)ptr % ((size_t)1 << 16), 0);
     assert_ok(ordo_mem_deallocate(resource, block, stream));
     assert_status(ordo_mem_deallocate(resource, block, stream), ORDO_ERR_INVALID_HANDLE);
-    int tracking = 1;
+    bool tracking = 1;
     assert_ok(ordo_mem_supports_use_tracking(resource, &tracking));
     assert_false(tracking);
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
@@ -1294,7 +1294,7 @@ static void a_held_wait_shows_in_a_stall_report(void **state) {
     assert_ptr_equal(entries[0].signal, host);
     assert_int_equal(entries[0].waited_value, 1);
     assert_int_equal(entries[0].reach, ORDO_STALL_UNREACHABLE);
-    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_advance(host, 1));
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
     assert_ok(ordo_stall_report(device, entries, 4, &count));
     assert_int_equal(count, 0);
@@ -1563,7 +1563,7 @@ static void an_async_free_held_on_a_failed_stream_frees_its_own_block(void **sta
     assert_status(ordo_cuda_stream_enqueue(failing, refusing_enqueue, NULL), ORDO_ERR_ABORTED);
     assert_ok(ordo_stream_wait(failing, host, 1));
     assert_ok(ordo_cuda_stream_enqueue(failing, block_the_lane, &blocker));
-    assert_ok(ordo_signal_signal(host, 1));
+    assert_ok(ordo_signal_advance(host, 1));
     ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&blocker.started)) {
         assert_true(ordo_time_now_ns() < deadline);
@@ -1731,7 +1731,7 @@ static void a_device_fault_fails_every_signal(void **state) {
 
 static int suite_setup(void **state) {
     (void)state;
-    int available = 0;
+    bool available = 0;
     char reason[160] = "";
     if (ordo_backend_available("cuda", &available, reason, sizeof reason) != ORDO_OK) {
         snprintf(skip_reason, sizeof skip_reason, "the CUDA backend is not built: %s",

@@ -12,7 +12,7 @@ static void backends_and_devices_are_listed(void **state) {
     assert_ok(ordo_backend_list(names, 4, &count));
     assert_true(count >= 1);
     assert_string_equal(names[0], "cpu");
-    int available = 0;
+    bool available = 0;
     char reason[128];
     assert_ok(ordo_backend_available("cpu", &available, reason, sizeof reason));
     assert_true(available);
@@ -40,7 +40,7 @@ static void names_resolve_to_one_shared_runtime(void **state) {
     assert_ok(ordo_device_open(ORDO_DEVICE_DEFAULT, &c));
     assert_ptr_equal(a, c);
     assert_ok(ordo_device_release(c));
-    int shared = 0;
+    bool shared = 0;
     assert_ok(ordo_device_is_shared(a, &shared));
     assert_true(shared);
     ordo_device_info_t info;
@@ -70,7 +70,7 @@ static void bad_names_are_refused(void **state) {
     assert_status(ordo_device_release(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_device_retain(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_device_info(NULL, NULL), ORDO_ERR_INVALID_HANDLE);
-    int flag;
+    bool flag;
     assert_status(ordo_device_is_shared(NULL, &flag), ORDO_ERR_INVALID_HANDLE);
     ordo_event_pool_stats_t stats;
     assert_status(ordo_device_event_pool_stats(NULL, ORDO_EVENT_PLAIN, &stats),
@@ -166,7 +166,7 @@ static void owned_runtime_never_aliases_the_shared_one(void **state) {
     assert_ok(ordo_device_open("cpu", &shared));
     assert_ok(ordo_device_create_owned("cpu:0", &config, &owned));
     assert_ptr_not_equal(shared, owned);
-    int is_shared = 1;
+    bool is_shared = 1;
     assert_ok(ordo_device_is_shared(owned, &is_shared));
     assert_false(is_shared);
     ordo_event_pool_stats_t stats;

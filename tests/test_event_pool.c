@@ -189,7 +189,8 @@ static void the_default_config_is_used_for_null(void **state) {
     event_pool_backend_t backend = fake_ops(&fake);
     event_pool_t *pool = NULL;
     assert_ok(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, NULL, &pool));
-    ordo_event_pool_config_t defaults = ordo_event_pool_config_default();
+    ordo_event_pool_config_t defaults;
+    assert_ok(ordo_event_pool_config_default(&defaults));
     ordo_event_pool_stats_t s = stats_of(pool);
     assert_int_equal(s.available, defaults.initial);
     assert_int_equal(s.created_total, ORDO_EVENT_POOL_DEFAULT_INITIAL);

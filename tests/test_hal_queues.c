@@ -337,7 +337,7 @@ static void a_failed_producer_fails_its_waiters(void **state) {
     push_point(&consumer, &q, 1, r, 1);
     assert_status(ordo_signal_wait(r, 1, test_deadline()), ORDO_ERR_ABORTED);
     /* A value reached by another producer is reached. */
-    assert_ok(ordo_signal_signal(elsewhere, 1));
+    assert_ok(ordo_signal_advance(elsewhere, 1));
     push_check(&lucky, producer.progress, 2, elsewhere, 1);
     push_point(&lucky, &x, 1, ok, 1);
     assert_ok(ordo_signal_wait(ok, 1, test_deadline()));
@@ -583,7 +583,7 @@ static void a_feeder_hears_of_armed_timepoints(void **state) {
     ordo__signal_feeder_clear(s, &feeder.base);
     assert_ok(ordo_timepoint_arm(&later, s, 3, noop_fired, NULL));
     assert_int_equal(atomic_load(&feeder.wanted), 1);
-    assert_ok(ordo_signal_signal(s, 3));
+    assert_ok(ordo_signal_advance(s, 3));
     assert_ok(ordo_signal_destroy(s));
 }
 
@@ -862,7 +862,7 @@ static void lanes_run_held_ops_in_order(void **state) {
     assert_int_equal(first.seq, 2);
     assert_int_equal(atomic_load(&log.count), 1);
     assert_true(holding(&lane));
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     wait_count(&log, 3);
     assert_int_equal(log.order[0], 1);
     assert_int_equal(log.order[1], 2);
@@ -893,7 +893,7 @@ static void the_notifier_wakes_a_blocked_op(void **state) {
     /* What the op waits for can now be reached another way; the notifier
      * tells it to look again. */
     atomic_store(&bound, 1);
-    assert_ok(ordo_signal_signal(notifier, 1));
+    assert_ok(ordo_signal_advance(notifier, 1));
     wait_count(&log, 1);
     assert_int_equal(log.cancelled[0], 0);
     ordo__hal_lane_fini(&lane);

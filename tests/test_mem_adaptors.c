@@ -72,14 +72,14 @@ static ordo_signal_t *gate_stream(ordo_stream_t *s) {
 }
 
 static void gate_open(ordo_signal_t *gate) {
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_signal_release(gate));
 }
 
 /* Opens the gate 30 ms from now, on another thread. */
 static void *open_later(void *gate) {
     test_sleep_ms(30);
-    (void)ordo_signal_signal(gate, 1);
+    (void)ordo_signal_advance(gate, 1);
     (void)ordo_signal_release(gate);
     return NULL;
 }
@@ -404,7 +404,7 @@ static void budget_is_per_device(void **state) {
     alloc_ok(b1, 768, e.s[0], 0, &x);
     assert_status(ordo_mem_allocate(b2, 512, 0, e.s[0], 0, &y, NULL), ORDO_ERR_OUT_OF_MEMORY);
     alloc_ok(b2, 256, e.s[0], 0, &y);
-    int supported = 1;
+    bool supported = 1;
     assert_ok(ordo_mem_supports_use_tracking(b1, &supported));
     assert_false(supported);
     assert_status(ordo_mem_record_use(b1, x, e.s[1]), ORDO_ERR_UNSUPPORTED);
@@ -1157,7 +1157,7 @@ static void guard_fills_poisons_and_forwards(void **state) {
     assert_status(ordo_mem_record_use(g, b, e.s[1]), ORDO_ERR_UNSUPPORTED);
     ordo_buffer_t *buffer = NULL;
     assert_status(ordo_block_buffer(b, &buffer), ORDO_ERR_UNSUPPORTED);
-    int supported = 1;
+    bool supported = 1;
     assert_ok(ordo_mem_supports_use_tracking(g, &supported));
     assert_false(supported);
 
@@ -1479,7 +1479,7 @@ static void guard_over_a_use_tracking_upstream(void **state) {
     ordo__mem_resource_init(&t.base, &tracking_ops, e.device, e.direct);
     ordo_mem_resource_t *g = NULL;
     assert_ok(ordo_mem_guard_create(&t.base, NULL, &g));
-    int supported = 0;
+    bool supported = 0;
     assert_ok(ordo_mem_supports_use_tracking(g, &supported));
     assert_true(supported);
     ordo_block_t *b = NULL;
@@ -1552,10 +1552,10 @@ static void *peak_race_worker(void *arg) {
         }
         ordo_block_t *block = NULL;
         if (ordo_mem_allocate(r->top, 4096, 0, r->stream, 5, &block, NULL) != ORDO_OK ||
-            ordo_signal_signal(r->allocated, k) != ORDO_OK ||
+            ordo_signal_advance(r->allocated, k) != ORDO_OK ||
             ordo_signal_wait(r->release, k, r->deadline) != ORDO_OK ||
             ordo_mem_deallocate(r->top, block, r->stream) != ORDO_OK ||
-            ordo_signal_signal(r->freed, k) != ORDO_OK) {
+            ordo_signal_advance(r->freed, k) != ORDO_OK) {
             atomic_fetch_add(&r->failures, 1);
             return NULL;
         }
@@ -1581,7 +1581,7 @@ static void peaks_survive_a_racing_reset(void **state) {
     const uint64_t soak_until = ordo_time_now_ns() + (uint64_t)TEST_WAIT_MS * 500000u;
     int stalled = 0;
     for (uint64_t k = 1; k <= rounds && ordo_time_now_ns() < soak_until; ++k) {
-        assert_ok(ordo_signal_signal(r.go, k));
+        assert_ok(ordo_signal_advance(r.go, k));
         /* Resets race with the allocation until it is over. */
         for (unsigned n = 1; signal_value(r.allocated) < k && ordo_time_now_ns() < r.deadline &&
                              !atomic_load(&r.failures);
@@ -1603,7 +1603,7 @@ static void peaks_survive_a_racing_reset(void **state) {
         below += st.overall.peak_bytes < st.overall.current_bytes ||
                  st.overall.peak_blocks < st.overall.current_blocks ||
                  st.tags[5].peak_bytes < st.tags[5].current_bytes || bs.peak_charged < bs.charged;
-        assert_ok(ordo_signal_signal(r.release, k));
+        assert_ok(ordo_signal_advance(r.release, k));
         if (ordo_signal_wait(r.freed, k, r.deadline) != ORDO_OK) {
             stalled = 1;
             break;
@@ -1611,8 +1611,8 @@ static void peaks_survive_a_racing_reset(void **state) {
         done = k;
     }
     atomic_store(&r.stop, 1);
-    assert_ok(ordo_signal_signal(r.go, rounds + 1));
-    assert_ok(ordo_signal_signal(r.release, rounds + 1)); /* a worker stopped mid-round */
+    assert_ok(ordo_signal_advance(r.go, rounds + 1));
+    assert_ok(ordo_signal_advance(r.release, rounds + 1)); /* a worker stopped mid-round */
     pthread_join(worker, NULL);
     assert_int_equal(atomic_load(&r.failures), 0);
     assert_int_equal(stalled, 0);

@@ -62,7 +62,7 @@ static void direct_allocates_and_frees_in_stream_order(void **state) {
     assert_status(ordo_mem_reap_pending(direct, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     assert_ok(ordo_mem_bytes_outstanding(direct, &out));
     assert_int_equal(out, 1000);
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     assert_ok(ordo_mem_bytes_outstanding(direct, &out));
     assert_int_equal(out, 0);
@@ -85,7 +85,7 @@ static void direct_refuses_use_tracking(void **state) {
     ordo_stream_t *s = stream_make();
     ordo_block_t *block = NULL;
     assert_ok(ordo_mem_allocate(direct, 64, 0, s, 0, &block, NULL));
-    int supported = 1;
+    bool supported = 1;
     assert_ok(ordo_mem_supports_use_tracking(direct, &supported));
     assert_int_equal(supported, 0);
     assert_status(ordo_mem_record_use(direct, block, s), ORDO_ERR_UNSUPPORTED);
@@ -454,7 +454,7 @@ static void pool_use_tracking_orders_real_data(void **state) {
     ordo_block_t *block = NULL;
     uint32_t *words = NULL;
     assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 0, &block, (void **)&words));
-    int supported = 0;
+    bool supported = 0;
     assert_ok(ordo_mem_supports_use_tracking(f.pool, &supported));
     assert_int_equal(supported, 1);
     fill_t write = {words, 1024, 7, &errors};
@@ -488,7 +488,7 @@ static void pool_use_tracking_orders_real_data(void **state) {
     assert_ok(ordo_mem_deallocate(f.pool, again, f.s[3]));
     /* A freed block's buffer is refused by the tracker. */
     ordo_access_t access = {buffer, ORDO_ACCESS_READ};
-    assert_status(ordo_prepare(f.tracker, f.s[0], &access, 1), ORDO_ERR_DESTROYED);
+    assert_status(ordo_tracker_prepare(f.tracker, f.s[0], &access, 1), ORDO_ERR_DESTROYED);
     pool_fixture_free(&f);
 }
 
@@ -523,7 +523,7 @@ static void reuse_orders_third_streams_after_old_uses(void **state) {
     /* s2 is held behind s1's old write, which is held by the gate. */
     test_sleep_ms(20);
     assert_int_equal(words2[0] == 2, 0);
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
     assert_int_equal(words2[0], 2);
     assert_int_equal(words2[1023], 2);
@@ -580,7 +580,7 @@ static uint32_t *free_on_stream_that_fails(pool_fixture_t *f, ordo_signal_t *gat
     assert_ok(ordo_mem_prepare_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
     assert_ok(ordo_mem_finish_use(f->pool, block, f->s[0], ORDO_ACCESS_READ));
     assert_ok(ordo_mem_deallocate(f->pool, block, f->s[0]));
-    assert_ok(ordo_signal_signal(fail_gate, 1));
+    assert_ok(ordo_signal_advance(fail_gate, 1));
     ordo_status_t st = ordo_stream_synchronize(f->s[0], test_deadline());
     assert_int_not_equal(st, ORDO_OK);
     assert_int_not_equal(st, ORDO_ERR_TIMEOUT);
@@ -608,7 +608,7 @@ static void failed_freeing_stream_does_not_vouch_for_its_waits(void **state) {
     assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
     /* s2 must be held behind s1's old write (held by the gate). */
     (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
     assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
     assert_int_equal(words2[0], 2);
@@ -638,7 +638,7 @@ static void failed_freeing_stream_does_not_settle_its_waits(void **state) {
     fill_t new_write = {words2, 1024, 2, &errors};
     assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));
     (void)ordo_stream_synchronize(f.s[2], ordo_deadline_after_ms(50));
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_stream_synchronize(f.s[1], test_deadline()));
     assert_ok(ordo_stream_synchronize(f.s[2], test_deadline()));
     assert_int_equal(words2[0], 2);

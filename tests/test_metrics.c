@@ -38,8 +38,8 @@ static void snapshot_reads_every_component(void **state) {
     assert_ok(ordo_waiter_create(NULL, &waiter));
 
     ordo_access_t w = {buffer, ORDO_ACCESS_WRITE}, r = {buffer, ORDO_ACCESS_READ};
-    assert_ok(ordo_submit(tracker, s[0], &w, 1, launch, NULL));
-    assert_ok(ordo_submit(tracker, s[1], &r, 1, launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, s[0], &w, 1, launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, s[1], &r, 1, launch, NULL));
     ordo_op_desc_t desc;
     memset(&desc, 0, sizeof desc);
     desc.type = ORDO_OP_KERNEL;
@@ -50,7 +50,7 @@ static void snapshot_reads_every_component(void **state) {
     assert_ok(ordo_coord_register(coord, &desc, &op));
     assert_ok(ordo_coord_begin(coord, op));
     assert_ok(ordo_coord_complete(coord, op));
-    assert_ok(ordo_wait_async(waiter, signal, 1, ORDO_DEADLINE_NEVER, 0, on_done, NULL, NULL));
+    assert_ok(ordo_waiter_wait(waiter, signal, 1, ORDO_DEADLINE_NEVER, 0, on_done, NULL, NULL));
     ordo_event_t *event = NULL;
     assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
 
@@ -95,7 +95,7 @@ static void snapshot_reads_every_component(void **state) {
     assert_status(ordo_metrics_snapshot(&bad, &m), ORDO_ERR_INVALID_HANDLE);
 
     assert_ok(ordo_event_destroy(event));
-    assert_ok(ordo_signal_signal(signal, 1));
+    assert_ok(ordo_signal_advance(signal, 1));
     assert_ok(ordo_waiter_destroy(waiter));
     for (int i = 0; i < 2; ++i) {
         assert_ok(ordo_stream_synchronize(s[i], test_deadline()));

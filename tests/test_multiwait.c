@@ -43,7 +43,7 @@ static void *later_run(void *arg) {
     if (l->fail_with != ORDO_OK) {
         (void)ordo_signal_fail(l->signal, l->fail_with, "injected");
     } else {
-        (void)ordo_signal_signal(l->signal, l->value);
+        (void)ordo_signal_advance(l->signal, l->value);
     }
     return NULL;
 }
@@ -63,8 +63,8 @@ static void wait_any_names_the_signalled_entry(void **state) {
 static void wait_any_prefers_the_lowest_reached_entry(void **state) {
     (void)state;
     set_t *set = set_make(8, 1);
-    assert_ok(ordo_signal_signal(set->signals[6], 1));
-    assert_ok(ordo_signal_signal(set->signals[2], 1));
+    assert_ok(ordo_signal_advance(set->signals[6], 1));
+    assert_ok(ordo_signal_advance(set->signals[2], 1));
     size_t index;
     assert_ok(ordo_signal_wait_any(set->points, set->count, ORDO_DEADLINE_NOW, &index));
     assert_int_equal(index, 2);
@@ -87,7 +87,7 @@ static void wait_all_needs_every_entry(void **state) {
     (void)state;
     set_t *set = set_make(MANY, 3);
     for (size_t i = 0; i + 1 < set->count; ++i) {
-        assert_ok(ordo_signal_signal(set->signals[i], 3));
+        assert_ok(ordo_signal_advance(set->signals[i], 3));
     }
     assert_status(ordo_signal_wait_all(set->points, set->count, ordo_deadline_after_ns(2000000)),
                   ORDO_ERR_TIMEOUT);
@@ -144,7 +144,7 @@ static void largest_waits_work(void **state) {
     (void)state;
     set_t *set = set_make(ORDO_SIGNAL_WAIT_MAX, 2);
     for (size_t i = 0; i < set->count; i += 2) {
-        assert_ok(ordo_signal_signal(set->signals[i], 2));
+        assert_ok(ordo_signal_advance(set->signals[i], 2));
     }
     later_t l = {set->signals[ORDO_SIGNAL_WAIT_MAX - 1], 2, 10, ORDO_OK};
     pthread_t t = test_thread_start(later_run, &l);
@@ -153,7 +153,7 @@ static void largest_waits_work(void **state) {
     assert_int_equal(index, 1); /* entry 1 of the shifted array is signal 2 */
     for (size_t i = 1; i < set->count; i += 2) {
         if (i != ORDO_SIGNAL_WAIT_MAX - 1) {
-            assert_ok(ordo_signal_signal(set->signals[i], 2));
+            assert_ok(ordo_signal_advance(set->signals[i], 2));
         }
     }
     assert_ok(ordo_signal_wait_all(set->points, set->count, test_deadline()));

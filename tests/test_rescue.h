@@ -26,7 +26,7 @@ static inline void *test_rescuer_main(void *arg) {
     test_rescue_t *r = arg;
     if (ordo_signal_wait(r->done, 1, test_deadline()) == ORDO_ERR_TIMEOUT) {
         atomic_store(&r->rescued, 1);
-        (void)ordo_signal_signal(r->gate, r->value);
+        (void)ordo_signal_advance(r->gate, r->value);
     }
     return NULL;
 }
@@ -41,7 +41,7 @@ static inline void test_rescue_begin(test_rescue_t *r, ordo_signal_t *gate, uint
 
 /* Returns non-zero if the rescuer had to raise the gate. */
 static inline int test_rescue_end(test_rescue_t *r) {
-    assert_ok(ordo_signal_signal(r->done, 1));
+    assert_ok(ordo_signal_advance(r->done, 1));
     pthread_join(r->thread, NULL);
     assert_ok(ordo_signal_destroy(r->done));
     return atomic_load(&r->rescued);

@@ -35,12 +35,12 @@ static void wait_on_reached_value_returns_at_once(void **state) {
 static void signal_lower_or_equal_is_a_noop(void **state) {
     (void)state;
     ordo_signal_t *s = test_signal_make(10);
-    assert_ok(ordo_signal_signal(s, 3));
-    assert_ok(ordo_signal_signal(s, 10));
+    assert_ok(ordo_signal_advance(s, 3));
+    assert_ok(ordo_signal_advance(s, 10));
     uint64_t value;
     assert_ok(ordo_signal_query(s, &value));
     assert_int_equal(value, 10);
-    assert_ok(ordo_signal_signal(s, 11));
+    assert_ok(ordo_signal_advance(s, 11));
     assert_ok(ordo_signal_query(s, &value));
     assert_int_equal(value, 11);
     assert_ok(ordo_signal_destroy(s));
@@ -59,7 +59,7 @@ static void *act_later(void *arg) {
     if (d->fail) {
         (void)ordo_signal_fail(d->signal, ORDO_ERR_DEVICE, "kernel faulted");
     } else {
-        (void)ordo_signal_signal(d->signal, d->value);
+        (void)ordo_signal_advance(d->signal, d->value);
     }
     return NULL;
 }
@@ -95,7 +95,7 @@ static void fail_then_wait_returns_the_failure(void **state) {
     assert_int_equal(value, 4);
     assert_non_null(strstr(ordo_error_message(), "device lost"));
     /* A failed signal does not move, and says why. */
-    assert_status(ordo_signal_signal(s, 9), ORDO_ERR_DEVICE);
+    assert_status(ordo_signal_advance(s, 9), ORDO_ERR_DEVICE);
     assert_status(ordo_signal_query(s, &value), ORDO_ERR_DEVICE);
     assert_int_equal(value, 4);
     assert_ok(ordo_signal_destroy(s));
@@ -375,7 +375,7 @@ static void references_outlive_destroy(void **state) {
     assert_ok(ordo_signal_destroy(s));
     uint64_t value;
     assert_status(ordo_signal_query(s, &value), ORDO_ERR_DESTROYED);
-    assert_status(ordo_signal_signal(s, 2), ORDO_ERR_DESTROYED);
+    assert_status(ordo_signal_advance(s, 2), ORDO_ERR_DESTROYED);
     assert_status(ordo_signal_fail(s, ORDO_ERR_ABORTED, NULL), ORDO_ERR_DESTROYED);
     assert_status(ordo_signal_wait(s, 1, ORDO_DEADLINE_NOW), ORDO_ERR_DESTROYED);
     assert_status(ordo_signal_destroy(s), ORDO_ERR_DESTROYED);
@@ -399,7 +399,7 @@ static void bad_input_is_refused(void **state) {
     (void)state;
     uint64_t value;
     assert_status(ordo_signal_query(NULL, &value), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_signal_signal(NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_advance(NULL, 1), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_signal_wait(NULL, 1, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_signal_fail(NULL, ORDO_ERR_ABORTED, NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_signal_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
@@ -409,13 +409,13 @@ static void bad_input_is_refused(void **state) {
     /* Not a signal at all. */
     uint64_t garbage[16] = {0};
     ordo_signal_t *fake = (ordo_signal_t *)garbage;
-    assert_status(ordo_signal_signal(fake, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_signal_advance(fake, 1), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_signal_wait(fake, 1, ORDO_DEADLINE_NOW), ORDO_ERR_INVALID_HANDLE);
 
     ordo_signal_t *s = test_signal_make(0);
     assert_status(ordo_signal_query(s, NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_signal_signal(s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
-    assert_status(ordo_signal_signal(s, UINT64_MAX), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_advance(s, ORDO_SIGNAL_VALUE_MAX + 1), ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_signal_advance(s, UINT64_MAX), ORDO_ERR_OUT_OF_RANGE);
     assert_status(ordo_signal_wait(s, 1ull << 63, ORDO_DEADLINE_NOW), ORDO_ERR_OUT_OF_RANGE);
     assert_string_equal(
         ordo_error_message(),

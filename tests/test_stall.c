@@ -166,7 +166,7 @@ static void cycle_released_by_host_signal(void **state) {
     (void)state;
     cycle_t c = cycle_make();
     cycle_check_reported(&c);
-    assert_ok(ordo_signal_signal(c.x, 1));
+    assert_ok(ordo_signal_advance(c.x, 1));
     assert_ok(ordo_stream_synchronize(c.a, test_deadline()));
     assert_ok(ordo_stream_synchronize(c.b, test_deadline()));
     size_t count = 99;
@@ -222,7 +222,7 @@ static void self_wait_is_unreachable(void **state) {
     ordo_stall_entry_t entries[2];
     assert_int_equal(report_until(entries, 2, 1), 1);
     assert_int_equal(entries[0].reach, ORDO_STALL_UNREACHABLE);
-    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_signal_advance(x, 1));
     assert_ok(ordo_stream_synchronize(a, test_deadline()));
     assert_ok(ordo_stream_destroy(a));
     assert_ok(ordo_signal_destroy(x));
@@ -551,7 +551,7 @@ static void reports_name_streams(void **state) {
     print_message("%s", text);
     free(text);
     atomic_store(&gate.open, 1);
-    assert_ok(ordo_signal_signal(y, 1));
+    assert_ok(ordo_signal_advance(y, 1));
     ordo_stream_t *all[4] = {consumer, producer, follower, unnamed};
     for (int i = 0; i < 4; ++i) {
         assert_ok(ordo_stream_synchronize(all[i], test_deadline()));
@@ -583,7 +583,7 @@ static void reports_show_an_unnamed_signal_by_its_address(void **state) {
     assert_null(strchr(text, '"'));
     print_message("%s", text);
     free(text);
-    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_signal_advance(x, 1));
     assert_ok(ordo_stream_synchronize(a, test_deadline()));
     assert_ok(ordo_stream_destroy(a));
     assert_ok(ordo_signal_destroy(x));
@@ -622,7 +622,7 @@ static void bad_input_is_refused(void **state) {
     assert_non_null(strstr(ordo_error_message(), "ordo_stall_report_format: "));
     assert_true(len > sizeof text);
     assert_int_equal(strlen(text), sizeof text - 1);
-    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_signal_advance(x, 1));
     assert_ok(ordo_stream_synchronize(a, test_deadline()));
     assert_ok(ordo_stream_synchronize(b, test_deadline()));
     assert_ok(ordo_stream_destroy(a));
@@ -655,7 +655,7 @@ static void *churner(void *arg) {
             (void)ordo_stream_set_name(s, v % 2 ? "churning" : NULL);
         }
         if (atomic_load(&c->rounds) % 2) {
-            (void)ordo_signal_signal(x, 1);
+            (void)ordo_signal_advance(x, 1);
         }
         (void)ordo_stream_destroy(s);
         (void)ordo_signal_destroy(x);
@@ -700,7 +700,7 @@ static void reports_while_streams_churn(void **state) {
     assert_int_equal(count, 1);
     e = &entries[0];
     assert_ptr_equal(e->stream, steady);
-    assert_ok(ordo_signal_signal(x, 1));
+    assert_ok(ordo_signal_advance(x, 1));
     assert_ok(ordo_stream_synchronize(steady, test_deadline()));
     assert_ok(ordo_stream_destroy(steady));
     assert_ok(ordo_signal_destroy(x));

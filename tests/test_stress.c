@@ -50,7 +50,7 @@ static void *producer_run(void *arg) {
         uint64_t v = atomic_fetch_add(&sh->issued[j], 1) + 1;
         /* Values from two producers arrive out of order: lower ones are
          * no-ops by design. */
-        if (ordo_signal_signal(sh->signals[j], v) != ORDO_OK) {
+        if (ordo_signal_advance(sh->signals[j], v) != ORDO_OK) {
             atomic_fetch_add(&sh->errors, 1);
         }
         if (i % 16 == 0) {
@@ -171,7 +171,7 @@ static void *pong_run(void *arg) {
     pingpong_t *pp = arg;
     for (uint64_t i = 1; i <= pp->rounds; ++i) {
         if (ordo_signal_wait(pp->ping, i, test_deadline()) != ORDO_OK ||
-            ordo_signal_signal(pp->pong, i) != ORDO_OK) {
+            ordo_signal_advance(pp->pong, i) != ORDO_OK) {
             atomic_fetch_add(&pp->errors, 1);
             return NULL;
         }
@@ -185,7 +185,7 @@ static void run_pingpong(uint64_t rounds) {
     assert_ok(ordo_signal_create(0, &pp.pong));
     pthread_t t = test_thread_start(pong_run, &pp);
     for (uint64_t i = 1; i <= rounds; ++i) {
-        assert_ok(ordo_signal_signal(pp.ping, i));
+        assert_ok(ordo_signal_advance(pp.ping, i));
         ordo_status_t st = ordo_signal_wait(pp.pong, i, test_deadline());
         if (st != ORDO_OK) {
             /* Unblock the partner so it ends too. */
@@ -226,7 +226,7 @@ static void *racer_signal(void *arg) {
     racer_t *r = arg;
     uint64_t v = 0;
     while (!atomic_load(&r->stop)) {
-        (void)ordo_signal_signal(r->signal, ++v);
+        (void)ordo_signal_advance(r->signal, ++v);
     }
     return NULL;
 }
@@ -282,7 +282,7 @@ static void arm_cancel_race(void **state) {
 
 /* ---- destroy as soon as the wait returns -------------------------------- */
 
-/* The producer may still be inside ordo_signal_signal when the consumer's
+/* The producer may still be inside ordo_signal_advance when the consumer's
  * wait returns; the consumer destroys the signal at once. Under
  * AddressSanitizer any touch of the freed signal fails the test. */
 typedef struct handoff {
@@ -295,7 +295,7 @@ static void *handoff_producer(void *arg) {
     while (!atomic_load(&h->stop)) {
         ordo_signal_t *s = atomic_exchange(&h->slot, NULL);
         if (s) {
-            (void)ordo_signal_signal(s, 1);
+            (void)ordo_signal_advance(s, 1);
         } else {
             sched_yield(); /* on a busy machine, the consumer may need this CPU */
         }

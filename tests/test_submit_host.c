@@ -1,4 +1,4 @@
-/* ordo_submit_host, ordo_tracker_synchronize and ordo_fail: ordering of
+/* ordo_tracker_submit_host, ordo_tracker_synchronize and ordo_fail: ordering of
  * host tasks across streams, bad input, failures with their messages,
  * deadlines, teardown, and synchronize while another thread submits. */
 #include <stdatomic.h>
@@ -74,8 +74,8 @@ static void consumer_sees_producer_data(void **state) {
         round[r] = (round_t){pipe, r + 1};
         ordo_access_t write = {buf[(r + 1) % SLOTS], ORDO_ACCESS_WRITE};
         ordo_access_t read = {buf[(r + 1) % SLOTS], ORDO_ACCESS_READ};
-        assert_ok(ordo_submit_host(tracker, a, &write, 1, produce, &round[r]));
-        assert_ok(ordo_submit_host(tracker, b, &read, 1, consume, &round[r]));
+        assert_ok(ordo_tracker_submit_host(tracker, a, &write, 1, produce, &round[r]));
+        assert_ok(ordo_tracker_submit_host(tracker, b, &read, 1, consume, &round[r]));
     }
     assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
     assert_int_equal(atomic_load(&pipe->consumed), rounds);
@@ -121,61 +121,67 @@ static void bad_input_names_submit_host(void **state) {
     assert_ok(ordo_buffer_create(other, &foreign));
     ordo_access_t ok = {b, ORDO_ACCESS_READ};
 
-    assert_status(ordo_submit_host(tracker, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_names("ordo_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, s, &ok, 1, NULL, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_names("ordo_tracker_submit_host");
     assert_non_null(strstr(ordo_error_message(), "fn is NULL"));
-    assert_status(ordo_submit_host(NULL, s, &ok, 1, noop, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
+    assert_status(ordo_tracker_submit_host(NULL, s, &ok, 1, noop, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_tracker_submit_host");
     /* Several faults: the handle answers first (docs/ERRORS.md), for the
      * general form too; a refused call attaches no stream. */
-    assert_status(ordo_submit_host(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
-    assert_status(ordo_submit(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit");
-    assert_status(ordo_submit(tracker, NULL, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_submit(tracker, s, NULL, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_submit_host(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_tracker_submit_host");
+    assert_status(ordo_tracker_submit(NULL, s, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_tracker_submit");
+    assert_status(ordo_tracker_submit(tracker, NULL, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_submit(tracker, s, NULL, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(ordo_error_message(), "accesses is NULL"));
     ordo_stream_t *unattached;
     assert_ok(ordo_stream_create(device, 0, &unattached));
-    assert_status(ordo_submit(tracker, unattached, &ok, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_submit(tracker, unattached, &ok, 1, NULL, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(ordo_error_message(), "launch is NULL"));
     assert_ok(ordo_stream_destroy(unattached)); /* not in the tracker's table */
     uint64_t garbage[64] = {0};
-    assert_status(ordo_submit_host((ordo_tracker_t *)garbage, s, &ok, 1, noop, NULL),
+    assert_status(ordo_tracker_submit_host((ordo_tracker_t *)garbage, s, &ok, 1, noop, NULL),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
-    assert_status(ordo_submit_host(tracker, NULL, &ok, 1, noop, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
-    assert_status(ordo_submit_host(tracker, (ordo_stream_t *)garbage, &ok, 1, noop, NULL),
+    assert_names("ordo_tracker_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, NULL, &ok, 1, noop, NULL),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
-    assert_status(ordo_submit_host(tracker, s, NULL, 1, noop, NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_names("ordo_submit_host");
-    assert_status(ordo_submit_host(tracker, s, &ok, ORDO_TRACKER_MAX_ACCESSES + 1, noop, NULL),
-                  ORDO_ERR_OUT_OF_RANGE);
-    assert_names("ordo_submit_host");
-    ordo_access_t bad_mode = {b, (ordo_access_mode_t)7};
-    assert_status(ordo_submit_host(tracker, s, &bad_mode, 1, noop, NULL),
+    assert_names("ordo_tracker_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, (ordo_stream_t *)garbage, &ok, 1, noop, NULL),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_names("ordo_tracker_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, s, NULL, 1, noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_names("ordo_submit_host");
+    assert_names("ordo_tracker_submit_host");
+    assert_status(
+        ordo_tracker_submit_host(tracker, s, &ok, ORDO_TRACKER_MAX_ACCESSES + 1, noop, NULL),
+        ORDO_ERR_OUT_OF_RANGE);
+    assert_names("ordo_tracker_submit_host");
+    ordo_access_t bad_mode = {b, (ordo_access_mode_t)7};
+    assert_status(ordo_tracker_submit_host(tracker, s, &bad_mode, 1, noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_names("ordo_tracker_submit_host");
     ordo_access_t null_buffer = {NULL, ORDO_ACCESS_READ};
-    assert_status(ordo_submit_host(tracker, s, &null_buffer, 1, noop, NULL),
+    assert_status(ordo_tracker_submit_host(tracker, s, &null_buffer, 1, noop, NULL),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_names("ordo_submit_host");
+    assert_names("ordo_tracker_submit_host");
     ordo_access_t wrong = {foreign, ORDO_ACCESS_READ};
-    assert_status(ordo_submit_host(tracker, s, &wrong, 1, noop, NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_names("ordo_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, s, &wrong, 1, noop, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_names("ordo_tracker_submit_host");
     /* Zero accesses are allowed: ordered by the stream alone. */
-    assert_ok(ordo_submit_host(tracker, s, NULL, 0, noop, NULL));
+    assert_ok(ordo_tracker_submit_host(tracker, s, NULL, 0, noop, NULL));
 
     /* A failed stream: its failure, named for this call, nothing recorded. */
     ordo_access_t w = {b, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit_host(tracker, s, &w, 1, fail_plain, NULL));
+    assert_ok(ordo_tracker_submit_host(tracker, s, &w, 1, fail_plain, NULL));
     assert_status(ordo_stream_synchronize(s, test_deadline()), ORDO_ERR_ABORTED);
     ordo_tracker_metrics_t before, after;
     assert_ok(ordo_tracker_metrics(tracker, &before));
-    assert_status(ordo_submit_host(tracker, s, &w, 1, noop, NULL), ORDO_ERR_ABORTED);
-    assert_names("ordo_submit_host");
+    assert_status(ordo_tracker_submit_host(tracker, s, &w, 1, noop, NULL), ORDO_ERR_ABORTED);
+    assert_names("ordo_tracker_submit_host");
     assert_non_null(strstr(ordo_error_message(), "the stream has failed: host task"));
     assert_null(strstr(ordo_error_message(), "launch function"));
     assert_ok(ordo_tracker_metrics(tracker, &after));
@@ -187,15 +193,17 @@ static void bad_input_names_submit_host(void **state) {
     assert_ok(ordo_stream_create(device, 0, &writer));
     assert_ok(ordo_buffer_create(tracker, &across));
     ordo_access_t write_across = {across, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit_host(tracker, writer, &write_across, 1, noop, NULL));
-    assert_status(ordo_submit_host(tracker, s, &write_across, 1, noop, NULL), ORDO_ERR_ABORTED);
-    assert_names("ordo_submit_host");
+    assert_ok(ordo_tracker_submit_host(tracker, writer, &write_across, 1, noop, NULL));
+    assert_status(ordo_tracker_submit_host(tracker, s, &write_across, 1, noop, NULL),
+                  ORDO_ERR_ABORTED);
+    assert_names("ordo_tracker_submit_host");
     assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
-    assert_status(ordo_submit(tracker, s, &write_across, 1, launch_noop, NULL), ORDO_ERR_ABORTED);
-    assert_names("ordo_submit");
+    assert_status(ordo_tracker_submit(tracker, s, &write_across, 1, launch_noop, NULL),
+                  ORDO_ERR_ABORTED);
+    assert_names("ordo_tracker_submit");
     assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
-    assert_status(ordo_prepare(tracker, s, &write_across, 1), ORDO_ERR_ABORTED);
-    assert_names("ordo_prepare");
+    assert_status(ordo_tracker_prepare(tracker, s, &write_across, 1), ORDO_ERR_ABORTED);
+    assert_names("ordo_tracker_prepare");
     assert_null(strstr(ordo_error_message(), "ordo_stream_wait"));
     assert_ok(ordo_buffer_release(across, NULL, NULL));
 
@@ -236,11 +244,11 @@ static void synchronize_returns_the_failure(void **state) {
     assert_ok(ordo_stream_wait(bad, gate, 1));
     ordo_access_t r = {b, ORDO_ACCESS_READ};
     int frame = 7;
-    assert_ok(ordo_submit_host(tracker, good, &r, 1, noop, NULL));
-    assert_ok(ordo_submit_host(tracker, bad, &r, 1, fail_with_message, &frame));
+    assert_ok(ordo_tracker_submit_host(tracker, good, &r, 1, noop, NULL));
+    assert_ok(ordo_tracker_submit_host(tracker, bad, &r, 1, fail_with_message, &frame));
     assert_ok(ordo_stream_signal(bad, after, 1));
     assert_ok(ordo_buffer_release(b, NULL, NULL));
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
 
     assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
     assert_non_null(strstr(ordo_error_message(), "decoder: bad frame 7"));
@@ -298,8 +306,8 @@ static void synchronize_times_out_then_tears_down(void **state) {
     _Atomic int reclaims = 0;
     ordo_access_t w = {b, ORDO_ACCESS_WRITE};
     ordo_access_t r = {b, ORDO_ACCESS_READ};
-    assert_ok(ordo_submit_host(tracker, held, &w, 1, count_task, (void *)&ran));
-    assert_ok(ordo_submit_host(tracker, free_stream, &r, 1, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_submit_host(tracker, held, &w, 1, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_submit_host(tracker, free_stream, &r, 1, count_task, (void *)&ran));
     assert_ok(ordo_buffer_release(b, reclaimed, (void *)&reclaims));
 
     assert_status(ordo_tracker_synchronize(tracker, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
@@ -308,7 +316,7 @@ static void synchronize_times_out_then_tears_down(void **state) {
     assert_int_equal(atomic_load(&ran), 0); /* the read waits for the held write */
     assert_status(ordo_tracker_destroy(tracker), ORDO_ERR_BUSY);
 
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
     assert_int_equal(atomic_load(&ran), 2);
     assert_int_equal(atomic_load(&reclaims), 1);
@@ -336,8 +344,8 @@ static void *submit_loop(void *arg) {
         ordo_access_t access = {s->buffer, i % 3 ? ORDO_ACCESS_READ : ORDO_ACCESS_WRITE};
         ordo_status_t st = ordo_tracker_lock(s->tracker);
         if (st == ORDO_OK) {
-            st = ordo_submit_host(s->tracker, s->streams[i % 2], &access, 1, count_task,
-                                  (void *)&s->ran);
+            st = ordo_tracker_submit_host(s->tracker, s->streams[i % 2], &access, 1, count_task,
+                                          (void *)&s->ran);
             (void)ordo_tracker_unlock(s->tracker);
         }
         if (st != ORDO_OK) {

@@ -24,12 +24,12 @@ static void timepoint_fires_once(void **state) {
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     record_t r = {0, -1};
     assert_ok(ordo_timepoint_arm(&tp, s, 3, record_fired, &r));
-    assert_ok(ordo_signal_signal(s, 2));
+    assert_ok(ordo_signal_advance(s, 2));
     assert_int_equal(atomic_load(&r.calls), 0);
-    assert_ok(ordo_signal_signal(s, 3));
+    assert_ok(ordo_signal_advance(s, 3));
     assert_int_equal(atomic_load(&r.calls), 1);
     assert_int_equal(atomic_load(&r.status), ORDO_OK);
-    assert_ok(ordo_signal_signal(s, 10));
+    assert_ok(ordo_signal_advance(s, 10));
     assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, NULL));
     assert_ok(ordo_signal_destroy(s));
     assert_int_equal(atomic_load(&r.calls), 1);
@@ -47,7 +47,7 @@ static void timepoint_on_reached_value_fires_at_arming(void **state) {
     assert_int_equal(result, ORDO_CANCEL_TOO_LATE);
     /* A fired timepoint may be armed again. */
     assert_ok(ordo_timepoint_arm(&tp, s, 6, record_fired, &r));
-    assert_ok(ordo_signal_signal(s, 6));
+    assert_ok(ordo_signal_advance(s, 6));
     assert_int_equal(atomic_load(&r.calls), 2);
     assert_ok(ordo_signal_destroy(s));
 }
@@ -64,11 +64,11 @@ static void timepoints_fire_in_value_order(void **state) {
     for (int i = 0; i < N; ++i) {
         assert_ok(ordo_timepoint_arm(&tps[i], s, values[i], record_fired, &r[i]));
     }
-    assert_ok(ordo_signal_signal(s, 3));
+    assert_ok(ordo_signal_advance(s, 3));
     for (int i = 0; i < N; ++i) {
         assert_int_equal(atomic_load(&r[i].calls), values[i] <= 3);
     }
-    assert_ok(ordo_signal_signal(s, 9));
+    assert_ok(ordo_signal_advance(s, 9));
     for (int i = 0; i < N; ++i) {
         assert_int_equal(atomic_load(&r[i].calls), 1);
     }
@@ -84,7 +84,7 @@ static void cancel_before_dispatch_prevents_the_callback(void **state) {
     ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
     assert_ok(ordo_timepoint_cancel(&tp, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_advance(s, 1));
     assert_int_equal(atomic_load(&r.calls), 0);
     /* Cancelling again is an error, not a silent success. */
     assert_status(ordo_timepoint_cancel(&tp, &result), ORDO_ERR_INVALID_ARGUMENT);
@@ -110,7 +110,7 @@ static void gate_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
 }
 
 static void *signal_to_one(void *arg) {
-    (void)ordo_signal_signal(arg, 1);
+    (void)ordo_signal_advance(arg, 1);
     return NULL;
 }
 
@@ -146,7 +146,7 @@ static void relay_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *tp) {
     relay_t *relay = ctx;
     if (status == ORDO_OK) {
         /* Signalling another signal and arming a timepoint from a callback. */
-        (void)ordo_signal_signal(relay->next, relay->value);
+        (void)ordo_signal_advance(relay->next, relay->value);
         (void)ordo_timepoint_arm(&relay->follow_up, relay->next, relay->value + 1, record_fired,
                                  &relay->record);
     }
@@ -162,10 +162,10 @@ static void callback_may_signal_and_arm(void **state) {
     relay.next = b;
     relay.value = 7;
     assert_ok(ordo_timepoint_arm(&tp, a, 1, relay_fired, &relay));
-    assert_ok(ordo_signal_signal(a, 1));
+    assert_ok(ordo_signal_advance(a, 1));
     assert_ok(ordo_signal_wait(b, 7, ORDO_DEADLINE_NOW));
     assert_int_equal(atomic_load(&relay.record.calls), 0);
-    assert_ok(ordo_signal_signal(b, 8));
+    assert_ok(ordo_signal_advance(b, 8));
     assert_int_equal(atomic_load(&relay.record.calls), 1);
     assert_ok(ordo_signal_destroy(a));
     assert_ok(ordo_signal_destroy(b));
@@ -181,7 +181,7 @@ static void destroy_cancels_pending_timepoints(void **state) {
     for (int i = 0; i < 3; ++i) {
         assert_ok(ordo_timepoint_arm(&tps[i], s, (uint64_t)i + 1, record_fired, &r[i]));
     }
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_advance(s, 1));
     assert_ok(ordo_signal_destroy(s));
     assert_int_equal(atomic_load(&r[0].status), ORDO_OK);
     for (int i = 1; i < 3; ++i) {
@@ -218,7 +218,7 @@ static void link_chain_carries_values_and_failures(void **state) {
     for (int i = 0; i + 1 < N; ++i) {
         assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], (uint64_t)(10 * (i + 1))));
     }
-    assert_ok(ordo_signal_signal(s[0], 1));
+    assert_ok(ordo_signal_advance(s[0], 1));
     uint64_t value;
     assert_ok(ordo_signal_query(s[N - 1], &value));
     assert_int_equal(value, 10 * (N - 1));
@@ -285,7 +285,7 @@ static void link_cancel_releases_its_signals(void **state) {
     ordo_cancel_result_t result;
     assert_ok(ordo_link_cancel(&link, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
-    assert_ok(ordo_signal_signal(a, 1));
+    assert_ok(ordo_signal_advance(a, 1));
     assert_status(ordo_signal_wait(b, 1, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
     assert_ok(ordo_signal_destroy(a));
     assert_ok(ordo_signal_destroy(b));
@@ -308,7 +308,7 @@ static void long_link_chain_does_not_recurse(void **state) {
     for (int i = 0; i + 1 < N; ++i) {
         assert_ok(ordo_link_arm(&links[i], s[i], 1, s[i + 1], 1));
     }
-    assert_ok(ordo_signal_signal(s[0], 1));
+    assert_ok(ordo_signal_advance(s[0], 1));
     assert_ok(ordo_signal_wait(s[N - 1], 1, ORDO_DEADLINE_NOW));
     for (int i = 0; i < N; ++i) {
         assert_ok(ordo_signal_destroy(s[i]));
@@ -330,7 +330,7 @@ static void rearm_probe_fired(void *ctx, ordo_status_t status, ordo_timepoint_t 
     (void)tp;
     rearm_probe_t *probe = ctx;
     /* The link becomes due now but runs only after this callback returns. */
-    (void)ordo_signal_signal(probe->source, 1);
+    (void)ordo_signal_advance(probe->source, 1);
     probe->rearm_status = ordo_link_arm(probe->link, probe->other, 1, probe->other, 2);
     (void)ordo_link_cancel(probe->link, &probe->cancel_result);
 }
@@ -346,7 +346,7 @@ static void due_timepoint_cannot_be_rearmed(void **state) {
     rearm_probe_t probe = {source, other, &link, ORDO_OK, ORDO_CANCEL_PREVENTED};
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     assert_ok(ordo_timepoint_arm(&tp, trigger, 1, rearm_probe_fired, &probe));
-    assert_ok(ordo_signal_signal(trigger, 1));
+    assert_ok(ordo_signal_advance(trigger, 1));
     assert_int_equal(probe.rearm_status, ORDO_ERR_BUSY);
     assert_int_equal(probe.cancel_result, ORDO_CANCEL_TOO_LATE);
     /* The link still did its job, once. */
@@ -354,7 +354,7 @@ static void due_timepoint_cannot_be_rearmed(void **state) {
     assert_status(ordo_signal_wait(other, 2, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
     /* Fired: the owner may arm it again. */
     assert_ok(ordo_link_arm(&link, other, 1, other, 2));
-    assert_ok(ordo_signal_signal(other, 1));
+    assert_ok(ordo_signal_advance(other, 1));
     assert_ok(ordo_signal_wait(other, 2, ORDO_DEADLINE_NOW));
     assert_ok(ordo_signal_destroy(trigger));
     assert_ok(ordo_signal_destroy(source));

@@ -67,7 +67,7 @@ static void traced_program_is_valid(void **state) {
     char path[128];
     temp_path(path, sizeof path, "program");
     assert_ok(ordo_trace_start(NULL));
-    int on = 0;
+    bool on = 0;
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 1);
 
@@ -91,7 +91,7 @@ static void traced_program_is_valid(void **state) {
         assert_ok(ordo_block_buffer(blocks[step % 4], &in));
         assert_ok(ordo_block_buffer(blocks[(step + 1) % 4], &out));
         ordo_access_t accesses[2] = {{in, ORDO_ACCESS_READ}, {out, ORDO_ACCESS_WRITE}};
-        assert_ok(ordo_submit(tracker, s[step % 3], accesses, 2, launch, NULL));
+        assert_ok(ordo_tracker_submit(tracker, s[step % 3], accesses, 2, launch, NULL));
         assert_ok(ordo_trace_counter("steps", step));
     }
     assert_ok(ordo_trace_instant("submitted"));
@@ -151,15 +151,15 @@ static void limits_and_misuse(void **state) {
     assert_status(ordo_trace_is_on(NULL), ORDO_ERR_INVALID_ARGUMENT);
 
     /* Room for more events than memory can address: refused, still off. */
-    int on = 1;
-    ordo_trace_config_t absurd = {UINT64_MAX};
+    bool on = 1;
+    ordo_trace_config_t absurd = {UINT64_MAX, 0};
     assert_status(ordo_trace_start(&absurd), ORDO_ERR_OUT_OF_RANGE);
     assert_non_null(strstr(ordo_error_message(), "max_events"));
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
     assert_status(ordo_trace_stop(NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
 
-    ordo_trace_config_t config = {10};
+    ordo_trace_config_t config = {10, 0};
     assert_ok(ordo_trace_start(&config));
     assert_status(ordo_trace_start(NULL), ORDO_ERR_BUSY);
     assert_ok(ordo_trace_slice_end()); /* no begin in this trace: ignored */
@@ -214,7 +214,7 @@ static void stop_races_recorders(void **state) {
     }
     char path[128];
     temp_path(path, sizeof path, "race");
-    ordo_trace_config_t config = {64 * 1024}; /* quick to map each round */
+    ordo_trace_config_t config = {64 * 1024, 0}; /* quick to map each round */
     for (int round = 0; round < (int)test_scaled(40); ++round) {
         assert_ok(ordo_trace_start(round % 8 == 0 ? NULL : &config));
         test_sleep_ms(1);
@@ -242,7 +242,7 @@ typedef struct controller {
 
 static void *control_main(void *arg) {
     controller_t *c = arg;
-    ordo_trace_config_t config = {8192};
+    ordo_trace_config_t config = {8192, 0};
     for (int i = 0; i < c->rounds; ++i) {
         ordo_status_t st = ordo_trace_start(&config);
         c->started += st == ORDO_OK;
@@ -279,7 +279,7 @@ static void start_and_stop_race_each_other(void **state) {
     atomic_store(&stop, 1);
     pthread_join(recording, NULL);
     assert_int_equal(atomic_load(&unexpected), 0);
-    int on = 1;
+    bool on = 1;
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
     assert_int_equal(controllers[0].started + controllers[1].started,
@@ -360,7 +360,7 @@ static ordo_status_t sleeping_task(void *ctx) {
 
 static ordo_status_t gated_task(void *ctx) {
     gate_t *g = ctx;
-    (void)ordo_signal_signal(g->started, 1);
+    (void)ordo_signal_advance(g->started, 1);
     return ordo_signal_wait(g->open, 1, test_deadline());
 }
 
@@ -407,7 +407,7 @@ static void op_across_restart_is_cut(void **state) {
     assert_ok(ordo_trace_stop(NULL, NULL));
     assert_ok(ordo_trace_start(NULL));
     test_sleep_ms(2);
-    assert_ok(ordo_signal_signal(g.open, 1));
+    assert_ok(ordo_signal_advance(g.open, 1));
     assert_ok(ordo_stream_synchronize(s, test_deadline()));
     assert_ok(ordo_trace_stop(path, NULL));
     check_trace_file(path);
@@ -494,8 +494,8 @@ static void flows_join_their_own_round(void **state) {
         assert_ok(ordo_stream_create(device, 0, &b));
         assert_ok(ordo_buffer_create(tracker, &buffer));
         ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
-        assert_ok(ordo_submit(tracker, a, &write, 1, launch, NULL));
-        assert_ok(ordo_submit(tracker, b, &read, 1, launch, NULL));
+        assert_ok(ordo_tracker_submit(tracker, a, &write, 1, launch, NULL));
+        assert_ok(ordo_tracker_submit(tracker, b, &read, 1, launch, NULL));
         assert_ok(ordo_stream_synchronize(a, test_deadline()));
         assert_ok(ordo_stream_synchronize(b, test_deadline()));
         assert_ok(ordo_buffer_release(buffer, NULL, NULL));
@@ -558,7 +558,7 @@ static void max_events_edges(void **state) {
         uint64_t max_events, kept;
     } cases[] = {{1, 4096}, {4095, 4096}, {4096, 4096}, {4097, 8192}, {8192, 8192}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-        ordo_trace_config_t config = {cases[i].max_events};
+        ordo_trace_config_t config = {cases[i].max_events, 0};
         assert_ok(ordo_trace_start(&config));
         instants(cases[i].kept + 100);
         ordo_trace_stats_t stats;
@@ -574,7 +574,7 @@ static void max_events_edges(void **state) {
 static void huge_max_events(void **state) {
     (void)state;
     unsigned long long before = vm_size_kib();
-    ordo_trace_config_t huge = {(uint64_t)1 << 36}; /* about 3.8 TB of room */
+    ordo_trace_config_t huge = {(uint64_t)1 << 36, 0}; /* about 3.8 TB of room */
     ordo_status_t st = ordo_trace_start(&huge);
     if (st == ORDO_OK) {
         assert_true(vm_size_kib() > before + (1ull << 30)); /* mapped */
@@ -588,17 +588,17 @@ static void huge_max_events(void **state) {
         assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
     }
     /* Past the address space, but no overflow in bytes. */
-    ordo_trace_config_t unmappable = {(uint64_t)1 << 50};
+    ordo_trace_config_t unmappable = {(uint64_t)1 << 50, 0};
     assert_status(ordo_trace_start(&unmappable), ORDO_ERR_OUT_OF_MEMORY);
-    int on = 1;
+    bool on = 1;
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
     /* Just past what size_t can count in bytes. */
-    ordo_trace_config_t overflow = {(uint64_t)1 << 60};
+    ordo_trace_config_t overflow = {(uint64_t)1 << 60, 0};
     assert_status(ordo_trace_start(&overflow), ORDO_ERR_OUT_OF_RANGE);
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
-    ordo_trace_config_t small = {4096};
+    ordo_trace_config_t small = {4096, 0};
     assert_ok(ordo_trace_start(&small));
     instants(10);
     ordo_trace_stats_t stats;
@@ -627,7 +627,7 @@ static void *fill_main(void *arg) {
 static void threads_exhaust_room_together(void **state) {
     (void)state;
     enum { THREADS = 4, CHUNKS = 4 };
-    ordo_trace_config_t config = {CHUNKS * 4096};
+    ordo_trace_config_t config = {CHUNKS * 4096, 0};
     assert_ok(ordo_trace_start(&config));
     _Atomic int go = 0;
     filler_t fillers[THREADS];
@@ -733,7 +733,7 @@ static void slices_across_restarts(void **state) {
 
     /* A full trace drops a begin; in the next, the last event that fits is
      * a begin, its end is dropped: the slice ends with the trace. */
-    ordo_trace_config_t one_chunk = {1};
+    ordo_trace_config_t one_chunk = {1, 0};
     assert_ok(ordo_trace_start(&one_chunk));
     instants(4096);
     assert_ok(ordo_trace_slice_begin("dropped"));
@@ -760,7 +760,7 @@ typedef struct toggler {
 
 static void *toggle_main(void *arg) {
     toggler_t *t = arg;
-    ordo_trace_config_t config = {64 * 1024};
+    ordo_trace_config_t config = {64 * 1024, 0};
     while (!atomic_load(t->stop)) {
         if (ordo_trace_start(&config) == ORDO_OK) {
             (void)ordo_trace_stop(NULL, NULL);
@@ -793,8 +793,8 @@ static void trace_in_forked_child(void **state) {
         assert_true(child >= 0);
         if (child == 0) {
             alarm(TEST_WAIT_MS / 1000);
-            int on = 0;
-            ordo_trace_config_t config = {4096};
+            bool on = 0;
+            ordo_trace_config_t config = {4096, 0};
             int ok = ordo_trace_is_on(&on) == ORDO_OK &&
                      (on || ordo_trace_start(&config) == ORDO_OK) &&
                      ordo_trace_instant("in the child") == ORDO_OK &&
@@ -812,7 +812,7 @@ static void trace_in_forked_child(void **state) {
     for (int i = 0; i < 3; ++i) {
         pthread_join(threads[i], NULL);
     }
-    int on = 0;
+    bool on = 0;
     assert_ok(ordo_trace_is_on(&on));
     assert_int_equal(on, 0);
     if (failed_round >= 0) {
@@ -882,7 +882,7 @@ static void write_failure_is_reported(void **state) {
         assert_int_not_equal(st, ORDO_OK);
         assert_non_null(strstr(ordo_error_message(), "/dev/full"));
         assert_int_equal(stats.events, (uint64_t)events);
-        int on = 1;
+        bool on = 1;
         assert_ok(ordo_trace_is_on(&on));
         assert_int_equal(on, 0);
     }

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/tracker_observer.h"
 #include "ordo/buffer.h"
 #include "ordo/event.h"
 #include "ordo/tracker.h"
@@ -55,7 +56,7 @@ static fixture_t *fixture_make(void) {
     for (int i = 0; i < 4; ++i) {
         assert_ok(ordo_buffer_create(f->tracker, &f->b[i]));
     }
-    assert_ok(ordo_tracker_set_wait_observer(f->tracker, observe, &f->seen));
+    assert_ok(ordo__tracker_set_wait_observer(f->tracker, observe, &f->seen));
     return f;
 }
 
@@ -77,7 +78,7 @@ static void fixture_free(fixture_t *f) {
 
 static void run(fixture_t *f, int stream, ordo_buffer_t *b, ordo_access_mode_t mode) {
     ordo_access_t access = {b, mode};
-    assert_ok(ordo_submit(f->tracker, f->s[stream], &access, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[stream], &access, 1, launch_noop, NULL));
 }
 
 static ordo_tracker_metrics_t metrics(fixture_t *f) {
@@ -124,7 +125,7 @@ static void waits_on_one_origin_collapse(void **state) {
     }
     ordo_access_t all[3] = {
         {f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}};
-    assert_ok(ordo_submit(f->tracker, f->s[1], all, 3, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], all, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 1);
     assert_int_equal(f->seen.point[0], 3); /* the latest of the three */
     fixture_free(f);
@@ -154,7 +155,7 @@ static void a_wait_another_covers_is_not_emitted(void **state) {
         run(f, first, f->b[1], ORDO_ACCESS_WRITE);
         run(f, second, f->b[2], ORDO_ACCESS_WRITE);
         ordo_access_t both[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}};
-        assert_ok(ordo_submit(f->tracker, f->s[2], both, 2, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(f->tracker, f->s[2], both, 2, launch_noop, NULL));
         assert_int_equal(f->seen.count, 4);
         fixture_free(f);
     }
@@ -203,13 +204,13 @@ static void seed_scenarios_hold(void **state) {
     run(f, 0, f->b[1], ORDO_ACCESS_WRITE);
     ordo_access_t same[3] = {
         {f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_READ}};
-    assert_ok(ordo_submit(f->tracker, f->s[0], same, 3, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], same, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 0);
     /* A binding from a stream never synced: a wait, once. */
     run(f, 1, f->b[2], ORDO_ACCESS_WRITE);
     ordo_access_t mixed[3] = {
         {f->b[0], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_READ}};
-    assert_ok(ordo_submit(f->tracker, f->s[0], mixed, 3, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], mixed, 3, launch_noop, NULL));
     assert_int_equal(f->seen.count, 1);
     assert_ptr_equal(f->seen.origin[0], f->s[1]);
     assert_int_equal(f->seen.point[0], 1); /* stream 1's cursor */
@@ -225,13 +226,13 @@ static void duplicates_merge_to_read_write(void **state) {
     fixture_t *f = fixture_make();
     run(f, 1, f->b[0], ORDO_ACCESS_READ); /* a reader on stream 1 */
     ordo_access_t twice[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_WRITE}};
-    assert_ok(ordo_submit(f->tracker, f->s[0], twice, 2, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], twice, 2, launch_noop, NULL));
     assert_int_equal(f->seen.count, 1); /* the write half waits for the reader */
     run(f, 2, f->b[0], ORDO_ACCESS_READ);
     assert_int_equal(f->seen.count, 2); /* and is now the last writer */
     assert_ptr_equal(f->seen.origin[1], f->s[0]);
     /* Zero accesses are allowed: ordered by the stream alone. */
-    assert_ok(ordo_submit(f->tracker, f->s[2], NULL, 0, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[2], NULL, 0, launch_noop, NULL));
     fixture_free(f);
 }
 
@@ -240,12 +241,12 @@ static void split_prepare_finish(void **state) {
     fixture_t *f = fixture_make();
     ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
     ordo_access_t r = {f->b[0], ORDO_ACCESS_READ};
-    assert_ok(ordo_prepare(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_tracker_prepare(f->tracker, f->s[0], &w, 1));
     assert_ok(ordo_stream_host_task(f->s[0], noop_task, NULL));
-    assert_ok(ordo_finish(f->tracker, f->s[0], &w, 1));
-    assert_ok(ordo_prepare(f->tracker, f->s[1], &r, 1));
+    assert_ok(ordo_tracker_finish(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_tracker_prepare(f->tracker, f->s[1], &r, 1));
     assert_int_equal(f->seen.count, 1);
-    assert_ok(ordo_finish(f->tracker, f->s[1], &r, 1));
+    assert_ok(ordo_tracker_finish(f->tracker, f->s[1], &r, 1));
     fixture_free(f);
 }
 
@@ -259,17 +260,17 @@ static void many_streams_read_then_one_writes(void **state) {
         assert_ok(ordo_stream_create(device, 0, &streams[i]));
     }
     observed_t seen = {0};
-    assert_ok(ordo_tracker_set_wait_observer(tracker, observe, &seen));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, observe, &seen));
     ordo_buffer_t *b;
     assert_ok(ordo_buffer_create(tracker, &b));
     ordo_access_t w = {b, ORDO_ACCESS_WRITE};
     ordo_access_t r = {b, ORDO_ACCESS_READ};
-    assert_ok(ordo_submit(tracker, streams[0], &w, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(tracker, streams[0], &w, 1, launch_noop, NULL));
     for (int i = 1; i < N; ++i) {
-        assert_ok(ordo_submit(tracker, streams[i], &r, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(tracker, streams[i], &r, 1, launch_noop, NULL));
     }
     assert_int_equal(seen.count, N - 1); /* each reader waits for the writer */
-    assert_ok(ordo_submit(tracker, streams[N - 1], &w, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(tracker, streams[N - 1], &w, 1, launch_noop, NULL));
     /* The writer on the last stream waits for the other eight readers; the
      * writer on stream 0 is known through any of them. */
     assert_int_equal(seen.count, (N - 1) + (N - 2));
@@ -319,9 +320,9 @@ static void streams_see_each_others_writes(void **state) {
     ordo_access_t acc_a[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_WRITE}};
     ordo_access_t acc_b[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], ORDO_ACCESS_WRITE}};
     ordo_access_t acc_c[2] = {{f->b[2], ORDO_ACCESS_READ}, {f->b[0], ORDO_ACCESS_WRITE}};
-    assert_ok(ordo_submit(f->tracker, f->s[0], acc_a, 2, launch_copy, &a));
-    assert_ok(ordo_submit(f->tracker, f->s[1], acc_b, 2, launch_copy, &b));
-    assert_ok(ordo_submit(f->tracker, f->s[2], acc_c, 2, launch_copy, &c));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], acc_a, 2, launch_copy, &a));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], acc_b, 2, launch_copy, &b));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[2], acc_c, 2, launch_copy, &c));
     assert_ok(ordo_stream_synchronize(f->s[2], test_deadline()));
     assert_int_equal(x.value, 1111);
     fixture_free(f);
@@ -369,7 +370,7 @@ static void release_defers_until_uses_complete(void **state) {
     fixture_t *f = fixture_make();
     gate_t gate = {0};
     ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
     reclaimed_t rec = {0};
     assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
     /* It did not block: the gate only opens below (or at the test
@@ -440,7 +441,7 @@ static void release_of_a_use_behind_busy_work(void **state) {
     assert_ok(ordo_event_record(after_use, f->s[0]));
     gate_t gate = {0};
     ordo_access_t none = {f->b[0], ORDO_ACCESS_READ};
-    assert_ok(ordo_submit(f->tracker, f->s[0], &none, 1, launch_gate, &gate));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], &none, 1, launch_gate, &gate));
     run(f, 0, held, ORDO_ACCESS_WRITE);
     assert_ok(ordo_event_synchronize(after_use, test_deadline()));
     reclaimed_t rec_ran = {0}, rec_held = {0};
@@ -459,7 +460,7 @@ static void release_of_a_use_behind_busy_work(void **state) {
 
 /* The op count a finish notes covers whatever was enqueued on the stream
  * by then, from anywhere: another tracker's work on the same stream, or
- * ops enqueued between ordo_prepare and ordo_finish. Reclamation is never
+ * ops enqueued between ordo_tracker_prepare and ordo_tracker_finish. Reclamation is never
  * early, and at once when those ops have run too. */
 static void release_with_other_work_on_the_stream(void **state) {
     (void)state;
@@ -472,13 +473,13 @@ static void release_with_other_work_on_the_stream(void **state) {
     /* Split form: a gate enqueued before the finish counts as the use's. */
     gate_t gate = {0};
     ordo_access_t w = {mine, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_prepare(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_tracker_prepare(f->tracker, f->s[0], &w, 1));
     assert_ok(ordo_stream_host_task(f->s[0], noop_task, NULL));
     assert_ok(ordo_stream_host_task(f->s[0], gate_task, &gate));
-    assert_ok(ordo_finish(f->tracker, f->s[0], &w, 1));
+    assert_ok(ordo_tracker_finish(f->tracker, f->s[0], &w, 1));
     /* The other tracker's work behind it on the same stream. */
     ordo_access_t tw = {theirs, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit(other, f->s[0], &tw, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(other, f->s[0], &tw, 1, launch_noop, NULL));
     reclaimed_t rec = {0};
     assert_ok(ordo_buffer_release(mine, on_reclaim, &rec));
     assert_int_equal(atomic_load(&rec.calls), 0); /* the gate is the use's: held */
@@ -506,7 +507,7 @@ static void failed_stream_still_reclaims(void **state) {
     fixture_t *f = fixture_make();
     gate_t gate = {0};
     ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit(f->tracker, f->s[0], &w, 1, launch_gate, &gate));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_gate, &gate));
     assert_ok(ordo_stream_host_task(f->s[0], fail_task, NULL));
     reclaimed_t rec = {0};
     assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
@@ -524,13 +525,13 @@ static void failed_stream_does_not_imply_other_uses(void **state) {
     gate_t long_read = {0};
     /* A long read on stream 0. */
     ordo_access_t r = {f->b[3], ORDO_ACCESS_READ};
-    assert_ok(ordo_submit(f->tracker, f->s[0], &r, 1, launch_gate, &long_read));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], &r, 1, launch_gate, &long_read));
     /* Stream 1 fails, then writes the buffer: its wait for the read is
      * skipped, as everything on a failed stream is. */
     assert_ok(ordo_stream_host_task(f->s[1], fail_task, NULL));
     assert_status(ordo_stream_synchronize(f->s[1], test_deadline()), ORDO_ERR_ABORTED);
     ordo_access_t w = {f->b[3], ORDO_ACCESS_WRITE};
-    ordo_status_t st = ordo_submit(f->tracker, f->s[1], &w, 1, launch_noop, NULL);
+    ordo_status_t st = ordo_tracker_submit(f->tracker, f->s[1], &w, 1, launch_noop, NULL);
     assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
     reclaimed_t rec = {0};
     assert_ok(ordo_buffer_release(f->b[3], on_reclaim, &rec));
@@ -551,30 +552,33 @@ static void bad_input_is_refused(void **state) {
     (void)state;
     fixture_t *f = fixture_make();
     ordo_access_t ok = {f->b[0], ORDO_ACCESS_READ};
-    assert_status(ordo_submit(NULL, f->s[0], &ok, 1, launch_noop, NULL), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_submit(f->tracker, NULL, &ok, 1, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(NULL, f->s[0], &ok, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_submit(f->tracker, f->s[0], NULL, 1, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(f->tracker, NULL, &ok, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], NULL, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_submit(f->tracker, f->s[0], &ok, 1, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(
-        ordo_submit(f->tracker, f->s[0], &ok, ORDO_TRACKER_MAX_ACCESSES + 1, launch_noop, NULL),
-        ORDO_ERR_OUT_OF_RANGE);
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &ok, 1, NULL, NULL),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &ok, ORDO_TRACKER_MAX_ACCESSES + 1,
+                                      launch_noop, NULL),
+                  ORDO_ERR_OUT_OF_RANGE);
     ordo_access_t bad_mode = {f->b[0], (ordo_access_mode_t)7};
-    assert_status(ordo_submit(f->tracker, f->s[0], &bad_mode, 1, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &bad_mode, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     ordo_access_t null_buffer = {NULL, ORDO_ACCESS_READ};
-    assert_status(ordo_prepare(f->tracker, f->s[0], &null_buffer, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_prepare(f->tracker, f->s[0], &null_buffer, 1),
+                  ORDO_ERR_INVALID_HANDLE);
     uint64_t garbage[32] = {0};
     ordo_access_t fake = {(ordo_buffer_t *)garbage, ORDO_ACCESS_READ};
-    assert_status(ordo_finish(f->tracker, f->s[0], &fake, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_finish(f->tracker, f->s[0], &fake, 1), ORDO_ERR_INVALID_HANDLE);
     /* A buffer of another tracker. */
     ordo_tracker_t *other;
     ordo_buffer_t *foreign;
     assert_ok(ordo_tracker_create(device, &other));
     assert_ok(ordo_buffer_create(other, &foreign));
     ordo_access_t wrong = {foreign, ORDO_ACCESS_READ};
-    assert_status(ordo_submit(f->tracker, f->s[0], &wrong, 1, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &wrong, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     /* Not destroyable while buffers live. */
     assert_status(ordo_tracker_destroy(other), ORDO_ERR_BUSY);
@@ -585,9 +589,10 @@ static void bad_input_is_refused(void **state) {
     assert_ok(ordo_buffer_create(f->tracker, &gone));
     gate_t gate = {0};
     ordo_access_t w = {gone, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], &w, 1, launch_gate, &gate));
     assert_ok(ordo_buffer_release(gone, NULL, NULL)); /* pending: memory kept */
-    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_noop, NULL), ORDO_ERR_DESTROYED);
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_noop, NULL),
+                  ORDO_ERR_DESTROYED);
     assert_status(ordo_buffer_release(gone, NULL, NULL), ORDO_ERR_DESTROYED);
     atomic_store(&gate.open, 1);
     /* A stream of another device runtime. */
@@ -595,7 +600,7 @@ static void bad_input_is_refused(void **state) {
     ordo_stream_t *alien;
     assert_ok(ordo_device_create_owned(test_device_name(), NULL, &owned));
     assert_ok(ordo_stream_create(owned, 0, &alien));
-    assert_status(ordo_submit(f->tracker, alien, &ok, 1, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(f->tracker, alien, &ok, 1, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_ok(ordo_stream_destroy(alien));
     assert_ok(ordo_device_release(owned));
@@ -629,21 +634,21 @@ static void failing_launch_is_reported(void **state) {
     ordo_access_t r = {f->b[0], ORDO_ACCESS_READ};
     assert_status(ordo_tracker_metrics(f->tracker, NULL), ORDO_ERR_INVALID_ARGUMENT);
     ordo_status_t device_error = ORDO_ERR_DEVICE;
-    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_returns, &device_error),
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_returns, &device_error),
                   ORDO_ERR_DEVICE);
-    assert_non_null(
-        strstr(ordo_error_message(), "ordo_submit: the launch function returned ORDO_ERR_DEVICE"));
+    assert_non_null(strstr(ordo_error_message(),
+                           "ordo_tracker_submit: the launch function returned ORDO_ERR_DEVICE"));
     assert_null(strstr(ordo_error_message(), "out_metrics"));
     ordo_status_t not_a_status = (ordo_status_t)12345;
-    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_returns, &not_a_status),
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_returns, &not_a_status),
                   ORDO_ERR_ABORTED);
     assert_non_null(strstr(ordo_error_message(), "(12345)"));
-    assert_status(ordo_submit(f->tracker, f->s[0], &w, 1, launch_fails_inside, NULL),
+    assert_status(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_fails_inside, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(ordo_error_message(), "returned ORDO_ERR_INVALID_ARGUMENT"));
     assert_non_null(strstr(ordo_error_message(), "ordo_stream_host_task"));
     /* None of the writes was recorded: a read elsewhere waits for nothing. */
-    assert_ok(ordo_submit(f->tracker, f->s[1], &r, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], &r, 1, launch_noop, NULL));
     assert_int_equal(f->seen.count, 0);
     fixture_free(f);
 }

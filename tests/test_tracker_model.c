@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/tracker_observer.h"
 #include "ordo/buffer.h"
 #include "ordo/tracker.h"
 #include "test_util.h"
@@ -105,7 +106,7 @@ static int run_program(harness_t *h, ordo_device_t *device, uint64_t *rng, total
     ordo_tracker_t *tracker;
     assert_ok(ordo_tracker_create(device, &tracker));
     h->model = model_create(streams, submissions);
-    assert_ok(ordo_tracker_set_wait_observer(tracker, on_wait, h));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, on_wait, h));
 
     buffer_data_t data[MAX_BUFFERS];
     ordo_buffer_t *handles[MAX_BUFFERS];
@@ -157,7 +158,8 @@ static int run_program(harness_t *h, ordo_device_t *device, uint64_t *rng, total
             }
         }
         model_begin(h->model, stream, modeled, t->count);
-        assert_ok(ordo_submit(tracker, h->streams[stream], accesses, count, launch_task, t));
+        assert_ok(
+            ordo_tracker_submit(tracker, h->streams[stream], accesses, count, launch_task, t));
         model_end(h->model);
     }
     for (uint32_t s = 0; s < streams; ++s) {
@@ -428,7 +430,7 @@ static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_
          * checked below instead. */
         model_skip_hazards(h.model);
     }
-    assert_ok(ordo_tracker_set_wait_observer(tracker, on_wide_wait, &h));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, on_wide_wait, &h));
 
     /* Every buffer ever made, so that its memory outlives the program. */
     uint32_t max_buffers = WIDE_SLOTS + submissions;
@@ -494,14 +496,15 @@ static int run_wide_program(ordo_device_t *device, ordo_stream_t **pool, uint64_
         model_begin(h.model, stream, modeled, t->base.count);
         ordo_stream_t *on = h.program[stream];
         if (test_rand(rng) % 3 == 0) {
-            if (refused_by_failure(ordo_prepare(tracker, on, accesses, count), on, h.model) ||
+            if (refused_by_failure(ordo_tracker_prepare(tracker, on, accesses, count), on,
+                                   h.model) ||
                 refused_by_failure(ordo_stream_host_task(on, run_wide_task, t), on, h.model)) {
                 restore_versions(version, modeled, before, t->base.count);
                 continue;
             }
-            assert_ok(ordo_finish(tracker, on, accesses, count));
+            assert_ok(ordo_tracker_finish(tracker, on, accesses, count));
         } else if (refused_by_failure(
-                       ordo_submit(tracker, on, accesses, count, launch_wide_task, t), on,
+                       ordo_tracker_submit(tracker, on, accesses, count, launch_wide_task, t), on,
                        h.model)) {
             restore_versions(version, modeled, before, t->base.count);
             continue;
@@ -719,8 +722,8 @@ static void *locked_submitter(void *arg) {
             }
         }
         model_begin(p->h.model, stream, t->modeled, t->base.count);
-        if (ordo_submit(p->tracker, p->h.program[stream], accesses, count, launch_wide_task, t) !=
-            ORDO_OK) {
+        if (ordo_tracker_submit(p->tracker, p->h.program[stream], accesses, count, launch_wide_task,
+                                t) != ORDO_OK) {
             atomic_fetch_add(&p->refusals, 1);
         }
         model_end(p->h.model);
@@ -747,7 +750,7 @@ static void locked_threads_match_the_model(void **state) {
     uint32_t submissions = LOCKED_THREADS * LOCKED_PER_THREAD;
     assert_ok(ordo_tracker_create(device, &p.tracker));
     p.h.model = model_create(LOCKED_STREAMS, submissions);
-    assert_ok(ordo_tracker_set_wait_observer(p.tracker, on_wide_wait, &p.h));
+    assert_ok(ordo__tracker_set_wait_observer(p.tracker, on_wide_wait, &p.h));
     p.all = calloc(WIDE_SLOTS + submissions, sizeof *p.all);
     p.version = calloc(WIDE_SLOTS + submissions, sizeof *p.version);
     p.tasks = calloc(submissions, sizeof *p.tasks);
@@ -882,7 +885,7 @@ static void released_buffers_outlive_their_uses(void **state) {
             accesses[1] = (ordo_access_t){live[other], ORDO_ACCESS_READ_WRITE};
         }
         ordo_stream_t *stream = streams[test_rand(&rng) % MAX_STREAMS];
-        assert_ok(ordo_submit(tracker, stream, accesses, t->count, launch_heap, t));
+        assert_ok(ordo_tracker_submit(tracker, stream, accesses, t->count, launch_heap, t));
     }
     for (int b = 0; b < MAX_BUFFERS; ++b) {
         if (live[b]) {
@@ -958,7 +961,8 @@ static void directed_submit(directed_t *d, uint32_t stream, ordo_buffer_t *const
         modeled[i] = (model_access_t){buffers[i], modes[i]};
     }
     model_begin(d->model, stream, modeled, count);
-    assert_ok(ordo_submit(d->tracker, d->streams[stream], accesses, count, directed_launch, NULL));
+    assert_ok(ordo_tracker_submit(d->tracker, d->streams[stream], accesses, count, directed_launch,
+                                  NULL));
     model_end(d->model);
 }
 
@@ -975,7 +979,7 @@ static void a_wait_through_a_later_record_is_needed(void **state) {
         assert_ok(ordo_stream_create(device, 0, &d.streams[s]));
     }
     d.model = model_create(STREAMS, 64);
-    assert_ok(ordo_tracker_set_wait_observer(d.tracker, on_directed_wait, &d));
+    assert_ok(ordo__tracker_set_wait_observer(d.tracker, on_directed_wait, &d));
     ordo_buffer_t *handles[BUFFERS];
     for (uint32_t b = 0; b < BUFFERS; ++b) {
         assert_ok(ordo_buffer_create(d.tracker, &handles[b]));

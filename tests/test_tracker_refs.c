@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "core/tracker_observer.h"
 #include "hal/hal.h"
 #include "ordo/buffer.h"
 #include "ordo/tracker.h"
@@ -84,8 +85,8 @@ static void queued_waits_outlive_the_tracker(int end) {
     ordo_access_t w = {b, ORDO_ACCESS_WRITE};
     ordo_access_t r = {b, ORDO_ACCESS_READ};
     for (int i = 0; i < QUEUED; ++i) {
-        assert_ok(ordo_submit(tracker, s[0], &w, 1, launch_noop, NULL));
-        assert_ok(ordo_prepare(tracker, s[1], &r, 1));
+        assert_ok(ordo_tracker_submit(tracker, s[0], &w, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_prepare(tracker, s[1], &r, 1));
     }
     ordo_tracker_metrics_t m;
     assert_ok(ordo_tracker_metrics(tracker, &m));
@@ -167,11 +168,11 @@ static void refused_enqueues_keep_their_references(void **state) {
      * records (waited for by 2) queued behind it. */
     assert_ok(ordo_stream_host_task(s[1], gate_task, &gate));
     for (int i = 0; i < QUEUED / 2; ++i) {
-        assert_ok(ordo_submit(tracker, s[0], &w0, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(tracker, s[0], &w0, 1, launch_noop, NULL));
         /* Prepared only: stream 0 never waits for stream 1. */
-        assert_ok(ordo_prepare(tracker, s[1], &r0, 1));
-        assert_ok(ordo_submit(tracker, s[1], &w1, 1, launch_noop, NULL));
-        assert_ok(ordo_submit(tracker, s[2], &r1, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_prepare(tracker, s[1], &r0, 1));
+        assert_ok(ordo_tracker_submit(tracker, s[1], &w1, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(tracker, s[2], &r1, 1, launch_noop, NULL));
     }
     atomic_store(&gate.open, 1);
     assert_status(ordo_stream_synchronize(s[1], test_deadline()), ORDO_ERR_ABORTED);
@@ -180,14 +181,15 @@ static void refused_enqueues_keep_their_references(void **state) {
     assert_ok(ordo_tracker_metrics(tracker, &before));
     /* Waits on the failed stream are refused (not counted). */
     for (int i = 0; i < QUEUED; ++i) {
-        assert_ok(ordo_submit(tracker, s[0], &w0, 1, launch_noop, NULL));
-        assert_status(ordo_submit(tracker, s[1], &r0, 1, launch_noop, NULL), ORDO_ERR_ABORTED);
+        assert_ok(ordo_tracker_submit(tracker, s[0], &w0, 1, launch_noop, NULL));
+        assert_status(ordo_tracker_submit(tracker, s[1], &r0, 1, launch_noop, NULL),
+                      ORDO_ERR_ABORTED);
     }
     /* A record on it is refused: a healthy stream waiting for it is still
      * ordered (its wait fails it instead of hanging). */
-    assert_ok(ordo_finish(tracker, s[1], &w1, 1));
+    assert_ok(ordo_tracker_finish(tracker, s[1], &w1, 1));
     /* The wait may fail stream 3 before the launch gets there. */
-    ordo_status_t st = ordo_submit(tracker, s[3], &r1, 1, launch_noop, NULL);
+    ordo_status_t st = ordo_tracker_submit(tracker, s[3], &r1, 1, launch_noop, NULL);
     assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
     assert_ok(ordo_tracker_metrics(tracker, &after));
     assert_int_equal(after.waits_emitted - before.waits_emitted, 1);
@@ -271,21 +273,21 @@ static void note_wait(void *ctx, ordo_stream_t *waiting, ordo_stream_t *origin, 
 static void check_pairs(ordo_tracker_t *tracker, ordo_stream_t **streams, ordo_buffer_t *b,
                         uint64_t *rng, int pairs) {
     last_wait_t seen = {0};
-    assert_ok(ordo_tracker_set_wait_observer(tracker, note_wait, &seen));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, note_wait, &seen));
     for (int k = 0; k < pairs; ++k) {
         uint32_t i = (uint32_t)(test_rand(rng) % ALL);
         uint32_t j = (uint32_t)(test_rand(rng) % (ALL - 1));
         j += j >= i; /* j != i */
         ordo_access_t w = {b, ORDO_ACCESS_WRITE};
         ordo_access_t r = {b, ORDO_ACCESS_READ};
-        assert_ok(ordo_submit(tracker, streams[i], &w, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(tracker, streams[i], &w, 1, launch_noop, NULL));
         int before = seen.count;
-        assert_ok(ordo_submit(tracker, streams[j], &r, 1, launch_noop, NULL));
+        assert_ok(ordo_tracker_submit(tracker, streams[j], &r, 1, launch_noop, NULL));
         assert_int_equal(seen.count, before + 1);
         assert_ptr_equal(seen.waiting, streams[j]);
         assert_ptr_equal(seen.origin, streams[i]);
     }
-    assert_ok(ordo_tracker_set_wait_observer(tracker, NULL, NULL));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, NULL, NULL));
 }
 
 static void a_full_lookup_shared_by_trackers(void **state) {
@@ -306,10 +308,10 @@ static void a_full_lookup_shared_by_trackers(void **state) {
     /* The extra stream is refused before it is attached: a bad access
      * after a good one, a foreign buffer. */
     ordo_access_t bad[2] = {{buffers[0], ORDO_ACCESS_READ}, {buffers[1], ORDO_ACCESS_READ}};
-    assert_status(ordo_submit(trackers[0], extra, bad, 2, launch_noop, NULL),
+    assert_status(ordo_tracker_submit(trackers[0], extra, bad, 2, launch_noop, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_prepare(trackers[0], extra, bad, 2), ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_finish(trackers[0], extra, bad, 2), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_prepare(trackers[0], extra, bad, 2), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_tracker_finish(trackers[0], extra, bad, 2), ORDO_ERR_INVALID_ARGUMENT);
     /* Each tracker attaches all the others, in its own order. */
     for (int k = 0; k < TRACKERS; ++k) {
         uint32_t order[ALL];
@@ -326,13 +328,14 @@ static void a_full_lookup_shared_by_trackers(void **state) {
         }
         for (uint32_t i = 0; i < ALL; ++i) {
             ordo_access_t r = {buffers[k], ORDO_ACCESS_READ};
-            assert_ok(ordo_submit(trackers[k], streams[order[i]], &r, 1, launch_noop, NULL));
+            assert_ok(
+                ordo_tracker_submit(trackers[k], streams[order[i]], &r, 1, launch_noop, NULL));
         }
         /* Full: the extra stream is refused, and stays refused. */
         ordo_access_t r = {buffers[k], ORDO_ACCESS_READ};
-        assert_status(ordo_submit(trackers[k], extra, &r, 1, launch_noop, NULL),
+        assert_status(ordo_tracker_submit(trackers[k], extra, &r, 1, launch_noop, NULL),
                       ORDO_ERR_RESOURCE_EXHAUSTED);
-        assert_status(ordo_prepare(trackers[k], extra, &r, 1), ORDO_ERR_RESOURCE_EXHAUSTED);
+        assert_status(ordo_tracker_prepare(trackers[k], extra, &r, 1), ORDO_ERR_RESOURCE_EXHAUSTED);
     }
     for (int k = 0; k < TRACKERS; ++k) {
         check_pairs(trackers[k], streams, buffers[k], &rng, (int)test_scaled(400));
@@ -402,7 +405,7 @@ static void metrics_are_exact_and_refusals_emit_nothing(void **state) {
     assert_ok(ordo_buffer_create(other, &foreign_owner_buffer));
     const uint32_t submissions = (uint32_t)test_scaled(SUBMISSIONS);
     watch_t watch = {model_create(STREAMS, submissions), streams, 0};
-    assert_ok(ordo_tracker_set_wait_observer(tracker, on_wait, &watch));
+    assert_ok(ordo__tracker_set_wait_observer(tracker, on_wait, &watch));
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     ordo_tracker_metrics_t m;
     assert_ok(ordo_tracker_metrics(tracker, &m));
@@ -429,9 +432,10 @@ static void metrics_are_exact_and_refusals_emit_nothing(void **state) {
             }
             accesses[count] = bad;
             int calls = watch.calls;
-            assert_status(ordo_submit(tracker, streams[t], accesses, count + 1, launch_noop, NULL),
-                          ORDO_ERR_INVALID_ARGUMENT);
-            assert_status(ordo_prepare(tracker, streams[t], accesses, count + 1),
+            assert_status(
+                ordo_tracker_submit(tracker, streams[t], accesses, count + 1, launch_noop, NULL),
+                ORDO_ERR_INVALID_ARGUMENT);
+            assert_status(ordo_tracker_prepare(tracker, streams[t], accesses, count + 1),
                           ORDO_ERR_INVALID_ARGUMENT);
             assert_int_equal(watch.calls, calls);
             assert_ok(ordo_tracker_metrics(tracker, &m));
@@ -460,14 +464,15 @@ static void metrics_are_exact_and_refusals_emit_nothing(void **state) {
         model_begin(watch.model, t, maccesses, count);
         if (kind == 1) {
             /* A refused launch: its waits stand, nothing is recorded. */
-            assert_status(ordo_submit(tracker, streams[t], accesses, count, launch_refused, NULL),
-                          ORDO_ERR_ABORTED);
-            assert_ok(ordo_finish(tracker, streams[t], accesses, count));
+            assert_status(
+                ordo_tracker_submit(tracker, streams[t], accesses, count, launch_refused, NULL),
+                ORDO_ERR_ABORTED);
+            assert_ok(ordo_tracker_finish(tracker, streams[t], accesses, count));
         } else if (kind == 2) {
-            assert_ok(ordo_prepare(tracker, streams[t], accesses, count));
-            assert_ok(ordo_finish(tracker, streams[t], accesses, count));
+            assert_ok(ordo_tracker_prepare(tracker, streams[t], accesses, count));
+            assert_ok(ordo_tracker_finish(tracker, streams[t], accesses, count));
         } else {
-            assert_ok(ordo_submit(tracker, streams[t], accesses, count, launch_noop, NULL));
+            assert_ok(ordo_tracker_submit(tracker, streams[t], accesses, count, launch_noop, NULL));
         }
         model_end(watch.model);
         ++n;

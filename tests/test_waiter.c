@@ -34,7 +34,7 @@ static void rec_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     atomic_store(&r->finished, 1);
     if (r->done) {
         uint64_t n = r->counter ? atomic_fetch_add(r->counter, 1) + 1 : 1;
-        assert_ok(ordo_signal_signal(r->done, n));
+        assert_ok(ordo_signal_advance(r->done, n));
     }
 }
 
@@ -78,14 +78,14 @@ static void count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     (void)id;
     counter_t *c = ctx;
     assert_int_equal(status, ORDO_OK);
-    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
+    assert_ok(ordo_signal_advance(c->done, atomic_fetch_add(&c->calls, 1) + 1));
 }
 
 static void timeout_count_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     (void)id;
     counter_t *c = ctx;
     assert_int_equal(status, ORDO_ERR_TIMEOUT);
-    assert_ok(ordo_signal_signal(c->done, atomic_fetch_add(&c->calls, 1) + 1));
+    assert_ok(ordo_signal_advance(c->done, atomic_fetch_add(&c->calls, 1) + 1));
 }
 
 /* ---- firing and where callbacks run ------------------------------------- */
@@ -98,12 +98,12 @@ static void fires_after_register_on_a_worker(void **state) {
     rec_t r;
     rec_init(&r, done, NULL);
     ordo_wait_id_t id = 0;
-    assert_ok(ordo_wait_async(w, s, 5, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
+    assert_ok(ordo_waiter_wait(w, s, 5, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
     assert_true(id != 0);
-    assert_ok(ordo_signal_signal(s, 4));
+    assert_ok(ordo_signal_advance(s, 4));
     test_sleep_ms(5);
     assert_int_equal(atomic_load(&r.calls), 0);
-    assert_ok(ordo_signal_signal(s, 5));
+    assert_ok(ordo_signal_advance(s, 5));
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
     assert_int_equal(atomic_load(&r.calls), 1);
     assert_int_equal(atomic_load(&r.status), ORDO_OK);
@@ -130,7 +130,7 @@ static void fires_when_reached_before_register(void **state) {
     rec_t r;
     rec_init(&r, done, NULL);
     ordo_wait_id_t id = 0;
-    assert_ok(ordo_wait_async(w, s, 9, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
+    assert_ok(ordo_waiter_wait(w, s, 9, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &id));
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
     assert_int_equal(atomic_load(&r.status), ORDO_OK);
     assert_false(pthread_equal(r.thread, pthread_self()));
@@ -138,14 +138,14 @@ static void fires_when_reached_before_register(void **state) {
     rec_t q;
     rec_init(&q, NULL, NULL);
     ordo_wait_id_t qid = 0;
-    assert_ok(ordo_wait_async(w, s, 3, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
+    assert_ok(ordo_waiter_wait(w, s, 3, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
     assert_int_equal(atomic_load(&q.calls), 1);
     assert_int_equal(atomic_load(&q.id), qid);
     assert_true(pthread_equal(q.thread, pthread_self()));
     /* A deadline already past loses to a value already reached. */
     rec_t p;
     rec_init(&p, NULL, NULL);
-    assert_ok(ordo_wait_async(w, s, 0, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn, &p, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 0, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn, &p, NULL));
     assert_int_equal(atomic_load(&p.calls), 1);
     assert_int_equal(atomic_load(&p.status), ORDO_OK);
     assert_ok(ordo_waiter_destroy(w));
@@ -167,8 +167,8 @@ static void nested_register_fn(void *ctx, ordo_status_t status, ordo_wait_id_t i
     (void)id;
     nested_t *n = ctx;
     assert_int_equal(status, ORDO_OK);
-    assert_ok(ordo_wait_async(n->waiter, n->reached, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, rec_fn,
-                              &n->inner, NULL));
+    assert_ok(ordo_waiter_wait(n->waiter, n->reached, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE,
+                               rec_fn, &n->inner, NULL));
     atomic_store(&n->registered, 1);
     /* Long enough for the timer thread to look at its heap. */
     test_sleep_ms(30);
@@ -186,9 +186,9 @@ static void reached_value_wins_when_registered_in_a_callback(void **state) {
         n.waiter = w;
         n.reached = reached;
         rec_init(&n.inner, done, NULL);
-        assert_ok(ordo_wait_async(w, trigger, (uint64_t)round + 1, ORDO_DEADLINE_NEVER,
-                                  ORDO_WAIT_INLINE, nested_register_fn, &n, NULL));
-        assert_ok(ordo_signal_signal(trigger, (uint64_t)round + 1));
+        assert_ok(ordo_waiter_wait(w, trigger, (uint64_t)round + 1, ORDO_DEADLINE_NEVER,
+                                   ORDO_WAIT_INLINE, nested_register_fn, &n, NULL));
+        assert_ok(ordo_signal_advance(trigger, (uint64_t)round + 1));
         assert_int_equal(atomic_load(&n.registered), 1);
         assert_ok(ordo_signal_wait(done, 1, test_deadline()));
         assert_int_equal(atomic_load(&n.inner.calls), 1);
@@ -215,7 +215,7 @@ typedef struct producer {
 static void *produce(void *arg) {
     producer_t *p = arg;
     p->self = pthread_self();
-    assert_ok(ordo_signal_signal(p->signal, p->value));
+    assert_ok(ordo_signal_advance(p->signal, p->value));
     return NULL;
 }
 
@@ -228,8 +228,8 @@ static void inline_runs_on_the_signalling_thread(void **state) {
     rec_t in, out;
     rec_init(&in, done, &counter);
     rec_init(&out, done, &counter);
-    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &in, NULL));
-    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), 0, rec_fn, &out, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &in, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, test_deadline(), 0, rec_fn, &out, NULL));
     producer_t p = {s, 1, 0};
     pthread_t t = test_thread_start(produce, &p);
     pthread_join(t, NULL);
@@ -256,8 +256,8 @@ static void deadline_fires_timeout_never_early(void **state) {
     rec_init(&worker, done, &counter);
     rec_init(&in, done, &counter);
     ordo_deadline_t deadline = ordo_deadline_after_ms(20);
-    assert_ok(ordo_wait_async(w, s, 1, deadline, 0, rec_fn, &worker, NULL));
-    assert_ok(ordo_wait_async(w, s, 1, deadline, ORDO_WAIT_INLINE, rec_fn, &in, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, deadline, 0, rec_fn, &worker, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, deadline, ORDO_WAIT_INLINE, rec_fn, &in, NULL));
     assert_ok(ordo_signal_wait(done, 2, test_deadline()));
     assert_int_equal(atomic_load(&worker.status), ORDO_ERR_TIMEOUT);
     assert_int_equal(atomic_load(&in.status), ORDO_ERR_TIMEOUT);
@@ -266,14 +266,14 @@ static void deadline_fires_timeout_never_early(void **state) {
     /* Inline timeouts run on the waiter's timer thread. */
     assert_false(pthread_equal(in.thread, pthread_self()));
     /* A later signal changes nothing. */
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_advance(s, 1));
     test_sleep_ms(2);
     assert_int_equal(atomic_load(&worker.calls), 1);
     assert_int_equal(atomic_load(&in.calls), 1);
     /* ORDO_DEADLINE_NOW on an unreached value times out at once. */
     rec_t now;
     rec_init(&now, done, &counter);
-    assert_ok(ordo_wait_async(w, s, 2, ORDO_DEADLINE_NOW, 0, rec_fn, &now, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 2, ORDO_DEADLINE_NOW, 0, rec_fn, &now, NULL));
     assert_ok(ordo_signal_wait(done, 3, test_deadline()));
     assert_int_equal(atomic_load(&now.status), ORDO_ERR_TIMEOUT);
     wait_idle(w);
@@ -310,8 +310,8 @@ static int deadline_order_attempt(void) {
     uint64_t base = ordo_time_now_ns() + 300000000u;
     ordo_wait_id_t ids[5];
     for (int i = 0; i < 5; ++i) {
-        assert_ok(ordo_wait_async(w, s, 1, base + (uint64_t)ms[i] * 1000000u, ORDO_WAIT_INLINE,
-                                  order_fn, (void *)(intptr_t)ms[i], &ids[i]));
+        assert_ok(ordo_waiter_wait(w, s, 1, base + (uint64_t)ms[i] * 1000000u, ORDO_WAIT_INLINE,
+                                   order_fn, (void *)(intptr_t)ms[i], &ids[i]));
     }
     /* Cancelling one in the middle of the heap keeps the rest in order. */
     ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
@@ -374,7 +374,7 @@ static int heap_compaction_attempt(void) {
     for (uint32_t i = 0; i < N; ++i) {
         /* Deadlines in shuffled order. */
         uint64_t deadline = base + (uint64_t)((i * 7919u) % N) * 1000u;
-        assert_ok(ordo_wait_async(w, s, 1, deadline, 0, timeout_count_fn, &c, &ids[i]));
+        assert_ok(ordo_waiter_wait(w, s, 1, deadline, 0, timeout_count_fn, &c, &ids[i]));
     }
     uint64_t prevented = 0;
     for (uint32_t i = 0; i < N; ++i) {
@@ -441,18 +441,18 @@ static void failure_and_destroy_propagate(void **state) {
     rec_init(&failed, done, &counter);
     rec_init(&late, done, &counter);
     rec_init(&gone, done, &counter);
-    assert_ok(ordo_wait_async(w, s, 1, test_deadline(), 0, rec_fn, &reached, NULL));
-    assert_ok(ordo_wait_async(w, s, 2, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &failed, NULL));
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_waiter_wait(w, s, 1, test_deadline(), 0, rec_fn, &reached, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 2, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &failed, NULL));
+    assert_ok(ordo_signal_advance(s, 1));
     assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, "producer crashed"));
     /* The inline one ran inside ordo_signal_fail. */
     assert_int_equal(atomic_load(&failed.calls), 1);
     assert_int_equal(atomic_load(&failed.status), ORDO_ERR_ABORTED);
     /* A wait registered on a failed signal gets its failure at once. */
-    assert_ok(ordo_wait_async(w, s, 7, ORDO_DEADLINE_NEVER, 0, rec_fn, &late, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 7, ORDO_DEADLINE_NEVER, 0, rec_fn, &late, NULL));
     /* A destroyed signal delivers ORDO_ERR_CANCELLED. */
     assert_ok(ordo_signal_retain(t));
-    assert_ok(ordo_wait_async(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &gone, NULL));
+    assert_ok(ordo_waiter_wait(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &gone, NULL));
     assert_ok(ordo_signal_destroy(t));
     assert_ok(ordo_signal_wait(done, 4, test_deadline()));
     assert_int_equal(atomic_load(&reached.status), ORDO_OK);
@@ -462,7 +462,7 @@ static void failure_and_destroy_propagate(void **state) {
     rec_t never;
     rec_init(&never, NULL, NULL);
     ordo_wait_id_t id = 77;
-    assert_status(ordo_wait_async(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &never, &id),
+    assert_status(ordo_waiter_wait(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &never, &id),
                   ORDO_ERR_DESTROYED);
     assert_int_equal(id, 0);
     wait_idle(w);
@@ -501,17 +501,17 @@ static void event_waits(void **state) {
     /* Never recorded: no point to wait for. */
     rec_t r;
     rec_init(&r, done, &counter);
-    assert_status(ordo_wait_async_event(w, event, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, NULL),
+    assert_status(ordo_waiter_wait_event(w, event, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, NULL),
                   ORDO_ERR_INVALID_ARGUMENT);
     /* The stream waits on a gate; the event is its next point. */
     assert_ok(ordo_stream_wait(stream, gate, 1));
     assert_ok(ordo_event_record(event, stream));
-    assert_ok(ordo_wait_async_event(w, event, test_deadline(), 0, rec_fn, &r, NULL));
+    assert_ok(ordo_waiter_wait_event(w, event, test_deadline(), 0, rec_fn, &r, NULL));
     /* The wait captured the point: destroying the event changes nothing. */
     assert_ok(ordo_event_destroy(event));
     test_sleep_ms(5);
     assert_int_equal(atomic_load(&r.calls), 0);
-    assert_ok(ordo_signal_signal(gate, 1));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
     assert_int_equal(atomic_load(&r.status), ORDO_OK);
     /* A stream failure before the point reaches the callback. */
@@ -521,8 +521,9 @@ static void event_waits(void **state) {
     assert_ok(ordo_event_record(event, stream));
     rec_t f;
     rec_init(&f, done, &counter);
-    assert_ok(ordo_wait_async_event(w, event, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &f, NULL));
-    assert_ok(ordo_signal_signal(gate, 2));
+    assert_ok(
+        ordo_waiter_wait_event(w, event, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &f, NULL));
+    assert_ok(ordo_signal_advance(gate, 2));
     assert_ok(ordo_signal_wait(done, 2, test_deadline()));
     assert_int_equal(atomic_load(&f.status), ORDO_ERR_ABORTED);
     assert_ok(ordo_event_destroy(event));
@@ -553,7 +554,7 @@ static void cancel_prevents_a_pending_wait(void **state) {
     for (; result != ORDO_CANCEL_PREVENTED; ms *= 4) {
         assert_true(ms <= 5 * 4 * 4 * 4 * 4);
         rec_init(&r, NULL, NULL);
-        assert_ok(ordo_wait_async(w, s, 1, ordo_deadline_after_ms(ms), 0, rec_fn, &r, &id));
+        assert_ok(ordo_waiter_wait(w, s, 1, ordo_deadline_after_ms(ms), 0, rec_fn, &r, &id));
         result = ORDO_CANCEL_TOO_LATE;
         ordo_status_t st = ordo_waiter_cancel(w, id, 1, &result);
         if (st == ORDO_ERR_NOT_FOUND) {
@@ -569,12 +570,12 @@ static void cancel_prevents_a_pending_wait(void **state) {
         }
     }
     ms /= 4;
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &q, &qid));
     assert_ok(ordo_waiter_cancel(w, qid, 0, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
     /* Neither the deadline nor the signal runs them now. */
     test_sleep_ms(2 * ms);
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_advance(s, 1));
     wait_idle(w);
     assert_int_equal(atomic_load(&r.calls), 0);
     assert_int_equal(atomic_load(&q.calls), 0);
@@ -597,7 +598,7 @@ static void stale_ids_are_not_found(void **state) {
     rec_t r;
     rec_init(&r, NULL, NULL);
     ordo_wait_id_t first;
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, &first));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, &first));
     assert_int_equal(atomic_load(&r.calls), 1);
     ordo_cancel_result_t result;
     assert_status(ordo_waiter_cancel(w, first, 1, &result), ORDO_ERR_NOT_FOUND);
@@ -605,7 +606,7 @@ static void stale_ids_are_not_found(void **state) {
     /* The slot is reused under a new generation: the old id stays over,
      * the new one is live. */
     ordo_wait_id_t second;
-    assert_ok(ordo_wait_async(w, s, 2, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &second));
+    assert_ok(ordo_waiter_wait(w, s, 2, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &second));
     assert_int_equal((uint32_t)second, (uint32_t)first);
     assert_true(second != first);
     assert_status(ordo_waiter_cancel(w, first, 0, &result), ORDO_ERR_NOT_FOUND);
@@ -629,7 +630,7 @@ static void blocker_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     blocker_t *b = ctx;
     assert_int_equal(status, ORDO_OK);
     atomic_fetch_add(&b->calls, 1);
-    assert_ok(ordo_signal_signal(b->started, 1));
+    assert_ok(ordo_signal_advance(b->started, 1));
     assert_ok(ordo_signal_wait(b->gate, 1, test_deadline()));
     test_sleep_ms(2); /* a canceller still waiting would return too early */
     atomic_store(&b->returned, 1);
@@ -659,14 +660,14 @@ static void cancel_too_late_waits_for_the_callback(void **state) {
     ordo_signal_t *s = test_signal_make(0);
     blocker_t b = {test_signal_make(0), test_signal_make(0), 0, 0};
     ordo_wait_id_t id;
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, blocker_fn, &b, &id));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, blocker_fn, &b, &id));
     /* A second wait resolved while the only worker is busy sits queued:
      * cancel still prevents it. */
     rec_t queued;
     rec_init(&queued, NULL, NULL);
     ordo_wait_id_t qid;
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &queued, &qid));
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &queued, &qid));
+    assert_ok(ordo_signal_advance(s, 1));
     assert_ok(ordo_signal_wait(b.started, 1, test_deadline()));
     ordo_cancel_result_t result;
     assert_ok(ordo_waiter_cancel(w, qid, 1, &result));
@@ -680,7 +681,7 @@ static void cancel_too_late_waits_for_the_callback(void **state) {
     pthread_t t = test_thread_start(cancel_and_wait, &c);
     test_sleep_ms(20);
     assert_int_equal(atomic_load(&c.back), 0);
-    assert_ok(ordo_signal_signal(b.gate, 1));
+    assert_ok(ordo_signal_advance(b.gate, 1));
     pthread_join(t, NULL);
     assert_int_equal(c.status, ORDO_OK);
     assert_int_equal(c.result, ORDO_CANCEL_TOO_LATE);
@@ -716,7 +717,7 @@ static void self_cancel_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     c->self_status = ordo_waiter_cancel(c->waiter, id, 1, &c->self_result);
     assert_ok(ordo_waiter_cancel(c->waiter, c->other, 1, &c->other_result));
     c->destroy_status = ordo_waiter_destroy(c->waiter);
-    assert_ok(ordo_signal_signal(c->done, 1));
+    assert_ok(ordo_signal_advance(c->done, 1));
 }
 
 static void cancel_from_inside_a_callback(void **state) {
@@ -735,15 +736,15 @@ static void cancel_from_inside_a_callback(void **state) {
                            ORDO_OK};
         rec_t r;
         rec_init(&r, NULL, NULL);
-        assert_ok(ordo_wait_async(w, other, 1, ORDO_DEADLINE_NEVER, flags, rec_fn, &r, &c.other));
-        assert_ok(ordo_wait_async(w, s, 1, test_deadline(), flags, self_cancel_fn, &c, NULL));
-        assert_ok(ordo_signal_signal(s, 1));
+        assert_ok(ordo_waiter_wait(w, other, 1, ORDO_DEADLINE_NEVER, flags, rec_fn, &r, &c.other));
+        assert_ok(ordo_waiter_wait(w, s, 1, test_deadline(), flags, self_cancel_fn, &c, NULL));
+        assert_ok(ordo_signal_advance(s, 1));
         assert_ok(ordo_signal_wait(c.done, 1, test_deadline()));
         assert_int_equal(c.self_status, ORDO_OK);
         assert_int_equal(c.self_result, ORDO_CANCEL_TOO_LATE);
         assert_int_equal(c.other_result, ORDO_CANCEL_PREVENTED);
         assert_int_equal(c.destroy_status, ORDO_ERR_BUSY);
-        assert_ok(ordo_signal_signal(other, 1));
+        assert_ok(ordo_signal_advance(other, 1));
         wait_idle(w);
         assert_int_equal(atomic_load(&r.calls), 0);
         assert_ok(ordo_waiter_destroy(w));
@@ -809,7 +810,7 @@ static void cancel_from_a_timer_callback_prevents_the_next(void **state) {
     p->waiter = w;
     atomic_store(&p->cancel_status, -1);
     assert_ok(
-        ordo_wait_async(w, s, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, timer_gate_fn, p, NULL));
+        ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NOW, ORDO_WAIT_INLINE, timer_gate_fn, p, NULL));
     ordo_deadline_t deadline = test_deadline();
     while (!atomic_load(&p->gate_entered)) {
         assert_true(ordo_time_now_ns() < deadline);
@@ -817,8 +818,8 @@ static void cancel_from_a_timer_callback_prevents_the_next(void **state) {
     }
     /* Both deadlines are past, the first earlier. */
     ordo_wait_id_t second = 0;
-    assert_ok(ordo_wait_async(w, s, 1, 1, ORDO_WAIT_INLINE, timer_first_fn, p, NULL));
-    assert_ok(ordo_wait_async(w, s, 1, 2, ORDO_WAIT_INLINE, timer_second_fn, p, &second));
+    assert_ok(ordo_waiter_wait(w, s, 1, 1, ORDO_WAIT_INLINE, timer_first_fn, p, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, 2, ORDO_WAIT_INLINE, timer_second_fn, p, &second));
     atomic_store(&p->second, second);
     atomic_store(&p->gate_open, 1);
     while (!atomic_load(&p->first_done) && ordo_time_now_ns() < deadline) {
@@ -868,7 +869,7 @@ static void destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     }
     /* Registering while the waiter is being destroyed is refused. */
     ordo_wait_id_t again = 5;
-    if (ordo_wait_async(d->waiter, d->signal, 1, ORDO_DEADLINE_NEVER, 0, destroy_fn, d, &again) ==
+    if (ordo_waiter_wait(d->waiter, d->signal, 1, ORDO_DEADLINE_NEVER, 0, destroy_fn, d, &again) ==
             ORDO_ERR_DESTROYED &&
         again == 0) {
         atomic_fetch_add(&d->refused, 1);
@@ -891,11 +892,11 @@ static void nested_destroy_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id
     (void)id;
     nested_destroy_t *d = ctx;
     atomic_store(&d->result, (int)ordo_waiter_destroy(d->victim));
-    assert_ok(ordo_signal_signal(d->done, 1));
+    assert_ok(ordo_signal_advance(d->done, 1));
 }
 
 static void *signal_one(void *arg) {
-    assert_ok(ordo_signal_signal(arg, 1));
+    assert_ok(ordo_signal_advance(arg, 1));
     return NULL;
 }
 
@@ -908,9 +909,9 @@ static void destroy_from_a_timepoint_callback_is_refused(void **state) {
     nested_destroy_t d = {w2, done, -1};
     rec_t r;
     rec_init(&r, NULL, NULL);
-    assert_ok(ordo_wait_async(w1, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, nested_destroy_fn,
-                              &d, NULL));
-    assert_ok(ordo_wait_async(w2, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, NULL));
+    assert_ok(ordo_waiter_wait(w1, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, nested_destroy_fn,
+                               &d, NULL));
+    assert_ok(ordo_waiter_wait(w2, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, NULL));
     /* Signalled on another thread, so that a hang fails the wait below. */
     pthread_t t = test_thread_start(signal_one, s);
     assert_ok(ordo_signal_wait(done, 1, test_deadline()));
@@ -934,9 +935,9 @@ static void destroy_cancels_pending_waits(void **state) {
     destroy_rec_t in = {0, 0, 0, w, s, pthread_self(), 0};
     for (int i = 0; i < n; ++i) {
         ordo_deadline_t deadline = i % 2 ? ORDO_DEADLINE_NEVER : test_deadline();
-        assert_ok(ordo_wait_async(w, s, 1 + (uint64_t)i, deadline, 0, destroy_fn, &worker, NULL));
-        assert_ok(ordo_wait_async(w, s, 1 + (uint64_t)i, deadline, ORDO_WAIT_INLINE, destroy_fn,
-                                  &in, NULL));
+        assert_ok(ordo_waiter_wait(w, s, 1 + (uint64_t)i, deadline, 0, destroy_fn, &worker, NULL));
+        assert_ok(ordo_waiter_wait(w, s, 1 + (uint64_t)i, deadline, ORDO_WAIT_INLINE, destroy_fn,
+                                   &in, NULL));
     }
     ordo_waiter_metrics_t m;
     assert_ok(ordo_waiter_metrics(w, &m));
@@ -972,17 +973,18 @@ static void metrics_are_exact(void **state) {
     }
     /* 3 reach, 2 fail, 2 time out, 2 cancelled, 1 stays pending. */
     for (int i = 0; i < 3; ++i) {
-        assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
+        assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
     }
     for (int i = 3; i < 5; ++i) {
-        assert_ok(ordo_wait_async(w, f, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r[i],
-                                  &ids[i]));
+        assert_ok(ordo_waiter_wait(w, f, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r[i],
+                                   &ids[i]));
     }
     for (int i = 5; i < 7; ++i) {
-        assert_ok(ordo_wait_async(w, s, 100, ordo_deadline_after_ms(1), 0, rec_fn, &r[i], &ids[i]));
+        assert_ok(
+            ordo_waiter_wait(w, s, 100, ordo_deadline_after_ms(1), 0, rec_fn, &r[i], &ids[i]));
     }
     for (int i = 7; i < 10; ++i) {
-        assert_ok(ordo_wait_async(w, s, 100, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
+        assert_ok(ordo_waiter_wait(w, s, 100, ORDO_DEADLINE_NEVER, 0, rec_fn, &r[i], &ids[i]));
     }
     ordo_waiter_metrics_t m;
     assert_ok(ordo_waiter_metrics(w, &m));
@@ -992,7 +994,7 @@ static void metrics_are_exact(void **state) {
         assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
         assert_int_equal(result, ORDO_CANCEL_PREVENTED);
     }
-    assert_ok(ordo_signal_signal(s, 1));
+    assert_ok(ordo_signal_advance(s, 1));
     assert_ok(ordo_signal_fail(f, ORDO_ERR_DEVICE, "device lost"));
     assert_ok(ordo_signal_wait(done, 7, test_deadline()));
     wait_idle(w);
@@ -1043,31 +1045,31 @@ static void bad_input_is_refused(void **state) {
     ordo_waiter_metrics_t m;
     assert_status(ordo_waiter_destroy(NULL), ORDO_ERR_INVALID_HANDLE);
     assert_status(ordo_waiter_destroy(bogus), ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async(NULL, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait(NULL, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
     assert_int_equal(id, 0);
-    assert_status(ordo_wait_async(bogus, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait(bogus, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async(w, NULL, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait(w, NULL, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async(w, (ordo_signal_t *)(void *)w, 1, ORDO_DEADLINE_NEVER, 0, noop_fn,
-                                  NULL, &id),
+    assert_status(ordo_waiter_wait(w, (ordo_signal_t *)(void *)w, 1, ORDO_DEADLINE_NEVER, 0,
+                                   noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, NULL, NULL, &id),
+    assert_status(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, NULL, NULL, &id),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0x10, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0x10, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo_wait_async(w, s, ORDO_SIGNAL_VALUE_MAX + 1, ORDO_DEADLINE_NEVER, 0, noop_fn,
-                                  NULL, &id),
+    assert_status(ordo_waiter_wait(w, s, ORDO_SIGNAL_VALUE_MAX + 1, ORDO_DEADLINE_NEVER, 0, noop_fn,
+                                   NULL, &id),
                   ORDO_ERR_OUT_OF_RANGE);
     assert_int_equal(id, 0);
 
-    assert_status(ordo_wait_async_event(NULL, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait_event(NULL, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async_event(w, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait_event(w, NULL, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
-    assert_status(ordo_wait_async_event(w, (ordo_event_t *)(void *)s, ORDO_DEADLINE_NEVER, 0,
-                                        noop_fn, NULL, &id),
+    assert_status(ordo_waiter_wait_event(w, (ordo_event_t *)(void *)s, ORDO_DEADLINE_NEVER, 0,
+                                         noop_fn, NULL, &id),
                   ORDO_ERR_INVALID_HANDLE);
 
     assert_status(ordo_waiter_cancel(NULL, 1, 0, &result), ORDO_ERR_INVALID_HANDLE);
@@ -1079,7 +1081,7 @@ static void bad_input_is_refused(void **state) {
     assert_status(ordo_waiter_cancel(w, ((uint64_t)7 << 32) | 0xfffffff0u, 0, &result),
                   ORDO_ERR_NOT_FOUND);
     assert_non_null(strstr(ordo_error_message(), "never issued"));
-    assert_ok(ordo_wait_async(w, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id));
     assert_status(ordo_waiter_cancel(w, id + ((uint64_t)7 << 32), 0, &result), ORDO_ERR_NOT_FOUND);
     assert_status(ordo_waiter_cancel(w, 5, 0, &result), ORDO_ERR_NOT_FOUND); /* generation 0 */
     assert_status(ordo_waiter_cancel(w, id + 1, 0, &result), ORDO_ERR_NOT_FOUND);
@@ -1117,8 +1119,8 @@ static void many_pending_waits(void **state) {
     for (uint64_t i = 0; i < n; ++i) {
         /* Far deadlines: in the heap, never reached however long the
          * registering takes. */
-        assert_ok(ordo_wait_async(w, s[i % SIGNALS], 1 + i / SIGNALS, far,
-                                  i % 3 ? 0 : ORDO_WAIT_INLINE, count_fn, &c, &ids[i]));
+        assert_ok(ordo_waiter_wait(w, s[i % SIGNALS], 1 + i / SIGNALS, far,
+                                   i % 3 ? 0 : ORDO_WAIT_INLINE, count_fn, &c, &ids[i]));
     }
     ordo_waiter_metrics_t m;
     assert_ok(ordo_waiter_metrics(w, &m));
@@ -1132,7 +1134,7 @@ static void many_pending_waits(void **state) {
         ++cancelled;
     }
     for (int i = 0; i < SIGNALS; ++i) {
-        assert_ok(ordo_signal_signal(s[i], n));
+        assert_ok(ordo_signal_advance(s[i], n));
     }
     assert_ok(ordo_signal_wait(c.done, n - cancelled, test_deadline()));
     wait_idle(w);
@@ -1158,7 +1160,7 @@ typedef struct stress_rec {
     _Atomic int prevented;
     _Atomic int status;
     ordo_wait_id_t id;          /* written through out_id, before any callback */
-    _Atomic uint64_t published; /* the id, once ordo_wait_async returned */
+    _Atomic uint64_t published; /* the id, once ordo_waiter_wait returned */
     int signal;
 } stress_rec_t;
 
@@ -1181,7 +1183,7 @@ static stress_t *stress_ctx;
 
 static void stress_resolved(stress_t *st) {
     uint64_t n = atomic_fetch_add(&st->resolved, 1) + 1;
-    assert_ok(ordo_signal_signal(st->resolved_signal, n));
+    assert_ok(ordo_signal_advance(st->resolved_signal, n));
 }
 
 static void stress_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
@@ -1226,7 +1228,7 @@ static void *stress_register(void *arg) {
             break;
         }
         uint32_t flags = (x >> 40) % 2 ? ORDO_WAIT_INLINE : 0;
-        assert_ok(ordo_wait_async(st->waiter, s, value, deadline, flags, stress_fn, r, &r->id));
+        assert_ok(ordo_waiter_wait(st->waiter, s, value, deadline, flags, stress_fn, r, &r->id));
         atomic_store(&r->published, r->id);
     }
     atomic_fetch_sub(&st->registrars_running, 1);
@@ -1283,7 +1285,7 @@ static void *stress_produce(void *arg) {
     while (atomic_load(&st->registrars_running) && value < STRESS_TOP - 1) {
         ++value;
         for (int i = 0; i < STRESS_SIGNALS; ++i) {
-            assert_ok(ordo_signal_signal(st->signals[i], value));
+            assert_ok(ordo_signal_advance(st->signals[i], value));
         }
         test_sleep_ms((unsigned)pace);
     }
@@ -1299,7 +1301,7 @@ static void stress_finish(stress_t *st) {
         } else if (i == STRESS_DESTROYED) {
             assert_ok(ordo_signal_destroy(st->signals[i]));
         } else {
-            assert_ok(ordo_signal_signal(st->signals[i], STRESS_TOP));
+            assert_ok(ordo_signal_advance(st->signals[i], STRESS_TOP));
         }
     }
 }

@@ -211,8 +211,11 @@ typedef struct ordo_coord_metrics {
     uint64_t coordination_ns_per_op; /**< coordination_ns / registered */
 } ordo_coord_metrics_t;
 
-/** Creates a coordinator for device's streams. config may be NULL (no
- * pool, checked). */
+/** The defaults: no stream pool, checked (flags 0). */
+ordo_status_t ordo_coord_config_default(ordo_coord_config_t *out_config);
+
+/** Creates a coordinator for device's streams. config may be NULL (the
+ * defaults). */
 ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t *config,
                                 ordo_coord_t **out_coord);
 

@@ -54,9 +54,9 @@ typedef struct ordo_device_info {
     int ordinal;                        /**< the device's number within its backend */
     int priority_least;                 /**< the least urgent priority (highest), the default */
     int priority_greatest;              /**< the most urgent priority (numerically lowest) */
-    int timing_events;                  /**< elapsed time between two timing events */
-    int device_memory;                  /**< memory distinct from the host's */
-    int native_timeline;                /**< the device itself signals/waits timeline values */
+    bool timing_events;                 /**< elapsed time between two timing events */
+    bool device_memory;                 /**< memory distinct from the host's */
+    bool native_timeline;               /**< the device itself signals/waits timeline values */
 } ordo_device_info_t;
 
 /** @name Adaptors of the default memory stack
@@ -85,6 +85,9 @@ typedef struct ordo_device_config {
     ordo_event_pool_config_t plain_events;  /**< the policy of the plain event pool */
     ordo_event_pool_config_t timing_events; /**< the policy of the timing event pool */
     ordo_device_memory_config_t memory;     /**< the default memory stack */
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_device_config_t;
 
 /** The defaults the shared runtimes use. The memory stack defaults to
@@ -100,7 +103,7 @@ ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count);
 
 /** Whether a compiled-in backend can run here; if not, why (a sentence). */
-ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
+ordo_status_t ordo_backend_available(const char *backend, bool *out_available, char *out_reason,
                                      size_t reason_capacity);
 
 /** Every present device of every available backend. *out_count is the total
@@ -128,7 +131,7 @@ ordo_status_t ordo_device_release(ordo_device_t *device);
 ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_info);
 
 /** Non-zero in *out_shared when device is the process-wide runtime. */
-ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared);
+ordo_status_t ordo_device_is_shared(ordo_device_t *device, bool *out_shared);
 
 /** Statistics of the device's event pool of the given kind. */
 ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kind_t kind,

@@ -46,16 +46,13 @@ ordo_status_t ordo_event_destroy(ordo_event_t *event);
  * it was recorded before). The stream must be of the event's device. */
 ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream);
 
-/** Polls the event's point: *out_complete is 1 once the point is reached. Returns the stream's
+/** Polls the event's point: *out_complete is true once the point is reached. Returns the stream's
  * failure if it failed before the point. */
-ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete);
+ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete);
 
 /** Blocks until the event's point is reached. Returns the stream's failure
  * if it failed before the point, ORDO_ERR_TIMEOUT at the deadline. */
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline);
-
-/** Work submitted to stream after this waits for the event's point. */
-ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event);
 
 /** Nanoseconds from start's point to end's; both timing events, complete. */
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);

@@ -63,16 +63,9 @@ typedef struct ordo_event_pool_stats {
 /** Events a pool creates at once, by default, when it runs dry. */
 #define ORDO_EVENT_POOL_DEFAULT_GROWTH 16
 
-/** An initializer with the default policy: 16 up front, 16 at a time, no
- * maximum. */
-#define ORDO_EVENT_POOL_CONFIG_INIT                                                                \
-    { ORDO_EVENT_POOL_DEFAULT_INITIAL, ORDO_EVENT_POOL_DEFAULT_GROWTH, 0 }
-
-/** The default policy as a value (inline: nothing to link). */
-static inline ordo_event_pool_config_t ordo_event_pool_config_default(void) {
-    ordo_event_pool_config_t config = ORDO_EVENT_POOL_CONFIG_INIT;
-    return config;
-}
+/** The default policy: ORDO_EVENT_POOL_DEFAULT_INITIAL events up front,
+ * ORDO_EVENT_POOL_DEFAULT_GROWTH at a time, no maximum. */
+ordo_status_t ordo_event_pool_config_default(ordo_event_pool_config_t *out_config);
 
 ORDO_END_DECLS
 

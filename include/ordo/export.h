@@ -7,6 +7,9 @@
 #ifndef ORDO_EXPORT_H
 #define ORDO_EXPORT_H
 
+/* The API's truth values are bool. */
+#include <stdbool.h>
+
 /** @def ORDO_VISIBILITY_PUSH_
  * Gives the declarations that follow default visibility (a pragma under
  * GCC and Clang, nothing elsewhere). Used only by ORDO_BEGIN_DECLS.

@@ -16,10 +16,10 @@
  *
  * Use tracking. A resource that supports it (the pool) keeps each block's
  * access history in a tracker (ordo/tracker.h): prepare_use/finish_use
- * order a submission's access to the block exactly as ordo_prepare and
- * ordo_finish do, and the same history decides when the block's memory may
+ * order a submission's access to the block exactly as ordo_tracker_prepare and
+ * ordo_tracker_finish do, and the same history decides when the block's memory may
  * be reused. The block's buffer (ordo_block_buffer) can go straight into
- * an ordo_submit access list. record_use is for callers who only know that
+ * an ordo_tracker_submit access list. record_use is for callers who only know that
  * a stream touched the block: it extends the block's lifetime to that
  * stream's current point without ordering anything. The direct resource
  * keeps no history and refuses use tracking with ORDO_ERR_UNSUPPORTED:
@@ -113,7 +113,7 @@ ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline
 
 /** Non-zero in *out_supported when resource supports use tracking
  * (prepare_use, finish_use, record_use and ordo_block_buffer; see above). */
-ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int *out_supported);
+ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, bool *out_supported);
 
 /** Before enqueuing work on stream that accesses block: emits the device
  * waits the access needs. Then enqueue the work, then finish_use. */
@@ -145,7 +145,7 @@ ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_
 /** The block's usable memory. */
 ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr);
 
-/** The tracked buffer of a block of a use-tracking resource, for ordo_submit
+/** The tracked buffer of a block of a use-tracking resource, for ordo_tracker_submit
  * access lists. It belongs to the block: do not release it. */
 ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_buffer);
 
@@ -203,6 +203,9 @@ typedef struct ordo_mem_pool_config {
      * settling (reap, trim, destroy). 0 serves every request from the
      * chunks directly. Default and most: 64 KiB. */
     size_t slot_max_bytes;
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_mem_pool_config_t;
 
 /** The defaults: ORDO_MEM_REUSE_WAIT, 2 MiB chunks, no release threshold,

@@ -76,6 +76,9 @@ typedef struct ordo_mem_budget_config {
     /** How long an allocation over the limit waits for pending frees to
      * complete before it fails (0: only frees already reached count). */
     uint64_t reap_wait_ns;
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_mem_budget_config_t;
 
 /** A snapshot of a device's budget account (ordo_mem_budget_stats). */
@@ -274,6 +277,9 @@ typedef struct ordo_mem_guard_config {
     size_t retired_headers;
     ordo_mem_guard_report_fn report; /**< called once per finding; may be NULL */
     void *report_user;               /**< passed to report as its user */
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_mem_guard_config_t;
 
 /** A guard's counts (ordo_mem_guard_check). */

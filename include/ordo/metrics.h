@@ -36,10 +36,10 @@ typedef struct ordo_metrics_sources {
 
 /** A snapshot of every component given. */
 typedef struct ordo_metrics {
-    int has_device;                    /**< events[] were read */
-    int has_coord;                     /**< coord was read */
-    int has_waiter;                    /**< waiter was read */
-    int has_tracker;                   /**< tracker was read */
+    bool has_device;                   /**< events[] were read */
+    bool has_coord;                    /**< coord was read */
+    bool has_waiter;                   /**< waiter was read */
+    bool has_tracker;                  /**< tracker was read */
     ordo_event_pool_stats_t events[2]; /**< by ordo_event_kind_t: plain, timing */
     ordo_coord_metrics_t coord;        /**< the coordinator's counters */
     ordo_waiter_metrics_t waiter;      /**< the waiter's counters */

@@ -3,7 +3,7 @@
  *
  * A timeline signal is a monotonic 64-bit value plus a sticky failure.
  *
- * - ordo_signal_signal(s, v) raises the value to max(current, v). Signalling
+ * - ordo_signal_advance(s, v) raises the value to max(current, v). Signalling
  *   a value lower than or equal to the current one is a no-op that succeeds:
  *   several producers may signal one timeline without coordinating.
  * - ordo_signal_fail(s, status, message) records a failure. Only the first
@@ -98,7 +98,7 @@ ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value);
 
 /** Raises the value to max(current, value). Lower or equal: a successful
  * no-op. On a failed signal: nothing changes and the failure is returned. */
-ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value);
+ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value);
 
 /** Fails the signal with status (an error, not ORDO_OK) and an optional
  * message (NULL for none). A signal that has failed already keeps its first

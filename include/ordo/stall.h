@@ -85,7 +85,7 @@ typedef struct ordo_stall_entry {
      * blocked stream then fails too). NULL / 0 otherwise. */
     ordo_stream_t *releasing_stream;
     uint64_t releasing_value; /**< the value that operation brings the signal to */
-    int release_fails;        /**< non-zero when the release is a failure propagating */
+    bool release_fails;       /**< true when the release is a failure propagating */
     /** The names of stream, progress_of and releasing_stream
      * (ordo_stream_set_name), each its stream's address when it has none,
      * "" when there is no such stream. */

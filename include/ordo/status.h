@@ -83,7 +83,7 @@ const char *ordo_status_name(ordo_status_t status);
 const char *ordo_status_describe(ordo_status_t status);
 
 /** Non-zero when status is a defined error value (not ORDO_OK). */
-int ordo_status_is_error(ordo_status_t status);
+bool ordo_status_is_error(ordo_status_t status);
 
 /** The detail of the most recent error raised by ordo on this thread, or ""
  * when none was. Valid until the next ordo call on this thread. A later
@@ -110,7 +110,7 @@ const char *ordo_error_message(void);
  * fails its stream with that text in the stream's failure message, and so
  * in the message of every signal the failure fails and of every wait that
  * receives it; a launch function (ordo/tracker.h) that does so has the
- * text in ordo_submit's message. The text is cut to 511 bytes. */
+ * text in ordo_tracker_submit's message. The text is cut to 511 bytes. */
 ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) ORDO_FORMAT_(2, 3);
 
 ORDO_END_DECLS

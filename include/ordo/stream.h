@@ -41,6 +41,9 @@ ORDO_BEGIN_DECLS
 /** An in-order stream of work on a device (opaque). */
 typedef struct ordo_stream ordo_stream_t;
 
+/** A point in one stream's order (ordo/event.h). */
+typedef struct ordo_event ordo_event_t;
+
 /** Room for a stream's name, terminator included (ordo_stream_set_name). */
 #define ORDO_STREAM_NAME_MAX 48u
 
@@ -87,6 +90,10 @@ ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, u
  * signal fails (or is destroyed) first, the stream fails with that status. */
 ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 
+/** Work submitted to stream after this waits for event's point (its last
+ * record; ordo/event.h). ORDO_ERR_INVALID_ARGUMENT for an event never recorded. */
+ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event);
+
 /** Waits until everything submitted before the call has run. Returns the
  * stream's failure if it failed, ORDO_ERR_TIMEOUT at the deadline. */
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
@@ -95,7 +102,7 @@ ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t dea
 ordo_status_t ordo_stream_status(ordo_stream_t *stream);
 
 /** Non-zero in *out_healthy while the stream has not failed. */
-ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy);
+ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, bool *out_healthy);
 
 /** The priority the stream was created with. */
 ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority);

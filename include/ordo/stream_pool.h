@@ -38,10 +38,17 @@ typedef struct ordo_stream_pool_config {
     int compute_priority;    /**< within the device's range; lower is more urgent (as CUDA) */
     size_t transfer_streams; /**< 0: transfers share the compute streams */
     int transfer_priority;   /**< within the device's range; lower is more urgent (as CUDA) */
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_stream_pool_config_t;
 
 /** A fixed set of streams handed out by workload (opaque). */
 typedef struct ordo_stream_pool ordo_stream_pool_t;
+
+/** The defaults: one compute stream, no transfer streams, both at
+ * priority 0 (the least urgent on every backend of today). */
+ordo_status_t ordo_stream_pool_config_default(ordo_stream_pool_config_t *out_config);
 
 /** Creates the pool and its streams on device (at most 1024 in all). */
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,

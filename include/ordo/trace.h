@@ -46,6 +46,9 @@ typedef struct ordo_trace_config {
      * touches the first 64 MiB, so that recording does not fault memory
      * in; stop gives it back. */
     uint64_t max_events;
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_trace_config_t;
 
 /** What a trace held (ordo_trace_stop). */
@@ -55,7 +58,10 @@ typedef struct ordo_trace_stats {
     uint64_t flows;   /**< tracker waits written as flow arrows */
 } ordo_trace_stats_t;
 
-/** Starts recording (config may be NULL). ORDO_ERR_BUSY if already on;
+/** The defaults: max_events 4 Mi, flags 0. */
+ordo_status_t ordo_trace_config_default(ordo_trace_config_t *out_config);
+
+/** Starts recording (config may be NULL: the defaults). ORDO_ERR_BUSY if already on;
  * ORDO_ERR_OUT_OF_MEMORY (or ORDO_ERR_OUT_OF_RANGE for an absurd
  * max_events) when the room for max_events cannot be mapped. */
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
@@ -70,7 +76,7 @@ ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
 
 /** Non-zero in *out_on while recording. */
-ordo_status_t ordo_trace_is_on(int *out_on);
+ordo_status_t ordo_trace_is_on(bool *out_on);
 
 /** Opens a slice named name. The program's own marks, on the calling
  * thread's track. name must stay valid until ordo_trace_stop (a string

@@ -31,7 +31,7 @@
  * the tracker's reclaimer thread, without blocking the releasing thread;
  * a buffer whose uses have all run is reclaimed at once.
  *
- * Host work takes one call: ordo_submit_host(tracker, stream, accesses,
+ * Host work takes one call: ordo_tracker_submit_host(tracker, stream, accesses,
  * count, fn, ctx) enqueues fn(ctx) as a host task in order. ctx must stay
  * valid until the task has run, or has been dropped (see ordo/stream.h).
  *
@@ -96,7 +96,7 @@ typedef struct ordo_access {
 /** Enqueues the submission's work on stream (on the CPU backend, host
  * tasks; on a GPU backend, kernels on the native stream). A non-OK return
  * means nothing was enqueued: the accesses are not recorded, and
- * ordo_submit returns that status (ORDO_ERR_ABORTED for a value that is
+ * ordo_tracker_submit returns that status (ORDO_ERR_ABORTED for a value that is
  * not an ordo status) with a message naming it, which wraps the message of
  * an ordo call that failed inside the function. */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
@@ -113,14 +113,6 @@ typedef struct ordo_tracker_metrics {
     uint64_t reclamations_done;    /**< released buffers reclaimed */
 } ordo_tracker_metrics_t;
 
-/** Called for every wait the tracker emits: waiting waits until origin
- * reaches origin_point (the recorded point that covers needed_point). For
- * tests, traces and debugging; runs on the submitting thread. Set it while
- * no submission runs. */
-typedef void (*ordo_tracker_wait_observer_fn)(void *ctx, ordo_stream_t *waiting,
-                                              ordo_stream_t *origin, uint64_t origin_point,
-                                              uint64_t needed_point);
-
 /** Creates a tracker for device's streams and starts its reclaimer thread. */
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
 
@@ -130,21 +122,21 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
 
 /** Orders and enqueues one submission: prepare + launch + finish. */
-ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                          const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
-                          void *ctx);
+ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  const ordo_access_t *accesses, size_t count,
+                                  ordo_launch_fn launch, void *ctx);
 
-/** Orders and enqueues fn(ctx) as a host task on stream: ordo_submit with
+/** Orders and enqueues fn(ctx) as a host task on stream: ordo_tracker_submit with
  * a launch function that calls ordo_stream_host_task(stream, fn, ctx), so
- * the same ordering, the same errors (named ordo_submit_host), and nothing
+ * the same ordering, the same errors (named ordo_tracker_submit_host), and nothing
  * recorded when the task cannot be enqueued (a failed stream returns its
  * failure). ctx must stay valid until the task has run, or has been
  * dropped because its stream failed or was destroyed: ordo never reads or
  * frees ctx except to pass it to fn (ordo/stream.h). A task that fails
  * with ordo_fail (ordo/status.h) gives the stream's failure its text. */
-ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                               const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
-                               void *ctx);
+ordo_status_t ordo_tracker_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                       const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
+                                       void *ctx);
 
 /** The split form, for callers who enqueue the work themselves: prepare
  * emits the waits the accesses need on stream; enqueue the work; then
@@ -153,13 +145,13 @@ ordo_status_t ordo_submit_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
  * before the next prepare on the tracker. The accesses' buffers must not
  * be released in between: finish would refuse them, and a released buffer
  * may be reclaimed while the enqueued work still uses it. */
-ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                           const ordo_access_t *accesses, size_t count);
+ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                   const ordo_access_t *accesses, size_t count);
 
 /** The end of the split form: after the work was enqueued on stream,
  * records the accesses as the stream's next point. */
-ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                          const ordo_access_t *accesses, size_t count);
+ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  const ordo_access_t *accesses, size_t count);
 
 /** A snapshot of the tracker's counters. */
 ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics_t *out_metrics);
@@ -192,10 +184,6 @@ ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker);
 
 /** Releases one hold of the tracker's lock (see ordo_tracker_lock). */
 ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker);
-
-/** Sets the function called for every wait the tracker emits (NULL: none). */
-ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
-                                             ordo_tracker_wait_observer_fn observer, void *ctx);
 
 ORDO_END_DECLS
 

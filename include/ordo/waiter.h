@@ -19,7 +19,7 @@
  * Where callbacks run. By default on one of the waiter's worker threads;
  * with ORDO_WAIT_INLINE, on the thread that resolved the wait: the thread
  * that signalled, failed or destroyed the signal, the registering thread
- * if the value was reached already (before ordo_wait_async returns; when
+ * if the value was reached already (before ordo_waiter_wait returns; when
  * registering from inside an inline or timepoint callback, right after
  * that callback returns, as timepoints queue their callbacks), the
  * waiter's timer thread for a timeout, the destroying thread for a waiter
@@ -82,6 +82,9 @@ typedef void (*ordo_wait_fn)(void *ctx, ordo_status_t status, ordo_wait_id_t id)
 typedef struct ordo_waiter_config {
     /** Threads that run callbacks: 1 to ORDO_WAITER_MAX_WORKERS. */
     uint32_t worker_threads;
+    /** No flags are defined yet: 0 (others are refused), so later behaviour
+     * can be asked for here without a new function. */
+    uint32_t flags;
 } ordo_waiter_config_t;
 
 /** A snapshot of a waiter's counters. Each counter is exact; taken while
@@ -130,24 +133,24 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter);
  * ORDO_ERR_INVALID_ARGUMENT (fn NULL, unknown flags), ORDO_ERR_OUT_OF_MEMORY
  * or ORDO_ERR_RESOURCE_EXHAUSTED (the slab cannot grow). On error no
  * callback runs and *out_id is 0. */
-ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint64_t value,
-                              ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
-                              ordo_wait_id_t *out_id);
+ordo_status_t ordo_waiter_wait(ordo_waiter_t *waiter, ordo_signal_t *signal, uint64_t value,
+                               ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
+                               ordo_wait_id_t *out_id);
 
-/** As ordo_wait_async, for the point event recorded last (its recording
+/** As ordo_waiter_wait, for the point event recorded last (its recording
  * stream's timeline and value, captured now: re-recording or destroying the
  * event later does not change the wait). A failure of that stream before
  * the point reaches the callback as its status. ORDO_ERR_INVALID_ARGUMENT
  * for an event never recorded, as ordo_event_synchronize. */
-ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
-                                    ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
-                                    void *ctx, ordo_wait_id_t *out_id);
+ordo_status_t ordo_waiter_wait_event(ordo_waiter_t *waiter, ordo_event_t *event,
+                                     ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
+                                     void *ctx, ordo_wait_id_t *out_id);
 
 /** Cancels the wait id. *out_result:
  * - ORDO_CANCEL_PREVENTED: its callback will never run (it had not started;
  *   a wait already resolved and queued for a worker is still prevented);
  * - ORDO_CANCEL_TOO_LATE: its callback is running. With wait_for_callback
- *   non-zero, cancel returns only once it has returned - except when called
+ *   true, cancel returns only once it has returned - except when called
  *   from inside that very callback (directly, or from a callback nested in
  *   it on the same thread), where it returns TOO_LATE at once instead of
  *   waiting for itself. Waiting, from a callback, for another callback that
@@ -157,7 +160,7 @@ ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
  * was cancelled already, or the id was never issued by this waiter (the
  * message says which). ORDO_ERR_INVALID_ARGUMENT for id 0 or out_result
  * NULL, ORDO_ERR_INVALID_HANDLE for a bad waiter. */
-ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int wait_for_callback,
+ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool wait_for_callback,
                                  ordo_cancel_result_t *out_result);
 
 /** A snapshot of the waiter's counters. */

@@ -32,4 +32,8 @@ ordo_status_t ordo__error_as(ordo_status_t status, const char *api);
  * or the thread's message is an older one. */
 uint64_t ordo__error_count(void);
 
+/* ORDO_OK when flags has no bit outside known, else ORDO_ERR_INVALID_ARGUMENT
+ * with a message naming the unknown bits (a config's flags field). */
+ordo_status_t ordo__flags_check(uint32_t flags, uint32_t known, const char *api);
+
 #endif

@@ -55,7 +55,7 @@ const char *ordo_status_describe(ordo_status_t status) {
     return info ? info->description : "not an ordo status";
 }
 
-int ordo_status_is_error(ordo_status_t status) {
+bool ordo_status_is_error(ordo_status_t status) {
     return status != ORDO_OK && status_lookup(status) != NULL;
 }
 
@@ -107,4 +107,12 @@ ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) {
     message_set(NULL, fmt, args);
     va_end(args);
     return status;
+}
+
+ordo_status_t ordo__flags_check(uint32_t flags, uint32_t known, const char *api) {
+    if (flags & ~known) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "unknown flags 0x%x",
+                           (unsigned)(flags & ~known));
+    }
+    return ORDO_OK;
 }

@@ -270,6 +270,9 @@ static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
     if (atomic_load(&ordo__trace_enabled)) {
         return ordo__error(ORDO_ERR_BUSY, "ordo_trace_start", "tracing is on already");
     }
+    if (config && config->flags) {
+        return ordo__flags_check(config->flags, 0, "ordo_trace_start");
+    }
     uint64_t max_events = config && config->max_events ? config->max_events : TRACE_DEFAULT_MAX;
     uint64_t chunks = max_events / TRACE_CHUNK_EVENTS + (max_events % TRACE_CHUNK_EVENTS != 0);
     if (chunks > SIZE_MAX / sizeof(trace_chunk_t)) {
@@ -303,6 +306,14 @@ static ordo_status_t trace_start_locked(const ordo_trace_config_t *config) {
     return ORDO_OK;
 }
 
+ordo_status_t ordo_trace_config_default(ordo_trace_config_t *out_config) {
+    if (!out_config) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_trace_config_t){.max_events = TRACE_DEFAULT_MAX};
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
     /* Before any trace can be on: a fork during one finds them. */
     pthread_once(&fork_handlers_once, fork_handlers_install);
@@ -312,7 +323,7 @@ ordo_status_t ordo_trace_start(const ordo_trace_config_t *config) {
     return st;
 }
 
-ordo_status_t ordo_trace_is_on(int *out_on) {
+ordo_status_t ordo_trace_is_on(bool *out_on) {
     if (!out_on) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_on is NULL");
     }

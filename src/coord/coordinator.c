@@ -41,6 +41,14 @@ static inline void account(ordo_coord_t *coord, uint64_t t0) {
 
 /* ---- create and destroy ----------------------------------------------------------- */
 
+ordo_status_t ordo_coord_config_default(ordo_coord_config_t *out_config) {
+    if (!out_config) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_coord_config_t){NULL, 0};
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t *config,
                                 ordo_coord_t **out_coord) {
     if (out_coord) {
@@ -53,13 +61,13 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
     if (!out_coord) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_coord is NULL");
     }
-    ordo_coord_config_t cfg = {NULL, 0};
+    ordo_coord_config_t cfg;
+    (void)ordo_coord_config_default(&cfg);
     if (config) {
         cfg = *config;
     }
-    if (cfg.flags & ~ORDO_COORD_UNCHECKED) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "unknown flags 0x%x",
-                           cfg.flags & ~ORDO_COORD_UNCHECKED);
+    if ((st = ordo__flags_check(cfg.flags, ORDO_COORD_UNCHECKED, __func__)) != ORDO_OK) {
+        return st;
     }
     if (cfg.stream_pool) {
         size_t count = 0;

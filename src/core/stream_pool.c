@@ -36,6 +36,14 @@ static void pool_free(ordo_stream_pool_t *pool, size_t made) {
     ordo__dealloc(pool, sizeof *pool, 0);
 }
 
+ordo_status_t ordo_stream_pool_config_default(ordo_stream_pool_config_t *out_config) {
+    if (!out_config) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_stream_pool_config_t){.compute_streams = 1};
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       const ordo_stream_pool_config_t *config,
                                       ordo_stream_pool_t **out_pool) {
@@ -49,6 +57,10 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
     if (!config || !out_pool) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            config ? "out_pool" : "config");
+    }
+    st = ordo__flags_check(config->flags, 0, __func__);
+    if (st != ORDO_OK) {
+        return st;
     }
     if (config->compute_streams == 0) {
         /* Transfers may share the compute streams, not the reverse. */

@@ -446,7 +446,7 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
     uint64_t point = ++ts->point;
     if (ORDO_LIKELY(ts->ops_submitted)) {
         /* The submission's ops were enqueued by this thread (its launch
-         * function, or before ordo_finish), so the count read here is at
+         * function, or before ordo_tracker_finish), so the count read here is at
          * least the last of them: once the progress reaches it, they ran. */
         tracker_finish_t *finish = &ts->finishes[ts->next_finish];
         ts->next_finish = (ts->next_finish + 1) & (TRACKER_FINISHES - 1);
@@ -598,15 +598,15 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
     return ORDO_OK;
 }
 
-ordo_status_t ordo_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                           const ordo_access_t *accesses, size_t count) {
+ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                   const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
     return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count, __func__) : st;
 }
 
-ordo_status_t ordo_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                          const ordo_access_t *accesses, size_t count) {
+ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
     if (st == ORDO_OK) {
@@ -651,16 +651,17 @@ ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_
 static ordo_status_t launch_failed(ordo_status_t st, int left_message) {
     ordo_status_t status = ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED;
     if (left_message) {
-        return ordo__error(status, "ordo_submit", "the launch function returned %s (%d): %s",
-                           ordo_status_name(st), (int)st, ordo_error_message());
+        return ordo__error(status, "ordo_tracker_submit",
+                           "the launch function returned %s (%d): %s", ordo_status_name(st),
+                           (int)st, ordo_error_message());
     }
-    return ordo__error(status, "ordo_submit", "the launch function returned %s (%d)",
+    return ordo__error(status, "ordo_tracker_submit", "the launch function returned %s (%d)",
                        ordo_status_name(st), (int)st);
 }
 
-ordo_status_t ordo_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                          const ordo_access_t *accesses, size_t count, ordo_launch_fn launch,
-                          void *ctx) {
+ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  const ordo_access_t *accesses, size_t count,
+                                  ordo_launch_fn launch, void *ctx) {
     if (ORDO_UNLIKELY(!launch)) {
         ordo_status_t st = ordo__tracker_submit_refusal(tracker, stream, accesses, count, __func__);
         return st != ORDO_OK ? st
@@ -710,8 +711,8 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
     return ORDO_OK;
 }
 
-ordo_status_t ordo_tracker_set_wait_observer(ordo_tracker_t *tracker,
-                                             ordo_tracker_wait_observer_fn observer, void *ctx) {
+ordo_status_t ordo__tracker_set_wait_observer(ordo_tracker_t *tracker,
+                                              ordo__tracker_wait_observer_fn observer, void *ctx) {
     ordo_status_t st = ordo__tracker_check(tracker, __func__);
     if (st != ORDO_OK) {
         return st;

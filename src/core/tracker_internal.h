@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/rlock.h"
+#include "core/tracker_observer.h"
 #include "ordo/buffer.h"
 #include "ordo/timepoint.h"
 #include "ordo/tracker.h"
@@ -115,7 +116,7 @@ struct ordo_tracker {
      * the tracker orders and in whatever order they come. */
     ordo_stream_t *lookup_stream[TRACKER_LOOKUP];
     uint8_t lookup_index[TRACKER_LOOKUP];
-    ordo_tracker_wait_observer_fn observer;
+    ordo__tracker_wait_observer_fn observer;
     void *observer_ctx;
     _Atomic uint64_t submissions;
     _Atomic uint64_t waits_emitted;

@@ -452,6 +452,7 @@ ordo_status_t ordo_waiter_config_default(ordo_waiter_config_t *out_config) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     out_config->worker_threads = 1;
+    out_config->flags = 0;
     return ORDO_OK;
 }
 
@@ -486,6 +487,10 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
     (void)ordo_waiter_config_default(&cfg);
     if (config) {
         cfg = *config;
+    }
+    ordo_status_t st = ordo__flags_check(cfg.flags, 0, __func__);
+    if (st != ORDO_OK) {
+        return st;
     }
     if (cfg.worker_threads == 0 || cfg.worker_threads > ORDO_WAITER_MAX_WORKERS) {
         return ordo__error(cfg.worker_threads ? ORDO_ERR_OUT_OF_RANGE : ORDO_ERR_INVALID_ARGUMENT,
@@ -719,9 +724,9 @@ static ordo_status_t check_wait_args(uint32_t flags, ordo_wait_fn fn, const char
     return ORDO_OK;
 }
 
-ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint64_t value,
-                              ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
-                              ordo_wait_id_t *out_id) {
+ordo_status_t ordo_waiter_wait(ordo_waiter_t *waiter, ordo_signal_t *signal, uint64_t value,
+                               ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn, void *ctx,
+                               ordo_wait_id_t *out_id) {
     if (out_id) {
         *out_id = 0;
     }
@@ -742,9 +747,9 @@ ordo_status_t ordo_wait_async(ordo_waiter_t *waiter, ordo_signal_t *signal, uint
     return wait_register(waiter, signal, value, deadline, flags, fn, ctx, out_id, __func__);
 }
 
-ordo_status_t ordo_wait_async_event(ordo_waiter_t *waiter, ordo_event_t *event,
-                                    ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
-                                    void *ctx, ordo_wait_id_t *out_id) {
+ordo_status_t ordo_waiter_wait_event(ordo_waiter_t *waiter, ordo_event_t *event,
+                                     ordo_deadline_t deadline, uint32_t flags, ordo_wait_fn fn,
+                                     void *ctx, ordo_wait_id_t *out_id) {
     if (out_id) {
         *out_id = 0;
     }
@@ -793,7 +798,7 @@ static void wait_for_callback_return(ordo_waiter_t *w, wait_entry_t *e, uint32_t
     }
 }
 
-ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int wait_for_callback,
+ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool wait_for_callback,
                                  ordo_cancel_result_t *out_result) {
     if (out_result) {
         *out_result = ORDO_CANCEL_PREVENTED;
@@ -826,7 +831,7 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, int w
         }
         switch (WORD_PHASE(word)) {
         case PHASE_SETUP:
-            /* Still inside ordo_wait_async on another thread, for a few
+            /* Still inside ordo_waiter_wait on another thread, for a few
              * instructions more. */
             sched_yield();
             word = atomic_load_explicit(&e->word, memory_order_acquire);

@@ -44,8 +44,9 @@ ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
     if (!out_config) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
-    out_config->plain_events = ordo_event_pool_config_default();
-    out_config->timing_events = ordo_event_pool_config_default();
+    out_config->flags = 0;
+    (void)ordo_event_pool_config_default(&out_config->plain_events);
+    (void)ordo_event_pool_config_default(&out_config->timing_events);
     return ordo__device_memory_config_default(&out_config->memory, __func__);
 }
 
@@ -74,7 +75,7 @@ static const hal_backend_t *backend_find(const char *name, size_t length, size_t
     return NULL;
 }
 
-ordo_status_t ordo_backend_available(const char *backend, int *out_available, char *out_reason,
+ordo_status_t ordo_backend_available(const char *backend, bool *out_available, char *out_reason,
                                      size_t reason_capacity) {
     if (out_available) {
         *out_available = 0;
@@ -332,7 +333,10 @@ ordo_status_t ordo_device_create_owned(const char *name, const ordo_device_confi
     }
     ordo_device_config_t defaults;
     if (config) {
-        st = ordo__device_memory_config_check(&config->memory, __func__);
+        st = ordo__flags_check(config->flags, 0, __func__);
+        if (st == ORDO_OK) {
+            st = ordo__device_memory_config_check(&config->memory, __func__);
+        }
     } else {
         st = ordo_device_config_default(&defaults);
     }
@@ -390,7 +394,7 @@ ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_in
     return ORDO_OK;
 }
 
-ordo_status_t ordo_device_is_shared(ordo_device_t *device, int *out_shared) {
+ordo_status_t ordo_device_is_shared(ordo_device_t *device, bool *out_shared) {
     if (out_shared) {
         *out_shared = 0;
     }

@@ -151,7 +151,7 @@ ordo_status_t ordo__hal_event_check_recorded(const ordo_event_t *event, const ch
     return ORDO_OK;
 }
 
-ordo_status_t ordo_event_query(ordo_event_t *event, int *out_complete) {
+ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete) {
     if (out_complete) {
         *out_complete = 0;
     }
@@ -211,7 +211,7 @@ ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int6
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "both events must be timing events");
     }
-    int complete;
+    bool complete;
     if ((st = ordo_event_query(start, &complete)) != ORDO_OK || !complete ||
         (st = ordo_event_query(end, &complete)) != ORDO_OK || !complete) {
         return st != ORDO_OK ? ordo__error_as(st, __func__)

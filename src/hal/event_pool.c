@@ -636,6 +636,15 @@ static void pool_free(event_pool_t *pool) {
     ordo__dealloc(pool, sizeof *pool, CACHE_LINE);
 }
 
+ordo_status_t ordo_event_pool_config_default(ordo_event_pool_config_t *out_config) {
+    if (!out_config) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
+    }
+    *out_config = (ordo_event_pool_config_t){.initial = ORDO_EVENT_POOL_DEFAULT_INITIAL,
+                                             .growth = ORDO_EVENT_POOL_DEFAULT_GROWTH};
+    return ORDO_OK;
+}
+
 ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
                                       const ordo_event_pool_config_t *config,
                                       event_pool_t **out_pool) {
@@ -652,7 +661,8 @@ ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
                            (int)kind);
     }
-    ordo_event_pool_config_t cfg = ORDO_EVENT_POOL_CONFIG_INIT;
+    ordo_event_pool_config_t cfg;
+    (void)ordo_event_pool_config_default(&cfg);
     if (config) {
         cfg = *config;
     }

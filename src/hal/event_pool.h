@@ -47,7 +47,7 @@ typedef struct event_pool_backend {
 } event_pool_backend_t;
 
 /* Makes a pool of events of kind, creating config->initial of them (config
- * NULL: ORDO_EVENT_POOL_CONFIG_INIT). If the backend fails, every event
+ * NULL: ordo_event_pool_config_default). If the backend fails, every event
  * already created is destroyed and its status is returned. */
 ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
                                       const ordo_event_pool_config_t *config,

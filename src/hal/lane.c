@@ -146,7 +146,7 @@ void ordo__hal_lane_fini(hal_lane_t *lane) {
     pthread_cond_signal(&lane->cond);
     int started = lane->started;
     pthread_mutex_unlock(&lane->lock);
-    (void)ordo_signal_signal(lane->cancel, 1);
+    (void)ordo_signal_advance(lane->cancel, 1);
     if (started) {
         /* The thread runs every op left, cancelled, before it ends. */
         pthread_join(lane->thread, NULL);

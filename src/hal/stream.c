@@ -267,7 +267,7 @@ ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
     return stream->device->backend->status(stream);
 }
 
-ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, int *out_healthy) {
+ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, bool *out_healthy) {
     if (out_healthy) {
         *out_healthy = 0;
     }

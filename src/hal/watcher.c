@@ -265,7 +265,7 @@ static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
     int failed = ordo__hal_timeline_failed(t, &failure, &message);
     if (h->signal) {
         if (!failed) {
-            (void)ordo_signal_signal(h->signal, h->value);
+            (void)ordo_signal_advance(h->signal, h->value);
         } else {
             /* A point the stream never reaches: its waiters get the
              * failure instead of hanging (unless another producer has
@@ -280,7 +280,7 @@ static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
         ordo__hal_event_record_reached(h->event, h->generation, !failed && reached);
     }
     if (h->seq && !failed) {
-        (void)ordo_signal_signal(t->progress, h->seq);
+        (void)ordo_signal_advance(t->progress, h->seq);
     }
     if (h->point) {
         pthread_mutex_lock(&w->registry_lock);
@@ -850,7 +850,7 @@ void ordo__hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
             registration_wanted(w, signal, value);
         }
         uint64_t n = atomic_fetch_add_explicit(&w->registrations, 1, memory_order_relaxed) + 1;
-        (void)ordo_signal_signal(w->registered, n & ORDO_SIGNAL_VALUE_MAX);
+        (void)ordo_signal_advance(w->registered, n & ORDO_SIGNAL_VALUE_MAX);
     }
 }
 

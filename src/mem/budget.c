@@ -397,6 +397,9 @@ ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
     if (!config) {
         config = &defaults;
     }
+    if ((st = ordo__flags_check(config->flags, 0, __func__)) != ORDO_OK) {
+        return st;
+    }
     budget_account_t *a = account_get(upstream->device, 1);
     budget_resource_t *b = a ? ordo__alloc(sizeof *b, 0) : NULL;
     if (!b) {

@@ -794,6 +794,9 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
     if (!config) {
         config = &defaults;
     }
+    if ((st = ordo__flags_check(config->flags, 0, __func__)) != ORDO_OK) {
+        return st;
+    }
     if (config->canary_bytes == 0 || config->canary_bytes > ORDO_MEM_MAX_ALIGNMENT) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "canary_bytes %zu is not in [1, %zu]",
                            config->canary_bytes, (size_t)ORDO_MEM_MAX_ALIGNMENT);

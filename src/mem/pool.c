@@ -1403,8 +1403,8 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     pool_block_t *b = (pool_block_t *)block;
     ordo_access_t access = {&b->history, mode};
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = finish ? ordo_finish(p->tracker, stream, &access, 1)
-                              : ordo_prepare(p->tracker, stream, &access, 1);
+    ordo_status_t st = finish ? ordo_tracker_finish(p->tracker, stream, &access, 1)
+                              : ordo_tracker_prepare(p->tracker, stream, &access, 1);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }
@@ -1600,7 +1600,7 @@ ordo_status_t ordo_mem_pool_config_default(ordo_mem_pool_config_t *out_config) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
     *out_config = (ordo_mem_pool_config_t){ORDO_MEM_REUSE_WAIT, POOL_DEFAULT_CHUNK, UINT64_MAX,
-                                           POOL_DEFAULT_SLOT_MAX};
+                                           POOL_DEFAULT_SLOT_MAX, 0};
     return ORDO_OK;
 }
 
@@ -1628,6 +1628,9 @@ ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t 
     ordo_mem_pool_config_t cfg;
     (void)ordo_mem_pool_config_default(&cfg);
     if (config) {
+        if ((st = ordo__flags_check(config->flags, 0, __func__)) != ORDO_OK) {
+            return st;
+        }
         if ((unsigned)config->reuse > ORDO_MEM_REUSE_OTHER_BLOCK) {
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "reuse policy %d is not one",
                                (int)config->reuse);

@@ -247,7 +247,7 @@ ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline
     return resource->ops->reap_pending(resource, deadline);
 }
 
-ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, int *out_supported) {
+ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, bool *out_supported) {
     if (out_supported) {
         *out_supported = 0;
     }

@@ -14,7 +14,7 @@ void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_
      * references the link held are this call's until its end. */
     __atomic_store_n(&timepoint->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
     if (status == ORDO_OK) {
-        (void)ordo_signal_signal(target, target_value);
+        (void)ordo_signal_advance(target, target_value);
     } else if (!signal_failed_outcome(source)) {
         /* Destroyed: not failed with ORDO_ERR_CANCELLED, the same status. */
         (void)ordo_signal_fail(target, ORDO_ERR_CANCELLED,

@@ -147,7 +147,7 @@ static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const
                        signal->message);
 }
 
-ordo_status_t ordo_signal_signal(ordo_signal_t *signal, uint64_t value) {
+ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
     ordo_status_t st = ordo__signal_check(signal, __func__);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return st;

@@ -422,7 +422,8 @@ static void op_misc(fuzz_input_t *in) {
     case 4: {
         int s = fuzz_u8(in) % STREAMS;
         if (gates[s]) {
-            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, gates[s], 1), ORDO_OK, "ordo_signal_signal");
+            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, gates[s], 1), ORDO_OK,
+                        "ordo_signal_advance");
             gate_open[s] = 1;
         }
         break;
@@ -464,7 +465,7 @@ static void op_wait(fuzz_input_t *in) {
     }
     if (b & 2) {
         ordo_signal_t *sg = wsig[(b >> 2) & 1];
-        ordo_status_t st = b & 8 ? FUZZ_CALL(ordo_signal_signal, sg, fuzz_value(in) & 15)
+        ordo_status_t st = b & 8 ? FUZZ_CALL(ordo_signal_advance, sg, fuzz_value(in) & 15)
                                  : FUZZ_CALL(ordo_signal_fail, sg, ORDO_ERR_ABORTED, "fuzz");
         (void)st; /* a failed signal refuses a signal: either is fine here */
         return;
@@ -480,11 +481,11 @@ static void op_wait(fuzz_input_t *in) {
     uint32_t flags = d & 1 ? ORDO_WAIT_INLINE : 0;
     ordo_wait_id_t id;
     fuzz_sentinel(id);
-    ordo_status_t st = FUZZ_CALL(ordo_wait_async, waiter, wsig[(b >> 2) & 1], value, deadline,
+    ordo_status_t st = FUZZ_CALL(ordo_waiter_wait, waiter, wsig[(b >> 2) & 1], value, deadline,
                                  flags, on_wait, w, &id);
     FUZZ_EXPECT(st, value > ORDO_SIGNAL_VALUE_MAX ? ORDO_ERR_OUT_OF_RANGE : ORDO_OK,
-                "ordo_wait_async");
-    FUZZ_EMPTY_ON_FAILURE(st, id, "ordo_wait_async");
+                "ordo_waiter_wait");
+    FUZZ_EMPTY_ON_FAILURE(st, id, "ordo_waiter_wait");
     if (st == ORDO_OK) {
         w->id = id;
         ++nwaits;
@@ -556,7 +557,8 @@ static void setup(void) {
 static void teardown(void) {
     for (int s = 0; s < STREAMS; ++s) {
         if (gates[s]) {
-            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, gates[s], 1), ORDO_OK, "ordo_signal_signal");
+            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, gates[s], 1), ORDO_OK,
+                        "ordo_signal_advance");
         }
     }
     ordo_status_t st = FUZZ_CALL(ordo_coord_drain, coord, ordo_deadline_after_ms(5000));
@@ -624,7 +626,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unchecked = config & 1;
     ordo_coord_config_t cc = {NULL, unchecked ? ORDO_COORD_UNCHECKED : 0};
     FUZZ_EXPECT(FUZZ_CALL(ordo_coord_create, device, &cc, &coord), ORDO_OK, "ordo_coord_create");
-    ordo_waiter_config_t wc = {1 + (config >> 4) % 2};
+    ordo_waiter_config_t wc = {1 + (config >> 4) % 2, 0};
     FUZZ_EXPECT(FUZZ_CALL(ordo_waiter_create, &wc, &waiter), ORDO_OK, "ordo_waiter_create");
     for (int i = 0; i < 2; ++i) {
         FUZZ_EXPECT(ordo_signal_create(0, &wsig[i]), ORDO_OK, "ordo_signal_create");

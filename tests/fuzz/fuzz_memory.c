@@ -115,7 +115,7 @@ static void add_layer(fuzz_input_t *in, kind_t kind) {
         break;
     }
     case L_BUDGET: {
-        ordo_mem_budget_config_t config = {(uint64_t)(fuzz_u8(in) & 3) * 50000u};
+        ordo_mem_budget_config_t config = {(uint64_t)(fuzz_u8(in) & 3) * 50000u, 0};
         st = FUZZ_CALL(ordo_mem_budget_create, up, &config, &r);
         uint8_t limit = fuzz_u8(in);
         if (st == ORDO_OK && limit & 1) {
@@ -452,7 +452,7 @@ static void op_task(fuzz_input_t *in) {
     st = FUZZ_CALL(ordo_mem_record_use, top(), b->block, streams[s]);
     FUZZ_CHECK(st == (has_pool ? ORDO_OK : ORDO_ERR_UNSUPPORTED) || failure_ok(s, st),
                "ordo_mem_record_use returned %s", ordo_status_name(st));
-    int supported = -1;
+    bool supported = false;
     FUZZ_EXPECT(FUZZ_CALL(ordo_mem_supports_use_tracking, top(), &supported), ORDO_OK,
                 "ordo_mem_supports_use_tracking");
     FUZZ_CHECK(!supported == !has_pool, "use tracking supported: %d, a pool in the stack: %d",

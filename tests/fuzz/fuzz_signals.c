@@ -271,7 +271,7 @@ static void op_signal(fuzz_input_t *in, int slot) {
     } else if (s->failure != ORDO_OK) {
         want = s->failure;
     }
-    FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, s->handle, v), want, "ordo_signal_signal");
+    FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, s->handle, v), want, "ordo_signal_advance");
     if (want == ORDO_OK) {
         model_raise(slot, v);
     }
@@ -572,8 +572,8 @@ static void op_bad(fuzz_input_t *in) {
         FUZZ_EMPTY_ON_FAILURE(st, value, "ordo_signal_query");
         break;
     case 1:
-        FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, bad, 1), ORDO_ERR_INVALID_HANDLE,
-                    "ordo_signal_signal");
+        FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, bad, 1), ORDO_ERR_INVALID_HANDLE,
+                    "ordo_signal_advance");
         break;
     case 2:
         FUZZ_EXPECT(FUZZ_CALL(ordo_signal_fail, bad, ORDO_ERR_ABORTED, "x"),

@@ -87,12 +87,13 @@ static void op_signal(fuzz_input_t *in) {
     if (b & 1) {
         int s = (b >> 1) % STREAMS;
         if (gates[s]) {
-            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, gates[s], 1), ORDO_OK, "ordo_signal_signal");
+            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, gates[s], 1), ORDO_OK,
+                        "ordo_signal_advance");
         }
         return;
     }
-    ordo_status_t st = FUZZ_CALL(ordo_signal_signal, sigs[(b >> 1) & 1], fuzz_value(in) & 7);
-    FUZZ_CHECK(st == ORDO_OK || failure_ok(st), "ordo_signal_signal returned %s",
+    ordo_status_t st = FUZZ_CALL(ordo_signal_advance, sigs[(b >> 1) & 1], fuzz_value(in) & 7);
+    FUZZ_CHECK(st == ORDO_OK || failure_ok(st), "ordo_signal_advance returned %s",
                ordo_status_name(st));
 }
 
@@ -126,7 +127,7 @@ static void op_event(fuzz_input_t *in) {
         }
         return;
     case 3: {
-        int complete;
+        bool complete;
         fuzz_sentinel(complete);
         st = FUZZ_CALL(ordo_event_query, e->event, &complete);
         FUZZ_CHECK(recorded ? st == ORDO_OK || failure_ok(st) : st == ORDO_ERR_INVALID_ARGUMENT,
@@ -257,7 +258,8 @@ static void op_names(fuzz_input_t *in) {
         break;
     }
     case 2: {
-        int healthy, priority;
+        bool healthy;
+        int priority;
         ordo_device_t *dev;
         ordo_status_t st = ordo_stream_status(streams[s]);
         FUZZ_CHECK(st == ORDO_OK || failure_ok(st), "ordo_stream_status: %s", ordo_status_name(st));
@@ -272,7 +274,7 @@ static void op_names(fuzz_input_t *in) {
     default: {
         /* NULL and foreign handles, refused outputs. */
         ordo_stream_t *bad = b & 4 ? NULL : FUZZ_GARBAGE(ordo_stream_t);
-        int healthy;
+        bool healthy;
         fuzz_sentinel(healthy);
         ordo_status_t st = FUZZ_CALL(ordo_stream_is_healthy, bad, &healthy);
         FUZZ_EXPECT(st, ORDO_ERR_INVALID_HANDLE, "ordo_stream_is_healthy");
@@ -352,7 +354,7 @@ static void op_pool_and_trace(fuzz_input_t *in) {
             --slice_depth;
         }
         if (tracing) {
-            ordo_trace_config_t config = {4096};
+            ordo_trace_config_t config = {4096, 0};
             FUZZ_EXPECT(FUZZ_CALL(ordo_trace_start, &config), ORDO_ERR_BUSY, "ordo_trace_start");
         }
         break;
@@ -430,13 +432,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (config & 8) {
         spool_compute = 1 + (config >> 4) % 2;
         spool_transfer = (config >> 5) % 2;
-        ordo_stream_pool_config_t pc = {spool_compute, 0, spool_transfer, 0};
+        ordo_stream_pool_config_t pc = {spool_compute, 0, spool_transfer, 0, 0};
         FUZZ_EXPECT(FUZZ_CALL(ordo_stream_pool_create, device, &pc, &spool), ORDO_OK,
                     "ordo_stream_pool_create");
     }
     tracing = (config & 0xc0) == 0xc0;
     if (tracing) {
-        ordo_trace_config_t tc = {4096};
+        ordo_trace_config_t tc = {4096, 0};
         FUZZ_EXPECT(FUZZ_CALL(ordo_trace_start, &tc), ORDO_OK, "ordo_trace_start");
     }
     for (int n = 0; n < MAX_OPS && fuzz_more(&in); ++n) {
@@ -467,7 +469,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int keep_pending = fuzz_u8(&in) & 1;
     for (int s = 0; s < STREAMS; ++s) {
         if (gates[s] && !keep_pending) {
-            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_signal, gates[s], 1), ORDO_OK, "ordo_signal_signal");
+            FUZZ_EXPECT(FUZZ_CALL(ordo_signal_advance, gates[s], 1), ORDO_OK,
+                        "ordo_signal_advance");
         }
     }
     for (int i = 0; i < EVENTS; ++i) {

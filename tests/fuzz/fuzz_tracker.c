@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tracker_observer.h"
 #include "ordo/ordo.h"
 #include "tracker_model.h"
 
@@ -71,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         die("cannot create a tracker");
     }
     observe_t obs = {model_create(STREAMS, MAX_OPS)};
-    ordo_tracker_set_wait_observer(tracker, on_wait, &obs);
+    ordo__tracker_set_wait_observer(tracker, on_wait, &obs);
     ordo_buffer_t *live[BUFFERS] = {0};
     uint32_t ids[BUFFERS] = {0};
     uint32_t next_id = 0;
@@ -111,7 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             ++count;
         }
         model_begin(obs.model, stream, modeled, count);
-        if (ordo_submit(tracker, streams[stream], accesses, count, launch, NULL) != ORDO_OK) {
+        if (ordo_tracker_submit(tracker, streams[stream], accesses, count, launch, NULL) !=
+            ORDO_OK) {
             die("submit refused");
         }
         model_end(obs.model);

@@ -45,7 +45,7 @@ static void ordo_destroy(void *channel) {
 }
 
 static void ordo_set(void *channel, uint64_t value) {
-    ordo_signal_signal(((ordo_channel_t *)channel)->signal, value);
+    ordo_signal_advance(((ordo_channel_t *)channel)->signal, value);
 }
 
 static int ordo_wait(void *channel, uint64_t value) {

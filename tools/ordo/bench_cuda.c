@@ -222,8 +222,8 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
     for (size_t s = 0; s < sz.samples + warmup; ++s) {
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
-            if (ordo_submit(tracker, streams[k % (uint64_t)n], &access, 1, step_launch, &chain) !=
-                ORDO_OK) {
+            if (ordo_tracker_submit(tracker, streams[k % (uint64_t)n], &access, 1, step_launch,
+                                    &chain) != ORDO_OK) {
                 bench_fail("a submission failed");
             }
         }
@@ -567,7 +567,7 @@ static void *wake_waiter_main(void *arg) {
             bench_fail("the waiter was not started");
         }
         wake_wait(rig);
-        if (ordo_signal_signal(rig->done, round) != ORDO_OK) {
+        if (ordo_signal_advance(rig->done, round) != ORDO_OK) {
             bench_fail("the waiter could not report");
         }
     }
@@ -647,7 +647,7 @@ static void run_host_wake(const bench_options_t *options, ordo_device_t *device)
                       "cuEventRecord");
             }
             rig.kind = kind;
-            if (ordo_signal_signal(rig.go, round) != ORDO_OK) {
+            if (ordo_signal_advance(rig.go, round) != ORDO_OK) {
                 bench_fail("cannot start the waiter");
             }
             /* Let the waiter settle into its wait, then measure from the
@@ -791,7 +791,7 @@ void bench_cuda_all(const bench_options_t *options) {
     if (!any_selected(options)) {
         return;
     }
-    int available = 0;
+    bool available = 0;
     char reason[160] = "";
     ordo_backend_available("cuda", &available, reason, sizeof reason);
     ordo_device_t *device = NULL;

@@ -1,5 +1,5 @@
-/* Benchmarks of automatic cross-stream ordering: trackers (ordo_submit,
- * ordo_prepare + ordo_finish) against OpenMP task dependences (libgomp
+/* Benchmarks of automatic cross-stream ordering: trackers (ordo_tracker_submit,
+ * ordo_tracker_prepare + ordo_tracker_finish) against OpenMP task dependences (libgomp
  * with gcc, libomp with clang) and StarPU's implicit data dependences.
  * Both peers are optional: built only without sanitizers and when found
  * (tools/ordo/CMakeLists.txt); a peer not built or not starting leaves its
@@ -260,16 +260,16 @@ static double ordo_sample(dag_ordo_t *o, dag_work_t *w) {
     if (w->c->shape == DAG_CHAIN) {
         const ordo_access_t access = {o->buffers[0], ORDO_ACCESS_READ_WRITE};
         for (uint64_t i = 0; i < w->tasks; ++i) {
-            if (ordo_submit(o->tracker, o->streams[i % n], &access, 1, launch_chain,
-                            &w->chain[i]) != ORDO_OK) {
+            if (ordo_tracker_submit(o->tracker, o->streams[i % n], &access, 1, launch_chain,
+                                    &w->chain[i]) != ORDO_OK) {
                 bench_fail("submission refused");
             }
         }
     } else {
         for (uint64_t i = 0; i < w->tasks; ++i) {
             const ordo_access_t access = {o->buffers[i], ORDO_ACCESS_WRITE};
-            if (ordo_submit(o->tracker, o->streams[i % n], &access, 1, launch_independent,
-                            &w->slots[i]) != ORDO_OK) {
+            if (ordo_tracker_submit(o->tracker, o->streams[i % n], &access, 1, launch_independent,
+                                    &w->slots[i]) != ORDO_OK) {
                 bench_fail("submission refused");
             }
         }
@@ -610,7 +610,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
 #define HAZARD_PATTERN 4096u   /* submissions before the pattern repeats */
 #define HAZARD_WRITE_EVERY 16u /* one submission in 16 writes one buffer */
 
-/* Host time of ordo_prepare + ordo_finish alone (nothing is enqueued
+/* Host time of ordo_tracker_prepare + ordo_tracker_finish alone (nothing is enqueued
  * between them; the waits and point records prepare enqueues on the CPU
  * streams are part of it) with n accesses per submission, over 4 streams
  * in turn (their workers on CPU slot 1, the measured thread on slot 0).
@@ -679,8 +679,8 @@ static void hazard_run(const bench_options_t *options, ordo_device_t *device, un
             const unsigned k = (unsigned)(i % HAZARD_PATTERN);
             ordo_stream_t *stream = streams[k % HAZARD_STREAMS];
             const ordo_access_t *list = &pattern[(size_t)k * n];
-            if (ordo_prepare(tracker, stream, list, n) != ORDO_OK ||
-                ordo_finish(tracker, stream, list, n) != ORDO_OK) {
+            if (ordo_tracker_prepare(tracker, stream, list, n) != ORDO_OK ||
+                ordo_tracker_finish(tracker, stream, list, n) != ORDO_OK) {
                 bench_fail("prepare or finish refused");
             }
         }

@@ -299,8 +299,8 @@ static uint64_t cross_stream_verify(mem_env_t *env, size_t rounds, uint64_t *out
             failures += ordo_block_ptr(held[i], &ptr) != ORDO_OK;
             tasks[n] = (stamp_task_t){ptr, (uint32_t)n + 1, &unsafe};
             ordo_access_t access = {buffer, ORDO_ACCESS_WRITE};
-            failures +=
-                ordo_submit(env->tracker, from, &access, 1, stamp_launch, &tasks[n]) != ORDO_OK;
+            failures += ordo_tracker_submit(env->tracker, from, &access, 1, stamp_launch,
+                                            &tasks[n]) != ORDO_OK;
             failures += ordo_mem_deallocate(env->pool, held[i], from) != ORDO_OK;
         }
         for (size_t i = 0; i < CROSS_BATCH; ++i) {

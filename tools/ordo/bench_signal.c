@@ -189,7 +189,7 @@ static void bench_set_nowait(const bench_options_t *options) {
     for (size_t s = 0; s < sz.samples; ++s) {
         uint64_t t0 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k) {
-            failures += ordo_signal_signal(signal, ++v) != ORDO_OK;
+            failures += ordo_signal_advance(signal, ++v) != ORDO_OK;
         }
         samples[s] = (double)(bench_now_ns() - t0) / (double)sz.batch;
     }
@@ -266,7 +266,7 @@ static size_t any64_pick(uint64_t round) {
 static void *any64_producer(void *arg) {
     any64_t *a = arg;
     for (uint64_t i = 1; i <= a->rounds; ++i) {
-        ordo_signal_signal(a->signals[any64_pick(i)], i);
+        ordo_signal_advance(a->signals[any64_pick(i)], i);
         if (ordo_signal_wait(a->ack, i, a->deadline) != ORDO_OK) {
             bench_fail("producer wait failed");
         }
@@ -308,7 +308,7 @@ static void bench_wait_any64(const bench_options_t *options, double ordo_pingpon
                 index != any64_pick(i)) {
                 bench_fail("wait-any returned the wrong entry");
             }
-            ordo_signal_signal(a.ack, i);
+            ordo_signal_advance(a.ack, i);
         }
         if (s >= warmup) {
             samples[s - warmup] = (double)(bench_now_ns() - t0) / (double)sz.batch;

@@ -217,7 +217,7 @@ static void bench_cross_pingpong(const bench_options_t *options, ordo_device_t *
             bench_fail("a stream refused a wait or a signal");
         }
         uint64_t t0 = bench_now_ns();
-        ordo_signal_signal(start, 1);
+        ordo_signal_advance(start, 1);
         if (ordo_signal_wait(ba, rounds, ordo_deadline_after_ms(300000)) != ORDO_OK) {
             bench_fail("cross-stream ping-pong did not finish");
         }

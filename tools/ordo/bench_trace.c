@@ -66,7 +66,7 @@ void bench_trace_all(const bench_options_t *options) {
     if (!bench_selected(options, "trace_overhead")) {
         return;
     }
-    int on = 0;
+    bool on = 0;
     if (ordo_trace_is_on(&on) != ORDO_OK || on) {
         /* The program is being traced itself (--trace): not measurable. */
         fprintf(stderr, "ordo bench: trace_overhead skipped: it cannot run under --trace\n");
@@ -80,7 +80,7 @@ void bench_trace_all(const bench_options_t *options) {
     bench_stats_t stamp = run_timestamps(sz);
     /* Enough room for every mark: the cost measured is recording, not
      * dropping. */
-    ordo_trace_config_t config = {(uint64_t)(sz.samples * sz.batch) + 8192};
+    ordo_trace_config_t config = {(uint64_t)(sz.samples * sz.batch) + 8192, 0};
     uint64_t t0 = bench_now_ns();
     if (ordo_trace_start(&config) != ORDO_OK) {
         bench_fail("cannot start a trace");

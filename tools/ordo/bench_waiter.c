@@ -116,7 +116,7 @@ typedef struct latency_probe {
 
 static void probe_stamp(latency_probe_t *probe) {
     atomic_store_explicit(&probe->fired_at, bench_now_ns(), memory_order_relaxed);
-    if (ordo_signal_signal(probe->done, probe->round) != ORDO_OK) {
+    if (ordo_signal_advance(probe->done, probe->round) != ORDO_OK) {
         bench_fail("cannot signal completion");
     }
 }
@@ -154,9 +154,9 @@ static void run_latency(int impl, size_t count, double *samples) {
         probe.round = round;
         if (impl == IMPL_POLL) {
             poll_register(&poll, signal, round, probe_poll_fn, &probe);
-        } else if (ordo_wait_async(waiter, signal, round, ORDO_DEADLINE_NEVER,
-                                   impl == IMPL_ORDO_INLINE ? ORDO_WAIT_INLINE : 0, probe_wait_fn,
-                                   &probe, NULL) != ORDO_OK) {
+        } else if (ordo_waiter_wait(waiter, signal, round, ORDO_DEADLINE_NEVER,
+                                    impl == IMPL_ORDO_INLINE ? ORDO_WAIT_INLINE : 0, probe_wait_fn,
+                                    &probe, NULL) != ORDO_OK) {
             bench_fail("cannot register a wait");
         }
         struct timespec idle = {0, 1000000}; /* the waiter's threads sleep by now */
@@ -172,7 +172,7 @@ static void run_latency(int impl, size_t count, double *samples) {
         while (bench_now_ns() < t0) {
         }
         t0 = bench_now_ns();
-        if (ordo_signal_signal(signal, round) != ORDO_OK ||
+        if (ordo_signal_advance(signal, round) != ORDO_OK ||
             ordo_signal_wait(probe.done, round, ordo_deadline_after_ms(5000)) != ORDO_OK) {
             bench_fail("a wait's callback did not run");
         }
@@ -279,8 +279,8 @@ static void pile_run(pile_t *p, int kind, double *out_register_ns, double *out_c
             ordo_deadline_t deadline = kind == PILE_ORDO_NO_DEADLINE
                                            ? ORDO_DEADLINE_NEVER
                                            : base + pile_shuffled(p, i) * 1000u;
-            failures += ordo_wait_async(waiter, signal, value, deadline, 0, pile_wait_fn, NULL,
-                                        &p->ids[i]) != ORDO_OK;
+            failures += ordo_waiter_wait(waiter, signal, value, deadline, 0, pile_wait_fn, NULL,
+                                         &p->ids[i]) != ORDO_OK;
         }
     }
     uint64_t t1 = bench_now_ns();

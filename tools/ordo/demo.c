@@ -106,13 +106,13 @@ static ordo_status_t launch_host(void *ctx, ordo_stream_t *stream) {
 static ordo_status_t submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
                             const ordo_access_t *accesses, size_t count, demo_task_t *task) {
     if (!task->demo->cuda) {
-        return ordo_submit(tracker, stream, accesses, count, launch_host, task);
+        return ordo_tracker_submit(tracker, stream, accesses, count, launch_host, task);
     }
     ordo_status_t st = demo_cuda_before(task->demo->cuda, task->stage);
     if (st != ORDO_OK) {
         return st;
     }
-    return ordo_submit(tracker, stream, accesses, count, demo_cuda_launch, task);
+    return ordo_tracker_submit(tracker, stream, accesses, count, demo_cuda_launch, task);
 }
 
 /* The reference: the same row sums of A × B, computed plainly. */
@@ -158,7 +158,7 @@ static void on_complete(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     completion_t *c = ctx;
     c->at_ns = now_ns();
     c->status = status;
-    (void)ordo_signal_signal(c->seen, 1);
+    (void)ordo_signal_advance(c->seen, 1);
 }
 
 #define CHECK(call)                                                                                \
@@ -263,7 +263,7 @@ int demo_main(int argc, char **argv) {
         return 2;
     }
     const demo_options_t *o = &d.opt;
-    int available = 0;
+    bool available = 0;
     char reason[256] = "";
     if (!strcmp(o->backend, "cuda") && !demo_cuda_built(reason, sizeof reason)) {
         fprintf(stderr, "ordo demo: cannot run on cuda: %s\n", reason);
@@ -402,8 +402,8 @@ int demo_main(int argc, char **argv) {
     CHECK(ordo_signal_create(0, &seen));
     CHECK(ordo_signal_set_name(done, "demo: all chunks reduced"));
     completion_t completion = {seen, 0, ORDO_ERR_INTERNAL};
-    CHECK(ordo_wait_async(waiter, done, 1, ordo_deadline_after_ms(600000), 0, on_complete,
-                          &completion, NULL));
+    CHECK(ordo_waiter_wait(waiter, done, 1, ordo_deadline_after_ms(600000), 0, on_complete,
+                           &completion, NULL));
     CHECK(ordo_stream_signal(red, done, 1));
 
     /* Progress while the pipeline drains (on long runs). */

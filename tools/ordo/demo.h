@@ -69,7 +69,7 @@ ordo_status_t demo_cuda_host_alloc(demo_cuda_t *cuda, size_t bytes, ordo_stream_
                                    void **out_ptr);
 
 /* Before submitting a task of stage: makes room for its timing events
- * (may wait for the stage's work of many chunks ago). Outside ordo_submit:
+ * (may wait for the stage's work of many chunks ago). Outside ordo_tracker_submit:
  * it may block. */
 ordo_status_t demo_cuda_before(demo_cuda_t *cuda, int stage);
 

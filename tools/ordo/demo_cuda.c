@@ -6,7 +6,7 @@
  *   download cuMemcpyDtoHAsync of the result into pinned host memory, once
  *
  * Each is enqueued on the ordo stream's native CUstream through
- * ordo_cuda_stream_enqueue, from the launch function that ordo_submit
+ * ordo_cuda_stream_enqueue, from the launch function that ordo_tracker_submit
  * calls after the tracker has emitted the waits the declared accesses
  * need: the ordering on the device is the tracker's, nothing here places
  * an event or a wait by hand. The kernels' fat binary is embedded by the

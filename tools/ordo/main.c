@@ -39,7 +39,7 @@ static int command_info(void) {
     ordo_backend_list(names, 16, &count);
     printf("backends compiled in:");
     for (size_t i = 0; i < count && i < 16; ++i) {
-        int available = 0;
+        bool available = 0;
         char reason[160] = "";
         ordo_backend_available(names[i], &available, reason, sizeof reason);
         printf(" %s (%s%s%s)", names[i], available ? "available" : "unavailable",

@@ -283,7 +283,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
                 (void)ordo_signal_fail(op->u.point.signal, s->done->failure, s->done->message);
             }
         } else {
-            (void)ordo_signal_signal(op->u.point.signal, op->u.point.value);
+            (void)ordo_signal_advance(op->u.point.signal, op->u.point.value);
         }
         ordo__signal_release_internal(op->u.point.signal);
         break;
@@ -321,7 +321,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     if (trace_start) {
         trace_op(s, op, trace_start, trace_signal);
     }
-    (void)ordo_signal_signal(s->done, seq);
+    (void)ordo_signal_advance(s->done, seq);
 }
 
 /* Only the worker writes head, so its own loads need no ordering. */
@@ -468,7 +468,7 @@ void ordo__cpu_stream_fini(ordo_stream_t *stream) {
         fail_stream(s, ORDO_ERR_CANCELLED, "the stream was destroyed with work pending");
     }
     atomic_store_explicit(&s->stopping, 1, memory_order_release);
-    (void)ordo_signal_signal(s->cancel, 1);
+    (void)ordo_signal_advance(s->cancel, 1);
     uint32_t seen = lock_acquire(s);
     lock_release(s, seen | WORKER_SLEEPING); /* wake it whatever it does */
     pthread_join(s->worker, NULL);

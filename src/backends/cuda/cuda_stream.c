@@ -329,7 +329,7 @@ static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point
     }
     /* Nothing after the task has been issued: the progress is the lane's
      * to move. */
-    (void)ordo_signal_signal(s->timeline.progress, op->seq + 1);
+    (void)ordo_signal_advance(s->timeline.progress, op->seq + 1);
     s->chain = 1;
     s->chain_idle = s->lane.idle_count;
     return HAL_LANE_DONE;

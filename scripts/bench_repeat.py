@@ -8,7 +8,13 @@ prints, per (name, impl): the median of the runs' medians, their range, and
 the median of each run's own ratios, and of the CPU a run reports
 (cpu_pct) where it does. Ratios are never formed across runs.
 
-usage: scripts/bench_repeat.py [--runs N] [--ordo PATH] FILTER [FILTER ...]
+With --against OLD, the program OLD (the same benchmarks built from other
+code) runs too, alternating with --ordo run by run, and the table compares
+the two: per (name, impl) each one's median of run medians and the median
+of the per-round ratios new/old (each round runs both back to back, so a
+slow spell of the machine weighs on both sides of a ratio).
+
+usage: scripts/bench_repeat.py [--runs N] [--ordo PATH] [--against OLD] FILTER [FILTER ...]
 """
 import argparse
 import collections
@@ -33,8 +39,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ordo", default="build/bin/ordo")
+    parser.add_argument("--against", help="an ordo built from other code, compared side by side")
     parser.add_argument("filters", nargs="+")
     args = parser.parse_args()
+    if args.against:
+        return compare(args)
 
     medians = collections.defaultdict(list)
     ratios = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -81,6 +90,44 @@ def main():
         else:
             fields = ", ".join(f"{k} {v}" for k, v in extras[key].items())
             print(f"| {key[0]} | {key[1]} | | | {fields} (last run) |")
+    return 0
+
+
+def compare(args):
+    """Alternates the two programs round by round; ratios are new/old per round."""
+    new = collections.defaultdict(list)
+    old = collections.defaultdict(list)
+    per_round = collections.defaultdict(list)
+    order = []
+    for i in range(args.runs):
+        for filt in args.filters:
+            # Alternate which goes first, so neither always runs on a warmer machine.
+            sides = [(args.ordo, new), (args.against, old)]
+            if i % 2:
+                sides.reverse()
+            got = {}
+            for program, into in sides:
+                for d in run_once(program, filt):
+                    if d.get("median_ns") is None:
+                        continue
+                    key = (d.get("name"), d.get("impl"))
+                    if key not in order:
+                        order.append(key)
+                    into[key].append(d["median_ns"])
+                    got.setdefault(key, {})[id(into)] = d["median_ns"]
+            for key, both in got.items():
+                if id(new) in both and id(old) in both and both[id(old)] > 0:
+                    per_round[key].append(both[id(new)] / both[id(old)])
+    print(f"| name | impl | new, median of {args.runs} runs, ns | old, ns "
+          "| new/old: median of the rounds' ratios (range) |")
+    print("|---|---|---|---|---|")
+    for key in order:
+        n, o, r = new.get(key), old.get(key), per_round.get(key)
+        cell = (f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" if r else "")
+        print(f"| {key[0]} | {key[1]} | {statistics.median(n):.1f} | "
+              f"{statistics.median(o):.1f} | {cell} |" if n and o else
+              f"| {key[0]} | {key[1]} | {n and statistics.median(n)} | "
+              f"{o and statistics.median(o)} | |")
     return 0
 
 

@@ -637,7 +637,7 @@ static void a_point_pushed_for_a_waiting_value_is_wanted(void **state) {
     pthread_t waiter = test_thread_start(plain_waiter_main, &pw);
     uint64_t armed_at;
     ordo_deadline_t deadline = test_deadline();
-    while (!signal_wanted_value(s, &armed_at)) {
+    while (!ordo__signal_wanted_value(s, &armed_at)) {
         assert_true(ordo_time_now_ns() < deadline);
         sched_yield();
     }

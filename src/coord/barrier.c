@@ -15,7 +15,7 @@
 #include "hal/hal.h"
 #include "ordo/barrier.h"
 #include "ordo/event.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 #define ORDO_BARRIER_MAGIC 0x42415252u /* "BARR" */
 

@@ -42,7 +42,8 @@
 #include "coord/op_graph.h"
 #include "ordo/coordinator.h"
 #include "ordo/timepoint.h"
-#include "sync/signal_internal.h"
+#include "base/error.h"
+#include "sync/signal_access.h"
 
 #define ORDO_COORD_MAGIC 0x434f4f52u /* "COOR" */
 #define COORD_NONE UINT32_MAX
@@ -245,9 +246,9 @@ struct ordo_coord {
  * call's checks (the coordinator owns its timelines). Acquire: what the
  * stream did before reaching the value is visible after. */
 static inline ordo_status_t timeline_read(const ordo_signal_t *timeline, uint64_t *out_value) {
-    uint64_t state = atomic_load_explicit(&timeline->state, memory_order_acquire);
-    *out_value = state & SIGNAL_VALUE_MASK;
-    return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
+    signal_view_t view = ordo__signal_view(timeline);
+    *out_value = view.value;
+    return view.failed ? ordo__signal_failure(timeline, NULL) : ORDO_OK;
 }
 
 /* timeline_read for a wait about to be enqueued on the timeline: the
@@ -257,9 +258,9 @@ static inline ordo_status_t timeline_read(const ordo_signal_t *timeline, uint64_
  * fetches the line for writing at once: one transfer between the cores
  * instead of a shared copy now and the exclusive one a moment later. */
 static inline ordo_status_t timeline_read_for_wait(ordo_signal_t *timeline, uint64_t *out_value) {
-    uint64_t state = atomic_fetch_or_explicit(&timeline->state, 0, memory_order_acquire);
-    *out_value = state & SIGNAL_VALUE_MASK;
-    return (state & SIGNAL_FAILED) ? timeline->failure : ORDO_OK;
+    signal_view_t view = ordo__signal_view_latest(timeline);
+    *out_value = view.value;
+    return view.failed ? ordo__signal_failure(timeline, NULL) : ORDO_OK;
 }
 
 /* ---- coord_ops.c ----------------------------------------------------------- */
@@ -458,6 +459,13 @@ static inline int coord_quiet(const ordo_coord_t *coord) {
 static inline void work_init(coord_work_t *work) {
     work->done_head = work->done_tail = NULL;
     work->arm_head = NULL;
+}
+
+/* Takes the lock with work empty: what the call collects in work runs at
+ * its coord_unlock(coord, work). */
+static inline void coord_enter(ordo_coord_t *coord, coord_work_t *work) {
+    work_init(work);
+    coord_lock(coord);
 }
 
 /* Attaches and detaches a stream's pending ring. */

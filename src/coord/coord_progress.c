@@ -180,8 +180,7 @@ static void op_point_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *ti
         return;
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     op_fired_locked(coord, op, &work);
     coord_unlock(coord, &work);
 }

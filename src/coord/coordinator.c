@@ -41,6 +41,16 @@ static inline void account(ordo_coord_t *coord, uint64_t t0) {
 
 /* ---- create and destroy ----------------------------------------------------------- */
 
+/* The prologue of a public call that works under the lock: checks the
+ * handle, then enters (coord_enter) on success. */
+static ordo_status_t coord_open(ordo_coord_t *coord, coord_work_t *work, const char *api) {
+    ordo_status_t st = coord_check(coord, api);
+    if (st == ORDO_OK) {
+        coord_enter(coord, work);
+    }
+    return st;
+}
+
 ordo_status_t ordo_coord_config_default(ordo_coord_config_t *out_config) {
     if (!out_config) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
@@ -124,13 +134,11 @@ static void stream_state_free(coord_stream_t *cs) {
 }
 
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
-    ordo_status_t st = coord_check(coord, __func__);
+    coord_work_t work;
+    ordo_status_t st = coord_open(coord, &work, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
     ordo__coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
     uint64_t running = coord->callbacks_running + coord->timepoints_pending;
@@ -166,13 +174,11 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
 }
 
 ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
-    ordo_status_t st = coord_check(coord, __func__);
+    coord_work_t work;
+    ordo_status_t st = coord_open(coord, &work, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
     coord->drainers++;
     for (;;) {
         ordo__coord_poll(coord, &work);
@@ -407,8 +413,7 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
         return st;
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     /* Now and then, retire what has finished meanwhile: memory stays
      * bounded by what is in flight plus COORD_POLL_EVERY. Not every time:
      * reading a timeline the stream's worker has just written costs a
@@ -574,13 +579,11 @@ static ordo_status_t deadlock_error(const ordo_coord_t *coord, const coord_op_t 
 ordo_status_t ordo_coord_add_dependency(ordo_coord_t *coord, ordo_op_id_t op_id,
                                         ordo_op_id_t dep_id) {
     uint64_t t0 = timing_start();
-    ordo_status_t st = coord_check(coord, __func__);
+    coord_work_t work;
+    ordo_status_t st = coord_open(coord, &work, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
     uint32_t slot = COORD_NONE;
     uint32_t dep_slot = COORD_NONE;
     ordo_status_t outcome = ORDO_OK;
@@ -863,13 +866,11 @@ static const char *state_name(uint8_t state) {
 
 ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
     uint64_t t0 = timing_start();
-    ordo_status_t st = coord_check(coord, __func__);
+    coord_work_t work;
+    ordo_status_t st = coord_open(coord, &work, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
     uint32_t slot = COORD_NONE;
     st = manual_op(coord, id, &slot, __func__);
     if (st == ORDO_OK) {
@@ -905,13 +906,11 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
 
 ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t id) {
     uint64_t t0 = timing_start();
-    ordo_status_t st = coord_check(coord, __func__);
+    coord_work_t work;
+    ordo_status_t st = coord_open(coord, &work, __func__);
     if (st != ORDO_OK) {
         return st;
     }
-    coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
     uint32_t slot = COORD_NONE;
     st = manual_op(coord, id, &slot, __func__);
     if (st == ORDO_OK) {
@@ -972,8 +971,7 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     uint32_t slot;
     ordo_status_t outcome = ORDO_OK;
     op_lookup_t found = op_lookup(coord, id, &slot, &outcome);
@@ -996,8 +994,7 @@ ordo_status_t ordo_coord_on_complete(ordo_coord_t *coord, ordo_op_id_t id, ordo_
     coord_unlock(coord, &work);
     if (run_now) {
         fn(ctx, id, outcome);
-        work_init(&work);
-        coord_lock(coord);
+        coord_enter(coord, &work);
         coord->callbacks_running--;
         ordo__coord_wake_drainers(coord);
         coord_unlock(coord, &work);
@@ -1020,9 +1017,8 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     }
     size_t launched = 0;
     coord_work_t work;
-    work_init(&work);
     uint64_t t0 = timing_start();
-    coord_lock(coord);
+    coord_enter(coord, &work);
     for (size_t taken = 0; taken < max; ++taken) {
         uint32_t slot = ordo__ready_pop(coord);
         if (slot == COORD_NONE) {
@@ -1082,8 +1078,7 @@ ordo_status_t ordo_coord_op_stream(ordo_coord_t *coord, ordo_op_id_t id,
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     uint32_t slot;
     ordo_status_t outcome;
     op_lookup_t found = op_lookup(coord, id, &slot, &outcome);
@@ -1135,8 +1130,7 @@ ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *
                            out_count ? "out_cycles" : "out_count");
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     cycle_sink_t sink = {coord, out_cycles, capacity, 0};
     st = ordo__op_graph_find_cycles(&coord->graph, cycle_found, &sink);
     coord_unlock(coord, &work);
@@ -1159,8 +1153,7 @@ ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
     coord_work_t work;
-    work_init(&work);
-    coord_lock(coord);
+    coord_enter(coord, &work);
     ordo__coord_poll(coord, &work);
     ordo_coord_metrics_t m = {
         .registered = coord->registered,

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "hal/hal.h"
 #include "ordo/stall.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 /* Room for waits and signals per stream in the first attempt; streams
  * with more get ORDO_STALL_MAX_PENDING in a second one. */
@@ -237,9 +237,9 @@ static ordo_status_t build_signals(stall_set_t *set, const char *api) {
         if (unique == 0 || set->signals[unique - 1].signal != all[k]) {
             sim_signal_t *g = &set->signals[unique++];
             g->signal = all[k];
-            uint64_t state = atomic_load_explicit(&all[k]->state, memory_order_acquire);
-            g->actual = state & SIGNAL_VALUE_MASK;
-            g->actual_ended = (state & SIGNAL_ENDED) != 0;
+            signal_view_t view = ordo__signal_view(all[k]);
+            g->actual = view.value;
+            g->actual_ended = view.ended;
             g->value = g->actual;
             g->ended = g->actual_ended;
             g->raiser = NONE;

@@ -2,7 +2,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "core/tracker_internal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_buffer) {
     if (out_buffer) {

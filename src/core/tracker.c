@@ -6,7 +6,7 @@
 #include "base/trace.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 /* Single-writer counters: the tracker is externally synchronised, so a
  * relaxed load and store suffice (readers on other threads see a value the
@@ -185,7 +185,7 @@ static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *o
                     : backend->signal(stream, owner->timeline, point);
     }
     if (ORDO_UNLIKELY(owner->spare_refs == 0)) {
-        signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
+        ordo__signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
         owner->spare_refs = TRACKER_REF_BATCH;
     }
     ordo_status_t st = adopt(stream, owner->timeline, point);
@@ -371,7 +371,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
                            0,
                            ts->stream,
                            NULL,
-                           tracker->streams[origin]->timeline->trace_id,
+                           ordo__signal_trace_id(tracker->streams[origin]->timeline),
                            record->point,
                            TRACE_WAIT_EMITTED,
                            0};
@@ -407,8 +407,7 @@ int ordo__tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t 
         return 0; /* a point handed out after the last finish (a pool's) */
     }
     /* Acquire: the work's effects happen before the caller reclaims. */
-    uint64_t state = atomic_load_explicit(&ts->progress->state, memory_order_acquire);
-    return (state & SIGNAL_VALUE_MASK) >= best->ops;
+    return ordo__signal_reached(ts->progress) >= best->ops;
 }
 
 /* Allocates what recording accesses on stream t will need, so that the

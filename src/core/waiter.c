@@ -13,7 +13,7 @@
 #include "base/futex.h"
 #include "core/waiter_internal.h"
 #include "hal/hal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 /* The callbacks this thread is running, innermost first. Cancel does not
  * wait for a callback from inside it; destroy is refused from inside one. */
@@ -667,7 +667,7 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
         *out_id = id;
     }
     atomic_fetch_add_explicit(&w->registered, 1, memory_order_relaxed);
-    signal_retain_internal(signal);
+    ordo__signal_retain_internal(signal);
     /* Arming publishes the fields above (under the signal's lock) to
      * whichever thread runs the timepoint. */
     if (ORDO_UNLIKELY(ordo__timepoint_arm_quiet(&e->timepoint, signal, value, entry_timepoint_fired,
@@ -687,8 +687,8 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
      * Without this check a timepoint queued behind the callback this
      * registration runs in would race the timer for a deadline already
      * past. (The caller keeps the signal alive during the call.) */
-    uint64_t signal_state = atomic_load_explicit(&signal->state, memory_order_acquire);
-    if ((signal_state & SIGNAL_ENDED) || (signal_state & SIGNAL_VALUE_MASK) >= value) {
+    signal_view_t view = ordo__signal_view(signal);
+    if (view.ended || view.value >= value) {
         entry_flags &= ~ENTRY_TIMED;
     }
     if (entry_flags & ENTRY_TIMED) {

@@ -3,7 +3,7 @@
 #include "base/error.h"
 #include "base/futex.h"
 #include "hal/hal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 ordo_status_t ordo__hal_event_check(const ordo_event_t *event, const char *api) {
     if (!event) {

@@ -6,7 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 static void op_free(hal_lane_op_t *op) {
     if (op->signal) {
@@ -24,8 +24,7 @@ static void op_run(hal_lane_t *lane, hal_lane_op_t *op, int cancelled) {
          * this read wakes the wait below. */
         uint64_t seen = 0;
         if (lane->notifier) {
-            seen = atomic_load_explicit(&lane->notifier->state, memory_order_acquire) &
-                   SIGNAL_VALUE_MASK;
+            seen = ordo__signal_reached(lane->notifier);
         }
         if (op->run(op, cancelled, &wait) == HAL_LANE_DONE) {
             return;
@@ -42,8 +41,7 @@ static void op_run(hal_lane_t *lane, hal_lane_op_t *op, int cancelled) {
         pthread_mutex_unlock(&lane->lock);
         /* Whatever woke it (reached, failed, destroyed, notified), the op
          * looks again; only teardown changes how. */
-        uint64_t cancel = atomic_load_explicit(&lane->cancel->state, memory_order_acquire);
-        if ((cancel & SIGNAL_VALUE_MASK) >= 1) {
+        if (ordo__signal_reached(lane->cancel) >= 1) {
             cancelled = 1;
         }
     }
@@ -103,7 +101,7 @@ ordo_status_t ordo__hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
     pthread_mutex_init(&lane->lock, NULL);
     pthread_cond_init(&lane->cond, NULL);
     if (notifier) {
-        signal_retain_internal(notifier);
+        ordo__signal_retain_internal(notifier);
     }
     lane->notifier = notifier;
     lane->thread_start = thread_start;
@@ -186,7 +184,7 @@ size_t ordo__hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t c
                 ops[n].signal = op->signal;
                 ops[n].value = op->value;
                 ops[n].seq = op->seq;
-                signal_retain_internal(op->signal);
+                ordo__signal_retain_internal(op->signal);
             }
             if (n == 0 && first && op == lane->current && kind == HAL_PENDING_WAIT) {
                 *out_in_wait = lane->in_wait;

@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "base/name.h"
 #include "hal/hal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 ordo_status_t ordo__hal_stream_check(const ordo_stream_t *stream, const char *api) {
     if (!stream) {
@@ -223,7 +223,7 @@ static ordo_status_t check_point(ordo_signal_t *signal, uint64_t value, const ch
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
                            (unsigned long long)value);
     }
-    if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+    if (ordo__signal_destroyed(signal)) {
         return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
     }
     return ORDO_OK;

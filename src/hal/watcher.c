@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "base/futex.h"
 #include "base/timer_slack.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 #define DEFAULT_MIN_POLL_NS 10000u
 #define DEFAULT_MAX_POLL_NS 50000u
@@ -48,7 +48,7 @@ static void feeder_wanted(signal_feeder_t *feeder) {
  * a wait for a value not produced until now). */
 static void registration_wanted(hal_watcher_t *w, ordo_signal_t *signal, uint64_t value) {
     uint64_t wanted;
-    if (signal_wanted_value(signal, &wanted) && wanted <= value) {
+    if (ordo__signal_wanted_value(signal, &wanted) && wanted <= value) {
         watcher_wanted(w);
     }
 }
@@ -164,7 +164,7 @@ static int registry_wanted(hal_watcher_t *w) {
     pthread_mutex_lock(&w->registry_lock);
     for (const hal_reg_signal_t *n = w->active; n && !wanted; n = n->active_next) {
         uint64_t value;
-        wanted = signal_wanted_value(n->signal, &value) && n->tail && n->tail->value >= value;
+        wanted = ordo__signal_wanted_value(n->signal, &value) && n->tail && n->tail->value >= value;
     }
     pthread_mutex_unlock(&w->registry_lock);
     return wanted;
@@ -199,15 +199,12 @@ static void watch_recycle(hal_timeline_t *t, hal_watch_t *h) {
 int ordo__hal_timeline_failed(const hal_timeline_t *t, ordo_status_t *out_status,
                               const char **out_message) {
     /* Acquire: the failure fields were written before the flag. */
-    uint64_t state = atomic_load_explicit(&t->progress->state, memory_order_acquire);
-    if (!(state & SIGNAL_FAILED)) {
+    if (!ordo__signal_view(t->progress).failed) {
         return 0;
     }
+    ordo_status_t status = ordo__signal_failure(t->progress, out_message);
     if (out_status) {
-        *out_status = t->progress->failure;
-    }
-    if (out_message) {
-        *out_message = t->progress->message;
+        *out_status = status;
     }
     return 1;
 }
@@ -222,23 +219,24 @@ void ordo__hal_timeline_fail(hal_timeline_t *t, ordo_status_t status, const char
  * failed with the same status, but perhaps not yet: its watch may come
  * later), else with the signal's if the signal ended short of the value. */
 static void check_verdict(hal_watch_t *h) {
-    uint64_t state = atomic_load_explicit(&h->check->state, memory_order_acquire);
-    if ((state & SIGNAL_VALUE_MASK) >= h->check_value) {
+    signal_view_t check = ordo__signal_view(h->check);
+    if (check.value >= h->check_value) {
         return;
     }
     char what[ORDO_SIGNAL_MESSAGE_MAX];
     if (h->after) {
-        uint64_t after = atomic_load_explicit(&h->after->state, memory_order_acquire);
-        if ((after & SIGNAL_VALUE_MASK) < h->after_value && (after & SIGNAL_ENDED)) {
-            int failed = (after & SIGNAL_FAILED) != 0;
+        signal_view_t after = ordo__signal_view(h->after);
+        if (after.value < h->after_value && after.ended) {
+            const char *message = "it was destroyed";
+            ordo_status_t status =
+                after.failed ? ordo__signal_failure(h->after, &message) : ORDO_ERR_CANCELLED;
             snprintf(what, sizeof what, "the stream producing the waited-on value failed: %.100s",
-                     failed ? h->after->message : "it was destroyed");
-            ordo__hal_timeline_fail(h->timeline, failed ? h->after->failure : ORDO_ERR_CANCELLED,
-                                    what);
+                     message);
+            ordo__hal_timeline_fail(h->timeline, status, what);
             return;
         }
     }
-    if (!(state & SIGNAL_ENDED)) {
+    if (!check.ended) {
         return;
     }
     ordo__hal_timeline_fail(h->timeline, ordo__signal_wait_ended(h->check, what, sizeof what),
@@ -270,8 +268,7 @@ static void watch_complete(hal_watcher_t *w, hal_watch_t *h, int reached) {
             /* A point the stream never reaches: its waiters get the
              * failure instead of hanging (unless another producer has
              * reached the value: then nobody waits for it). */
-            uint64_t state = atomic_load_explicit(&h->signal->state, memory_order_acquire);
-            if ((state & SIGNAL_VALUE_MASK) < h->value) {
+            if (ordo__signal_reached(h->signal) < h->value) {
                 (void)ordo_signal_fail(h->signal, failure, message);
             }
         }
@@ -321,8 +318,8 @@ static int watch_ready(hal_watcher_t *w, hal_timeline_t *t, hal_watch_t *h) {
     if (!h->after) {
         return 1;
     }
-    uint64_t state = atomic_load_explicit(&h->after->state, memory_order_acquire);
-    return (state & SIGNAL_VALUE_MASK) >= h->after_value || (state & SIGNAL_ENDED);
+    signal_view_t after = ordo__signal_view(h->after);
+    return after.value >= h->after_value || after.ended;
 }
 
 /* ---- the watcher thread -------------------------------------------------- */
@@ -771,8 +768,7 @@ void ordo__hal_timeline_fini(hal_timeline_t *t, ordo_deadline_t deadline, uint64
         watch_complete(w, h, reached);
         h = next;
     }
-    uint64_t state = atomic_load_explicit(&t->progress->state, memory_order_acquire);
-    if ((state & SIGNAL_VALUE_MASK) < reserved) {
+    if (ordo__signal_reached(t->progress) < reserved) {
         ordo__hal_timeline_fail(t, cancel_status, why);
     }
     while (t->spare) {
@@ -884,7 +880,7 @@ size_t ordo__hal_timeline_snapshot(hal_timeline_t *t, hal_pending_op_t *ops, siz
             op->signal = h->signal;
             op->value = h->value;
             op->seq = h->seq;
-            signal_retain_internal(h->signal);
+            ordo__signal_retain_internal(h->signal);
         }
         ++n;
     }

@@ -84,7 +84,7 @@
 
 #include "hal/hal.h"
 #include "ordo/signal.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 #define HAL_REGISTRY_BUCKETS 256
 

@@ -382,15 +382,9 @@ ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
 ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
                                      const ordo_mem_budget_config_t *config,
                                      ordo_mem_resource_t **out_resource) {
-    if (out_resource) {
-        *out_resource = NULL;
-    }
-    ordo_status_t st = ordo__mem_resource_check(upstream, __func__); /* the handle first */
+    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
     if (st != ORDO_OK) {
         return st;
-    }
-    if (!out_resource) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     ordo_mem_budget_config_t defaults;
     (void)ordo_mem_budget_config_default(&defaults);

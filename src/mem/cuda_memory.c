@@ -19,11 +19,8 @@ typedef struct cuda_resource cuda_resource_t;
 typedef struct cuda_block {
     ordo_block_t base; /* first: the handle */
     cuda_resource_t *owner;
-    void *raw; /* as allocated (base.ptr may be aligned up from it) */
-    /* A stream-ordered free: the signal the stream raises past the free
-     * (held until the descriptor is reused) and its timepoint. */
-    ordo_signal_t *free_timeline;
-    ordo_timepoint_t free_timepoint;
+    void *raw;             /* as allocated (base.ptr may be aligned up from it) */
+    mem_free_point_t free; /* a stream-ordered free */
     /* What must happen before the block goes back: the stream's point
      * after the free (both kinds) and, for the stream-ordered allocator,
      * the cuMemFreeAsync itself, which may be held on the lane past a
@@ -58,10 +55,7 @@ static cuda_block_t *descriptor_take(cuda_resource_t *r) {
     if (!b) {
         return ordo__alloc(sizeof *b, 0);
     }
-    if (b->free_timeline) {
-        (void)ordo_signal_release(b->free_timeline);
-        b->free_timeline = NULL;
-    }
+    ordo__mem_free_point_close(&b->free);
     return b;
 }
 
@@ -215,8 +209,7 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
         release_memory(r, b, 0, 0);
         return ORDO_OK;
     }
-    ordo_signal_t *timeline = NULL;
-    ordo_status_t st = ordo_signal_create(0, &timeline);
+    ordo_status_t st = ordo__mem_free_point_open(&b->free);
     if (st != ORDO_OK) {
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
         return st;
@@ -232,49 +225,26 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
         if (st != ORDO_OK) {
             /* Not enqueued (free_async never fails): the block is the
              * caller's still. */
-            (void)ordo_signal_release(timeline);
+            ordo__mem_free_point_close(&b->free);
             atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
             return st;
         }
     }
-    b->free_timeline = timeline;
-    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
-    atomic_fetch_add_explicit(&r->frees_pending, 1, memory_order_relaxed);
-    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
-    /* On a failed stream the signal fails at once and the timepoint runs
-     * now; the descriptor (and its reference on the timeline) may then be
-     * reused by another thread before this call looks at the timeline, so
-     * it holds a reference of its own across the call. */
-    (void)ordo_signal_retain(timeline);
-    st = ordo_stream_signal(stream, timeline, 1);
+    /* On a failed stream the timepoint runs now. */
+    st = ordo__mem_free_point_arm(&b->free, stream, &r->frees_pending, free_point_reached, b);
     if (st == ORDO_OK) {
-        (void)ordo_signal_release(timeline);
-        return ORDO_OK;
-    }
-    uint64_t value = 0;
-    if (ordo_signal_query(timeline, &value) != ORDO_OK) {
-        (void)ordo_signal_release(timeline);
-        return ORDO_OK; /* failed with the stream: the timepoint has run */
-    }
-    /* Refused on a healthy stream (out of memory): nobody else holds the
-     * timeline, so the timepoint has not run and never will. */
-    (void)ordo_signal_release(timeline);
-    ordo_cancel_result_t result;
-    (void)ordo_timepoint_cancel(&b->free_timepoint, &result);
-    if (result != ORDO_CANCEL_PREVENTED) {
         return ORDO_OK;
     }
     if (r->kind == CUDA_MEM_ASYNC) {
         /* The free is in the stream's order already and cannot be taken
-         * back: the block goes back once it has been issued. */
+         * back: the block goes back once it has been issued, a free in
+         * flight until then (the refused arm stopped counting it). */
+        atomic_fetch_add_explicit(&r->frees_pending, 1, memory_order_relaxed);
         free_step_done(b);
         return ORDO_OK;
     }
     /* The stream may still use the page-locked block: the free is
      * refused and the block stays the caller's. */
-    atomic_fetch_sub_explicit(&r->frees_pending, 1, memory_order_relaxed);
-    b->free_timeline = NULL;
-    (void)ordo_signal_release(timeline);
     atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
     return ordo__error(st, api,
                        "the free could not be enqueued on the stream; block %p (tag %u) is still "
@@ -306,8 +276,8 @@ static ordo_status_t cuda_res_destroy(ordo_mem_resource_t *resource) {
     while (r->descriptors) {
         cuda_block_t *b = r->descriptors;
         r->descriptors = b->next;
-        if (b->free_timeline) {
-            (void)ordo_signal_release(b->free_timeline);
+        if (b->free.timeline) {
+            ordo__mem_free_point_close(&b->free);
         }
         ordo__dealloc(b, sizeof *b, 0);
     }

@@ -13,10 +13,7 @@ typedef struct direct_resource direct_resource_t;
 typedef struct direct_block {
     ordo_block_t base; /* first: the handle */
     direct_resource_t *owner;
-    /* A stream-ordered free: the timeline the stream signals at the free
-     * point (held until the descriptor is reused) and its timepoint. */
-    ordo_signal_t *free_timeline;
-    ordo_timepoint_t free_timepoint;
+    mem_free_point_t free;     /* a stream-ordered free */
     struct direct_block *next; /* descriptor free list */
 } direct_block_t;
 
@@ -42,10 +39,7 @@ static direct_block_t *descriptor_take(direct_resource_t *d) {
     if (!b) {
         return ordo__alloc(sizeof *b, 0);
     }
-    if (b->free_timeline) {
-        (void)ordo_signal_release(b->free_timeline);
-        b->free_timeline = NULL;
-    }
+    ordo__mem_free_point_close(&b->free);
     return b;
 }
 
@@ -119,51 +113,23 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
         free_now(d, b);
         return ORDO_OK;
     }
-    ordo_signal_t *timeline = NULL;
-    ordo_status_t st = ordo_signal_create(0, &timeline);
-    if (st != ORDO_OK) {
-        atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
-        return st;
-    }
-    b->free_timeline = timeline;
-    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
-    atomic_fetch_add_explicit(&d->frees_pending, 1, memory_order_relaxed);
-    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
-    /* On a failed stream the signal fails at once and the timepoint frees
-     * the block now: no work of that stream runs any more. The descriptor
-     * (and the timeline reference it holds) may then be taken by another
-     * thread's allocation before this call looks at the timeline: hold a
-     * reference of our own across the call. */
-    (void)ordo_signal_retain(timeline);
-    st = ordo_stream_signal(stream, timeline, 1);
-    if (st != ORDO_OK) {
-        uint64_t value = 0;
-        if (ordo_signal_query(timeline, &value) != ORDO_OK) {
-            (void)ordo_signal_release(timeline);
-            return ORDO_OK; /* failed with the stream: freed by the timepoint */
+    ordo_status_t st = ordo__mem_free_point_open(&b->free);
+    if (st == ORDO_OK) {
+        /* On a failed stream the block is freed at once: no work of that
+         * stream runs any more. */
+        st = ordo__mem_free_point_arm(&b->free, stream, &d->frees_pending, free_point_reached, b);
+        if (st == ORDO_OK) {
+            return ORDO_OK;
         }
-        /* Healthy and not signalled: the timepoint has not fired, the
-         * descriptor is still ours. */
-        (void)ordo_signal_release(timeline);
-        /* Not enqueued on a healthy stream (out of memory): the stream may
-         * still use the block, so the free is refused and the block stays
-         * the caller's. */
-        ordo_cancel_result_t result;
-        (void)ordo_timepoint_cancel(&b->free_timepoint, &result);
-        if (result == ORDO_CANCEL_PREVENTED) {
-            atomic_fetch_sub_explicit(&d->frees_pending, 1, memory_order_relaxed);
-            b->free_timeline = NULL;
-            (void)ordo_signal_release(timeline);
-            atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
-            return ordo__error(st, "ordo_mem_deallocate",
-                               "the free could not be enqueued on the stream; block %p (tag %u) "
-                               "is still yours",
-                               (void *)block, block->tag);
-        }
-        return ORDO_OK;
     }
-    (void)ordo_signal_release(timeline);
-    return ORDO_OK;
+    /* Not enqueued on a healthy stream (out of memory): the stream may still
+     * use the block, so the free is refused and the block stays the
+     * caller's. */
+    atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+    return ordo__error(st, "ordo_mem_deallocate",
+                       "the free could not be enqueued on the stream; block %p (tag %u) is still "
+                       "yours",
+                       (void *)block, block->tag);
 }
 
 static uint64_t direct_bytes_outstanding(ordo_mem_resource_t *resource) {
@@ -190,9 +156,7 @@ static ordo_status_t direct_destroy(ordo_mem_resource_t *resource) {
     while (d->descriptors) {
         direct_block_t *b = d->descriptors;
         d->descriptors = b->next;
-        if (b->free_timeline) {
-            (void)ordo_signal_release(b->free_timeline);
-        }
+        ordo__mem_free_point_close(&b->free);
         ordo__dealloc(b, sizeof *b, 0);
     }
     pthread_mutex_destroy(&d->lock);

@@ -317,18 +317,9 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
     return ORDO_OK;
 }
 
-static ordo_status_t check_create(ordo_mem_resource_t *upstream, ordo_mem_resource_t **out_resource,
-                                  const char *api) {
-    if (!out_resource) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
-    }
-    *out_resource = NULL;
-    return ordo__mem_resource_check(upstream, api);
-}
-
 ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
                                       ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = check_create(upstream, out_resource, __func__);
+    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -340,7 +331,7 @@ ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
 
 ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
                                            ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = check_create(upstream, out_resource, __func__);
+    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
     if (st != ORDO_OK) {
         return st;
     }

@@ -494,6 +494,61 @@ ordo_status_t ordo__mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t de
     }
 }
 
+ordo_status_t ordo__mem_adaptor_create_check(ordo_mem_resource_t *upstream,
+                                             ordo_mem_resource_t **out_resource, const char *api) {
+    if (out_resource) {
+        *out_resource = NULL;
+    }
+    ordo_status_t st = ordo__mem_resource_check(upstream, api);
+    if (st == ORDO_OK && !out_resource) {
+        st = ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
+    }
+    return st;
+}
+
+ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point) {
+    ordo__mem_free_point_close(point);
+    return ordo_signal_create(0, &point->timeline);
+}
+
+void ordo__mem_free_point_close(mem_free_point_t *point) {
+    if (point->timeline) {
+        (void)ordo_signal_release(point->timeline);
+        point->timeline = NULL;
+    }
+}
+
+ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *stream,
+                                       _Atomic uint32_t *pending, ordo_timepoint_fn fn, void *ctx) {
+    ordo_signal_t *timeline = point->timeline;
+    point->timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+    atomic_fetch_add_explicit(pending, 1, memory_order_relaxed);
+    (void)ordo_timepoint_arm(&point->timepoint, timeline, 1, fn, ctx);
+    /* On a failed stream the signal fails at once and fn runs now; the
+     * descriptor (and its reference on the timeline) may then be reused by
+     * another thread before this call looks at the timeline, so it holds a
+     * reference of its own across the call and never reads point again
+     * unless fn is known not to have run. */
+    (void)ordo_signal_retain(timeline);
+    ordo_status_t st = ordo_stream_signal(stream, timeline, 1);
+    uint64_t value = 0;
+    if (st == ORDO_OK || ordo_signal_query(timeline, &value) != ORDO_OK) {
+        (void)ordo_signal_release(timeline);
+        return ORDO_OK; /* enqueued, or failed with the stream: fn has run */
+    }
+    /* Refused on a healthy stream: nobody else signals the timeline, so
+     * the timepoint has not fired and never will. */
+    (void)ordo_signal_release(timeline);
+    ordo_cancel_result_t result;
+    (void)ordo_timepoint_cancel(&point->timepoint, &result);
+    if (result != ORDO_CANCEL_PREVENTED) {
+        return ORDO_OK;
+    }
+    atomic_fetch_sub_explicit(pending, 1, memory_order_relaxed);
+    ordo__mem_free_point_close(point);
+    return st;
+}
+
 ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
                                            ordo_status_t freed) {
     char findings[512]; /* the size of the thread's message */

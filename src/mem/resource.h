@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "ordo/memory.h"
+#include "ordo/stream.h"
+#include "ordo/timepoint.h"
 
 #define ORDO_RESOURCE_MAGIC 0x4d454d52u /* "MEMR" */
 #define ORDO_BLOCK_MAGIC 0x424c4f4bu    /* "BLOK" */
@@ -105,6 +107,12 @@ void ordo__mem_resource_fini(ordo_mem_resource_t *resource);
 
 ordo_status_t ordo__mem_resource_check(const ordo_mem_resource_t *resource, const char *api);
 
+/* The checks every adaptor's create starts with: clears *out_resource,
+ * then checks the upstream handle, then that out_resource is not NULL
+ * (handles first, as everywhere). */
+ordo_status_t ordo__mem_adaptor_create_check(ordo_mem_resource_t *upstream,
+                                             ordo_mem_resource_t **out_resource, const char *api);
+
 /* ordo_mem_resource_destroy without the refusal of the device's own
  * layers: the device tearing its stack down (device_memory.c). */
 ordo_status_t ordo__mem_resource_destroy_owned(ordo_mem_resource_t *resource);
@@ -122,6 +130,35 @@ void ordo__mem_frees_done(_Atomic uint32_t *pending);
 /* Waits until no free counted in *pending is in flight (ORDO_ERR_TIMEOUT,
  * with a message, at the deadline). */
 ordo_status_t ordo__mem_frees_wait(_Atomic uint32_t *pending, ordo_deadline_t deadline);
+
+/* A free ordered behind a stream's work, kept in a block's descriptor: a
+ * timeline of its own that the stream signals when it passes the free,
+ * and a timepoint on it that runs the free. The timeline stays with the
+ * descriptor after the free (a late reader of a stale handle may still
+ * look at it) until the descriptor is reused or destroyed. */
+typedef struct mem_free_point {
+    ordo_signal_t *timeline; /* NULL: none */
+    ordo_timepoint_t timepoint;
+} mem_free_point_t;
+
+/* Makes the timeline of a free (dropping one an earlier free left). On an
+ * error nothing is armed and the block is still the caller's. */
+ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point);
+
+/* Drops the timeline (on reuse or destroy of the descriptor, or to give up
+ * a free opened and not armed). */
+void ordo__mem_free_point_close(mem_free_point_t *point);
+
+/* Arms an opened free: fn(ctx, status, ...) runs once stream passes this
+ * point, or at once when the stream has failed (none of its work runs any
+ * more), counted in *pending until fn calls ordo__mem_frees_done.
+ * ORDO_OK: fn runs (it may have run already, and the descriptor may be
+ * reused by then: the caller must not touch point or the block after).
+ * Else the status with which the healthy stream refused the signal (out of
+ * memory): fn will never run, *pending is as before, the timeline is
+ * dropped, and the block is still the caller's. */
+ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *stream,
+                                       _Atomic uint32_t *pending, ordo_timepoint_fn fn, void *ctx);
 
 /* Calls into a resource without validating again. */
 static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,

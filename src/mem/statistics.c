@@ -161,15 +161,9 @@ static ordo_status_t statistics_check(ordo_mem_resource_t *resource, const char 
 
 ordo_status_t ordo_mem_statistics_create(ordo_mem_resource_t *upstream,
                                          ordo_mem_resource_t **out_resource) {
-    if (out_resource) {
-        *out_resource = NULL;
-    }
-    ordo_status_t st = ordo__mem_resource_check(upstream, __func__); /* the handle first */
+    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
     if (st != ORDO_OK) {
         return st;
-    }
-    if (!out_resource) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_resource is NULL");
     }
     statistics_resource_t *s = ordo__alloc(sizeof *s, 0);
     if (!s) {

@@ -1,5 +1,7 @@
-/* Internal: the timeline signal's representation, shared by the files of
- * the sync layer (signal, timepoint dispatch, waits, links).
+/* Internal: the timeline signal's representation, private to the files of
+ * the sync layer (signal, timepoint dispatch, waits, links). Other layers
+ * use a signal through sync/signal_access.h only; their include views do
+ * not hold this header (CMakeLists.txt).
  *
  * The whole observable state is one atomic word:
  *
@@ -65,6 +67,7 @@
 #include "base/error.h"
 #include "ordo/signal.h"
 #include "ordo/timepoint.h"
+#include "sync/signal_access.h"
 
 #define ORDO_SIGNAL_MAGIC 0x5349474eu /* "SIGN" */
 #define ORDO_SIGNAL_DEAD 0xdeadbeefu
@@ -77,13 +80,6 @@
 #define SIGNAL_VALUE_MASK ORDO_SIGNAL_VALUE_MAX
 #define SIGNAL_NO_WAKE UINT64_MAX
 
-/* Timepoint kinds (ordo_timepoint_t.kind_): how a due one is run. */
-enum {
-    TIMEPOINT_USER = 0,   /* a callback: run after waiters, in order, never nested */
-    TIMEPOINT_WAITER = 1, /* a blocked wait's wake-up: run at once, before the rest */
-    TIMEPOINT_LINK = 2,   /* a link: entered while still DUE (ordo__link_timepoint_fired) */
-};
-
 /* Timepoint states (ordo_timepoint_t.state_). */
 enum {
     TIMEPOINT_IDLE = 0,  /* never armed, or cancelled */
@@ -91,17 +87,6 @@ enum {
     TIMEPOINT_DUE = 2,   /* off the list, its callback not yet entered */
     TIMEPOINT_FIRED = 3, /* its callback was entered: the owner's again */
 };
-
-/* See "Feeders" above. */
-typedef struct signal_feeder {
-    void (*wanted)(struct signal_feeder *feeder);
-    /* Optional: looks once on the calling (waiting) thread; returns 1 if
-     * anything moved, 0 if not, -1 if it cannot help any more. */
-    int (*help)(struct signal_feeder *feeder);
-    uint64_t help_min_ns;
-    uint64_t help_max_ns;
-    _Atomic uint32_t helpers; /* futex word: references from enter */
-} signal_feeder_t;
 
 struct ordo_signal {
     uint32_t magic;
@@ -125,41 +110,11 @@ struct ordo_signal {
     _Atomic(signal_feeder_t *) feeder;
 };
 
-/* A list of due timepoints, linked through next_, each with status_ set. */
-typedef struct due_list {
-    ordo_timepoint_t *head;
-    ordo_timepoint_t *tail;
-} due_list_t;
-
-/* Validates a handle for api; ORDO_OK or an error with a message. */
-ordo_status_t ordo__signal_check(const ordo_signal_t *signal, const char *api);
-
 /* Under lock: moves every armed timepoint with value <= reached onto due
  * (status ORDO_OK); all remaining ones too when rest != ORDO_OK, with
  * that status. Refreshes next_wake and WAITERS. */
 void ordo__signal_collect_locked(ordo_signal_t *signal, uint64_t reached, ordo_status_t rest,
                                  due_list_t *due);
-
-/* Runs the callbacks of a due list (outside every lock). */
-void ordo__timepoints_run(due_list_t *due);
-
-/* Non-zero while this thread runs timepoint callbacks (due ones are then
- * queued behind the running one, not run). */
-int ordo__timepoints_running_here(void);
-
-/* A thread that must not run others' callbacks (a waiting thread that
- * helps a device's watcher complete points: a callback there could need a
- * lock the waiter holds) diverts them: ordo__timepoints_run still wakes blocked
- * waiters at once, and hands every other due timepoint to the sink, whose
- * owner runs them later with ordo__timepoints_run on a thread of its own. */
-typedef struct timepoint_sink {
-    /* Takes the list (linked through next_, each with status_ set). */
-    void (*take)(struct timepoint_sink *sink, due_list_t *due);
-} timepoint_sink_t;
-
-/* Sets the calling thread's sink (NULL: run callbacks here again) and
- * returns the one it replaces. */
-timepoint_sink_t *ordo__timepoints_divert(timepoint_sink_t *sink);
 
 /* Called by the producer whose CAS took DISPATCHING: collects and runs
  * whatever is due, then lets DISPATCHING go. */
@@ -172,11 +127,6 @@ void ordo__signal_dispatch(ordo_signal_t *signal, uint64_t raised_to);
  * soon as the target has its outcome. */
 void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint);
 
-/* Arms a validated timepoint of kind (TIMEPOINT_*); no error message on
- * failure (the only one is ORDO_ERR_DESTROYED). */
-ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
-                                        uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind);
-
 /* ordo_timepoint_arm for a timepoint of kind, its errors named for api. */
 ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
                                           uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
@@ -186,13 +136,6 @@ static inline void signal_retain_internal(ordo_signal_t *signal) {
     atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);
 }
 
-/* Takes n references at once (each released by ordo__signal_release_internal). */
-static inline void signal_retain_many(ordo_signal_t *signal, uint32_t n) {
-    atomic_fetch_add_explicit(&signal->refs, n, memory_order_relaxed);
-}
-
-void ordo__signal_release_internal(ordo_signal_t *signal);
-
 /* Whether a non-OK outcome of a wait or timepoint on signal (whose memory
  * the caller holds) came from a failure rather than the destroy (see the
  * top of this file). Acquire: the failure and its message were written
@@ -200,45 +143,5 @@ void ordo__signal_release_internal(ordo_signal_t *signal);
 static inline int signal_failed_outcome(const ordo_signal_t *signal) {
     return (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_FAILED) != 0;
 }
-
-/* For a stream whose wait on signal ended short of its value (the signal
- * failed or was destroyed): the status the stream fails with, and in what
- * (capacity > 0) the message, with the failure's own message. */
-ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
-
-/* Hangs feeder on the signal (replacing another one, which then hears of
- * no more waits). */
-void ordo__signal_feeder_set(ordo_signal_t *signal, signal_feeder_t *feeder);
-
-/* Takes feeder off the signal if it is the one hung there; once this
- * returns, feeder->wanted is not running for this signal and will not be
- * called for it. */
-void ordo__signal_feeder_clear(ordo_signal_t *signal, signal_feeder_t *feeder);
-
-/* The signal's feeder, if it can help, with a reference the caller gives
- * back with ordo__signal_feeder_leave; NULL otherwise. */
-signal_feeder_t *ordo__signal_feeder_enter(ordo_signal_t *signal);
-void ordo__signal_feeder_leave(signal_feeder_t *feeder);
-
-/* Whether a timepoint (a wait, a link, a stream's wait) is armed on the
- * signal, and the smallest value one is armed for (*out_value; only when
- * it returns 1). Relaxed: a hint for schedules, not an ordering. */
-static inline int signal_wanted_value(const ordo_signal_t *signal, uint64_t *out_value) {
-    if (!(atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_WAITERS)) {
-        return 0;
-    }
-    uint64_t v = atomic_load_explicit(&signal->next_wake, memory_order_relaxed);
-    if (v == SIGNAL_NO_WAKE) {
-        return 0;
-    }
-    *out_value = v;
-    return 1;
-}
-
-/* Sets the name without the checks (name may be NULL). */
-void ordo__signal_name_set_internal(ordo_signal_t *signal, const char *name);
-
-/* Copies the name, or the address when none, into out (capacity > 0). */
-void ordo__signal_name_get_internal(ordo_signal_t *signal, char *out, size_t capacity);
 
 #endif

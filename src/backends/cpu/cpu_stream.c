@@ -36,7 +36,7 @@
 #include "base/error.h"
 #include "base/futex.h"
 #include "base/trace.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 #define LOCKED 1u
 #define WORKER_SLEEPING 2u
@@ -168,12 +168,12 @@ static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
     if (ORDO_LIKELY(!atomic_load_explicit(&s->failed, memory_order_relaxed))) {
         return ORDO_OK;
     }
-    /* Acquire: the failure fields were written before FAILED. */
-    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
-    if (!(state & SIGNAL_FAILED)) {
+    if (!ordo__signal_view(s->done).failed) {
         return ORDO_OK; /* destroyed with nothing pending */
     }
-    return ordo__error(s->done->failure, api, "the stream has failed: %s", s->done->message);
+    const char *message;
+    ordo_status_t failure = ordo__signal_failure(s->done, &message);
+    return ordo__error(failure, api, "the stream has failed: %s", message);
 }
 
 /* Appends op to the stream; for a record, also publishes the event's
@@ -255,10 +255,9 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     uint64_t trace_start = trace_on() ? trace_now() : 0;
     /* The op may hold the last reference to its signal: read it first. */
     uint64_t trace_signal = trace_start && (op->kind == OP_SIGNAL || op->kind == OP_WAIT)
-                                ? op->u.point.signal->trace_id
+                                ? ordo__signal_trace_id(op->u.point.signal)
                                 : 0;
-    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
-    int failed = (state & SIGNAL_FAILED) != 0;
+    bool failed = ordo__signal_view(s->done).failed;
     switch (op->kind) {
     case OP_TASK:
         if (!failed) {
@@ -280,7 +279,9 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
             uint64_t value = 0;
             if (ordo_signal_query(op->u.point.signal, &value) != ORDO_OK ||
                 value < op->u.point.value) {
-                (void)ordo_signal_fail(op->u.point.signal, s->done->failure, s->done->message);
+                const char *message;
+                ordo_status_t failure = ordo__signal_failure(s->done, &message);
+                (void)ordo_signal_fail(op->u.point.signal, failure, message);
             }
         } else {
             (void)ordo_signal_advance(op->u.point.signal, op->u.point.value);
@@ -296,9 +297,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
             if (st == ORDO_ERR_DESTROYED) {
                 /* Destroyed before this wait began: reached values stay
                  * reached, anything else can never come. */
-                uint64_t value =
-                    atomic_load_explicit(&op->u.point.signal->state, memory_order_acquire) &
-                    SIGNAL_VALUE_MASK;
+                uint64_t value = ordo__signal_reached(op->u.point.signal);
                 st = value >= op->u.point.value ? ORDO_OK : ORDO_ERR_CANCELLED;
                 index = 0;
             }
@@ -496,12 +495,12 @@ static ordo_status_t enqueue_point(ordo_stream_t *stream, op_kind_t kind, ordo_s
     if (st != ORDO_OK) {
         if (kind == OP_SIGNAL) {
             /* Nobody may wait for a point this stream will never reach. */
-            (void)ordo_signal_fail(signal, st, s->done->message);
+            (void)ordo_signal_fail(signal, st, ordo__signal_failure_message(s->done));
         }
         return st;
     }
     if (retain) {
-        signal_retain_internal(signal);
+        ordo__signal_retain_internal(signal);
     }
     cpu_op_t op = {.kind = kind, .u.point = {signal, value}};
     st = submit(s, &op, NULL, api);
@@ -536,7 +535,7 @@ ordo_status_t ordo__cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_
     ordo_status_t st = ordo_signal_wait(s->done, target, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
         return ordo__error(st, "ordo_stream_synchronize", "the stream has failed: %s",
-                           s->done->message);
+                           ordo__signal_failure_message(s->done));
     }
     return st == ORDO_OK ? st : ordo__error_as(st, "ordo_stream_synchronize");
 }
@@ -562,7 +561,7 @@ ordo_status_t ordo__cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *
         if (event->timeline) {
             ordo__signal_release_internal(event->timeline);
         }
-        signal_retain_internal(s->done);
+        ordo__signal_retain_internal(s->done);
         event->timeline = s->done;
     }
     return ORDO_OK;
@@ -573,7 +572,7 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
     snapshot->count = 0;
     snapshot->truncated = 0;
     snapshot->in_wait = 0;
-    signal_retain_internal(s->done);
+    ordo__signal_retain_internal(s->done);
     snapshot->progress = s->done;
     /* The producers' lock: while it is held no slab is recycled, so the
      * walk from the worker's head to the tail reads stable nodes (the
@@ -583,8 +582,8 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
     cpu_op_t *node = atomic_load_explicit(&s->head, memory_order_relaxed);
     /* Read after head: anything run since head was read is skipped by
      * number, so a stale head only lengthens the walk. */
-    uint64_t state = atomic_load_explicit(&s->done->state, memory_order_acquire);
-    uint64_t completed = state & SIGNAL_VALUE_MASK;
+    signal_view_t done = ordo__signal_view(s->done);
+    uint64_t completed = done.value;
     while ((node = atomic_load_explicit(&node->next, memory_order_acquire)) != NULL) {
         uint64_t seq = submitted - (uint32_t)((uint32_t)submitted - node->seq32);
         if (seq <= completed || (node->kind != OP_WAIT && node->kind != OP_SIGNAL)) {
@@ -601,14 +600,14 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
         op->seq = seq;
         /* The op holds a reference until it has run; this one keeps the
          * signal alive for the snapshot's reader. */
-        signal_retain_internal(op->signal);
+        ordo__signal_retain_internal(op->signal);
     }
     lock_release(s, seen);
     snapshot->completed = completed;
     snapshot->submitted = submitted;
-    snapshot->status = (state & SIGNAL_FAILED) ? s->done->failure : ORDO_OK;
+    snapshot->status = done.failed ? ordo__signal_failure(s->done, NULL) : ORDO_OK;
     snapshot->in_wait = snapshot->count > 0 && snapshot->ops[0].kind == HAL_PENDING_WAIT &&
-                        snapshot->ops[0].seq == completed + 1 && !(state & SIGNAL_FAILED);
+                        snapshot->ops[0].seq == completed + 1 && !done.failed;
 }
 
 void ordo__cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,

@@ -22,7 +22,7 @@
 #include "backends/cuda/cuda_internal.h"
 #include "base/alloc.h"
 #include "base/error.h"
-#include "sync/signal_internal.h"
+#include "sync/signal_access.h"
 
 /* ---- failure -------------------------------------------------------------- */
 
@@ -40,8 +40,7 @@ static ordo_status_t stream_failure(cuda_stream_t *s, const char *api) {
  * value was reached by someone else). */
 static void fail_point(ordo_signal_t *signal, uint64_t value, ordo_status_t status,
                        const char *message) {
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
-    if ((state & SIGNAL_VALUE_MASK) < value) {
+    if (ordo__signal_reached(signal) < value) {
         (void)ordo_signal_fail(signal, status, message);
     }
 }
@@ -88,7 +87,7 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
     w->point = point;
     w->seq = seq;
     if (signal) {
-        signal_retain_internal(signal);
+        ordo__signal_retain_internal(signal);
         w->signal = signal;
         w->value = value;
     }
@@ -183,7 +182,7 @@ static void wait_on_point(void *ctx, const hal_watch_t *w) {
     wait_use_t *u = ctx;
     u->result = u->s->dev->cu->StreamWaitEvent(u->s->cu, (CUevent)w->point, 0);
     u->after = w->timeline->progress;
-    signal_retain_internal(u->after);
+    ordo__signal_retain_internal(u->after);
     u->after_value = w->seq;
 }
 
@@ -194,8 +193,8 @@ static void wait_on_point(void *ctx, const hal_watch_t *w) {
 static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t value,
                               int *out_hold, const char *api) {
     *out_hold = 0;
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
-    if ((state & SIGNAL_VALUE_MASK) >= value) {
+    signal_view_t view = ordo__signal_view(signal);
+    if (view.value >= value) {
         return ORDO_OK;
     }
     /* Either way a check follows the wait in the timeline: it fails the
@@ -204,7 +203,7 @@ static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t 
     if (!check) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a stream wait");
     }
-    if (!(state & SIGNAL_ENDED)) {
+    if (!view.ended) {
         wait_use_t use = {s, CUDA_SUCCESS, NULL, 0};
         if (!ordo__hal_watcher_find(&s->dev->watcher, signal, value, wait_on_point, &use)) {
             ordo__hal_timeline_watch_free(&s->timeline, check);
@@ -219,7 +218,7 @@ static ordo_status_t wait_try(cuda_stream_t *s, ordo_signal_t *signal, uint64_t 
         check->after = use.after;
         check->after_value = use.after_value;
     }
-    signal_retain_internal(signal);
+    ordo__signal_retain_internal(signal);
     check->check = signal;
     check->check_value = value;
     ordo__hal_timeline_push(&s->timeline, check);
@@ -311,8 +310,7 @@ static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point
             op->need = op->seq;
         }
     }
-    uint64_t reached = atomic_load_explicit(&s->timeline.progress->state, memory_order_acquire) &
-                       SIGNAL_VALUE_MASK;
+    uint64_t reached = ordo__signal_reached(s->timeline.progress);
     if (reached < op->need) {
         *out_wait = (ordo_signal_point_t){s->timeline.progress, op->need};
         return HAL_LANE_BLOCKED;
@@ -598,7 +596,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
         if (!op) {
             st = ORDO_ERR_OUT_OF_MEMORY;
         } else {
-            signal_retain_internal(signal);
+            ordo__signal_retain_internal(signal);
             op->base.signal = signal;
             op->base.value = value;
             op->base.seq = seq;
@@ -612,7 +610,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
     hal_lane_unlock(&s->lane);
     if (st == ORDO_ERR_DEVICE) {
         issue_failed(s, st);
-        fail_point(signal, value, st, s->timeline.progress->message);
+        fail_point(signal, value, st, ordo__signal_failure_message(s->timeline.progress));
     }
     return st;
 }
@@ -637,7 +635,7 @@ ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signa
         if (!op) {
             st = ORDO_ERR_OUT_OF_MEMORY;
         } else {
-            signal_retain_internal(signal);
+            ordo__signal_retain_internal(signal);
             op->base.signal = signal;
             op->base.value = value;
             /* Waits have no point; for stall reports the stream has run
@@ -686,7 +684,8 @@ ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline
     }
     st = ordo_signal_wait(s->timeline.progress, seq, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
-        return ordo__error(st, api, "the stream has failed: %s", s->timeline.progress->message);
+        return ordo__error(st, api, "the stream has failed: %s",
+                           ordo__signal_failure_message(s->timeline.progress));
     }
     return st == ORDO_OK ? st : ordo__error_as(st, api);
 }
@@ -731,7 +730,7 @@ ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t 
             if (event->timeline) {
                 ordo__signal_release_internal(event->timeline);
             }
-            signal_retain_internal(s->timeline.progress);
+            ordo__signal_retain_internal(s->timeline.progress);
             event->timeline = s->timeline.progress;
         }
     } else {
@@ -802,7 +801,7 @@ void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sn
     snapshot->count = 0;
     snapshot->truncated = 0;
     snapshot->in_wait = 0;
-    signal_retain_internal(s->timeline.progress);
+    ordo__signal_retain_internal(s->timeline.progress);
     snapshot->progress = s->timeline.progress;
     /* Issued points first (they precede everything held), then the held
      * waits and signals in order. */
@@ -817,9 +816,9 @@ void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sn
     hal_lane_lock(&s->lane);
     snapshot->submitted = s->reserved;
     hal_lane_unlock(&s->lane);
-    uint64_t state = atomic_load_explicit(&s->timeline.progress->state, memory_order_acquire);
-    snapshot->completed = state & SIGNAL_VALUE_MASK;
-    snapshot->status = (state & SIGNAL_FAILED) ? s->timeline.progress->failure : ORDO_OK;
+    signal_view_t progress = ordo__signal_view(s->timeline.progress);
+    snapshot->completed = progress.value;
+    snapshot->status = progress.failed ? ordo__signal_failure(s->timeline.progress, NULL) : ORDO_OK;
     /* Blocked: nothing issued is pending, and the lane waits on the host. */
-    snapshot->in_wait = in_wait && issued == 0 && !(state & SIGNAL_FAILED);
+    snapshot->in_wait = in_wait && issued == 0 && !progress.failed;
 }

@@ -27,6 +27,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/trace.h"
+#include "core/frontier.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
@@ -311,10 +312,8 @@ static inline void death_copy(pool_death_t *to, const pool_death_t *from, unsign
 /* Non-zero when stream t may reuse b without waiting: t has waited for
  * every use in b's death frontier (an entry on t itself: t runs in order). */
 static int covered_by_frontier(const pool_t *p, const pool_block_t *b, uint32_t t) {
-    const uint64_t *frontier = p->tracker->streams[t]->frontier;
     for (unsigned i = 0; i < b->death_count; ++i) {
-        uint32_t s = b->death[i].stream;
-        if (s != t && frontier[s] < b->death[i].point) {
+        if (!frontier_covers(p->tracker, t, b->death[i].stream, b->death[i].point)) {
             return 0;
         }
     }
@@ -326,8 +325,7 @@ static int covered_by_frontier(const pool_t *p, const pool_block_t *b, uint32_t 
 static inline __attribute__((always_inline)) int covered(const pool_t *p, const pool_block_t *b,
                                                          uint32_t t) {
     if (ORDO_LIKELY(b->death_count == 1)) {
-        uint32_t s = b->death[0].stream;
-        return s == t || p->tracker->streams[t]->frontier[s] >= b->death[0].point;
+        return frontier_covers(p->tracker, t, b->death[0].stream, b->death[0].point);
     }
     return covered_by_frontier(p, b, t);
 }
@@ -341,13 +339,13 @@ static inline __attribute__((always_inline)) int covered(const pool_t *p, const 
  * waited for (its frontier, which only grows) must be complete on its own,
  * on the streams that ran it. *visited: failed streams already expanded. */
 static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
+    const ordo_tracker_t *tracker = p->tracker;
     uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    ordo_status_t st = ordo_signal_query(frontier_timeline(tracker, s), &value);
     if (value >= point) {
         return 1; /* reached (a failed timeline keeps the value it reached) */
     }
-    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+    if (st == ORDO_OK && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
         return 0;
     }
     uint64_t bit = (uint64_t)1 << s;
@@ -355,8 +353,9 @@ static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *
         return 1; /* its frontier is being checked already */
     }
     *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u] && !point_settled(p, u, ts->frontier[u], visited)) {
+    const uint64_t *waited = frontier_of(tracker, s);
+    for (uint32_t u = 0; u < frontier_stream_count(tracker); ++u) {
+        if (u != s && waited[u] && !point_settled(p, u, waited[u], visited)) {
             return 0;
         }
     }
@@ -373,23 +372,24 @@ static int death_settled(const pool_t *p, const pool_death_t *d) {
  * stream's entry is replaced by the points it had waited for. */
 static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t point,
                                     uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
-    if (s == t || p->tracker->streams[t]->frontier[s] >= point) {
+    ordo_tracker_t *tracker = p->tracker;
+    if (frontier_covers(tracker, t, s, point)) {
         return ORDO_OK;
     }
-    if (ordo_stream_status(ts->stream) == ORDO_OK) {
-        return ordo__tracker_wait_for(p->tracker, t, s, point);
+    if (ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+        return ordo__tracker_wait_for(tracker, t, s, point);
     }
     uint64_t value = 0;
     uint64_t bit = (uint64_t)1 << s;
-    (void)ordo_signal_query(ts->timeline, &value);
+    (void)ordo_signal_query(frontier_timeline(tracker, s), &value);
     if (value >= point || (*visited & bit)) {
         return ORDO_OK;
     }
     *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u]) {
-            ordo_status_t st = wait_for_point(p, t, u, ts->frontier[u], visited);
+    const uint64_t *waited = frontier_of(tracker, s);
+    for (uint32_t u = 0; u < frontier_stream_count(tracker); ++u) {
+        if (u != s && waited[u]) {
+            ordo_status_t st = wait_for_point(p, t, u, waited[u], visited);
             if (st != ORDO_OK) {
                 return st;
             }
@@ -418,13 +418,13 @@ static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b
  * before stream s's point `point` is settled (see point_settled). */
 static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
                        uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
+    const ordo_tracker_t *tracker = p->tracker;
     uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
+    ordo_status_t st = ordo_signal_query(frontier_timeline(tracker, s), &value);
     if (value >= point) {
         return;
     }
-    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
+    if (st == ORDO_OK && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
         if (need[s] < point) {
             need[s] = point;
         }
@@ -435,9 +435,10 @@ static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *ne
         return;
     }
     *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u]) {
-            need_point(p, u, ts->frontier[u], need, visited);
+    const uint64_t *waited = frontier_of(tracker, s);
+    for (uint32_t u = 0; u < frontier_stream_count(tracker); ++u) {
+        if (u != s && waited[u]) {
+            need_point(p, u, waited[u], need, visited);
         }
     }
 }
@@ -863,7 +864,7 @@ static void trim_pending(pool_t *p) {
         int healthy = 1;
         for (unsigned i = 0; i < whole->death_count; ++i) {
             healthy &=
-                ordo_stream_status(p->tracker->streams[whole->death[i].stream]->stream) == ORDO_OK;
+                ordo_stream_status(frontier_stream(p->tracker, whole->death[i].stream)) == ORDO_OK;
         }
         uint32_t s = whole->death[whole->death_count - 1].stream;
         for (unsigned i = 0; healthy && i < whole->death_count; ++i) {
@@ -872,7 +873,7 @@ static void trim_pending(pool_t *p) {
                       ordo__tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
         }
         if (!healthy || mem_deallocate(p->base.upstream, chunk->upstream_block,
-                                       p->tracker->streams[s]->stream) != ORDO_OK) {
+                                       frontier_stream(p->tracker, s)) != ORDO_OK) {
             continue;
         }
         chunk_forget(p, chunk, whole);
@@ -1314,12 +1315,12 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     unsigned n = 0;
     uint64_t others = b->history.use_mask & ~((uint64_t)1 << s);
     if (ORDO_UNLIKELY(others)) {
-        const uint64_t *frontier = p->tracker->streams[s]->frontier;
+        const uint64_t *frontier = frontier_of(p->tracker, s);
         for (uint64_t mask = others; mask; mask &= mask - 1) {
             uint32_t u = (uint32_t)__builtin_ctzll(mask);
             uint64_t point = buffer_last_point(&b->history, u);
             if (frontier[u] >= point) {
-                continue;
+                continue; /* s has waited for it */
             }
             if (n < POOL_DEATH_MAX - 1) {
                 b->death[n++] = (pool_death_t){u, point};
@@ -1475,14 +1476,14 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
             }
         }
     }
-    for (uint32_t s = 0; s < p->tracker->stream_count && st == ORDO_OK; ++s) {
+    for (uint32_t s = 0; s < frontier_stream_count(p->tracker) && st == ORDO_OK; ++s) {
         if (!need[s]) {
             continue;
         }
         const tracker_record_t *record = NULL;
         st = ordo__tracker_record_covering(p->tracker, s, need[s], &record);
         if (st == ORDO_OK) {
-            ordo_signal_t *timeline = p->tracker->streams[s]->timeline;
+            ordo_signal_t *timeline = frontier_timeline(p->tracker, s);
             (void)ordo_signal_retain(timeline);
             points[count++] = (ordo_signal_point_t){timeline, record->point};
         }

@@ -1,6 +1,6 @@
 /* The pool's layout under allocation from the end of free blocks, in-place
  * merging and re-binning: a randomized single-thread model check of its
- * invariants (ordo__mem_pool_census: every byte of a chunk in exactly one block,
+ * invariants (pool_census, tests/pool_census.c: every byte of a chunk in exactly one block,
  * free blocks in exactly the bin of their class and affinity, bitmaps and
  * the affinity mask true, no mergeable neighbours left apart), targeted
  * merges across affinities, streams past the inline per-stream points,
@@ -11,11 +11,11 @@
 
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
-#include "mem/pool_internal.h"
 #include "mem/resource.h"
 #include "ordo/memory.h"
 #include "ordo/memory_adaptors.h"
 #include "mem_program.h"
+#include "pool_census.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -112,9 +112,9 @@ static void fixture_free(fixture_t *f) {
     }
 }
 
-static mem_pool_census_t census(ordo_mem_resource_t *pool) {
-    mem_pool_census_t c;
-    ordo_status_t st = ordo__mem_pool_census(pool, &c);
+static pool_census_t census(ordo_mem_resource_t *pool) {
+    pool_census_t c;
+    ordo_status_t st = pool_census(pool, &c);
     if (st != ORDO_OK) {
         fail_msg("pool census: %s", ordo_error_message());
     }
@@ -149,7 +149,7 @@ static void allocation_is_cut_from_the_end(void **state) {
     fixture_make(&f, 2, ORDO_MEM_REUSE_WAIT, 64 * 1024);
     char *pa = NULL, *pb = NULL, *pc = NULL;
     ordo_block_t *a = alloc(&f, 4096, 0, 0, &pa);
-    mem_pool_census_t c = census(f.pool);
+    pool_census_t c = census(f.pool);
     assert_int_equal(c.chunks, 1);
     assert_int_equal(c.live_blocks, 1);
     assert_int_equal(c.free_blocks, 1);
@@ -212,7 +212,7 @@ static void settled_neighbour_takes_the_freeing_streams_affinity(void **state) {
     assert_ok(ordo_mem_deallocate(f.pool, c, f.s[0])); /* the rest absorbs it */
     assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
     assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.free_blocks, 1);
     assert_int_equal(n.settled_blocks, 1);
     /* b, born on s0, freed on s1: the settled rest before it absorbs it
@@ -260,7 +260,7 @@ static void crowded_frontiers_stay_apart(void **state) {
     assert_ok(ordo_mem_deallocate(f.pool, a, f.s[0]));
     assert_ok(ordo_tracker_metrics(f.tracker, &m1));
     assert_int_equal(m1.waits_emitted - m0.waits_emitted, 2); /* 7 others, 5 kept */
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.free_blocks, 2); /* a (six entries) and the rest apart */
     assert_ok(ordo_mem_deallocate(f.pool, b, f.s[11]));
     n = census(f.pool);
@@ -310,7 +310,7 @@ static void many_streams_carve_with_history_reserve(void **state) {
             }
         }
     }
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.live_blocks, 0);
     fixture_free(&f);
 }
@@ -396,7 +396,7 @@ static void bins_that_cannot_be_allocated_refuse_cleanly(void **state) {
     assert_status(ordo_mem_deallocate(f.pool, a, f.s[2]), ORDO_ERR_OUT_OF_MEMORY);
     atomic_store(&fail_min, 0);
     assert_int_equal(atomic_load(&failures), 1);
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.live_blocks, 1);
     assert_ok(ordo_mem_deallocate(f.pool, a, f.s[2]));
     n = census(f.pool);
@@ -429,7 +429,7 @@ static void refused_free_on_a_failed_stream_keeps_the_block_live(void **state) {
     st = ordo_mem_deallocate(f.pool, a, f.s[0]);
     assert_int_not_equal(st, ORDO_OK);
     assert_non_null(strstr(ordo_error_message(), "cannot wait"));
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.live_blocks, 2);
     void *ptr = NULL;
     assert_ok(ordo_block_ptr(a, &ptr));
@@ -579,7 +579,7 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
                 assert_ok(ordo_mem_finish_use(f.pool, m->block, f.s[s], mode));
             }
         }
-        mem_pool_census_t c = census(f.pool);
+        pool_census_t c = census(f.pool);
         assert_int_equal(c.live_blocks, live);
         uint64_t out = 0;
         assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
@@ -600,7 +600,7 @@ static void run_model(unsigned streams, ordo_mem_reuse_policy_t policy, uint64_t
             assert_ok(ordo_mem_deallocate(f.pool, slots[i].block, f.s[i % streams]));
         }
     }
-    mem_pool_census_t c = census(f.pool);
+    pool_census_t c = census(f.pool);
     assert_int_equal(c.live_blocks, 0);
     if (streams <= 6) {
         assert_int_equal(c.mergeable_pairs, 0);
@@ -660,7 +660,7 @@ static void slots_are_reused_whole_on_their_stream(void **state) {
     assert_int_equal(after.runs, 1);
     assert_int_equal(after.reuses_same_stream, before.reuses_same_stream + 1);
     assert_int_equal(after.bytes_in_use, 4 * ORDO_MEM_DEFAULT_ALIGNMENT); /* the class's size */
-    mem_pool_census_t c = census(f.pool);
+    pool_census_t c = census(f.pool);
     assert_int_equal(c.runs, 1);
     assert_int_equal(c.live_blocks, 1);
     /* 16 KiB is class 24's first size: past the bound, cut from a chunk. */
@@ -722,7 +722,7 @@ static void slots_cross_streams_by_frontier_and_runs_go_back(void **state) {
         }
         assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
         /* Only the run holding the live slot is left. */
-        mem_pool_census_t c = census(f.pool);
+        pool_census_t c = census(f.pool);
         assert_int_equal(c.runs, 1);
         assert_int_equal(c.free_slots, wait ? 1 : 0);
         assert_ok(ordo_mem_deallocate(f.pool, c2, f.s[0]));
@@ -950,7 +950,7 @@ static void adaptors_over_a_pool_free_and_refuse_double_frees(void **state) {
         if (middle) {
             assert_ok(ordo_mem_resource_destroy(middle));
         }
-        mem_pool_census_t n = census(f.pool);
+        pool_census_t n = census(f.pool);
         assert_int_equal(n.live_blocks, 0);
         fixture_free(&f);
     }
@@ -989,7 +989,7 @@ static void guard_over_a_pool_adds_no_stream_to_its_tracker(void **state) {
         }
     }
     assert_ok(ordo_tracker_unlock(f.tracker));
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.live_blocks, 0);
     fixture_free(&f);
 }
@@ -1088,7 +1088,7 @@ static void entry_points_refuse_each_bad_argument(void **state) {
     assert_status(ordo_mem_deallocate(f.pool, live, NULL), ORDO_ERR_INVALID_HANDLE);
     assert_non_null(strstr(ordo_error_message(), "already deallocated"));
     /* The pool is intact after all that. */
-    mem_pool_census_t n = census(f.pool);
+    pool_census_t n = census(f.pool);
     assert_int_equal(n.live_blocks, 0);
 
     assert_ok(ordo_mem_deallocate(other_direct, stranger, s));
@@ -1132,7 +1132,7 @@ static void pool_over_pool_trims_and_retries(void **state) {
     assert_int_equal(pool_stats(upper).bytes_reserved, 0);
     assert_int_equal(pool_stats(f.pool).bytes_in_use, 0);
     (void)census(upper);
-    mem_pool_census_t c = census(f.pool);
+    pool_census_t c = census(f.pool);
     assert_int_equal(c.live_blocks, 0);
     uint64_t out = 1;
     assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));

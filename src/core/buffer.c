@@ -1,6 +1,7 @@
 /* Buffers: access histories, release and deferred reclamation. */
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/frontier.h"
 #include "core/tracker_internal.h"
 #include "sync/signal_access.h"
 
@@ -82,7 +83,7 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         uint32_t s = (uint32_t)__builtin_ctzll(mask);
         uint64_t point = buffer_last_point(b, s);
         uint64_t reached = 0;
-        (void)ordo_signal_query(tracker->streams[s]->timeline, &reached);
+        (void)ordo_signal_query(frontier_timeline(tracker, s), &reached);
         if (reached < point && !ordo__tracker_point_ran(tracker, s, point)) {
             pending[uses++] = (buffer_use_t){s, point};
         }
@@ -118,7 +119,7 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     atomic_store_explicit(&b->uses_pending, 1 + uses, memory_order_relaxed);
     atomic_fetch_add_explicit(&tracker->reclamations_pending, 1, memory_order_relaxed);
     for (uint32_t i = 0; i < uses; ++i) {
-        ordo_signal_t *timeline = tracker->streams[pending[i].stream]->timeline;
+        ordo_signal_t *timeline = frontier_timeline(tracker, pending[i].stream);
         /* Timelines live as long as the tracker, which cannot be destroyed
          * with reclamations pending, so arming cannot fail; if it ever did,
          * keeping the buffer (a leak) is safer than freeing it early. */

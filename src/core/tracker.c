@@ -4,6 +4,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/trace.h"
+#include "core/frontier.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "sync/signal_access.h"
@@ -343,8 +344,7 @@ __attribute__((noinline)) static uint64_t drop_covered_waits(const ordo_tracker_
  * drop_covered_waits); the observer is told of `point`, the need. */
 static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t origin,
                                   uint64_t point, uint64_t through) {
-    tracker_stream_t *ts = tracker->streams[t];
-    if (ts->frontier[origin] >= through) {
+    if (frontier_knows(tracker, t, origin, through)) {
         counter_add(&tracker->waits_elided, 1); /* known, directly or transitively */
         return ORDO_OK;
     }
@@ -353,32 +353,26 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
     if (st != ORDO_OK) {
         return st;
     }
-    st = timeline_enqueue(ts->stream, tracker->streams[origin], record->point, 1);
+    ordo_stream_t *stream = frontier_stream(tracker, t);
+    st = timeline_enqueue(stream, tracker->streams[origin], record->point, 1);
     if (st != ORDO_OK) {
         return st;
     }
-    for (uint32_t s = 0; s < tracker->stream_count; ++s) {
-        if (ts->frontier[s] < record->frontier[s]) {
-            ts->frontier[s] = record->frontier[s];
-        }
-    }
-    if (ts->frontier[origin] < record->point) {
-        ts->frontier[origin] = record->point;
-    }
+    frontier_learn(tracker, t, origin, record);
     counter_add(&tracker->waits_emitted, 1);
     if (trace_on()) {
         trace_event_t e = {trace_now(),
                            0,
-                           ts->stream,
+                           stream,
                            NULL,
-                           ordo__signal_trace_id(tracker->streams[origin]->timeline),
+                           ordo__signal_trace_id(frontier_timeline(tracker, origin)),
                            record->point,
                            TRACE_WAIT_EMITTED,
                            0};
         ordo__trace_record(&e);
     }
     if (tracker->observer) {
-        tracker->observer(tracker->observer_ctx, ts->stream, tracker->streams[origin]->stream,
+        tracker->observer(tracker->observer_ctx, stream, frontier_stream(tracker, origin),
                           record->point, point);
     }
     return ORDO_OK;
@@ -537,7 +531,7 @@ __attribute__((noinline)) static uint64_t need_reads(needs_t *needs, const ordo_
 static inline __attribute__((always_inline)) ordo_status_t
 prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count,
                const char *api) {
-    const uint64_t *frontier = tracker->streams[t]->frontier;
+    const uint64_t *frontier = frontier_of(tracker, t);
     const uint64_t others = ~((uint64_t)1 << t);
     needs_t needs;
     needs.mask = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "core/frontier.h"
 #include "core/tracker_internal.h"
 
 #define API "ordo_tracker_synchronize"
@@ -28,9 +29,9 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
      * good. */
     ordo_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
     (void)ordo_tracker_lock(tracker);
-    uint32_t count = tracker->stream_count;
+    uint32_t count = frontier_stream_count(tracker);
     for (uint32_t i = 0; i < count; ++i) {
-        streams[i] = tracker->streams[i]->stream;
+        streams[i] = frontier_stream(tracker, i);
     }
     (void)ordo_tracker_unlock(tracker);
 

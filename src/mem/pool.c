@@ -1,25 +1,34 @@
 /* The stream-ordered pool.
  *
  * Memory comes from upstream in chunks, which are split into blocks and
- * coalesced again. Every block embeds a tracked buffer: its access history
+ * joined again. Every block embeds a tracked buffer: its access history
  * in the pool's tracker. Allocation is a write by the allocating stream at a
  * fresh point of it (the block's birth), so any later use on another stream
  * is ordered after the allocation and, through the allocating stream's
  * frontier, after whatever the reuse itself waited for.
  *
- * Freeing computes the block's death frontier: the last use on every stream
- * that the freeing stream has not already waited for, plus a fresh point of
- * the freeing stream itself. A free block is reusable on stream T once T's
- * frontier covers every entry (an entry on T itself is covered: T runs in
- * order). That is a comparison of a few integers; nothing is polled. When
- * no covered block fits, the policy decides: emit device waits on T for the
- * entries it lacks (ORDO_MEM_REUSE_WAIT) or leave the block and take or
- * grow another (ORDO_MEM_REUSE_OTHER_BLOCK).
+ * Freeing computes the block's death frontier (pool_frontier.c), from which
+ * the pool decides, deterministically, which stream may reuse the block
+ * and when. When no block the allocating stream may reuse at once fits,
+ * the policy decides: emit device waits on it for the entries it lacks
+ * (ORDO_MEM_REUSE_WAIT) or leave the block and take or grow another
+ * (ORDO_MEM_REUSE_OTHER_BLOCK).
  *
  * Free blocks sit in bins by affinity (the stream that freed them, or
  * "settled" once every entry is known complete) and size class. The host
  * checks completion (settles) only in reap_pending, trim and destroy, and
  * before growing when upstream is out of memory.
+ *
+ * One translation unit, in pieces that each state one concept, so that
+ * the allocation and free paths stay one inlined frame each:
+ *   pool_internal.h  the layout (also read by the tests' census)
+ *   pool_range.c     the range allocator: bins, descriptors, split, join
+ *   pool_frontier.c  the policy: death frontiers, covering, settling
+ *   pool_slots.c     slots and their runs
+ *   pool.c           the resource: allocate, free, use tracking, reap,
+ *                    trim, destroy, create, statistics
+ * The pieces are included here and compiled only here (CMakeLists.txt
+ * lists pool.c alone).
  *
  * All state is guarded by the tracker's lock. */
 #include <string.h>
@@ -27,734 +36,32 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/trace.h"
+#include "core/frontier.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
 #include "mem/resource.h"
 
-#define POOL_UNIT ((size_t)ORDO_MEM_DEFAULT_ALIGNMENT)
-/* class_of(ORDO_MEM_MAX_BYTES / POOL_UNIT) + 1: a chunk may be as large as
- * ORDO_MEM_MAX_BYTES (2^38 units: 16 + (38 - 4) * 4). */
-#define POOL_CLASSES 153
-#define POOL_CLASS_WORDS 3
-#define POOL_DEATH_MAX 6
-#define POOL_SETTLED ORDO_TRACKER_MAX_STREAMS
-#define POOL_AFFINITIES (ORDO_TRACKER_MAX_STREAMS + 1)
-/* Blocks of one size class looked at before moving on. */
-#define POOL_SCAN 8
-#define POOL_SLAB_BLOCKS 64
-#define POOL_DEFAULT_CHUNK ((size_t)2 << 20)
-/* Slots (small requests, one size class per run): the classes that may
- * have them (up to 64 KiB), the default bound, and a run's size, about
- * POOL_RUN_BYTES in 2 to POOL_RUN_SLOTS_MAX slots. */
-#define POOL_SLOT_CLASSES 32
-#define POOL_DEFAULT_SLOT_MAX ((size_t)64 << 10)
-#define POOL_SLOT_MAX_UNITS 256 /* 64 KiB: class 31 ends just below */
-#define POOL_RUN_SLOTS_MAX 16
-#define POOL_RUN_BYTES ((size_t)64 << 10)
-/* The allocation and free paths: one frame each, not one per helper. */
-#define POOL_HOT static inline __attribute__((always_inline))
+#define ORDO_POOL_UNIT 1
+#include "mem/pool_range.c"
+#include "mem/pool_frontier.c"
+#include "mem/pool_slots.c"
 
-typedef struct pool_death {
-    uint32_t stream;
-    uint64_t point;
-} pool_death_t;
+/* --- Descriptors: the tracked buffer each block embeds --- */
 
-typedef struct pool_chunk {
-    ordo_block_t *upstream_block;
-    char *base;
-    size_t size;
-    struct pool_chunk *prev, *next;
-} pool_chunk_t;
-
-typedef struct pool_block {
-    /* First: the handle. Aligned so that a block starts a cache line and
-     * the fields the allocation path reads sit in its first two. */
-    _Alignas(64) ordo_block_t base;
-    char *start;
-    size_t size;
-    struct pool_block *addr_prev, *addr_next; /* neighbours in the chunk */
-    struct pool_block *bin_prev, *bin_next;   /* free: its bin; spare: the spare list */
-    uint8_t is_free;
-    uint8_t affinity;
-    uint8_t cls;
-    uint8_t death_count;
-    uint8_t kind; /* POOL_KIND_* */
-    union {
-        pool_death_t death[POOL_DEATH_MAX]; /* free blocks and slots */
-        struct {
-            uint32_t made;    /* slots cut from it so far */
-            uint32_t scratch; /* release_free_runs' count of its free slots, the
-                               * census' mask of the slots it has seen */
-        } run;                /* a run, while it serves slots */
-    };
-    pool_chunk_t *chunk;
-    ordo_buffer_t history;
-} pool_block_t;
-
-/* What a descriptor is: a block of a chunk (free or handed out), a run
- * (a block of a chunk, handed out to the pool itself, whose memory is
- * slots), or a slot of a run (free or handed out; its addr_prev is the
- * run, addr_next NULL: slots are never merged). */
-enum { POOL_KIND_BLOCK, POOL_KIND_SLOT, POOL_KIND_RUN };
-
-typedef struct pool_bins {
-    uint64_t nonempty[POOL_CLASS_WORDS];
-    uint64_t slots_nonempty;
-    pool_block_t *head[POOL_CLASSES];
-    /* Free slots per class (slots_nonempty: which lists hold one), and the
-     * run the stream's new slots of each class are cut from. */
-    pool_block_t *slot_head[POOL_SLOT_CLASSES];
-    pool_block_t *run[POOL_SLOT_CLASSES];
-} pool_bins_t;
-
-typedef struct pool_slab {
-    struct pool_slab *next;
-    pool_block_t blocks[POOL_SLAB_BLOCKS];
-} pool_slab_t;
-
-typedef struct pool {
-    ordo_mem_resource_t base;
-    ordo_tracker_t *tracker;
-    ordo_mem_pool_config_t config;
-    pool_bins_t *bins[POOL_AFFINITIES];
-    /* Streams whose bins may hold a free block: a bit is set when a block
-     * goes into the stream's bins and cleared when a search finds them
-     * empty, so the hot paths never test for emptiness. */
-    uint64_t affinity_mask;
-    unsigned slot_classes; /* classes below this one are served as slots */
-    pool_chunk_t *chunks;
-    pool_block_t *spare;
-    pool_slab_t *slabs;
-    uint64_t blocks_out;
-    _Atomic uint64_t bytes_outstanding;
-    ordo_mem_pool_stats_t stats;
-} pool_t;
-
-/* --- Size classes: exact below 16 units, then four per power of two --- */
-
-/* Both answers are computed and one is picked without a branch: mixed
- * sizes make a branch on the size's range mispredicted about half of the
- * time, which cost more than the few extra instructions. */
-static inline __attribute__((always_inline)) unsigned class_of(size_t units) {
-    unsigned e = 63u - (unsigned)__builtin_clzll(units | 16u);
-    unsigned sub = (unsigned)(units >> (e - 2)) & 3u;
-    unsigned large = 16u + (e - 4u) * 4u + sub;
-    return units <= 16 ? (unsigned)units - 1 : large;
-}
-
-_Static_assert(ORDO_MEM_MAX_BYTES == (size_t)1 << 46 && POOL_CLASSES == 16 + (46 - 8 - 4) * 4 + 1,
-               "POOL_CLASSES must hold the class of the largest chunk");
-_Static_assert(POOL_CLASSES <= POOL_CLASS_WORDS * 64, "the bitmap must cover every class");
-
-/* --- Bins --- */
-
-static inline int bins_empty(const pool_bins_t *bins) {
-    _Static_assert(POOL_CLASS_WORDS == 3, "one term per word");
-    return !(bins->nonempty[0] | bins->nonempty[1] | bins->nonempty[2] | bins->slots_nonempty);
-}
-
-/* Non-zero when the bins of affinity a hold a free block. */
-static inline int bins_hold(const pool_t *p, unsigned a) {
-    return p->bins[a] && !bins_empty(p->bins[a]);
-}
-
-/* The free lists of bins: the bins by class, then the slots by class. */
-#define POOL_LISTS (POOL_CLASSES + POOL_SLOT_CLASSES)
-static inline pool_block_t *bins_list(const pool_bins_t *bins, unsigned k) {
-    return k < POOL_CLASSES ? bins->head[k] : bins->slot_head[k - POOL_CLASSES];
-}
-
-/* The affinity mask's bit for affinity a; none for the settled bins. */
-static inline uint64_t affinity_bit(unsigned a) {
-    return (uint64_t)(a < POOL_SETTLED) << (a % 64);
-}
-
-/* Clears stream a's bit (set: its bins exist) if a search found its bins
- * empty; non-zero if it did. */
-static inline int affinity_drop_if_empty(pool_t *p, unsigned a) {
-    if (!bins_empty(p->bins[a])) {
-        return 0;
-    }
-    p->affinity_mask &= ~((uint64_t)1 << a);
-    return 1;
-}
-
-/* Links b at the head of the free list *head, whose bit in *bits says
- * that it holds a block. */
-static inline __attribute__((always_inline)) void list_push(pool_block_t **head, uint64_t *bits,
-                                                            unsigned bit, pool_block_t *b) {
-    pool_block_t *next = *head;
-    b->bin_prev = NULL;
-    b->bin_next = next;
-    *head = b;
-    if (next) {
-        next->bin_prev = b;
-    }
-    *bits |= (uint64_t)1 << bit;
-}
-
-/* Unlinks b from the free list *head (list_push's other arguments). */
-static inline __attribute__((always_inline)) void list_unlink(pool_block_t **head, uint64_t *bits,
-                                                              unsigned bit, pool_block_t *b) {
-    if (b->bin_next) {
-        b->bin_next->bin_prev = b->bin_prev;
-    }
-    if (b->bin_prev) {
-        b->bin_prev->bin_next = b->bin_next;
-        return;
-    }
-    *head = b->bin_next;
-    if (!b->bin_next) {
-        *bits &= ~((uint64_t)1 << bit);
-    }
-}
-
-/* Puts free b into its affinity's bin of class c, its size's class. */
-static inline __attribute__((always_inline)) void bin_insert_as(pool_t *p, pool_block_t *b,
-                                                                unsigned c) {
-    pool_bins_t *bins = p->bins[b->affinity];
-    b->cls = (uint8_t)c;
-    list_push(&bins->head[c], &bins->nonempty[c / 64], c % 64, b);
-    p->affinity_mask |= affinity_bit(b->affinity);
-}
-
-static inline __attribute__((always_inline)) void bin_insert(pool_t *p, pool_block_t *b) {
-    bin_insert_as(p, b, class_of(b->size / POOL_UNIT));
-}
-
-static inline __attribute__((always_inline)) void bin_remove(pool_t *p, pool_block_t *b) {
-    pool_bins_t *bins = p->bins[b->affinity];
-    list_unlink(&bins->head[b->cls], &bins->nonempty[b->cls / 64], b->cls % 64, b);
-}
-
-static ordo_status_t bins_ensure(pool_t *p, unsigned affinity, const char *api) {
-    if (!p->bins[affinity]) {
-        p->bins[affinity] = ordo__alloc(sizeof(pool_bins_t), 64);
-        if (!p->bins[affinity]) {
-            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bins");
-        }
-    }
-    return ORDO_OK;
-}
-
-/* --- Descriptors --- */
-
-/* Fills the spare list from a new slab; zero when none can be had. */
-static __attribute__((noinline)) int descriptors_refill(pool_t *p) {
-    pool_slab_t *slab = ordo__alloc(sizeof *slab, 64);
-    if (!slab) {
-        return 0;
-    }
-    slab->next = p->slabs;
-    p->slabs = slab;
-    for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
-        pool_block_t *b = &slab->blocks[i];
-        b->history.tracker = p->tracker;
-        b->history.pool_owned = 1;
-        b->history.magic = ORDO_BUFFER_RELEASED;
-        b->bin_next = p->spare;
-        p->spare = b;
-    }
-    return 1;
-}
-
-static inline __attribute__((always_inline)) pool_block_t *descriptor_take(pool_t *p) {
-    if (ORDO_UNLIKELY(!p->spare) && !descriptors_refill(p)) {
-        return NULL;
-    }
-    pool_block_t *b = p->spare;
-    p->spare = b->bin_next;
-    return b;
-}
-
-/* A block handed out before keeps its FREED mark until the descriptor is
- * handed out again: a second free of it is told as such. */
-static void descriptor_put(pool_t *p, pool_block_t *b) {
+/* The buffer belongs to the pool (ordo_buffer_release refuses it) and is
+ * not live until its block is handed out. */
+static inline void pool_descriptor_fresh(const pool_t *p, pool_block_t *b) {
+    b->history.tracker = p->tracker;
+    b->history.pool_owned = 1;
     b->history.magic = ORDO_BUFFER_RELEASED;
-    b->bin_next = p->spare;
-    p->spare = b;
 }
 
-/* --- Death frontiers --- */
-
-/* Copies n death entries. One entry (a block used on one stream) is the
- * common case; the compiler turns a loop into `rep movs`, whose start-up
- * costs more than copying a few entries, so each count up to the maximum
- * is a fixed-size copy. */
-static inline void death_copy(pool_death_t *to, const pool_death_t *from, unsigned n) {
-    _Static_assert(POOL_DEATH_MAX == 6, "one case per count");
-    switch (n) {
-    case 6:
-        to[5] = from[5];
-        /* fall through */
-    case 5:
-        to[4] = from[4];
-        /* fall through */
-    case 4:
-        to[3] = from[3];
-        /* fall through */
-    case 3:
-        to[2] = from[2];
-        /* fall through */
-    case 2:
-        to[1] = from[1];
-        /* fall through */
-    case 1:
-        to[0] = from[0];
-        /* fall through */
-    default:
-        break;
-    }
+static inline void pool_descriptor_retire(pool_block_t *b) {
+    b->history.magic = ORDO_BUFFER_RELEASED;
 }
 
-/* Non-zero when stream t may reuse b without waiting: t has waited for
- * every use in b's death frontier (an entry on t itself: t runs in order). */
-static int covered_by_frontier(const pool_t *p, const pool_block_t *b, uint32_t t) {
-    const uint64_t *frontier = p->tracker->streams[t]->frontier;
-    for (unsigned i = 0; i < b->death_count; ++i) {
-        uint32_t s = b->death[i].stream;
-        if (s != t && frontier[s] < b->death[i].point) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* The common cases first: a block last used on one stream, t itself or
- * another. */
-static inline __attribute__((always_inline)) int covered(const pool_t *p, const pool_block_t *b,
-                                                         uint32_t t) {
-    if (ORDO_LIKELY(b->death_count == 1)) {
-        uint32_t s = b->death[0].stream;
-        return s == t || p->tracker->streams[t]->frontier[s] >= b->death[0].point;
-    }
-    return covered_by_frontier(p, b, t);
-}
-
-/* Non-zero when the host knows stream s's point `point` complete, with
- * everything it stands for. A death frontier leaves out the uses the
- * freeing stream had waited for: its point stands for them. A healthy
- * stream's reached point completes them (its waits ran first). A failed
- * stream runs nothing more, but the waits it had enqueued may never have
- * run either, so its point vouches only for its own work: what it had
- * waited for (its frontier, which only grows) must be complete on its own,
- * on the streams that ran it. *visited: failed streams already expanded. */
-static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
-    uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
-    if (value >= point) {
-        return 1; /* reached (a failed timeline keeps the value it reached) */
-    }
-    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
-        return 0;
-    }
-    uint64_t bit = (uint64_t)1 << s;
-    if (*visited & bit) {
-        return 1; /* its frontier is being checked already */
-    }
-    *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u] && !point_settled(p, u, ts->frontier[u], visited)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int death_settled(const pool_t *p, const pool_death_t *d) {
-    uint64_t visited = 0;
-    return point_settled(p, d->stream, d->point, &visited);
-}
-
-/* Orders t after stream s's point `point` and what it stands for (see
- * point_settled), with device waits on healthy streams only: a failed
- * stream's entry is replaced by the points it had waited for. */
-static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t point,
-                                    uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
-    if (s == t || p->tracker->streams[t]->frontier[s] >= point) {
-        return ORDO_OK;
-    }
-    if (ordo_stream_status(ts->stream) == ORDO_OK) {
-        return ordo__tracker_wait_for(p->tracker, t, s, point);
-    }
-    uint64_t value = 0;
-    uint64_t bit = (uint64_t)1 << s;
-    (void)ordo_signal_query(ts->timeline, &value);
-    if (value >= point || (*visited & bit)) {
-        return ORDO_OK;
-    }
-    *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u]) {
-            ordo_status_t st = wait_for_point(p, t, u, ts->frontier[u], visited);
-            if (st != ORDO_OK) {
-                return st;
-            }
-        }
-    }
-    return ORDO_OK;
-}
-
-/* Orders t after every entry of b's death frontier, on the device, so
- * that t may take b. An entry of a failed stream (it runs no more work) is
- * replaced by what that stream had waited for. */
-static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b) {
-    uint64_t visited = 0;
-    for (unsigned i = 0; i < b->death_count; ++i) {
-        ordo_status_t st = wait_for_point(p, t, b->death[i].stream, b->death[i].point, &visited);
-        if (st != ORDO_OK) {
-            /* The wait ordo enqueued was refused (t has failed): named for
-             * the allocation, the call the user made. */
-            return ordo__error_as(st, "ordo_mem_allocate");
-        }
-    }
-    return ORDO_OK;
-}
-
-/* Raises need[] to the points of healthy streams the host must see reached
- * before stream s's point `point` is settled (see point_settled). */
-static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
-                       uint64_t *visited) {
-    const tracker_stream_t *ts = p->tracker->streams[s];
-    uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(ts->timeline, &value);
-    if (value >= point) {
-        return;
-    }
-    if (st == ORDO_OK && ordo_stream_status(ts->stream) == ORDO_OK) {
-        if (need[s] < point) {
-            need[s] = point;
-        }
-        return;
-    }
-    uint64_t bit = (uint64_t)1 << s;
-    if (*visited & bit) {
-        return;
-    }
-    *visited |= bit;
-    for (uint32_t u = 0; u < p->tracker->stream_count; ++u) {
-        if (u != s && ts->frontier[u]) {
-            need_point(p, u, ts->frontier[u], need, visited);
-        }
-    }
-}
-
-/* Merges b's frontier into into (maximum per stream); zero if the result
- * has more entries than a block keeps. */
-static int death_merge_many(pool_death_t *into, uint8_t *count, const pool_block_t *b) {
-    pool_death_t merged[POOL_DEATH_MAX];
-    unsigned n = *count;
-    death_copy(merged, into, n);
-    for (unsigned i = 0; i < b->death_count; ++i) {
-        unsigned j = 0;
-        while (j < n && merged[j].stream != b->death[i].stream) {
-            ++j;
-        }
-        if (j < n) {
-            if (merged[j].point < b->death[i].point) {
-                merged[j].point = b->death[i].point;
-            }
-        } else if (n == POOL_DEATH_MAX) {
-            return 0;
-        } else {
-            merged[n++] = b->death[i];
-        }
-    }
-    death_copy(into, merged, n);
-    *count = (uint8_t)n;
-    return 1;
-}
-
-/* death_merge_many, after the common case: both used on one stream. */
-static inline __attribute__((always_inline)) int death_merge(pool_death_t *into, uint8_t *count,
-                                                             const pool_block_t *b) {
-    if (ORDO_LIKELY(*count == 1 && b->death_count == 1 && into[0].stream == b->death[0].stream)) {
-        if (into[0].point < b->death[0].point) {
-            into[0].point = b->death[0].point;
-        }
-        return 1;
-    }
-    return death_merge_many(into, count, b);
-}
-
-/* --- Splitting and coalescing --- */
-
-/* Moves free b to the bin of its size and affinity, if it is not there. */
-static inline __attribute__((always_inline)) void rebin(pool_t *p, pool_block_t *b,
-                                                        uint8_t affinity) {
-    unsigned c = class_of(b->size / POOL_UNIT);
-    if (b->affinity != affinity || b->cls != c) {
-        bin_remove(p, b);
-        b->affinity = affinity;
-        bin_insert_as(p, b, c);
-    }
-}
-
-/* The descriptor an allocation of size from free block b will be handed
- * in: a spare one for a cut, or NULL when b goes whole (a cut would leave
- * less than a unit, or no descriptor can be had: correct, just larger). */
-POOL_HOT pool_block_t *carve_descriptor(pool_t *p, const pool_block_t *b, size_t size) {
-    return b->size - size < POOL_UNIT ? NULL : descriptor_take(p);
-}
-
-/* Takes size bytes for an allocation from free block b (in its bin), in
- * `taken` from carve_descriptor. The allocation is cut from the end, so the
- * rest keeps b's descriptor and, as long as its size class holds, b's place
- * in its bin; without `taken` the whole of b goes. */
-POOL_HOT pool_block_t *carve(pool_t *p, pool_block_t *b, size_t size, pool_block_t *taken) {
-    if (!taken) {
-        bin_remove(p, b);
-        return b;
-    }
-    b->size -= size;
-    taken->kind = POOL_KIND_BLOCK;
-    taken->chunk = b->chunk;
-    taken->start = b->start + b->size;
-    taken->size = size;
-    taken->addr_prev = b;
-    taken->addr_next = b->addr_next;
-    if (b->addr_next) {
-        b->addr_next->addr_prev = taken;
-    }
-    b->addr_next = taken;
-    rebin(p, b, b->affinity);
-    ++p->stats.splits;
-    return taken;
-}
-
-/* Absorbs the free neighbour next (b's addr_next, out of its bin) into b. */
-static void absorb(pool_t *p, pool_block_t *b, pool_block_t *next) {
-    b->size += next->size;
-    b->addr_next = next->addr_next;
-    if (next->addr_next) {
-        next->addr_next->addr_prev = b;
-    }
-    descriptor_put(p, next);
-    ++p->stats.merges;
-}
-
-/* Merges free b (not in a bin) with its free neighbours whose frontiers
- * fit together (the merged frontier is the maximum of both, so reusing the
- * merged block waits for every use of either), then bins it under b's
- * affinity: the freeing stream, whose next allocations likely fit it. A
- * settled block that absorbs an unsettled one takes that one's affinity:
- * the settled bins hold only blocks with nothing pending. A free previous
- * neighbour absorbs b and stays in its bin unless its class or affinity
- * changes. */
-POOL_HOT void coalesce_and_bin_hot(pool_t *p, pool_block_t *b) {
-    uint8_t affinity = b->affinity;
-    pool_block_t *prev = b->addr_prev;
-    pool_block_t *next = b->addr_next;
-    int binned = 0;
-    if (prev && prev->is_free == 1 && death_merge(b->death, &b->death_count, prev)) {
-        if (affinity == POOL_SETTLED) {
-            affinity = prev->affinity;
-        }
-        prev->death_count = b->death_count;
-        death_copy(prev->death, b->death, b->death_count);
-        absorb(p, prev, b);
-        b = prev;
-        binned = 1;
-    }
-    if (next && next->is_free == 1 && death_merge(b->death, &b->death_count, next)) {
-        if (affinity == POOL_SETTLED) {
-            affinity = next->affinity;
-        }
-        bin_remove(p, next);
-        absorb(p, b, next);
-    }
-    if (binned) {
-        rebin(p, b, affinity);
-    } else {
-        b->affinity = affinity;
-        bin_insert(p, b);
-    }
-}
-
-static void coalesce_and_bin(pool_t *p, pool_block_t *b) {
-    coalesce_and_bin_hot(p, b);
-}
-
-/* --- Slots --- */
-
-/* The largest size of class c, in units: a slot of c fits every request
- * of c. */
-static inline unsigned class_max_units(unsigned c) {
-    if (c < 16) {
-        return c + 1;
-    }
-    unsigned e = 4 + (c - 16) / 4, sub = (c - 16) % 4;
-    return ((5u + sub) << (e - 2)) - 1;
-}
-
-/* Slots per run of class c: about POOL_RUN_BYTES, at least two. */
-static inline unsigned run_slots(unsigned c) {
-    size_t n = POOL_RUN_BYTES / ((size_t)class_max_units(c) * POOL_UNIT);
-    return n < 2 ? 2 : n > POOL_RUN_SLOTS_MAX ? POOL_RUN_SLOTS_MAX : (unsigned)n;
-}
-
-/* Puts free slot b at the head of affinity a's list of its class. */
-POOL_HOT void slot_link(pool_t *p, pool_block_t *b, unsigned a) {
-    pool_bins_t *bins = p->bins[a];
-    b->affinity = (uint8_t)a;
-    list_push(&bins->slot_head[b->cls], &bins->slots_nonempty, b->cls, b);
-    p->affinity_mask |= affinity_bit(a);
-}
-
-POOL_HOT void slot_unlink(pool_t *p, pool_block_t *b) {
-    pool_bins_t *bins = p->bins[b->affinity];
-    list_unlink(&bins->slot_head[b->cls], &bins->slots_nonempty, b->cls, b);
-}
-
-/* The first of the first POOL_SCAN slots from head on that t may reuse
- * without waiting, or NULL; *out_uncovered as in bin_best_fit. */
-POOL_HOT pool_block_t *slot_first_covered(const pool_t *p, pool_block_t *head, uint32_t t,
-                                          pool_block_t **out_uncovered) {
-    unsigned scanned = 0;
-    for (pool_block_t *b = head; b && scanned < POOL_SCAN; b = b->bin_next, ++scanned) {
-        if (covered(p, b, t)) {
-            return b;
-        }
-        if (!*out_uncovered) {
-            *out_uncovered = b;
-        }
-    }
-    return NULL;
-}
-
-/* A slot of class c freed on t itself (counted as a same-stream reuse),
- * or NULL; *out_uncovered as in slot_first_covered. */
-POOL_HOT pool_block_t *find_own_slot(pool_t *p, unsigned c, uint32_t t,
-                                     pool_block_t **out_uncovered) {
-    pool_block_t *b = p->affinity_mask >> t & 1
-                          ? slot_first_covered(p, p->bins[t]->slot_head[c], t, out_uncovered)
-                          : NULL;
-    if (b) {
-        ++p->stats.reuses_same_stream;
-    }
-    return b;
-}
-
-/* --- Settling and trimming (explicit calls only) --- */
-
-/* Drops the death entries the host knows complete from b; non-zero when
- * none is left. */
-static int death_settle(const pool_t *p, pool_block_t *b) {
-    unsigned kept = 0;
-    for (unsigned i = 0; i < b->death_count; ++i) {
-        if (!death_settled(p, &b->death[i])) {
-            b->death[kept++] = b->death[i];
-        }
-    }
-    b->death_count = (uint8_t)kept;
-    return !kept;
-}
-
-/* Gives run, whose slots are all gone, back to the chunks as a free block
- * with death frontier death[0..n) (none: settled; else in the bins of the
- * stream that made it). */
-static void run_release_with(pool_t *p, pool_block_t *run, const pool_death_t *death, unsigned n) {
-    pool_bins_t *owner = p->bins[run->affinity];
-    if (owner && owner->run[run->cls] == run) {
-        owner->run[run->cls] = NULL;
-    }
-    --p->stats.runs;
-    run->kind = POOL_KIND_BLOCK;
-    run->is_free = 1;
-    run->affinity = n ? run->affinity : POOL_SETTLED;
-    run->death_count = (uint8_t)n;
-    death_copy(run->death, death, n);
-    coalesce_and_bin(p, run);
-}
-
-/* Moves the free slots of affinity a that have settled to the settled
- * lists. */
-static void settle_slots(pool_t *p, unsigned a) {
-    pool_bins_t *bins = p->bins[a];
-    for (uint64_t mask = bins->slots_nonempty; mask; mask &= mask - 1) {
-        for (pool_block_t *b = bins->slot_head[__builtin_ctzll(mask)], *next; b; b = next) {
-            next = b->bin_next;
-            if (death_settle(p, b)) {
-                slot_unlink(p, b);
-                slot_link(p, b, POOL_SETTLED);
-            }
-        }
-    }
-}
-
-/* Runs body for every free slot b, in every list (body may unlink b). */
-#define FOR_EACH_FREE_SLOT(p, b, body)                                                             \
-    for (unsigned a_ = 0; a_ < POOL_AFFINITIES; ++a_) {                                            \
-        if (!(p)->bins[a_]) {                                                                      \
-            continue;                                                                              \
-        }                                                                                          \
-        for (uint64_t m_ = (p)->bins[a_]->slots_nonempty; m_; m_ &= m_ - 1) {                      \
-            for (pool_block_t *b = (p)->bins[a_]->slot_head[__builtin_ctzll(m_)], *n_; b;          \
-                 b = n_) {                                                                         \
-                n_ = b->bin_next;                                                                  \
-                body                                                                               \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-/* Gives every run whose slots are all free back to the chunks, settled or
- * not: the run's block gets the union of its slots' death frontiers, so
- * whoever reuses it is ordered after every use of every slot. A run whose
- * union has more entries than a block keeps stays. Called before the pool
- * grows, so that memory idle in slots of one size serves other sizes
- * before more is reserved. Non-zero if a run went back. */
-static int release_free_runs(pool_t *p) {
-    if (!p->stats.runs) {
-        return 0;
-    }
-    FOR_EACH_FREE_SLOT(p, b, { b->addr_prev->run.scratch = 0; })
-    FOR_EACH_FREE_SLOT(p, b, { ++b->addr_prev->run.scratch; })
-    /* Each run whose slots are all free collects them in its bin_next
-     * chain (a run is in no bin). */
-    pool_block_t *runs = NULL;
-    FOR_EACH_FREE_SLOT(p, b, {
-        pool_block_t *run = b->addr_prev;
-        if (run->run.scratch == run->run.made) {
-            if (run->is_free != 3) {
-                run->is_free = 3; /* collecting */
-                run->bin_next = NULL;
-                run->bin_prev = runs;
-                runs = run;
-            }
-            slot_unlink(p, b);
-            b->bin_next = run->bin_next;
-            run->bin_next = b;
-        }
-    })
-    int released = 0;
-    while (runs) {
-        pool_block_t *run = runs;
-        runs = run->bin_prev;
-        run->is_free = 0;
-        pool_death_t death[POOL_DEATH_MAX];
-        uint8_t count = 0;
-        int fits = 1;
-        for (pool_block_t *b = run->bin_next; b && fits; b = b->bin_next) {
-            fits = death_merge_many(death, &count, b);
-        }
-        for (pool_block_t *b = run->bin_next, *next; b; b = next) {
-            next = b->bin_next;
-            if (fits) {
-                descriptor_put(p, b);
-            } else {
-                slot_link(p, b, b->affinity);
-            }
-        }
-        if (fits) {
-            run_release_with(p, run, death, count);
-            released = 1;
-        }
-    }
-    return released;
-}
+/* --- Settling and trimming --- */
 
 /* Drops the death entries the host knows complete; blocks left with none
  * move to the settled bins, slots to the settled lists, and runs whose
@@ -762,54 +69,12 @@ static int release_free_runs(pool_t *p) {
  * are). */
 static void settle_all(pool_t *p) {
     for (unsigned a = 0; a < POOL_SETTLED; ++a) {
-        if (!bins_hold(p, a)) {
-            continue;
-        }
-        settle_slots(p, a);
-        /* Collect first: moving blocks changes the lists being walked. */
-        pool_bins_t *bins = p->bins[a];
-        pool_block_t *done = NULL;
-        for (unsigned c = 0; c < POOL_CLASSES; ++c) {
-            for (pool_block_t *b = bins->head[c], *next; b; b = next) {
-                next = b->bin_next;
-                if (death_settle(p, b)) {
-                    bin_remove(p, b);
-                    b->is_free = 2; /* out of its bin: not to be merged yet */
-                    b->bin_next = done;
-                    done = b;
-                }
-            }
-        }
-        while (done) {
-            pool_block_t *b = done;
-            done = b->bin_next;
-            b->is_free = 1;
-            b->affinity = POOL_SETTLED;
-            coalesce_and_bin(p, b);
+        if (bins_hold(p, a)) {
+            settle_slots(p, a);
+            settle_blocks(p, a);
         }
     }
     (void)release_free_runs(p);
-}
-
-static void chunk_unlink(pool_t *p, pool_chunk_t *chunk) {
-    if (chunk->prev) {
-        chunk->prev->next = chunk->next;
-    } else {
-        p->chunks = chunk->next;
-    }
-    if (chunk->next) {
-        chunk->next->prev = chunk->prev;
-    }
-}
-
-/* The free block that spans the whole of chunk in bins, or NULL. */
-static pool_block_t *chunk_whole_in(const pool_bins_t *bins, const pool_chunk_t *chunk) {
-    for (pool_block_t *b = bins->head[class_of(chunk->size / POOL_UNIT)]; b; b = b->bin_next) {
-        if (b->chunk == chunk && b->size == chunk->size) {
-            return b;
-        }
-    }
-    return NULL;
 }
 
 /* Forgets chunk, whose memory went back upstream, and whole, its one free
@@ -863,7 +128,7 @@ static void trim_pending(pool_t *p) {
         int healthy = 1;
         for (unsigned i = 0; i < whole->death_count; ++i) {
             healthy &=
-                ordo_stream_status(p->tracker->streams[whole->death[i].stream]->stream) == ORDO_OK;
+                ordo_stream_status(frontier_stream(p->tracker, whole->death[i].stream)) == ORDO_OK;
         }
         uint32_t s = whole->death[whole->death_count - 1].stream;
         for (unsigned i = 0; healthy && i < whole->death_count; ++i) {
@@ -872,7 +137,7 @@ static void trim_pending(pool_t *p) {
                       ordo__tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
         }
         if (!healthy || mem_deallocate(p->base.upstream, chunk->upstream_block,
-                                       p->tracker->streams[s]->stream) != ORDO_OK) {
+                                       frontier_stream(p->tracker, s)) != ORDO_OK) {
             continue;
         }
         chunk_forget(p, chunk, whole);
@@ -880,21 +145,6 @@ static void trim_pending(pool_t *p) {
 }
 
 /* --- Allocation --- */
-
-/* The first class from `from` on whose bin holds a block, or POOL_CLASSES. */
-static inline __attribute__((always_inline)) unsigned bins_next_class(const pool_bins_t *bins,
-                                                                      unsigned from) {
-    for (unsigned w = from / 64; w < POOL_CLASS_WORDS; ++w) {
-        uint64_t bits = bins->nonempty[w];
-        if (w == from / 64) {
-            bits &= ~(uint64_t)0 << (from % 64);
-        }
-        if (bits) {
-            return w * 64 + (unsigned)__builtin_ctzll(bits);
-        }
-    }
-    return POOL_CLASSES;
-}
 
 /* The smallest of the first POOL_SCAN blocks from head on that fit size
  * and that t may reuse without waiting, or NULL. *out_uncovered gets the
@@ -1025,12 +275,7 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
     }
     chunk->base = chunk->upstream_block->ptr;
     chunk->size = chunk_size;
-    chunk->prev = NULL;
-    chunk->next = p->chunks;
-    if (p->chunks) {
-        p->chunks->prev = chunk;
-    }
-    p->chunks = chunk;
+    chunk_link(p, chunk);
     b->chunk = chunk;
     b->start = chunk->base;
     b->size = chunk_size;
@@ -1079,89 +324,6 @@ find_elsewhere_or_grow(pool_t *p, const mem_request_t *request, size_t size, uin
     p->stats.blocks_skipped += (uint64_t)skipped;
     *out_block = b;
     return st;
-}
-
-/* Cuts a run for slots of class c from the blocks, for stream t. */
-static ordo_status_t run_make(pool_t *p, const mem_request_t *request, unsigned c, uint32_t t,
-                              pool_block_t **out_run) {
-    size_t size = (size_t)run_slots(c) * class_max_units(c) * POOL_UNIT;
-    pool_block_t *uncovered = NULL;
-    pool_block_t *b = find_own(p, size, t, &uncovered);
-    ordo_status_t st = ORDO_OK;
-    if (!b && (st = find_elsewhere_or_grow(p, request, size, t, uncovered, &b)) != ORDO_OK) {
-        return st;
-    }
-    b = carve(p, b, size, carve_descriptor(p, b, size));
-    b->is_free = 0;
-    b->kind = POOL_KIND_RUN;
-    b->affinity = (uint8_t)t;
-    b->cls = (uint8_t)c;
-    b->run.made = 0;
-    ++p->stats.runs;
-    *out_run = b;
-    return ORDO_OK;
-}
-
-/* A free slot of class c for stream t past its own list: a settled one,
- * one freed on another stream and ordered before t, a new one from t's
- * run, by policy one t must wait for, or one from a new run. The slot is
- * left in its list. */
-static __attribute__((noinline)) ordo_status_t
-slot_elsewhere_or_make(pool_t *p, const mem_request_t *request, unsigned c, uint32_t t,
-                       pool_block_t *uncovered, pool_block_t **out_slot) {
-    static const char api[] = "ordo_mem_allocate";
-    pool_block_t *b = p->bins[POOL_SETTLED]->slot_head[c];
-    for (uint64_t mask = p->affinity_mask & ~((uint64_t)1 << t); !b && mask; mask &= mask - 1) {
-        b = slot_first_covered(p, p->bins[__builtin_ctzll(mask)]->slot_head[c], t, &uncovered);
-    }
-    if (b) {
-        ++p->stats.reuses_known;
-        *out_slot = b;
-        return ORDO_OK;
-    }
-    ordo_status_t st = bins_ensure(p, t, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    pool_block_t *run = p->bins[t]->run[c];
-    if (!run || run->run.made == run_slots(c)) {
-        if (uncovered) {
-            if (p->config.reuse == ORDO_MEM_REUSE_WAIT) {
-                if ((st = wait_for_death(p, t, uncovered)) != ORDO_OK) {
-                    return st;
-                }
-                ++p->stats.reuses_waited;
-                *out_slot = uncovered;
-                return ORDO_OK;
-            }
-            ++p->stats.blocks_skipped;
-        }
-        if ((st = run_make(p, request, c, t, &run)) != ORDO_OK) {
-            return st;
-        }
-        p->bins[t]->run[c] = run;
-    }
-    b = descriptor_take(p);
-    if (!b) {
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the pool's bookkeeping");
-    }
-    b->kind = POOL_KIND_SLOT;
-    b->cls = (uint8_t)c;
-    b->chunk = run->chunk;
-    b->size = (size_t)class_max_units(c) * POOL_UNIT;
-    b->start = run->start + run->run.made * b->size;
-    b->addr_prev = run;
-    b->addr_next = NULL;
-    b->is_free = 1;
-    /* Born free on t: were it left in t's list (the caller fails before
-     * handing it out), another stream, or the run's release, must still
-     * be ordered after t's taking of the run's memory. */
-    b->death_count = 1;
-    b->death[0] = (pool_death_t){t, tracker_new_point(p->tracker, t)};
-    ++run->run.made;
-    slot_link(p, b, t);
-    *out_slot = b;
-    return ORDO_OK;
 }
 
 static ordo_status_t history_reserve(pool_block_t *b, uint32_t t, const char *api) {
@@ -1314,12 +476,12 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
     unsigned n = 0;
     uint64_t others = b->history.use_mask & ~((uint64_t)1 << s);
     if (ORDO_UNLIKELY(others)) {
-        const uint64_t *frontier = p->tracker->streams[s]->frontier;
+        const uint64_t *frontier = frontier_of(p->tracker, s);
         for (uint64_t mask = others; mask; mask &= mask - 1) {
             uint32_t u = (uint32_t)__builtin_ctzll(mask);
             uint64_t point = buffer_last_point(&b->history, u);
             if (frontier[u] >= point) {
-                continue;
+                continue; /* s has waited for it */
             }
             if (n < POOL_DEATH_MAX - 1) {
                 b->death[n++] = (pool_death_t){u, point};
@@ -1475,14 +637,14 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
             }
         }
     }
-    for (uint32_t s = 0; s < p->tracker->stream_count && st == ORDO_OK; ++s) {
+    for (uint32_t s = 0; s < frontier_stream_count(p->tracker) && st == ORDO_OK; ++s) {
         if (!need[s]) {
             continue;
         }
         const tracker_record_t *record = NULL;
         st = ordo__tracker_record_covering(p->tracker, s, need[s], &record);
         if (st == ORDO_OK) {
-            ordo_signal_t *timeline = p->tracker->streams[s]->timeline;
+            ordo_signal_t *timeline = frontier_timeline(p->tracker, s);
             (void)ordo_signal_retain(timeline);
             points[count++] = (ordo_signal_point_t){timeline, record->point};
         }
@@ -1577,7 +739,7 @@ static ordo_status_t pool_destroy(ordo_mem_resource_t *resource) {
 }
 
 static const mem_resource_ops_t pool_ops = {
-    .kind = "pool",
+    .kind = POOL_RESOURCE_KIND,
     .refuses_blocks_below = 1,
     .allocate = pool_allocate,
     .deallocate = pool_deallocate,
@@ -1713,339 +875,4 @@ ordo_status_t ordo_mem_pool_trim(ordo_mem_resource_t *resource, uint64_t keep_by
     trim_to(p, keep_bytes);
     ordo_rlock_unlock(&p->tracker->lock);
     return ORDO_OK;
-}
-
-/* --- Consistency check (tests) --- */
-
-/* The index of b among the descriptors of the pool's slabs, or SIZE_MAX. */
-static size_t census_index(const pool_t *p, const pool_block_t *b) {
-    size_t base = 0;
-    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
-        uintptr_t first = (uintptr_t)&slab->blocks[0];
-        uintptr_t at = (uintptr_t)b;
-        if (at >= first && at < (uintptr_t)&slab->blocks[POOL_SLAB_BLOCKS]) {
-            if ((at - first) % sizeof *b) {
-                return SIZE_MAX;
-            }
-            return base + (at - first) / sizeof *b;
-        }
-        base += POOL_SLAB_BLOCKS;
-    }
-    return SIZE_MAX;
-}
-
-/* Non-zero when the frontiers of a and b fit together in one block. */
-static int census_mergeable(const pool_block_t *a, const pool_block_t *b) {
-    unsigned n = a->death_count;
-    for (unsigned i = 0; i < b->death_count; ++i) {
-        unsigned j = 0;
-        while (j < a->death_count && a->death[j].stream != b->death[i].stream) {
-            ++j;
-        }
-        n += j == a->death_count;
-    }
-    return n <= POOL_DEATH_MAX;
-}
-
-enum { CENSUS_UNSEEN, CENSUS_SPARE, CENSUS_IN_CHUNK, CENSUS_BINNED, CENSUS_SLOT, CENSUS_LISTED };
-
-/* The live block or slot b's handle is sound. */
-static int census_live_sound(const pool_t *p, const pool_block_t *b) {
-    uintptr_t ptr = (uintptr_t)b->base.ptr;
-    return atomic_load_explicit(&b->base.magic, memory_order_relaxed) == ORDO_BLOCK_MAGIC &&
-           b->base.resource == &p->base && ptr >= (uintptr_t)b->start &&
-           ptr % b->base.alignment == 0 && b->base.bytes <= b->size - (ptr - (uintptr_t)b->start) &&
-           !(b->history.use_mask >> BUFFER_INLINE_READERS && !b->history.more_last_points);
-}
-
-/* Checks the slot descriptors (those neither spare nor in a chunk): each
- * is a slot of a run in a chunk, in its place, once; live ones are
- * counted as live blocks. The runs' `scratch` words serve as the seen
- * masks (release_free_runs counts in them afresh). */
-static ordo_status_t census_slots(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c,
-                                  uint64_t *in_use, uint64_t *outstanding) {
-    static const char api[] = "ordo__mem_pool_census";
-    size_t made = 0, found = 0;
-    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
-        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
-            pool_block_t *b = (pool_block_t *)&slab->blocks[i];
-            if (state[census_index(p, b)] == CENSUS_IN_CHUNK && b->kind == POOL_KIND_RUN) {
-                b->run.scratch = 0;
-                made += b->run.made;
-            }
-        }
-    }
-    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
-        for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
-            pool_block_t *b = (pool_block_t *)&slab->blocks[i];
-            size_t at = census_index(p, b);
-            if (at >= total || state[at] != CENSUS_UNSEEN) {
-                continue;
-            }
-            pool_block_t *run = b->addr_prev;
-            size_t r = run ? census_index(p, run) : SIZE_MAX;
-            size_t k = run && b->start >= run->start && b->size
-                           ? (size_t)(b->start - run->start) / b->size
-                           : SIZE_MAX;
-            if (b->kind != POOL_KIND_SLOT || r == SIZE_MAX || state[r] != CENSUS_IN_CHUNK ||
-                run->kind != POOL_KIND_RUN || b->addr_next || b->chunk != run->chunk ||
-                b->cls != run->cls || b->size != (size_t)class_max_units(b->cls) * POOL_UNIT ||
-                k >= run->run.made || b->start != run->start + k * b->size ||
-                (run->run.scratch >> k & 1)) {
-                ordo__error(ORDO_ERR_CORRUPTED, api,
-                            "descriptor %zu is neither spare, in a chunk, nor a slot of a run "
-                            "in its place (once)",
-                            at);
-                return ORDO_ERR_CORRUPTED;
-            }
-            run->run.scratch |= (uint32_t)1 << k;
-            state[at] = CENSUS_SLOT;
-            ++found;
-            if (b->is_free == 1) {
-                ++c->free_slots;
-            } else if (b->is_free == 0 && census_live_sound(p, b)) {
-                ++c->live_blocks;
-                *in_use += b->size;
-                *outstanding += b->base.bytes;
-            } else {
-                ordo__error(ORDO_ERR_CORRUPTED, api, "slot %p: is_free %u, or its handle unsound",
-                            (const void *)b, b->is_free);
-                return ORDO_ERR_CORRUPTED;
-            }
-        }
-    }
-    if (found != made) {
-        ordo__error(ORDO_ERR_CORRUPTED, api, "the runs cut %zu slots; %zu are found", made, found);
-        return ORDO_ERR_CORRUPTED;
-    }
-    return ORDO_OK;
-}
-
-/* Checks affinity a's slot lists and runs; *listed counts the slots. */
-static ordo_status_t census_slot_lists(const pool_t *p, uint8_t *state, unsigned a,
-                                       size_t *listed) {
-    static const char api[] = "ordo__mem_pool_census";
-    const pool_bins_t *bins = p->bins[a];
-    if (bins->slots_nonempty >> (POOL_SLOT_CLASSES - 1) >> 1) {
-        ordo__error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u: a bit past the classes", a);
-        return ORDO_ERR_CORRUPTED;
-    }
-    for (unsigned k = 0; k < POOL_SLOT_CLASSES; ++k) {
-        const pool_block_t *run = bins->run[k];
-        if (run && (census_index(p, run) == SIZE_MAX ||
-                    state[census_index(p, run)] != CENSUS_IN_CHUNK || run->kind != POOL_KIND_RUN ||
-                    run->affinity != a || run->cls != k || k >= p->slot_classes)) {
-            ordo__error(ORDO_ERR_CORRUPTED, api, "affinity %u, class %u: run %p is not its run", a,
-                        k, (const void *)run);
-            return ORDO_ERR_CORRUPTED;
-        }
-        int bit = (int)(bins->slots_nonempty >> k & 1);
-        if (bit != (bins->slot_head[k] != NULL)) {
-            ordo__error(ORDO_ERR_CORRUPTED, api, "slots of affinity %u, class %u: bit %d", a, k,
-                        bit);
-            return ORDO_ERR_CORRUPTED;
-        }
-        const pool_block_t *prev = NULL;
-        for (const pool_block_t *b = bins->slot_head[k]; b; prev = b, b = b->bin_next) {
-            size_t i = census_index(p, b);
-            if (i == SIZE_MAX || state[i] != CENSUS_SLOT || b->is_free != 1 || b->affinity != a ||
-                b->cls != k || b->bin_prev != prev || b->death_count > POOL_DEATH_MAX ||
-                (a == POOL_SETTLED && b->death_count) ||
-                atomic_load_explicit(&b->base.magic, memory_order_relaxed) == ORDO_BLOCK_MAGIC) {
-                ordo__error(ORDO_ERR_CORRUPTED, api,
-                            "slots of affinity %u, class %u: %p is not a free slot of that list, "
-                            "is listed twice, or its links are broken",
-                            a, k, (const void *)b);
-                return ORDO_ERR_CORRUPTED;
-            }
-            state[i] = CENSUS_LISTED;
-            ++*listed;
-        }
-    }
-    return ORDO_OK;
-}
-
-static ordo_status_t census_locked(pool_t *p, uint8_t *state, size_t total, mem_pool_census_t *c) {
-    static const char api[] = "ordo__mem_pool_census";
-#define CENSUS_FAIL(...) return ordo__error(ORDO_ERR_CORRUPTED, api, __VA_ARGS__)
-    c->descriptors = total;
-    for (const pool_block_t *b = p->spare; b; b = b->bin_next) {
-        size_t i = census_index(p, b);
-        if (i == SIZE_MAX || state[i] != CENSUS_UNSEEN) {
-            CENSUS_FAIL("spare descriptor %p is not a slab's, or listed twice", (const void *)b);
-        }
-        state[i] = CENSUS_SPARE;
-        ++c->spare;
-    }
-    uint64_t reserved = 0, in_use = 0, outstanding = 0;
-    const pool_chunk_t *before = NULL;
-    for (const pool_chunk_t *chunk = p->chunks; chunk; before = chunk, chunk = chunk->next) {
-        if (chunk->prev != before) {
-            CENSUS_FAIL("chunk %p: prev link broken", (const void *)chunk);
-        }
-        ++c->chunks;
-        reserved += chunk->size;
-        /* Its first block: the descriptor in use that starts it. */
-        pool_block_t *first = NULL;
-        for (const pool_slab_t *slab = p->slabs; slab && !first; slab = slab->next) {
-            for (size_t i = 0; i < POOL_SLAB_BLOCKS; ++i) {
-                pool_block_t *b = (pool_block_t *)&slab->blocks[i];
-                if (state[census_index(p, b)] != CENSUS_SPARE && b->chunk == chunk &&
-                    b->start == chunk->base && !b->addr_prev) {
-                    first = b;
-                    break;
-                }
-            }
-        }
-        if (!first) {
-            CENSUS_FAIL("chunk %p: no block starts it", (const void *)chunk);
-        }
-        char *expect = chunk->base;
-        const pool_block_t *prev = NULL;
-        for (pool_block_t *b = first; b; prev = b, b = b->addr_next) {
-            size_t i = census_index(p, b);
-            if (i == SIZE_MAX || state[i] != CENSUS_UNSEEN) {
-                CENSUS_FAIL("block %p of chunk %p: not a slab's, spare, or in two chunks",
-                            (const void *)b, (const void *)chunk);
-            }
-            state[i] = CENSUS_IN_CHUNK;
-            if (b->chunk != chunk || b->addr_prev != prev || b->start != expect || !b->size ||
-                b->size % POOL_UNIT || b->size > (size_t)(chunk->base + chunk->size - expect)) {
-                CENSUS_FAIL("block %p of chunk %p: wrong chunk, link, start or size "
-                            "(at +%zu, %zu bytes)",
-                            (const void *)b, (const void *)chunk, (size_t)(b->start - chunk->base),
-                            b->size);
-            }
-            expect += b->size;
-            uint32_t magic = atomic_load_explicit(&b->base.magic, memory_order_relaxed);
-            if (b->is_free == 1) {
-                ++c->free_blocks;
-                if (b->affinity > POOL_SETTLED || !p->bins[b->affinity] ||
-                    b->cls != class_of(b->size / POOL_UNIT) || b->death_count > POOL_DEATH_MAX ||
-                    (b->affinity == POOL_SETTLED && b->death_count) || magic == ORDO_BLOCK_MAGIC) {
-                    CENSUS_FAIL("free block %p: affinity %u, class %u for %zu bytes, %u death "
-                                "entries, magic %#x",
-                                (const void *)b, b->affinity, b->cls, b->size, b->death_count,
-                                magic);
-                }
-                c->settled_blocks += b->affinity == POOL_SETTLED;
-                if (prev && prev->is_free == 1 && census_mergeable(prev, b)) {
-                    ++c->mergeable_pairs;
-                }
-            } else if (b->is_free == 0 && b->kind == POOL_KIND_RUN) {
-                ++c->runs;
-                if (b->cls >= p->slot_classes || b->run.made > run_slots(b->cls) ||
-                    (size_t)b->run.made * class_max_units(b->cls) * POOL_UNIT > b->size) {
-                    CENSUS_FAIL("run %p: class %u, %u slots in %zu bytes", (const void *)b, b->cls,
-                                b->run.made, b->size);
-                }
-            } else if (b->is_free == 0) {
-                ++c->live_blocks;
-                if (!census_live_sound(p, b)) {
-                    CENSUS_FAIL("live block %p: magic %#x, or its bytes outside it, or its "
-                                "per-stream points missing",
-                                (const void *)b, magic);
-                }
-                in_use += b->size;
-                outstanding += b->base.bytes;
-            } else {
-                CENSUS_FAIL("block %p: is_free %u", (const void *)b, b->is_free);
-            }
-        }
-        if (expect != chunk->base + chunk->size) {
-            CENSUS_FAIL("chunk %p: its blocks cover %zu of its %zu bytes", (const void *)chunk,
-                        (size_t)(expect - chunk->base), chunk->size);
-        }
-    }
-    ordo_status_t st = census_slots(p, state, total, c, &in_use, &outstanding);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    if (c->chunks != p->stats.chunks || c->runs != p->stats.runs ||
-        reserved != p->stats.bytes_reserved || in_use != p->stats.bytes_in_use ||
-        c->live_blocks != p->blocks_out ||
-        outstanding != atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed)) {
-        CENSUS_FAIL(
-            "counters: %zu chunks, %llu reserved, %llu in use, %zu out, %llu outstanding; "
-            "the stats say %llu, %llu, %llu, %llu, %llu",
-            c->chunks, (unsigned long long)reserved, (unsigned long long)in_use, c->live_blocks,
-            (unsigned long long)outstanding, (unsigned long long)p->stats.chunks,
-            (unsigned long long)p->stats.bytes_reserved, (unsigned long long)p->stats.bytes_in_use,
-            (unsigned long long)p->blocks_out,
-            (unsigned long long)atomic_load_explicit(&p->bytes_outstanding, memory_order_relaxed));
-    }
-    if (!p->bins[POOL_SETTLED]) {
-        CENSUS_FAIL("no settled bins");
-    }
-    size_t binned = 0, listed = 0;
-    for (unsigned a = 0; a < POOL_AFFINITIES; ++a) {
-        const pool_bins_t *bins = p->bins[a];
-        if (bins && (st = census_slot_lists(p, state, a, &listed)) != ORDO_OK) {
-            return st;
-        }
-        int holds = bins && bins->slots_nonempty;
-        for (unsigned k = 0; bins && k < POOL_CLASSES; ++k) {
-            int bit = (int)(bins->nonempty[k / 64] >> (k % 64) & 1);
-            if (bit != (bins->head[k] != NULL)) {
-                CENSUS_FAIL("bins of affinity %u, class %u: bitmap bit %d", a, k, bit);
-            }
-            holds |= bit;
-            const pool_block_t *prev = NULL;
-            for (const pool_block_t *b = bins->head[k]; b; prev = b, b = b->bin_next) {
-                size_t i = census_index(p, b);
-                if (i == SIZE_MAX || state[i] != CENSUS_IN_CHUNK || b->is_free != 1 ||
-                    b->affinity != a || b->cls != k || b->bin_prev != prev) {
-                    CENSUS_FAIL("bins of affinity %u, class %u: block %p is not a free block "
-                                "of that bin in a chunk, is listed twice, or its links are "
-                                "broken",
-                                a, k, (const void *)b);
-                }
-                state[i] = CENSUS_BINNED;
-                ++binned;
-            }
-        }
-        for (unsigned k = POOL_CLASSES; bins && k < POOL_CLASS_WORDS * 64; ++k) {
-            if (bins->nonempty[k / 64] >> (k % 64) & 1) {
-                CENSUS_FAIL("bins of affinity %u: bit %u past the classes", a, k);
-            }
-        }
-        if (a < POOL_SETTLED && holds && !(p->affinity_mask >> a & 1)) {
-            CENSUS_FAIL("affinity mask bit %u is clear, its bins hold blocks", a);
-        }
-    }
-    if (binned != c->free_blocks || listed != c->free_slots) {
-        CENSUS_FAIL("%zu free blocks, %zu in bins; %zu free slots, %zu listed", c->free_blocks,
-                    binned, c->free_slots, listed);
-    }
-#undef CENSUS_FAIL
-    return ORDO_OK;
-}
-
-ordo_status_t ordo__mem_pool_census(ordo_mem_resource_t *resource, mem_pool_census_t *out_census) {
-    static const char api[] = "ordo__mem_pool_census";
-    ordo_status_t st = pool_check(resource, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    if (!out_census) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_census is NULL");
-    }
-    pool_t *p = (pool_t *)resource;
-    *out_census = (mem_pool_census_t){0};
-    ordo_rlock_lock(&p->tracker->lock);
-    size_t total = 0;
-    for (const pool_slab_t *slab = p->slabs; slab; slab = slab->next) {
-        total += POOL_SLAB_BLOCKS;
-    }
-    uint8_t *state = total ? ordo__alloc(total, 0) : NULL;
-    if (total && !state) {
-        st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the census");
-    } else {
-        st = census_locked(p, state, total, out_census);
-    }
-    ordo_rlock_unlock(&p->tracker->lock);
-    if (state) {
-        ordo__dealloc(state, total, 0);
-    }
-    return st;
 }

@@ -436,7 +436,30 @@ static ordo_status_t held_push(cuda_stream_t *s, held_op_t *op, const char *api)
     return st;
 }
 
+/* A held point on signal (a signal or a wait): the op holds a reference on
+ * the signal until it has run. */
+static ordo_status_t held_point(cuda_stream_t *s, held_kind_t kind, ordo_signal_t *signal,
+                                uint64_t value, uint64_t seq, const char *api) {
+    held_op_t *op = held_make(s, kind, kind == HELD_SIGNAL ? HAL_LANE_SIGNAL : HAL_LANE_WAIT, api);
+    if (!op) {
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    ordo__signal_retain_internal(signal);
+    op->base.signal = signal;
+    op->base.value = value;
+    op->base.seq = seq;
+    op->seq = kind == HELD_SIGNAL ? seq : 0;
+    return held_push(s, op, api);
+}
+
 /* ---- the backend entry points ----------------------------------------------- */
+
+/* The prologue of a call that issues work: the stream has not failed, and
+ * the device's context is current on the calling thread. */
+static ordo_status_t stream_enter(cuda_stream_t *s, const char *api) {
+    ordo_status_t st = stream_failure(s, api);
+    return st == ORDO_OK ? ordo__cuda_enter(s->dev, api) : st;
+}
 
 static void lane_thread_start(void *user) {
     (void)ordo__cuda_enter(user, "the CUDA host lane");
@@ -575,10 +598,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
                                        uint64_t value) {
     static const char api[] = "ordo_stream_signal";
     cuda_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, api);
-    if (st == ORDO_OK) {
-        st = ordo__cuda_enter(s->dev, api);
-    }
+    ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
         /* Nobody may wait for a point this stream will never reach. */
         const char *message = NULL;
@@ -592,17 +612,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
     if (!hal_lane_holding_locked(&s->lane)) {
         st = issue_point(s, seq, signal, value, NULL, 0, api);
     } else {
-        held_op_t *op = held_make(s, HELD_SIGNAL, HAL_LANE_SIGNAL, api);
-        if (!op) {
-            st = ORDO_ERR_OUT_OF_MEMORY;
-        } else {
-            ordo__signal_retain_internal(signal);
-            op->base.signal = signal;
-            op->base.value = value;
-            op->base.seq = seq;
-            op->seq = seq;
-            st = held_push(s, op, api);
-        }
+        st = held_point(s, HELD_SIGNAL, signal, value, seq, api);
     }
     if (st == ORDO_OK) {
         s->reserved = seq;
@@ -618,10 +628,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
 ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
     static const char api[] = "ordo_stream_wait";
     cuda_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, api);
-    if (st == ORDO_OK) {
-        st = ordo__cuda_enter(s->dev, api);
-    }
+    ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
         return st;
     }
@@ -631,18 +638,9 @@ ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signa
         st = wait_try(s, signal, value, &hold, api);
     }
     if (st == ORDO_OK && hold) {
-        held_op_t *op = held_make(s, HELD_WAIT, HAL_LANE_WAIT, api);
-        if (!op) {
-            st = ORDO_ERR_OUT_OF_MEMORY;
-        } else {
-            ordo__signal_retain_internal(signal);
-            op->base.signal = signal;
-            op->base.value = value;
-            /* Waits have no point; for stall reports the stream has run
-             * everything before it when its progress is at seq - 1. */
-            op->base.seq = s->reserved + 1;
-            st = held_push(s, op, api);
-        }
+        /* Waits have no point; for stall reports the stream has run
+         * everything before it when its progress is at seq - 1. */
+        st = held_point(s, HELD_WAIT, signal, value, s->reserved + 1, api);
     }
     hal_lane_unlock(&s->lane);
     issue_failed(s, st);
@@ -652,10 +650,7 @@ ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signa
 ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
     static const char api[] = "ordo_stream_synchronize";
     cuda_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, api);
-    if (st == ORDO_OK) {
-        st = ordo__cuda_enter(s->dev, api);
-    }
+    ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
         return st;
     }
@@ -697,10 +692,7 @@ ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream) {
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     static const char api[] = "ordo_event_record";
     cuda_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, api);
-    if (st == ORDO_OK) {
-        st = ordo__cuda_enter(s->dev, api);
-    }
+    ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
         return st;
     }

@@ -32,6 +32,17 @@ ordo_status_t ordo__error_as(ordo_status_t status, const char *api);
  * or the thread's message is an older one. */
 uint64_t ordo__error_count(void);
 
+/* Returns the status of expr (an ordo_status_t) from the calling function
+ * when it is an error; the message the failing call recorded stays the
+ * thread's. */
+#define ORDO_RETURN_IF_ERROR(expr)                                                                 \
+    do {                                                                                           \
+        ordo_status_t ordo_status_ = (expr);                                                       \
+        if (ORDO_UNLIKELY(ordo_status_ != ORDO_OK)) {                                              \
+            return ordo_status_;                                                                   \
+        }                                                                                          \
+    } while (0)
+
 /* ORDO_OK when flags has no bit outside known, else ORDO_ERR_INVALID_ARGUMENT
  * with a message naming the unknown bits (a config's flags field). */
 ordo_status_t ordo__flags_check(uint32_t flags, uint32_t known, const char *api);

@@ -129,10 +129,7 @@ static ordo_status_t barrier_make(ordo_stream_t *const *streams, size_t count,
     }
     ordo_stream_t *unique[ORDO_BARRIER_MAX_STREAMS];
     size_t n = 0;
-    ordo_status_t st = set_validate(streams, count, api, unique, &n);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(set_validate(streams, count, api, unique, &n));
     ordo_device_t *device = unique[0]->device;
     size_t bytes = sizeof(ordo_barrier_t) +
                    n * (sizeof(ordo_stream_t *) + sizeof(uint64_t) + sizeof(ordo_signal_t *));
@@ -253,10 +250,7 @@ ordo_status_t ordo_barrier_create(ordo_stream_t *const *streams, size_t count,
 }
 
 ordo_status_t ordo_barrier_destroy(ordo_barrier_t *barrier) {
-    ordo_status_t st = barrier_check(barrier, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(barrier_check(barrier, __func__));
     barrier_free(barrier);
     return ORDO_OK;
 }
@@ -317,10 +311,7 @@ ordo_status_t ordo_barrier_stream_count(ordo_barrier_t *barrier, size_t *out_cou
     if (out_count) {
         *out_count = 0;
     }
-    ordo_status_t st = barrier_check(barrier, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(barrier_check(barrier, __func__));
     if (!out_count) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }
@@ -330,11 +321,8 @@ ordo_status_t ordo_barrier_stream_count(ordo_barrier_t *barrier, size_t *out_cou
 
 ordo_status_t ordo_barrier_streams(ordo_stream_t *const *streams, size_t count) {
     ordo_barrier_t *b = NULL;
-    ordo_status_t st = barrier_make(streams, count, ORDO_BARRIER_SCHEME_AUTO, &b, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    st = barrier_enqueue(b, __func__);
+    ORDO_RETURN_IF_ERROR(barrier_make(streams, count, ORDO_BARRIER_SCHEME_AUTO, &b, __func__));
+    ordo_status_t st = barrier_enqueue(b, __func__);
     barrier_free(b);
     return st;
 }

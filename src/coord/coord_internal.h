@@ -332,10 +332,7 @@ ordo_status_t ordo__op_chunk_add(ordo_coord_t *coord);
 /* A free slot (taken off the free list, or from a new chunk). */
 static inline ordo_status_t op_slot_take(ordo_coord_t *coord, uint32_t *out_slot) {
     if (ORDO_UNLIKELY(coord->free_slot == COORD_NONE)) {
-        ordo_status_t st = ordo__op_chunk_add(coord);
-        if (st != ORDO_OK) {
-            return st;
-        }
+        ORDO_RETURN_IF_ERROR(ordo__op_chunk_add(coord));
     }
     uint32_t slot = coord->free_slot;
     coord->free_slot = op_at(coord, slot)->next;

@@ -135,10 +135,7 @@ static void stream_state_free(coord_stream_t *cs) {
 
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     coord_work_t work;
-    ordo_status_t st = coord_open(coord, &work, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(coord_open(coord, &work, __func__));
     ordo__coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
     uint64_t running = coord->callbacks_running + coord->timepoints_pending;
@@ -290,10 +287,7 @@ static void stream_detach_last(ordo_coord_t *coord) {
 
 static ordo_status_t check_stream(const ordo_coord_t *coord, ordo_stream_t *stream,
                                   const char *api) {
-    ordo_status_t st = ordo__hal_stream_check(stream, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));
     if (stream->device != coord->device) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "stream of %s used with a coordinator of %s", stream->device->info.name,
@@ -345,10 +339,7 @@ static ordo_status_t pick_stream(const ordo_coord_t *coord, const ordo_op_desc_t
     if (workload == ORDO_WORKLOAD_ANY) {
         workload = desc->type == ORDO_OP_TRANSFER ? ORDO_WORKLOAD_TRANSFER : ORDO_WORKLOAD_COMPUTE;
     }
-    ordo_status_t st = ordo_stream_pool_next(coord->pool, workload, out_stream);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo_stream_pool_next(coord->pool, workload, out_stream));
     return check_stream(coord, *out_stream, api);
 }
 
@@ -806,12 +797,9 @@ static ordo_status_t complete_locked(ordo_coord_t *coord, uint32_t slot, coord_w
     coord_op_t *op = op_at(coord, slot);
     coord_stream_t *cs = coord->streams[op->stream];
     uint64_t point = cs->next_point + 1;
-    ordo_status_t st = stream_pending_reserve(cs);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(stream_pending_reserve(cs));
     const hal_backend_t *backend = cs->stream->device->backend;
-    st = backend->signal(cs->stream, cs->timeline, point);
+    ordo_status_t st = backend->signal(cs->stream, cs->timeline, point);
     if (st != ORDO_OK) {
         ordo_status_t stream_st = backend->status(cs->stream);
         if (stream_st == ORDO_OK) {
@@ -867,12 +855,9 @@ static const char *state_name(uint8_t state) {
 ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
     uint64_t t0 = timing_start();
     coord_work_t work;
-    ordo_status_t st = coord_open(coord, &work, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(coord_open(coord, &work, __func__));
     uint32_t slot = COORD_NONE;
-    st = manual_op(coord, id, &slot, __func__);
+    ordo_status_t st = manual_op(coord, id, &slot, __func__);
     if (st == ORDO_OK) {
         coord_op_t *op = op_at(coord, slot);
         if (op->state != OP_REGISTERED) {
@@ -907,12 +892,9 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
 ordo_status_t ordo_coord_complete(ordo_coord_t *coord, ordo_op_id_t id) {
     uint64_t t0 = timing_start();
     coord_work_t work;
-    ordo_status_t st = coord_open(coord, &work, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(coord_open(coord, &work, __func__));
     uint32_t slot = COORD_NONE;
-    st = manual_op(coord, id, &slot, __func__);
+    ordo_status_t st = manual_op(coord, id, &slot, __func__);
     if (st == ORDO_OK) {
         coord_op_t *op = op_at(coord, slot);
         if (op->state != OP_BEGUN) {
@@ -1121,10 +1103,7 @@ ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *
     if (out_count) {
         *out_count = 0;
     }
-    ordo_status_t st = coord_check(coord, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(coord_check(coord, __func__));
     if (!out_count || (capacity && !out_cycles)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            out_count ? "out_cycles" : "out_count");
@@ -1132,7 +1111,7 @@ ordo_status_t ordo_coord_detect_deadlocks(ordo_coord_t *coord, ordo_op_cycle_t *
     coord_work_t work;
     coord_enter(coord, &work);
     cycle_sink_t sink = {coord, out_cycles, capacity, 0};
-    st = ordo__op_graph_find_cycles(&coord->graph, cycle_found, &sink);
+    ordo_status_t st = ordo__op_graph_find_cycles(&coord->graph, cycle_found, &sink);
     coord_unlock(coord, &work);
     if (st != ORDO_OK) {
         return ordo__error(st, __func__, "cannot allocate the search's working memory");
@@ -1145,10 +1124,7 @@ ordo_status_t ordo_coord_metrics(ordo_coord_t *coord, ordo_coord_metrics_t *out_
     if (out_metrics) {
         memset(out_metrics, 0, sizeof *out_metrics);
     }
-    ordo_status_t st = coord_check(coord, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(coord_check(coord, __func__));
     if (!out_metrics) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }

@@ -360,11 +360,8 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
     *out_count = 0;
     *out_slots = 0;
     stall_set_t set;
-    ordo_status_t st = collect(device, &set, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    st = build_signals(&set, api);
+    ORDO_RETURN_IF_ERROR(collect(device, &set, api));
+    ordo_status_t st = build_signals(&set, api);
     ordo_stall_entry_t *entries = NULL;
     if (st == ORDO_OK) {
         entries = array_alloc(set.count, sizeof *entries);
@@ -428,20 +425,14 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
     if (out_count) {
         *out_count = 0;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_count || (capacity && !out_entries)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            out_count ? "out_entries" : "out_count");
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
-    st = stall_build(device, &entries, &count, &slots, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, __func__));
     for (size_t i = 0; i < count && i < capacity; ++i) {
         out_entries[i] = entries[i];
     }
@@ -552,20 +543,14 @@ ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, si
     if (out_len) {
         *out_len = 0;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_len || (capacity && !out_text)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            out_len ? "out_text" : "out_len");
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
-    st = stall_build(device, &entries, &count, &slots, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, __func__));
     size_t len = 0;
     if (capacity) {
         out_text[0] = '\0';

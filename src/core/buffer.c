@@ -9,10 +9,7 @@ ordo_status_t ordo_buffer_create(ordo_tracker_t *tracker, ordo_buffer_t **out_bu
     if (out_buffer) {
         *out_buffer = NULL;
     }
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     if (!out_buffer) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
     }

@@ -50,15 +50,12 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
     if (out_pool) {
         *out_pool = NULL;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!config || !out_pool) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            config ? "out_pool" : "config");
     }
-    st = ordo__flags_check(config->flags, 0, __func__);
+    ordo_status_t st = ordo__flags_check(config->flags, 0, __func__);
     if (st != ORDO_OK) {
         return st;
     }
@@ -124,10 +121,7 @@ ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
      * keeps the whole pool (and its handles) alive. */
     size_t total = pool->compute + pool->transfer;
     for (size_t i = 0; i < total; ++i) {
-        st = ordo__hal_stream_check_destroy(pool->streams[i], __func__);
-        if (st != ORDO_OK) {
-            return st;
-        }
+        ORDO_RETURN_IF_ERROR(ordo__hal_stream_check_destroy(pool->streams[i], __func__));
     }
     pool_free(pool, total);
     return ORDO_OK;
@@ -168,19 +162,13 @@ ordo_status_t ordo_stream_pool_next(ordo_stream_pool_t *pool, ordo_workload_t wo
     if (out_stream) {
         *out_stream = NULL;
     }
-    ordo_status_t st = pool_check(pool, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, __func__));
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
     size_t first = 0;
     size_t count = 0;
-    st = pool_class(pool, workload, &first, &count, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_class(pool, workload, &first, &count, __func__));
     size_t turn = atomic_fetch_add_explicit(&pool->cursor[workload], 1, memory_order_relaxed);
     *out_stream = pool->streams[first + turn % count];
     return ORDO_OK;
@@ -191,10 +179,7 @@ ordo_status_t ordo_stream_pool_size(ordo_stream_pool_t *pool, ordo_workload_t wo
     if (out_count) {
         *out_count = 0;
     }
-    ordo_status_t st = pool_check(pool, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, __func__));
     if (!out_count) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_count is NULL");
     }

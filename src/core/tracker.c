@@ -29,10 +29,7 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
     if (out_tracker) {
         *out_tracker = NULL;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_tracker) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_tracker is NULL");
     }
@@ -40,7 +37,7 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
     if (!tracker) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a tracker");
     }
-    st = ordo__reclaimer_start(&tracker->reclaimer);
+    ordo_status_t st = ordo__reclaimer_start(&tracker->reclaimer);
     if (st != ORDO_OK) {
         ordo__dealloc(tracker, sizeof *tracker, 64);
         return ordo__error(st, __func__, "cannot start the reclaimer thread");
@@ -54,10 +51,7 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
 }
 
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     uint32_t pools = atomic_load(&tracker->pools);
     if (pools) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
@@ -89,10 +83,7 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
 
 ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                           uint32_t *out_index, const char *api) {
-    ordo_status_t st = ordo__hal_stream_check(stream, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));
     if (stream->device != tracker->device) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "stream of %s used with a tracker of %s",
                            stream->device->info.name, tracker->device->info.name);
@@ -105,7 +96,7 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
     if (!ts) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate stream state");
     }
-    st = ordo_signal_create(0, &ts->timeline);
+    ordo_status_t st = ordo_signal_create(0, &ts->timeline);
     if (st != ORDO_OK) {
         ordo__dealloc(ts, sizeof *ts, 64);
         return st;
@@ -349,15 +340,9 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
         return ORDO_OK;
     }
     const tracker_record_t *record = NULL;
-    ordo_status_t st = ordo__tracker_record_covering(tracker, origin, through, &record);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_record_covering(tracker, origin, through, &record));
     ordo_stream_t *stream = frontier_stream(tracker, t);
-    st = timeline_enqueue(stream, tracker->streams[origin], record->point, 1);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(timeline_enqueue(stream, tracker->streams[origin], record->point, 1));
     frontier_learn(tracker, t, origin, record);
     counter_add(&tracker->waits_emitted, 1);
     if (trace_on()) {
@@ -683,10 +668,7 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
     if (out_metrics) {
         memset(out_metrics, 0, sizeof *out_metrics);
     }
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     if (!out_metrics) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }
@@ -706,10 +688,7 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
 
 ordo_status_t ordo__tracker_set_wait_observer(ordo_tracker_t *tracker,
                                               ordo__tracker_wait_observer_fn observer, void *ctx) {
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     tracker->observer = observer;
     tracker->observer_ctx = ctx;
     return ORDO_OK;
@@ -724,10 +703,7 @@ ordo_status_t ordo_tracker_lock(ordo_tracker_t *tracker) {
 }
 
 ordo_status_t ordo_tracker_unlock(ordo_tracker_t *tracker) {
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     if (!ordo__rlock_held(&tracker->lock)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "the calling thread does not hold the tracker's lock");

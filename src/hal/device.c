@@ -355,10 +355,7 @@ ordo_status_t ordo_device_retain(ordo_device_t *device) {
 }
 
 ordo_status_t ordo_device_release(ordo_device_t *device) {
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!device->shared) {
         if (atomic_fetch_sub_explicit(&device->refs, 1, memory_order_acq_rel) == 1) {
             device_free(device);
@@ -383,10 +380,7 @@ ordo_status_t ordo_device_info(ordo_device_t *device, ordo_device_info_t *out_in
     if (out_info) {
         memset(out_info, 0, sizeof *out_info);
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_info) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
     }
@@ -398,10 +392,7 @@ ordo_status_t ordo_device_is_shared(ordo_device_t *device, bool *out_shared) {
     if (out_shared) {
         *out_shared = 0;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_shared) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_shared is NULL");
     }
@@ -438,10 +429,7 @@ ordo_status_t ordo_device_event_pool_trim(ordo_device_t *device, size_t keep) {
         return st;
     }
     for (int k = 0; k < 2; ++k) {
-        st = ordo__event_pool_trim(device->event_pools[k], keep);
-        if (st != ORDO_OK) {
-            return st;
-        }
+        ORDO_RETURN_IF_ERROR(ordo__event_pool_trim(device->event_pools[k], keep));
     }
     return ORDO_OK;
 }

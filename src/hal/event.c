@@ -23,10 +23,7 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     if (out_event) {
         *out_event = NULL;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_event) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_event is NULL");
     }
@@ -40,10 +37,7 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     }
     void *object;
     int pooled;
-    st = ordo__event_pool_acquire(device->event_pools[kind], &object, &pooled);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__event_pool_acquire(device->event_pools[kind], &object, &pooled));
     ordo_event_t *event = object;
     atomic_store_explicit(&event->in_pool, 0, memory_order_relaxed);
     event->pooled = pooled;
@@ -107,10 +101,7 @@ void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, in
 }
 
 ordo_status_t ordo_event_destroy(ordo_event_t *event) {
-    ordo_status_t st = ordo__hal_event_check(event, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_event_check(event, __func__));
     /* From here on the handle is refused; the event itself returns to its
      * pool now, or when its stream passes its last pending record. */
     atomic_store_explicit(&event->in_pool, 1, memory_order_relaxed);
@@ -139,10 +130,7 @@ ordo_status_t ordo_event_record(ordo_event_t *event, ordo_stream_t *stream) {
 }
 
 ordo_status_t ordo__hal_event_check_recorded(const ordo_event_t *event, const char *api) {
-    ordo_status_t st = ordo__hal_event_check(event, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_event_check(event, api));
     if (!event->timeline) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "event %p was never recorded: it names no point to wait for",
@@ -155,15 +143,12 @@ ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete) {
     if (out_complete) {
         *out_complete = 0;
     }
-    ordo_status_t st = ordo__hal_event_check_recorded(event, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_event_check_recorded(event, __func__));
     if (!out_complete) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_complete is NULL");
     }
     uint64_t value = 0;
-    st = ordo_signal_query(event->timeline, &value);
+    ordo_status_t st = ordo_signal_query(event->timeline, &value);
     *out_complete = value >= event->point;
     if (*out_complete || st == ORDO_OK) {
         return ORDO_OK;
@@ -173,11 +158,8 @@ ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete) {
 }
 
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline) {
-    ordo_status_t st = ordo__hal_event_check_recorded(event, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    st = ordo_signal_wait(event->timeline, event->point, deadline);
+    ORDO_RETURN_IF_ERROR(ordo__hal_event_check_recorded(event, __func__));
+    ordo_status_t st = ordo_signal_wait(event->timeline, event->point, deadline);
     return st == ORDO_OK ? st : ordo__error_as(st, __func__);
 }
 

@@ -730,10 +730,7 @@ ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_
 }
 
 ordo_status_t ordo__event_pool_destroy(event_pool_t *pool) {
-    ordo_status_t st = pool_check(pool, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, __func__));
     pthread_mutex_lock(&pools_lock);
     pthread_mutex_lock(&pool->lock);
     uint64_t acquires;
@@ -887,10 +884,7 @@ ordo_status_t ordo__event_pool_acquire(event_pool_t *pool, void **out_event, int
 
 static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int pooled) {
     const char *api = "ordo__event_pool_release";
-    ordo_status_t st = pool_check(pool, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, api));
     if (!event) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "event is NULL");
     }
@@ -1070,10 +1064,7 @@ void ordo__event_pool_give(event_pool_t *pool, void *event) {
 /* ---- trim and statistics --------------------------------------------- */
 
 ordo_status_t ordo__event_pool_trim(event_pool_t *pool, size_t keep) {
-    ordo_status_t st = pool_check(pool, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, __func__));
     pool_cache_t *mine = thread_cache_probe(pool);
     pthread_mutex_lock(&pool->lock);
     if (mine) {
@@ -1118,10 +1109,7 @@ ordo_status_t ordo__event_pool_trim(event_pool_t *pool, size_t keep) {
 }
 
 ordo_status_t ordo__event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t *out_stats) {
-    ordo_status_t st = pool_check(pool, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(pool, __func__));
     if (!out_stats) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }

@@ -142,10 +142,7 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     if (out_stream) {
         *out_stream = NULL;
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
@@ -162,7 +159,7 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     stream->magic = ORDO_STREAM_MAGIC;
     stream->device = device;
     stream->priority = priority;
-    st = device->backend->stream_init(stream);
+    ordo_status_t st = device->backend->stream_init(stream);
     if (st != ORDO_OK) {
         stream->magic = ORDO_HAL_DEAD;
         ordo__dealloc(stream, sizeof *stream, 0);
@@ -175,10 +172,7 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
 }
 
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     if (stream->pool) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
                            "stream %p belongs to the stream pool %p, which hands it out: "
@@ -189,10 +183,7 @@ ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
 }
 
 ordo_status_t ordo__hal_stream_destroy(ordo_stream_t *stream, const char *api) {
-    ordo_status_t st = ordo__hal_stream_check_destroy(stream, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check_destroy(stream, api));
     ordo_device_t *device = stream->device;
     /* Out of the registry first: a stall report snapshotting the stream
      * holds streams_lock, so the backend's teardown waits for it. */
@@ -215,10 +206,7 @@ ordo_status_t ordo_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void
 }
 
 static ordo_status_t check_point(ordo_signal_t *signal, uint64_t value, const char *api) {
-    ordo_status_t st = ordo__signal_check(signal, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, api));
     if (value > ORDO_SIGNAL_VALUE_MAX) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
                            (unsigned long long)value);
@@ -252,18 +240,12 @@ ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
 }
 
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     return stream->device->backend->synchronize(stream, deadline);
 }
 
 ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     return stream->device->backend->status(stream);
 }
 
@@ -271,10 +253,7 @@ ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, bool *out_healthy) {
     if (out_healthy) {
         *out_healthy = 0;
     }
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     if (!out_healthy) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_healthy is NULL");
     }
@@ -286,10 +265,7 @@ ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority) {
     if (out_priority) {
         *out_priority = 0;
     }
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     if (!out_priority) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_priority is NULL");
     }
@@ -301,10 +277,7 @@ ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_devi
     if (out_device) {
         *out_device = NULL;
     }
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     if (!out_device) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_device is NULL");
     }
@@ -320,10 +293,7 @@ void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t
 }
 
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     pthread_mutex_lock(&stream->device->streams_lock);
     name_store(stream->name, sizeof stream->name, name);
     pthread_mutex_unlock(&stream->device->streams_lock);
@@ -331,10 +301,7 @@ ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
 }
 
 ordo_status_t ordo_stream_name(ordo_stream_t *stream, char *out_name, size_t capacity) {
-    ordo_status_t st = ordo__hal_stream_check(stream, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     if (!out_name || capacity == 0) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
                            out_name ? "capacity is 0" : "out_name is NULL");

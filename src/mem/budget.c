@@ -107,10 +107,7 @@ static void account_release(budget_account_t *a, uint64_t charge) {
 }
 
 static ordo_status_t budget_reap(budget_resource_t *b, ordo_deadline_t deadline) {
-    ordo_status_t st = ordo__mem_forward_reap_pending(&b->base, deadline);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_forward_reap_pending(&b->base, deadline));
     return ordo__mem_frees_wait(&b->frees_pending, deadline);
 }
 
@@ -329,10 +326,7 @@ ordo_status_t ordo_mem_budget_config_default(ordo_mem_budget_config_t *out_confi
 }
 
 ordo_status_t ordo_mem_budget_set_limit(ordo_device_t *device, uint64_t bytes) {
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     budget_account_t *a = account_get(device, 1);
     if (!a) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate the budget account");
@@ -345,10 +339,7 @@ ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     if (!out_stats) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
@@ -368,10 +359,7 @@ ordo_status_t ordo_mem_budget_stats(ordo_device_t *device, ordo_mem_budget_stats
 }
 
 ordo_status_t ordo_mem_budget_reset_peak(ordo_device_t *device) {
-    ordo_status_t st = ordo__hal_device_check(device, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
     budget_account_t *a = account_get(device, 0);
     if (a) {
         mem_peak_reset(&a->peak_charged, &a->charged);

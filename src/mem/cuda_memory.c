@@ -77,10 +77,7 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
     static const char api[] = "ordo_mem_allocate";
     cuda_resource_t *r = (cuda_resource_t *)resource;
     cuda_device_t *d = r->d;
-    ordo_status_t st = ordo__cuda_enter(d, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
     cuda_block_t *b = descriptor_take(r);
     if (!b) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a block descriptor");
@@ -321,10 +318,7 @@ static ordo_status_t resource_create(ordo_device_t *device, cuda_mem_kind_t kind
     if (out_resource) {
         *out_resource = NULL;
     }
-    ordo_status_t st = ordo__hal_device_check(device, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, api));
     if (!out_resource) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }

@@ -187,10 +187,7 @@ static ordo_status_t direct_create(ordo_device_t *device, int holds_device,
         *out_resource = NULL;
     }
     static const char api[] = "ordo_mem_direct_create";
-    ordo_status_t st = ordo__hal_device_check(device, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, api));
     if (!out_resource) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_resource is NULL");
     }

@@ -556,10 +556,7 @@ static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
 
 static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     guard_resource_t *g = (guard_resource_t *)resource;
-    ordo_status_t st = ordo__mem_frees_wait(&g->frees_pending, deadline);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_frees_wait(&g->frees_pending, deadline));
     return ordo__mem_forward_reap_pending(resource, deadline);
 }
 
@@ -750,15 +747,13 @@ ordo_status_t ordo_mem_guard_check(ordo_mem_resource_t *resource,
 }
 
 ordo_status_t ordo_mem_guard_drain(ordo_mem_resource_t *resource) {
-    ordo_status_t st = guard_check_handle(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(guard_check_handle(resource, __func__));
     guard_resource_t *g = (guard_resource_t *)resource;
     findings_t f;
     findings_init(&f);
     evict(g, 1, &f);
-    st = f.count || f.dropped ? raise_first(&f, ORDO_ERR_CORRUPTED, __func__) : ORDO_OK;
+    ordo_status_t st =
+        f.count || f.dropped ? raise_first(&f, ORDO_ERR_CORRUPTED, __func__) : ORDO_OK;
     findings_publish(g, &f);
     return st;
 }

@@ -319,10 +319,7 @@ static ordo_status_t logging_make(ordo_mem_resource_t *upstream, FILE *file, int
 
 ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
                                       ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_adaptor_create_check(upstream, out_resource, __func__));
     if (!file) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "file is NULL");
     }
@@ -331,10 +328,7 @@ ordo_status_t ordo_mem_logging_create(ordo_mem_resource_t *upstream, FILE *file,
 
 ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const char *path,
                                            ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_adaptor_create_check(upstream, out_resource, __func__));
     if (!path || !*path) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "path is %s",
                            path ? "empty" : "NULL");
@@ -355,7 +349,7 @@ ordo_status_t ordo_mem_logging_create_path(ordo_mem_resource_t *upstream, const 
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "cannot set up '%s' for writing: %s", path, strerror(err));
     }
-    st = logging_make(upstream, NULL, fd, out_resource, __func__);
+    ordo_status_t st = logging_make(upstream, NULL, fd, out_resource, __func__);
     if (st != ORDO_OK) {
         (void)close(fd);
     }
@@ -367,10 +361,7 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_resource_check(resource, __func__));
     if (resource->ops != &logging_ops) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "%p is a %s resource, not a logging adaptor", (void *)resource,

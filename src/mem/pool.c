@@ -209,10 +209,7 @@ POOL_HOT ordo_status_t find_free_elsewhere(pool_t *p, size_t size, uint32_t t,
         if (p->config.reuse == ORDO_MEM_REUSE_OTHER_BLOCK) {
             *skipped = 1;
         } else {
-            ordo_status_t st = wait_for_death(p, t, uncovered);
-            if (st != ORDO_OK) {
-                return st;
-            }
+            ORDO_RETURN_IF_ERROR(wait_for_death(p, t, uncovered));
             b = uncovered;
             ++p->stats.reuses_waited;
         }
@@ -249,10 +246,7 @@ static ordo_status_t find_free(pool_t *p, size_t size, uint32_t t, pool_block_t 
  * stream t (so other streams reuse it only once ordered after t). */
 static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *stream,
                           pool_block_t **out_block) {
-    ordo_status_t st = bins_ensure(p, t, "ordo_mem_allocate");
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(bins_ensure(p, t, "ordo_mem_allocate"));
     size_t chunk_size = size > p->config.chunk_bytes ? size : p->config.chunk_bytes;
     pool_chunk_t *chunk = ordo__alloc(sizeof *chunk, 0);
     pool_block_t *b = descriptor_take(p);
@@ -267,7 +261,7 @@ static ordo_status_t grow(pool_t *p, size_t size, uint32_t t, ordo_stream_t *str
                            "cannot allocate the pool's bookkeeping");
     }
     mem_request_t request = {chunk_size, POOL_UNIT, stream, ORDO_MEM_TAG_NONE};
-    st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
+    ordo_status_t st = mem_allocate(p->base.upstream, &request, &chunk->upstream_block);
     if (st != ORDO_OK) {
         ordo__dealloc(chunk, sizeof *chunk, 0);
         descriptor_put(p, b);
@@ -850,10 +844,7 @@ ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *resource, ordo_mem_pool_s
     if (out_stats) {
         memset(out_stats, 0, sizeof *out_stats);
     }
-    ordo_status_t st = pool_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(resource, __func__));
     if (!out_stats) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
     }
@@ -865,10 +856,7 @@ ordo_status_t ordo_mem_pool_stats(ordo_mem_resource_t *resource, ordo_mem_pool_s
 }
 
 ordo_status_t ordo_mem_pool_trim(ordo_mem_resource_t *resource, uint64_t keep_bytes) {
-    ordo_status_t st = pool_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(pool_check(resource, __func__));
     pool_t *p = (pool_t *)resource;
     ordo_rlock_lock(&p->tracker->lock);
     settle_all(p);

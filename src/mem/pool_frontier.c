@@ -130,10 +130,7 @@ static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t 
     const uint64_t *waited = frontier_of(tracker, s);
     for (uint32_t u = 0; u < frontier_stream_count(tracker); ++u) {
         if (u != s && waited[u]) {
-            ordo_status_t st = wait_for_point(p, t, u, waited[u], visited);
-            if (st != ORDO_OK) {
-                return st;
-            }
+            ORDO_RETURN_IF_ERROR(wait_for_point(p, t, u, waited[u], visited));
         }
     }
     return ORDO_OK;

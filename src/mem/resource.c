@@ -50,10 +50,7 @@ ordo_status_t ordo__mem_resource_check(const ordo_mem_resource_t *resource, cons
 
 static ordo_status_t check_stream(const ordo_mem_resource_t *resource, ordo_stream_t *stream,
                                   const char *api) {
-    ordo_status_t st = ordo__hal_stream_check(stream, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));
     if (stream->device != resource->device) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "stream of %s used with a memory resource of %s",
@@ -228,10 +225,7 @@ ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t
     if (out_bytes) {
         *out_bytes = 0;
     }
-    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_resource_check(resource, __func__));
     if (!out_bytes) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_bytes is NULL");
     }
@@ -240,10 +234,7 @@ ordo_status_t ordo_mem_bytes_outstanding(ordo_mem_resource_t *resource, uint64_t
 }
 
 ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
-    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_resource_check(resource, __func__));
     return resource->ops->reap_pending(resource, deadline);
 }
 
@@ -251,10 +242,7 @@ ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, bool
     if (out_supported) {
         *out_supported = 0;
     }
-    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_resource_check(resource, __func__));
     if (!out_supported) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_supported is NULL");
     }
@@ -338,10 +326,7 @@ ordo_status_t ordo__mem_resource_destroy_owned(ordo_mem_resource_t *resource) {
 }
 
 ordo_status_t ordo_mem_resource_destroy(ordo_mem_resource_t *resource) {
-    ordo_status_t st = ordo__mem_resource_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_resource_check(resource, __func__));
     if (resource->device_owned) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
                            "this %s resource is a layer of %s's own memory stack "
@@ -367,10 +352,7 @@ ordo_status_t ordo_block_info(const ordo_block_t *block, ordo_block_info_t *out_
     if (out_info) {
         memset(out_info, 0, sizeof *out_info);
     }
-    ordo_status_t st = check_block_handle(block, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_block_handle(block, __func__));
     if (!out_info) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_info is NULL");
     }
@@ -383,10 +365,7 @@ ordo_status_t ordo_block_ptr(const ordo_block_t *block, void **out_ptr) {
     if (out_ptr) {
         *out_ptr = NULL;
     }
-    ordo_status_t st = check_block_handle(block, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_block_handle(block, __func__));
     if (!out_ptr) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_ptr is NULL");
     }
@@ -398,10 +377,7 @@ ordo_status_t ordo_block_buffer(const ordo_block_t *block, ordo_buffer_t **out_b
     if (out_buffer) {
         *out_buffer = NULL;
     }
-    ordo_status_t st = check_block_handle(block, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_block_handle(block, __func__));
     if (!out_buffer) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_buffer is NULL");
     }

@@ -161,10 +161,7 @@ static ordo_status_t statistics_check(ordo_mem_resource_t *resource, const char 
 
 ordo_status_t ordo_mem_statistics_create(ordo_mem_resource_t *upstream,
                                          ordo_mem_resource_t **out_resource) {
-    ordo_status_t st = ordo__mem_adaptor_create_check(upstream, out_resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__mem_adaptor_create_check(upstream, out_resource, __func__));
     statistics_resource_t *s = ordo__alloc(sizeof *s, 0);
     if (!s) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__,
@@ -200,10 +197,7 @@ ordo_status_t ordo_mem_statistics_get(ordo_mem_resource_t *resource,
 }
 
 ordo_status_t ordo_mem_statistics_reset_peak(ordo_mem_resource_t *resource) {
-    ordo_status_t st = statistics_check(resource, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(statistics_check(resource, __func__));
     statistics_resource_t *s = (statistics_resource_t *)resource;
     counters_reset_peak(&s->overall);
     for (uint32_t t = 0; t < ORDO_MEM_MAX_TAGS; ++t) {

@@ -43,10 +43,7 @@ static ordo_status_t link_ends_check(ordo_signal_t *const ends[2], const uint64_
         if (!ends[i]) {
             return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s is NULL", which[i]);
         }
-        ordo_status_t st = ordo__signal_check(ends[i], api);
-        if (st != ORDO_OK) {
-            return st;
-        }
+        ORDO_RETURN_IF_ERROR(ordo__signal_check(ends[i], api));
     }
     for (int i = 0; i < 2; ++i) {
         if (values[i] > ORDO_SIGNAL_VALUE_MAX) {
@@ -73,10 +70,7 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * refusal names this call and leaves the link as it was. */
     ordo_signal_t *const ends[2] = {source, target};
     const uint64_t values[2] = {source_value, target_value};
-    ordo_status_t st = link_ends_check(ends, values);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(link_ends_check(ends, values));
     uint32_t state = __atomic_load_n(&link->timepoint_.state_, __ATOMIC_ACQUIRE);
     if (state == TIMEPOINT_ARMED || state == TIMEPOINT_DUE) {
         return ordo__error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
@@ -90,9 +84,9 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * failure message. */
     signal_retain_internal(target);
     signal_retain_internal(source);
-    st = ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
-                                     ordo__link_timepoint_fired, link, TIMEPOINT_LINK,
-                                     "ordo_timepoint_arm");
+    ordo_status_t st = ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
+                                                   ordo__link_timepoint_fired, link, TIMEPOINT_LINK,
+                                                   "ordo_timepoint_arm");
     if (st != ORDO_OK) {
         ordo__signal_release_internal(source);
         ordo__signal_release_internal(target);

@@ -51,10 +51,7 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
 }
 
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     signal_retain_internal(signal);
     return ORDO_OK;
 }
@@ -92,19 +89,13 @@ void ordo__signal_release_internal(ordo_signal_t *signal) {
 }
 
 ordo_status_t ordo_signal_release(ordo_signal_t *signal) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     ordo__signal_release_internal(signal);
     return ORDO_OK;
 }
 
 ordo_status_t ordo_signal_destroy(ordo_signal_t *signal) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (signal_end(signal) != ORDO_OK) {
         return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed already",
                            (void *)signal);
@@ -117,10 +108,7 @@ ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
     if (out_value) {
         *out_value = 0;
     }
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (!out_value) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_value is NULL");
     }
@@ -179,10 +167,7 @@ ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
 }
 
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (!ordo_status_is_error(status)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "status %d is not an ordo error status", (int)status);
@@ -214,10 +199,7 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
     if (out_status) {
         *out_status = ORDO_OK;
     }
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (!out_status) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_status is NULL");
     }
@@ -307,10 +289,7 @@ void ordo__signal_name_get_internal(ordo_signal_t *signal, char *out, size_t cap
 }
 
 ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
         return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
@@ -319,10 +298,7 @@ ordo_status_t ordo_signal_set_name(ordo_signal_t *signal, const char *name) {
 }
 
 ordo_status_t ordo_signal_name(ordo_signal_t *signal, char *out_name, size_t capacity) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (!out_name || capacity == 0) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s",
                            out_name ? "capacity is 0" : "out_name is NULL");

@@ -230,10 +230,7 @@ ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal
 ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
                                           uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
                                           const char *api) {
-    ordo_status_t st = ordo__signal_check(signal, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, api));
     if (!timepoint || !fn) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is NULL",
                            timepoint ? "fn" : "timepoint");
@@ -249,7 +246,7 @@ ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_sign
                            state == TIMEPOINT_ARMED ? "armed already"
                                                     : "due, its callback not yet run");
     }
-    st = ordo__timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
+    ordo_status_t st = ordo__timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
     if (st != ORDO_OK) {
         return ordo__error(st, api, "signal %p was destroyed", (void *)signal);
     }

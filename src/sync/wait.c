@@ -444,10 +444,7 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
 __attribute__((noinline)) static ordo_status_t wait_one_slow(ordo_signal_t *signal, uint64_t value,
                                                              ordo_deadline_t deadline) {
     ordo_signal_point_t point = {signal, value};
-    ordo_status_t st = check_points(&point, 1, "ordo_signal_wait");
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_points(&point, 1, "ordo_signal_wait"));
     size_t index;
     return wait_points(&point, 1, 1, deadline, &index, "ordo_signal_wait");
 }
@@ -465,10 +462,7 @@ ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadl
 
 ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline) {
-    ordo_status_t st = check_points(points, count, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_points(points, count, __func__));
     size_t index;
     return wait_points(points, count, 0, deadline, &index, __func__);
 }
@@ -479,9 +473,6 @@ ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t cou
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_index is NULL");
     }
     *out_index = count;
-    ordo_status_t st = check_points(points, count, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(check_points(points, count, __func__));
     return wait_points(points, count, 1, deadline, out_index, __func__);
 }

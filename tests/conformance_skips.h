@@ -12,7 +12,9 @@
  *
  * Written without a GPU at hand: a test found not to hold on one is listed
  * here with the reason. Besides this list, two tests of test_coordinator.c
- * relax one check on CUDA (test_device_keeps_host_blocks()). */
+ * relax one check on CUDA (test_device_keeps_host_blocks()), and each
+ * suite's bad-input cases, built on cpu:0 objects, run on cpu:0 only
+ * (REFUSAL_ON_CPU_ONLY, tests/refusal.h). */
 #ifndef ORDO_TESTS_CONFORMANCE_SKIPS_H
 #define ORDO_TESTS_CONFORMANCE_SKIPS_H
 

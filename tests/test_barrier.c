@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "test_rescue.h"
+#include "refusal.h"
 #include "test_util.h"
 
 #define MAX_STREAMS 8
@@ -604,6 +605,74 @@ static void destroy_with_operations_queued(void **state) {
     streams_destroy(streams, 3);
 }
 
+/* ---- bad input: barrier.h (tests/refusal.h) */
+
+static void barrier_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_barrier_t *barrier = (ordo_barrier_t *)1;
+    ordo_stream_t *wrong[2] = {f.s[0], AS(ordo_stream_t, f.signal)};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, barrier, ordo_barrier_create, wrong, 2,
+                   ORDO_BARRIER_SCHEME_AUTO, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, barrier, ordo_barrier_create, f.s, SIZE_MAX,
+                   ORDO_BARRIER_SCHEME_AUTO, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, barrier, ordo_barrier_create, f.s, 2,
+                   (ordo_barrier_scheme_t)-1, &barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, barrier, ordo_barrier_create, f.s, 2,
+                   (ordo_barrier_scheme_t)3, &barrier);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_barrier_streams, f.s, SIZE_MAX);
+    uint64_t ns = 5;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, ns, ordo_barrier_synchronize_streams, f.s, SIZE_MAX,
+                   ORDO_DEADLINE_NOW, &ns);
+    assert_ok(ordo_barrier_create(f.s, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    ordo_barrier_t *not_barrier = AS(ordo_barrier_t, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_barrier_destroy, not_barrier);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_barrier_synchronize, not_barrier,
+                   ORDO_DEADLINE_NOW, &ns);
+    size_t count;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_barrier_stream_count, not_barrier, &count);
+    /* out_elapsed_ns may be NULL. */
+    assert_ok(ordo_barrier_synchronize(barrier, test_deadline(), NULL));
+    assert_ok(ordo_barrier_synchronize_streams(f.s, 2, test_deadline(), NULL));
+    assert_ok(ordo_barrier_destroy(barrier));
+
+    /* A barrier of one failed stream returns the failure with a message of
+     * its own (not whatever message came before). */
+    ordo_stream_t *failed = NULL;
+    assert_ok(ordo_stream_create(f.device, 0, &failed));
+    assert_ok(ordo_stream_host_task(failed, fail_task, NULL));
+    assert_status(ordo_stream_synchronize(failed, test_deadline()), ORDO_ERR_ABORTED);
+    assert_ok(ordo_barrier_create(&failed, 1, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    REFUSED(ORDO_ERR_ABORTED, ordo_barrier_arrive, barrier);
+    assert_null(strstr(ordo_error_message(), "ordo_allocator_live_blocks"));
+    REFUSED(ORDO_ERR_ABORTED, ordo_barrier_streams, &failed, 1);
+    assert_null(strstr(ordo_error_message(), "ordo_allocator_live_blocks"));
+    assert_ok(ordo_barrier_destroy(barrier));
+    assert_ok(ordo_stream_destroy(failed));
+    refusal_fixture_free(&f);
+}
+
+/* docs/ERRORS.md, "Objects owned by other objects": a use that is defined
+ * stays defined (tests/refusal.h). */
+static void barrier_reports_a_destroyed_member(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    /* A barrier member destroyed: the barrier reports it, untouched. */
+    ordo_stream_t *member = NULL;
+    assert_ok(ordo_stream_create(f.device, 0, &member));
+    ordo_stream_t *set[2] = {f.s[0], member};
+    ordo_barrier_t *barrier = NULL;
+    assert_ok(ordo_barrier_create(set, 2, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+    assert_ok(ordo_stream_destroy(member));
+    REFUSED(ORDO_ERR_DESTROYED, ordo_barrier_arrive, barrier);
+    assert_ok(ordo_barrier_destroy(barrier));
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("barrier");
     const struct CMUnitTest tests[] = {
@@ -616,6 +685,8 @@ int main(void) {
         cmocka_unit_test(many_streams),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(destroy_with_operations_queued),
+        cmocka_unit_test(barrier_entry_points_refuse_bad_input),
+        cmocka_unit_test(barrier_reports_a_destroyed_member),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

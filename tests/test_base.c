@@ -1,10 +1,13 @@
 /* Base layer: statuses and messages, deadlines, the futex wrapper,
- * allocator hooks. */
+ * allocator hooks; bad input to statuses, deadlines and the hooks, and the
+ * messages of errors met in calls ordo makes on the caller's behalf. */
+#include <limits.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static void status_names_cover_every_status(void **state) {
@@ -248,6 +251,154 @@ static void version_is_reported(void **state) {
     assert_non_null(strstr(ordo_build_config(), "compiler"));
 }
 
+/* ---- bad input: status.h, time.h (tests/refusal.h) */
+
+static void statuses_and_deadlines_out_of_range(void **state) {
+    (void)state;
+    const ordo_status_t not_statuses[] = {(ordo_status_t)-1, ORDO_STATUS_COUNT_,
+                                          (ordo_status_t)INT_MAX, (ordo_status_t)INT_MIN};
+    for (size_t i = 0; i < sizeof not_statuses / sizeof not_statuses[0]; ++i) {
+        assert_string_equal(ordo_status_name(not_statuses[i]), "ORDO_ERR_<unknown>");
+        const char *describe = ordo_status_describe(not_statuses[i]);
+        assert_non_null(describe);
+        assert_true(describe[0] != '\0');
+        assert_int_equal(ordo_status_is_error(not_statuses[i]), 0);
+    }
+    assert_int_equal(ordo_status_is_error(ORDO_OK), 0);
+    assert_int_not_equal(ordo_status_is_error(ORDO_ERR_CORRUPTED), 0);
+    assert_non_null(ordo_error_message());
+
+    assert_int_equal(ordo_deadline_after_ns(UINT64_MAX), ORDO_DEADLINE_NEVER);
+    assert_int_equal(ordo_deadline_after_ns(UINT64_MAX - 1), ORDO_DEADLINE_NEVER);
+    assert_int_equal(ordo_deadline_after_ms(UINT64_MAX), ORDO_DEADLINE_NEVER);
+    assert_int_equal(ordo_deadline_after_ms(UINT64_MAX / 1000000u), ORDO_DEADLINE_NEVER);
+    assert_int_equal(ordo_deadline_after_ms(UINT64_MAX / 1000000u + 1), ORDO_DEADLINE_NEVER);
+    assert_int_equal(ordo_deadline_remaining_ns(ORDO_DEADLINE_NOW), 0);
+    assert_int_equal(ordo_deadline_remaining_ns(ordo_time_now_ns() - 1), 0);
+    assert_int_equal(ordo_deadline_remaining_ns(ORDO_DEADLINE_NEVER), UINT64_MAX);
+}
+
+/* ---- bad input: alloc.h (tests/refusal.h) */
+
+static void *hook_allocate(void *user, size_t size, size_t alignment) {
+    (void)user;
+    return aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+}
+
+static void hook_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)user, (void)size, (void)alignment;
+    free(block);
+}
+
+static void allocator_hooks_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_allocator_live_blocks, NULL);
+    ordo_allocator_t half = {hook_allocate, NULL, NULL};
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_allocator_set, &half);
+    ordo_allocator_t other_half = {NULL, hook_deallocate, NULL};
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_allocator_set, &other_half);
+    /* Refused while ordo holds blocks of the current hooks. */
+    ordo_signal_t *signal = test_signal_make(0);
+    ordo_allocator_t whole = {hook_allocate, hook_deallocate, NULL};
+    REFUSED(ORDO_ERR_BUSY, ordo_allocator_set, &whole);
+    assert_ok(ordo_signal_release(signal));
+}
+
+static ordo_status_t failing_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+/* Fails unless the thread's message names api: "api: ...", and no other
+ * ordo function is named at its start. */
+static void check_names(const char *api) {
+    const char *message = ordo_error_message();
+    size_t n = strlen(api);
+    if (strncmp(message, api, n) != 0 || strncmp(message + n, ": ", 2) != 0 ||
+        strncmp(message + n + 2, "ordo_", 5) == 0) {
+        fail_msg("the message \"%s\" does not name %s", message, api);
+    }
+}
+
+/* Errors that came from calls ordo made on the user's behalf (a signal
+ * wait, a query, a device wait a pool enqueued) name the call the user
+ * made. */
+static void messages_name_the_call_made(void **state) {
+    (void)state;
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    /* A stream held at a wait: synchronize and an event after the wait
+     * time out. */
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_event_t *held, *start, *end;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_TIMING, &start));
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_TIMING, &end));
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &held));
+    assert_ok(ordo_stream_wait(f.s[0], gate, 1));
+    assert_ok(ordo_event_record(held, f.s[0]));
+    assert_status(ordo_stream_synchronize(f.s[0], ordo_deadline_after_ms(1)), ORDO_ERR_TIMEOUT);
+    check_names("ordo_stream_synchronize");
+    assert_status(ordo_event_synchronize(held, ordo_deadline_after_ms(1)), ORDO_ERR_TIMEOUT);
+    check_names("ordo_event_synchronize");
+    /* The recording stream destroyed before the point. */
+    ordo_stream_t *doomed;
+    assert_ok(ordo_stream_create(f.device, 0, &doomed));
+    assert_ok(ordo_stream_wait(doomed, gate, 1));
+    ordo_event_t *orphan;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &orphan));
+    assert_ok(ordo_event_record(orphan, doomed));
+    assert_ok(ordo_stream_destroy(doomed));
+    assert_int_not_equal(ordo_event_synchronize(orphan, test_deadline()), ORDO_OK);
+    check_names("ordo_event_synchronize");
+    bool complete = 1;
+    assert_int_not_equal(ordo_event_query(orphan, &complete), ORDO_OK);
+    check_names("ordo_event_query");
+    /* A failed stream: query and elapsed. The stream is held until both
+     * records are in, so the failure cannot refuse the second. */
+    ordo_signal_t *hold = test_signal_make(0);
+    assert_ok(ordo_event_record(start, f.s[1]));
+    assert_ok(ordo_stream_wait(f.s[1], hold, 1));
+    assert_ok(ordo_stream_host_task(f.s[1], failing_task, NULL));
+    assert_ok(ordo_event_record(end, f.s[1]));
+    assert_ok(ordo_signal_advance(hold, 1));
+    assert_status(ordo_stream_synchronize(f.s[1], test_deadline()), ORDO_ERR_ABORTED);
+    check_names("ordo_stream_synchronize");
+    assert_status(ordo_event_query(end, &complete), ORDO_ERR_ABORTED);
+    check_names("ordo_event_query");
+    int64_t ns = 0;
+    assert_status(ordo_event_elapsed_ns(start, end, &ns), ORDO_ERR_ABORTED);
+    check_names("ordo_event_elapsed_ns");
+    /* A pool whose allocation must wait on the device, on a failed stream. */
+    ordo_tracker_t *tracker;
+    ordo_mem_resource_t *direct, *pool;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.slot_max_bytes = 0;
+    config.reuse = ORDO_MEM_REUSE_WAIT;
+    assert_ok(ordo_mem_pool_create(tracker, direct, &config, &pool));
+    ordo_block_t *block;
+    assert_ok(ordo_mem_allocate(pool, 4096, 0, f.s[0], 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(pool, block, f.s[0])); /* behind the gate */
+    ordo_status_t st = ordo_mem_allocate(pool, 4096, 0, f.s[1], 0, &block, NULL);
+    assert_int_not_equal(st, ORDO_OK);
+    check_names("ordo_mem_allocate");
+    assert_ok(ordo_signal_advance(gate, 1));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_event_destroy(held));
+    assert_ok(ordo_event_destroy(orphan));
+    assert_ok(ordo_event_destroy(start));
+    assert_ok(ordo_event_destroy(end));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_signal_destroy(hold));
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_names_cover_every_status),
@@ -261,6 +412,9 @@ int main(void) {
         cmocka_unit_test(allocator_hooks_run_without_a_lock),
         cmocka_unit_test(allocator_rejects_bad_hooks),
         cmocka_unit_test(version_is_reported),
+        cmocka_unit_test(statuses_and_deadlines_out_of_range),
+        cmocka_unit_test(allocator_hooks_refuse_bad_input),
+        cmocka_unit_test(messages_name_the_call_made),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

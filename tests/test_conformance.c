@@ -1,6 +1,9 @@
 /* The device conformance suite: written once against the HAL, run for
  * every backend compiled in and available here. Each backend may list
- * tests it skips, with the reason (the CPU backend skips nothing). */
+ * tests it skips, with the reason (the CPU backend skips nothing). Also
+ * the bad input of events, streams and stream pools, and the streams other
+ * objects hold, on cpu:0 (tests/refusal.h). */
+#include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -9,6 +12,7 @@
 #include "ordo/stream_pool.h"
 #include "stream_probe.h"
 #include "test_rescue.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static char device_name[ORDO_DEVICE_NAME_MAX];
@@ -849,6 +853,312 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     assert_ok(ordo_stream_pool_destroy(pool));
 }
 
+/* ---- bad input: event.h (tests/refusal.h) */
+
+static void event_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(device_name);
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_event_t *e = (ordo_event_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, e, ordo_event_create, NULL, ORDO_EVENT_PLAIN, &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, e, ordo_event_create, AS(ordo_device_t, f.s[0]),
+                   ORDO_EVENT_PLAIN, &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, e, ordo_event_create, f.device, (ordo_event_kind_t)2,
+                   &e);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, e, ordo_event_create, f.device, (ordo_event_kind_t)-1,
+                   &e);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_create, f.device, ORDO_EVENT_PLAIN, NULL);
+
+    ordo_event_t *plain = NULL, *timing = NULL, *foreign = NULL;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &plain));
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_TIMING, &timing));
+    assert_ok(ordo_event_create(f.other, ORDO_EVENT_PLAIN, &foreign));
+
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_destroy, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_destroy, AS(ordo_event_t, f.s[0]));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_destroy, GARBAGE(ordo_event_t));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_record, NULL, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_record, plain, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_record, AS(ordo_event_t, f.s[0]), f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_record, plain, AS(ordo_stream_t, plain));
+    /* The stream must be of the event's device. */
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_record, plain, f.foreign);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_record, foreign, f.s[0]);
+
+    /* Never recorded: refused, never treated as complete. */
+    bool complete = 5;
+    int64_t ns = 5;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, complete, ordo_event_query, plain, &complete);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_synchronize, plain, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_wait_event, f.s[0], plain);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, timing, timing, &ns);
+
+    assert_ok(ordo_event_record(plain, f.s[0]));
+    assert_ok(ordo_event_record(timing, f.s[0]));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, complete, ordo_event_query, NULL, &complete);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, complete, ordo_event_query, AS(ordo_event_t, f.signal),
+                   &complete);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_query, plain, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_synchronize, NULL, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_synchronize, AS(ordo_event_t, f.s[0]),
+            ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, NULL, plain);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, f.s[1], NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, AS(ordo_stream_t, plain), plain);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait_event, f.s[1], AS(ordo_event_t, f.s[0]));
+    assert_ok(ordo_event_synchronize(timing, test_deadline()));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, NULL, timing, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, timing, NULL, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ns, ordo_event_elapsed_ns, timing,
+                   AS(ordo_event_t, f.s[0]), &ns);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_event_elapsed_ns, timing, timing, NULL);
+    /* Both must be timing events. */
+    ns = 5;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, plain, timing, &ns);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ns, ordo_event_elapsed_ns, timing, plain, &ns);
+
+    assert_ok(ordo_event_destroy(plain));
+    assert_ok(ordo_event_destroy(timing));
+    assert_ok(ordo_event_destroy(foreign));
+    refusal_fixture_free(&f);
+}
+
+/* docs/ERRORS.md, "Objects owned by other objects": a use that is defined
+ * stays defined (tests/refusal.h). */
+static void destroyed_event_handle_is_refused(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(device_name);
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    /* An event goes back to the device's pool once; the handle then ends. */
+    ordo_event_t *event = NULL;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &event));
+    assert_ok(ordo_event_destroy(event));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_event_destroy, event);
+    refusal_fixture_free(&f);
+}
+
+/* ---- bad input: stream.h, stream_pool.h (tests/refusal.h) */
+
+static void stream_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(device_name);
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(f.device, &info));
+    ordo_stream_t *s = (ordo_stream_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, s, ordo_stream_create, NULL, 0, &s);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, s, ordo_stream_create, AS(ordo_device_t, f.s[0]), 0,
+                   &s);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_create, f.device, 0, NULL);
+    const int bad_priorities[] = {info.priority_least + 1, info.priority_greatest - 1, INT_MIN,
+                                  INT_MAX};
+    for (size_t i = 0; i < 4; ++i) {
+        s = (ordo_stream_t *)1;
+        REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_stream_create, f.device, bad_priorities[i],
+                       &s);
+    }
+
+    ordo_stream_t *wrong = AS(ordo_stream_t, f.signal);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_destroy, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_destroy, wrong);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_host_task, wrong, noop_task, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_host_task, f.s[0], NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_signal, wrong, f.signal, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_signal, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_signal, f.s[0], AS(ordo_signal_t, f.s[1]), 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_signal, f.s[0], f.signal, ORDO_SIGNAL_VALUE_MAX + 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait, wrong, f.signal, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_wait, f.s[0], AS(ordo_signal_t, f.s[1]), 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_stream_wait, f.s[0], f.signal, ORDO_SIGNAL_VALUE_MAX + 1);
+    ordo_signal_t *dead = test_signal_make(0);
+    assert_ok(ordo_signal_retain(dead));
+    assert_ok(ordo_signal_destroy(dead));
+    REFUSED(ORDO_ERR_DESTROYED, ordo_stream_signal, f.s[0], dead, 1);
+    assert_ok(ordo_signal_release(dead));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_synchronize, NULL, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_synchronize, wrong, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_status, wrong);
+    bool flag;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_stream_is_healthy, wrong, &flag);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_is_healthy, f.s[0], NULL);
+    int priority;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, priority, ordo_stream_priority, NULL, &priority);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, priority, ordo_stream_priority, wrong, &priority);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_priority, f.s[0], NULL);
+    ordo_device_t *d;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, NULL, &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, d, ordo_stream_device, wrong, &d);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_device, f.s[0], NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_set_name, NULL, "x");
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_set_name, wrong, "x");
+    char name[ORDO_STREAM_NAME_MAX];
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_name, NULL, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_name, wrong, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_name, f.s[0], NULL, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_name, f.s[0], name, 0);
+    /* Nothing refused above was enqueued. */
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+    assert_ok(ordo_stream_status(f.s[0]));
+
+    /* Pools. */
+    ordo_stream_pool_t *pool = (ordo_stream_pool_t *)1;
+    ordo_stream_pool_config_t config = {2, info.priority_least, 1, info.priority_greatest, 0};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create, NULL, &config, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create,
+                   AS(ordo_device_t, f.s[0]), &config, &pool);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, NULL, &pool);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, &config, NULL);
+    ordo_stream_pool_config_t none = {0, 0, 0, 0, 0};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, &none,
+                   &pool);
+    ordo_stream_pool_config_t transfer_only = {0, 0, 1, 0,
+                                               0}; /* transfers share compute, not back */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device,
+                   &transfer_only, &pool);
+    ordo_stream_pool_config_t too_many = {1000, 0, 25, 0, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &too_many,
+                   &pool);
+    /* Counts whose sum wraps around are refused too. */
+    ordo_stream_pool_config_t wraps = {SIZE_MAX, 0, 2, 0, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps, &pool);
+    ordo_stream_pool_config_t wraps2 = {2, 0, SIZE_MAX, 0, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &wraps2, &pool);
+    ordo_stream_pool_config_t bad_priority = {1, info.priority_least + 1, 0, 0, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_priority,
+                   &pool);
+    ordo_stream_pool_config_t bad_transfer = {1, 0, 1, INT_MIN, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, pool, ordo_stream_pool_create, f.device, &bad_transfer,
+                   &pool);
+
+    assert_ok(ordo_stream_pool_create(f.device, &config, &pool));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_destroy, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_stream_pool_destroy, AS(ordo_stream_pool_t, f.s[0]));
+    ordo_stream_t *next = (ordo_stream_t *)1;
+    size_t count = 9;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, next, ordo_stream_pool_next, NULL, ORDO_WORKLOAD_ANY,
+                   &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, next, ordo_stream_pool_next,
+                   AS(ordo_stream_pool_t, f.signal), ORDO_WORKLOAD_ANY, &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, next, ordo_stream_pool_next, pool, (ordo_workload_t)3,
+                   &next);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, next, ordo_stream_pool_next, pool,
+                   (ordo_workload_t)-1, &next);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_next, pool, ORDO_WORKLOAD_ANY, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stream_pool_size, NULL, ORDO_WORKLOAD_ANY,
+                   &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stream_pool_size, pool,
+                   (ordo_workload_t)3, &count);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_size, pool, ORDO_WORKLOAD_ANY, NULL);
+    assert_ok(ordo_stream_pool_destroy(pool));
+    refusal_fixture_free(&f);
+}
+
+/* Objects owned by other objects (docs/ERRORS.md; tests/refusal.h). */
+
+static void stream_pool_streams_are_the_pools(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(device_name);
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_stream_pool_config_t config = {2, 0, 1, 0, 0};
+    ordo_stream_pool_t *pool = NULL;
+    assert_ok(ordo_stream_pool_create(f.device, &config, &pool));
+    const ordo_workload_t workloads[] = {ORDO_WORKLOAD_COMPUTE, ORDO_WORKLOAD_TRANSFER};
+    for (size_t i = 0; i < 2; ++i) {
+        ordo_stream_t *s = NULL;
+        assert_ok(ordo_stream_pool_next(pool, workloads[i], &s));
+        REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
+        check_owner_named("ordo_stream_pool_destroy");
+        /* Still the pool's and still working. */
+        assert_ok(ordo_stream_host_task(s, noop_task, NULL));
+        assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    }
+    assert_ok(ordo_stream_pool_destroy(pool));
+    refusal_fixture_free(&f);
+}
+
+static ordo_status_t tracker_launch(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    return ordo_stream_host_task(stream, noop_task, NULL);
+}
+
+static void streams_in_use_refuse_destroy(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(device_name);
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(f.device, 0, &s));
+
+    /* A tracker keeps the streams it ordered in its table. */
+    ordo_tracker_t *tracker = NULL;
+    ordo_buffer_t *buffer = NULL;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_buffer_create(tracker, &buffer));
+    ordo_access_t write[1] = {{buffer, ORDO_ACCESS_WRITE}};
+    ordo_access_t read[1] = {{buffer, ORDO_ACCESS_READ}};
+    assert_ok(ordo_tracker_submit(tracker, s, write, 1, tracker_launch, NULL));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s);
+    check_owner_named("by 1 tracker(s),");
+    /* The tracker still orders work after s's (it records s's point). */
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], read, 1, tracker_launch, NULL));
+    assert_ok(ordo_stream_synchronize(f.s[0], test_deadline()));
+
+    /* A pool over the tracker: its frees are ordered by the streams too. */
+    ordo_mem_resource_t *direct = NULL, *pool = NULL;
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(pool, 64, 0, f.s[1], 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(pool, block, f.s[1]));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, f.s[1]);
+    memory_still_works(pool, f.s[0]); /* reads f.s[1]'s state */
+
+    /* A coordinator keeps the streams its ops ran on, and its pool. */
+    ordo_stream_pool_config_t pool_config = {1, 0, 0, 0, 0};
+    ordo_stream_pool_t *streams = NULL;
+    assert_ok(ordo_stream_pool_create(f.device, &pool_config, &streams));
+    ordo_coord_config_t coord_config = {streams, 0};
+    ordo_coord_t *coord = NULL;
+    assert_ok(ordo_coord_create(f.device, &coord_config, &coord));
+    ordo_op_desc_t desc = {
+        ORDO_OP_KERNEL, ORDO_OP_PRIORITY_NORMAL, s, ORDO_WORKLOAD_ANY, NULL, 0, "on s", NULL, NULL};
+    ordo_op_id_t op = 0;
+    assert_ok(ordo_coord_register(coord, &desc, &op));
+    assert_ok(ordo_coord_begin(coord, op));
+    assert_ok(ordo_coord_complete(coord, op));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_pool_destroy, streams);
+    check_owner_named("coordinator");
+    desc.stream = NULL; /* from the pool */
+    assert_ok(ordo_coord_register(coord, &desc, &op));
+    assert_ok(ordo_coord_begin(coord, op));
+    assert_ok(ordo_coord_complete(coord, op));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+
+    /* Each holder gone, the streams go. */
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker); /* the pool's still */
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* both still hold it */
+    check_owner_named("1 tracker(s) and 1 coordinator(s)");
+    assert_ok(ordo_tracker_destroy(tracker));
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, s); /* the coordinator alone */
+    check_owner_named("by 1 coordinator(s),");
+    assert_ok(ordo_coord_destroy(coord));
+    assert_ok(ordo_stream_pool_destroy(streams));
+    assert_ok(ordo_stream_destroy(s));
+    refusal_fixture_free(&f);
+}
+
 static int suite_setup(void **state) {
     (void)state;
     return ordo_device_open(device_name, &device) == ORDO_OK ? 0 : -1;
@@ -884,6 +1194,11 @@ int main(void) {
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(priorities_within_range),
         cmocka_unit_test(stream_pool_honours_classes_and_priorities),
+        cmocka_unit_test(event_entry_points_refuse_bad_input),
+        cmocka_unit_test(destroyed_event_handle_is_refused),
+        cmocka_unit_test(stream_entry_points_refuse_bad_input),
+        cmocka_unit_test(stream_pool_streams_are_the_pools),
+        cmocka_unit_test(streams_in_use_refuse_destroy),
     };
     ordo_device_info_t infos[16];
     size_t count = 0;

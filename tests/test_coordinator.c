@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ordo/coordinator.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -1574,6 +1575,173 @@ static void bad_input_on_every_entry_point(void **state) {
     gate_fini(&gate);
 }
 
+/* ---- bad input: coordinator.h (tests/refusal.h) */
+
+static ordo_status_t coord_launch(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    return ordo_stream_host_task(stream, noop_task, NULL);
+}
+
+static void on_op(void *ctx, ordo_op_id_t op, ordo_status_t status) {
+    (void)op, (void)status;
+    ++*(int *)ctx;
+}
+
+static void coordinator_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_coord_t *coord = (ordo_coord_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, coord, ordo_coord_create, AS(ordo_device_t, f.s[0]),
+                   NULL, &coord);
+    ordo_coord_config_t wrong_pool = {AS(ordo_stream_pool_t, f.signal), 0};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, coord, ordo_coord_create, f.device, &wrong_pool,
+                   &coord);
+    assert_ok(ordo_coord_create(f.device, NULL, &coord));
+    ordo_coord_t *wrong = AS(ordo_coord_t, f.s[0]);
+
+    ordo_op_id_t first = 0, id = 77;
+    ordo_op_desc_t desc = {ORDO_OP_KERNEL,
+                           ORDO_OP_PRIORITY_NORMAL,
+                           f.s[0],
+                           ORDO_WORKLOAD_ANY,
+                           NULL,
+                           0,
+                           "first",
+                           NULL,
+                           NULL};
+    assert_ok(ordo_coord_register(coord, &desc, &first));
+
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_coord_register, wrong, &desc, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, NULL, &id);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_register, coord, &desc, NULL);
+    ordo_op_desc_t bad = desc;
+    bad.type = (ordo_op_type_t)7;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.type = (ordo_op_type_t)-1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.priority = (ordo_op_priority_t)5;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.priority = (ordo_op_priority_t)-1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.stream = NULL; /* no pool */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.stream = AS(ordo_stream_t, f.signal);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.stream = f.foreign;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.dep_count = 1; /* deps NULL */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad = desc;
+    bad.deps = &first;
+    bad.dep_count = ORDO_COORD_MAX_DEPS + 1;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, id, ordo_coord_register, coord, &bad, &id);
+    bad.dep_count = SIZE_MAX;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, id, ordo_coord_register, coord, &bad, &id);
+    const ordo_op_id_t unknown[2] = {first, 1000};
+    bad.deps = unknown;
+    bad.dep_count = 2;
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, id, ordo_coord_register, coord, &bad, &id);
+    const ordo_op_id_t zero[1] = {0};
+    bad.deps = zero;
+    bad.dep_count = 1;
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, id, ordo_coord_register, coord, &bad, &id);
+    assert_int_equal(id, 0);
+    /* An over-long description is truncated, not refused. */
+    char long_description[300];
+    memset(long_description, 'd', sizeof long_description - 1);
+    long_description[sizeof long_description - 1] = '\0';
+    ordo_op_desc_t second_desc = desc;
+    second_desc.description = long_description;
+    second_desc.deps = &first;
+    second_desc.dep_count = 1;
+    ordo_op_id_t second = 0;
+    assert_ok(ordo_coord_register(coord, &second_desc, &second));
+
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_add_dependency, wrong, second, first);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_add_dependency, coord, second, second);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_add_dependency, coord, second, 0);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_add_dependency, coord, 0, first);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_add_dependency, coord, UINT64_MAX, first);
+    REFUSED(ORDO_ERR_DEADLOCK, ordo_coord_add_dependency, coord, first, second);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_begin, wrong, first);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_begin, coord, 0);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_begin, coord, UINT64_MAX);
+    REFUSED(ORDO_ERR_BUSY, ordo_coord_begin, coord, second);
+    REFUSED(ORDO_ERR_BUSY, ordo_coord_complete, coord, first);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_complete, wrong, first);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_complete, coord, 0);
+    int callbacks = 0;
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_on_complete, wrong, first, on_op, &callbacks);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_on_complete, coord, first, NULL, &callbacks);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_on_complete, coord, 0, on_op, &callbacks);
+    REFUSED(ORDO_ERR_NOT_FOUND, ordo_coord_on_complete, coord, 999, on_op, &callbacks);
+    size_t launched = 7;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, launched, ordo_coord_dispatch, wrong, 1, &launched);
+    ordo_stream_t *stream = (ordo_stream_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stream, ordo_coord_op_stream, wrong, first, &stream);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_op_stream, coord, first, NULL);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, stream, ordo_coord_op_stream, coord, 0, &stream);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, stream, ordo_coord_op_stream, coord, 999, &stream);
+    ordo_op_cycle_t cycles[2];
+    size_t count = 9;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_coord_detect_deadlocks, wrong, cycles, 2,
+                   &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_coord_detect_deadlocks, coord, NULL, 2,
+                   &count);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_detect_deadlocks, coord, cycles, 2, NULL);
+    assert_ok(ordo_coord_detect_deadlocks(coord, NULL, 0, &count));
+    assert_int_equal(count, 0);
+    ordo_coord_metrics_t m;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_coord_metrics, wrong, &m);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_metrics, coord, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_drain, wrong, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_coord_destroy, wrong);
+
+    /* The graph still runs after all that. */
+    assert_ok(ordo_coord_on_complete(coord, second, on_op, &callbacks));
+    assert_ok(ordo_coord_begin(coord, first));
+    assert_ok(ordo_coord_complete(coord, first));
+    assert_ok(ordo_coord_begin(coord, second));
+    assert_ok(ordo_coord_complete(coord, second));
+    ordo_op_desc_t dispatched = desc;
+    dispatched.launch = coord_launch;
+    assert_ok(ordo_coord_register(coord, &dispatched, &id));
+    assert_ok(ordo_coord_dispatch(coord, 0, &launched));
+    assert_int_equal(launched, 0);
+    assert_ok(ordo_coord_dispatch(coord, SIZE_MAX, &launched));
+    assert_int_equal(launched, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_coord_begin, coord, id);
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    assert_int_equal(callbacks, 1);
+    assert_ok(ordo_coord_destroy(coord));
+
+    /* With a pool, ops without a stream take one by workload: one outside
+     * the enum is refused. */
+    ordo_stream_pool_t *pool = NULL;
+    ordo_stream_pool_config_t pool_config = {1, 0, 1, 0, 0};
+    assert_ok(ordo_stream_pool_create(f.device, &pool_config, &pool));
+    ordo_coord_config_t with_pool = {pool, 0};
+    assert_ok(ordo_coord_create(f.device, &with_pool, &coord));
+    bad = desc;
+    bad.stream = NULL;
+    bad.workload = (ordo_workload_t)3;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    bad.workload = (ordo_workload_t)-1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_coord_register, coord, &bad, &id);
+    assert_ok(ordo_coord_destroy(coord));
+    assert_ok(ordo_stream_pool_destroy(pool));
+    refusal_fixture_free(&f);
+}
+
 static int setup(void **state) {
     (void)state;
     return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
@@ -1606,6 +1774,7 @@ int main(void) {
         cmocka_unit_test(refused_registrations_leave_streams_as_they_were),
         cmocka_unit_test(refusals_from_several_threads),
         cmocka_unit_test(bad_input_on_every_entry_point),
+        cmocka_unit_test(coordinator_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "test_rescue.h"
+#include "refusal.h"
 #include "test_util.h"
 
 #ifdef ORDO_HAVE_CUDA_H
@@ -129,6 +130,49 @@ static void other_backends_are_refused(void **state) {
     assert_null(resource);
     assert_ok(ordo_stream_destroy(stream));
     assert_ok(ordo_device_release(cpu));
+}
+
+/* ---- bad input: cuda.h, on the cpu device (tests/refusal.h) */
+
+static ordo_status_t cuda_enqueue(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    ++*(int *)ctx;
+    return ORDO_OK;
+}
+
+static void cuda_entry_points_on_cpu(void **state) {
+    (void)state;
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    struct CUstream_st *handle = (struct CUstream_st *)1;
+    struct CUctx_st *context = NULL;
+    int ordinal = 0, calls = 0;
+    ordo_mem_resource_t *r = (ordo_mem_resource_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, handle, ordo_cuda_stream_handle,
+                   AS(ordo_stream_t, f.signal), &handle);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_handle, f.s[0], NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_stream_enqueue, NULL, cuda_enqueue, &calls);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_stream_enqueue, AS(ordo_stream_t, f.signal),
+            cuda_enqueue, &calls);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_enqueue, f.s[0], NULL, &calls);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_stream_enqueue, f.s[0], cuda_enqueue, &calls);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, context, ordinal, ordo_cuda_device_context, NULL,
+                    &context, &ordinal);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, context, ordinal, ordo_cuda_device_context,
+                    AS(ordo_device_t, f.s[0]), &context, &ordinal);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_device_context, f.device, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_make_current, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_cuda_make_current, AS(ordo_device_t, f.s[0]));
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_cuda_make_current, f.device);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_cuda_async_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_cuda_async_create,
+                   AS(ordo_device_t, f.s[0]), &r);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, r, ordo_mem_cuda_async_create, f.device, &r);
+    r = (ordo_mem_resource_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_host_pinned_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, r, ordo_mem_host_pinned_create, f.device, &r);
+    assert_int_equal(calls, 0);
+    refusal_fixture_free(&f);
 }
 
 #ifdef ORDO_HAVE_CUDA_H
@@ -1808,6 +1852,7 @@ int main(void) {
     const struct CMUnitTest all[] = {
         cmocka_unit_test(absence_is_explained),
         cmocka_unit_test(other_backends_are_refused),
+        cmocka_unit_test(cuda_entry_points_on_cpu),
 #ifdef ORDO_HAVE_CUDA_H
         DEVICE_TEST(the_device_is_listed_with_its_capabilities),
         DEVICE_TEST(driver_entries_are_bound_with_their_prototypes),

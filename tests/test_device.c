@@ -1,8 +1,10 @@
-/* Devices: names, the shared runtime singleton, owned runtimes. */
+/* Devices: names, the shared runtime singleton, owned runtimes, bad input
+ * on every entry point, the references objects hold on their device. */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "hal/hal.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static void backends_and_devices_are_listed(void **state) {
@@ -184,6 +186,128 @@ static void owned_runtime_never_aliases_the_shared_one(void **state) {
     assert_int_equal(live, 0);
 }
 
+/* ---- bad input: device.h (tests/refusal.h) */
+
+static void device_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_device_t *d = (ordo_device_t *)1;
+    size_t count = 99;
+    const char *names[4];
+    ordo_device_info_t infos[2];
+    bool flag = 7;
+    char reason[64];
+
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_list, names, 4, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_backend_list, NULL, 4, &count);
+    assert_ok(ordo_backend_list(NULL, 0, &count));
+    assert_true(count >= 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_list, infos, 2, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_device_list, NULL, 2, &count);
+    assert_ok(ordo_device_list(NULL, 0, &count));
+    assert_true(count >= 1);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, flag, ordo_backend_available, "no-such-backend", &flag,
+                   reason, sizeof reason);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, flag, ordo_backend_available, NULL, &flag, reason,
+                   sizeof reason);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_backend_available, "cpu", NULL, reason, sizeof reason);
+
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_open, "", &d);
+    d = (ordo_device_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_open, "nope:0", &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_open, "cpu:0:0", &d);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, d, ordo_device_open, "cpu:18446744073709551617", &d);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, NULL, NULL, &d);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_create_owned, "cpu", NULL, NULL);
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, d, ordo_device_create_owned, "nope", NULL, &d);
+
+    /* Owned configurations out of range. */
+    ordo_device_config_t config;
+    assert_ok(ordo_device_config_default(&config));
+    config.plain_events.growth = 0;
+    d = (ordo_device_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+    assert_ok(ordo_device_config_default(&config));
+    config.timing_events.growth = 0;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+    assert_ok(ordo_device_config_default(&config));
+    config.timing_events.growth = SIZE_MAX;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, d, ordo_device_create_owned, "cpu", &config, &d);
+    assert_ok(ordo_device_config_default(&config));
+    config.plain_events.initial = 8;
+    config.plain_events.maximum = 4;
+    /* initial above the maximum: either refused or clamped, never a crash. */
+    ordo_status_t st = ordo_device_create_owned("cpu", &config, &d);
+    if (st == ORDO_OK) {
+        assert_ok(ordo_device_release(d));
+    } else {
+        check_message("ordo_device_create_owned", "initial > maximum", __LINE__);
+    }
+    assert_ok(ordo_device_config_default(&config));
+    config.memory.adaptors = 0x100;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+    assert_ok(ordo_device_config_default(&config));
+    config.memory.adaptors = ORDO_DEVICE_MEMORY_LOGGING;
+    config.memory.log_path[0] = '\0';
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+    /* An unterminated log path is refused, not read past its end. */
+    memset(config.memory.log_path, 'a', sizeof config.memory.log_path);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+
+    /* Handles: NULL, garbage, another type. */
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_retain, GARBAGE(ordo_device_t));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_retain, AS(ordo_device_t, f.s[0]));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_release, AS(ordo_device_t, f.signal));
+    ordo_device_info_t info;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, info, ordo_device_info, AS(ordo_device_t, f.s[0]),
+                   &info);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_info, f.device, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, flag, ordo_device_is_shared, AS(ordo_device_t, f.s[0]),
+                   &flag);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_is_shared, f.device, NULL);
+    ordo_event_pool_stats_t stats;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_device_event_pool_stats, f.device,
+                   (ordo_event_kind_t)2, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_device_event_pool_stats, f.device,
+                   (ordo_event_kind_t)-1, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_device_event_pool_stats,
+                   AS(ordo_device_t, f.signal), ORDO_EVENT_PLAIN, &stats);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_device_event_pool_trim, AS(ordo_device_t, f.s[1]), 0);
+    assert_ok(ordo_device_event_pool_trim(f.device, SIZE_MAX));
+    refusal_fixture_free(&f);
+}
+
+static ordo_status_t noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+/* docs/ERRORS.md, "Objects owned by other objects": a use that is defined
+ * stays defined (tests/refusal.h). */
+static void objects_keep_their_device_alive(void **state) {
+    (void)state;
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    /* Streams, trackers and resources hold references on their device. */
+    ordo_device_t *device = NULL;
+    ordo_stream_t *s = NULL;
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *direct = NULL;
+    assert_ok(ordo_device_create_owned("cpu:0", NULL, &device));
+    assert_ok(ordo_stream_create(device, 0, &s));
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    assert_ok(ordo_device_release(device));
+    memory_still_works(direct, s);
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_stream_host_task(s, noop_task, NULL));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_stream_destroy(s)); /* the device goes with it */
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(backends_and_devices_are_listed),
@@ -192,6 +316,8 @@ int main(void) {
         cmocka_unit_test(first_callers_race_safely),
         cmocka_unit_test(failed_build_leaves_nothing_and_retries),
         cmocka_unit_test(owned_runtime_never_aliases_the_shared_one),
+        cmocka_unit_test(device_entry_points_refuse_bad_input),
+        cmocka_unit_test(objects_keep_their_device_alive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* Memory adaptors: budget, statistics, logging and guard, alone over the
  * direct resource and stacked, under concurrency, with a replay of the
- * log and one test per guard finding. */
+ * log and one test per guard finding, bad input on every entry point. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -13,6 +13,7 @@
 
 #include "hal/hal.h"
 #include "mem/resource.h"
+#include "refusal.h"
 #include "test_util.h"
 
 /* --- Fixture: the CPU device, two streams, a direct resource --- */
@@ -1772,6 +1773,87 @@ static void a_request_at_the_maximum_is_out_of_memory(void **state) {
     env_close(&e);
 }
 
+/* ---- bad input: memory_adaptors.h (tests/refusal.h) */
+
+static void adaptor_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_mem_resource_t *direct = NULL, *r = (ordo_mem_resource_t *)1;
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    ordo_mem_resource_t *wrong = AS(ordo_mem_resource_t, f.s[0]);
+
+    /* Budget. */
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_config_default, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_set_limit, NULL, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_set_limit, AS(ordo_device_t, f.s[0]), 1);
+    ordo_mem_budget_stats_t budget;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, budget, ordo_mem_budget_stats,
+                   AS(ordo_device_t, f.s[0]), &budget);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_stats, f.device, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_reset_peak, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_budget_reset_peak, AS(ordo_device_t, f.signal));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, NULL, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, wrong, NULL, &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_create, direct, NULL, NULL);
+
+    /* Statistics. */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_statistics_create, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_statistics_create, wrong, &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_statistics_create, direct, NULL);
+    ordo_mem_statistics_t *statistics = malloc(sizeof *statistics);
+    assert_non_null(statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *statistics, ordo_mem_statistics_get, NULL, statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *statistics, ordo_mem_statistics_get, wrong,
+                   statistics);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, *statistics, ordo_mem_statistics_get, direct,
+                   statistics);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_statistics_reset_peak, wrong);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_statistics_reset_peak, direct);
+
+    /* Logging. */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create, NULL, stderr, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create, wrong, stderr, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create, direct, NULL, &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create, direct, stderr, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_logging_create_path, NULL, "/dev/null", &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct, "", &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_logging_create_path, direct, "/dev/null", NULL);
+    r = (ordo_mem_resource_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_logging_create_path, direct,
+                   "/nonexistent-ordo-directory/log", &r);
+    ordo_mem_logging_stats_t lines;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, lines, ordo_mem_logging_stats, wrong, &lines);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, lines, ordo_mem_logging_stats, direct, &lines);
+
+    /* Guard. */
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_config_default, NULL);
+    ordo_mem_guard_config_t guard;
+    assert_ok(ordo_mem_guard_config_default(&guard));
+    guard.canary_bytes = 0;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_guard_create, direct, &guard, &r);
+    assert_ok(ordo_mem_guard_config_default(&guard));
+    guard.canary_bytes = SIZE_MAX;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_guard_create, direct, &guard, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_guard_create, NULL, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_guard_create, wrong, NULL, &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_create, direct, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_check, wrong, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_check, direct, NULL);
+    ordo_mem_guard_report_t report;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, report, ordo_mem_guard_check, wrong, &report);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, report, ordo_mem_guard_check, direct, &report);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_guard_drain, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_guard_drain, direct);
+
+    /* Adaptors refused above left no dependent behind. */
+    assert_ok(ordo_mem_resource_destroy(direct));
+    free(statistics);
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("memory-adaptors");
     const struct CMUnitTest tests[] = {
@@ -1797,6 +1879,7 @@ int main(void) {
         cmocka_unit_test(stacked_adaptors_stay_exact_under_concurrency),
         cmocka_unit_test(adaptors_above_a_guard_count_a_corrupted_block_freed),
         cmocka_unit_test(a_request_at_the_maximum_is_out_of_memory),
+        cmocka_unit_test(adaptor_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

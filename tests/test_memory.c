@@ -8,6 +8,7 @@
 #include "ordo/memory.h"
 #include "ordo/memory_adaptors.h"
 #include "mem_program.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -939,6 +940,244 @@ static void device_memory_stack_is_configurable(void **state) {
     assert_status(ordo_device_memory(device, NULL), ORDO_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- bad input: memory.h (tests/refusal.h) */
+
+static void memory_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_mem_resource_t *direct = NULL, *pool = NULL, *theirs = NULL, *r = (ordo_mem_resource_t *)1;
+    ordo_tracker_t *tracker = NULL;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_direct_create, AS(ordo_device_t, f.s[0]),
+                   &r);
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    assert_ok(ordo_mem_direct_create(f.other, &theirs));
+    ordo_mem_resource_t *wrong = AS(ordo_mem_resource_t, f.s[0]);
+
+    /* Pool creation. */
+    ordo_mem_pool_config_t config;
+    assert_ok(ordo_mem_pool_config_default(&config));
+    r = (ordo_mem_resource_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, AS(ordo_tracker_t, f.s[0]),
+                   direct, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, tracker, NULL, &config, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_pool_create, tracker, wrong, &config, &r);
+    /* The upstream must be of the tracker's device. */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, theirs, &config,
+                   &r);
+    config.reuse = (ordo_mem_reuse_policy_t)2;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, direct, &config,
+                   &r);
+    config.reuse = (ordo_mem_reuse_policy_t)-1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, r, ordo_mem_pool_create, tracker, direct, &config,
+                   &r);
+    assert_ok(ordo_mem_pool_config_default(&config));
+    config.chunk_bytes = ORDO_MEM_MAX_BYTES + 1;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_pool_create, tracker, direct, &config, &r);
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+
+    /* Allocation. */
+    ordo_block_t *block = (ordo_block_t *)1;
+    void *ptr = (void *)1;
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, wrong, 64, 0, f.s[0], 0,
+                    &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, pool, 64, 0, NULL, 0,
+                    &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, block, ptr, ordo_mem_allocate, pool, 64, 0,
+                    AS(ordo_stream_t, pool), 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, pool, 64, 0,
+                    f.foreign, 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64, 0,
+                    f.foreign, 0, &block, &ptr);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, ptr, ordo_mem_allocate, pool, 64, 0, f.s[0], 0, NULL,
+                   &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 0, 0, f.s[0],
+                    0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, direct,
+                    ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, pool,
+                    ORDO_MEM_MAX_BYTES + 1, 0, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64,
+                    ORDO_MEM_MAX_ALIGNMENT * 2, f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, direct, 64, 48,
+                    f.s[0], 0, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_INVALID_ARGUMENT, block, ptr, ordo_mem_allocate, pool, 64, SIZE_MAX,
+                    f.s[0], 0, &block, &ptr);
+    /* Tags are below ORDO_MEM_MAX_TAGS. */
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, direct, 64, 0, f.s[0],
+                    ORDO_MEM_MAX_TAGS, &block, &ptr);
+    REFUSED_CLEARS2(ORDO_ERR_OUT_OF_RANGE, block, ptr, ordo_mem_allocate, pool, 64, 0, f.s[0],
+                    UINT32_MAX, &block, &ptr);
+    /* The largest alignment and the last tag are accepted. */
+    assert_ok(ordo_mem_allocate(pool, 64, ORDO_MEM_MAX_ALIGNMENT, f.s[0], ORDO_MEM_MAX_TAGS - 1,
+                                &block, NULL));
+    ordo_block_t *direct_block = NULL;
+    assert_ok(ordo_mem_allocate(direct, 64, 0, f.s[0], 0, &direct_block, NULL));
+
+    /* Deallocation: another resource's block, a stream of another device. */
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_deallocate, pool, NULL, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_deallocate, pool, AS(ordo_block_t, f.s[0]), f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_deallocate, wrong, block, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_deallocate, direct, block, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_deallocate, pool, direct_block, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_deallocate, theirs, direct_block, f.s[0]);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_deallocate, pool, block, f.foreign);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_deallocate, direct, direct_block, f.foreign);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_deallocate, pool, block, AS(ordo_stream_t, f.signal));
+
+    /* Use tracking. */
+    bool supported = 7;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, supported, ordo_mem_supports_use_tracking, wrong,
+                   &supported);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_supports_use_tracking, pool, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_prepare_use, pool, block, f.s[1],
+            (ordo_access_mode_t)0);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_prepare_use, pool, block, f.s[1],
+            (ordo_access_mode_t)4);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_finish_use, pool, block, f.s[1],
+            (ordo_access_mode_t)-1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_prepare_use, pool, block, f.foreign,
+            ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_finish_use, pool, block, f.foreign,
+            ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_record_use, pool, block, f.foreign);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_prepare_use, pool, direct_block, f.s[1],
+            ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_record_use, pool, direct_block, f.s[1]);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_prepare_use, wrong, block, f.s[1], ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_prepare_use, pool, block, AS(ordo_stream_t, pool),
+            ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_UNSUPPORTED, ordo_mem_prepare_use, direct, direct_block, f.s[1],
+            ORDO_ACCESS_READ);
+    REFUSED(ORDO_ERR_UNSUPPORTED, ordo_mem_record_use, direct, direct_block, f.s[1]);
+
+    /* Blocks. */
+    ordo_block_info_t info;
+    ordo_buffer_t *buffer = (ordo_buffer_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, info, ordo_block_info, AS(ordo_block_t, pool), &info);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, ptr, ordo_block_ptr, AS(ordo_block_t, f.s[0]), &ptr);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_block_buffer, AS(ordo_block_t, f.s[0]),
+                   &buffer);
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, buffer, ordo_block_buffer, direct_block, &buffer);
+
+    /* Resources. */
+    uint64_t bytes;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, bytes, ordo_mem_bytes_outstanding, wrong, &bytes);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_bytes_outstanding, pool, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_reap_pending, wrong, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_resource_destroy, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_resource_destroy, wrong);
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, pool);
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
+    ordo_mem_pool_stats_t stats;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_mem_pool_stats, NULL, &stats);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, stats, ordo_mem_pool_stats, wrong, &stats);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_stats, pool, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_mem_pool_stats, direct, &stats);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_mem_pool_trim, wrong, 0);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_pool_trim, direct, 0);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_device_memory, NULL, &r);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_device_memory, AS(ordo_device_t, f.s[0]), &r);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_device_memory, f.device, NULL);
+
+    /* Nothing refused above changed the blocks. */
+    assert_ok(ordo_mem_deallocate(pool, block, f.s[0]));
+    assert_ok(ordo_mem_deallocate(direct, direct_block, f.s[0]));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_mem_resource_destroy(theirs));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    refusal_fixture_free(&f);
+}
+
+/* Objects owned by other objects (docs/ERRORS.md; tests/refusal.h). */
+
+static void device_memory_stack_is_the_devices(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    size_t before = refusal_live_blocks();
+    /* Every layer the device builds: the whole stack, and the default one
+     * (whose blocks name its direct resource, so a caller can reach it). */
+    const uint32_t stacks[] = {ORDO_DEVICE_MEMORY_BUDGET | ORDO_DEVICE_MEMORY_LOGGING |
+                                   ORDO_DEVICE_MEMORY_STATISTICS | ORDO_DEVICE_MEMORY_GUARD,
+                               ORDO_DEVICE_MEMORY_BUDGET | ORDO_DEVICE_MEMORY_STATISTICS};
+    for (size_t k = 0; k < sizeof stacks / sizeof *stacks; ++k) {
+        ordo_device_config_t config;
+        assert_ok(ordo_device_config_default(&config));
+        config.memory.adaptors = stacks[k];
+        snprintf(config.memory.log_path, sizeof config.memory.log_path, "/dev/null");
+        ordo_device_t *owned = NULL;
+        ordo_stream_t *s = NULL;
+        ordo_mem_resource_t *top = NULL, *mine = NULL;
+        assert_ok(ordo_device_create_owned("cpu:0", &config, &owned));
+        assert_ok(ordo_stream_create(owned, 0, &s));
+        assert_ok(ordo_device_memory(owned, &top));
+        REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, top);
+        check_owner_named("ordo_device_memory");
+        ordo_block_t *block = NULL;
+        ordo_block_info_t info;
+        assert_ok(ordo_mem_allocate(top, 64, 0, s, 0, &block, NULL));
+        assert_ok(ordo_block_info(block, &info));
+        if (info.resource != top) {
+            REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, info.resource);
+            check_owner_named("ordo_device_memory");
+        }
+        assert_ok(ordo_mem_deallocate(top, block, s));
+        assert_ok(ordo_mem_reap_pending(top, test_deadline()));
+        /* The refusals left the stack whole. */
+        memory_still_works(top, s);
+
+        /* A layer the caller builds on the stack is the caller's... */
+        assert_ok(ordo_mem_statistics_create(top, &mine));
+        memory_still_works(mine, s);
+        assert_ok(ordo_mem_resource_destroy(mine));
+        /* ...and keeps the device, and so the stack under it, alive past
+         * the caller's last release of the device. */
+        assert_ok(ordo_mem_budget_create(top, NULL, &mine));
+        memory_still_works(mine, s);
+        assert_ok(ordo_stream_destroy(s));
+        assert_ok(ordo_device_release(owned));
+        uint64_t bytes = 1;
+        assert_ok(ordo_mem_bytes_outstanding(mine, &bytes));
+        assert_int_equal(bytes, 0);
+        assert_ok(ordo_mem_reap_pending(mine, test_deadline()));
+        assert_ok(ordo_mem_resource_destroy(mine)); /* the device goes with it */
+        assert_int_equal(refusal_live_blocks(), before);
+    }
+}
+
+static void memory_under_users_refuses_destroy(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *direct = NULL, *pool = NULL, *stats = NULL;
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_mem_direct_create(f.device, &direct));
+    /* An adaptor over a resource. */
+    assert_ok(ordo_mem_statistics_create(direct, &stats));
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
+    memory_still_works(stats, f.s[0]);
+    assert_ok(ordo_mem_resource_destroy(stats));
+    /* A pool over a resource and a tracker, with no block out. */
+    assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    memory_still_works(pool, f.s[0]);
+    REFUSED(ORDO_ERR_BUSY, ordo_mem_resource_destroy, direct);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker);
+    check_owner_named("pool");
+    memory_still_works(pool, f.s[1]);
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_tracker_destroy(tracker));
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("memory");
     const struct CMUnitTest tests[] = {
@@ -961,6 +1200,9 @@ int main(void) {
         cmocka_unit_test(random_cross_stream_reuse_is_safe),
         cmocka_unit_test(concurrent_allocation_is_exact),
         cmocka_unit_test(device_memory_stack_is_configurable),
+        cmocka_unit_test(memory_entry_points_refuse_bad_input),
+        cmocka_unit_test(device_memory_stack_is_the_devices),
+        cmocka_unit_test(memory_under_users_refuses_destroy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

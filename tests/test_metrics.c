@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ordo/metrics.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static ordo_status_t noop(void *ctx) {
@@ -112,10 +113,44 @@ static void snapshot_reads_every_component(void **state) {
     assert_ok(ordo_device_release(device));
 }
 
+/* ---- bad input: metrics.h (tests/refusal.h) */
+
+static void metrics_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_metrics_t *m = malloc(sizeof *m);
+    assert_non_null(m);
+    ordo_metrics_sources_t sources = {f.device, NULL, NULL, NULL};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, *m, ordo_metrics_snapshot, NULL, m);
+    ordo_metrics_sources_t wrong_device = {AS(ordo_device_t, f.s[0]), NULL, NULL, NULL};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_device, m);
+    ordo_metrics_sources_t wrong_coord = {NULL, AS(ordo_coord_t, f.s[0]), NULL, NULL};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_coord, m);
+    ordo_metrics_sources_t wrong_waiter = {NULL, NULL, AS(ordo_waiter_t, f.s[0]), NULL};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, *m, ordo_metrics_snapshot, &wrong_waiter, m);
+    assert_ok(ordo_metrics_snapshot(&sources, m));
+    char text[16];
+    size_t length = 0;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_metrics_format, m, text, sizeof text, NULL);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, length, ordo_metrics_format, NULL, text, sizeof text,
+                   &length);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, length, ordo_metrics_format, m, NULL, sizeof text,
+                   &length);
+    assert_ok(ordo_metrics_format(m, NULL, 0, &length));
+    assert_true(length > 0);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_metrics_format, m, text, sizeof text, &length);
+    assert_int_equal(strlen(text), sizeof text - 1);
+    free(m);
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("metrics");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_reads_every_component),
+        cmocka_unit_test(metrics_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 
 #include "signal_probe.h"
 #include "sync/wait_tuning.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static void create_query_destroy(void **state) {
@@ -428,6 +429,126 @@ static void bad_input_is_refused(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* ---- bad input: signal.h (tests/refusal.h) */
+
+static void signal_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    size_t before = refusal_live_blocks();
+    ordo_signal_t *s = (ordo_signal_t *)1;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_signal_create, ORDO_SIGNAL_VALUE_MAX + 1, &s);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, s, ordo_signal_create, UINT64_MAX, &s);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_create, 0, NULL);
+    s = test_signal_make(ORDO_SIGNAL_VALUE_MAX);
+    ordo_signal_t *t = test_signal_make(0);
+    ordo_stream_t *not_signal = NULL;
+    ordo_device_t *device = NULL;
+    assert_ok(ordo_device_open("cpu", &device));
+    assert_ok(ordo_stream_create(device, 0, &not_signal));
+    ordo_signal_t *wrong = AS(ordo_signal_t, not_signal);
+
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_retain, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_retain, wrong);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_release, wrong);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_destroy, wrong);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_destroy, GARBAGE(ordo_signal_t));
+    uint64_t value = 0;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, value, ordo_signal_query, wrong, &value);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_query, s, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_advance, wrong, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_advance, t, ORDO_SIGNAL_VALUE_MAX + 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_advance, t, UINT64_MAX);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_fail, wrong, ORDO_ERR_ABORTED, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, ORDO_OK, NULL);
+    /* Not a status at all is not an error to fail with. */
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, ORDO_STATUS_COUNT_, "x");
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, (ordo_status_t)-1, "x");
+    ordo_status_t failure = ORDO_ERR_INTERNAL;
+    assert_ok(ordo_signal_failure(t, &failure, NULL, 0));
+    assert_int_equal(failure, ORDO_OK);
+    char message[8] = "zzzzzzz";
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, failure, ordo_signal_failure, wrong, &failure, message,
+                   sizeof message);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_failure, t, NULL, message, sizeof message);
+    assert_ok(ordo_signal_failure(t, &failure, NULL, sizeof message));
+    /* A message buffer of capacity 0 is refused, and not written. */
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, failure, ordo_signal_failure, t, &failure, message,
+                   0);
+    assert_string_equal(message, "zzzzzzz");
+
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_wait, wrong, 1, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait, s, ORDO_SIGNAL_VALUE_MAX + 1,
+            ORDO_DEADLINE_NEVER);
+    REFUSED(ORDO_ERR_TIMEOUT, ordo_signal_wait, t, 1, ORDO_DEADLINE_NOW);
+
+    ordo_signal_point_t points[2] = {{t, 0}, {s, 1}};
+    size_t index = 77;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_all, NULL, 1, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_all, points, 0, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_all, points, ORDO_SIGNAL_WAIT_MAX + 1,
+            ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_all, points, SIZE_MAX, ORDO_DEADLINE_NOW);
+    /* A refused wait_any names no entry: *out_index is count (signal.h). */
+    index = 77;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, NULL, 1, ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, 1);
+    index = 77;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, points, 0, ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, 0);
+    index = 77;
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_any, points, SIZE_MAX, ORDO_DEADLINE_NOW,
+            &index);
+    assert_int_equal(index, SIZE_MAX);
+    index = 77;
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_signal_wait_any, points, ORDO_SIGNAL_WAIT_MAX + 1,
+            ORDO_DEADLINE_NOW, &index);
+    assert_int_equal(index, ORDO_SIGNAL_WAIT_MAX + 1);
+    assert_non_null(strstr(ordo_error_message(), "exceeds ORDO_SIGNAL_WAIT_MAX"));
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_wait_any, points, 2, ORDO_DEADLINE_NOW, NULL);
+    ordo_signal_point_t bad_entries[3][2] = {
+        {{t, 0}, {NULL, 1}}, {{t, 0}, {wrong, 1}}, {{t, 0}, {s, ORDO_SIGNAL_VALUE_MAX + 1}}};
+    const ordo_status_t want[3] = {ORDO_ERR_INVALID_HANDLE, ORDO_ERR_INVALID_HANDLE,
+                                   ORDO_ERR_OUT_OF_RANGE};
+    for (int k = 0; k < 3; ++k) {
+        REFUSED(want[k], ordo_signal_wait_all, bad_entries[k], 2, ORDO_DEADLINE_NEVER);
+        index = 77;
+        REFUSED(want[k], ordo_signal_wait_any, bad_entries[k], 2, ORDO_DEADLINE_NEVER, &index);
+        assert_int_equal(index, 2);
+    }
+    /* Nothing was left armed on t by the refused multi-waits. */
+    assert_ok(ordo_signal_advance(t, 1));
+
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_set_name, NULL, "x");
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_set_name, wrong, "x");
+    char name[ORDO_SIGNAL_NAME_MAX];
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_name, NULL, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_name, wrong, name, sizeof name);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_name, t, NULL, sizeof name);
+    char long_name[200];
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    assert_ok(ordo_signal_set_name(t, long_name));
+    assert_ok(ordo_signal_name(t, name, sizeof name));
+    assert_int_equal(strlen(name), ORDO_SIGNAL_NAME_MAX - 1);
+    assert_ok(ordo_signal_name(t, name, 1));
+    assert_string_equal(name, "");
+
+    /* Destroyed: later calls get ORDO_ERR_DESTROYED; a second destroy drops
+     * nothing. */
+    assert_ok(ordo_signal_retain(t));
+    assert_ok(ordo_signal_destroy(t));
+    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_destroy, t);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_advance, t, 2);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_wait, t, 1, ORDO_DEADLINE_NEVER);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_signal_set_name, t, "late");
+    assert_ok(ordo_signal_name(t, name, sizeof name));
+    assert_ok(ordo_signal_release(t));
+
+    assert_ok(ordo_signal_release(s));
+    assert_ok(ordo_stream_destroy(not_signal));
+    assert_ok(ordo_device_release(device));
+    assert_int_equal(refusal_live_blocks(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_query_destroy),
@@ -446,6 +567,7 @@ int main(void) {
         cmocka_unit_test(references_outlive_destroy),
         cmocka_unit_test(last_release_destroys),
         cmocka_unit_test(bad_input_is_refused),
+        cmocka_unit_test(signal_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "refusal.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -706,6 +707,33 @@ static void reports_while_streams_churn(void **state) {
     assert_ok(ordo_signal_destroy(x));
 }
 
+/* ---- bad input: stall.h (tests/refusal.h) */
+
+static void stall_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_stall_entry_t entries[2];
+    size_t count = 9;
+    char report[8];
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report, NULL, entries, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report, AS(ordo_device_t, f.s[0]),
+                   entries, 2, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stall_report, f.device, NULL, 2, &count);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stall_report, f.device, entries, 2, NULL);
+    assert_ok(ordo_stall_report(f.device, NULL, 0, &count));
+    assert_int_equal(count, 0);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report_format, NULL, report,
+                   sizeof report, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, count, ordo_stall_report_format,
+                   AS(ordo_device_t, f.signal), report, sizeof report, &count);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, count, ordo_stall_report_format, f.device, NULL,
+                   sizeof report, &count);
+    assert_ok(ordo_stall_report_format(f.device, NULL, 0, &count));
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("stall");
     const struct CMUnitTest tests[] = {
@@ -723,6 +751,7 @@ int main(void) {
         cmocka_unit_test(reports_show_an_unnamed_signal_by_its_address),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
+        cmocka_unit_test(stall_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

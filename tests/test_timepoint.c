@@ -1,9 +1,11 @@
 /* Timepoints and links: firing once, cancellation, callbacks that signal,
- * chains, failure propagation, destroy with pending timepoints. */
+ * chains, failure propagation, destroy with pending timepoints, bad input
+ * on every entry point. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "refusal.h"
 #include "test_util.h"
 
 typedef struct record {
@@ -481,6 +483,72 @@ static void link_is_the_owners_once_its_target_is_signalled(void **state) {
     assert_ok(ordo_allocator_set(NULL));
 }
 
+/* ---- bad input: timepoint.h, link.h (tests/refusal.h) */
+
+static void on_timepoint(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    ++*(int *)ctx;
+}
+
+static void timepoint_and_link_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    size_t before = refusal_live_blocks();
+    ordo_signal_t *a = test_signal_make(0), *b = test_signal_make(0);
+    int fired = 0;
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    ordo_cancel_result_t result;
+    ordo_signal_t *wrong = AS(ordo_signal_t, &tp);
+
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_arm, NULL, a, 1, on_timepoint, &fired);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_timepoint_arm, &tp, NULL, 1, on_timepoint, &fired);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_timepoint_arm, &tp, GARBAGE(ordo_signal_t), 1,
+            on_timepoint, &fired);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_arm, &tp, a, 1, NULL, &fired);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_timepoint_arm, &tp, a, ORDO_SIGNAL_VALUE_MAX + 1,
+            on_timepoint, &fired);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, &tp, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, NULL, &result);
+    assert_ok(ordo_timepoint_arm(&tp, a, 1, on_timepoint, &fired));
+    REFUSED(ORDO_ERR_BUSY, ordo_timepoint_arm, &tp, a, 2, on_timepoint, &fired);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_timepoint_cancel, &tp, NULL);
+    assert_ok(ordo_timepoint_cancel(&tp, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_timepoint_cancel, &tp, &result);
+    assert_int_equal(fired, 0);
+
+    ordo_link_t link;
+    memset(&link, 0, sizeof link);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_arm, NULL, a, 1, b, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_link_arm, &link, NULL, 1, b, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_link_arm, &link, a, 1, NULL, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_link_arm, &link, wrong, 1, b, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_link_arm, &link, a, 1, wrong, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_link_arm, &link, a, ORDO_SIGNAL_VALUE_MAX + 1, b, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_link_arm, &link, a, 1, b, ORDO_SIGNAL_VALUE_MAX + 1);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, &link, &result);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, NULL, &result);
+    assert_ok(ordo_link_arm(&link, a, 1, b, 1));
+    REFUSED(ORDO_ERR_BUSY, ordo_link_arm, &link, a, 2, b, 2);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_link_cancel, &link, NULL);
+    assert_ok(ordo_link_cancel(&link, &result));
+    assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, result, ordo_link_cancel, &link, &result);
+
+    /* Destroyed source or target: refused, holding no reference. */
+    ordo_signal_t *dead = test_signal_make(0);
+    assert_ok(ordo_signal_retain(dead));
+    assert_ok(ordo_signal_destroy(dead));
+    REFUSED(ORDO_ERR_DESTROYED, ordo_timepoint_arm, &tp, dead, 1, on_timepoint, &fired);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_link_arm, &link, dead, 1, b, 1);
+    REFUSED(ORDO_ERR_DESTROYED, ordo_link_arm, &link, a, 1, dead, 1);
+    assert_ok(ordo_signal_release(dead));
+    assert_int_equal(fired, 0);
+
+    assert_ok(ordo_signal_release(a));
+    assert_ok(ordo_signal_release(b));
+    assert_int_equal(refusal_live_blocks(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timepoint_fires_once),
@@ -499,6 +567,7 @@ int main(void) {
         cmocka_unit_test(due_timepoint_cannot_be_rearmed),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(link_is_the_owners_once_its_target_is_signalled),
+        cmocka_unit_test(timepoint_and_link_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * limits (max_events at chunk edges, huge or unmappable, threads running
  * out of room together); start/stop misuse; recording threads racing stop;
  * a host task that stops and starts traces; program slices across
- * restarts and full traces; a child forked during a trace. */
+ * restarts and full traces; a child forked during a trace; bad input on
+ * every entry point. */
 #include <locale.h>
 #include <signal.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "base/trace.h"
 #include "ordo/memory.h"
 #include "ordo/trace.h"
+#include "refusal.h"
 #include "test_util.h"
 
 #define TRACE_CHECK_NO_MAIN
@@ -1082,6 +1084,40 @@ static void numbers_ignore_the_locale(void **state) {
     remove(path);
 }
 
+/* ---- bad input: trace.h (tests/refusal.h) */
+
+static void trace_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    bool on = 7;
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_is_on, NULL);
+    ordo_trace_stats_t stats;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, stats, ordo_trace_stop, NULL, &stats);
+    ordo_trace_config_t absurd = {UINT64_MAX, 0};
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_trace_start, &absurd);
+    /* Room beyond any address space: refused, whichever the class. */
+    ordo_trace_config_t huge = {UINT64_MAX / 64, 0};
+    REFUSED(ORDO_ERR_OUT_OF_MEMORY, ordo_trace_start, &huge);
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    ordo_trace_config_t small = {4096, 0};
+    assert_ok(ordo_trace_start(&small));
+    REFUSED(ORDO_ERR_BUSY, ordo_trace_start, &small);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_slice_begin, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_instant, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_counter, NULL, 1);
+    /* An end without a begin is ignored. */
+    assert_ok(ordo_trace_slice_end());
+    assert_ok(ordo_trace_instant("mark"));
+    /* A path that cannot be written: an error, and the trace is over. */
+    ordo_status_t st = ordo_trace_stop("/nonexistent-ordo-directory/trace.json", &stats);
+    assert_int_not_equal(st, ORDO_OK);
+    check_message("ordo_trace_stop", "unwritable path", __LINE__);
+    assert_ok(ordo_trace_is_on(&on));
+    assert_int_equal(on, 0);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_trace_stop, NULL, NULL);
+}
+
 int main(void) {
     test_conformance_begin("trace");
     const struct CMUnitTest tests[] = {
@@ -1106,6 +1142,7 @@ int main(void) {
         cmocka_unit_test(exited_threads_records_reused),
         cmocka_unit_test(thread_churn_races_stop),
         cmocka_unit_test(numbers_ignore_the_locale),
+        cmocka_unit_test(trace_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

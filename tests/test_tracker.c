@@ -7,6 +7,7 @@
 #include "ordo/buffer.h"
 #include "ordo/event.h"
 #include "ordo/tracker.h"
+#include "refusal.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -653,6 +654,125 @@ static void failing_launch_is_reported(void **state) {
     fixture_free(f);
 }
 
+/* ---- bad input: tracker.h, buffer.h (tests/refusal.h) */
+
+/* Counted on the reclaimer thread and inline on the releasing one. */
+static _Atomic int reclaimed_count;
+
+static void count_reclaim(void *ctx) {
+    (void)ctx;
+    atomic_fetch_add(&reclaimed_count, 1);
+}
+
+static ordo_status_t failing_launch(void *ctx, ordo_stream_t *stream) {
+    (void)ctx, (void)stream;
+    return ORDO_ERR_ABORTED;
+}
+
+static void tracker_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_tracker_t *tracker = (ordo_tracker_t *)1, *other = NULL;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, tracker, ordo_tracker_create, NULL, &tracker);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, tracker, ordo_tracker_create,
+                   AS(ordo_device_t, f.signal), &tracker);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_create, f.device, NULL);
+    assert_ok(ordo_tracker_create(f.device, &tracker));
+    assert_ok(ordo_tracker_create(f.device, &other));
+    ordo_tracker_t *wrong = AS(ordo_tracker_t, f.s[0]);
+
+    ordo_buffer_t *buffer = (ordo_buffer_t *)1, *theirs = NULL;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_buffer_create, NULL, &buffer);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, buffer, ordo_buffer_create, wrong, &buffer);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_buffer_create, tracker, NULL);
+    assert_ok(ordo_buffer_create(tracker, &buffer));
+    assert_ok(ordo_buffer_create(other, &theirs));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_buffer_release, NULL, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_buffer_release, AS(ordo_buffer_t, f.signal), NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_buffer_release, AS(ordo_buffer_t, tracker), NULL, NULL);
+
+    ordo_access_t ok[1] = {{buffer, ORDO_ACCESS_WRITE}};
+    ordo_access_t bad_mode[1] = {{buffer, (ordo_access_mode_t)0}};
+    ordo_access_t bad_mode2[1] = {{buffer, (ordo_access_mode_t)4}};
+    ordo_access_t null_buffer[2] = {{buffer, ORDO_ACCESS_READ}, {NULL, ORDO_ACCESS_READ}};
+    ordo_access_t wrong_buffer[1] = {{AS(ordo_buffer_t, f.signal), ORDO_ACCESS_READ}};
+    ordo_access_t foreign_buffer[1] = {{theirs, ORDO_ACCESS_READ}};
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, NULL, f.s[0], ok, 1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, wrong, f.s[0], ok, 1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, NULL, ok, 1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, AS(ordo_stream_t, f.signal), ok,
+            1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.foreign, ok, 1, launch_noop,
+            NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], NULL, 1, launch_noop,
+            NULL);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_submit, tracker, f.s[0], ok,
+            ORDO_TRACKER_MAX_ACCESSES + 1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_submit, tracker, f.s[0], ok, SIZE_MAX, launch_noop,
+            NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], ok, 1, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], bad_mode, 1,
+            launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], bad_mode2, 1,
+            launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, f.s[0], null_buffer, 2,
+            launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, f.s[0], wrong_buffer, 1,
+            launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_submit, tracker, f.s[0], foreign_buffer, 1,
+            launch_noop, NULL);
+    /* The launch function's own status comes back as it is. */
+    assert_status(ordo_tracker_submit(tracker, f.s[0], ok, 1, failing_launch, NULL),
+                  ORDO_ERR_ABORTED);
+    /* The split form refuses the same. */
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_prepare, NULL, f.s[0], ok, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_prepare, tracker, NULL, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.foreign, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_prepare, tracker, f.s[0], ok, SIZE_MAX);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], bad_mode, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f.s[0], foreign_buffer, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, NULL, f.s[0], ok, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, tracker, NULL, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.foreign, ok, 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], NULL, 1);
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_tracker_finish, tracker, f.s[0], ok, SIZE_MAX);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], bad_mode2, 1);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_finish, tracker, f.s[0], null_buffer, 2);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f.s[0], foreign_buffer, 1);
+
+    ordo_tracker_metrics_t m;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_tracker_metrics, NULL, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_tracker_metrics, wrong, &m);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_metrics, tracker, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_drain, NULL, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_drain, wrong, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_lock, wrong);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_unlock, wrong);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_unlock, tracker);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo__tracker_set_wait_observer, NULL, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo__tracker_set_wait_observer, wrong, NULL, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, NULL);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, wrong);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker);
+
+    /* Nothing refused above was recorded: the buffer is used by no stream. */
+    assert_ok(ordo_tracker_metrics(tracker, &m));
+    assert_int_equal(m.submissions, 0);
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], ok, 1, launch_noop, NULL));
+    atomic_store(&reclaimed_count, 0);
+    assert_ok(ordo_buffer_release(buffer, count_reclaim, NULL));
+    assert_ok(ordo_buffer_release(theirs, count_reclaim, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_drain(other, test_deadline()));
+    assert_int_equal(atomic_load(&reclaimed_count), 2);
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_tracker_destroy(other));
+    refusal_fixture_free(&f);
+}
+
 static int setup(void **state) {
     (void)state;
     return ordo_device_open(test_device_name(), &device) == ORDO_OK ? 0 : -1;
@@ -684,6 +804,7 @@ int main(void) {
         cmocka_unit_test(failed_stream_does_not_imply_other_uses),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(failing_launch_is_reported),
+        cmocka_unit_test(tracker_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/waiter_internal.h"
+#include "refusal.h"
 #include "test_util.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -1394,6 +1395,94 @@ static void stress_waits_cancels_and_producers(void **state) {
     stress_run(3);
 }
 
+/* ---- bad input: waiter.h (tests/refusal.h) */
+
+static void on_wait(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status, (void)id;
+    ++*(int *)ctx;
+}
+
+static void waiter_entry_points_refuse_bad_input(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    ordo_waiter_t *waiter = NULL;
+    ordo_waiter_config_t no_workers = {0};
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, waiter, ordo_waiter_create, &no_workers, &waiter);
+    /* A count above its maximum is out of range, as everywhere (status.h). */
+    ordo_waiter_config_t too_many_workers = {ORDO_WAITER_MAX_WORKERS + 1, 0};
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, waiter, ordo_waiter_create, &too_many_workers, &waiter);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_create, NULL, NULL);
+    assert_ok(ordo_waiter_create(NULL, &waiter));
+    int calls = 0;
+    ordo_wait_id_t id = 5;
+    /* Destroyed signal. */
+    ordo_signal_t *dead = test_signal_make(0);
+    assert_ok(ordo_signal_retain(dead));
+    assert_ok(ordo_signal_destroy(dead));
+    REFUSED_CLEARS(ORDO_ERR_DESTROYED, id, ordo_waiter_wait, waiter, dead, 1, ORDO_DEADLINE_NEVER,
+                   0, on_wait, &calls, &id);
+    assert_int_equal(id, 0);
+    assert_ok(ordo_signal_release(dead));
+    id = 5;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait, waiter, f.signal, 1,
+                   ORDO_DEADLINE_NEVER, UINT32_MAX, on_wait, &calls, &id);
+    assert_int_equal(id, 0);
+    /* Events: not recorded, not an event, bad flags, no callback. */
+    ordo_event_t *event = NULL;
+    assert_ok(ordo_event_create(f.device, ORDO_EVENT_PLAIN, &event));
+    id = 5;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
+    assert_int_equal(id, 0);
+    assert_ok(ordo_event_record(event, f.s[0]));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0x10, on_wait, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, id, ordo_waiter_wait_event, waiter, event,
+                   ORDO_DEADLINE_NEVER, 0, NULL, &calls, &id);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, id, ordo_waiter_wait_event, AS(ordo_waiter_t, event),
+                   event, ORDO_DEADLINE_NEVER, 0, on_wait, &calls, &id);
+    assert_int_equal(id, 0);
+    ordo_waiter_metrics_t m;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_waiter_metrics, NULL, &m);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, m, ordo_waiter_metrics, AS(ordo_waiter_t, f.s[0]), &m);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_waiter_metrics, waiter, NULL);
+    ordo_cancel_result_t result;
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, result, ordo_waiter_cancel, waiter, UINT64_MAX, 0, &result);
+    assert_ok(ordo_waiter_metrics(waiter, &m));
+    assert_int_equal(m.registered, 0);
+    assert_ok(ordo_waiter_destroy(waiter));
+    assert_int_equal(calls, 0);
+    assert_ok(ordo_event_destroy(event));
+    refusal_fixture_free(&f);
+}
+
+static void wait_recorded(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)id;
+    *(ordo_status_t *)ctx = status;
+}
+
+/* docs/ERRORS.md, "Objects owned by other objects": a use that is defined
+ * stays defined (tests/refusal.h). */
+static void signal_destroyed_under_an_async_wait_cancels_it(void **state) {
+    (void)state;
+    REFUSAL_ON_CPU_ONLY(test_device_name());
+    refusal_fixture_t f;
+    refusal_fixture_make(&f);
+    /* A signal destroyed under an asynchronous wait cancels the wait. */
+    ordo_waiter_t *waiter = NULL;
+    assert_ok(ordo_waiter_create(NULL, &waiter));
+    ordo_signal_t *signal = test_signal_make(0);
+    ordo_status_t outcome = ORDO_OK;
+    assert_ok(ordo_waiter_wait(waiter, signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
+                               wait_recorded, &outcome, NULL));
+    assert_ok(ordo_signal_destroy(signal));
+    assert_int_equal(outcome, ORDO_ERR_CANCELLED);
+    assert_ok(ordo_waiter_destroy(waiter));
+    refusal_fixture_free(&f);
+}
+
 int main(void) {
     test_conformance_begin("waiter");
     const struct CMUnitTest tests[] = {
@@ -1417,6 +1506,8 @@ int main(void) {
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(many_pending_waits),
         cmocka_unit_test(stress_waits_cancels_and_producers),
+        cmocka_unit_test(waiter_entry_points_refuse_bad_input),
+        cmocka_unit_test(signal_destroyed_under_an_async_wait_cancels_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,9 +36,8 @@ static void test_unpark_moves_the_epoch_and_a_stale_key_does_not_sleep(void **st
     ordo_park_key_t key = ordo__parker_prepare(&p);
     ordo__parker_unpark(&p, ORDO_PARK_ANY, 1); /* nobody sleeps: no wake */
     assert_int_equal(atomic_load(&p.word), ORDO__PARKER_EPOCH_ONE);
-    /* Returns at once, whatever the deadline: the epoch moved. */
-    assert_int_equal(ordo__parker_park(&p, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER),
-                     ORDO_PARK_WOKEN);
+    /* Returns at once, long before the deadline: the epoch moved. */
+    assert_int_equal(ordo__parker_park(&p, key, ORDO_PARK_ANY, test_deadline()), ORDO_PARK_WOKEN);
     assert_int_equal(atomic_load(&p.word), ORDO__PARKER_EPOCH_ONE);
 }
 
@@ -153,7 +152,22 @@ typedef struct pingpong {
     _Atomic int stop;
 } pingpong_t;
 
-/* Waits until *value >= target, parked on p; 0 if a park timed out. */
+/* A short pause of random length (up to 63 spins): a waker's post then
+ * lands at every stage of the other side's look-and-park. */
+static void random_pause(void) {
+    static _Thread_local uint64_t rng = 0;
+    if (!rng) {
+        rng = (uint64_t)(uintptr_t)&rng | 1;
+    }
+    uint64_t pause = test_rand(&rng) % 64;
+    for (uint64_t k = 0; k < pause; ++k) {
+        ordo__cpu_relax();
+    }
+}
+
+/* Waits until *value >= target, parked on p; 0 if a park timed out. The
+ * pause between the look and the park widens the window a lost wake-up
+ * would need. */
 static int wait_at_least(ordo_parker_t *p, _Atomic uint64_t *value, uint64_t target) {
     ordo_deadline_t deadline = test_deadline();
     for (;;) {
@@ -161,6 +175,7 @@ static int wait_at_least(ordo_parker_t *p, _Atomic uint64_t *value, uint64_t tar
         if (atomic_load_explicit(value, memory_order_relaxed) >= target) {
             return 1;
         }
+        random_pause();
         if (ordo__parker_park(p, key, ORDO_PARK_ANY, deadline) == ORDO_PARK_TIMED_OUT) {
             return atomic_load_explicit(value, memory_order_relaxed) >= target;
         }
@@ -185,7 +200,7 @@ static void *pingpong_consumer(void *arg) {
 static void *lock_churn(void *arg) {
     pingpong_t *pp = arg;
     while (!atomic_load(&pp->stop)) {
-        ordo__parker_unlock(&pp->items, ordo__parker_lock(&pp->items), ORDO_PARK_ANY, 1);
+        ordo__parker_unlock(&pp->items, ordo__parker_lock(&pp->items), ORDO_PARK_ANY);
         sched_yield();
     }
     return NULL;
@@ -203,19 +218,13 @@ static void run_pingpong(uint64_t rounds, int locked) {
     if (locked) {
         churn = test_thread_start(lock_churn, pp);
     }
-    uint64_t rng = 0x9e3779b97f4a7c15u;
     int lost = 0;
     for (uint64_t i = 1; i <= rounds && !atomic_load(&pp->lost); ++i) {
-        /* Now and then a short pause, so the post meets the consumer at
-         * every stage: polling, parking, asleep. */
-        uint64_t pause = test_rand(&rng) % 64;
-        for (uint64_t k = 0; k < pause; ++k) {
-            ordo__cpu_relax();
-        }
+        random_pause(); /* the post meets the consumer looking, parking, asleep */
         if (locked) {
             uint64_t seen = ordo__parker_lock(&pp->items);
             atomic_store_explicit(&pp->posted, i, memory_order_relaxed);
-            ordo__parker_unlock(&pp->items, seen, ORDO_PARK_ANY, 1);
+            ordo__parker_unlock(&pp->items, seen, ORDO_PARK_ANY);
         } else {
             atomic_store_explicit(&pp->posted, i, memory_order_relaxed);
             ordo__parker_unpark(&pp->items, ORDO_PARK_ANY, 1);
@@ -228,8 +237,14 @@ static void run_pingpong(uint64_t rounds, int locked) {
     atomic_store(&pp->stop, 1);
     if (lost) {
         /* Let the consumer go if it is the one asleep. */
-        atomic_store(&pp->posted, UINT64_MAX);
-        ordo__parker_unpark(&pp->items, ORDO_PARK_ANY, INT_MAX);
+        if (locked) {
+            uint64_t seen = ordo__parker_lock(&pp->items);
+            atomic_store(&pp->posted, UINT64_MAX);
+            ordo__parker_unlock(&pp->items, seen, ORDO_PARK_ANY);
+        } else {
+            atomic_store(&pp->posted, UINT64_MAX);
+            ordo__parker_unpark(&pp->items, ORDO_PARK_ANY, INT_MAX);
+        }
     }
     test_join_bounded(consumer);
     if (locked) {
@@ -283,6 +298,7 @@ static void *crew_worker(void *arg) {
         if (atomic_load(&c->stop)) {
             return NULL;
         }
+        random_pause();
         /* Bounded; a lost wake-up shows in the producer's wait first. */
         (void)ordo__parker_park(&c->items, key, ORDO_PARK_ANY, test_deadline());
     }

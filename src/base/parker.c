@@ -16,29 +16,25 @@ static inline uint32_t epoch_of(uint64_t word) {
 
 /* Takes the sleeper off WOKEN if a waker counted one there, else off
  * SLEEPERS (INTEREST cleared with the last); the counts are anonymous,
- * only their sum is the threads inside park. Waits while the wakers' lock
- * is held: its holder stores the word back whole. */
+ * only their sum is the threads inside park. On a parker with the wakers'
+ * lock (one sleeper) an unlock takes the sleeper off itself: a held lock,
+ * or a sleeper no longer counted, means there is nothing to write. */
 static void leave(ordo_parker_t *p) {
     uint64_t word = atomic_load_explicit(&p->word, memory_order_relaxed);
-    unsigned spins = 0;
     for (;;) {
-        if (word & ORDO__PARKER_LOCKED) {
-            if (++spins < 128) {
-                ordo__cpu_relax();
-            } else {
-                sched_yield();
-            }
-            word = atomic_load_explicit(&p->word, memory_order_relaxed);
-            continue;
-        }
         uint64_t next;
+        if (word & ORDO__PARKER_LOCKED) {
+            return; /* the holder locked after the announcement: it takes it off */
+        }
         if (word & ORDO__PARKER_WOKEN) {
             next = word - ORDO__PARKER_WOKEN_ONE;
-        } else {
+        } else if (word & ORDO__PARKER_SLEEPERS) {
             next = word - ORDO__PARKER_SLEEPER_ONE;
             if (!(next & ORDO__PARKER_SLEEPERS)) {
                 next &= ~ORDO__PARKER_INTEREST;
             }
+        } else {
+            return; /* taken off by an unlock */
         }
         if (atomic_compare_exchange_weak_explicit(&p->word, &word, next, memory_order_relaxed,
                                                   memory_order_relaxed)) {

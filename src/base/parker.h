@@ -78,18 +78,23 @@
  *
  * The wakers' lock (optional). Wakers that serialise on a lock of their
  * own anyway (CPU stream producers) may use the word's LOCKED bit as that
- * lock: ordo__parker_lock's CAS sets LOCKED and moves the epoch, and
- * ordo__parker_unlock is a plain release store of the word it read with
- * the epoch moved and, if it wakes, the sleepers moved to WOKEN, followed
- * by the wake. The waker then pays exactly the lock it pays anyway. This
- * holds because while LOCKED is set nobody else writes the word: park
- * announces and leaves only while the lock is free (a prepare that reads
- * LOCKED yields a key that parks no one: the holder is publishing; a
- * leaving sleeper waits for the unlock), and every waker of such a parker
- * goes through the lock, never through unpark (whose RMW the unlocking
- * store would overwrite). The proof above holds with W the lock and its
- * unlock together: a P that reads the locked word does not sleep, one that
- * reads the unlocking store synchronises with it, and no C falls between.
+ * lock, on a parker with one sleeper that parks for every reason its
+ * wakers name: ordo__parker_lock's CAS sets LOCKED and moves the epoch,
+ * and ordo__parker_unlock is a plain release store of the word it read
+ * with the epoch moved and, if the sleeper was counted, SLEEPERS and
+ * INTEREST cleared (no WOKEN: the one sleeper is simply taken off),
+ * followed by the wake. The waker then pays exactly the lock it pays
+ * anyway. This holds because while LOCKED is set nobody else writes the
+ * word: park announces only while the lock is free (a prepare that reads
+ * LOCKED yields a key that parks no one: the holder is publishing), every
+ * waker of such a parker goes through the lock, never through unpark
+ * (whose RMW the unlocking store would overwrite), and the sleeper leaves
+ * without writing while the lock is held: the holder locked after the
+ * sleeper announced, saw it, and its unlock takes it off (a sleeper that
+ * finds itself taken off leaves without writing too). The proof above
+ * holds with W the lock and its unlock together: a P that reads the
+ * locked word does not sleep, one that reads the unlocking store
+ * synchronises with it, and no C falls between.
  *
  * A waker touches the parker's memory only in its RMW (or store); the
  * wake that follows touches only the futex's address, so the sleeper may
@@ -210,13 +215,17 @@ static inline uint64_t ordo__parker_lock(ordo_parker_t *p) {
 }
 
 /* Releases the wakers' lock taken by the ordo__parker_lock that returned
- * seen, publishing what was written under it, and wakes up to count
- * sleepers if one parked with an interest in reason. */
-static inline void ordo__parker_unlock(ordo_parker_t *p, uint64_t seen, uint32_t reason,
-                                       int count) {
-    atomic_store_explicit(&p->word, ordo__parker_woken(seen, reason, count), memory_order_release);
-    if (__builtin_expect(ordo__parker_wakes(seen, reason), 0)) {
-        ordo__parker_wake(p, count);
+ * seen, publishing what was written under it, and wakes the sleeper if it
+ * parked with an interest in reason. */
+static inline void ordo__parker_unlock(ordo_parker_t *p, uint64_t seen, uint32_t reason) {
+    uint64_t next = seen + ORDO__PARKER_EPOCH_ONE;
+    int wake = ordo__parker_wakes(seen, reason);
+    if (__builtin_expect(wake, 0)) {
+        next &= ~(ORDO__PARKER_SLEEPERS | ORDO__PARKER_INTEREST);
+    }
+    atomic_store_explicit(&p->word, next, memory_order_release);
+    if (__builtin_expect(wake, 0)) {
+        ordo__parker_wake(p, 1);
     }
 }
 

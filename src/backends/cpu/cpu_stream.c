@@ -118,7 +118,7 @@ static uint64_t lock_acquire(cpu_stream_t *s) {
 
 /* Unlocks, and wakes the worker if it sleeps. */
 static void lock_release(cpu_stream_t *s, uint64_t seen) {
-    ordo__parker_unlock(&s->parker, seen, ORDO_PARK_ANY, 1);
+    ordo__parker_unlock(&s->parker, seen, ORDO_PARK_ANY);
 }
 
 static cpu_op_t *node_take_locked(cpu_stream_t *s) {

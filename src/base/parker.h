@@ -48,14 +48,16 @@
  * W wakes: the futex either finds the epoch moved and returns at once, or
  * is asleep already and is woken (the kernel checks the futex word and
  * queues the sleeper under one lock, the wake takes the same lock). If
- * SLEEPERS is 0, an earlier waker W0, after C, moved every counted sleeper
- * to WOKEN and wakes one queued thread per sleeper it moved; a counted
- * sleeper not queued at W0 finds the epoch moved. Whoever W0's wake finds
- * (wakes are anonymous, the counts only balance) leaves with an RMW after
- * W, which continues W's release sequence, so its next look sees W's
- * work. Moving sleepers in the same RMW as the epoch matters: a sleeper
- * that announces after W holds W's epoch and is not one W may count as
- * woken. The memory orders: W's release pairs with P's acquire; C, the
+ * SLEEPERS is 0, earlier wakers, after C, moved every counted sleeper to
+ * WOKEN, each waking one queued thread per sleeper it moved (wakes are
+ * anonymous: the counts only balance, so the threads queued and not yet
+ * woken never outnumber SLEEPERS), and a counted sleeper not queued then
+ * finds the epoch moved. So every sleeper counted at W returns from the
+ * futex and leaves with an RMW after W, which continues W's release
+ * sequence: its next look sees W's work. Moving sleepers in the same RMW
+ * as the epoch matters: a sleeper that announces after W holds W's epoch
+ * and is not one W may count as woken. The memory orders: W's release
+ * pairs with P's acquire; C, the
  * futex's reads and the leaving CAS need no ordering of their own (the
  * modification order decides which case holds, and the caller loops back
  * to a prepare before it looks again). The one hole is an epoch that

@@ -9,16 +9,6 @@
 #include "base/rlock.h"
 #include "test_util.h"
 
-/* Joins a thread, failing the test if it does not finish in time. */
-static void join_bounded(pthread_t thread) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += TEST_WAIT_MS / 1000;
-    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
-        fail_msg("a thread did not finish in %d ms", TEST_WAIT_MS);
-    }
-}
-
 static void bias_to_me(ordo_rlock_t *lock) {
     for (int i = 0; i < 10000; ++i) {
         ordo_rlock_lock(lock);
@@ -98,7 +88,7 @@ static void test_revocation_waits_for_the_biased_holder(void **state) {
     test_sleep_ms(50);
     assert_int_equal(atomic_load(&c.acquired), 0); /* excluded while we hold it */
     ordo_rlock_unlock(&lock);
-    join_bounded(thread);
+    test_join_bounded(thread);
     assert_int_equal(atomic_load(&c.acquired), 1);
     assert_false(biased_to_me(&lock));
     if (ordo__asym_cheap()) {
@@ -180,8 +170,8 @@ static void test_stale_biased_entry_does_not_hide_the_new_holder(void **state) {
     test_sleep_ms(50);
     int overlapped = atomic_load(&s->third_acquired);
     atomic_store(&s->release, 1);
-    join_bounded(second);
-    join_bounded(third);
+    test_join_bounded(second);
+    test_join_bounded(third);
     assert_int_equal(overlapped, 0);
     assert_int_equal(atomic_load(&s->third_acquired), 1);
     free(s);
@@ -249,8 +239,8 @@ static void test_bias_follows_hand_offs(void **state) {
     assert_true(wait_for(&h->done, 3));
     assert_int_equal(atomic_load(&h->biased), 1); /* A's flag is free again */
     atomic_store(&h->step, 3);
-    join_bounded(b);
-    join_bounded(c);
+    test_join_bounded(b);
+    test_join_bounded(c);
     free(h);
 }
 
@@ -333,7 +323,7 @@ static void agent_finish(agent_t *a) {
         ++count;
     }
     assert_int_equal(atomic_load(&a->reached), count);
-    join_bounded(a->thread);
+    test_join_bounded(a->thread);
 }
 
 /* A's entry raised its flag and was descheduled before its check; B has
@@ -552,7 +542,7 @@ static void test_mutual_exclusion_across_bias_changes(void **state) {
     }
     uint64_t expected = 0;
     for (int i = 0; i < STRESS_THREADS; ++i) {
-        join_bounded(threads[i]);
+        test_join_bounded(threads[i]);
         expected += args[i].done;
     }
     assert_int_equal(atomic_load(&s->overlaps), 0);
@@ -665,7 +655,7 @@ static void test_bias_churn_keeps_mutual_exclusion(void **state) {
     }
     uint64_t expected = 0;
     for (int i = 0; i < CHURN_THREADS; ++i) {
-        join_bounded(threads[i]);
+        test_join_bounded(threads[i]);
         expected += args[i].done;
     }
     print_message("%llu acquisitions, %llu through the bias, %d overlaps\n",
@@ -764,7 +754,7 @@ static void test_revokers_woken_after_short_biased_holds(void **state) {
     }
     atomic_store(&w->stop, 1);
     for (int i = 0; i < WAKE_REVOKERS; ++i) {
-        join_bounded(revokers[i]);
+        test_join_bounded(revokers[i]);
     }
     print_message("%u rounds, %llu with the bias\n", rounds, (unsigned long long)w->biased_rounds);
     assert_false(timed_out);

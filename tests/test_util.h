@@ -55,6 +55,17 @@ static inline pthread_t test_thread_start(void *(*fn)(void *), void *arg) {
     return thread;
 }
 
+/* Joins a thread, failing the test if it does not finish within
+ * TEST_WAIT_MS. */
+static inline void test_join_bounded(pthread_t thread) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += TEST_WAIT_MS / 1000;
+    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
+        fail_msg("a thread did not finish in %d ms", TEST_WAIT_MS);
+    }
+}
+
 /* Sleeps for ms milliseconds (to let another thread reach its wait). */
 static inline void test_sleep_ms(unsigned ms) {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};

@@ -1,7 +1,9 @@
 /* The reclaimer: one thread per tracker that runs reclaim callbacks of
- * released buffers once their last use has completed. */
+ * released buffers once their last use has completed. It sleeps on the
+ * parker `wake` while its queue is empty; drains sleep on the parker
+ * `idle` while reclamations are pending (base/parker.h). */
+#include <limits.h>
 #include <stddef.h>
-#include <time.h>
 
 #include "base/error.h"
 #include "core/tracker_internal.h"
@@ -9,17 +11,20 @@
 static void *reclaimer_main(void *arg) {
     ordo_tracker_t *tracker = arg;
     reclaimer_t *r = &tracker->reclaimer;
-    pthread_mutex_lock(&r->lock);
     for (;;) {
-        while (!r->queue && !r->stop) {
-            pthread_cond_wait(&r->wake, &r->lock);
-        }
-        if (!r->queue) {
-            break;
-        }
+        ordo_park_key_t key = ordo__parker_prepare(&r->wake);
+        pthread_mutex_lock(&r->lock);
         ordo_buffer_t *batch = r->queue;
         r->queue = NULL;
+        int stop = r->stop;
         pthread_mutex_unlock(&r->lock);
+        if (!batch) {
+            if (stop) {
+                break;
+            }
+            (void)ordo__parker_park(&r->wake, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+            continue;
+        }
         /* User callbacks run outside every ordo lock. */
         while (batch) {
             ordo_buffer_t *next = batch->next_reclaim;
@@ -27,35 +32,19 @@ static void *reclaimer_main(void *arg) {
             atomic_fetch_sub_explicit(&tracker->reclamations_pending, 1, memory_order_release);
             batch = next;
         }
-        pthread_mutex_lock(&r->lock);
-        pthread_cond_broadcast(&r->idle);
+        ordo__parker_unpark(&r->idle, ORDO_PARK_ANY, INT_MAX);
     }
-    pthread_mutex_unlock(&r->lock);
     return NULL;
 }
 
 ordo_status_t ordo__reclaimer_start(reclaimer_t *r) {
     ordo_tracker_t *tracker = (ordo_tracker_t *)((char *)r - offsetof(ordo_tracker_t, reclaimer));
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    int made = 0;
-    made += pthread_mutex_init(&r->lock, NULL) == 0;
-    made += made == 1 && pthread_cond_init(&r->wake, NULL) == 0;
-    made += made == 2 && pthread_cond_init(&r->idle, &attr) == 0;
-    pthread_condattr_destroy(&attr);
-    if (made != 3) {
-        if (made >= 2) {
-            pthread_cond_destroy(&r->wake);
-        }
-        if (made >= 1) {
-            pthread_mutex_destroy(&r->lock);
-        }
+    if (pthread_mutex_init(&r->lock, NULL) != 0) {
         return ORDO_ERR_RESOURCE_EXHAUSTED;
     }
+    ordo__parker_init(&r->wake);
+    ordo__parker_init(&r->idle);
     if (pthread_create(&r->thread, NULL, reclaimer_main, tracker) != 0) {
-        pthread_cond_destroy(&r->idle);
-        pthread_cond_destroy(&r->wake);
         pthread_mutex_destroy(&r->lock);
         return ORDO_ERR_RESOURCE_EXHAUSTED;
     }
@@ -65,11 +54,9 @@ ordo_status_t ordo__reclaimer_start(reclaimer_t *r) {
 void ordo__reclaimer_stop(reclaimer_t *r) {
     pthread_mutex_lock(&r->lock);
     r->stop = 1;
-    pthread_cond_signal(&r->wake);
     pthread_mutex_unlock(&r->lock);
+    ordo__parker_unpark(&r->wake, ORDO_PARK_ANY, 1);
     pthread_join(r->thread, NULL);
-    pthread_cond_destroy(&r->idle);
-    pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->lock);
 }
 
@@ -78,15 +65,18 @@ void ordo__reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     pthread_mutex_lock(&r->lock);
     b->next_reclaim = r->queue;
     r->queue = b;
-    pthread_cond_signal(&r->wake);
     pthread_mutex_unlock(&r->lock);
+    ordo__parker_unpark(&r->wake, ORDO_PARK_ANY, 1);
 }
 
+/* Under the lock: a drain reads the count under it too, so it cannot see
+ * the count reach 0 (and let its caller destroy the tracker) before the
+ * drains are unparked. */
 void ordo__reclaimer_finished(ordo_tracker_t *tracker) {
     reclaimer_t *r = &tracker->reclaimer;
     pthread_mutex_lock(&r->lock);
     atomic_fetch_sub_explicit(&tracker->reclamations_pending, 1, memory_order_release);
-    pthread_cond_broadcast(&r->idle);
+    ordo__parker_unpark(&r->idle, ORDO_PARK_ANY, INT_MAX);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -96,21 +86,20 @@ ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadli
         return st;
     }
     reclaimer_t *r = &tracker->reclaimer;
-    pthread_mutex_lock(&r->lock);
-    while (atomic_load_explicit(&tracker->reclamations_pending, memory_order_acquire) != 0) {
-        if (deadline == ORDO_DEADLINE_NEVER) {
-            pthread_cond_wait(&r->idle, &r->lock);
-            continue;
+    for (;;) {
+        ordo_park_key_t key = ordo__parker_prepare(&r->idle);
+        pthread_mutex_lock(&r->lock);
+        uint64_t pending =
+            atomic_load_explicit(&tracker->reclamations_pending, memory_order_acquire);
+        pthread_mutex_unlock(&r->lock);
+        if (pending == 0) {
+            return ORDO_OK;
         }
-        if (ordo_time_now_ns() >= deadline) {
-            pthread_mutex_unlock(&r->lock);
+        if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
             return ordo__error(ORDO_ERR_TIMEOUT, __func__,
                                "deadline passed with %llu reclamation(s) pending",
-                               (unsigned long long)atomic_load(&tracker->reclamations_pending));
+                               (unsigned long long)pending);
         }
-        struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
-        pthread_cond_timedwait(&r->idle, &r->lock, &ts);
+        (void)ordo__parker_park(&r->idle, key, ORDO_PARK_ANY, deadline);
     }
-    pthread_mutex_unlock(&r->lock);
-    return ORDO_OK;
 }

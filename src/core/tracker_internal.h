@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/parker.h"
 #include "base/rlock.h"
 #include "core/tracker_observer.h"
 #include "ordo/buffer.h"
@@ -99,10 +100,10 @@ struct ordo_buffer {
 
 typedef struct reclaimer {
     pthread_mutex_t lock;
-    pthread_cond_t wake;
-    pthread_cond_t idle;
-    ordo_buffer_t *queue;
-    int stop;
+    ordo_parker_t wake;   /* the thread sleeps on it, awaiting buffers */
+    ordo_parker_t idle;   /* drains sleep on it, awaiting no pending reclamation */
+    ordo_buffer_t *queue; /* under lock */
+    int stop;             /* under lock */
     pthread_t thread;
 } reclaimer_t;
 

@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -204,11 +203,9 @@ static void queue_push(ordo_waiter_t *w, wait_entry_t *e) {
         w->queue_head = e;
     }
     w->queue_tail = e;
-    int wake = w->idle_workers > 0;
     pthread_mutex_unlock(&w->queue_lock);
-    if (wake) {
-        pthread_cond_signal(&w->queue_wake);
-    }
+    /* Every worker parks with the same interest, and any one can run it. */
+    ordo__parker_unpark(&w->queue_parker, ORDO_PARK_ANY, 1);
 }
 
 /* The phase a resolver moves an entry to. */
@@ -229,11 +226,8 @@ static void heap_note_stale(ordo_waiter_t *w, wait_entry_t *e) {
         atomic_exchange_explicit(&w->compact_requested, 1, memory_order_relaxed)) {
         return;
     }
-    /* Through the lock: the timer reads the request under it before it
-     * sleeps, so it either sees it or is asleep to get the signal. */
-    pthread_mutex_lock(&w->timer_lock);
-    pthread_mutex_unlock(&w->timer_lock);
-    pthread_cond_signal(&w->timer_wake);
+    /* The timer reads the request after its parker's key. */
+    ordo__parker_unpark(&w->timer_parker, ORDO_PARK_ANY, 1);
 }
 
 /* The work of whoever won the entry out of PENDING (or SETUP): disarm its
@@ -309,9 +303,11 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&w->queue_lock);
     for (;;) {
         while (!w->queue_head && !w->queue_stop) {
-            ++w->idle_workers;
-            pthread_cond_wait(&w->queue_wake, &w->queue_lock);
-            --w->idle_workers;
+            /* Read under the lock, so before any push it misses. */
+            ordo_park_key_t key = ordo__parker_prepare(&w->queue_parker);
+            pthread_mutex_unlock(&w->queue_lock);
+            (void)ordo__parker_park(&w->queue_parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+            pthread_mutex_lock(&w->queue_lock);
         }
         wait_entry_t *e = w->queue_head;
         if (!e) {
@@ -360,6 +356,10 @@ static void *timer_main(void *arg) {
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&w->timer_lock);
     while (!w->timer_stop) {
+        /* Before the timer looks at the request, the heap and stop: a
+         * change it misses unparks it after (those under timer_lock are
+         * made, and their wake-ups decided, under the lock). */
+        ordo_park_key_t key = ordo__parker_prepare(&w->timer_parker);
         if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
             atomic_store_explicit(&w->compact_requested, 0, memory_order_relaxed);
             heap_compact_locked(w);
@@ -412,15 +412,11 @@ static void *timer_main(void *arg) {
         if (atomic_load_explicit(&w->compact_requested, memory_order_relaxed)) {
             continue;
         }
-        if (!w->heap.len) {
-            w->timer_sleep_until = ORDO_DEADLINE_NEVER;
-            pthread_cond_wait(&w->timer_wake, &w->timer_lock);
-        } else {
-            uint64_t until = w->heap.nodes[0].deadline;
-            w->timer_sleep_until = until;
-            struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-            pthread_cond_timedwait(&w->timer_wake, &w->timer_lock, &ts);
-        }
+        uint64_t until = w->heap.len ? w->heap.nodes[0].deadline : ORDO_DEADLINE_NEVER;
+        w->timer_sleep_until = until;
+        pthread_mutex_unlock(&w->timer_lock);
+        (void)ordo__parker_park(&w->timer_parker, key, ORDO_PARK_ANY, until);
+        pthread_mutex_lock(&w->timer_lock);
         w->timer_sleep_until = 0;
     }
     pthread_mutex_unlock(&w->timer_lock);
@@ -431,7 +427,7 @@ static void timer_stop(ordo_waiter_t *w) {
     pthread_mutex_lock(&w->timer_lock);
     w->timer_stop = 1;
     pthread_mutex_unlock(&w->timer_lock);
-    pthread_cond_signal(&w->timer_wake);
+    ordo__parker_unpark(&w->timer_parker, ORDO_PARK_ANY, 1);
     pthread_join(w->timer_thread, NULL);
 }
 
@@ -439,7 +435,7 @@ static void workers_stop(ordo_waiter_t *w, uint32_t started) {
     pthread_mutex_lock(&w->queue_lock);
     w->queue_stop = 1;
     pthread_mutex_unlock(&w->queue_lock);
-    pthread_cond_broadcast(&w->queue_wake);
+    ordo__parker_unpark(&w->queue_parker, ORDO_PARK_ANY, INT_MAX);
     for (uint32_t i = 0; i < started; ++i) {
         pthread_join(w->workers[i], NULL);
     }
@@ -468,9 +464,7 @@ static void waiter_free(ordo_waiter_t *w) {
     if (w->workers) {
         ordo__dealloc(w->workers, (size_t)w->worker_count * sizeof *w->workers, 0);
     }
-    pthread_cond_destroy(&w->queue_wake);
     pthread_mutex_destroy(&w->queue_lock);
-    pthread_cond_destroy(&w->timer_wake);
     pthread_mutex_destroy(&w->timer_lock);
     pthread_cond_destroy(&w->slab_idle);
     pthread_mutex_destroy(&w->slab_lock);
@@ -509,18 +503,14 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
     w->first_gen = first_gen ? first_gen : 1;
     w->worker_count = cfg.worker_threads;
     w->workers = ordo__alloc((size_t)w->worker_count * sizeof *w->workers, 0);
-    pthread_condattr_t monotonic;
-    pthread_condattr_init(&monotonic);
-    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
     /* Default mutexes and condition variables cannot fail to initialise
      * on Linux (glibc allocates nothing for them). */
     pthread_mutex_init(&w->slab_lock, NULL);
     pthread_cond_init(&w->slab_idle, NULL);
     pthread_mutex_init(&w->timer_lock, NULL);
-    pthread_cond_init(&w->timer_wake, &monotonic);
+    ordo__parker_init(&w->timer_parker);
     pthread_mutex_init(&w->queue_lock, NULL);
-    pthread_cond_init(&w->queue_wake, NULL);
-    pthread_condattr_destroy(&monotonic);
+    ordo__parker_init(&w->queue_parker);
     if (!w->workers) {
         waiter_free(w);
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a waiter");
@@ -637,7 +627,7 @@ static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadl
     }
     pthread_mutex_unlock(&w->timer_lock);
     if (wake) {
-        pthread_cond_signal(&w->timer_wake);
+        ordo__parker_unpark(&w->timer_parker, ORDO_PARK_ANY, 1);
     }
     return added;
 }

@@ -53,6 +53,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/parker.h"
 #include "core/wait_heap.h"
 #include "ordo/waiter.h"
 
@@ -126,7 +127,7 @@ struct ordo_waiter {
     _Atomic(_Atomic uint32_t *) tags[WAITER_BUCKETS]; /* per slot, as buckets */
 
     pthread_mutex_t timer_lock;
-    pthread_cond_t timer_wake; /* on CLOCK_MONOTONIC */
+    ordo_parker_t timer_parker; /* the timer sleeps on it until its deadline */
     wait_heap_t heap;
     /* Stale heap nodes (signed: a claimer may count its node after the
      * timer has dropped it), a copy of heap.len for the claimers, and
@@ -141,10 +142,9 @@ struct ordo_waiter {
     pthread_t timer_thread;
 
     pthread_mutex_t queue_lock;
-    pthread_cond_t queue_wake;
+    ordo_parker_t queue_parker; /* idle workers sleep on it */
     wait_entry_t *queue_head;
     wait_entry_t *queue_tail;
-    uint32_t idle_workers;
     int queue_stop;
     pthread_t *workers;
 

@@ -63,7 +63,12 @@ static void *lane_main(void *arg) {
     pthread_mutex_lock(&lane->lock);
     for (;;) {
         while ((!lane->head || lane->direct) && !lane->stopping) {
-            pthread_cond_wait(&lane->cond, &lane->lock);
+            /* Read under the lock, so before any change it misses: its
+             * maker unparks after that change. */
+            ordo_park_key_t key = ordo__parker_prepare(&lane->parker);
+            pthread_mutex_unlock(&lane->lock);
+            (void)ordo__parker_park(&lane->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+            pthread_mutex_lock(&lane->lock);
         }
         hal_lane_op_t *op = lane->head;
         if (!op) {
@@ -99,7 +104,7 @@ ordo_status_t ordo__hal_lane_init(hal_lane_t *lane, ordo_signal_t *notifier,
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create the lane's signal");
     }
     pthread_mutex_init(&lane->lock, NULL);
-    pthread_cond_init(&lane->cond, NULL);
+    ordo__parker_init(&lane->parker);
     if (notifier) {
         ordo__signal_retain_internal(notifier);
     }
@@ -124,7 +129,7 @@ ordo_status_t ordo__hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, co
         lane->head = op;
     }
     lane->tail = op;
-    pthread_cond_signal(&lane->cond);
+    ordo__parker_unpark(&lane->parker, ORDO_PARK_ANY, 1);
     return ORDO_OK;
 }
 
@@ -134,14 +139,14 @@ void ordo__hal_lane_end_direct(hal_lane_t *lane) {
     if (!lane->head) {
         ++lane->idle_count;
     }
-    pthread_cond_signal(&lane->cond);
+    ordo__parker_unpark(&lane->parker, ORDO_PARK_ANY, 1);
     pthread_mutex_unlock(&lane->lock);
 }
 
 void ordo__hal_lane_fini(hal_lane_t *lane) {
     pthread_mutex_lock(&lane->lock);
     lane->stopping = 1;
-    pthread_cond_signal(&lane->cond);
+    ordo__parker_unpark(&lane->parker, ORDO_PARK_ANY, 1);
     int started = lane->started;
     pthread_mutex_unlock(&lane->lock);
     (void)ordo_signal_advance(lane->cancel, 1);
@@ -149,7 +154,6 @@ void ordo__hal_lane_fini(hal_lane_t *lane) {
         /* The thread runs every op left, cancelled, before it ends. */
         pthread_join(lane->thread, NULL);
     }
-    pthread_cond_destroy(&lane->cond);
     pthread_mutex_destroy(&lane->lock);
     ordo__signal_release_internal(lane->cancel);
     if (lane->notifier) {

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/parker.h"
 #include "hal/hal.h"
 #include "ordo/signal.h"
 
@@ -67,8 +68,8 @@ struct hal_lane_op {
 
 struct hal_lane {
     pthread_mutex_t lock;
-    pthread_cond_t cond;
-    hal_lane_op_t *head; /* queued, not yet started */
+    ordo_parker_t parker; /* the lane's thread sleeps on it, awaiting ops */
+    hal_lane_op_t *head;  /* queued, not yet started */
     hal_lane_op_t *tail;
     hal_lane_op_t *current; /* the op being run */
     int in_wait;            /* current is blocked in a host wait */

@@ -17,26 +17,28 @@
 #define DEFAULT_IDLE_POLL_NS 1000000u
 #define LEAST_POLL_NS 1000u
 
-/* hal_watcher.sleeping: what may end the watcher's sleep early. */
+/* Why the watcher is unparked (base/parker.h). Each sleep of the thread
+ * names those that end it early: nothing pending, any of them; pending but
+ * nothing wanted (an idle poll), all but a push; a value wanted (a short
+ * poll), only callbacks handed over and a halt. An unpark for another
+ * reason still ends a sleep that has not begun. */
 enum {
-    WATCHER_AWAKE = 0,      /* nothing: it is running, or polls soon */
-    WATCHER_IDLE_SLEEP = 1, /* nothing pending: a push or a want */
-    WATCHER_IDLE_POLL = 2,  /* nothing wanted: a want */
+    WATCHER_WAKE_PUSH = 1u,     /* a watch was pushed */
+    WATCHER_WAKE_WANT = 2u,     /* a timepoint was armed on a registered signal */
+    WATCHER_WAKE_DEFERRED = 4u, /* a helper handed callbacks over */
+    WATCHER_WAKE_HALT = 8u,     /* the thread is to stop */
 };
+#define WATCHER_WAKE_ALWAYS (WATCHER_WAKE_DEFERRED | WATCHER_WAKE_HALT)
 
 #define WATCHER_OF_FEEDER(f) ((hal_watcher_t *)((char *)(f)-offsetof(hal_watcher_t, feeder)))
 
 /* ---- wants ----------------------------------------------------------------- */
 
 /* The feeder's call, under the signal's lock: a timepoint was armed on a
- * registered signal: the watcher polls sooner. The wake-up handshake is the pushes'
- * (ordo__hal_timeline_push): `work` is bumped before `sleeping` is read, both sequentially
- * consistent, and the watcher's futex wait compares `work`. */
+ * registered signal: the watcher polls sooner (the thread's look at the
+ * signals follows its parker's key). */
 static void watcher_wanted(hal_watcher_t *w) {
-    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) != WATCHER_AWAKE) {
-        ordo__futex_wake(&w->work, 1);
-    }
+    ordo__parker_unpark(&w->parker, WATCHER_WAKE_WANT, 1);
 }
 
 static void feeder_wanted(signal_feeder_t *feeder) {
@@ -454,10 +456,9 @@ static void sink_take(timepoint_sink_t *sink, due_list_t *due) {
     if (pthread_equal(pthread_self(), w->thread)) {
         return; /* the watcher's own pass: it runs them once it ends */
     }
-    /* After deferred_pending: the watcher's seq_cst read of work that sees
-     * this bump sees the flag too. */
-    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    ordo__futex_wake(&w->work, 1);
+    /* After deferred_pending: the watcher's key that follows this unpark
+     * comes with the flag. */
+    ordo__parker_unpark(&w->parker, WATCHER_WAKE_DEFERRED, 1);
 }
 
 /* Runs the callbacks helpers handed over, on the calling thread. */
@@ -547,9 +548,9 @@ static void *watcher_main(void *arg) {
     uint64_t poll_ns = w->min_poll_ns;
     int fresh = 1; /* the next interval is the first after new work */
     for (;;) {
-        uint32_t seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
-        /* After `seen`: ordo__hal_watcher_halt sets stop before it bumps work, so
-         * a halt this load missed changes work and ends the sleep below. */
+        ordo_park_key_t key = ordo__parker_prepare(&w->parker);
+        /* After the key: ordo__hal_watcher_halt sets stop before it unparks,
+         * so a halt this load missed ends the sleep below. */
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
             run_deferred(w);
             break;
@@ -562,11 +563,12 @@ static void *watcher_main(void *arg) {
         if (pending) {
             /* Something is pending: poll again after the interval. A push
              * does not cut the sleep short (the pusher pays no wake-up; the
-             * next poll sees its point): the word is read again here so
+             * next poll sees its point): the key is read again here so
              * that pushes during the pass do not end it at once either. A
-             * want read after this load ends it (the interval below looks
-             * at the signals after the load), and so does a halt. */
-            seen = atomic_load_explicit(&w->work, memory_order_seq_cst);
+             * want after this key ends an idle poll (the interval below
+             * looks at the signals after the key), and a halt or handed
+             * over callbacks end any sleep. */
+            key = ordo__parker_prepare(&w->parker);
             if (atomic_load_explicit(&w->deferred_pending, memory_order_relaxed)) {
                 continue; /* a helper handed callbacks over: run them now */
             }
@@ -575,22 +577,16 @@ static void *watcher_main(void *arg) {
                 break;
             }
             uint64_t interval = next_interval(w, progressed, &fresh, &poll_ns);
-            atomic_store_explicit(&w->sleeping,
-                                  interval == w->idle_poll_ns ? WATCHER_IDLE_POLL : WATCHER_AWAKE,
-                                  memory_order_seq_cst);
-            (void)ordo__futex_wait(&w->work, seen, ordo_time_now_ns() + interval);
-            atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
+            uint32_t interest = WATCHER_WAKE_ALWAYS;
+            if (interval == w->idle_poll_ns) {
+                interest |= WATCHER_WAKE_WANT;
+            }
+            (void)ordo__parker_park(&w->parker, key, interest, ordo_time_now_ns() + interval);
             continue;
         }
-        /* Nothing pending: sleep until a push. Pushers wake the watcher only
-         * while it says it sleeps so: both sides write one word and read the
-         * other, sequentially consistent, so either the pusher sees
-         * `sleeping` or this re-check sees `work`. */
-        atomic_store_explicit(&w->sleeping, WATCHER_IDLE_SLEEP, memory_order_seq_cst);
-        if (atomic_load_explicit(&w->work, memory_order_seq_cst) == seen) {
-            (void)ordo__futex_wait(&w->work, seen, ORDO_DEADLINE_NEVER);
-        }
-        atomic_store_explicit(&w->sleeping, WATCHER_AWAKE, memory_order_relaxed);
+        /* Nothing pending: sleep until a push (pushes during the pass moved
+         * the epoch since the key: no sleep then). */
+        (void)ordo__parker_park(&w->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
         fresh = 1; /* new work: it may complete soon */
     }
     return NULL;
@@ -651,8 +647,7 @@ void ordo__hal_watcher_halt(hal_watcher_t *w) {
         return;
     }
     atomic_store_explicit(&w->stop, 1, memory_order_release);
-    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    ordo__futex_wake(&w->work, INT_MAX);
+    ordo__parker_unpark(&w->parker, WATCHER_WAKE_HALT, INT_MAX);
     pthread_join(w->thread, NULL);
     if (!ordo__hal_watcher_is_current(w)) {
         /* A helper's pass under way ends; later ones see stop under the
@@ -834,10 +829,7 @@ void ordo__hal_timeline_push(hal_timeline_t *t, hal_watch_t *h) {
         t->last_seq = h->seq;
     }
     pthread_mutex_unlock(&t->lock);
-    atomic_fetch_add_explicit(&w->work, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) == WATCHER_IDLE_SLEEP) {
-        ordo__futex_wake(&w->work, 1);
-    }
+    ordo__parker_unpark(&w->parker, WATCHER_WAKE_PUSH, 1);
     if (registered) {
         if (seq) {
             registration_wanted(w, t->progress, seq);

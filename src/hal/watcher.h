@@ -82,6 +82,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/parker.h"
 #include "hal/hal.h"
 #include "ordo/signal.h"
 #include "sync/signal_access.h"
@@ -186,8 +187,7 @@ struct hal_watcher {
     pthread_mutex_t deferred_lock;
     due_list_t deferred;          /* under deferred_lock: for the thread to run */
     _Atomic int deferred_pending; /* deferred is not empty (a hint) */
-    _Atomic uint32_t work;        /* futex word: bumped by every push and want */
-    _Atomic int sleeping;         /* WATCHER_AWAKE, _IDLE_SLEEP or _IDLE_POLL */
+    ordo_parker_t parker;         /* the thread sleeps on it (WATCHER_WAKE_* reasons) */
     _Atomic int stop;
     pthread_t thread;
     int started;

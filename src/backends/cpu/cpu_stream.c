@@ -1,6 +1,7 @@
 /* CPU streams: each stream is an in-order worker thread.
  *
- * Submission: producers serialise on a one-word spinlock (`word`), take the
+ * Submission: producers serialise on the wakers' lock of the stream's parker
+ * (`parker`, base/parker.h), take the
  * next node of the current slab, number it and link it at the tail; the
  * worker follows the links without any lock. Nodes fill a slab in order and
  * are run in order, so when the worker steps from one slab into the next,
@@ -9,11 +10,11 @@
  * The worker never writes to a node, so node memory only travels one way
  * between the cores.
  *
- * Idle worker: it sets WORKER_SLEEPING in the same word by a CAS that
- * requires the lock to be free, re-checks the queue, and sleeps on the
- * word. A producer learns from its locking CAS whether the worker sleeps
- * and wakes it after unlocking; both CASes hit one word, so either the
- * producer sees the flag or the worker's re-check sees the node.
+ * Idle worker: it polls briefly, then parks on the parker. The producers'
+ * lock is the parker's own, so taking it is the wake-up's RMW and a
+ * producer learns from its locking CAS whether the worker sleeps: it pays
+ * no atomic operation beyond the lock for the wake-up (parker.h proves
+ * that no node is missed).
  *
  * Progress is published on `done`, a timeline signal: after each op the
  * worker raises it to the op's number; a failure of the stream is a
@@ -35,11 +36,10 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "base/parker.h"
 #include "base/trace.h"
 #include "sync/signal_access.h"
 
-#define LOCKED 1u
-#define WORKER_SLEEPING 2u
 /* How long an idle worker keeps polling before it sleeps. */
 #define IDLE_SPIN_NS 5000u
 /* A slab is 16 KiB, aligned to its size so a node finds its slab by
@@ -85,14 +85,14 @@ static cpu_slab_t *slab_of(const cpu_op_t *node) {
 }
 
 typedef struct cpu_stream {
-    /* Producers' side. */
-    _Atomic uint32_t word;
-    cpu_op_t *tail;             /* under LOCKED */
-    cpu_slab_t *slab;           /* under LOCKED: the slab being filled */
-    size_t slab_used;           /* under LOCKED: its nodes taken */
-    cpu_slab_t *spare;          /* under LOCKED: finished slabs to reuse */
-    cpu_slab_t *all;            /* under LOCKED: every slab, for destroy */
-    _Atomic uint64_t submitted; /* written under LOCKED */
+    /* Producers' side; "locked": under the wakers' lock of parker. */
+    ordo_parker_t parker;       /* the worker sleeps on it */
+    cpu_op_t *tail;             /* locked */
+    cpu_slab_t *slab;           /* locked: the slab being filled */
+    size_t slab_used;           /* locked: its nodes taken */
+    cpu_slab_t *spare;          /* locked: finished slabs to reuse */
+    cpu_slab_t *all;            /* locked: every slab, for destroy */
+    _Atomic uint64_t submitted; /* written locked */
     /* Set once the stream has failed (or is being destroyed). Producers
      * read this, not `done`, whose line the worker writes after every op. */
     _Atomic int failed;
@@ -112,34 +112,13 @@ typedef struct cpu_stream {
 
 /* ---- submission ----------------------------------------------------- */
 
-static uint32_t lock_acquire(cpu_stream_t *s) {
-    uint32_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
-    unsigned spins = 0;
-    for (;;) {
-        if (!(word & LOCKED)) {
-            if (atomic_compare_exchange_weak_explicit(&s->word, &word, word | LOCKED,
-                                                      memory_order_seq_cst, memory_order_relaxed)) {
-                return word;
-            }
-            continue;
-        }
-        if (++spins < 128) {
-            ordo__cpu_relax();
-        } else {
-            sched_yield(); /* the holder may have been preempted */
-        }
-        word = atomic_load_explicit(&s->word, memory_order_relaxed);
-    }
+static uint64_t lock_acquire(cpu_stream_t *s) {
+    return ordo__parker_lock(&s->parker);
 }
 
-/* Only the lock holder writes the word while it is locked (the worker's
- * CAS needs it unlocked), so a plain release store unlocks; it also clears
- * WORKER_SLEEPING, whose owner this producer wakes. */
-static void lock_release(cpu_stream_t *s, uint32_t seen) {
-    atomic_store_explicit(&s->word, 0, memory_order_release);
-    if (seen & WORKER_SLEEPING) {
-        ordo__futex_wake(&s->word, 1);
-    }
+/* Unlocks, and wakes the worker if it sleeps. */
+static void lock_release(cpu_stream_t *s, uint64_t seen) {
+    ordo__parker_unlock(&s->parker, seen, ORDO_PARK_ANY);
 }
 
 static cpu_op_t *node_take_locked(cpu_stream_t *s) {
@@ -180,7 +159,7 @@ static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
  * point under the lock, before the worker can reach it. */
 static ordo_status_t submit(cpu_stream_t *s, const cpu_op_t *op, ordo_event_t *record,
                             const char *api) {
-    uint32_t seen = lock_acquire(s);
+    uint64_t seen = lock_acquire(s);
     cpu_op_t *node = node_take_locked(s);
     if (!node) {
         lock_release(s, seen);
@@ -348,19 +327,11 @@ static void worker_idle(cpu_stream_t *s) {
             ordo__cpu_relax();
         }
     } while (ordo_time_now_ns() < until);
-    uint32_t word = atomic_load_explicit(&s->word, memory_order_relaxed);
-    if (word & LOCKED) {
-        return; /* a producer is linking a node right now */
-    }
-    if (!atomic_compare_exchange_strong_explicit(&s->word, &word, word | WORKER_SLEEPING,
-                                                 memory_order_seq_cst, memory_order_relaxed)) {
-        return;
-    }
+    ordo_park_key_t key = ordo__parker_prepare(&s->parker);
     if (!atomic_load_explicit(&worker_head(s)->next, memory_order_acquire) &&
         !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
-        ordo__futex_wait(&s->word, word | WORKER_SLEEPING, ORDO_DEADLINE_NEVER);
+        (void)ordo__parker_park(&s->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
     }
-    atomic_fetch_and_explicit(&s->word, ~WORKER_SLEEPING, memory_order_relaxed);
 }
 
 static void apply_priority(int priority) {
@@ -468,8 +439,8 @@ void ordo__cpu_stream_fini(ordo_stream_t *stream) {
     }
     atomic_store_explicit(&s->stopping, 1, memory_order_release);
     (void)ordo_signal_advance(s->cancel, 1);
-    uint32_t seen = lock_acquire(s);
-    lock_release(s, seen | WORKER_SLEEPING); /* wake it whatever it does */
+    /* Through the producers' lock, which wakes the worker if it sleeps. */
+    lock_release(s, lock_acquire(s));
     pthread_join(s->worker, NULL);
     stream_free(s);
     stream->impl = NULL;
@@ -577,7 +548,7 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
     /* The producers' lock: while it is held no slab is recycled, so the
      * walk from the worker's head to the tail reads stable nodes (the
      * worker never writes one). The worker keeps running meanwhile. */
-    uint32_t seen = lock_acquire(s);
+    uint64_t seen = lock_acquire(s);
     uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_relaxed);
     cpu_op_t *node = atomic_load_explicit(&s->head, memory_order_relaxed);
     /* Read after head: anything run since head was read is skipped by

@@ -161,7 +161,11 @@ static void *free_main(void *arg) {
     pthread_mutex_lock(&d->free_lock);
     for (;;) {
         while (!d->free_head && !d->free_stop) {
-            pthread_cond_wait(&d->free_cond, &d->free_lock);
+            /* Read under the lock, so before any change it misses. */
+            ordo_park_key_t key = ordo__parker_prepare(&d->free_parker);
+            pthread_mutex_unlock(&d->free_lock);
+            (void)ordo__parker_park(&d->free_parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+            pthread_mutex_lock(&d->free_lock);
         }
         cuda_free_t *f = d->free_head;
         if (!f) {
@@ -192,7 +196,7 @@ void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_
         if (d->free_started && !d->free_stop) {
             *d->free_tail = f;
             d->free_tail = &f->next;
-            pthread_cond_signal(&d->free_cond);
+            ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
             queued = 1;
         }
         pthread_mutex_unlock(&d->free_lock);
@@ -214,7 +218,7 @@ static void free_thread_stop(cuda_device_t *d) {
     }
     pthread_mutex_lock(&d->free_lock);
     d->free_stop = 1;
-    pthread_cond_signal(&d->free_cond);
+    ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
     pthread_mutex_unlock(&d->free_lock);
     pthread_join(d->free_thread, NULL);
     d->free_started = 0;
@@ -295,7 +299,6 @@ static void device_release_parts(cuda_device_t *d) {
     }
     pthread_mutex_destroy(&d->aligned_lock);
     pthread_mutex_destroy(&d->free_lock);
-    pthread_cond_destroy(&d->free_cond);
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);
     }
@@ -355,7 +358,7 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     }
     pthread_mutex_init(&d->aligned_lock, NULL);
     pthread_mutex_init(&d->free_lock, NULL);
-    pthread_cond_init(&d->free_cond, NULL);
+    ordo__parker_init(&d->free_parker);
     d->free_tail = &d->free_head;
     d->shell = device;
     d->cu = cu;

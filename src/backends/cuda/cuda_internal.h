@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 
 #include "backends/cuda/cuda_api.h"
+#include "base/parker.h"
 #include "hal/event_pool.h"
 #include "hal/hal.h"
 #include "hal/lane.h"
@@ -74,8 +75,8 @@ typedef struct cuda_device {
     cuda_orphan_word_t *orphans; /* under aligned_lock */
     /* The free thread and its queue (ordo__cuda_defer_free). */
     pthread_mutex_t free_lock;
-    pthread_cond_t free_cond;
-    cuda_free_t *free_head; /* under free_lock, oldest first */
+    ordo_parker_t free_parker; /* the thread sleeps on it, awaiting frees */
+    cuda_free_t *free_head;    /* under free_lock, oldest first */
     cuda_free_t **free_tail;
     int free_stop;    /* under free_lock */
     int free_started; /* the thread runs */

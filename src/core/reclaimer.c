@@ -81,10 +81,7 @@ void ordo__reclaimer_finished(ordo_tracker_t *tracker) {
 }
 
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
-    ordo_status_t st = ordo__tracker_check(tracker, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
     reclaimer_t *r = &tracker->reclaimer;
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&r->idle);

@@ -482,10 +482,7 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
     if (config) {
         cfg = *config;
     }
-    ordo_status_t st = ordo__flags_check(cfg.flags, 0, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__flags_check(cfg.flags, 0, __func__));
     if (cfg.worker_threads == 0 || cfg.worker_threads > ORDO_WAITER_MAX_WORKERS) {
         return ordo__error(cfg.worker_threads ? ORDO_ERR_OUT_OF_RANGE : ORDO_ERR_INVALID_ARGUMENT,
                            __func__, "worker_threads %u is not in 1..%u", cfg.worker_threads,
@@ -534,10 +531,7 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
 }
 
 ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
-    ordo_status_t st = waiter_check(waiter, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(waiter_check(waiter, __func__));
     ordo_waiter_t *w = waiter;
     for (const callback_frame_t *f = tls_frames; f; f = f->outer) {
         if (f->waiter == w) {
@@ -639,10 +633,7 @@ static ordo_status_t wait_register(ordo_waiter_t *w, ordo_signal_t *signal, uint
         return ordo__error(ORDO_ERR_DESTROYED, api, "waiter %p is being destroyed", (void *)w);
     }
     wait_entry_t *e;
-    ordo_status_t st = entry_acquire(w, &e, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(entry_acquire(w, &e, api));
     uint32_t gen = WORD_GEN(atomic_load_explicit(&e->word, memory_order_relaxed));
     uint32_t entry_flags = ((flags & ORDO_WAIT_INLINE) ? ENTRY_INLINE : 0) |
                            (deadline != ORDO_DEADLINE_NEVER ? ENTRY_TIMED : 0);
@@ -793,10 +784,7 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool 
     if (out_result) {
         *out_result = ORDO_CANCEL_PREVENTED;
     }
-    ordo_status_t st = waiter_check(waiter, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(waiter_check(waiter, __func__));
     ordo_waiter_t *w = waiter;
     if (ORDO_UNLIKELY(!out_result)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_result is NULL");
@@ -883,10 +871,7 @@ ordo_status_t ordo_waiter_metrics(ordo_waiter_t *waiter, ordo_waiter_metrics_t *
     if (out_metrics) {
         memset(out_metrics, 0, sizeof *out_metrics);
     }
-    ordo_status_t st = waiter_check(waiter, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(waiter_check(waiter, __func__));
     if (!out_metrics) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_metrics is NULL");
     }

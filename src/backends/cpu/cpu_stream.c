@@ -517,13 +517,10 @@ ordo_status_t ordo__cpu_stream_status(ordo_stream_t *stream) {
 
 ordo_status_t ordo__cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     cpu_stream_t *s = stream->impl;
-    ordo_status_t st = stream_failure(s, "ordo_event_record");
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(stream_failure(s, "ordo_event_record"));
     uint64_t generation = ordo__hal_event_record_begin(event);
     cpu_op_t op = {.kind = OP_RECORD, .u.record = {event, generation}};
-    st = submit(s, &op, event, "ordo_event_record");
+    ordo_status_t st = submit(s, &op, event, "ordo_event_record");
     if (st != ORDO_OK) {
         ordo__hal_event_record_abort(event, generation);
         return st;

@@ -424,10 +424,7 @@ static void cuda_device_fini(ordo_device_t *device) {
 
 ordo_status_t ordo__cuda_device_of(ordo_device_t *device, cuda_device_t **out_device,
                                    const char *api) {
-    ordo_status_t st = ordo__hal_device_check(device, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, api));
     if (device->backend != &ordo__hal_cuda_backend) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "%s is not a CUDA device",
                            device->info.name);
@@ -438,10 +435,7 @@ ordo_status_t ordo__cuda_device_of(ordo_device_t *device, cuda_device_t **out_de
 
 ordo_status_t ordo__cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream,
                                    const char *api) {
-    ordo_status_t st = ordo__hal_stream_check(stream, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));
     if (stream->device->backend != &ordo__hal_cuda_backend) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "a stream of %s is not a CUDA stream",
                            stream->device->info.name);
@@ -459,10 +453,7 @@ static ordo_status_t cuda_mem_alloc(ordo_device_t *device, size_t bytes, size_t 
                                     void **out_ptr) {
     static const char api[] = "ordo_mem_allocate";
     cuda_device_t *d = device->impl;
-    ordo_status_t st = ordo__cuda_enter(d, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
     size_t extra = alignment > CUDA_NATURAL_ALIGNMENT ? alignment - CUDA_NATURAL_ALIGNMENT : 0;
     cuda_aligned_t *record = NULL;
     if (extra && !(record = ordo__alloc(sizeof *record, 0))) {
@@ -528,10 +519,7 @@ static ordo_status_t cuda_event_init(ordo_device_t *device, ordo_event_t *event)
         return ORDO_OK;
     }
     cuda_device_t *d = device->impl;
-    ordo_status_t st = ordo__cuda_enter(d, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
     CUevent e = NULL;
     CUresult r = d->cu->EventCreate(&e, CU_EVENT_DEFAULT);
     if (r != CUDA_SUCCESS) {
@@ -556,10 +544,7 @@ static ordo_status_t cuda_event_elapsed_ns(ordo_event_t *start, ordo_event_t *en
                                            int64_t *out_ns) {
     static const char api[] = "ordo_event_elapsed_ns";
     cuda_device_t *d = start->device->impl;
-    ordo_status_t st = ordo__cuda_enter(d, api);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
     float ms = 0.0f;
     CUresult r = d->cu->EventElapsedTime(&ms, (CUevent)start->impl, (CUevent)end->impl);
     if (r != CUDA_SUCCESS) {
@@ -576,10 +561,7 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
         *out_stream = NULL;
     }
     cuda_stream_t *s = NULL;
-    ordo_status_t st = ordo__cuda_stream_of(stream, &s, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_stream_of(stream, &s, __func__));
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
@@ -589,10 +571,7 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
 
 ordo_status_t ordo_cuda_stream_enqueue(ordo_stream_t *stream, ordo_cuda_enqueue_fn fn, void *ctx) {
     cuda_stream_t *s = NULL;
-    ordo_status_t st = ordo__cuda_stream_of(stream, &s, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_stream_of(stream, &s, __func__));
     if (!fn) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "fn is NULL");
     }
@@ -608,10 +587,7 @@ ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **
         *out_device = 0;
     }
     cuda_device_t *d = NULL;
-    ordo_status_t st = ordo__cuda_device_of(device, &d, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_device_of(device, &d, __func__));
     if (out_context) {
         *out_context = d->ctx;
     }
@@ -623,10 +599,7 @@ ordo_status_t ordo_cuda_device_context(ordo_device_t *device, struct CUctx_st **
 
 ordo_status_t ordo_cuda_make_current(ordo_device_t *device) {
     cuda_device_t *d = NULL;
-    ordo_status_t st = ordo__cuda_device_of(device, &d, __func__);
-    if (st != ORDO_OK) {
-        return st;
-    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_device_of(device, &d, __func__));
     return ordo__cuda_enter(d, __func__);
 }
 

@@ -65,8 +65,11 @@ void ordo__reclaimer_push(ordo_tracker_t *tracker, ordo_buffer_t *b) {
     pthread_mutex_lock(&r->lock);
     b->next_reclaim = r->queue;
     r->queue = b;
-    pthread_mutex_unlock(&r->lock);
+    /* Under the lock: once it is released the reclaimer may take b, and a
+     * drain may then see nothing pending and let its caller destroy the
+     * tracker, parker and all, while this thread is still to wake it. */
     ordo__parker_unpark(&r->wake, ORDO_PARK_ANY, 1);
+    pthread_mutex_unlock(&r->lock);
 }
 
 /* Under the lock: a drain reads the count under it too, so it cannot see

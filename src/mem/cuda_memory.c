@@ -234,14 +234,14 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
     }
     if (r->kind == CUDA_MEM_ASYNC) {
         /* The free is in the stream's order already and cannot be taken
-         * back: the block goes back once it has been issued, a free in
-         * flight until then (the refused arm stopped counting it). */
-        atomic_fetch_add_explicit(&r->frees_pending, 1, memory_order_relaxed);
+         * back: the block goes back once it has been issued (a free in
+         * flight, still counted, until then). */
         free_step_done(b);
         return ORDO_OK;
     }
     /* The stream may still use the page-locked block: the free is
      * refused and the block stays the caller's. */
+    ordo__mem_free_point_uncount(&r->frees_pending);
     atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
     return ordo__error(st, api,
                        "the free could not be enqueued on the stream; block %p (tag %u) is still "

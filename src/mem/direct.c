@@ -114,17 +114,20 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
         return ORDO_OK;
     }
     ordo_status_t st = ordo__mem_free_point_open(&b->free);
+    if (st != ORDO_OK) {
+        atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+        return st;
+    }
+    /* On a failed stream the block is freed at once: no work of that stream
+     * runs any more. */
+    st = ordo__mem_free_point_arm(&b->free, stream, &d->frees_pending, free_point_reached, b);
     if (st == ORDO_OK) {
-        /* On a failed stream the block is freed at once: no work of that
-         * stream runs any more. */
-        st = ordo__mem_free_point_arm(&b->free, stream, &d->frees_pending, free_point_reached, b);
-        if (st == ORDO_OK) {
-            return ORDO_OK;
-        }
+        return ORDO_OK;
     }
     /* Not enqueued on a healthy stream (out of memory): the stream may still
      * use the block, so the free is refused and the block stays the
      * caller's. */
+    ordo__mem_free_point_uncount(&d->frees_pending);
     atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
     return ordo__error(st, "ordo_mem_deallocate",
                        "the free could not be enqueued on the stream; block %p (tag %u) is still "

@@ -520,9 +520,12 @@ ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *s
     if (result != ORDO_CANCEL_PREVENTED) {
         return ORDO_OK;
     }
-    atomic_fetch_sub_explicit(pending, 1, memory_order_relaxed);
     ordo__mem_free_point_close(point);
     return st;
+}
+
+void ordo__mem_free_point_uncount(_Atomic uint32_t *pending) {
+    atomic_fetch_sub_explicit(pending, 1, memory_order_relaxed);
 }
 
 ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,

@@ -155,10 +155,15 @@ void ordo__mem_free_point_close(mem_free_point_t *point);
  * ORDO_OK: fn runs (it may have run already, and the descriptor may be
  * reused by then: the caller must not touch point or the block after).
  * Else the status with which the healthy stream refused the signal (out of
- * memory): fn will never run, *pending is as before, the timeline is
- * dropped, and the block is still the caller's. */
+ * memory): fn will never run and the timeline is dropped, but the free is
+ * still counted in *pending: the caller either completes it another way
+ * (then ordo__mem_frees_done) or gives it up (ordo__mem_free_point_uncount)
+ * and keeps the block. Until then a reap waits for it. */
 ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *stream,
                                        _Atomic uint32_t *pending, ordo_timepoint_fn fn, void *ctx);
+
+/* Gives up a free whose arm was refused: *pending no longer counts it. */
+void ordo__mem_free_point_uncount(_Atomic uint32_t *pending);
 
 /* Calls into a resource without validating again. */
 static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_request_t *request,

@@ -82,8 +82,8 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * callback may run after a caller's release (it is queued when the
      * source fails inside another callback) and reads the source's
      * failure message. */
-    signal_retain_internal(target);
-    signal_retain_internal(source);
+    ordo__signal_retain_internal(target);
+    ordo__signal_retain_internal(source);
     ordo_status_t st = ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
                                                    ordo__link_timepoint_fired, link, TIMEPOINT_LINK,
                                                    "ordo_timepoint_arm");

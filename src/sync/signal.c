@@ -52,7 +52,7 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
 
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
     ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
-    signal_retain_internal(signal);
+    ordo__signal_retain_internal(signal);
     return ORDO_OK;
 }
 

@@ -62,6 +62,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -72,8 +73,8 @@
 #define ORDO_SIGNAL_MAGIC 0x5349474eu /* "SIGN" */
 #define ORDO_SIGNAL_DEAD 0xdeadbeefu
 
-#define SIGNAL_FAILED ((uint64_t)1 << 63)
-#define SIGNAL_DESTROYED ((uint64_t)1 << 62)
+#define SIGNAL_FAILED ORDO__SIGNAL_FAILED_BIT       /* bits shared with signal_access.h's */
+#define SIGNAL_DESTROYED ORDO__SIGNAL_DESTROYED_BIT /* inline readers */
 #define SIGNAL_WAITERS ((uint64_t)1 << 61)
 #define SIGNAL_DISPATCHING ((uint64_t)1 << 60)
 #define SIGNAL_ENDED (SIGNAL_FAILED | SIGNAL_DESTROYED)
@@ -110,6 +111,11 @@ struct ordo_signal {
     _Atomic(signal_feeder_t *) feeder;
 };
 
+_Static_assert(offsetof(struct ordo_signal, state) == ORDO__SIGNAL_STATE_OFFSET,
+               "signal_access.h's readers find the state word at its offset");
+_Static_assert(offsetof(struct ordo_signal, refs) == ORDO__SIGNAL_REFS_OFFSET,
+               "signal_access.h's retain finds the count at its offset");
+
 /* Under lock: moves every armed timepoint with value <= reached onto due
  * (status ORDO_OK); all remaining ones too when rest != ORDO_OK, with
  * that status. Refreshes next_wake and WAITERS. */
@@ -131,10 +137,6 @@ void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_
 ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
                                           uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind,
                                           const char *api);
-
-static inline void signal_retain_internal(ordo_signal_t *signal) {
-    atomic_fetch_add_explicit(&signal->refs, 1, memory_order_relaxed);
-}
 
 /* Whether a non-OK outcome of a wait or timepoint on signal (whose memory
  * the caller holds) came from a failure rather than the destroy (see the

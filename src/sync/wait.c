@@ -279,7 +279,7 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     /* References keep every signal alive until the outcome is read, even if
      * another thread destroys one meanwhile. */
     for (size_t i = 0; i < count; ++i) {
-        signal_retain_internal(points[i].signal);
+        ordo__signal_retain_internal(points[i].signal);
     }
     uint32_t armed = 0;
     for (size_t i = 0; i < count; ++i) {

@@ -120,7 +120,7 @@ step test_cuda_memops 90 env ORDO_CUDA_POINTS=memops "$bin/test_cuda"
 # run (and counted as failed).
 step test_conformance 90 "$bin/test_conformance"
 conformance_start=$SECONDS
-for suite in test_tracker test_tracker_refs test_tracker_model test_submit_host test_memory \
+for suite in test_tracker test_tracker_refs test_tracker_model test_submit_host test_memory test_pool \
   test_mem_adaptors test_pool_carve test_barrier test_waiter test_coordinator \
   test_coord_model test_stall test_trace test_metrics; do
   if ((SECONDS - conformance_start > 240)); then

@@ -95,41 +95,41 @@ def main():
 
 def compare(args):
     """Alternates the two programs round by round; ratios are new/old per round."""
-    new = collections.defaultdict(list)
-    old = collections.defaultdict(list)
+    medians = {"new": collections.defaultdict(list), "old": collections.defaultdict(list)}
     per_round = collections.defaultdict(list)
     order = []
     for i in range(args.runs):
         for filt in args.filters:
             # Alternate which goes first, so neither always runs on a warmer machine.
-            sides = [(args.ordo, new), (args.against, old)]
+            sides = [("new", args.ordo), ("old", args.against)]
             if i % 2:
                 sides.reverse()
-            got = {}
-            for program, into in sides:
+            this_round = collections.defaultdict(dict)
+            for side, program in sides:
                 for d in run_once(program, filt):
                     if d.get("median_ns") is None:
                         continue
                     key = (d.get("name"), d.get("impl"))
                     if key not in order:
                         order.append(key)
-                    into[key].append(d["median_ns"])
-                    got.setdefault(key, {})[id(into)] = d["median_ns"]
-            for key, both in got.items():
-                if id(new) in both and id(old) in both and both[id(old)] > 0:
-                    per_round[key].append(both[id(new)] / both[id(old)])
+                    medians[side][key].append(d["median_ns"])
+                    this_round[key][side] = d["median_ns"]
+            for key, both in this_round.items():
+                if both.get("old") and "new" in both:
+                    per_round[key].append(both["new"] / both["old"])
     print(f"| name | impl | new, median of {args.runs} runs, ns | old, ns "
           "| new/old: median of the rounds' ratios (range) |")
     print("|---|---|---|---|---|")
-    for key in order:
-        n, o, r = new.get(key), old.get(key), per_round.get(key)
-        cell = (f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" if r else "")
-        print(f"| {key[0]} | {key[1]} | {statistics.median(n):.1f} | "
-              f"{statistics.median(o):.1f} | {cell} |" if n and o else
-              f"| {key[0]} | {key[1]} | {n and statistics.median(n)} | "
-              f"{o and statistics.median(o)} | |")
-    return 0
 
+    def median_of(side, key):
+        runs = medians[side].get(key)
+        return f"{statistics.median(runs):.1f}" if runs else ""
+
+    for key in order:
+        r = per_round.get(key)
+        cell = f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" if r else ""
+        print(f"| {key[0]} | {key[1]} | {median_of('new', key)} | {median_of('old', key)} | {cell} |")
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,5 +1,6 @@
-/* The readers other layers use instead of the signal's state word (see
- * sync/signal_access.h); the word's layout is sync/signal_internal.h's. */
+/* The accessors of sync/signal_access.h that sit off the hot paths (the
+ * state word's readers are inline there); the signal's layout is
+ * sync/signal_internal.h's. */
 #include "sync/signal_internal.h"
 
 uint64_t ordo__signal_trace_id(const ordo_signal_t *signal) {

@@ -72,6 +72,9 @@ typedef enum ordo_status {
     /** Memory was written where it must not be: outside a block, or in a
      * freed block (found by a checking resource such as the guard). */
     ORDO_ERR_CORRUPTED = 17,
+    /** A process that was registered to advance a shared signal ended
+     * before it unregistered (ordo/shared_signal.h). */
+    ORDO_ERR_ABANDONED = 18,
     ORDO_STATUS_COUNT_ /**< not a status: one past the last */
 } ordo_status_t;
 

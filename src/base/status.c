@@ -36,6 +36,8 @@ static const status_info_t status_table[ORDO_STATUS_COUNT_] = {
     [ORDO_ERR_INTERNAL] = {"ORDO_ERR_INTERNAL", "an internal invariant broke (a bug in ordo)"},
     [ORDO_ERR_CORRUPTED] = {"ORDO_ERR_CORRUPTED",
                             "memory outside a block or in a freed block was overwritten"},
+    [ORDO_ERR_ABANDONED] = {"ORDO_ERR_ABANDONED",
+                            "a process registered to signal ended before it unregistered"},
 };
 
 static const status_info_t *status_lookup(ordo_status_t status) {

@@ -126,7 +126,25 @@ static ordo_status_t signal_end(ordo_signal_t *signal) {
     return ORDO_OK;
 }
 
+bool ordo__signal_release_unless_last(ordo_signal_t *signal) {
+    uint32_t refs = atomic_load_explicit(&signal->refs, memory_order_relaxed);
+    while (refs > 1) {
+        if (atomic_compare_exchange_weak_explicit(&signal->refs, &refs, refs - 1,
+                                                  memory_order_release, memory_order_relaxed)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t ordo__signal_references(const ordo_signal_t *signal) {
+    return atomic_load_explicit(&signal->refs, memory_order_acquire);
+}
+
 void ordo__signal_release_internal(ordo_signal_t *signal) {
+    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->releasing) {
+        signal->remote->ops->releasing(signal->remote);
+    }
     if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
@@ -193,12 +211,13 @@ static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const
 }
 
 /* Raises the handle's own word: the whole advance of a local signal, the
- * mirror's half of a remote one's. */
-static ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, const char *api) {
+ * mirror's half of a remote one's (api NULL: an ended word is left as it
+ * is, with no message: the truth moved, and the mirror's end is its own). */
+static inline ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, const char *api) {
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     for (;;) {
         if (ORDO_UNLIKELY(current & SIGNAL_ENDED)) {
-            return signal_refused(signal, value, api);
+            return api ? signal_refused(signal, value, api) : ORDO_ERR_DESTROYED;
         }
         if ((current & SIGNAL_VALUE_MASK) >= value) {
             return ORDO_OK;
@@ -250,7 +269,7 @@ void ordo__signal_mirror_pull(ordo_signal_t *signal) {
         return;
     }
     if ((truth & SIGNAL_VALUE_MASK) > (mirror & SIGNAL_VALUE_MASK)) {
-        (void)signal_raise(signal, truth & SIGNAL_VALUE_MASK, "ordo__signal_mirror_pull");
+        (void)signal_raise(signal, truth & SIGNAL_VALUE_MASK, NULL);
     }
     if (truth & SIGNAL_FAILED) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
@@ -279,6 +298,10 @@ __attribute__((noinline)) static ordo_status_t signal_advance_slow(ordo_signal_t
             ordo__signal_mirror_pull(signal); /* the failure found there */
             return raised;
         }
+        /* The advance took effect: a failure or destroy of the mirror since
+         * is the mirror's own news, not this call's. */
+        (void)signal_raise(signal, value, NULL);
+        return ORDO_OK;
     }
     return signal_raise(signal, value, "ordo_signal_advance");
 }

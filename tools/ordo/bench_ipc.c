@@ -264,6 +264,40 @@ static void reap_child(pid_t pid, int expect_signal, const char *what) {
     }
 }
 
+/* Children whose end is checked later (reap_deferred): a process with
+ * threads may take a while to exit (a thread sanitizer's runtime sleeps a
+ * second at exit), which the next run need not wait for. */
+typedef struct deferred_child {
+    pid_t pid;
+    int expect_signal;
+    const char *what;
+} deferred_child_t;
+
+static deferred_child_t *deferred;
+static size_t deferred_count, deferred_capacity;
+
+static void reap_later(pid_t pid, int expect_signal, const char *what) {
+    if (deferred_count == deferred_capacity) {
+        size_t capacity = deferred_capacity ? 2 * deferred_capacity : 64;
+        deferred_child_t *grown = realloc(deferred, capacity * sizeof *grown);
+        if (!grown) {
+            bench_fail("out of memory");
+        }
+        deferred = grown;
+        deferred_capacity = capacity;
+    }
+    deferred[deferred_count++] = (deferred_child_t){pid, expect_signal, what};
+}
+
+static void reap_deferred(void) {
+    for (size_t i = 0; i < deferred_count; ++i) {
+        reap_child(deferred[i].pid, deferred[i].expect_signal, deferred[i].what);
+    }
+    free(deferred);
+    deferred = NULL;
+    deferred_count = deferred_capacity = 0;
+}
+
 /* A child reports a failure on stderr and exits 1; the parent's bounded
  * waits and reap_child turn that into a failed run. */
 static _Noreturn void child_fail(const char *role, const char *what, ordo_status_t status) {
@@ -504,7 +538,7 @@ static bench_stats_t run_pingpong(pp_impl_t impl, bench_sizes_t sz) {
             samples[s - warmup] = (double)(bench_now_ns() - t0) / (double)sz.batch;
         }
     }
-    reap_child(child, 0, "the ping-pong child failed");
+    reap_later(child, 0, "the ping-pong child failed");
     switch (impl) {
     case PP_ORDO:
         ordo_signal_destroy(e.send_signal);
@@ -545,6 +579,7 @@ static void bench_ipc_pingpong(const bench_options_t *options) {
                               {"eventfd", ordo.median_ns / eventfd_stats.median_ns},
                               {"pshared_condvar", ordo.median_ns / condvar_stats.median_ns}};
     bench_emit(name, "ordo", &ordo, ratios, 3);
+    reap_deferred();
     watchdog_disarm();
 }
 
@@ -630,7 +665,7 @@ static void run_wake(wake_impl_t impl, size_t count, double *samples) {
         }
         samples[i - 1] = (double)(atomic_load(&page.page->woke_at) - t0);
     }
-    reap_child(child, 0, "the wake child failed");
+    reap_later(child, 0, "the wake child failed");
     if (signal) {
         ordo_signal_destroy(signal);
     }
@@ -660,6 +695,7 @@ static void bench_ipc_wake_idle(const bench_options_t *options) {
     bench_emit(name, "ordo", &ordo, &ratio, 1);
     free(futex_samples);
     free(ordo_samples);
+    reap_deferred();
     watchdog_disarm();
 }
 
@@ -751,9 +787,9 @@ static double run_abandon(void) {
         last = woke > last ? woke : last;
     }
     pthread_join(thread, NULL);
-    reap_child(signaller, SIGKILL, "the signaller was not killed");
+    reap_later(signaller, SIGKILL, "the signaller was not killed");
     for (int k = 0; k < ABANDON_CHILD_WAITERS; ++k) {
-        reap_child(waiters[k], 0, "an abandon waiter failed");
+        reap_later(waiters[k], 0, "an abandon waiter failed");
     }
     ordo_signal_destroy(signal);
     page_destroy(&page);
@@ -776,6 +812,7 @@ static void bench_ipc_abandon(const bench_options_t *options) {
     bench_stats_t stats = bench_summarise(samples, sz.samples, 1);
     bench_emit_max(name, "ordo", &stats, NULL, 0, samples[sz.samples - 1]);
     free(samples);
+    reap_deferred();
     watchdog_disarm();
 }
 

@@ -72,6 +72,11 @@
 #include "sync/signal_remote.h"
 
 #define ORDO_SIGNAL_MAGIC 0x5349474eu /* "SIGN" */
+/* A remote signal's handle (sync/signal_remote.h): one bit apart, so the
+ * hot paths' magic compare also sends remote handles to the slow path,
+ * and ordo__signal_check accepts both with one compare. */
+#define ORDO_SIGNAL_MAGIC_REMOTE (ORDO_SIGNAL_MAGIC | 1u)
+#define ORDO_SIGNAL_MAGIC_ANY_MASK (~1u)
 #define ORDO_SIGNAL_DEAD 0xdeadbeefu
 
 #define SIGNAL_FAILED ORDO__SIGNAL_FAILED_BIT       /* bits shared with signal_access.h's */

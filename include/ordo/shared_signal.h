@@ -31,7 +31,9 @@
  * the registered signallers through pidfds (Linux 5.3 or later), so any
  * surviving process reports the death. A signaller that is done
  * unregisters, or closes its handle (the last ordo_signal_release or
- * ordo_signal_destroy of its handle), which unregisters it.
+ * ordo_signal_destroy of its handle), which unregisters it. A registration
+ * survives exec (the process is the same): a program that execs while
+ * registered is reported when the new image ends.
  *
  * Handles: ordo_signal_destroy on a shared signal's handle ends that
  * handle only (its pending waits and timepoints in this process get
@@ -114,9 +116,12 @@ ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out
  * no such name exists. */
 ordo_status_t ordo_shared_signal_unlink(const char *name);
 
-/** A new file descriptor (close-on-exec) for the signal's page, for
- * another process to open; the caller closes it. ORDO_ERR_INVALID_ARGUMENT
- * for a local signal. */
+/** A new file descriptor (close-on-exec) for an anonymous shared signal's
+ * page, for another process to open; the caller closes it.
+ * ORDO_ERR_INVALID_ARGUMENT for a local signal, and for a named one (its
+ * file cannot be sealed against shrinking, so ordo_shared_signal_open_fd
+ * would refuse it: other processes open it by its name);
+ * ORDO_ERR_DESTROYED for a destroyed handle. */
 ordo_status_t ordo_shared_signal_fd(ordo_signal_t *signal, int *out_fd);
 
 /** Whether signal is a shared signal's handle (*out_shared). */

@@ -45,6 +45,7 @@ typedef struct shared_handle {
     shared_page_t *page;
     int fd;                 /* the page's file, for ordo_shared_signal_fd */
     bool registered;        /* this handle registered the process (under the engine's lock) */
+    bool named;             /* a named object's (its file is not sealed) */
     bool detached;          /* a parent's handle copied into a forked child: in no list */
     uint32_t seen_registry; /* the watcher's: the registry_seq last looked at */
     uint32_t pins;          /* references the engine's threads hold (under the lock) */

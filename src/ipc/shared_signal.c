@@ -182,6 +182,7 @@ static ordo_status_t handle_open(int fd, bool fresh, bool named, uint64_t initia
                  : ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a shared handle");
     }
     h->remote.ops = &shared_ops;
+    h->named = named;
     h->page = page;
     h->fd = own_fd;
     ordo_signal_t *signal;
@@ -319,6 +320,17 @@ ordo_status_t ordo_shared_signal_fd(ordo_signal_t *signal, int *out_fd) {
     ORDO_RETURN_IF_ERROR(shared_handle(signal, &h, __func__));
     if (!out_fd) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_fd is NULL");
+    }
+    if (ordo__signal_destroyed(signal)) {
+        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+    }
+    if (h->named) {
+        /* Its file cannot be sealed: a receiver could not trust it
+         * (ordo_shared_signal_open_fd takes sealed memfds only). */
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "signal %p is a named shared signal: other processes open it by its "
+                           "name",
+                           (void *)signal);
     }
     int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {

@@ -361,10 +361,14 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
 }
 
 ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity) {
-    if (signal_failed_outcome(signal)) {
-        snprintf(what, capacity, "waited-on signal failed: %s: %.100s",
-                 ordo_status_name(signal->failure), signal->message);
-        return signal->failure;
+    /* The truth, not the mirror: a remote signal's wait may have ended on a
+     * failure its mirror has not taken yet. */
+    if (signal_state_now(signal) & SIGNAL_FAILED) {
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        ordo_status_t failure = ordo__signal_failure_now(signal, message);
+        snprintf(what, capacity, "waited-on signal failed: %s: %.100s", ordo_status_name(failure),
+                 message);
+        return failure;
     }
     snprintf(what, capacity, "waited-on signal was destroyed: %s",
              ordo_status_name(ORDO_ERR_CANCELLED));

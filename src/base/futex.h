@@ -1,4 +1,6 @@
-/* Internal: a thin wrapper over Linux private futexes. */
+/* Internal: a thin wrapper over Linux futexes: private ones (a word in this
+ * process's memory), and shared ones (a word in memory mapped by several
+ * processes; the kernel keys them by the page, not the address). */
 #ifndef ORDO_BASE_FUTEX_H
 #define ORDO_BASE_FUTEX_H
 
@@ -21,6 +23,11 @@ ordo_futex_result_t ordo__futex_wait(_Atomic uint32_t *word, uint32_t expected,
 /* Wakes up to count sleepers on word. Touches only the address, never the
  * memory, so it is safe after the word's owner may have gone. */
 void ordo__futex_wake(_Atomic uint32_t *word, int count);
+
+/* The same, on a word in shared memory other processes may wait or wake on. */
+ordo_futex_result_t ordo__futex_wait_shared(_Atomic uint32_t *word, uint32_t expected,
+                                            ordo_deadline_t deadline);
+void ordo__futex_wake_shared(_Atomic uint32_t *word, int count);
 
 /* A short pause for spin loops. */
 static inline void ordo__cpu_relax(void) {

@@ -20,6 +20,29 @@ ordo_status_t ordo__signal_check(const ordo_signal_t *signal, const char *api) {
     return ORDO_OK;
 }
 
+static ordo_status_t signal_make(uint64_t initial_state, signal_remote_t *remote,
+                                 ordo_signal_t **out_signal, const char *api) {
+    ordo_signal_t *signal = ordo__alloc(sizeof *signal, 64);
+    if (!signal) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a signal");
+    }
+    if (pthread_mutex_init(&signal->lock, NULL) != 0) {
+        ordo__dealloc(signal, sizeof *signal, 64);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the signal's lock");
+    }
+    signal->magic = ORDO_SIGNAL_MAGIC;
+    atomic_init(&signal->refs, 1);
+    atomic_init(&signal->state, initial_state);
+    atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
+    atomic_init(&signal->feeder, NULL);
+    signal->remote = remote;
+    signal->failure = ORDO_OK;
+    static _Atomic uint64_t trace_ids;
+    signal->trace_id = atomic_fetch_add_explicit(&trace_ids, 1, memory_order_relaxed) + 1;
+    *out_signal = signal;
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_signal) {
     if (!out_signal) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_signal is NULL");
@@ -30,24 +53,50 @@ ordo_status_t ordo_signal_create(uint64_t initial_value, ordo_signal_t **out_sig
                            "initial value %llu exceeds ORDO_SIGNAL_VALUE_MAX",
                            (unsigned long long)initial_value);
     }
-    ordo_signal_t *signal = ordo__alloc(sizeof *signal, 64);
-    if (!signal) {
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a signal");
+    return signal_make(initial_value, NULL, out_signal, __func__);
+}
+
+ordo_status_t ordo__signal_create_remote(signal_remote_t *remote, ordo_signal_t **out_signal,
+                                         const char *api) {
+    *out_signal = NULL;
+    uint64_t truth = remote->ops->state(remote);
+    ordo_signal_t *signal;
+    ORDO_RETURN_IF_ERROR(signal_make(truth & SIGNAL_VALUE_MASK, remote, &signal, api));
+    if (truth & SIGNAL_FAILED) {
+        signal->failure = remote->ops->failure(remote, signal->message);
+        atomic_fetch_or_explicit(&signal->state, SIGNAL_FAILED, memory_order_release);
     }
-    if (pthread_mutex_init(&signal->lock, NULL) != 0) {
-        ordo__dealloc(signal, sizeof *signal, 64);
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot initialise the signal's lock");
-    }
-    signal->magic = ORDO_SIGNAL_MAGIC;
-    atomic_init(&signal->refs, 1);
-    atomic_init(&signal->state, initial_value);
-    atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
-    atomic_init(&signal->feeder, NULL);
-    signal->failure = ORDO_OK;
-    static _Atomic uint64_t trace_ids;
-    signal->trace_id = atomic_fetch_add_explicit(&trace_ids, 1, memory_order_relaxed) + 1;
+    remote->signal = signal;
     *out_signal = signal;
     return ORDO_OK;
+}
+
+signal_remote_t *ordo__signal_remote(const ordo_signal_t *signal) {
+    return signal->remote;
+}
+
+bool ordo__signal_try_retain(ordo_signal_t *signal) {
+    uint32_t refs = atomic_load_explicit(&signal->refs, memory_order_relaxed);
+    while (refs != 0) {
+        if (atomic_compare_exchange_weak_explicit(&signal->refs, &refs, refs + 1,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+ordo_status_t ordo__signal_failure_now(const ordo_signal_t *signal, char *message) {
+    if (signal_failed_outcome(signal) || !signal->remote) {
+        if (message) {
+            size_t len = strnlen(signal->message, ORDO_SIGNAL_MESSAGE_MAX - 1);
+            memcpy(message, signal->message, len);
+            message[len] = '\0';
+        }
+        return signal->failure;
+    }
+    char scratch[ORDO_SIGNAL_MESSAGE_MAX];
+    return signal->remote->ops->failure(signal->remote, message ? message : scratch);
 }
 
 ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
@@ -70,6 +119,9 @@ static ordo_status_t signal_end(ordo_signal_t *signal) {
      * producer raced with the destroy and has not dispatched them yet. */
     ordo__signal_collect_locked(signal, old & SIGNAL_VALUE_MASK, ORDO_ERR_CANCELLED, &due);
     pthread_mutex_unlock(&signal->lock);
+    if (signal->remote) {
+        signal->remote->ops->interrupt(signal->remote); /* its sleeps see DESTROYED */
+    }
     ordo__timepoints_run(&due);
     return ORDO_OK;
 }
@@ -82,6 +134,9 @@ void ordo__signal_release_internal(ordo_signal_t *signal) {
     /* A producer may still hold DISPATCHING: it lets go as its last touch. */
     while (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_DISPATCHING) {
         sched_yield();
+    }
+    if (signal->remote) {
+        signal->remote->ops->close(signal->remote);
     }
     signal->magic = ORDO_SIGNAL_DEAD;
     pthread_mutex_destroy(&signal->lock);
@@ -112,14 +167,16 @@ ordo_status_t ordo_signal_query(ordo_signal_t *signal, uint64_t *out_value) {
     if (!out_value) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_value is NULL");
     }
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
+    uint64_t state = signal_state_now(signal);
     *out_value = state & SIGNAL_VALUE_MASK;
     if (state & SIGNAL_DESTROYED) {
         return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
     if (state & SIGNAL_FAILED) {
-        return ordo__error(signal->failure, __func__, "signal failed at value %llu: %s",
-                           (unsigned long long)*out_value, signal->message);
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        ordo_status_t failure = ordo__signal_failure_now(signal, message);
+        return ordo__error(failure, __func__, "signal failed at value %llu: %s",
+                           (unsigned long long)*out_value, message);
     }
     return ORDO_OK;
 }
@@ -135,19 +192,13 @@ static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const
                        signal->message);
 }
 
-ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (ORDO_UNLIKELY(st != ORDO_OK)) {
-        return st;
-    }
-    if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
-        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                           "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
-    }
+/* Raises the handle's own word: the whole advance of a local signal, the
+ * mirror's half of a remote one's. */
+static ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, const char *api) {
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     for (;;) {
         if (ORDO_UNLIKELY(current & SIGNAL_ENDED)) {
-            return signal_refused(signal, value, __func__);
+            return signal_refused(signal, value, api);
         }
         if ((current & SIGNAL_VALUE_MASK) >= value) {
             return ORDO_OK;
@@ -166,18 +217,16 @@ ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
     }
 }
 
-ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
-    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
-    if (!ordo_status_is_error(status)) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                           "status %d is not an ordo error status", (int)status);
-    }
+/* Fails the handle's own word (a remote one's mirror: with the truth's
+ * failure). */
+static ordo_status_t signal_fail_here(ordo_signal_t *signal, ordo_status_t status,
+                                      const char *message, const char *api) {
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     if (current & SIGNAL_DESTROYED) {
         pthread_mutex_unlock(&signal->lock);
-        return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
+        return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
     }
     if (current & SIGNAL_FAILED) {
         pthread_mutex_unlock(&signal->lock);
@@ -194,6 +243,64 @@ ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, cons
     return ORDO_OK;
 }
 
+void ordo__signal_mirror_pull(ordo_signal_t *signal) {
+    uint64_t truth = signal->remote->ops->state(signal->remote);
+    uint64_t mirror = atomic_load_explicit(&signal->state, memory_order_relaxed);
+    if (mirror & SIGNAL_ENDED) {
+        return;
+    }
+    if ((truth & SIGNAL_VALUE_MASK) > (mirror & SIGNAL_VALUE_MASK)) {
+        (void)signal_raise(signal, truth & SIGNAL_VALUE_MASK, "ordo__signal_mirror_pull");
+    }
+    if (truth & SIGNAL_FAILED) {
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        ordo_status_t failure = signal->remote->ops->failure(signal->remote, message);
+        (void)signal_fail_here(signal, failure, message, "ordo__signal_mirror_pull");
+    }
+}
+
+ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
+    ordo_status_t st = ordo__signal_check(signal, __func__);
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return st;
+    }
+    if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
+    }
+    if (ORDO_UNLIKELY(signal->remote != NULL)) {
+        if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+            return signal_refused(signal, value, __func__);
+        }
+        /* The truth first: the mirror never runs ahead of it. */
+        ordo_status_t raised = signal->remote->ops->advance(signal->remote, value, __func__);
+        if (raised != ORDO_OK) {
+            ordo__signal_mirror_pull(signal); /* the failure found there */
+            return raised;
+        }
+    }
+    return signal_raise(signal, value, __func__);
+}
+
+ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
+    if (!ordo_status_is_error(status)) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "status %d is not an ordo error status", (int)status);
+    }
+    if (signal->remote) {
+        if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
+            return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed",
+                               (void *)signal);
+        }
+        /* The first failure anywhere wins; the mirror takes the truth's. */
+        ORDO_RETURN_IF_ERROR(signal->remote->ops->fail(signal->remote, status, message, __func__));
+        ordo__signal_mirror_pull(signal);
+        return ORDO_OK;
+    }
+    return signal_fail_here(signal, status, message, __func__);
+}
+
 ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,
                                   char *out_message, size_t message_capacity) {
     if (out_status) {
@@ -207,13 +314,13 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "message_capacity is 0 but out_message is set");
     }
-    uint64_t state = atomic_load_explicit(&signal->state, memory_order_acquire);
-    int failed = (state & SIGNAL_FAILED) != 0;
-    *out_status = failed ? signal->failure : ORDO_OK;
+    char message[ORDO_SIGNAL_MESSAGE_MAX] = "";
+    if (signal_state_now(signal) & SIGNAL_FAILED) {
+        *out_status = ordo__signal_failure_now(signal, message);
+    }
     if (out_message) {
-        const char *text = failed ? signal->message : "";
-        size_t len = strnlen(text, message_capacity - 1);
-        memcpy(out_message, text, len);
+        size_t len = strnlen(message, message_capacity - 1);
+        memcpy(out_message, message, len);
         out_message[len] = '\0';
     }
     return ORDO_OK;

@@ -69,6 +69,7 @@
 #include "ordo/signal.h"
 #include "ordo/timepoint.h"
 #include "sync/signal_access.h"
+#include "sync/signal_remote.h"
 
 #define ORDO_SIGNAL_MAGIC 0x5349474eu /* "SIGN" */
 #define ORDO_SIGNAL_DEAD 0xdeadbeefu
@@ -94,6 +95,9 @@ struct ordo_signal {
     _Atomic uint32_t refs;
     _Atomic uint64_t state;
     _Atomic uint64_t next_wake;
+    /* NULL, or where the truth lives (sync/signal_remote.h): then the state
+     * word is the truth's mirror. Set at creation. */
+    signal_remote_t *remote;
     pthread_mutex_t lock;
     /* Under lock: armed timepoints, ascending by value. */
     ordo_timepoint_t *head;
@@ -145,5 +149,26 @@ ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_sign
 static inline int signal_failed_outcome(const ordo_signal_t *signal) {
     return (atomic_load_explicit(&signal->state, memory_order_acquire) & SIGNAL_FAILED) != 0;
 }
+
+/* The state as the calls that read the truth see it (acquire): the word
+ * itself for a local signal; for a remote one, the truth's value and
+ * failure with the handle's DESTROYED (and the mirror's failure and value,
+ * which the truth has too unless a peer scribbled them away). */
+static inline uint64_t signal_state_now(const ordo_signal_t *signal) {
+    uint64_t mirror = atomic_load_explicit(&signal->state, memory_order_acquire);
+    if (ORDO_LIKELY(!signal->remote)) {
+        return mirror;
+    }
+    uint64_t truth = signal->remote->ops->state(signal->remote);
+    uint64_t value = truth & SIGNAL_VALUE_MASK;
+    if ((mirror & SIGNAL_VALUE_MASK) > value) {
+        value = mirror & SIGNAL_VALUE_MASK;
+    }
+    return value | (truth & SIGNAL_FAILED) | (mirror & SIGNAL_ENDED);
+}
+
+/* The failure of a signal signal_state_now saw failed: its status, and its
+ * message copied into message (ORDO_SIGNAL_MESSAGE_MAX bytes; may be NULL). */
+ordo_status_t ordo__signal_failure_now(const ordo_signal_t *signal, char *message);
 
 #endif

@@ -220,6 +220,9 @@ ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal
             if (feeder) {
                 feeder->wanted(feeder);
             }
+            if (signal->remote) {
+                signal->remote->ops->wanted(signal->remote);
+            }
         }
     }
     pthread_mutex_unlock(&signal->lock);

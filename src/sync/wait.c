@@ -47,14 +47,16 @@ typedef enum entry_state { ENTRY_PENDING, ENTRY_REACHED, ENTRY_FAILED } entry_st
  * failure or a destroy stay reached; a signal destroyed during the wait
  * cancels it (check_points refused signals destroyed before it). */
 static entry_state_t entry_check(const ordo_signal_point_t *point, ordo_status_t *out_status) {
-    uint64_t state = atomic_load_explicit(&point->signal->state, memory_order_acquire);
+    /* A remote signal's truth, not its mirror: a wait sees another
+     * party's move at once, and runs no callbacks to bring the mirror up. */
+    uint64_t state = signal_state_now(point->signal);
     if ((state & SIGNAL_VALUE_MASK) >= point->value) {
         return ENTRY_REACHED;
     }
     /* A failed signal cannot be failed again, destroyed or not: its failure
      * came first and is the answer. */
     if (state & SIGNAL_FAILED) {
-        *out_status = point->signal->failure;
+        *out_status = ordo__signal_failure_now(point->signal, NULL);
         return ENTRY_FAILED;
     }
     if (state & SIGNAL_DESTROYED) {
@@ -247,14 +249,15 @@ static ordo_status_t entry_refused(ordo_status_t status, const ordo_signal_point
                                    size_t count, size_t i, const char *api) {
     const ordo_signal_t *signal = points[i].signal;
     unsigned long long value = (unsigned long long)points[i].value;
-    if (!signal_failed_outcome(signal)) {
+    if (!(signal_state_now(signal) & SIGNAL_FAILED)) {
         return count == 1
                    ? ordo__error(status, api, "the signal was destroyed before reaching value %llu",
                                  value)
                    : ordo__error(status, api, "entry %zu (value %llu): its signal was destroyed", i,
                                  value);
     }
-    const char *message = signal->message;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    (void)ordo__signal_failure_now(signal, message);
     int length = (int)strnlen(message, ORDO_SIGNAL_MESSAGE_MAX);
     return count == 1
                ? ordo__error(status, api, "the signal failed before reaching value %llu: %.*s",
@@ -440,11 +443,47 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
     return ORDO_OK;
 }
 
+/* A single wait on a remote signal: after the spin, it sleeps on the truth
+ * itself (ops->sleep), woken by the party that moves it, with no hop
+ * through the remote's owner. A reference keeps the handle (and the
+ * remote) alive while it sleeps; a destroy of the handle interrupts it. */
+static ordo_status_t wait_remote(const ordo_signal_point_t *point, ordo_deadline_t deadline,
+                                 const char *api) {
+    scan_t scan = spin_entries(point, 1, 1, deadline);
+    size_t index;
+    if (scan.decided) {
+        return scan_result(&scan, point, 1, &index, api);
+    }
+    signal_remote_t *remote = point->signal->remote;
+    ordo__signal_retain_internal(point->signal);
+    ordo_status_t status = ORDO_ERR_TIMEOUT;
+    for (;;) {
+        scan = scan_entries(point, 1, 1);
+        if (scan.decided) {
+            status = scan_result(&scan, point, 1, &index, api);
+            break;
+        }
+        if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+            uint64_t at = signal_state_now(point->signal) & SIGNAL_VALUE_MASK;
+            status = ordo__error(ORDO_ERR_TIMEOUT, api,
+                                 "deadline passed waiting for value %llu (at %llu)",
+                                 (unsigned long long)point->value, (unsigned long long)at);
+            break;
+        }
+        remote->ops->sleep(remote, point->value, deadline);
+    }
+    ordo__signal_release_internal(point->signal);
+    return status;
+}
+
 /* Kept out of line so the reached case below needs no stack frame. */
 __attribute__((noinline)) static ordo_status_t wait_one_slow(ordo_signal_t *signal, uint64_t value,
                                                              ordo_deadline_t deadline) {
     ordo_signal_point_t point = {signal, value};
     ORDO_RETURN_IF_ERROR(check_points(&point, 1, "ordo_signal_wait"));
+    if (signal->remote) {
+        return wait_remote(&point, deadline, "ordo_signal_wait");
+    }
     size_t index;
     return wait_points(&point, 1, 1, deadline, &index, "ordo_signal_wait");
 }

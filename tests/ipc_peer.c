@@ -20,8 +20,10 @@
  *       prints "ready", waits, prints
  *       "result <STATUS_NAME> <CLOCK_MONOTONIC ns at return> <failure message>";
  *       after an ORDO_OK wait, advances to advance_to if given.
- *   fail <sig> <status> <message>
- *       registers, fails the signal with status (a number) and message,
+ *   fail <sig> <status> <message> [<go>]
+ *       registers (then, given go, prints "ready" and waits for go to reach
+ *       1), fails the signal with status (a number) and message, prints
+ *       "failure <STATUS_NAME> <message>" as it then reads the failure,
  *       unregisters.
  *   advance <sig> <value> [<sig> <value> ...]
  *       advances each signal to its value, in order.
@@ -223,10 +225,22 @@ static int run_wait(int argc, char **argv) {
 static int run_fail(int argc, char **argv) {
     need(argc, 5);
     ordo_signal_t *signal = open_argument(argv[2]);
+    ordo_signal_t *go = argc > 5 ? open_argument(argv[5]) : NULL;
     check(ordo_shared_signal_register(signal), "ordo_shared_signal_register");
+    if (go) {
+        say("ready");
+        check(ordo_signal_wait(go, 1, ordo_deadline_after_ms(30000)), "ordo_signal_wait");
+    }
     check(ordo_signal_fail(signal, (ordo_status_t)number(argv[3]), argv[4]), "ordo_signal_fail");
+    ordo_status_t failure = ORDO_OK;
+    char message[ORDO_SIGNAL_MESSAGE_MAX] = "";
+    check(ordo_signal_failure(signal, &failure, message, sizeof message), "ordo_signal_failure");
+    say("failure %s %s", ordo_status_name(failure), message);
     check(ordo_shared_signal_unregister(signal), "ordo_shared_signal_unregister");
     check(ordo_signal_release(signal), "ordo_signal_release");
+    if (go) {
+        check(ordo_signal_release(go), "ordo_signal_release");
+    }
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ipc/shared_page.h" /* the page's layout, for the corrupted pages */
 #include "refusal.h"
 #include "test_util.h"
 
@@ -651,6 +652,25 @@ static void exit_while_registered_abandons(void **state) {
     assert_ok(ordo_signal_wait(s, 3, ORDO_DEADLINE_NOW));
     assert_status(ordo_signal_wait(s, 4, ORDO_DEADLINE_NOW), ORDO_ERR_ABANDONED);
     assert_ok(ordo_signal_release(s));
+
+    /* A process that opens the page only after the signaller ended (no
+     * handle of it was open here then) reports the death too. */
+    s = shared_make(0);
+    fd = shared_fd(s);
+    assert_ok(ordo_signal_release(s));
+    p = PEER(&fd, 1, "exit-registered", num((uint64_t)fd), "1");
+    peer_join_ok(p);
+    s = shared_open(fd);
+    close(fd);
+    const uint64_t opened = ordo_time_now_ns();
+    ordo_status_t st = ordo_signal_wait(s, 2, ordo_deadline_after_ms(PEER_WAIT_MS));
+    if (st != ORDO_ERR_ABANDONED) {
+        fail_msg("opened after the death: the wait got %s (%s)", ordo_status_name(st),
+                 ordo_error_message());
+    }
+    assert_true(ordo_time_now_ns() - opened <= abandon_bound_ns());
+    assert_true(names_pid(ordo_error_message(), p->pid));
+    assert_ok(ordo_signal_release(s));
 }
 
 /* A signaller that unregistered, or released its handle (which
@@ -709,6 +729,66 @@ static void signallers_are_limited(void **state) {
     }
     assert_true(names_pid(ordo_error_message(), p[7]->pid));
     assert_ok(ordo_signal_release(s));
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_UNDER_TSAN 1
+#endif
+#endif
+
+/* A child forked (no exec) from this process, which has shared signals
+ * open and its engine's threads running, opens a handle of its own, is a
+ * signaller, and abandons the signal when it exits registered. */
+static void forked_child_opens_its_own_handle(void **state) {
+    (void)state;
+#ifdef TEST_UNDER_TSAN
+    print_message("  skipped under ThreadSanitizer: it does not support threads started in a "
+                  "child forked from a threaded process\n");
+    skip();
+#else
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    ordo_signal_t *go = shared_make(0);
+    int go_fd = shared_fd(go);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ordo_signal_t *mine = NULL;
+        ordo_signal_t *my_go = NULL;
+        if (ordo_shared_signal_open_fd(fd, &mine) != ORDO_OK ||
+            ordo_shared_signal_open_fd(go_fd, &my_go) != ORDO_OK) {
+            _exit(11);
+        }
+        if (ordo_shared_signal_register(mine) != ORDO_OK ||
+            ordo_signal_advance(mine, 1) != ORDO_OK) {
+            _exit(12);
+        }
+        /* Waits for the parent through a handle of its own. */
+        if (ordo_signal_wait(my_go, 1, ordo_deadline_after_ms(PEER_WAIT_MS)) != ORDO_OK) {
+            _exit(13);
+        }
+        _exit(0); /* still registered */
+    }
+    assert_ok(ordo_signal_wait(s, 1, ordo_deadline_after_ms(PEER_WAIT_MS)));
+    assert_ok(ordo_signal_advance(go, 1));
+    ordo_status_t st = ordo_signal_wait(s, 2, ordo_deadline_after_ms(PEER_WAIT_MS));
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    if (st != ORDO_ERR_ABANDONED) {
+        fail_msg("the wait got %s (%s)", ordo_status_name(st), ordo_error_message());
+    }
+    assert_true(names_pid(ordo_error_message(), pid));
+    close(fd);
+    close(go_fd);
+    assert_ok(ordo_signal_release(go));
+    assert_ok(ordo_signal_release(s));
+#endif
 }
 
 /* ---- failures across the boundary ----------------------------------------- */
@@ -782,6 +862,68 @@ static void failure_and_message_cross_the_boundary(void **state) {
     assert_ok(ordo_signal_failure(s, &failure, NULL, 0));
     assert_int_equal(failure, ORDO_ERR_DEVICE);
     assert_ok(ordo_signal_release(s));
+}
+
+/* Two peers and this process fail one signal at once, each with its own
+ * status and message: exactly one failure is kept, whole (its status with
+ * its own message), and every process reads the same one. */
+static void concurrent_failures_keep_one_whole(void **state) {
+    (void)state;
+    const ordo_status_t statuses[3] = {ORDO_ERR_ABORTED, ORDO_ERR_DEVICE, ORDO_ERR_UNAVAILABLE};
+    const char *messages[3] = {"from peer a", "from peer b", "from here"};
+    const uint64_t rounds = test_scaled(40);
+    unsigned wins[3] = {0, 0, 0};
+    for (uint64_t round = 0; round < rounds; ++round) {
+        ordo_signal_t *s = shared_make(0);
+        ordo_signal_t *go = shared_make(0);
+        int fds[2] = {shared_fd(s), shared_fd(go)};
+        peer_t *p[2];
+        for (int i = 0; i < 2; ++i) {
+            p[i] = PEER(fds, 2, "fail", num((uint64_t)fds[0]), num((uint64_t)statuses[i]),
+                        messages[i], num((uint64_t)fds[1]));
+        }
+        for (int i = 0; i < 2; ++i) {
+            peer_expect(p[i], "ready", NULL, 0);
+        }
+        close(fds[0]);
+        close(fds[1]);
+        assert_ok(ordo_signal_advance(go, 1));
+        assert_ok(ordo_signal_fail(s, statuses[2], messages[2]));
+        ordo_status_t failure = ORDO_OK;
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
+        int winner = -1;
+        for (int i = 0; i < 3; ++i) {
+            if (failure == statuses[i]) {
+                winner = i;
+            }
+        }
+        if (winner < 0 || strcmp(message, messages[winner]) != 0) {
+            fail_msg("round %" PRIu64 ": the failure kept is %s \"%s\"", round,
+                     ordo_status_name(failure), message);
+        }
+        ++wins[winner];
+        char expected[256];
+        snprintf(expected, sizeof expected, "%s %s", ordo_status_name(failure), message);
+        for (int i = 0; i < 2; ++i) {
+            char line[256];
+            peer_expect(p[i], "failure", line, sizeof line);
+            if (strcmp(line, expected) != 0) {
+                fail_msg("round %" PRIu64 ": peer %d read \"%s\", this process \"%s\"", round, i,
+                         line, expected);
+            }
+            peer_join_ok(p[i]);
+        }
+        /* Later readers too. */
+        assert_ok(ordo_signal_failure(s, &failure, message, sizeof message));
+        assert_int_equal(failure, statuses[winner]);
+        assert_string_equal(message, messages[winner]);
+        assert_ok(ordo_signal_release(go));
+        assert_ok(ordo_signal_release(s));
+        peers_end(NULL);
+    }
+    print_message("  first failures kept: peer a %u, peer b %u, this process %u\n", wins[0],
+                  wins[1], wins[2]);
 }
 
 /* ---- streams -------------------------------------------------------------- */
@@ -864,6 +1006,46 @@ static void streams_wait_on_and_signal_shared_signals(void **state) {
         assert_ok(ordo_signal_release(c));
     }
     assert_ok(ordo_device_release(device));
+}
+
+/* A stream's wait on a shared signal that fails ends with that failure's
+ * status and message, never read as a destroy of the handle: many rounds,
+ * the failure coming before and after the stream's worker reaches its
+ * wait. */
+static void stream_wait_takes_the_shared_failure(void **state) {
+    (void)state;
+    ordo_device_t *device = NULL;
+    assert_ok(ordo_device_open("cpu:0", &device));
+    const uint64_t rounds = test_scaled(4000);
+    uint64_t wrong = 0;
+    char first_wrong[512] = "";
+    for (uint64_t round = 0; round < rounds; ++round) {
+        ordo_signal_t *a = shared_make(0);
+        ordo_stream_t *stream = NULL;
+        assert_ok(ordo_stream_create(device, 0, &stream));
+        assert_ok(ordo_stream_wait(stream, a, 1));
+        for (uint64_t i = 0; i < round % 4 * 8; ++i) {
+            sched_yield(); /* varies who comes first */
+        }
+        assert_ok(ordo_signal_fail(a, ORDO_ERR_ABORTED, "upstream broke"));
+        ordo_status_t st = ordo_stream_synchronize(stream, test_deadline());
+        const char *message = ordo_error_message();
+        if (st != ORDO_ERR_ABORTED || !strstr(message, "upstream broke") ||
+            strstr(message, "destroyed")) {
+            if (!wrong++) {
+                snprintf(first_wrong, sizeof first_wrong, "round %" PRIu64 ": %s: %s", round,
+                         ordo_status_name(st), message);
+            }
+        }
+        assert_ok(ordo_stream_destroy(stream));
+        assert_ok(ordo_signal_release(a));
+    }
+    assert_ok(ordo_device_release(device));
+    if (wrong) {
+        fail_msg("%" PRIu64 " of %" PRIu64 " streams did not fail with the signal's failure; the "
+                 "first: %s",
+                 wrong, rounds, first_wrong);
+    }
 }
 
 /* ---- multi-waits, timepoints, links, the async waiter --------------------- */
@@ -1004,9 +1186,15 @@ static void timepoints_links_and_waiter_on_shared_signals(void **state) {
     peer_join_ok(p);
     assert_int_equal(wait_record_outcome(&failed), ORDO_ERR_ABORTED);
 
+    /* A wait still pending on a shared signal when the waiter goes. */
+    wait_record_t pending = {.fired = test_signal_make(0)};
+    assert_ok(ordo_waiter_wait(waiter, s, 50, ordo_deadline_after_ms(PEER_WAIT_MS), 0, waiter_fire,
+                               &pending, NULL));
+
     close(fds[0]);
     close(fds[1]);
     assert_ok(ordo_waiter_destroy(waiter));
+    assert_int_equal(wait_record_outcome(&pending), ORDO_ERR_CANCELLED);
     assert_ok(ordo_signal_release(source));
     assert_ok(ordo_signal_release(linked));
     assert_ok(ordo_signal_release(s));
@@ -1365,6 +1553,42 @@ static void open_refuses_what_is_not_a_signal_page(void **state) {
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, out, ordo_shared_signal_open_fd, sock, &out);
     close(sock);
 
+    /* A page with a field of the header corrupted (written through the
+     * signal's own descriptor, then restored): the magic, which says it is
+     * not a signal page; the layout version and the size, which say it is
+     * one of another layout. */
+    const struct {
+        size_t offset;
+        size_t size;
+        uint64_t value;
+        ordo_status_t expected;
+    } corrupt[] = {
+        {offsetof(shared_page_t, magic), 8, 0x4c4e47534f44524eull, ORDO_ERR_INVALID_ARGUMENT},
+        {offsetof(shared_page_t, magic), 8, 0, ORDO_ERR_INVALID_ARGUMENT},
+        {offsetof(shared_page_t, version), 4, ORDO_SHARED_SIGNAL_LAYOUT_VERSION + 1,
+         ORDO_ERR_UNSUPPORTED},
+        {offsetof(shared_page_t, version), 4, 0, ORDO_ERR_UNSUPPORTED},
+        {offsetof(shared_page_t, size), 4, ORDO_SHARED_SIGNAL_SIZE * 2, ORDO_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof corrupt / sizeof corrupt[0]; ++i) {
+        unsigned char bytes[8];
+        memcpy(bytes, &corrupt[i].value, sizeof bytes); /* little-endian: the low bytes */
+        assert_int_equal(pwrite(fd, bytes, corrupt[i].size, (off_t)corrupt[i].offset),
+                         (ssize_t)corrupt[i].size);
+        REFUSED_CLEARS(corrupt[i].expected, out, ordo_shared_signal_open_fd, fd, &out);
+        /* The same bytes in a file of their own. */
+        unsigned char copy[ORDO_SHARED_SIGNAL_SIZE];
+        page_read(fd, copy);
+        int other = memfd_with(copy, sizeof copy);
+        REFUSED_CLEARS(corrupt[i].expected, out, ordo_shared_signal_open_fd, other, &out);
+        close(other);
+        assert_int_equal(
+            pwrite(fd, page + corrupt[i].offset, corrupt[i].size, (off_t)corrupt[i].offset),
+            (ssize_t)corrupt[i].size);
+        ordo_signal_t *restored = shared_open(fd);
+        assert_ok(ordo_signal_release(restored));
+    }
+
     /* The memfd is sealed against shrinking. */
     assert_int_not_equal(ftruncate(fd, 64), 0);
     assert_int_equal(errno, EPERM);
@@ -1561,9 +1785,6 @@ static void entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_signal_destroy(s));
     REFUSED(ORDO_ERR_DESTROYED, ordo_shared_signal_register, s);
     REFUSED_CLEARS(ORDO_ERR_DESTROYED, sfd, ordo_signal_fd_create, s, 1, &sfd);
-    out_fd = 12345;
-    REFUSED(ORDO_ERR_DESTROYED, ordo_shared_signal_fd, s, &out_fd);
-    FD_CLEARED(out_fd);
     assert_ok(ordo_signal_release(s));
 
     close(fd);
@@ -1571,6 +1792,28 @@ static void entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_stream_destroy(stream));
     assert_ok(ordo_device_release(device));
     assert_int_equal(refusal_live_blocks(), before);
+}
+
+/* A destroyed handle hands out no descriptor (ordo/signal.h: calls on a
+ * destroyed signal get ORDO_ERR_DESTROYED). */
+static void destroyed_handle_gives_no_descriptor(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    assert_ok(ordo_signal_retain(s));
+    assert_ok(ordo_signal_destroy(s));
+    int out_fd = 12345;
+    refusal_prime_message("ordo_shared_signal_fd");
+    ordo_status_t st = ordo_shared_signal_fd(s, &out_fd);
+    if (st == ORDO_OK) {
+        close(out_fd);
+    }
+    assert_ok(ordo_signal_release(s));
+    if (st != ORDO_ERR_DESTROYED) {
+        fail_msg("ordo_shared_signal_fd on a destroyed handle returned %s, not ORDO_ERR_DESTROYED",
+                 ordo_status_name(st));
+    }
+    check_message("ordo_shared_signal_fd", "destroyed", __LINE__);
+    FD_CLEARED(out_fd);
 }
 
 /* ---- a hostile page -------------------------------------------------------- */
@@ -1615,7 +1858,7 @@ static uint64_t hostile_word(uint64_t *seed) {
 /* One round of scribbling, from the valid page (pristine) or on top of
  * what is there. */
 static void scribble(unsigned char *page, const unsigned char *pristine, uint64_t *seed) {
-    uint64_t mode = test_rand(seed) % 6;
+    uint64_t mode = test_rand(seed) % 8;
     if (mode != 5) {
         memcpy(page, pristine, ORDO_SHARED_SIGNAL_SIZE);
     }
@@ -1649,6 +1892,35 @@ static void scribble(unsigned char *page, const unsigned char *pristine, uint64_
         size_t at = (size_t)(r % ORDO_SHARED_SIGNAL_SIZE);
         size_t len = (size_t)((r >> 16) % (ORDO_SHARED_SIGNAL_SIZE - at)) + 1;
         memset(page + at, (int)((r >> 32) & 0xff), len);
+    } else if (mode == 6) {
+        /* A signaller slot: this process, pid 1, a pid no process has, a
+         * random one; live, claimed or any state; a start time right or
+         * wrong. */
+        uint64_t slot = test_rand(seed) % ORDO_SHARED_SIGNAL_SIGNALLERS_MAX;
+        uint64_t r = test_rand(seed);
+        uint64_t pids[4] = {(uint64_t)getpid(), 1, 4194303, r >> 40};
+        uint64_t state = (r >> 8) % 4 == 3 ? (r >> 12) & 0xffffffffu : (r >> 8) % 3;
+        uint64_t word = pids[r % 4] << 32 | state;
+        uint64_t start = (r >> 20) % 2 ? 0 : test_rand(seed);
+        shared_page_t *p = (shared_page_t *)page;
+        memcpy((unsigned char *)&p->slots[slot].word, &word, sizeof word);
+        memcpy((unsigned char *)&p->slots[slot].start_time, &start, sizeof start);
+    } else if (mode == 7) {
+        /* The failure's fields: a claim, a status (valid or not), the
+         * FAILED bit, a message without its terminator. */
+        shared_page_t *p = (shared_page_t *)page;
+        uint64_t r = test_rand(seed);
+        uint32_t claim = r % 2 ? 0 : (uint32_t)(r >> 8);
+        int32_t status = (int32_t)((r >> 16) % 3 == 0 ? (r >> 24) : (r >> 24) % 20);
+        memcpy((unsigned char *)&p->failure_claim, &claim, sizeof claim);
+        memcpy((unsigned char *)&p->failure_status, &status, sizeof status);
+        if ((r >> 40) % 2) {
+            memset(p->message, 'x', sizeof p->message);
+        }
+        if ((r >> 41) % 2) {
+            uint64_t state = (test_rand(seed) % 100) | (uint64_t)1 << 63;
+            memcpy((unsigned char *)&p->state, &state, sizeof state);
+        }
     } else if (mode == 4) {
         /* Aligned 32-bit words (futex words, counts, pids). */
         uint64_t n = 1 + test_rand(seed) % 6;
@@ -1866,8 +2138,11 @@ int main(void) {
         cmocka_unit_test_teardown(exit_while_registered_abandons, peers_end),
         cmocka_unit_test_teardown(exit_after_unregistering_abandons_nothing, peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),
+        cmocka_unit_test_teardown(forked_child_opens_its_own_handle, peers_end),
         cmocka_unit_test_teardown(failure_and_message_cross_the_boundary, peers_end),
+        cmocka_unit_test_teardown(concurrent_failures_keep_one_whole, peers_end),
         cmocka_unit_test_teardown(streams_wait_on_and_signal_shared_signals, peers_end),
+        cmocka_unit_test_teardown(stream_wait_takes_the_shared_failure, peers_end),
         cmocka_unit_test_teardown(multi_waits_mix_local_and_shared_signals, peers_end),
         cmocka_unit_test_teardown(timepoints_links_and_waiter_on_shared_signals, peers_end),
         cmocka_unit_test_teardown(signal_fd_on_local_and_shared_signals, peers_end),
@@ -1875,6 +2150,7 @@ int main(void) {
         cmocka_unit_test_teardown(named_signals, names_end),
         cmocka_unit_test_teardown(open_refuses_what_is_not_a_signal_page, peers_end),
         cmocka_unit_test_teardown(entry_points_refuse_bad_input, peers_end),
+        cmocka_unit_test_teardown(destroyed_handle_gives_no_descriptor, peers_end),
         cmocka_unit_test_teardown(hostile_page_cannot_crash_or_hang, peers_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

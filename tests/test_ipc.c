@@ -21,7 +21,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1613,8 +1612,7 @@ static void open_refuses_what_is_not_a_signal_page(void **state) {
 }
 
 /* The names a shared-memory object may not have. */
-static void bad_names_are_refused(ordo_signal_t *local) {
-    (void)local;
+static void bad_names_are_refused(void) {
     char too_long[ORDO_SHARED_SIGNAL_NAME_MAX + 1];
     too_long[0] = '/';
     memset(too_long + 1, 'n', sizeof too_long - 2);
@@ -1686,7 +1684,7 @@ static void entry_points_refuse_bad_input(void **state) {
     int fd = shared_fd(s);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_shared_signal_open_fd, fd, NULL);
 
-    bad_names_are_refused(local);
+    bad_names_are_refused();
 
     int out_fd = 12345;
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_shared_signal_fd, local, &out_fd);

@@ -5,8 +5,9 @@ On a shared machine one run can land in a slow or a fast spell, so a single
 run's figure says little about a target. This runs the benchmark program N
 times (each run measures ordo and its baselines side by side, as always) and
 prints, per (name, impl): the median of the runs' medians, their range, and
-the median of each run's own ratios, and of the CPU a run reports
-(cpu_pct) where it does. Ratios are never formed across runs.
+the median of each run's own ratios, of the CPU a run reports (cpu_pct)
+and of its largest sample (max_ns) where it does. Ratios are never formed
+across runs.
 
 With --against OLD, the program OLD (the same benchmarks built from other
 code) runs too, alternating with --ordo run by run, and the table compares
@@ -49,6 +50,7 @@ def main():
     ratios = collections.defaultdict(lambda: collections.defaultdict(list))
     extras = collections.defaultdict(dict)
     cpu = collections.defaultdict(list)
+    maxima = collections.defaultdict(list)
     order = []
     for _ in range(args.runs):
         for filt in args.filters:
@@ -63,6 +65,8 @@ def main():
                         runs.append(d["median_ns"])
                     if d.get("cpu_pct") is not None:
                         cpu[key].append(d["cpu_pct"])
+                    if d.get("max_ns") is not None:
+                        maxima[key].append(d["max_ns"])
                     for base, r in d.get("ratio_to", {}).items():
                         if r is not None:
                             ratios[key][base].append(r)
@@ -85,6 +89,10 @@ def main():
                 c = cpu[key]
                 r += ("; " if r else "") + (f"cpu_pct: {statistics.median(c):.1f} "
                                             f"({min(c):.1f}-{max(c):.1f})")
+            if maxima[key]:
+                m = maxima[key]
+                r += ("; " if r else "") + (f"max_ns: {statistics.median(m):.1f} "
+                                            f"({min(m):.1f}-{max(m):.1f})")
             print(f"| {key[0]} | {key[1]} | {statistics.median(v):.1f} | "
                   f"{min(v):.1f}-{max(v):.1f} | {r} |")
         else:

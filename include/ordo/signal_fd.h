@@ -51,7 +51,10 @@ ordo_status_t ordo_signal_fd_get(ordo_signal_fd_t *signal_fd, int *out_fd);
 ordo_status_t ordo_signal_fd_result(ordo_signal_fd_t *signal_fd);
 
 /** Cancels the export if still pending, closes the descriptor and frees
- * the object. */
+ * the object; never blocks. Called while the export's own callback is due
+ * or running (from another timepoint callback on the same thread, say), it
+ * leaves the closing to that callback, which does it as it returns: the
+ * object is not to be used after this call either way. */
 ordo_status_t ordo_signal_fd_destroy(ordo_signal_fd_t *signal_fd);
 
 ORDO_END_DECLS

@@ -60,28 +60,6 @@ ordo_status_t ordo_fd_receive(int socket, ordo_deadline_t deadline, int *out_fd)
     if (!out_fd) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_fd is NULL");
     }
-    for (;;) {
-        int timeout_ms = -1;
-        if (deadline != ORDO_DEADLINE_NEVER) {
-            uint64_t now = ordo_time_now_ns();
-            uint64_t left = deadline > now ? deadline - now : 0;
-            timeout_ms = (int)((left + 999999u) / 1000000u);
-        }
-        struct pollfd p = {.fd = socket, .events = POLLIN};
-        int ready = poll(&p, 1, timeout_ms);
-        if (ready < 0 && errno == EINTR) {
-            continue;
-        }
-        if (ready < 0) {
-            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "poll on socket %d: %s", socket,
-                               strerror(errno));
-        }
-        if (ready == 0) {
-            return ordo__error(ORDO_ERR_TIMEOUT, __func__,
-                               "deadline passed before a descriptor arrived on socket %d", socket);
-        }
-        break;
-    }
     char byte;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
     union {
@@ -93,9 +71,39 @@ ordo_status_t ordo_fd_receive(int socket, ordo_deadline_t deadline, int *out_fd)
                          .msg_control = control.space,
                          .msg_controllen = sizeof control.space};
     ssize_t got;
-    do {
-        got = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
-    } while (got < 0 && errno == EINTR);
+    for (;;) {
+        int timeout_ms = -1;
+        if (deadline != ORDO_DEADLINE_NEVER) {
+            uint64_t now = ordo_time_now_ns();
+            uint64_t left = deadline > now ? deadline - now : 0;
+            uint64_t ms = (left + 999999u) / 1000000u;
+            timeout_ms = ms > 86400000u ? 86400000 : (int)ms; /* a day a poll, looping */
+        }
+        struct pollfd p = {.fd = socket, .events = POLLIN};
+        int ready = poll(&p, 1, timeout_ms);
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        if (ready < 0) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "poll on socket %d: %s", socket,
+                               strerror(errno));
+        }
+        if (ready == 0) {
+            if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+                return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                                   "deadline passed before a descriptor arrived on socket %d",
+                                   socket);
+            }
+            continue; /* a day's slice of a longer deadline */
+        }
+        /* Not blocking: another thread may have taken the message since
+         * the poll; then poll again, within the deadline. */
+        msg.msg_controllen = sizeof control.space;
+        got = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (got >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            break;
+        }
+    }
     if (got < 0) {
         int err = errno;
         return ordo__error(err == ENOTSOCK ? ORDO_ERR_INVALID_ARGUMENT : ORDO_ERR_UNAVAILABLE,

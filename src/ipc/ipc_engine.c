@@ -98,6 +98,7 @@ static shared_handle_t **handles_snapshot(size_t *count, size_t *capacity) {
     if (list) {
         for (shared_handle_t *h = engine.head; h; h = h->next) {
             if (ordo__signal_try_retain(h->remote.signal)) {
+                ++h->pins;
                 list[taken++] = h;
             }
         }
@@ -108,8 +109,21 @@ static shared_handle_t **handles_snapshot(size_t *count, size_t *capacity) {
     return list;
 }
 
+/* Drops the snapshot's references. Under the lock, with the pins, so a
+ * releasing hook (shared_signal.c) never sees a reference of the engine's
+ * that is not a pin; a last reference is dropped after, outside it (it
+ * closes the handle, which takes the lock). */
 static void handles_release(shared_handle_t **list, size_t count, size_t capacity) {
+    size_t last = 0;
+    pthread_mutex_lock(&engine.lock);
     for (size_t i = 0; i < count; ++i) {
+        --list[i]->pins;
+        if (!ordo__signal_release_unless_last(list[i]->remote.signal)) {
+            list[last++] = list[i];
+        }
+    }
+    pthread_mutex_unlock(&engine.lock);
+    for (size_t i = 0; i < last; ++i) {
         ordo__signal_release_internal(list[i]->remote.signal);
     }
     if (list) {
@@ -134,7 +148,8 @@ static void waitv_add(waitv_entry_t *v, size_t *n, bool *overflow, _Atomic uint3
 /* One pass of the watcher over one handle: pulls its mirror if its page
  * moved ahead, else arms the page's sleep and lists its words. Returns
  * true if it pulled (the caller looks again before sleeping). */
-static bool watch_handle(shared_handle_t *h, waitv_entry_t *v, size_t *n, bool *overflow) {
+static bool watch_handle(shared_handle_t *h, waitv_entry_t *v, size_t *n, bool *overflow,
+                         bool *watching) {
     shared_page_t *page = h->page;
     uint32_t registry = atomic_load_explicit(&page->registry_seq, memory_order_seq_cst);
     if (registry != h->seen_registry) {
@@ -157,6 +172,7 @@ static bool watch_handle(shared_handle_t *h, waitv_entry_t *v, size_t *n, bool *
         return true;
     }
     waitv_add(v, n, overflow, &page->wake_seq, seq, false);
+    *watching = true;
     return false;
 }
 
@@ -167,11 +183,11 @@ static void *watcher_main(void *arg) {
     for (;;) {
         uint32_t control = atomic_load_explicit(&engine.control, memory_order_seq_cst);
         size_t n = 0, count, capacity;
-        bool overflow = false, pulled = false;
+        bool overflow = false, pulled = false, watching = false;
         waitv_add(v, &n, &overflow, &engine.control, control, true);
         shared_handle_t **list = handles_snapshot(&count, &capacity);
         for (size_t i = 0; i < count; ++i) {
-            pulled |= watch_handle(list[i], v, &n, &overflow);
+            pulled |= watch_handle(list[i], v, &n, &overflow, &watching);
         }
         /* The pages stay mapped while slept on: a close pokes the control
          * word, and a word unmapped under the sleep only delays nothing. */
@@ -181,8 +197,11 @@ static void *watcher_main(void *arg) {
         }
         struct timespec until;
         struct timespec *timeout = NULL;
-        if (overflow || !have_waitv) {
-            uint64_t at = ordo_time_now_ns() + WATCH_POLL_NS;
+        if (overflow || !have_waitv || watching) {
+            /* Polling, or a slice of the page protocol (a raiser that died
+             * between its raise and its wake delays a mirror one slice). */
+            uint64_t at = ordo_time_now_ns() +
+                          (overflow || !have_waitv ? WATCH_POLL_NS : PAGE_SLEEP_SLICE_NS);
             until.tv_sec = (time_t)(at / 1000000000u);
             until.tv_nsec = (long)(at % 1000000000u);
             timeout = &until;
@@ -256,12 +275,17 @@ static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *ou
     return w;
 }
 
+/* The slot first: only a signaller still registered when it is found
+ * ended abandoned the signal (one that unregistered and then exited did
+ * not, though the reaper may have read its slot before it left). */
 static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, const char *comm) {
+    if (!ordo__shared_page_slot_release(h->page, slot, word)) {
+        return;
+    }
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     snprintf(message, sizeof message, "signalling process %d%s%s%s ended before it unregistered",
              (int)pid, comm[0] ? " (" : "", comm, comm[0] ? ")" : "");
     (void)ordo__shared_page_fail(h->page, ORDO_ERR_ABANDONED, message, "ordo shared signal reaper");
-    (void)ordo__shared_page_slot_release(h->page, slot, word);
     ordo__signal_mirror_pull(h->remote.signal);
 }
 
@@ -337,6 +361,17 @@ static void *reaper_main(void *arg) {
  * parent's are not the child's to use). */
 static void engine_after_fork_child(void) {
     pthread_mutex_init(&engine.lock, NULL);
+    /* The parent's handles, copied into the child: releasing one there
+     * unmaps the child's copy of the page, and must not touch the child's
+     * (new) list. */
+    for (shared_handle_t *h = engine.head; h; h = h->next) {
+        h->detached = true;
+    }
+    for (watched_process_t *w = engine.watched, *next; w; w = next) {
+        next = w->next;
+        close(w->pidfd);
+        ordo__dealloc(w, sizeof *w, 0);
+    }
     if (engine.epoll_fd >= 0) {
         close(engine.epoll_fd);
         close(engine.rescan_fd);
@@ -345,7 +380,7 @@ static void engine_after_fork_child(void) {
     engine.head = NULL;
     engine.count = 0;
     engine.started = engine.reaper_running = engine.watcher_running = false;
-    engine.watched = NULL; /* the parent's records; not freed here */
+    engine.watched = NULL;
     atomic_store_explicit(&engine.control, 0, memory_order_relaxed);
 }
 
@@ -442,6 +477,10 @@ void ordo__ipc_engine_add(shared_handle_t *handle) {
 
 void ordo__ipc_engine_remove(shared_handle_t *handle) {
     pthread_mutex_lock(&engine.lock);
+    if (handle->detached) {
+        pthread_mutex_unlock(&engine.lock);
+        return;
+    }
     if (handle->prev) {
         handle->prev->next = handle->next;
     } else {

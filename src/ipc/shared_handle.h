@@ -24,7 +24,12 @@
  * Handles are in the engine's list from open until their last reference
  * goes; a thread of the engine touches a handle only while holding a
  * reference it took under the engine's lock (ordo__signal_try_retain),
- * so it never meets one being closed.
+ * so it never meets one being closed. Those references are counted as
+ * the handle's pins: when a release leaves only pins (checked under the
+ * lock, where pins are taken), the program is done with the handle, and
+ * its registration ends then, not when an engine thread lets go of its
+ * pin (a process that closes its handle and exits at once must not read
+ * as abandoning the signal).
  */
 #ifndef ORDO_IPC_SHARED_HANDLE_H
 #define ORDO_IPC_SHARED_HANDLE_H
@@ -40,7 +45,9 @@ typedef struct shared_handle {
     shared_page_t *page;
     int fd;                 /* the page's file, for ordo_shared_signal_fd */
     bool registered;        /* this handle registered the process (under the engine's lock) */
+    bool detached;          /* a parent's handle copied into a forked child: in no list */
     uint32_t seen_registry; /* the watcher's: the registry_seq last looked at */
+    uint32_t pins;          /* references the engine's threads hold (under the lock) */
     struct shared_handle *prev, *next;
 } shared_handle_t;
 

@@ -1,5 +1,7 @@
 /* The shared page's protocol (ipc/shared_page.h states it and its proof). */
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -107,17 +109,17 @@ void ordo__shared_page_wake_all(shared_page_t *page) {
 ordo_status_t ordo__shared_page_fail(shared_page_t *page, ordo_status_t status, const char *message,
                                      const char *api) {
     (void)api;
-    uint32_t unclaimed = 0;
-    uint32_t me = (uint32_t)getpid();
-    if (!atomic_compare_exchange_strong_explicit(&page->failure_claim, &unclaimed, me ? me : 1,
+    uint64_t unclaimed = 0;
+    uint64_t claim = ((uint64_t)(uint32_t)status << 32) | (uint32_t)getpid();
+    if (!atomic_compare_exchange_strong_explicit(&page->failure, &unclaimed, claim,
                                                  memory_order_acq_rel, memory_order_relaxed)) {
         /* Another failure came first: wait, bounded, until it is published,
          * so what this process reads next is that failure. */
         uint64_t until = ordo_time_now_ns() + FAILURE_PUBLISH_WAIT_NS;
         while (!(atomic_load_explicit(&page->state, memory_order_acquire) & PAGE_FAILED)) {
             if (ordo_time_now_ns() >= until) {
-                /* The claimer died (or scribbled) before publishing: publish
-                 * what is there (shared_page_failure checks it). */
+                /* The claimer stalled or died before publishing: publish
+                 * its failure (its status is in the claim). */
                 atomic_fetch_or_explicit(&page->state, PAGE_FAILED, memory_order_seq_cst);
                 ordo__shared_page_wake_all(page);
                 break;
@@ -126,7 +128,6 @@ ordo_status_t ordo__shared_page_fail(shared_page_t *page, ordo_status_t status, 
         }
         return ORDO_OK;
     }
-    atomic_store_explicit(&page->failure_status, (int32_t)status, memory_order_relaxed);
     size_t len = message ? strnlen(message, ORDO_SIGNAL_MESSAGE_MAX - 1) : 0;
     if (len) {
         memcpy(page->message, message, len);
@@ -151,7 +152,8 @@ ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message) {
         message[i] = c;
     }
     message[i] = '\0';
-    int32_t raw = atomic_load_explicit(&page->failure_status, memory_order_acquire);
+    uint64_t claim = atomic_load_explicit(&page->failure, memory_order_acquire);
+    int32_t raw = (int32_t)(uint32_t)(claim >> 32);
     ordo_status_t status = (ordo_status_t)raw;
     if (!ordo_status_is_error(status)) {
         char original[ORDO_SIGNAL_MESSAGE_MAX];
@@ -163,13 +165,18 @@ ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message) {
     return status;
 }
 
-void ordo__shared_page_sleep(shared_page_t *page, uint64_t value, ordo_deadline_t deadline) {
-    uint32_t seq = atomic_load_explicit(&page->wake_seq, memory_order_seq_cst);
+uint32_t ordo__shared_page_sleep_token(shared_page_t *page) {
+    return atomic_load_explicit(&page->wake_seq, memory_order_seq_cst);
+}
+
+void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,
+                             ordo_deadline_t deadline) {
     uint64_t state = atomic_fetch_or_explicit(&page->state, PAGE_SLEEPERS, memory_order_seq_cst);
     if ((state & PAGE_FAILED) || (state & PAGE_VALUE_MASK) >= value) {
         return;
     }
-    ordo__futex_wait_shared(&page->wake_seq, seq, deadline);
+    uint64_t slice_end = ordo_time_now_ns() + PAGE_SLEEP_SLICE_NS;
+    ordo__futex_wait_shared(&page->wake_seq, token, deadline < slice_end ? deadline : slice_end);
 }
 
 static void registry_changed(shared_page_t *page) {
@@ -228,7 +235,14 @@ bool ordo__shared_page_slot_read(shared_page_t *page, size_t i, pid_t *out_pid, 
                                  uint64_t *out_word) {
     uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);
     uint32_t pid = (uint32_t)(word >> 32);
-    if ((word & 0xffffffffu) != SLOT_LIVE || pid == 0 || pid > PID_LIMIT) {
+    if (pid == 0 || pid > PID_LIMIT) {
+        return false;
+    }
+    if ((word & 0xffffffffu) == SLOT_CLAIMED && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+        (void)ordo__shared_page_slot_release(page, i, word);
+        return false;
+    }
+    if ((word & 0xffffffffu) != SLOT_LIVE) {
         return false;
     }
     *out_pid = (pid_t)pid;

@@ -9,8 +9,7 @@
  *   64   state        bit 63 FAILED, bit 61 SLEEPERS, bits 0-59 the value
  *   72   wake_seq     futex word: moved after every change sleepers await
  *   76   registry_seq futex word: moved after every change of the slots
- *   80   failure_claim 0, or the pid of the process failing the signal
- *   84   failure_status
+ *   80   failure      0, or the first failure's status << 32 | the failing pid
  *   88   message      ORDO_SIGNAL_MESSAGE_MAX bytes
  *   256  slots        ORDO_SHARED_SIGNAL_SIGNALLERS_MAX registered signallers,
  *                     each a word (pid << 32 | SLOT_*) and the process's
@@ -20,21 +19,34 @@
  * cleared SLEEPERS, the raiser then moves wake_seq and wakes every sleeper
  * on it (a shared futex: sleepers of every process).
  *
- * Sleeping for a value: read wake_seq (s), then fetch_or SLEEPERS into
- * state; if that returned a reached (or failed) state, do not sleep; else
- * sleep on wake_seq while it is s. No lost wake-up: the fetch_or and every
- * raise are read-modify-writes of state, so one is first. If the raise is,
- * the fetch_or returns its value. If the fetch_or is, the raise clears
- * SLEEPERS and moves wake_seq after it, so after the sleeper read s: the
- * kernel then finds wake_seq != s, or wakes the sleeper (the futex's
- * check-and-queue is atomic against the wake). Sleepers of other values
- * are woken too, and set SLEEPERS again.
+ * Sleeping for a value: read wake_seq (s, the token), then fetch_or
+ * SLEEPERS into state; if that returned a reached (or failed) state, do
+ * not sleep; else sleep on wake_seq while it is s. No lost wake-up: the
+ * fetch_or and every raise are read-modify-writes of state, so one is
+ * first. If the raise is, the fetch_or returns its value. If the fetch_or
+ * is, the raise clears SLEEPERS and moves wake_seq after it, so after the
+ * sleeper read s: the kernel then finds wake_seq != s, or wakes the sleeper
+ * (the futex's check-and-queue is atomic against the wake). Sleepers of
+ * other values are woken too, and set SLEEPERS again. The token may be
+ * read before the caller checks conditions of its own that a waker
+ * publishes before it moves wake_seq (a handle's destroy: the waker sets
+ * DESTROYED, then moves wake_seq; a sleeper that read the token and then
+ * missed DESTROYED has a token the move makes stale).
  *
- * Failing: claim failure_claim (CAS 0 -> pid); the claimer writes status
- * and message, then sets FAILED (release), then moves wake_seq and wakes
- * all. A process that loses the claim waits (bounded) for FAILED, so the
- * first failure is what it then reads. A reader that sees FAILED (acquire)
- * reads the status and message.
+ * A raiser that dies (or stops) between its CAS and its wake, or a peer
+ * that clears SLEEPERS, could leave sleepers asleep: every sleep is cut
+ * into slices of PAGE_SLEEP_SLICE_NS after which the sleeper looks again,
+ * so such a peer delays a waiter by one slice at most, never to its
+ * deadline.
+ *
+ * Failing: claim the failure word (CAS 0 -> status << 32 | pid): the
+ * status is published with the claim, so every reader agrees on it. The
+ * claimer then writes the message, sets FAILED (release), moves wake_seq
+ * and wakes all. A process that loses the claim waits (bounded) for
+ * FAILED; if the claimer stalls past that, it sets FAILED itself (the
+ * claimer's status stands; its message may then still be on its way). A
+ * reader that sees FAILED (acquire) reads the status from the claim and
+ * the message.
  *
  * Registering: CAS a free slot to (pid << 32 | SLOT_CLAIMED), write the
  * start time, store (pid << 32 | SLOT_LIVE) (release), then move
@@ -65,6 +77,10 @@
 #define PAGE_SLEEPERS ((uint64_t)1 << 61)
 #define PAGE_VALUE_MASK ORDO_SIGNAL_VALUE_MAX
 
+/* The longest one sleep on the page lasts before the sleeper looks again
+ * (see "A raiser that dies" above). */
+#define PAGE_SLEEP_SLICE_NS 100000000ull
+
 enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_LIVE = 2 };
 
 typedef struct shared_slot {
@@ -80,14 +96,14 @@ typedef struct shared_page {
     _Atomic uint64_t state;
     _Atomic uint32_t wake_seq;
     _Atomic uint32_t registry_seq;
-    _Atomic uint32_t failure_claim;
-    _Atomic int32_t failure_status;
+    _Atomic uint64_t failure;
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     uint8_t reserved1[256 - 88 - ORDO_SIGNAL_MESSAGE_MAX];
     shared_slot_t slots[ORDO_SHARED_SIGNAL_SIGNALLERS_MAX];
 } shared_page_t;
 
 _Static_assert(offsetof(shared_page_t, state) == 64, "layout version 1");
+_Static_assert(offsetof(shared_page_t, failure) == 80, "layout version 1");
 _Static_assert(offsetof(shared_page_t, message) == 88, "layout version 1");
 _Static_assert(offsetof(shared_page_t, slots) == 256, "layout version 1");
 _Static_assert(sizeof(shared_page_t) <= ORDO_SHARED_SIGNAL_SIZE, "the page holds the layout");
@@ -117,8 +133,13 @@ ordo_status_t ordo__shared_page_fail(shared_page_t *page, ordo_status_t status, 
  * message (ORDO_SIGNAL_MESSAGE_MAX bytes, terminated). */
 ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message);
 
-/* One sleep for value (the protocol above), until deadline. */
-void ordo__shared_page_sleep(shared_page_t *page, uint64_t value, ordo_deadline_t deadline);
+/* The token of a sleep: read before the caller's own checks. */
+uint32_t ordo__shared_page_sleep_token(shared_page_t *page);
+
+/* One sleep for value (the protocol above) with token, until deadline or
+ * one PAGE_SLEEP_SLICE_NS slice. */
+void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,
+                             ordo_deadline_t deadline);
 
 /* Moves wake_seq and wakes every sleeper (of every process). */
 void ordo__shared_page_wake_all(shared_page_t *page);
@@ -136,7 +157,8 @@ bool ordo__shared_page_unregister(shared_page_t *page, pid_t pid);
 bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word);
 
 /* Reads slot i: true and its pid and start time when live (a pid in the
- * range a pid can take). */
+ * range a pid can take). A slot left CLAIMED by a process that died while
+ * registering is freed here (it never became a signaller). */
 bool ordo__shared_page_slot_read(shared_page_t *page, size_t i, pid_t *out_pid, uint64_t *out_start,
                                  uint64_t *out_word);
 

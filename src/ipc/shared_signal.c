@@ -37,8 +37,13 @@ static ordo_status_t op_failure(signal_remote_t *remote, char *message) {
     return ordo__shared_page_failure(handle_of(remote)->page, message);
 }
 
-static void op_sleep(signal_remote_t *remote, uint64_t value, ordo_deadline_t deadline) {
-    ordo__shared_page_sleep(handle_of(remote)->page, value, deadline);
+static uint32_t op_sleep_token(signal_remote_t *remote) {
+    return ordo__shared_page_sleep_token(handle_of(remote)->page);
+}
+
+static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
+                     ordo_deadline_t deadline) {
+    ordo__shared_page_sleep(handle_of(remote)->page, token, value, deadline);
 }
 
 static void op_interrupt(signal_remote_t *remote) {
@@ -54,6 +59,18 @@ static void handle_free(shared_handle_t *h) {
     munmap(h->page, ORDO_SHARED_SIGNAL_SIZE);
     close(h->fd);
     ordo__dealloc(h, sizeof *h, 0);
+}
+
+/* Ends the registration when the reference being dropped is the program's
+ * last (only the engine's pins would be left). */
+static void op_releasing(signal_remote_t *remote) {
+    shared_handle_t *h = handle_of(remote);
+    ordo__ipc_engine_lock();
+    if (h->registered && ordo__signal_references(h->remote.signal) == h->pins + 1u) {
+        h->registered = false;
+        (void)ordo__shared_page_unregister(h->page, getpid());
+    }
+    ordo__ipc_engine_unlock();
 }
 
 static void op_close(signal_remote_t *remote) {
@@ -74,9 +91,11 @@ static const signal_remote_ops_t shared_ops = {
     .advance = op_advance,
     .fail = op_fail,
     .failure = op_failure,
+    .sleep_token = op_sleep_token,
     .sleep = op_sleep,
     .interrupt = op_interrupt,
     .wanted = op_wanted,
+    .releasing = op_releasing,
     .close = op_close,
 };
 
@@ -95,8 +114,8 @@ static ordo_status_t shared_handle(ordo_signal_t *signal, shared_handle_t **out,
 /* Maps the page of fd (checked: a live fd, a file of the page's size, a
  * page of this layout) and makes this process's handle of it. The fd
  * stays the caller's. */
-static ordo_status_t handle_open(int fd, bool fresh, uint64_t initial_value, const char *what,
-                                 ordo_signal_t **out_signal, const char *api) {
+static ordo_status_t handle_open(int fd, bool fresh, bool named, uint64_t initial_value,
+                                 const char *what, ordo_signal_t **out_signal, const char *api) {
     if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s is not an open file descriptor", what);
     }
@@ -114,11 +133,26 @@ static ordo_status_t handle_open(int fd, bool fresh, uint64_t initial_value, con
                            "another kind of file)",
                            what, (long long)st.st_size, ORDO_SHARED_SIGNAL_SIZE);
     }
+    /* A descriptor may come from a process that does not trust this one,
+     * which could shrink the file under the mapping (SIGBUS on the next
+     * read): only a memfd sealed against shrinking is taken. Named
+     * objects are opened by name, among processes that trust each other
+     * (docs/IPC.md). */
+    if (!named && !fresh) {
+        int seals = fcntl(fd, F_GET_SEALS);
+        if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "%s is not sealed against shrinking (a shared signal's fd is a "
+                               "sealed memfd; open a named signal by its name)",
+                               what);
+        }
+    }
     void *map = mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         int err = errno;
-        return ordo__error(err == EACCES ? ORDO_ERR_INVALID_ARGUMENT : ORDO_ERR_OUT_OF_MEMORY, api,
-                           "%s cannot be mapped for reading and writing: %s", what, strerror(err));
+        return ordo__error(
+            err == EACCES || err == EPERM ? ORDO_ERR_INVALID_ARGUMENT : ORDO_ERR_OUT_OF_MEMORY, api,
+            "%s cannot be mapped for reading and writing: %s", what, strerror(err));
     }
     ordo_status_t st_engine = ordo__ipc_engine_start(api);
     if (st_engine != ORDO_OK) {
@@ -228,7 +262,8 @@ ordo_status_t ordo_shared_signal_create(const ordo_shared_signal_config_t *confi
                          strerror(errno));
     }
     if (st == ORDO_OK) {
-        st = handle_open(fd, true, config->initial_value, what, out_signal, __func__);
+        st = handle_open(fd, true, config->name != NULL, config->initial_value, what, out_signal,
+                         __func__);
     }
     close(fd);
     if (st != ORDO_OK && config->name) {
@@ -244,7 +279,7 @@ ordo_status_t ordo_shared_signal_open_fd(int fd, ordo_signal_t **out_signal) {
     *out_signal = NULL;
     char what[32];
     snprintf(what, sizeof what, "fd %d", fd);
-    return handle_open(fd, false, 0, what, out_signal, __func__);
+    return handle_open(fd, false, false, 0, what, out_signal, __func__);
 }
 
 ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out_signal) {
@@ -261,7 +296,7 @@ ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out
     }
     char what[ORDO_SHARED_SIGNAL_NAME_MAX + 8];
     snprintf(what, sizeof what, "\"%s\"", name);
-    ordo_status_t st = handle_open(fd, false, 0, what, out_signal, __func__);
+    ordo_status_t st = handle_open(fd, false, true, 0, what, out_signal, __func__);
     close(fd);
     return st;
 }

@@ -12,7 +12,7 @@ ordo_status_t ordo__signal_check(const ordo_signal_t *signal, const char *api) {
     if (ORDO_UNLIKELY(!signal)) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "signal is NULL");
     }
-    if (ORDO_UNLIKELY(signal->magic != ORDO_SIGNAL_MAGIC)) {
+    if (ORDO_UNLIKELY((signal->magic & ORDO_SIGNAL_MAGIC_ANY_MASK) != ORDO_SIGNAL_MAGIC)) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
                            "%p is not a live signal (freed, or not a signal)",
                            (const void *)signal);
@@ -30,7 +30,7 @@ static ordo_status_t signal_make(uint64_t initial_state, signal_remote_t *remote
         ordo__dealloc(signal, sizeof *signal, 64);
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot initialise the signal's lock");
     }
-    signal->magic = ORDO_SIGNAL_MAGIC;
+    signal->magic = remote ? ORDO_SIGNAL_MAGIC_REMOTE : ORDO_SIGNAL_MAGIC;
     atomic_init(&signal->refs, 1);
     atomic_init(&signal->state, initial_state);
     atomic_init(&signal->next_wake, SIGNAL_NO_WAKE);
@@ -126,7 +126,25 @@ static ordo_status_t signal_end(ordo_signal_t *signal) {
     return ORDO_OK;
 }
 
+bool ordo__signal_release_unless_last(ordo_signal_t *signal) {
+    uint32_t refs = atomic_load_explicit(&signal->refs, memory_order_relaxed);
+    while (refs > 1) {
+        if (atomic_compare_exchange_weak_explicit(&signal->refs, &refs, refs - 1,
+                                                  memory_order_release, memory_order_relaxed)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t ordo__signal_references(const ordo_signal_t *signal) {
+    return atomic_load_explicit(&signal->refs, memory_order_acquire);
+}
+
 void ordo__signal_release_internal(ordo_signal_t *signal) {
+    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->releasing) {
+        signal->remote->ops->releasing(signal->remote);
+    }
     if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
@@ -193,12 +211,13 @@ static ordo_status_t signal_refused(ordo_signal_t *signal, uint64_t value, const
 }
 
 /* Raises the handle's own word: the whole advance of a local signal, the
- * mirror's half of a remote one's. */
-static ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, const char *api) {
+ * mirror's half of a remote one's (api NULL: an ended word is left as it
+ * is, with no message: the truth moved, and the mirror's end is its own). */
+static inline ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, const char *api) {
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     for (;;) {
         if (ORDO_UNLIKELY(current & SIGNAL_ENDED)) {
-            return signal_refused(signal, value, api);
+            return api ? signal_refused(signal, value, api) : ORDO_ERR_DESTROYED;
         }
         if ((current & SIGNAL_VALUE_MASK) >= value) {
             return ORDO_OK;
@@ -250,7 +269,7 @@ void ordo__signal_mirror_pull(ordo_signal_t *signal) {
         return;
     }
     if ((truth & SIGNAL_VALUE_MASK) > (mirror & SIGNAL_VALUE_MASK)) {
-        (void)signal_raise(signal, truth & SIGNAL_VALUE_MASK, "ordo__signal_mirror_pull");
+        (void)signal_raise(signal, truth & SIGNAL_VALUE_MASK, NULL);
     }
     if (truth & SIGNAL_FAILED) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
@@ -259,25 +278,40 @@ void ordo__signal_mirror_pull(ordo_signal_t *signal) {
     }
 }
 
-ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
-    ordo_status_t st = ordo__signal_check(signal, __func__);
-    if (ORDO_UNLIKELY(st != ORDO_OK)) {
-        return st;
-    }
-    if (ORDO_UNLIKELY(value > ORDO_SIGNAL_VALUE_MAX)) {
-        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+/* The advance of a remote signal, or of a handle that is not a live
+ * signal (refused). */
+__attribute__((noinline)) static ordo_status_t signal_advance_slow(ordo_signal_t *signal,
+                                                                   uint64_t value) {
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, "ordo_signal_advance"));
+    if (value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, "ordo_signal_advance",
                            "value %llu exceeds ORDO_SIGNAL_VALUE_MAX", (unsigned long long)value);
     }
-    if (ORDO_UNLIKELY(signal->remote != NULL)) {
+    if (signal->remote) {
         if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-            return signal_refused(signal, value, __func__);
+            return signal_refused(signal, value, "ordo_signal_advance");
         }
         /* The truth first: the mirror never runs ahead of it. */
-        ordo_status_t raised = signal->remote->ops->advance(signal->remote, value, __func__);
+        ordo_status_t raised =
+            signal->remote->ops->advance(signal->remote, value, "ordo_signal_advance");
         if (raised != ORDO_OK) {
             ordo__signal_mirror_pull(signal); /* the failure found there */
             return raised;
         }
+        /* The advance took effect: a failure or destroy of the mirror since
+         * is the mirror's own news, not this call's. */
+        (void)signal_raise(signal, value, NULL);
+        return ORDO_OK;
+    }
+    return signal_raise(signal, value, "ordo_signal_advance");
+}
+
+ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
+    /* A local signal's magic only: a remote handle, a bad handle and a
+     * value out of range take the slow path. */
+    if (ORDO_UNLIKELY(!signal || signal->magic != ORDO_SIGNAL_MAGIC ||
+                      value > ORDO_SIGNAL_VALUE_MAX)) {
+        return signal_advance_slow(signal, value);
     }
     return signal_raise(signal, value, __func__);
 }

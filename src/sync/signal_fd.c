@@ -1,18 +1,21 @@
 /* Signal values as pollable file descriptors (ordo/signal_fd.h).
  *
- * One eventfd and one timepoint per export. The timepoint's callback
- * records the outcome, then makes the eventfd readable, then lets go of the
- * object (`done`, a futex word) as its last touch: a destroy that comes too
- * late to cancel the timepoint waits for that before it frees. */
+ * One eventfd and one timepoint per export. Who frees the object: a
+ * destroy that cancels the timepoint frees it at once. A destroy that comes
+ * too late to cancel it (its callback is due or running) must not wait for
+ * the callback: the callback may be queued behind the very callback that
+ * calls the destroy, on the same thread. So the two meet on one word,
+ * `owner`: the callback, as its last touch, swaps in CALLBACK_DONE; the
+ * destroy tries PENDING -> ORPHANED. Whichever comes second frees: the
+ * destroy if the callback was done, the callback if the destroy left the
+ * object to it. */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/futex.h"
 #include "ordo/signal_fd.h"
 #include "sync/signal_internal.h"
 
@@ -20,6 +23,7 @@
 #define SIGNAL_FD_DEAD 0xdeadf00du
 
 enum { OUTCOME_PENDING = 0 };
+enum { OWNER_PENDING = 0, OWNER_CALLBACK_DONE = 1, OWNER_ORPHANED = 2 };
 
 struct ordo_signal_fd {
     uint32_t magic;
@@ -28,8 +32,14 @@ struct ordo_signal_fd {
     uint64_t value;
     ordo_timepoint_t timepoint;
     _Atomic uint32_t outcome; /* OUTCOME_PENDING, or 1 + the timepoint's status */
-    _Atomic uint32_t done;    /* the callback has returned (futex word) */
+    _Atomic uint32_t owner;   /* OWNER_*: who frees (see the top) */
 };
+
+static void signal_fd_free(ordo_signal_fd_t *export) {
+    close(export->fd);
+    ordo__signal_release_internal(export->signal);
+    ordo__dealloc(export, sizeof *export, 0);
+}
 
 static void signal_fd_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     (void)timepoint;
@@ -39,8 +49,10 @@ static void signal_fd_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
     /* Cannot fail short of a counter at its maximum (it is written once). */
     ssize_t wrote = write(export->fd, &one, sizeof one);
     (void)wrote;
-    atomic_store_explicit(&export->done, 1, memory_order_release);
-    ordo__futex_wake(&export->done, INT_MAX);
+    if (atomic_exchange_explicit(&export->owner, OWNER_CALLBACK_DONE, memory_order_acq_rel) ==
+        OWNER_ORPHANED) {
+        signal_fd_free(export);
+    }
 }
 
 static ordo_status_t signal_fd_check(const ordo_signal_fd_t *export, const char *api) {
@@ -82,7 +94,7 @@ ordo_status_t ordo_signal_fd_create(ordo_signal_t *signal, uint64_t value,
     export->signal = signal;
     export->value = value;
     atomic_init(&export->outcome, OUTCOME_PENDING);
-    atomic_init(&export->done, 0);
+    atomic_init(&export->owner, OWNER_PENDING);
     ordo__signal_retain_internal(signal);
     ordo_status_t st = ordo__timepoint_arm_checked(
         &export->timepoint, signal, value, signal_fd_fired, export, TIMEPOINT_USER, __func__);
@@ -135,19 +147,16 @@ ordo_status_t ordo_signal_fd_result(ordo_signal_fd_t *signal_fd) {
 
 ordo_status_t ordo_signal_fd_destroy(ordo_signal_fd_t *signal_fd) {
     ORDO_RETURN_IF_ERROR(signal_fd_check(signal_fd, __func__));
+    signal_fd->magic = SIGNAL_FD_DEAD;
     ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
     if (__atomic_load_n(&signal_fd->timepoint.state_, __ATOMIC_ACQUIRE) == TIMEPOINT_ARMED) {
         (void)ordo_timepoint_cancel(&signal_fd->timepoint, &result);
     }
-    if (result != ORDO_CANCEL_PREVENTED) {
-        /* Due or fired: its callback runs (or ran); wait for its last touch. */
-        while (atomic_load_explicit(&signal_fd->done, memory_order_acquire) == 0) {
-            ordo__futex_wait(&signal_fd->done, 0, ORDO_DEADLINE_NEVER);
-        }
+    uint32_t pending = OWNER_PENDING;
+    if (result == ORDO_CANCEL_PREVENTED ||
+        !atomic_compare_exchange_strong_explicit(&signal_fd->owner, &pending, OWNER_ORPHANED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        signal_fd_free(signal_fd); /* cancelled, or its callback is done */
     }
-    signal_fd->magic = SIGNAL_FD_DEAD;
-    close(signal_fd->fd);
-    ordo__signal_release_internal(signal_fd->signal);
-    ordo__dealloc(signal_fd, sizeof *signal_fd, 0);
     return ORDO_OK;
 }

@@ -72,6 +72,11 @@
 #include "sync/signal_remote.h"
 
 #define ORDO_SIGNAL_MAGIC 0x5349474eu /* "SIGN" */
+/* A remote signal's handle (sync/signal_remote.h): one bit apart, so the
+ * hot paths' magic compare also sends remote handles to the slow path,
+ * and ordo__signal_check accepts both with one compare. */
+#define ORDO_SIGNAL_MAGIC_REMOTE (ORDO_SIGNAL_MAGIC | 1u)
+#define ORDO_SIGNAL_MAGIC_ANY_MASK (~1u)
 #define ORDO_SIGNAL_DEAD 0xdeadbeefu
 
 #define SIGNAL_FAILED ORDO__SIGNAL_FAILED_BIT       /* bits shared with signal_access.h's */
@@ -153,7 +158,9 @@ static inline int signal_failed_outcome(const ordo_signal_t *signal) {
 /* The state as the calls that read the truth see it (acquire): the word
  * itself for a local signal; for a remote one, the truth's value and
  * failure with the handle's DESTROYED (and the mirror's failure and value,
- * which the truth has too unless a peer scribbled them away). */
+ * which the truth has too unless a peer scribbled them away). A handle
+ * destroyed before it failed stays destroyed: a failure of the truth after
+ * the destroy is not its news (as a destroyed local signal refuses one). */
 static inline uint64_t signal_state_now(const ordo_signal_t *signal) {
     uint64_t mirror = atomic_load_explicit(&signal->state, memory_order_acquire);
     if (ORDO_LIKELY(!signal->remote)) {
@@ -164,7 +171,8 @@ static inline uint64_t signal_state_now(const ordo_signal_t *signal) {
     if ((mirror & SIGNAL_VALUE_MASK) > value) {
         value = mirror & SIGNAL_VALUE_MASK;
     }
-    return value | (truth & SIGNAL_FAILED) | (mirror & SIGNAL_ENDED);
+    uint64_t failed = (mirror & SIGNAL_DESTROYED) ? 0 : (truth & SIGNAL_FAILED);
+    return value | failed | (mirror & SIGNAL_ENDED);
 }
 
 /* The failure of a signal signal_state_now saw failed: its status, and its

@@ -20,7 +20,10 @@
  *               streams wait on the mirror;
  *   destroy     ends this handle only: it is marked destroyed, its
  *               timepoints are cancelled, and ops->interrupt wakes the
- *               handle's threads asleep in ops->sleep;
+ *               handle's threads asleep in ops->sleep (a sleeper reads
+ *               its token before it looks for DESTROYED, and the destroy
+ *               sets DESTROYED before it interrupts: a sleeper that missed
+ *               the one has a token the other makes stale);
  *   the last release calls ops->close, after which nothing of the remote
  *               is touched.
  *
@@ -51,14 +54,23 @@ typedef struct signal_remote_ops {
     /* The failure of a truth seen failed: its status, and its message
      * copied into message (ORDO_SIGNAL_MESSAGE_MAX bytes, terminated). */
     ordo_status_t (*failure)(signal_remote_t *remote, char *message);
-    /* Sleeps once until the truth may have reached value or failed, the
-     * deadline passes, or interrupt is called; may return early (the
-     * caller re-checks). */
-    void (*sleep)(signal_remote_t *remote, uint64_t value, ordo_deadline_t deadline);
+    /* A sleep's token, read before the caller checks the truth and the
+     * handle: an interrupt or a move of the truth after this read makes a
+     * sleep with it return. */
+    uint32_t (*sleep_token)(signal_remote_t *remote);
+    /* Sleeps once, until the truth may have reached value or failed, the
+     * deadline passes, or interrupt is called after token was read; may
+     * return early (the caller re-checks). */
+    void (*sleep)(signal_remote_t *remote, uint32_t token, uint64_t value,
+                  ordo_deadline_t deadline);
     /* Wakes every sleep on this remote. */
     void (*interrupt)(signal_remote_t *remote);
     /* A timepoint is armed on the mirror and waits. */
     void (*wanted)(signal_remote_t *remote);
+    /* A reference of the handle is about to be dropped (optional): an
+     * owner that holds references of its own for a moment can tell when
+     * only those would be left. */
+    void (*releasing)(signal_remote_t *remote);
     /* The handle's last reference went. */
     void (*close)(signal_remote_t *remote);
 } signal_remote_ops_t;
@@ -81,6 +93,15 @@ signal_remote_t *ordo__signal_remote(const ordo_signal_t *signal);
  * truth's failure; due callbacks run on the calling thread. A destroyed
  * handle is left alone. */
 void ordo__signal_mirror_pull(ordo_signal_t *signal);
+
+/* The handle's references now (acquire): a hint, exact only while the
+ * caller holds whatever makes them move. */
+uint32_t ordo__signal_references(const ordo_signal_t *signal);
+
+/* Drops a reference unless it is the last (false then: the caller drops
+ * it with ordo__signal_release_internal, which ends the handle). Calls no
+ * hook: for an owner that drops references of its own under its lock. */
+bool ordo__signal_release_unless_last(ordo_signal_t *signal);
 
 /* Takes a reference unless the last one is gone already (false then):
  * for an owner that finds handles in a list of its own. */

@@ -458,6 +458,7 @@ static ordo_status_t wait_remote(const ordo_signal_point_t *point, ordo_deadline
     ordo__signal_retain_internal(point->signal);
     ordo_status_t status = ORDO_ERR_TIMEOUT;
     for (;;) {
+        uint32_t token = remote->ops->sleep_token(remote);
         scan = scan_entries(point, 1, 1);
         if (scan.decided) {
             status = scan_result(&scan, point, 1, &index, api);
@@ -470,7 +471,7 @@ static ordo_status_t wait_remote(const ordo_signal_point_t *point, ordo_deadline
                                  (unsigned long long)point->value, (unsigned long long)at);
             break;
         }
-        remote->ops->sleep(remote, point->value, deadline);
+        remote->ops->sleep(remote, token, point->value, deadline);
     }
     ordo__signal_release_internal(point->signal);
     return status;

@@ -109,7 +109,8 @@ static void put_json_number(const char *format, double value) {
 }
 
 static void emit_line(const char *name, const char *impl, const bench_stats_t *stats,
-                      const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct) {
+                      const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct,
+                      double max_ns) {
     printf("{\"name\":");
     put_json_string(name);
     printf(",\"impl\":");
@@ -118,6 +119,10 @@ static void emit_line(const char *name, const char *impl, const bench_stats_t *s
     put_json_number("%.2f", stats->median_ns);
     printf(",\"p90_ns\":");
     put_json_number("%.2f", stats->p90_ns);
+    if (!isnan(max_ns)) {
+        printf(",\"max_ns\":");
+        put_json_number("%.2f", max_ns);
+    }
     printf(",\"iters\":%llu,\"cpu\":", (unsigned long long)stats->iters);
     put_json_string(cpu_model());
     if (device_name) {
@@ -144,12 +149,17 @@ static void emit_line(const char *name, const char *impl, const bench_stats_t *s
 
 void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
                 const bench_ratio_t *ratios, size_t ratio_count) {
-    emit_line(name, impl, stats, ratios, ratio_count, NAN);
+    emit_line(name, impl, stats, ratios, ratio_count, NAN, NAN);
 }
 
 void bench_emit_cpu(const char *name, const char *impl, const bench_stats_t *stats,
                     const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct) {
-    emit_line(name, impl, stats, ratios, ratio_count, cpu_pct);
+    emit_line(name, impl, stats, ratios, ratio_count, cpu_pct, NAN);
+}
+
+void bench_emit_max(const char *name, const char *impl, const bench_stats_t *stats,
+                    const bench_ratio_t *ratios, size_t ratio_count, double max_ns) {
+    emit_line(name, impl, stats, ratios, ratio_count, NAN, max_ns);
 }
 
 /* The CPUs the process may use, read once before any thread is pinned

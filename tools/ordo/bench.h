@@ -52,6 +52,11 @@ void bench_emit(const char *name, const char *impl, const bench_stats_t *stats,
 void bench_emit_cpu(const char *name, const char *impl, const bench_stats_t *stats,
                     const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct);
 
+/* bench_emit with the largest sample ("max_ns"), where the worst case is
+ * the figure that matters (a bound). */
+void bench_emit_max(const char *name, const char *impl, const bench_stats_t *stats,
+                    const bench_ratio_t *ratios, size_t ratio_count, double max_ns);
+
 /* The device the following lines measure ("device" in each), or NULL for
  * none (host-only benchmarks). The string must outlive its use. */
 void bench_set_device(const char *name);
@@ -78,6 +83,10 @@ void bench_trace_all(const bench_options_t *options);
 void bench_barrier_all(const bench_options_t *options);
 void bench_waiter_all(const bench_options_t *options);
 void bench_coord_all(const bench_options_t *options);
+/* Signals between processes: the other side of each is a child process,
+ * `ordo __ipc-child ...`, whose main is bench_ipc_child. */
+void bench_ipc_all(const bench_options_t *options);
+int bench_ipc_child(int argc, char **argv);
 /* The CUDA benchmarks: each prints why it is skipped without a GPU. */
 void bench_cuda_all(const bench_options_t *options);
 

@@ -94,6 +94,7 @@ static int command_bench(int argc, char **argv) {
     bench_barrier_all(&options);
     bench_waiter_all(&options);
     bench_coord_all(&options);
+    bench_ipc_all(&options);
     bench_cuda_all(&options);
     if (!bench_any_selected()) {
         /* Checked after the runs: each group says which names it has. */
@@ -139,6 +140,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "bench") == 0) {
         return command_bench(argc - 2, argv + 2);
+    }
+    if (strcmp(command, "__ipc-child") == 0) {
+        /* Not a user's command: the other process of `ordo bench ipc_*`. */
+        return bench_ipc_child(argc - 2, argv + 2);
     }
     fprintf(stderr, "ordo: unknown command '%s'\n\n", command);
     usage(stderr);

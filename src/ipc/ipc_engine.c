@@ -275,18 +275,27 @@ static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *ou
     return w;
 }
 
-/* The slot first: only a signaller still registered when it is found
- * ended abandoned the signal (one that unregistered and then exited did
- * not, though the reaper may have read its slot before it left). */
-static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, const char *comm) {
-    if (!ordo__shared_page_slot_release(h->page, slot, word)) {
-        return;
-    }
+/* Fails the page for the dead signaller pid, whose slot this reaper (or
+ * another, which died before it finished) marked DEAD, then frees the slot
+ * (ipc/shared_page.h, "Reporting a dead signaller"). */
+static void report_dead(shared_handle_t *h, size_t slot, uint64_t dead_word, pid_t pid,
+                        const char *comm) {
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     snprintf(message, sizeof message, "signalling process %d%s%s%s ended before it unregistered",
              (int)pid, comm[0] ? " (" : "", comm, comm[0] ? ")" : "");
     (void)ordo__shared_page_fail(h->page, ORDO_ERR_ABANDONED, message, "ordo shared signal reaper");
+    (void)ordo__shared_page_slot_release(h->page, slot, dead_word);
     ordo__signal_mirror_pull(h->remote.signal);
+}
+
+/* The slot first: only a signaller still registered when it is found
+ * ended abandoned the signal (one that unregistered and then exited did
+ * not, though the reaper may have read its slot before it left). */
+static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, const char *comm) {
+    if (!ordo__shared_page_slot_mark_dead(h->page, slot, word)) {
+        return;
+    }
+    report_dead(h, slot, (word & ~(uint64_t)0xffffffffu) | SLOT_DEAD, pid, comm);
 }
 
 /* Looks at every live slot of every open page: watches new signallers,
@@ -303,6 +312,10 @@ static void reaper_scan(void) {
         for (size_t s = 0; s < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++s) {
             pid_t pid;
             uint64_t start, word;
+            if (ordo__shared_page_slot_dead(h->page, s, &pid, &word)) {
+                report_dead(h, s, word, pid, ""); /* a reaper died before it finished */
+                continue;
+            }
             if (!ordo__shared_page_slot_read(h->page, s, &pid, &start, &word) || pid == self) {
                 continue;
             }
@@ -366,6 +379,14 @@ static void engine_after_fork_child(void) {
      * (new) list. */
     for (shared_handle_t *h = engine.head; h; h = h->next) {
         h->detached = true;
+        h->registered = false; /* the parent's registration, not the child's */
+        /* References the parent's engine threads held: no thread here will
+         * drop them. */
+        for (; h->pins > 0; --h->pins) {
+            if (!ordo__signal_release_unless_last(h->remote.signal)) {
+                break; /* only the pins held it: the copy stays mapped */
+            }
+        }
     }
     for (watched_process_t *w = engine.watched, *next; w; w = next) {
         next = w->next;

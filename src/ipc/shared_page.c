@@ -231,6 +231,23 @@ bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word
     return true;
 }
 
+bool ordo__shared_page_slot_mark_dead(shared_page_t *page, size_t i, uint64_t word) {
+    uint64_t dead = (word & ~(uint64_t)0xffffffffu) | SLOT_DEAD;
+    return atomic_compare_exchange_strong_explicit(&page->slots[i].word, &word, dead,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+bool ordo__shared_page_slot_dead(shared_page_t *page, size_t i, pid_t *out_pid,
+                                 uint64_t *out_word) {
+    uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);
+    if ((word & 0xffffffffu) != SLOT_DEAD) {
+        return false;
+    }
+    *out_pid = (pid_t)(uint32_t)(word >> 32);
+    *out_word = word;
+    return true;
+}
+
 bool ordo__shared_page_slot_read(shared_page_t *page, size_t i, pid_t *out_pid, uint64_t *out_start,
                                  uint64_t *out_word) {
     uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);

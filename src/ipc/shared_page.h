@@ -53,6 +53,13 @@
  * registry_seq and wake its sleepers (each process's watcher), so every
  * process watching the page looks at the new signaller.
  *
+ * Reporting a dead signaller: CAS its slot from the LIVE word read to
+ * DEAD (only one reaper wins, and a signaller that unregistered in the
+ * meantime is not reported), fail the page, then free the slot. A reaper
+ * that dies between the two finds its work finished by any other: a DEAD
+ * slot is reported (idempotently: the first failure wins) and freed by
+ * whoever reads it.
+ *
  * Trust: every other process may write anything here. Readers mask the
  * value, bound every copy, check the status, and bound every loop (a CAS
  * that keeps losing against a scribbler gives up after a time limit); the
@@ -81,7 +88,7 @@
  * (see "A raiser that dies" above). */
 #define PAGE_SLEEP_SLICE_NS 100000000ull
 
-enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_LIVE = 2 };
+enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_LIVE = 2, SLOT_DEAD = 3 };
 
 typedef struct shared_slot {
     _Atomic uint64_t word; /* pid << 32 | SLOT_* */
@@ -155,6 +162,12 @@ bool ordo__shared_page_unregister(shared_page_t *page, pid_t pid);
 /* Frees the slot i if it still holds word (a dead signaller's); true if
  * this call freed it. */
 bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word);
+
+/* Marks slot i, still holding the LIVE word, DEAD; true if this call did. */
+bool ordo__shared_page_slot_mark_dead(shared_page_t *page, size_t i, uint64_t word);
+
+/* Whether slot i is DEAD (*out_pid, *out_word: its pid and word). */
+bool ordo__shared_page_slot_dead(shared_page_t *page, size_t i, pid_t *out_pid, uint64_t *out_word);
 
 /* Reads slot i: true and its pid and start time when live (a pid in the
  * range a pid can take). A slot left CLAIMED by a process that died while

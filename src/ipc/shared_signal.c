@@ -61,16 +61,20 @@ static void handle_free(shared_handle_t *h) {
     ordo__dealloc(h, sizeof *h, 0);
 }
 
-/* Ends the registration when the reference being dropped is the program's
- * last (only the engine's pins would be left). */
-static void op_releasing(signal_remote_t *remote) {
+/* Drops a reference that is not the last under the engine's lock, where
+ * the engine's pins are taken and dropped too, so the count of the
+ * program's references (the rest) is exact there: when it reaches zero,
+ * the program is done with the handle and its registration ends. */
+static bool op_release(signal_remote_t *remote) {
     shared_handle_t *h = handle_of(remote);
     ordo__ipc_engine_lock();
-    if (h->registered && ordo__signal_references(h->remote.signal) == h->pins + 1u) {
+    bool dropped = ordo__signal_release_unless_last(h->remote.signal);
+    if (dropped && h->registered && ordo__signal_references(h->remote.signal) == h->pins) {
         h->registered = false;
         (void)ordo__shared_page_unregister(h->page, getpid());
     }
     ordo__ipc_engine_unlock();
+    return dropped;
 }
 
 static void op_close(signal_remote_t *remote) {
@@ -95,7 +99,7 @@ static const signal_remote_ops_t shared_ops = {
     .sleep = op_sleep,
     .interrupt = op_interrupt,
     .wanted = op_wanted,
-    .releasing = op_releasing,
+    .release = op_release,
     .close = op_close,
 };
 

@@ -108,6 +108,11 @@ ordo_status_t ordo_signal_retain(ordo_signal_t *signal) {
 /* Marks the signal destroyed and cancels everything armed on it. Returns
  * ORDO_ERR_DESTROYED if it was already. */
 static ordo_status_t signal_end(ordo_signal_t *signal) {
+    if (signal->remote) {
+        /* A failure of the truth that came first is the handle's too, even
+         * if no timepoint had it pulled into the mirror yet. */
+        ordo__signal_mirror_pull(signal);
+    }
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
     uint64_t old = atomic_fetch_or_explicit(&signal->state, SIGNAL_DESTROYED, memory_order_seq_cst);
@@ -142,8 +147,9 @@ uint32_t ordo__signal_references(const ordo_signal_t *signal) {
 }
 
 void ordo__signal_release_internal(ordo_signal_t *signal) {
-    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->releasing) {
-        signal->remote->ops->releasing(signal->remote);
+    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->release &&
+        signal->remote->ops->release(signal->remote)) {
+        return;
     }
     if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
         return;

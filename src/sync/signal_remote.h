@@ -67,10 +67,12 @@ typedef struct signal_remote_ops {
     void (*interrupt)(signal_remote_t *remote);
     /* A timepoint is armed on the mirror and waits. */
     void (*wanted)(signal_remote_t *remote);
-    /* A reference of the handle is about to be dropped (optional): an
-     * owner that holds references of its own for a moment can tell when
-     * only those would be left. */
-    void (*releasing)(signal_remote_t *remote);
+    /* Drops a reference of the handle unless it is the last (optional):
+     * returns true if it dropped it (with ordo__signal_release_unless_last,
+     * under a lock of the owner's, so an owner that holds references of its
+     * own for a moment can tell exactly when only those are left), false
+     * for the caller to drop the last one and end the handle. */
+    bool (*release)(signal_remote_t *remote);
     /* The handle's last reference went. */
     void (*close)(signal_remote_t *remote);
 } signal_remote_ops_t;

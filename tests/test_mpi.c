@@ -1,0 +1,998 @@
+/* ordo/mpi.h under mpirun (-np 2 and -np 4): communication as tracked work.
+ *
+ * Every rank runs the same cases in the same order and checks its own
+ * results; a check that fails is reported on stderr with the rank, and the
+ * case goes on (so every rank still submits the same collectives). After
+ * each case the ranks agree on their failure counts (a bounded
+ * MPI_Iallreduce of the program's own); the program exits 1 on every rank
+ * if any check failed on any rank. Every wait has a deadline: an ordo wait
+ * that passes it is a failed check, and an MPI wait of the program's own
+ * that passes it (a rank stuck in a collective, or a destroy that cannot
+ * finish) ends the job with MPI_Abort, so a bug fails instead of hanging.
+ *
+ * Cases: gradient buckets (compute writes bucket k, its allreduce, a second
+ * stage reads it; the next write of bucket k waits for both), a ring
+ * pipeline (each round computed from the previous round's message),
+ * broadcast from every root, all-to-all, isolation of ordo's traffic from
+ * the program's (a duplicate communicator), destroy with operations in
+ * flight, destroy past its deadline, an MPI error (a truncated receive)
+ * failing the communication stream and what waits on it, and bad input. */
+#include <mpi.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ordo/mpi.h"
+#include "ordo/ordo.h"
+
+/* The bound on any single wait (4 ranks share 2 cores, sanitizers slow it). */
+#define TEST_WAIT_MS 30000
+
+#ifndef ORDO_TEST_SCALE_DIVISOR
+#define ORDO_TEST_SCALE_DIVISOR 1
+#endif
+
+static int rank, size;
+static int case_failures; /* this rank's failed checks in the current case */
+static const char *case_name = "setup";
+
+static ordo_deadline_t test_deadline(void) {
+    return ordo_deadline_after_ms(TEST_WAIT_MS);
+}
+
+static void check_failed(int line, const char *fmt, ...) ORDO_FORMAT_(2, 3);
+static void check_failed(int line, const char *fmt, ...) {
+    char text[1024];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(text, sizeof text, fmt, args);
+    va_end(args);
+    fprintf(stderr, "[rank %d/%d] %s: line %d: %s\n", rank, size, case_name, line, text);
+    fflush(stderr);
+    ++case_failures;
+}
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            check_failed(__LINE__, "%s", #cond);                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_STATUS(expr, expected)                                                               \
+    do {                                                                                           \
+        ordo_status_t st_ = (expr);                                                                \
+        if (st_ != (expected)) {                                                                   \
+            check_failed(__LINE__, "%s returned %s, expected %s (%s)", #expr,                      \
+                         ordo_status_name(st_), ordo_status_name(expected),                        \
+                         st_ ? ordo_error_message() : "");                                         \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK_STATUS(expr, ORDO_OK)
+
+/* Ends the whole job: something a later step needs is missing, or a rank
+ * is stuck where the program cannot go on. */
+static _Noreturn void abort_job(int line, const char *what) {
+    fprintf(stderr, "[rank %d/%d] %s: line %d: %s (%s); aborting the job\n", rank, size, case_name,
+            line, what, ordo_error_message());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    abort();
+}
+
+#define REQUIRE_OK(expr)                                                                           \
+    do {                                                                                           \
+        ordo_status_t st_ = (expr);                                                                \
+        if (st_ != ORDO_OK) {                                                                      \
+            abort_job(__LINE__, #expr " failed");                                                  \
+        }                                                                                          \
+    } while (0)
+
+/* Completes a request of the program's own, or ends the job at the
+ * deadline. */
+static void mpi_wait_bounded(MPI_Request *request, MPI_Status *status, int line) {
+    ordo_deadline_t deadline = test_deadline();
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(request, &done, status ? status : MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            abort_job(line, "MPI_Test failed");
+        }
+        if (done) {
+            return;
+        }
+        if (ordo_time_now_ns() >= deadline) {
+            abort_job(line, "an MPI request of the test did not complete in time");
+        }
+        sched_yield();
+    }
+}
+
+/* The sum of value over the ranks (MPI_COMM_WORLD, bounded). */
+static int world_sum(int value) {
+    int total = 0;
+    MPI_Request request;
+    MPI_Iallreduce(&value, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, NULL, __LINE__);
+    return total;
+}
+
+/* Whether the last ordo error message starts with "api: ". */
+static int message_names(const char *api) {
+    const char *message = ordo_error_message();
+    size_t n = strlen(api);
+    return strncmp(message, api, n) == 0 && message[n] == ':';
+}
+
+/* ---- a fixture: a tracker, two compute streams, the communication ------ */
+
+static ordo_device_t *device;
+
+typedef struct fixture {
+    ordo_tracker_t *tracker;
+    ordo_stream_t *compute;  /* the first compute stage */
+    ordo_stream_t *consumer; /* the second */
+    ordo_mpi_t *mpi;
+    ordo_stream_t *comm;
+} fixture_t;
+
+/* Collective over MPI_COMM_WORLD (ordo_mpi_create duplicates it). */
+static void fixture_open(fixture_t *f) {
+    memset(f, 0, sizeof *f);
+    REQUIRE_OK(ordo_tracker_create(device, &f->tracker));
+    REQUIRE_OK(ordo_stream_create(device, 0, &f->compute));
+    REQUIRE_OK(ordo_stream_create(device, 0, &f->consumer));
+    REQUIRE_OK(ordo_stream_set_name(f->compute, "compute"));
+    REQUIRE_OK(ordo_stream_set_name(f->consumer, "consumer"));
+    REQUIRE_OK(ordo_mpi_create(f->tracker, MPI_COMM_WORLD, &f->mpi));
+    REQUIRE_OK(ordo_mpi_stream(f->mpi, &f->comm));
+    if (!f->comm || f->comm == f->compute || f->comm == f->consumer) {
+        abort_job(__LINE__, "ordo_mpi_stream gave no stream of its own");
+    }
+    int r = -1, s = -1;
+    CHECK_OK(ordo_mpi_rank(f->mpi, &r, &s));
+    CHECK(r == rank);
+    CHECK(s == size);
+}
+
+/* The teardown order of ordo/tracker.h and ordo/mpi.h: the buffers are
+ * released by the case; then synchronize, the communication (the tracker
+ * outlives it), the tracker, the streams. expect_sync and expect_destroy
+ * are what the synchronize and ordo_mpi_destroy should return. */
+static void fixture_close(fixture_t *f, ordo_status_t expect_sync, ordo_status_t expect_destroy) {
+    CHECK_STATUS(ordo_tracker_synchronize(f->tracker, test_deadline()), expect_sync);
+    ordo_status_t st = ordo_mpi_destroy(f->mpi, test_deadline());
+    if (st == ORDO_ERR_TIMEOUT) {
+        abort_job(__LINE__, "ordo_mpi_destroy timed out");
+    }
+    CHECK_STATUS(st, expect_destroy);
+    CHECK_OK(ordo_tracker_drain(f->tracker, test_deadline()));
+    CHECK_OK(ordo_tracker_destroy(f->tracker));
+    CHECK_OK(ordo_stream_destroy(f->compute));
+    CHECK_OK(ordo_stream_destroy(f->consumer));
+}
+
+static ordo_buffer_t *buffer_make(fixture_t *f) {
+    ordo_buffer_t *buffer = NULL;
+    REQUIRE_OK(ordo_buffer_create(f->tracker, &buffer));
+    return buffer;
+}
+
+static void host_task(fixture_t *f, ordo_stream_t *stream, ordo_buffer_t *buffer,
+                      ordo_access_mode_t mode, ordo_host_fn fn, void *ctx, int line) {
+    ordo_access_t access = {buffer, mode};
+    ordo_status_t st = ordo_tracker_submit_host(f->tracker, stream, &access, 1, fn, ctx);
+    if (st != ORDO_OK) {
+        check_failed(line, "ordo_tracker_submit_host returned %s (%s)", ordo_status_name(st),
+                     ordo_error_message());
+    }
+}
+
+/* A mismatch seen by a host task: counted, and the first one kept. */
+typedef struct mismatches {
+    _Atomic uint64_t count;
+    _Atomic int recorded;
+    char first[256];
+} mismatches_t;
+
+static void mismatch(mismatches_t *m, const char *fmt, ...) ORDO_FORMAT_(2, 3);
+static void mismatch(mismatches_t *m, const char *fmt, ...) {
+    if (atomic_fetch_add(&m->count, 1) == 0) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(m->first, sizeof m->first, fmt, args);
+        va_end(args);
+        atomic_store(&m->recorded, 1);
+    }
+}
+
+static void check_no_mismatch(mismatches_t *m, int line) {
+    uint64_t count = atomic_load(&m->count);
+    if (count) {
+        check_failed(line, "%llu wrong values; the first: %s", (unsigned long long)count,
+                     atomic_load(&m->recorded) ? m->first : "?");
+    }
+}
+
+/* ---- gradient buckets: compute, allreduce, a second stage --------------- */
+
+#define BUCKETS 4
+#define BUCKET_LEN 4096
+#define BUCKET_ITERS 16
+
+/* What rank r adds to element i of bucket k at iteration it. */
+static int64_t contribution(int r, int it, int k, int i) {
+    return (int64_t)((r + 1) * 7 + it * 3 + k * 11 + i % 97);
+}
+
+typedef struct gradients {
+    int64_t data[BUCKETS][BUCKET_LEN];
+    int64_t expect[BUCKETS][BUCKET_LEN]; /* the consumer's own serial model */
+    mismatches_t wrong;
+    _Atomic int checked;
+} gradients_t;
+
+typedef struct bucket_step {
+    gradients_t *g;
+    int k, it;
+} bucket_step_t;
+
+/* Compute (a read-write of bucket k): the rank's contribution of this
+ * iteration, added to the previous iteration's reduced values. */
+static ordo_status_t bucket_compute(void *ctx) {
+    const bucket_step_t *s = ctx;
+    int64_t *data = s->g->data[s->k];
+    for (int i = 0; i < BUCKET_LEN; ++i) {
+        data[i] += contribution(rank, s->it, s->k, i);
+    }
+    return ORDO_OK;
+}
+
+/* The second stage (a read of bucket k): after the allreduce the bucket
+ * holds size * previous + the sum over ranks of the contributions. */
+static ordo_status_t bucket_check(void *ctx) {
+    const bucket_step_t *s = ctx;
+    const int64_t *data = s->g->data[s->k];
+    int64_t *expect = s->g->expect[s->k];
+    for (int i = 0; i < BUCKET_LEN; ++i) {
+        int64_t sum = 0;
+        for (int r = 0; r < size; ++r) {
+            sum += contribution(r, s->it, s->k, i);
+        }
+        expect[i] = expect[i] * size + sum;
+        if (data[i] != expect[i]) {
+            mismatch(&s->g->wrong, "bucket %d iteration %d element %d: %lld, expected %lld", s->k,
+                     s->it, i, (long long)data[i], (long long)expect[i]);
+        }
+    }
+    atomic_fetch_add(&s->g->checked, 1);
+    return ORDO_OK;
+}
+
+/* The overlap of compute and allreduce, ordered by the tracker alone: the
+ * compute of bucket k at iteration it + 1 reads what the allreduce of
+ * iteration it wrote and must not start before the second stage has read
+ * it, so any missing order changes the values. While the work runs, the
+ * program makes MPI calls of its own (MPI_THREAD_MULTIPLE). */
+static void allreduce_overlap(void) {
+    fixture_t f;
+    fixture_open(&f);
+    gradients_t *g = calloc(1, sizeof *g);
+    bucket_step_t *steps = calloc(BUCKET_ITERS * BUCKETS, sizeof *steps);
+    ordo_buffer_t *bucket[BUCKETS];
+    for (int k = 0; k < BUCKETS; ++k) {
+        bucket[k] = buffer_make(&f);
+    }
+    for (int it = 0; it < BUCKET_ITERS; ++it) {
+        for (int k = 0; k < BUCKETS; ++k) {
+            bucket_step_t *s = &steps[it * BUCKETS + k];
+            *s = (bucket_step_t){g, k, it};
+            host_task(&f, f.compute, bucket[k], ORDO_ACCESS_READ_WRITE, bucket_compute, s,
+                      __LINE__);
+            CHECK_OK(
+                ordo_mpi_allreduce(f.mpi, bucket[k], g->data[k], BUCKET_LEN, MPI_INT64_T, MPI_SUM));
+            host_task(&f, f.consumer, bucket[k], ORDO_ACCESS_READ, bucket_check, s, __LINE__);
+        }
+        /* The program's own collective, concurrent with ordo's. */
+        CHECK(world_sum(it) == it * size);
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    check_no_mismatch(&g->wrong, __LINE__);
+    CHECK(atomic_load(&g->checked) == BUCKET_ITERS * BUCKETS);
+    /* The host sees the last reduction too. */
+    for (int k = 0; k < BUCKETS; ++k) {
+        CHECK(memcmp(g->data[k], g->expect[k], sizeof g->data[k]) == 0);
+    }
+    ordo_tracker_metrics_t m;
+    CHECK_OK(ordo_tracker_metrics(f.tracker, &m));
+    CHECK(m.waits_emitted > 0);
+    for (int k = 0; k < BUCKETS; ++k) {
+        CHECK_OK(ordo_buffer_release(bucket[k], NULL, NULL));
+    }
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    free(steps);
+    free(g);
+}
+
+/* ---- a ring pipeline ---------------------------------------------------- */
+
+#define RING_LEN 32768 /* 256 KiB a message: past the eager limit */
+#define RING_ROUNDS 10
+
+/* What rank r sends in round t: round 0 its own values; round t the
+ * message it received in round t - 1 plus (r + 1) * t. */
+static int64_t ring_value(int r, int t, int i) {
+    if (t == 0) {
+        return (int64_t)r * 1000003 + i;
+    }
+    int from = (r + size - 1) % size;
+    return ring_value(from, t - 1, i) + (int64_t)(r + 1) * t;
+}
+
+typedef struct ring {
+    int64_t send[2][RING_LEN];
+    int64_t recv[2][RING_LEN];
+    mismatches_t wrong;
+    _Atomic int checked;
+} ring_t;
+
+typedef struct ring_step {
+    ring_t *ring;
+    int t;
+} ring_step_t;
+
+/* Round t's message: from round t - 1's received one (slot (t - 1) % 2)
+ * into send slot t % 2, whose round t - 2 send must have completed. */
+static ordo_status_t ring_produce(void *ctx) {
+    const ring_step_t *s = ctx;
+    int64_t *out = s->ring->send[s->t % 2];
+    if (s->t == 0) {
+        for (int i = 0; i < RING_LEN; ++i) {
+            out[i] = ring_value(rank, 0, i);
+        }
+        return ORDO_OK;
+    }
+    const int64_t *in = s->ring->recv[(s->t - 1) % 2];
+    for (int i = 0; i < RING_LEN; ++i) {
+        out[i] = in[i] + (int64_t)(rank + 1) * s->t;
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t ring_check(void *ctx) {
+    const ring_step_t *s = ctx;
+    const int64_t *in = s->ring->recv[s->t % 2];
+    int from = (rank + size - 1) % size;
+    for (int i = 0; i < RING_LEN; ++i) {
+        int64_t expect = ring_value(from, s->t, i);
+        if (in[i] != expect) {
+            mismatch(&s->ring->wrong, "round %d element %d: %lld, expected %lld", s->t, i,
+                     (long long)in[i], (long long)expect);
+            break;
+        }
+    }
+    atomic_fetch_add(&s->ring->checked, 1);
+    return ORDO_OK;
+}
+
+/* Rank r sends to r + 1 and receives from r - 1 each round; even ranks
+ * send first and odd ranks receive first (operations on the communication
+ * stream complete in order, so as with blocking MPI calls, all sending
+ * first would wait on each other past the eager limit). */
+static void ring_pipeline(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ring_t *ring = calloc(1, sizeof *ring);
+    ring_step_t steps[RING_ROUNDS];
+    ordo_buffer_t *send[2] = {buffer_make(&f), buffer_make(&f)};
+    ordo_buffer_t *recv[2] = {buffer_make(&f), buffer_make(&f)};
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int t = 0; t < RING_ROUNDS; ++t) {
+        int slot = t % 2;
+        steps[t] = (ring_step_t){ring, t};
+        ordo_access_t produce[2] = {{send[slot], ORDO_ACCESS_WRITE},
+                                    {recv[1 - slot], ORDO_ACCESS_READ}};
+        CHECK_OK(ordo_tracker_submit_host(f.tracker, f.compute, produce, t ? 2 : 1, ring_produce,
+                                          &steps[t]));
+        for (int phase = 0; phase < 2; ++phase) {
+            if ((phase == 0) == (rank % 2 == 0)) {
+                CHECK_OK(ordo_mpi_send(f.mpi, send[slot], ring->send[slot], RING_LEN, MPI_INT64_T,
+                                       next, t));
+            } else {
+                CHECK_OK(ordo_mpi_recv(f.mpi, recv[slot], ring->recv[slot], RING_LEN, MPI_INT64_T,
+                                       prev, t));
+            }
+        }
+        host_task(&f, f.consumer, recv[slot], ORDO_ACCESS_READ, ring_check, &steps[t], __LINE__);
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    check_no_mismatch(&ring->wrong, __LINE__);
+    CHECK(atomic_load(&ring->checked) == RING_ROUNDS);
+    for (int s = 0; s < 2; ++s) {
+        CHECK_OK(ordo_buffer_release(send[s], NULL, NULL));
+        CHECK_OK(ordo_buffer_release(recv[s], NULL, NULL));
+    }
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    free(ring);
+}
+
+/* ---- broadcast from every root ------------------------------------------ */
+
+#define BCAST_LEN 20000
+
+typedef struct bcast_data {
+    int32_t values[BCAST_LEN];
+    mismatches_t wrong;
+    _Atomic int checked;
+} bcast_data_t;
+
+typedef struct bcast_step {
+    bcast_data_t *d;
+    int round, root;
+} bcast_step_t;
+
+static int32_t bcast_value(int round, int root, int i) {
+    return round * 1000000 + root * 100000 + i;
+}
+
+/* On the root, the values to send; elsewhere, garbage the broadcast must
+ * overwrite (and must not be overwritten by: a write after write). */
+static ordo_status_t bcast_fill(void *ctx) {
+    const bcast_step_t *s = ctx;
+    for (int i = 0; i < BCAST_LEN; ++i) {
+        s->d->values[i] = rank == s->root ? bcast_value(s->round, s->root, i) : -1 - i;
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t bcast_check(void *ctx) {
+    const bcast_step_t *s = ctx;
+    for (int i = 0; i < BCAST_LEN; ++i) {
+        if (s->d->values[i] != bcast_value(s->round, s->root, i)) {
+            mismatch(&s->d->wrong, "round %d (root %d) element %d: %d, expected %d", s->round,
+                     s->root, i, s->d->values[i], bcast_value(s->round, s->root, i));
+            break;
+        }
+    }
+    atomic_fetch_add(&s->d->checked, 1);
+    return ORDO_OK;
+}
+
+static void bcast_every_root(void) {
+    fixture_t f;
+    fixture_open(&f);
+    bcast_data_t *d = calloc(1, sizeof *d);
+    const int rounds = 2 * size;
+    bcast_step_t *steps = calloc((size_t)rounds, sizeof *steps);
+    ordo_buffer_t *buffer = buffer_make(&f);
+    for (int round = 0; round < rounds; ++round) {
+        steps[round] = (bcast_step_t){d, round, round % size};
+        host_task(&f, f.compute, buffer, ORDO_ACCESS_WRITE, bcast_fill, &steps[round], __LINE__);
+        CHECK_OK(ordo_mpi_bcast(f.mpi, buffer, d->values, BCAST_LEN, MPI_INT32_T, round % size));
+        host_task(&f, f.consumer, buffer, ORDO_ACCESS_READ, bcast_check, &steps[round], __LINE__);
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    check_no_mismatch(&d->wrong, __LINE__);
+    CHECK(atomic_load(&d->checked) == rounds);
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    free(steps);
+    free(d);
+}
+
+/* ---- all-to-all ---------------------------------------------------------- */
+
+#define A2A_COUNT 3000 /* elements to each rank */
+#define A2A_ROUNDS 12
+#define A2A_MAX_RANKS 16
+
+typedef struct a2a_data {
+    int32_t send[A2A_MAX_RANKS * A2A_COUNT];
+    int32_t recv[A2A_MAX_RANKS * A2A_COUNT];
+    mismatches_t wrong;
+    _Atomic int checked;
+} a2a_data_t;
+
+typedef struct a2a_step {
+    a2a_data_t *d;
+    int round;
+} a2a_step_t;
+
+/* What rank from sends to rank to, element i, in round. */
+static int32_t a2a_value(int round, int from, int to, int i) {
+    return ((round * A2A_MAX_RANKS + from) * A2A_MAX_RANKS + to) * 4096 + i % 4096;
+}
+
+static ordo_status_t a2a_fill(void *ctx) {
+    const a2a_step_t *s = ctx;
+    for (int to = 0; to < size; ++to) {
+        for (int i = 0; i < A2A_COUNT; ++i) {
+            s->d->send[to * A2A_COUNT + i] = a2a_value(s->round, rank, to, i);
+        }
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t a2a_check(void *ctx) {
+    const a2a_step_t *s = ctx;
+    for (int from = 0; from < size; ++from) {
+        for (int i = 0; i < A2A_COUNT; ++i) {
+            int32_t got = s->d->recv[from * A2A_COUNT + i];
+            int32_t expect = a2a_value(s->round, from, rank, i);
+            if (got != expect) {
+                mismatch(&s->d->wrong, "round %d from rank %d element %d: %d, expected %d",
+                         s->round, from, i, got, expect);
+                from = size;
+                break;
+            }
+        }
+    }
+    atomic_fetch_add(&s->d->checked, 1);
+    return ORDO_OK;
+}
+
+static void alltoall(void) {
+    if (size > A2A_MAX_RANKS) {
+        abort_job(__LINE__, "more ranks than the all-to-all case holds");
+    }
+    fixture_t f;
+    fixture_open(&f);
+    a2a_data_t *d = calloc(1, sizeof *d);
+    a2a_step_t steps[A2A_ROUNDS];
+    ordo_buffer_t *send = buffer_make(&f), *recv = buffer_make(&f);
+    for (int round = 0; round < A2A_ROUNDS; ++round) {
+        steps[round] = (a2a_step_t){d, round};
+        host_task(&f, f.compute, send, ORDO_ACCESS_WRITE, a2a_fill, &steps[round], __LINE__);
+        CHECK_OK(ordo_mpi_alltoall(f.mpi, send, d->send, recv, d->recv, A2A_COUNT, MPI_INT32_T));
+        host_task(&f, f.consumer, recv, ORDO_ACCESS_READ, a2a_check, &steps[round], __LINE__);
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    check_no_mismatch(&d->wrong, __LINE__);
+    CHECK(atomic_load(&d->checked) == A2A_ROUNDS);
+    CHECK_OK(ordo_buffer_release(send, NULL, NULL));
+    CHECK_OK(ordo_buffer_release(recv, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    free(d);
+}
+
+/* ---- ordo's traffic is its own ------------------------------------------ */
+
+/* Even rank r and r + 1 form a pair (the last rank of an odd size has
+ * none). */
+static int pair_peer(void) {
+    if (rank % 2 == 0) {
+        return rank + 1 < size ? rank + 1 : -1;
+    }
+    return rank - 1;
+}
+
+/* The program and ordo send on "the same" communicator with the same tag:
+ * ordo's duplicate keeps the two apart, whichever is posted first. */
+static void traffic_isolated(void) {
+    fixture_t f;
+    fixture_open(&f);
+    int peer = pair_peer();
+    const int tag = 7;
+    int32_t program_value = -1, ordo_value[4] = {-1, -1, -1, -1};
+    ordo_buffer_t *buffer = buffer_make(&f);
+    if (peer >= 0 && rank % 2 == 0) {
+        MPI_Request request;
+        program_value = 1111;
+        MPI_Isend(&program_value, 1, MPI_INT32_T, peer, tag, MPI_COMM_WORLD, &request);
+        for (int i = 0; i < 4; ++i) {
+            ordo_value[i] = 2222 + i;
+        }
+        CHECK_OK(ordo_mpi_send(f.mpi, buffer, ordo_value, 4, MPI_INT32_T, peer, tag));
+        mpi_wait_bounded(&request, NULL, __LINE__);
+        CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    } else if (peer >= 0) {
+        /* ordo's receive is posted first: the program's message, sent
+         * first, must not match it. */
+        CHECK_OK(ordo_mpi_recv(f.mpi, buffer, ordo_value, 4, MPI_INT32_T, peer, tag));
+        CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+        MPI_Request request;
+        MPI_Status status;
+        MPI_Irecv(&program_value, 1, MPI_INT32_T, peer, tag, MPI_COMM_WORLD, &request);
+        mpi_wait_bounded(&request, &status, __LINE__);
+        CHECK(program_value == 1111);
+        for (int i = 0; i < 4; ++i) {
+            CHECK(ordo_value[i] == 2222 + i);
+        }
+    }
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+}
+
+/* ---- destroy with work in flight, and past its deadline ----------------- */
+
+/* ordo_mpi_destroy waits for what was submitted: the data is final once
+ * it returns, with no synchronize before it. */
+static void destroy_waits_for_operations(void) {
+    fixture_t f;
+    fixture_open(&f);
+    enum { LEN = 50000, OPS = 4 };
+    int64_t *data = calloc((size_t)OPS * LEN, sizeof *data);
+    ordo_buffer_t *buffer[OPS];
+    for (int op = 0; op < OPS; ++op) {
+        buffer[op] = buffer_make(&f);
+        for (int i = 0; i < LEN; ++i) {
+            data[op * LEN + i] = (int64_t)(rank + 1) * (op + 1) + i;
+        }
+        CHECK_OK(ordo_mpi_allreduce(f.mpi, buffer[op], &data[op * LEN], LEN, MPI_INT64_T, MPI_SUM));
+    }
+    ordo_status_t st = ordo_mpi_destroy(f.mpi, test_deadline());
+    if (st == ORDO_ERR_TIMEOUT) {
+        abort_job(__LINE__, "ordo_mpi_destroy timed out");
+    }
+    CHECK_OK(st);
+    int64_t ranks_sum = (int64_t)size * (size + 1) / 2;
+    int wrong = 0;
+    for (int op = 0; op < OPS && !wrong; ++op) {
+        for (int i = 0; i < LEN; ++i) {
+            int64_t expect = ranks_sum * (op + 1) + (int64_t)size * i;
+            if (data[op * LEN + i] != expect) {
+                check_failed(__LINE__, "allreduce %d element %d: %lld after destroy, expected %lld",
+                             op, i, (long long)data[op * LEN + i], (long long)expect);
+                wrong = 1;
+                break;
+            }
+        }
+    }
+    for (int op = 0; op < OPS; ++op) {
+        CHECK_OK(ordo_buffer_release(buffer[op], NULL, NULL));
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    CHECK_OK(ordo_tracker_drain(f.tracker, test_deadline()));
+    CHECK_OK(ordo_tracker_destroy(f.tracker));
+    CHECK_OK(ordo_stream_destroy(f.compute));
+    CHECK_OK(ordo_stream_destroy(f.consumer));
+    free(data);
+}
+
+/* A destroy whose deadline passes while a receive waits for its message
+ * returns ORDO_ERR_TIMEOUT (freeing nothing); once the message is sent,
+ * destroy completes, and the message arrived. */
+static void destroy_past_deadline(void) {
+    fixture_t f;
+    fixture_open(&f);
+    int peer = pair_peer();
+    const int tag = 9;
+    int32_t values[8] = {0};
+    ordo_buffer_t *buffer = buffer_make(&f);
+    int token = 0;
+    if (peer >= 0 && rank % 2 == 1) {
+        CHECK_OK(ordo_mpi_recv(f.mpi, buffer, values, 8, MPI_INT32_T, peer, tag));
+        CHECK_STATUS(ordo_mpi_destroy(f.mpi, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
+        CHECK(message_names("ordo_mpi_destroy"));
+        /* Now the peer may send (the program's own message). */
+        MPI_Request request;
+        MPI_Isend(&token, 1, MPI_INT, peer, tag, MPI_COMM_WORLD, &request);
+        mpi_wait_bounded(&request, NULL, __LINE__);
+    } else if (peer >= 0) {
+        MPI_Request request;
+        MPI_Irecv(&token, 1, MPI_INT, peer, tag, MPI_COMM_WORLD, &request);
+        mpi_wait_bounded(&request, NULL, __LINE__);
+        for (int i = 0; i < 8; ++i) {
+            values[i] = 300 + i;
+        }
+        CHECK_OK(ordo_mpi_send(f.mpi, buffer, values, 8, MPI_INT32_T, peer, tag));
+    }
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    if (peer >= 0 && rank % 2 == 1) {
+        for (int i = 0; i < 8; ++i) {
+            CHECK(values[i] == 300 + i);
+        }
+    }
+}
+
+/* ---- an MPI error fails the communication stream ------------------------- */
+
+typedef struct reader {
+    _Atomic int ran;
+} reader_t;
+
+static ordo_status_t reader_run(void *ctx) {
+    reader_t *r = ctx;
+    atomic_store(&r->ran, 1);
+    return ORDO_OK;
+}
+
+static int message_has(const char *message, const char *part) {
+    return strcasestr(message, part) != NULL;
+}
+
+/* The sender sends 16 elements, the receiver receives into 8: the receive
+ * completes with MPI_ERR_TRUNCATE, which fails its point, the
+ * communication stream and the stream whose work waits on the received
+ * data (that work never runs); the message carries MPI's error string.
+ * The sender's side completes (the message is small: sent eagerly), so
+ * neither rank is left waiting. */
+static void truncation_fails_the_stream(void) {
+    fixture_t f;
+    fixture_open(&f);
+    int peer = pair_peer();
+    const int tag = 5;
+    int32_t values[16];
+    for (int i = 0; i < 16; ++i) {
+        values[i] = 40 + i;
+    }
+    ordo_buffer_t *buffer = buffer_make(&f);
+    reader_t reader = {0};
+    char mpi_text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    MPI_Error_string(MPI_ERR_TRUNCATE, mpi_text, &length);
+    if (peer >= 0 && rank % 2 == 0) {
+        CHECK_OK(ordo_mpi_send(f.mpi, buffer, values, 16, MPI_INT32_T, peer, tag));
+        CHECK_OK(ordo_stream_synchronize(f.comm, test_deadline()));
+        CHECK_OK(ordo_stream_status(f.comm));
+        CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+        fixture_close(&f, ORDO_OK, ORDO_OK);
+    } else if (peer >= 0) {
+        CHECK_OK(ordo_mpi_recv(f.mpi, buffer, values, 8, MPI_INT32_T, peer, tag));
+        /* Work that reads the received data: it waits on the receive's
+         * point (its submission may already see the failure). */
+        ordo_access_t read = {buffer, ORDO_ACCESS_READ};
+        ordo_status_t st =
+            ordo_tracker_submit_host(f.tracker, f.consumer, &read, 1, reader_run, &reader);
+        if (st != ORDO_OK && st != ORDO_ERR_DEVICE) {
+            check_failed(__LINE__, "the reader's submission returned %s (%s)", ordo_status_name(st),
+                         ordo_error_message());
+        }
+        /* The tracker's synchronize: the failure, with MPI's text. */
+        st = ordo_tracker_synchronize(f.tracker, test_deadline());
+        CHECK(st == ORDO_ERR_DEVICE);
+        if (st != ORDO_OK) {
+            const char *message = ordo_error_message();
+            if (!message_has(message, mpi_text)) {
+                check_failed(__LINE__, "synchronize's message \"%s\" lacks MPI's \"%s\"", message,
+                             mpi_text);
+            }
+            if (!message_has(message, "recv") && !message_has(message, "receive")) {
+                check_failed(__LINE__, "synchronize's message \"%s\" names no receive", message);
+            }
+        }
+        /* The communication stream's own synchronize. */
+        st = ordo_stream_synchronize(f.comm, test_deadline());
+        CHECK(st == ORDO_ERR_DEVICE);
+        if (st != ORDO_OK && !message_has(ordo_error_message(), mpi_text)) {
+            check_failed(__LINE__, "the stream's message \"%s\" lacks MPI's \"%s\"",
+                         ordo_error_message(), mpi_text);
+        }
+        CHECK_STATUS(ordo_stream_status(f.comm), ORDO_ERR_DEVICE);
+        /* What waited on the receive failed, and never ran. */
+        CHECK_STATUS(ordo_stream_synchronize(f.consumer, test_deadline()), ORDO_ERR_DEVICE);
+        CHECK(atomic_load(&reader.ran) == 0);
+        /* The compute stream had nothing to do with it. */
+        CHECK_OK(ordo_stream_status(f.compute));
+        /* A later operation is refused with the stream's failure. */
+        int32_t more[2] = {0, 0};
+        ordo_buffer_t *other = buffer_make(&f);
+        CHECK_STATUS(ordo_mpi_send(f.mpi, other, more, 2, MPI_INT32_T, peer, tag + 1),
+                     ORDO_ERR_DEVICE);
+        CHECK_OK(ordo_buffer_release(other, NULL, NULL));
+        CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+        /* Destroy returns the failed operation's status. */
+        fixture_close(&f, ORDO_ERR_DEVICE, ORDO_ERR_DEVICE);
+    } else {
+        CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+        fixture_close(&f, ORDO_OK, ORDO_OK);
+    }
+}
+
+/* ---- bad input ----------------------------------------------------------- */
+
+/* A refusal: an error status (one of up to two), the message naming api. */
+#define CHECK_REFUSED(expr, api, status_a, status_b)                                               \
+    do {                                                                                           \
+        ordo_status_t st_ = (expr);                                                                \
+        if (st_ != (status_a) && st_ != (status_b)) {                                              \
+            check_failed(__LINE__, "%s returned %s, expected %s or %s (%s)", #expr,                \
+                         ordo_status_name(st_), ordo_status_name(status_a),                        \
+                         ordo_status_name(status_b), st_ ? ordo_error_message() : "");             \
+        } else if (!message_names(api)) {                                                          \
+            check_failed(__LINE__, "%s: message \"%s\" does not name %s", #expr,                   \
+                         ordo_error_message(), api);                                               \
+        }                                                                                          \
+    } while (0)
+
+static void bad_input_is_refused(void) {
+    const ordo_status_t HANDLE = ORDO_ERR_INVALID_HANDLE, ARGUMENT = ORDO_ERR_INVALID_ARGUMENT,
+                        RANGE = ORDO_ERR_OUT_OF_RANGE;
+    fixture_t f;
+    fixture_open(&f);
+    ordo_buffer_t *a = buffer_make(&f), *b = buffer_make(&f);
+    int32_t data[64] = {0}, other[64] = {0};
+
+    /* Creation. */
+    ordo_mpi_t *mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(NULL, MPI_COMM_WORLD, &mpi), "ordo_mpi_create", HANDLE, HANDLE);
+    CHECK(mpi == NULL);
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, MPI_COMM_WORLD, NULL), "ordo_mpi_create", ARGUMENT,
+                  ARGUMENT);
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, MPI_COMM_NULL, &mpi), "ordo_mpi_create", ARGUMENT,
+                  HANDLE);
+    CHECK(mpi == NULL);
+    CHECK_REFUSED(ordo_mpi_destroy(NULL, test_deadline()), "ordo_mpi_destroy", HANDLE, HANDLE);
+
+    /* The getters. */
+    ordo_stream_t *stream = f.compute;
+    CHECK_REFUSED(ordo_mpi_stream(NULL, &stream), "ordo_mpi_stream", HANDLE, HANDLE);
+    CHECK(stream == NULL);
+    CHECK_REFUSED(ordo_mpi_stream(f.mpi, NULL), "ordo_mpi_stream", ARGUMENT, ARGUMENT);
+    int r = 99, s = 99;
+    CHECK_REFUSED(ordo_mpi_rank(NULL, &r, &s), "ordo_mpi_rank", HANDLE, HANDLE);
+
+    /* NULL handles, NULL data, negative counts, ranks out of range. */
+    CHECK_REFUSED(ordo_mpi_allreduce(NULL, a, data, 4, MPI_INT32_T, MPI_SUM), "ordo_mpi_allreduce",
+                  HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, NULL, data, 4, MPI_INT32_T, MPI_SUM),
+                  "ordo_mpi_allreduce", HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, NULL, 4, MPI_INT32_T, MPI_SUM), "ordo_mpi_allreduce",
+                  ARGUMENT, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, data, -1, MPI_INT32_T, MPI_SUM),
+                  "ordo_mpi_allreduce", ARGUMENT, RANGE);
+
+    CHECK_REFUSED(ordo_mpi_bcast(NULL, a, data, 4, MPI_INT32_T, 0), "ordo_mpi_bcast", HANDLE,
+                  HANDLE);
+    CHECK_REFUSED(ordo_mpi_bcast(f.mpi, NULL, data, 4, MPI_INT32_T, 0), "ordo_mpi_bcast", HANDLE,
+                  HANDLE);
+    CHECK_REFUSED(ordo_mpi_bcast(f.mpi, a, data, -3, MPI_INT32_T, 0), "ordo_mpi_bcast", ARGUMENT,
+                  RANGE);
+    CHECK_REFUSED(ordo_mpi_bcast(f.mpi, a, data, 4, MPI_INT32_T, size), "ordo_mpi_bcast", RANGE,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_bcast(f.mpi, a, data, 4, MPI_INT32_T, -1), "ordo_mpi_bcast", RANGE,
+                  ARGUMENT);
+
+    int peer = (rank + 1) % size;
+    CHECK_REFUSED(ordo_mpi_send(NULL, a, data, 4, MPI_INT32_T, peer, 0), "ordo_mpi_send", HANDLE,
+                  HANDLE);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, NULL, data, 4, MPI_INT32_T, peer, 0), "ordo_mpi_send",
+                  HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, NULL, 4, MPI_INT32_T, peer, 0), "ordo_mpi_send", ARGUMENT,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, -1, MPI_INT32_T, peer, 0), "ordo_mpi_send",
+                  ARGUMENT, RANGE);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, 4, MPI_INT32_T, size, 0), "ordo_mpi_send", RANGE,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, 4, MPI_INT32_T, size + 100, 0), "ordo_mpi_send",
+                  RANGE, ARGUMENT);
+
+    CHECK_REFUSED(ordo_mpi_recv(NULL, a, data, 4, MPI_INT32_T, peer, 0), "ordo_mpi_recv", HANDLE,
+                  HANDLE);
+    CHECK_REFUSED(ordo_mpi_recv(f.mpi, NULL, data, 4, MPI_INT32_T, peer, 0), "ordo_mpi_recv",
+                  HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_recv(f.mpi, a, NULL, 4, MPI_INT32_T, peer, 0), "ordo_mpi_recv", ARGUMENT,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_recv(f.mpi, a, data, -1, MPI_INT32_T, peer, 0), "ordo_mpi_recv",
+                  ARGUMENT, RANGE);
+    CHECK_REFUSED(ordo_mpi_recv(f.mpi, a, data, 4, MPI_INT32_T, size, 0), "ordo_mpi_recv", RANGE,
+                  ARGUMENT);
+
+    CHECK_REFUSED(ordo_mpi_alltoall(NULL, a, data, b, other, 1, MPI_INT32_T), "ordo_mpi_alltoall",
+                  HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, NULL, data, b, other, 1, MPI_INT32_T),
+                  "ordo_mpi_alltoall", HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, a, data, NULL, other, 1, MPI_INT32_T),
+                  "ordo_mpi_alltoall", HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, a, NULL, b, other, 1, MPI_INT32_T), "ordo_mpi_alltoall",
+                  ARGUMENT, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, a, data, b, NULL, 1, MPI_INT32_T), "ordo_mpi_alltoall",
+                  ARGUMENT, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, a, data, b, other, -2, MPI_INT32_T), "ordo_mpi_alltoall",
+                  ARGUMENT, RANGE);
+    CHECK_REFUSED(ordo_mpi_alltoall(f.mpi, a, data, a, other, 1, MPI_INT32_T), "ordo_mpi_alltoall",
+                  ARGUMENT, ARGUMENT);
+
+    /* A buffer of another tracker. */
+    ordo_tracker_t *foreign_tracker;
+    ordo_buffer_t *foreign;
+    REQUIRE_OK(ordo_tracker_create(device, &foreign_tracker));
+    REQUIRE_OK(ordo_buffer_create(foreign_tracker, &foreign));
+    ordo_status_t st = ordo_mpi_allreduce(f.mpi, foreign, data, 4, MPI_INT32_T, MPI_SUM);
+    if (st == ORDO_OK) {
+        check_failed(__LINE__, "an allreduce of another tracker's buffer was accepted");
+    } else if (!ordo_error_message()[0]) {
+        check_failed(__LINE__, "another tracker's buffer: %s without a message",
+                     ordo_status_name(st));
+    }
+    CHECK_OK(ordo_buffer_release(foreign, NULL, NULL));
+    CHECK_OK(ordo_tracker_synchronize(foreign_tracker, test_deadline()));
+    CHECK_OK(ordo_tracker_destroy(foreign_tracker));
+
+    /* Nothing refused was enqueued: the stream is healthy and a valid
+     * collective (the same on every rank) still matches. */
+    CHECK_OK(ordo_stream_status(f.comm));
+    for (int i = 0; i < 4; ++i) {
+        data[i] = rank + i;
+    }
+    CHECK_OK(ordo_mpi_allreduce(f.mpi, a, data, 4, MPI_INT32_T, MPI_SUM));
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    for (int i = 0; i < 4; ++i) {
+        CHECK(data[i] == size * (size - 1) / 2 + size * i);
+    }
+    CHECK_OK(ordo_buffer_release(a, NULL, NULL));
+    CHECK_OK(ordo_buffer_release(b, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+typedef struct test_case {
+    const char *name;
+    void (*run)(void);
+} test_case_t;
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "test_mpi: MPI_Init_thread failed\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "test_mpi: MPI provides thread level %d, not MPI_THREAD_MULTIPLE\n",
+                provided);
+        MPI_Finalize();
+        return 1;
+    }
+    if (size < 2) {
+        fprintf(stderr, "test_mpi: run it with at least 2 ranks (mpirun -np 2)\n");
+        MPI_Finalize();
+        return 1;
+    }
+    REQUIRE_OK(ordo_device_open("cpu:0", &device));
+
+    static const test_case_t cases[] = {
+        {"allreduce_overlap", allreduce_overlap},
+        {"ring_pipeline", ring_pipeline},
+        {"bcast_every_root", bcast_every_root},
+        {"alltoall", alltoall},
+        {"traffic_isolated", traffic_isolated},
+        {"destroy_waits_for_operations", destroy_waits_for_operations},
+        {"destroy_past_deadline", destroy_past_deadline},
+        {"truncation_fails_the_stream", truncation_fails_the_stream},
+        {"bad_input_is_refused", bad_input_is_refused},
+    };
+    const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */
+    int failed_cases = 0, ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        if (only && *only && strcmp(only, cases[i].name) != 0) {
+            continue;
+        }
+        case_name = cases[i].name;
+        case_failures = 0;
+        uint64_t start = ordo_time_now_ns();
+        cases[i].run();
+        int total = world_sum(case_failures);
+        ++ran;
+        if (total) {
+            ++failed_cases;
+        }
+        if (rank == 0) {
+            printf("[%s] %s (%d ranks, %.1f ms)%s\n", total ? "FAILED" : "    OK", case_name, size,
+                   (double)(ordo_time_now_ns() - start) / 1e6,
+                   total ? " - see the ranks' messages above" : "");
+            fflush(stdout);
+        }
+    }
+    case_name = "teardown";
+    case_failures = 0;
+    CHECK_OK(ordo_device_release(device));
+    failed_cases += world_sum(case_failures) != 0;
+    if (rank == 0) {
+        printf("%d of %d cases failed on %d ranks\n", failed_cases, ran, size);
+    }
+    if (ran == 0) {
+        failed_cases = 1;
+    }
+    MPI_Finalize();
+    return failed_cases ? 1 : 0;
+}

@@ -106,6 +106,25 @@ ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, con
                                 ordo_buffer_t *recv_buffer, void *recv_data, int count,
                                 MPI_Datatype type);
 
+/** Publishes signal (a signal of this rank: local or shared) under id, so
+ * other ranks can observe it with ordo_mpi_signal_open; mpi holds a
+ * reference until it is destroyed. ORDO_ERR_BUSY if id is published
+ * already. */
+ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id);
+
+/** A handle on this rank of the signal rank owner published (or will
+ * publish) under id: every call of ordo/signal.h, ordo/timepoint.h,
+ * ordo/link.h and ordo/stream.h takes it. Its value follows the owner's
+ * (monotonic: it starts at 0 and takes each value the owner sends, never
+ * going back); a failure at the owner reaches it with its status and
+ * message; a destroy of the owner's signal reaches it as ORDO_ERR_CANCELLED.
+ * An advance or failure on it is sent to the owner (and taken here at
+ * once). The handle's last release ends it; ordo_mpi_destroy refuses with
+ * ORDO_ERR_BUSY while any is open. While signals are published or
+ * observed, the progress thread looks for messages (at least every 1 ms). */
+ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
+                                   ordo_signal_t **out_signal);
+
 ORDO_END_DECLS
 
 #endif

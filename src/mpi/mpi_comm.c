@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "mpi/mpi_internal.h"
 
-static ordo_status_t mpi_check(const ordo_mpi_t *mpi, const char *api) {
+ordo_status_t ordo__mpi_check(const ordo_mpi_t *mpi, const char *api) {
     if (!mpi) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "mpi is NULL");
     }
@@ -66,7 +66,14 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Comm_dup", __func__);
     }
+    code = MPI_Comm_dup(comm, &mpi->control);
+    if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Comm_dup", __func__);
+    }
     MPI_Comm_set_errhandler(mpi->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
     MPI_Comm_rank(mpi->comm, &mpi->rank);
     MPI_Comm_size(mpi->comm, &mpi->size);
     ordo_status_t st = ordo_signal_create(0, &mpi->done);
@@ -80,6 +87,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         }
     }
     if (st != ORDO_OK) {
+        MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return st;
@@ -92,7 +100,15 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 }
 
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
-    ORDO_RETURN_IF_ERROR(mpi_check(mpi, __func__));
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    pthread_mutex_lock(&mpi->lock);
+    bool observing = mpi->remotes != NULL;
+    pthread_mutex_unlock(&mpi->lock);
+    if (observing) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "signals opened with ordo_mpi_signal_open are still open: release "
+                           "them first");
+    }
     /* Every operation's point is waited for on the stream, after it: the
      * stream has run all once it is synchronized (or it failed). */
     ordo_status_t st = ordo_stream_synchronize(mpi->stream, deadline);
@@ -114,9 +130,11 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     while (mpi->all) {
         ordo__mpi_op_free(mpi->all);
     }
+    ordo__mpi_signals_free(mpi);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
+        MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);
@@ -132,7 +150,7 @@ ordo_status_t ordo_mpi_stream(ordo_mpi_t *mpi, ordo_stream_t **out_stream) {
     if (out_stream) {
         *out_stream = NULL;
     }
-    ORDO_RETURN_IF_ERROR(mpi_check(mpi, __func__));
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
@@ -147,7 +165,7 @@ ordo_status_t ordo_mpi_rank(ordo_mpi_t *mpi, int *out_rank, int *out_size) {
     if (out_size) {
         *out_size = 0;
     }
-    ORDO_RETURN_IF_ERROR(mpi_check(mpi, __func__));
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     if (!out_rank || !out_size) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            out_rank ? "out_size" : "out_rank");
@@ -247,7 +265,7 @@ static ordo_status_t op_submit(ordo_mpi_t *mpi, const mpi_op_t *proto,
 
 static ordo_status_t data_check(ordo_mpi_t *mpi, ordo_buffer_t *buffer, const void *data, int count,
                                 MPI_Datatype type, const char *api) {
-    ORDO_RETURN_IF_ERROR(mpi_check(mpi, api));
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, api));
     if (!buffer) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "buffer is NULL");
     }

@@ -1,9 +1,11 @@
 /* The progress thread of an ordo_mpi_t (mpi/mpi_internal.h): completes
- * the request in flight and raises the timeline. Idle, it parks; with a
- * request in flight it tests it, pausing between tests for a time that
- * doubles from PAUSE_MIN_NS to PAUSE_MAX_NS (a test is what moves a
- * nonblocking MPI operation on, so it must be asked; a core is not spun
- * for it). */
+ * the request in flight and raises the timeline, and carries the messages
+ * of signals observed across ranks (mpi_signal.c). Idle (no request, no
+ * signal published or observed), it parks. Otherwise it tests the request
+ * and looks for messages, EAGER_TESTS times back to back after anything
+ * moved, then with pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS
+ * (LISTEN_MAX_NS with no request in flight): MPI moves nonblocking
+ * operations on only when asked, and a core is not spun for it. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +16,9 @@
 
 #define PAUSE_MIN_NS 2000u
 #define PAUSE_MAX_NS 250000u
+/* The longest pause while only signals are watched (published or
+ * observed): how late, at most, an idle rank hears of another's move. */
+#define LISTEN_MAX_NS 1000000u
 /* Tests made back to back before the first pause: an operation that
  * completes within a few microseconds costs no sleep. */
 #define EAGER_TESTS 64
@@ -73,62 +78,66 @@ void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op) {
     ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
 }
 
-static void pause_ns(uint64_t ns) {
-    struct timespec t = {.tv_sec = 0, .tv_nsec = (long)ns};
-    nanosleep(&t, NULL);
-}
-
-/* Tests op's request until it completes (or the layer stops); true when
- * it completed, with its MPI result in *out_code. */
-static bool complete(ordo_mpi_t *mpi, mpi_op_t *op, int *out_code) {
-    uint64_t pause = PAUSE_MIN_NS;
-    for (unsigned tests = 0;; ++tests) {
-        int flag = 0;
-        MPI_Status status;
-        int code = MPI_Test(&op->request, &flag, &status);
-        if (code != MPI_SUCCESS || flag) {
-            *out_code = code != MPI_SUCCESS ? code : MPI_SUCCESS;
-            return true;
-        }
-        if (atomic_load_explicit(&mpi->stop, memory_order_acquire)) {
-            return false;
-        }
-        if (tests >= EAGER_TESTS) {
-            pause_ns(pause);
-            pause = pause * 2 > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause * 2;
-        }
+/* Completes op: off `posted`, freed, its point raised (or the timeline
+ * failed with MPI's error). */
+static void op_completed(ordo_mpi_t *mpi, mpi_op_t *op, int code) {
+    pthread_mutex_lock(&mpi->lock);
+    mpi->posted = op->next_posted;
+    pthread_mutex_unlock(&mpi->lock);
+    uint64_t seq = op->seq;
+    mpi_op_kind_t kind = op->kind;
+    ordo__mpi_op_free(op);
+    if (code != MPI_SUCCESS) {
+        ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
+    } else {
+        (void)ordo_signal_advance(mpi->done, seq);
     }
 }
 
 static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
+    uint64_t pause = 0;
+    unsigned eager = 0;
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&mpi->parker);
+        if (atomic_load_explicit(&mpi->stop, memory_order_acquire)) {
+            return NULL; /* a request still in flight: the destroy lets it go */
+        }
         pthread_mutex_lock(&mpi->lock);
         mpi_op_t *op = mpi->posted;
+        bool listening = ordo__mpi_signals_live(mpi);
         pthread_mutex_unlock(&mpi->lock);
-        if (!op) {
-            if (atomic_load_explicit(&mpi->stop, memory_order_acquire)) {
-                return NULL;
+        bool moved = false;
+        if (op) {
+            int flag = 0;
+            MPI_Status status;
+            int code = MPI_Test(&op->request, &flag, &status);
+            if (code != MPI_SUCCESS || flag) {
+                op_completed(mpi, op, code);
+                moved = true;
             }
+        }
+        if (listening) {
+            moved |= ordo__mpi_signals_progress(mpi);
+        }
+        if (moved) {
+            pause = 0;
+            eager = 0;
+            continue;
+        }
+        if (!op && !listening) {
             (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
             continue;
         }
-        int code = MPI_SUCCESS;
-        if (!complete(mpi, op, &code)) {
-            return NULL; /* stopped with a request in flight: the destroy frees it */
+        if (op && eager < EAGER_TESTS) { /* signals alone: a waiting thread looks itself */
+            ++eager;
+            continue;
         }
-        pthread_mutex_lock(&mpi->lock);
-        mpi->posted = op->next_posted;
-        pthread_mutex_unlock(&mpi->lock);
-        uint64_t seq = op->seq;
-        mpi_op_kind_t kind = op->kind;
-        ordo__mpi_op_free(op);
-        if (code != MPI_SUCCESS) {
-            ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
-        } else {
-            (void)ordo_signal_advance(mpi->done, seq);
-        }
+        /* Polling: a request in flight, or signals other ranks may move. A
+         * post, a wanted timepoint or a sleeping wait unparks at once. */
+        uint64_t most = op ? PAUSE_MAX_NS : LISTEN_MAX_NS;
+        pause = pause == 0 ? PAUSE_MIN_NS : (pause * 2 > most ? most : pause * 2);
+        (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ordo_time_now_ns() + pause);
     }
 }
 

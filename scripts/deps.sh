@@ -3,7 +3,7 @@
 # Optional packages (a benchmark peer) are tried, and only reported if they
 # cannot be installed: the build leaves out what they would add.
 set -euo pipefail
-required=(cmake gcc clang libclang-rt-14-dev make pkg-config libcmocka-dev doxygen python3)
+required=(cmake gcc clang libclang-rt-14-dev make pkg-config libcmocka-dev doxygen python3 libopenmpi-dev openmpi-bin)
 optional=(libstarpu-dev)
 
 missing_of() {

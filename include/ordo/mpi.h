@@ -1,0 +1,130 @@
+/** @file
+ * ordo/mpi.h - communication as tracked work, on MPI.
+ *
+ * Built only where CMake finds MPI (libordo_mpi, beside libordo; the
+ * program links both and its MPI). An ordo_mpi_t turns MPI operations into
+ * submissions a tracker (ordo/tracker.h) orders like any other: each takes
+ * the ordo buffers it reads and writes, and runs on the ordo_mpi_t's
+ * communication stream (a stream the program gives it and submits nothing
+ * else to), so compute streams and communication are ordered from the
+ * declared accesses alone. Compute writes gradient bucket k, the
+ * allreduce of bucket k (a write of it: it reads and writes in place) runs
+ * while compute goes on to bucket k + 1, and the next write of bucket k
+ * waits for that allreduce; no wait is placed by hand.
+ *
+ * How it runs: an operation's submission enqueues, in order on that stream, a
+ * host task that starts the nonblocking MPI call (MPI_Iallreduce, ...)
+ * and a wait for the operation's point on the ordo_mpi_t's timeline. A
+ * progress thread completes the requests (MPI_Test) and raises the
+ * timeline; it sleeps when no request is in flight, and while some are it
+ * polls with a growing pause (a few microseconds up to 250 us), so it
+ * never spins a core while idle. Operations run one at a time, in stream
+ * order (an operation's buffer is in use until its request completes, and
+ * the stream's next work waits for that): communication overlaps compute
+ * on other streams; two ordo_mpi_t on two streams overlap each other.
+ *
+ * Thread model: the stream's worker starts requests and the progress
+ * thread completes them, while the program may call MPI itself: MPI must
+ * be initialised with MPI_THREAD_MULTIPLE (ordo_mpi_create refuses less
+ * with ORDO_ERR_UNSUPPORTED). ordo communicates on a duplicate of the
+ * communicator it is given (its traffic never matches the program's),
+ * with MPI_ERRORS_RETURN: an MPI error becomes the failure of the
+ * operation's point (ORDO_ERR_DEVICE, with MPI's error string and the
+ * operation's name in the message), which fails the communication stream
+ * and, through its signals, whatever waits on it. As with any collective,
+ * every rank must submit the same collectives in the same order.
+ *
+ * Buffers: the data pointers are the program's; they must stay valid and
+ * untouched, but through tracked work, until the operation has completed
+ * (the tracker's ordering gives exactly that to tracked work).
+ *
+ * Thread-safety: the operations take the tracker's rules (externally
+ * synchronised per tracker); ordo_mpi_destroy must not race with them.
+ */
+#ifndef ORDO_MPI_H
+#define ORDO_MPI_H
+
+#include "ordo/export.h"
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "ordo/buffer.h"
+#include "ordo/device.h"
+#include "ordo/status.h"
+#include "ordo/stream.h"
+#include "ordo/time.h"
+#include "ordo/tracker.h"
+
+ORDO_BEGIN_DECLS
+
+/** Communication over one communicator, as tracked work (opaque). */
+typedef struct ordo_mpi ordo_mpi_t;
+
+/** Creates the communication of comm, submitted through tracker on stream
+ * (a stream of the tracker's device, which only this ordo_mpi_t submits
+ * to): a duplicate of comm and a progress thread. The tracker and the
+ * stream must outlive it (the stream outlives the tracker anyway:
+ * ordo/tracker.h). */
+ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
+                              ordo_mpi_t **out_mpi);
+
+/** Waits until every operation submitted has completed or the stream has
+ * failed (the deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
+ * stops the progress thread and frees the duplicate communicator. Returns
+ * the communication's failure, if an operation failed, after freeing. */
+ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline);
+
+/** The communication stream. */
+ordo_status_t ordo_mpi_stream(ordo_mpi_t *mpi, ordo_stream_t **out_stream);
+
+/** This rank and the number of ranks of the communicator. */
+ordo_status_t ordo_mpi_rank(ordo_mpi_t *mpi, int *out_rank, int *out_size);
+
+/** In-place allreduce of count elements at data (a write of buffer). */
+ordo_status_t ordo_mpi_allreduce(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                                 MPI_Datatype type, MPI_Op op);
+
+/** Broadcast from root of count elements at data (a read of buffer on
+ * root, a write elsewhere). */
+ordo_status_t ordo_mpi_bcast(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                             MPI_Datatype type, int root);
+
+/** Sends count elements at data to rank dest with tag (a read of buffer). */
+ordo_status_t ordo_mpi_send(ordo_mpi_t *mpi, ordo_buffer_t *buffer, const void *data, int count,
+                            MPI_Datatype type, int dest, int tag);
+
+/** Receives count elements into data from rank source with tag (a write
+ * of buffer). A message longer than count is an MPI error. */
+ordo_status_t ordo_mpi_recv(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                            MPI_Datatype type, int source, int tag);
+
+/** All-to-all: count elements to each rank from send_data (a read of
+ * send_buffer), count from each rank into recv_data (a write of
+ * recv_buffer); the two buffers differ. */
+ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, const void *send_data,
+                                ordo_buffer_t *recv_buffer, void *recv_data, int count,
+                                MPI_Datatype type);
+
+/** Publishes signal (a signal of this rank: local or shared) under id, so
+ * other ranks can observe it with ordo_mpi_signal_open; mpi holds a
+ * reference until it is destroyed. ORDO_ERR_BUSY if id is published
+ * already. */
+ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id);
+
+/** A handle on this rank of the signal rank owner published (or will
+ * publish) under id: every call of ordo/signal.h, ordo/timepoint.h,
+ * ordo/link.h and ordo/stream.h takes it. Its value follows the owner's
+ * (monotonic: it starts at 0 and takes each value the owner sends, never
+ * going back); a failure at the owner reaches it with its status and
+ * message; a destroy of the owner's signal reaches it as ORDO_ERR_CANCELLED.
+ * An advance or failure on it is sent to the owner (and taken here at
+ * once). The handle's last release ends it; ordo_mpi_destroy refuses with
+ * ORDO_ERR_BUSY while any is open. While signals are published or
+ * observed, the progress thread looks for messages (at least every 1 ms). */
+ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
+                                   ordo_signal_t **out_signal);
+
+ORDO_END_DECLS
+
+#endif

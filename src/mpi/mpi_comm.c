@@ -1,0 +1,365 @@
+/* The MPI layer's objects and operations (ordo/mpi.h; how an operation
+ * runs: mpi/mpi_internal.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "mpi/mpi_internal.h"
+
+ordo_status_t ordo__mpi_check(const ordo_mpi_t *mpi, const char *api) {
+    if (!mpi) {
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "mpi is NULL");
+    }
+    if (mpi->magic != ORDO_MPI_MAGIC) {
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "%p is not a live ordo_mpi_t (destroyed, or not one)",
+                           (const void *)mpi);
+    }
+    return ORDO_OK;
+}
+
+/* MPI's error string for code, as an ordo error of api. */
+static ordo_status_t mpi_error(int code, const char *call, const char *api) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+        strcpy(text, "(no error string)");
+    }
+    return ordo__error(ORDO_ERR_DEVICE, api, "%s: %s", call, text);
+}
+
+ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
+                              ordo_mpi_t **out_mpi) {
+    if (!out_mpi) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_mpi is NULL");
+    }
+    *out_mpi = NULL;
+    if (!tracker || !stream) {
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, __func__, "%s is NULL",
+                           tracker ? "stream" : "tracker");
+    }
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__, "MPI is %s",
+                           finalized ? "finalized" : "not initialised");
+    }
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        return ordo__error(ORDO_ERR_UNSUPPORTED, __func__,
+                           "MPI was initialised with thread level %d; ordo's progress thread "
+                           "needs MPI_THREAD_MULTIPLE (%d): use MPI_Init_thread",
+                           provided, MPI_THREAD_MULTIPLE);
+    }
+    if (comm == MPI_COMM_NULL) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "comm is MPI_COMM_NULL");
+    }
+    ordo_mpi_t *mpi = ordo__alloc(sizeof *mpi, 0);
+    if (!mpi) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an ordo_mpi_t");
+    }
+    int code = MPI_Comm_dup(comm, &mpi->comm);
+    if (code != MPI_SUCCESS) {
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Comm_dup", __func__);
+    }
+    code = MPI_Comm_dup(comm, &mpi->control);
+    if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Comm_dup", __func__);
+    }
+    MPI_Comm_set_errhandler(mpi->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(mpi->comm, &mpi->rank);
+    MPI_Comm_size(mpi->comm, &mpi->size);
+    ordo_status_t st = ordo_signal_create(0, &mpi->done);
+    if (st == ORDO_OK) {
+        (void)ordo_signal_set_name(mpi->done, "mpi communication");
+        pthread_mutex_init(&mpi->lock, NULL);
+        st = ordo__mpi_progress_start(mpi, __func__);
+        if (st != ORDO_OK) {
+            pthread_mutex_destroy(&mpi->lock);
+            ordo_signal_release(mpi->done);
+        }
+    }
+    if (st != ORDO_OK) {
+        MPI_Comm_free(&mpi->control);
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return st;
+    }
+    mpi->magic = ORDO_MPI_MAGIC;
+    mpi->tracker = tracker;
+    mpi->stream = stream;
+    *out_mpi = mpi;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    pthread_mutex_lock(&mpi->lock);
+    bool observing = mpi->remotes != NULL;
+    pthread_mutex_unlock(&mpi->lock);
+    if (observing) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "signals opened with ordo_mpi_signal_open are still open: release "
+                           "them first");
+    }
+    /* Every operation's point is waited for on the stream, after it: the
+     * stream has run all once it is synchronized (or it failed). */
+    ordo_status_t st = ordo_stream_synchronize(mpi->stream, deadline);
+    if (st == ORDO_ERR_TIMEOUT) {
+        return ordo__error(st, __func__,
+                           "deadline passed before the communication completed (nothing freed)");
+    }
+    char failure[ORDO_SIGNAL_MESSAGE_MAX] = "";
+    if (st != ORDO_OK) {
+        snprintf(failure, sizeof failure, "%s", ordo_error_message());
+    }
+    mpi->magic = ORDO_MPI_DEAD;
+    ordo__mpi_progress_stop(mpi);
+    /* A request still in flight (the stream failed meanwhile): MPI
+     * finishes it on its own. Operations whose task never ran: freed. */
+    if (mpi->posted && mpi->posted->request != MPI_REQUEST_NULL) {
+        MPI_Request_free(&mpi->posted->request);
+    }
+    while (mpi->all) {
+        ordo__mpi_op_free(mpi->all);
+    }
+    ordo__mpi_signals_free(mpi);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        MPI_Comm_free(&mpi->control);
+        MPI_Comm_free(&mpi->comm);
+    }
+    ordo_signal_release(mpi->done);
+    pthread_mutex_destroy(&mpi->lock);
+    ordo__dealloc(mpi, sizeof *mpi, 0);
+    if (st != ORDO_OK) {
+        return ordo__error(st, __func__, "the communication failed: %s", failure);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mpi_stream(ordo_mpi_t *mpi, ordo_stream_t **out_stream) {
+    if (out_stream) {
+        *out_stream = NULL;
+    }
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    if (!out_stream) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
+    }
+    *out_stream = mpi->stream;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mpi_rank(ordo_mpi_t *mpi, int *out_rank, int *out_size) {
+    if (out_rank) {
+        *out_rank = -1;
+    }
+    if (out_size) {
+        *out_size = 0;
+    }
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    if (!out_rank || !out_size) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
+                           out_rank ? "out_size" : "out_rank");
+    }
+    *out_rank = mpi->rank;
+    *out_size = mpi->size;
+    return ORDO_OK;
+}
+
+/* On the communication stream's worker: starts the request and hands it to
+ * the progress thread. */
+static ordo_status_t op_post(void *ctx) {
+    mpi_op_t *op = ctx;
+    ordo_mpi_t *mpi = op->mpi;
+    int code = MPI_ERR_OTHER;
+    switch (op->kind) {
+    case MPI_OP_ALLREDUCE:
+        code = MPI_Iallreduce(MPI_IN_PLACE, op->data, op->count, op->type, op->reduce, mpi->comm,
+                              &op->request);
+        break;
+    case MPI_OP_BCAST:
+        code = MPI_Ibcast(op->data, op->count, op->type, op->peer, mpi->comm, &op->request);
+        break;
+    case MPI_OP_SEND:
+        code = MPI_Isend(op->send_data, op->count, op->type, op->peer, op->tag, mpi->comm,
+                         &op->request);
+        break;
+    case MPI_OP_RECV:
+        code = MPI_Irecv(op->data, op->count, op->type, op->peer, op->tag, mpi->comm, &op->request);
+        break;
+    case MPI_OP_ALLTOALL:
+        code = MPI_Ialltoall(op->send_data, op->count, op->type, op->data, op->count, op->type,
+                             mpi->comm, &op->request);
+        break;
+    }
+    if (code != MPI_SUCCESS) {
+        uint64_t seq = op->seq;
+        const char *name = ordo__mpi_op_name(op->kind);
+        ordo__mpi_op_free(op);
+        ordo__mpi_fail(mpi, code, name, seq);
+        char text[MPI_MAX_ERROR_STRING] = "";
+        int length = 0;
+        MPI_Error_string(code, text, &length);
+        return ordo_fail(ORDO_ERR_DEVICE, "%s (operation %llu, rank %d): %s", name,
+                         (unsigned long long)seq, mpi->rank, text);
+    }
+    ordo__mpi_progress_post(mpi, op);
+    return ORDO_OK;
+}
+
+typedef struct launch {
+    mpi_op_t *op;
+    bool enqueued; /* the post task is on the stream: it owns the operation */
+} launch_t;
+
+static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
+    launch_t *launch = ctx;
+    mpi_op_t *op = launch->op;
+    ORDO_RETURN_IF_ERROR(ordo_stream_host_task(stream, op_post, op));
+    launch->enqueued = true;
+    return ordo_stream_wait(stream, op->mpi->done, op->seq);
+}
+
+/* Checks what every operation takes, then submits op (a copy of proto)
+ * with its accesses through the tracker. */
+static ordo_status_t op_submit(ordo_mpi_t *mpi, const mpi_op_t *proto,
+                               const ordo_access_t *accesses, size_t count, const char *api) {
+    mpi_op_t *op = ordo__alloc(sizeof *op, 0);
+    if (!op) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an MPI operation");
+    }
+    *op = *proto;
+    op->mpi = mpi;
+    op->request = MPI_REQUEST_NULL;
+    op->seq = mpi->submitted + 1;
+    pthread_mutex_lock(&mpi->lock);
+    op->prev = NULL;
+    op->next = mpi->all;
+    if (mpi->all) {
+        mpi->all->prev = op;
+    }
+    mpi->all = op;
+    pthread_mutex_unlock(&mpi->lock);
+    launch_t launch = {op, false};
+    ordo_status_t st =
+        ordo_tracker_submit(mpi->tracker, mpi->stream, accesses, count, op_launch, &launch);
+    if (launch.enqueued) {
+        mpi->submitted = op->seq; /* it will run (or the stream fails) */
+    } else {
+        ordo__mpi_op_free(op);
+    }
+    if (st != ORDO_OK) {
+        return ordo__error(st, api, "%s", ordo_error_message());
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t data_check(ordo_mpi_t *mpi, ordo_buffer_t *buffer, const void *data, int count,
+                                MPI_Datatype type, const char *api) {
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, api));
+    if (!buffer) {
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "buffer is NULL");
+    }
+    if (count < 0) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "count %d is negative", count);
+    }
+    if (count > 0 && !data) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "data is NULL for %d elements", count);
+    }
+    if (type == MPI_DATATYPE_NULL) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "type is MPI_DATATYPE_NULL");
+    }
+    return ORDO_OK;
+}
+
+static ordo_status_t rank_check(const ordo_mpi_t *mpi, int rank, const char *what,
+                                const char *api) {
+    if (rank < 0 || rank >= mpi->size) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%s %d is not a rank of the %d", what, rank,
+                           mpi->size);
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_mpi_allreduce(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                                 MPI_Datatype type, MPI_Op op) {
+    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
+    if (op == MPI_OP_NULL) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "op is MPI_OP_NULL");
+    }
+    mpi_op_t proto = {
+        .kind = MPI_OP_ALLREDUCE, .data = data, .count = count, .type = type, .reduce = op};
+    ordo_access_t access = {buffer, ORDO_ACCESS_WRITE};
+    return op_submit(mpi, &proto, &access, 1, __func__);
+}
+
+ordo_status_t ordo_mpi_bcast(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                             MPI_Datatype type, int root) {
+    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
+    ORDO_RETURN_IF_ERROR(rank_check(mpi, root, "root", __func__));
+    mpi_op_t proto = {
+        .kind = MPI_OP_BCAST, .data = data, .count = count, .type = type, .peer = root};
+    ordo_access_t access = {buffer, root == mpi->rank ? ORDO_ACCESS_READ : ORDO_ACCESS_WRITE};
+    return op_submit(mpi, &proto, &access, 1, __func__);
+}
+
+ordo_status_t ordo_mpi_send(ordo_mpi_t *mpi, ordo_buffer_t *buffer, const void *data, int count,
+                            MPI_Datatype type, int dest, int tag) {
+    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
+    ORDO_RETURN_IF_ERROR(rank_check(mpi, dest, "dest", __func__));
+    if (tag < 0) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tag %d is negative", tag);
+    }
+    mpi_op_t proto = {.kind = MPI_OP_SEND,
+                      .send_data = data,
+                      .count = count,
+                      .type = type,
+                      .peer = dest,
+                      .tag = tag};
+    ordo_access_t access = {buffer, ORDO_ACCESS_READ};
+    return op_submit(mpi, &proto, &access, 1, __func__);
+}
+
+ordo_status_t ordo_mpi_recv(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
+                            MPI_Datatype type, int source, int tag) {
+    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
+    ORDO_RETURN_IF_ERROR(rank_check(mpi, source, "source", __func__));
+    if (tag < 0) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tag %d is negative", tag);
+    }
+    mpi_op_t proto = {.kind = MPI_OP_RECV,
+                      .data = data,
+                      .count = count,
+                      .type = type,
+                      .peer = source,
+                      .tag = tag};
+    ordo_access_t access = {buffer, ORDO_ACCESS_WRITE};
+    return op_submit(mpi, &proto, &access, 1, __func__);
+}
+
+ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, const void *send_data,
+                                ordo_buffer_t *recv_buffer, void *recv_data, int count,
+                                MPI_Datatype type) {
+    ORDO_RETURN_IF_ERROR(data_check(mpi, send_buffer, send_data, count, type, __func__));
+    ORDO_RETURN_IF_ERROR(data_check(mpi, recv_buffer, recv_data, count, type, __func__));
+    if (send_buffer == recv_buffer) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "send_buffer and recv_buffer are the same buffer");
+    }
+    mpi_op_t proto = {.kind = MPI_OP_ALLTOALL,
+                      .send_data = send_data,
+                      .data = recv_data,
+                      .count = count,
+                      .type = type};
+    ordo_access_t accesses[2] = {{send_buffer, ORDO_ACCESS_READ}, {recv_buffer, ORDO_ACCESS_WRITE}};
+    return op_submit(mpi, &proto, accesses, 2, __func__);
+}

@@ -1,0 +1,152 @@
+/* Internal: the MPI layer (ordo/mpi.h): an ordo_mpi_t, its operations,
+ * and the progress thread that completes them.
+ *
+ * An operation's life: the submitting thread assigns it the next point
+ * (seq) of the ordo_mpi_t's timeline `done` and submits, through the
+ * tracker, on the communication stream: a host task that starts its
+ * request (post), then a wait for `done` to reach seq. The host task runs
+ * on the stream's worker: it starts the request and hands the operation to
+ * the progress thread (`posted`, under `lock`). The progress thread tests
+ * the request until it completes, then raises `done` to seq and frees the
+ * operation. The stream runs in order and waits for each operation's point
+ * before the next starts, so one request at most is in flight, and points
+ * complete in order. An MPI error (starting or completing) fails `done`
+ * with MPI's error string: the stream's wait fails, and with it the stream.
+ *
+ * Every operation not yet freed is also in `all` (under `lock`), so the
+ * destroy frees those whose task never ran (a failed stream drops them). */
+#ifndef ORDO_MPI_INTERNAL_H
+#define ORDO_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/parker.h"
+#include "ordo/mpi.h"
+#include "ordo/timepoint.h"
+#include "sync/signal_remote.h"
+
+#define ORDO_MPI_MAGIC 0x4d50494fu /* "OIPM" */
+#define ORDO_MPI_DEAD 0xdead4d50u
+
+typedef enum mpi_op_kind {
+    MPI_OP_ALLREDUCE,
+    MPI_OP_BCAST,
+    MPI_OP_SEND,
+    MPI_OP_RECV,
+    MPI_OP_ALLTOALL,
+} mpi_op_kind_t;
+
+typedef struct mpi_op {
+    ordo_mpi_t *mpi;
+    mpi_op_kind_t kind;
+    uint64_t seq;
+    void *data;            /* written (allreduce, bcast, recv, alltoall's receive) */
+    const void *send_data; /* read (send, alltoall's send) */
+    int count;
+    MPI_Datatype type;
+    MPI_Op reduce;
+    int peer; /* root, destination or source */
+    int tag;
+    MPI_Request request;
+    struct mpi_op *next_posted;
+    struct mpi_op *prev, *next; /* `all` */
+} mpi_op_t;
+
+/* A signal of this rank other ranks may observe (ordo_mpi_signal_publish):
+ * its state goes to its subscribers whenever it moved past what they were
+ * sent: from a timepoint at the next value, on the thread that moved it
+ * (or, when that one finds the publication busy, the progress thread). */
+typedef struct mpi_published {
+    ordo_mpi_t *mpi;
+    uint32_t id;
+    ordo_signal_t *signal; /* a reference of the publication's */
+    uint8_t *subscribers;  /* by rank: SUBSCRIBER_* (under the mpi's lock) */
+    uint64_t sent_value;
+    bool sent_ended;
+    pthread_mutex_t lock;       /* sent_*, arming: the progress thread or the callback */
+    ordo_timepoint_t timepoint; /* at sent_value + 1 */
+    _Atomic uint64_t arms;      /* times armed */
+    _Atomic uint64_t fired;     /* callbacks returned, or armings cancelled */
+    _Atomic bool closing;       /* no arming any more */
+    struct mpi_published *next;
+} mpi_published_t;
+
+/* A handle of another rank's published signal (ordo_mpi_signal_open): a
+ * remote signal (sync/signal_remote.h) whose truth is what the owner last
+ * sent, kept here. */
+typedef struct mpi_remote {
+    signal_remote_t remote; /* first */
+    ordo_mpi_t *mpi;
+    int owner;
+    uint32_t id;
+    _Atomic uint64_t state; /* the value | ORDO__SIGNAL_FAILED_BIT */
+    ordo_status_t failure;  /* written once, before the failed bit */
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    _Atomic uint32_t seq; /* futex word: moved by every update and interrupt */
+    struct mpi_remote *prev, *next;
+} mpi_remote_t;
+
+enum { SUBSCRIBER_NONE = 0, SUBSCRIBER_CURRENT = 1, SUBSCRIBER_NEW = 2 };
+
+/* A subscription that came before its publication. */
+typedef struct mpi_pending {
+    int rank;
+    uint32_t id;
+    struct mpi_pending *next;
+} mpi_pending_t;
+
+struct ordo_mpi {
+    uint32_t magic;
+    ordo_tracker_t *tracker;
+    ordo_stream_t *stream;
+    MPI_Comm comm; /* ordo's duplicate, MPI_ERRORS_RETURN */
+    int rank, size;
+    ordo_signal_t *done; /* raised to an operation's seq once it completed */
+    uint64_t submitted;  /* the last seq given (the submitting thread's) */
+    pthread_mutex_t lock;
+    mpi_op_t *posted; /* started, not completed: one at most (see the top) */
+    mpi_op_t *all;
+    pthread_t progress;
+    ordo_parker_t parker;
+    _Atomic bool stop;
+    MPI_Comm control;           /* a second duplicate: signals' messages */
+    mpi_published_t *published; /* under lock */
+    mpi_remote_t *remotes;      /* under lock */
+    mpi_pending_t *pending;     /* under lock */
+};
+
+/* Validates a handle for api. */
+ordo_status_t ordo__mpi_check(const ordo_mpi_t *mpi, const char *api);
+
+/* Whether the progress thread must look for messages (signals are
+ * published or observed), under lock. */
+bool ordo__mpi_signals_live(ordo_mpi_t *mpi);
+
+/* One pass of the progress thread over the signals: receives and applies
+ * every message waiting, sends publications' news. True if anything moved. */
+bool ordo__mpi_signals_progress(ordo_mpi_t *mpi);
+
+/* Frees the publications (after the progress thread stopped). */
+void ordo__mpi_signals_free(ordo_mpi_t *mpi);
+
+/* The name of an operation's kind, for messages ("MPI_Iallreduce"). */
+const char *ordo__mpi_op_name(mpi_op_kind_t kind);
+
+/* Starts and stops the progress thread. */
+ordo_status_t ordo__mpi_progress_start(ordo_mpi_t *mpi, const char *api);
+void ordo__mpi_progress_stop(ordo_mpi_t *mpi);
+
+/* Hands a started operation to the progress thread. */
+void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op);
+
+/* Takes op off `all` and frees it. */
+void ordo__mpi_op_free(mpi_op_t *op);
+
+/* Fails the timeline with MPI's error code for what (an operation). */
+void ordo__mpi_fail(ordo_mpi_t *mpi, int code, const char *what, uint64_t seq);
+
+#endif

@@ -1,0 +1,159 @@
+/* The progress thread of an ordo_mpi_t (mpi/mpi_internal.h): completes
+ * the request in flight and raises the timeline, and carries the messages
+ * of signals observed across ranks (mpi_signal.c). Idle (no request, no
+ * signal published or observed), it parks. Otherwise it tests the request
+ * and looks for messages, EAGER_TESTS times back to back after anything
+ * moved, then with pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS
+ * (LISTEN_MAX_NS with no request in flight): MPI moves nonblocking
+ * operations on only when asked, and a core is not spun for it. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "mpi/mpi_internal.h"
+
+#define PAUSE_MIN_NS 2000u
+#define PAUSE_MAX_NS 250000u
+/* The longest pause while only signals are watched (published or
+ * observed): how late, at most, an idle rank hears of another's move. */
+#define LISTEN_MAX_NS 1000000u
+/* Tests made back to back before the first pause: an operation that
+ * completes within a few microseconds costs no sleep. */
+#define EAGER_TESTS 64
+
+const char *ordo__mpi_op_name(mpi_op_kind_t kind) {
+    switch (kind) {
+    case MPI_OP_ALLREDUCE:
+        return "MPI_Iallreduce";
+    case MPI_OP_BCAST:
+        return "MPI_Ibcast";
+    case MPI_OP_SEND:
+        return "MPI_Isend";
+    case MPI_OP_RECV:
+        return "MPI_Irecv";
+    case MPI_OP_ALLTOALL:
+        return "MPI_Ialltoall";
+    }
+    return "MPI operation";
+}
+
+void ordo__mpi_fail(ordo_mpi_t *mpi, int code, const char *what, uint64_t seq) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+        strcpy(text, "(no error string)");
+    }
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    snprintf(message, sizeof message, "%s (operation %llu, rank %d): %s", what,
+             (unsigned long long)seq, mpi->rank, text);
+    (void)ordo_signal_fail(mpi->done, ORDO_ERR_DEVICE, message);
+}
+
+void ordo__mpi_op_free(mpi_op_t *op) {
+    ordo_mpi_t *mpi = op->mpi;
+    pthread_mutex_lock(&mpi->lock);
+    if (op->prev) {
+        op->prev->next = op->next;
+    } else {
+        mpi->all = op->next;
+    }
+    if (op->next) {
+        op->next->prev = op->prev;
+    }
+    pthread_mutex_unlock(&mpi->lock);
+    ordo__dealloc(op, sizeof *op, 0);
+}
+
+void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op) {
+    pthread_mutex_lock(&mpi->lock);
+    op->next_posted = NULL;
+    mpi_op_t **tail = &mpi->posted;
+    while (*tail) {
+        tail = &(*tail)->next_posted;
+    }
+    *tail = op;
+    pthread_mutex_unlock(&mpi->lock);
+    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
+}
+
+/* Completes op: off `posted`, freed, its point raised (or the timeline
+ * failed with MPI's error). */
+static void op_completed(ordo_mpi_t *mpi, mpi_op_t *op, int code) {
+    pthread_mutex_lock(&mpi->lock);
+    mpi->posted = op->next_posted;
+    pthread_mutex_unlock(&mpi->lock);
+    uint64_t seq = op->seq;
+    mpi_op_kind_t kind = op->kind;
+    ordo__mpi_op_free(op);
+    if (code != MPI_SUCCESS) {
+        ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
+    } else {
+        (void)ordo_signal_advance(mpi->done, seq);
+    }
+}
+
+static void *progress_main(void *arg) {
+    ordo_mpi_t *mpi = arg;
+    uint64_t pause = 0;
+    unsigned eager = 0;
+    for (;;) {
+        ordo_park_key_t key = ordo__parker_prepare(&mpi->parker);
+        if (atomic_load_explicit(&mpi->stop, memory_order_acquire)) {
+            return NULL; /* a request still in flight: the destroy lets it go */
+        }
+        pthread_mutex_lock(&mpi->lock);
+        mpi_op_t *op = mpi->posted;
+        bool listening = ordo__mpi_signals_live(mpi);
+        pthread_mutex_unlock(&mpi->lock);
+        bool moved = false;
+        if (op) {
+            int flag = 0;
+            MPI_Status status;
+            int code = MPI_Test(&op->request, &flag, &status);
+            if (code != MPI_SUCCESS || flag) {
+                op_completed(mpi, op, code);
+                moved = true;
+            }
+        }
+        if (listening) {
+            moved |= ordo__mpi_signals_progress(mpi);
+        }
+        if (moved) {
+            pause = 0;
+            eager = 0;
+            continue;
+        }
+        if (!op && !listening) {
+            (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+            continue;
+        }
+        if (op && eager < EAGER_TESTS) { /* signals alone: a waiting thread looks itself */
+            ++eager;
+            continue;
+        }
+        /* Polling: a request in flight, or signals other ranks may move. A
+         * post, a wanted timepoint or a sleeping wait unparks at once. */
+        uint64_t most = op ? PAUSE_MAX_NS : LISTEN_MAX_NS;
+        pause = pause == 0 ? PAUSE_MIN_NS : (pause * 2 > most ? most : pause * 2);
+        (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ordo_time_now_ns() + pause);
+    }
+}
+
+ordo_status_t ordo__mpi_progress_start(ordo_mpi_t *mpi, const char *api) {
+    ordo__parker_init(&mpi->parker);
+    atomic_init(&mpi->stop, false);
+    int rc = pthread_create(&mpi->progress, NULL, progress_main, mpi);
+    if (rc != 0) {
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                           "cannot start the MPI progress thread: %s", strerror(rc));
+    }
+    return ORDO_OK;
+}
+
+void ordo__mpi_progress_stop(ordo_mpi_t *mpi) {
+    atomic_store_explicit(&mpi->stop, true, memory_order_release);
+    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
+    pthread_join(mpi->progress, NULL);
+}

@@ -2,6 +2,7 @@
 # flags, '|'-separated, ending with the rank-count flag and 2) and checks
 # that rank 0 printed the benchmarks' lines, each a well-formed JSON line
 # with the keys of `ordo bench`'s, and nothing else on standard output.
+cmake_minimum_required(VERSION 3.25) # if(IN_LIST)
 string(REPLACE "|" ";" launcher "${MPIEXEC}")
 execute_process(COMMAND ${launcher} ${BENCH} --quick RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err TIMEOUT 110)

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ordo/mpi.h"
 #include "ordo/ordo.h"
@@ -137,8 +138,8 @@ typedef struct fixture {
     ordo_tracker_t *tracker;
     ordo_stream_t *compute;  /* the first compute stage */
     ordo_stream_t *consumer; /* the second */
+    ordo_stream_t *comm;     /* the communication stream, given to mpi */
     ordo_mpi_t *mpi;
-    ordo_stream_t *comm;
 } fixture_t;
 
 /* Collective over MPI_COMM_WORLD (ordo_mpi_create duplicates it). */
@@ -147,13 +148,14 @@ static void fixture_open(fixture_t *f) {
     REQUIRE_OK(ordo_tracker_create(device, &f->tracker));
     REQUIRE_OK(ordo_stream_create(device, 0, &f->compute));
     REQUIRE_OK(ordo_stream_create(device, 0, &f->consumer));
+    REQUIRE_OK(ordo_stream_create(device, 0, &f->comm));
     REQUIRE_OK(ordo_stream_set_name(f->compute, "compute"));
     REQUIRE_OK(ordo_stream_set_name(f->consumer, "consumer"));
-    REQUIRE_OK(ordo_mpi_create(f->tracker, MPI_COMM_WORLD, &f->mpi));
-    REQUIRE_OK(ordo_mpi_stream(f->mpi, &f->comm));
-    if (!f->comm || f->comm == f->compute || f->comm == f->consumer) {
-        abort_job(__LINE__, "ordo_mpi_stream gave no stream of its own");
-    }
+    REQUIRE_OK(ordo_stream_set_name(f->comm, "communication"));
+    REQUIRE_OK(ordo_mpi_create(f->tracker, f->comm, MPI_COMM_WORLD, &f->mpi));
+    ordo_stream_t *stream = NULL;
+    CHECK_OK(ordo_mpi_stream(f->mpi, &stream));
+    CHECK(stream == f->comm);
     int r = -1, s = -1;
     CHECK_OK(ordo_mpi_rank(f->mpi, &r, &s));
     CHECK(r == rank);
@@ -162,8 +164,9 @@ static void fixture_open(fixture_t *f) {
 
 /* The teardown order of ordo/tracker.h and ordo/mpi.h: the buffers are
  * released by the case; then synchronize, the communication (the tracker
- * outlives it), the tracker, the streams. expect_sync and expect_destroy
- * are what the synchronize and ordo_mpi_destroy should return. */
+ * and the streams outlive it), the tracker, the streams. expect_sync and
+ * expect_destroy are what the synchronize and ordo_mpi_destroy should
+ * return. */
 static void fixture_close(fixture_t *f, ordo_status_t expect_sync, ordo_status_t expect_destroy) {
     CHECK_STATUS(ordo_tracker_synchronize(f->tracker, test_deadline()), expect_sync);
     ordo_status_t st = ordo_mpi_destroy(f->mpi, test_deadline());
@@ -175,6 +178,7 @@ static void fixture_close(fixture_t *f, ordo_status_t expect_sync, ordo_status_t
     CHECK_OK(ordo_tracker_destroy(f->tracker));
     CHECK_OK(ordo_stream_destroy(f->compute));
     CHECK_OK(ordo_stream_destroy(f->consumer));
+    CHECK_OK(ordo_stream_destroy(f->comm));
 }
 
 static ordo_buffer_t *buffer_make(fixture_t *f) {
@@ -608,6 +612,192 @@ static void traffic_isolated(void) {
     fixture_close(&f, ORDO_OK, ORDO_OK);
 }
 
+/* ---- two communications, one tracker ------------------------------------- */
+
+#define TWO_LEN 8192
+#define TWO_ROUNDS 8
+
+typedef struct two_data {
+    int64_t bucket[2][TWO_LEN];
+    int64_t expect[2][TWO_LEN];
+    mismatches_t wrong;
+    _Atomic int checked;
+} two_data_t;
+
+typedef struct two_step {
+    two_data_t *d;
+    int k, round;
+} two_step_t;
+
+static ordo_status_t two_compute(void *ctx) {
+    const two_step_t *s = ctx;
+    for (int i = 0; i < TWO_LEN; ++i) {
+        s->d->bucket[s->k][i] += contribution(rank, s->round, s->k, i);
+    }
+    return ORDO_OK;
+}
+
+/* Each round, bucket k is reduced twice: by one communication and then by
+ * the other (an order across the two communication streams the tracker
+ * must place), so it holds size * (size * previous + sum) after both. */
+static ordo_status_t two_check(void *ctx) {
+    const two_step_t *s = ctx;
+    for (int i = 0; i < TWO_LEN; ++i) {
+        int64_t sum = 0;
+        for (int r = 0; r < size; ++r) {
+            sum += contribution(r, s->round, s->k, i);
+        }
+        int64_t *expect = &s->d->expect[s->k][i];
+        *expect = (*expect * size + sum) * size;
+        if (s->d->bucket[s->k][i] != *expect) {
+            mismatch(&s->d->wrong, "bucket %d round %d element %d: %lld, expected %lld", s->k,
+                     s->round, i, (long long)s->d->bucket[s->k][i], (long long)*expect);
+            break;
+        }
+    }
+    atomic_fetch_add(&s->d->checked, 1);
+    return ORDO_OK;
+}
+
+/* Two ordo_mpi_t of one tracker, each on its own stream, their progress
+ * threads calling MPI at once: bucket 0 is reduced by the first then the
+ * second, bucket 1 the other way round, every round. */
+static void two_communications(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_stream_t *comm2;
+    ordo_mpi_t *mpi2;
+    REQUIRE_OK(ordo_stream_create(device, 0, &comm2));
+    REQUIRE_OK(ordo_mpi_create(f.tracker, comm2, MPI_COMM_WORLD, &mpi2));
+    two_data_t *d = calloc(1, sizeof *d);
+    two_step_t steps[TWO_ROUNDS][2];
+    ordo_buffer_t *bucket[2] = {buffer_make(&f), buffer_make(&f)};
+    ordo_mpi_t *first[2] = {f.mpi, mpi2}, *second[2] = {mpi2, f.mpi};
+    for (int round = 0; round < TWO_ROUNDS; ++round) {
+        for (int k = 0; k < 2; ++k) {
+            steps[round][k] = (two_step_t){d, k, round};
+            host_task(&f, f.compute, bucket[k], ORDO_ACCESS_READ_WRITE, two_compute,
+                      &steps[round][k], __LINE__);
+            CHECK_OK(ordo_mpi_allreduce(first[k], bucket[k], d->bucket[k], TWO_LEN, MPI_INT64_T,
+                                        MPI_SUM));
+            CHECK_OK(ordo_mpi_allreduce(second[k], bucket[k], d->bucket[k], TWO_LEN, MPI_INT64_T,
+                                        MPI_SUM));
+            host_task(&f, f.consumer, bucket[k], ORDO_ACCESS_READ, two_check, &steps[round][k],
+                      __LINE__);
+        }
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    check_no_mismatch(&d->wrong, __LINE__);
+    CHECK(atomic_load(&d->checked) == 2 * TWO_ROUNDS);
+    CHECK_OK(ordo_buffer_release(bucket[0], NULL, NULL));
+    CHECK_OK(ordo_buffer_release(bucket[1], NULL, NULL));
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    ordo_status_t st = ordo_mpi_destroy(mpi2, test_deadline());
+    if (st == ORDO_ERR_TIMEOUT) {
+        abort_job(__LINE__, "ordo_mpi_destroy timed out");
+    }
+    CHECK_OK(st);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    CHECK_OK(ordo_stream_destroy(comm2));
+    free(d);
+}
+
+/* ---- a released buffer is reclaimed after its communication ------------- */
+
+#define RECLAIM_LEN 100000
+
+typedef struct reclaimed {
+    int64_t *data;
+    int64_t expect_first, expect_last;
+    _Atomic int reclaims;
+    _Atomic int wrong;
+} reclaimed_t;
+
+static void reclaim_check(void *ctx) {
+    reclaimed_t *r = ctx;
+    if (r->data[0] != r->expect_first || r->data[RECLAIM_LEN - 1] != r->expect_last) {
+        atomic_fetch_add(&r->wrong, 1);
+    }
+    free(r->data);
+    r->data = NULL;
+    atomic_fetch_add(&r->reclaims, 1);
+}
+
+/* The buffer is released right after its allreduce is submitted: the
+ * reclaim (which frees the data) runs only once the allreduce wrote it. */
+static void release_defers_reclaim(void) {
+    fixture_t f;
+    fixture_open(&f);
+    enum { BUFFERS = 6 };
+    reclaimed_t r[BUFFERS];
+    for (int b = 0; b < BUFFERS; ++b) {
+        r[b] = (reclaimed_t){.data = malloc(RECLAIM_LEN * sizeof(int64_t))};
+        for (int i = 0; i < RECLAIM_LEN; ++i) {
+            r[b].data[i] = (int64_t)(rank + 1) * (i + b);
+        }
+        int64_t ranks = (int64_t)size * (size + 1) / 2;
+        r[b].expect_first = ranks * b;
+        r[b].expect_last = ranks * (RECLAIM_LEN - 1 + b);
+        ordo_buffer_t *buffer = buffer_make(&f);
+        CHECK_OK(ordo_mpi_allreduce(f.mpi, buffer, r[b].data, RECLAIM_LEN, MPI_INT64_T, MPI_SUM));
+        CHECK_OK(ordo_buffer_release(buffer, reclaim_check, &r[b]));
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    for (int b = 0; b < BUFFERS; ++b) {
+        CHECK(atomic_load(&r[b].reclaims) == 1);
+        CHECK(atomic_load(&r[b].wrong) == 0);
+    }
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+}
+
+/* ---- the progress thread does not spin ---------------------------------- */
+
+static uint64_t process_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* With nothing in flight the process uses (almost) no CPU; with a receive
+ * waiting 300 ms for a late message, the progress thread's polling costs a
+ * small part of a core, not a core. (The sleeps here make the idle time
+ * and the lateness being measured; nothing waits for state with them.) */
+static void progress_does_not_spin(void) {
+    fixture_t f;
+    fixture_open(&f);
+    struct timespec idle = {0, 200 * 1000000L};
+    uint64_t wall = ordo_time_now_ns(), cpu = process_cpu_ns();
+    nanosleep(&idle, NULL);
+    cpu = process_cpu_ns() - cpu;
+    wall = ordo_time_now_ns() - wall;
+    if (cpu * 10 > wall) {
+        check_failed(__LINE__, "idle: %.1f ms of CPU in %.1f ms", cpu / 1e6, wall / 1e6);
+    }
+    int peer = pair_peer();
+    int32_t value = 0;
+    ordo_buffer_t *buffer = buffer_make(&f);
+    if (peer >= 0 && rank % 2 == 1) {
+        wall = ordo_time_now_ns();
+        cpu = process_cpu_ns();
+        CHECK_OK(ordo_mpi_recv(f.mpi, buffer, &value, 1, MPI_INT32_T, peer, 11));
+        CHECK_OK(ordo_stream_synchronize(f.comm, test_deadline()));
+        cpu = process_cpu_ns() - cpu;
+        wall = ordo_time_now_ns() - wall;
+        CHECK(value == 1234);
+        if (cpu * 4 > wall) {
+            check_failed(__LINE__, "a receive in flight: %.1f ms of CPU in %.1f ms", cpu / 1e6,
+                         wall / 1e6);
+        }
+    } else if (peer >= 0) {
+        struct timespec late = {0, 300 * 1000000L};
+        nanosleep(&late, NULL);
+        value = 1234;
+        CHECK_OK(ordo_mpi_send(f.mpi, buffer, &value, 1, MPI_INT32_T, peer, 11));
+    }
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+}
+
 /* ---- destroy with work in flight, and past its deadline ----------------- */
 
 /* ordo_mpi_destroy waits for what was submitted: the data is final once
@@ -651,6 +841,7 @@ static void destroy_waits_for_operations(void) {
     CHECK_OK(ordo_tracker_destroy(f.tracker));
     CHECK_OK(ordo_stream_destroy(f.compute));
     CHECK_OK(ordo_stream_destroy(f.consumer));
+    CHECK_OK(ordo_stream_destroy(f.comm));
     free(data);
 }
 
@@ -810,15 +1001,23 @@ static void bad_input_is_refused(void) {
     int32_t data[64] = {0}, other[64] = {0};
 
     /* Creation. */
+    ordo_stream_t *spare;
+    REQUIRE_OK(ordo_stream_create(device, 0, &spare));
     ordo_mpi_t *mpi = (ordo_mpi_t *)&data;
-    CHECK_REFUSED(ordo_mpi_create(NULL, MPI_COMM_WORLD, &mpi), "ordo_mpi_create", HANDLE, HANDLE);
-    CHECK(mpi == NULL);
-    CHECK_REFUSED(ordo_mpi_create(f.tracker, MPI_COMM_WORLD, NULL), "ordo_mpi_create", ARGUMENT,
-                  ARGUMENT);
-    mpi = (ordo_mpi_t *)&data;
-    CHECK_REFUSED(ordo_mpi_create(f.tracker, MPI_COMM_NULL, &mpi), "ordo_mpi_create", ARGUMENT,
+    CHECK_REFUSED(ordo_mpi_create(NULL, spare, MPI_COMM_WORLD, &mpi), "ordo_mpi_create", HANDLE,
                   HANDLE);
     CHECK(mpi == NULL);
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, NULL, MPI_COMM_WORLD, &mpi), "ordo_mpi_create", HANDLE,
+                  HANDLE);
+    CHECK(mpi == NULL);
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, spare, MPI_COMM_WORLD, NULL), "ordo_mpi_create",
+                  ARGUMENT, ARGUMENT);
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, spare, MPI_COMM_NULL, &mpi), "ordo_mpi_create",
+                  ARGUMENT, HANDLE);
+    CHECK(mpi == NULL);
+    CHECK_OK(ordo_stream_destroy(spare)); /* the refusals left nothing on it */
     CHECK_REFUSED(ordo_mpi_destroy(NULL, test_deadline()), "ordo_mpi_destroy", HANDLE, HANDLE);
 
     /* The getters. */
@@ -828,6 +1027,8 @@ static void bad_input_is_refused(void) {
     CHECK_REFUSED(ordo_mpi_stream(f.mpi, NULL), "ordo_mpi_stream", ARGUMENT, ARGUMENT);
     int r = 99, s = 99;
     CHECK_REFUSED(ordo_mpi_rank(NULL, &r, &s), "ordo_mpi_rank", HANDLE, HANDLE);
+    CHECK_REFUSED(ordo_mpi_rank(f.mpi, NULL, &s), "ordo_mpi_rank", ARGUMENT, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_rank(f.mpi, &r, NULL), "ordo_mpi_rank", ARGUMENT, ARGUMENT);
 
     /* NULL handles, NULL data, negative counts, ranks out of range. */
     CHECK_REFUSED(ordo_mpi_allreduce(NULL, a, data, 4, MPI_INT32_T, MPI_SUM), "ordo_mpi_allreduce",
@@ -838,6 +1039,10 @@ static void bad_input_is_refused(void) {
                   ARGUMENT, ARGUMENT);
     CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, data, -1, MPI_INT32_T, MPI_SUM),
                   "ordo_mpi_allreduce", ARGUMENT, RANGE);
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, data, 4, MPI_DATATYPE_NULL, MPI_SUM),
+                  "ordo_mpi_allreduce", ARGUMENT, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, data, 4, MPI_INT32_T, MPI_OP_NULL),
+                  "ordo_mpi_allreduce", ARGUMENT, ARGUMENT);
 
     CHECK_REFUSED(ordo_mpi_bcast(NULL, a, data, 4, MPI_INT32_T, 0), "ordo_mpi_bcast", HANDLE,
                   HANDLE);
@@ -863,6 +1068,10 @@ static void bad_input_is_refused(void) {
                   ARGUMENT);
     CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, 4, MPI_INT32_T, size + 100, 0), "ordo_mpi_send",
                   RANGE, ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, 4, MPI_INT32_T, -1, 0), "ordo_mpi_send", RANGE,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_send(f.mpi, a, data, 4, MPI_INT32_T, peer, -1), "ordo_mpi_send",
+                  ARGUMENT, RANGE);
 
     CHECK_REFUSED(ordo_mpi_recv(NULL, a, data, 4, MPI_INT32_T, peer, 0), "ordo_mpi_recv", HANDLE,
                   HANDLE);
@@ -874,6 +1083,8 @@ static void bad_input_is_refused(void) {
                   ARGUMENT, RANGE);
     CHECK_REFUSED(ordo_mpi_recv(f.mpi, a, data, 4, MPI_INT32_T, size, 0), "ordo_mpi_recv", RANGE,
                   ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_recv(f.mpi, a, data, 4, MPI_INT32_T, peer, -7), "ordo_mpi_recv",
+                  ARGUMENT, RANGE);
 
     CHECK_REFUSED(ordo_mpi_alltoall(NULL, a, data, b, other, 1, MPI_INT32_T), "ordo_mpi_alltoall",
                   HANDLE, HANDLE);
@@ -956,6 +1167,9 @@ int main(int argc, char **argv) {
         {"bcast_every_root", bcast_every_root},
         {"alltoall", alltoall},
         {"traffic_isolated", traffic_isolated},
+        {"two_communications", two_communications},
+        {"release_defers_reclaim", release_defers_reclaim},
+        {"progress_does_not_spin", progress_does_not_spin},
         {"destroy_waits_for_operations", destroy_waits_for_operations},
         {"destroy_past_deadline", destroy_past_deadline},
         {"truncation_fails_the_stream", truncation_fails_the_stream},

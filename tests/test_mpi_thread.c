@@ -44,15 +44,17 @@ int main(int argc, char **argv) {
     }
     ordo_device_t *device = NULL;
     ordo_tracker_t *tracker = NULL;
+    ordo_stream_t *stream = NULL;
     if (ordo_device_open("cpu:0", &device) != ORDO_OK ||
-        ordo_tracker_create(device, &tracker) != ORDO_OK) {
+        ordo_tracker_create(device, &tracker) != ORDO_OK ||
+        ordo_stream_create(device, 0, &stream) != ORDO_OK) {
         fprintf(stderr, "test_mpi_thread: no device or tracker: %s\n", ordo_error_message());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
     for (int round = 0; round < 2; ++round) {
         ordo_mpi_t *mpi = (ordo_mpi_t *)&provided; /* not NULL: the call must clear it */
-        ordo_status_t st = ordo_mpi_create(tracker, MPI_COMM_WORLD, &mpi);
+        ordo_status_t st = ordo_mpi_create(tracker, stream, MPI_COMM_WORLD, &mpi);
         if (st != ORDO_ERR_UNSUPPORTED) {
             fprintf(stderr,
                     "test_mpi_thread: ordo_mpi_create at thread level %d returned %s, "
@@ -75,14 +77,15 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* The tracker is untouched (no stream of the refused call is left in
-     * its table) and MPI still works. */
+    /* The tracker and the stream are untouched (nothing was submitted) and
+     * MPI still works. */
     ordo_tracker_metrics_t m;
     CHECK_OK(ordo_tracker_metrics(tracker, &m));
     CHECK(m.submissions == 0);
     CHECK(m.buffers_live == 0);
     CHECK_OK(ordo_tracker_synchronize(tracker, ordo_deadline_after_ms(10000)));
     CHECK_OK(ordo_tracker_destroy(tracker));
+    CHECK_OK(ordo_stream_destroy(stream));
     CHECK_OK(ordo_device_release(device));
     int one = 1, sum = 0;
     CHECK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);

@@ -165,8 +165,8 @@ static double run_manual(const overlap_t *o, int steps) {
 typedef struct ordo_side {
     ordo_tracker_t *tracker;
     ordo_stream_t *compute;
+    ordo_stream_t *comm; /* given to mpi */
     ordo_mpi_t *mpi;
-    ordo_stream_t *comm;
     ordo_buffer_t *bucket[BUCKETS];
 } ordo_side_t;
 
@@ -174,8 +174,8 @@ static void ordo_side_open(ordo_side_t *side, ordo_device_t *device, int buckets
     memset(side, 0, sizeof *side);
     MUST(ordo_tracker_create(device, &side->tracker));
     MUST(ordo_stream_create(device, 0, &side->compute));
-    MUST(ordo_mpi_create(side->tracker, MPI_COMM_WORLD, &side->mpi));
-    MUST(ordo_mpi_stream(side->mpi, &side->comm));
+    MUST(ordo_stream_create(device, 0, &side->comm));
+    MUST(ordo_mpi_create(side->tracker, side->comm, MPI_COMM_WORLD, &side->mpi));
     for (int k = 0; k < buckets; ++k) {
         MUST(ordo_buffer_create(side->tracker, &side->bucket[k]));
     }
@@ -191,6 +191,7 @@ static void ordo_side_close(ordo_side_t *side) {
     MUST(ordo_mpi_destroy(side->mpi, deadline()));
     MUST(ordo_tracker_destroy(side->tracker));
     MUST(ordo_stream_destroy(side->compute));
+    MUST(ordo_stream_destroy(side->comm));
 }
 
 typedef struct compute_task {

@@ -925,12 +925,18 @@ static void truncation_fails_the_stream(void) {
         CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
         fixture_close(&f, ORDO_OK, ORDO_OK);
     } else if (peer >= 0) {
-        CHECK_OK(ordo_mpi_recv(f.mpi, buffer, values, 8, MPI_INT32_T, peer, tag));
+        /* The submission may already see the failure (see
+         * start_error_fails_the_stream). */
+        ordo_status_t st = ordo_mpi_recv(f.mpi, buffer, values, 8, MPI_INT32_T, peer, tag);
+        if (st != ORDO_OK &&
+            (st != ORDO_ERR_DEVICE || !message_has(ordo_error_message(), mpi_text))) {
+            check_failed(__LINE__, "the receive returned %s (%s)", ordo_status_name(st),
+                         ordo_error_message());
+        }
         /* Work that reads the received data: it waits on the receive's
          * point (its submission may already see the failure). */
         ordo_access_t read = {buffer, ORDO_ACCESS_READ};
-        ordo_status_t st =
-            ordo_tracker_submit_host(f.tracker, f.consumer, &read, 1, reader_run, &reader);
+        st = ordo_tracker_submit_host(f.tracker, f.consumer, &read, 1, reader_run, &reader);
         if (st != ORDO_OK && st != ORDO_ERR_DEVICE) {
             check_failed(__LINE__, "the reader's submission returned %s (%s)", ordo_status_name(st),
                          ordo_error_message());
@@ -974,6 +980,71 @@ static void truncation_fails_the_stream(void) {
         CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
         fixture_close(&f, ORDO_OK, ORDO_OK);
     }
+}
+
+/* An MPI error when a request starts (a derived datatype never committed:
+ * MPI_ERR_TYPE from MPI_Isend) fails the stream the same way, with MPI's
+ * text. Every rank does it alone: nobody waits for a message that never
+ * comes. */
+static void start_error_fails_the_stream(void) {
+    fixture_t f;
+    fixture_open(&f);
+    MPI_Datatype uncommitted;
+    MPI_Type_contiguous(2, MPI_INT32_T, &uncommitted);
+    char mpi_text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    MPI_Error_string(MPI_ERR_TYPE, mpi_text, &length);
+    int32_t values[4] = {1, 2, 3, 4};
+    ordo_buffer_t *buffer = buffer_make(&f);
+    /* The submission may already see the failure: the request starts on
+     * the stream's worker, which may fail the stream before the submission
+     * has enqueued its wait. */
+    ordo_status_t st = ordo_mpi_send(f.mpi, buffer, values, 2, uncommitted, (rank + 1) % size, 3);
+    if (st != ORDO_OK && (st != ORDO_ERR_DEVICE || !message_has(ordo_error_message(), mpi_text))) {
+        check_failed(__LINE__, "the send returned %s (%s)", ordo_status_name(st),
+                     ordo_error_message());
+    }
+    st = ordo_stream_synchronize(f.comm, test_deadline());
+    CHECK(st == ORDO_ERR_DEVICE);
+    if (st != ORDO_OK && !message_has(ordo_error_message(), mpi_text)) {
+        check_failed(__LINE__, "the stream's message \"%s\" lacks MPI's \"%s\"",
+                     ordo_error_message(), mpi_text);
+    }
+    if (st != ORDO_OK && !message_has(ordo_error_message(), "send")) {
+        check_failed(__LINE__, "the stream's message \"%s\" names no send", ordo_error_message());
+    }
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_ERR_DEVICE, ORDO_ERR_DEVICE);
+    MPI_Type_free(&uncommitted);
+}
+
+/* ---- many small operations ------------------------------------------------ */
+
+/* A thousand allreduces of one element each, back to back: every one
+ * completes (nothing lost between the stream's worker and the progress
+ * thread), in order, with its value. */
+static void many_small_operations(void) {
+    fixture_t f;
+    fixture_open(&f);
+    enum { OPS = 1000 };
+    int64_t *values = calloc(OPS, sizeof *values);
+    ordo_buffer_t *buffer = buffer_make(&f);
+    for (int op = 0; op < OPS; ++op) {
+        values[op] = (int64_t)rank * OPS + op;
+        CHECK_OK(ordo_mpi_allreduce(f.mpi, buffer, &values[op], 1, MPI_INT64_T, MPI_SUM));
+    }
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    int64_t ranks = (int64_t)size * (size - 1) / 2;
+    for (int op = 0; op < OPS; ++op) {
+        if (values[op] != ranks * OPS + (int64_t)size * op) {
+            check_failed(__LINE__, "allreduce %d: %lld, expected %lld", op, (long long)values[op],
+                         (long long)(ranks * OPS + (int64_t)size * op));
+            break;
+        }
+    }
+    CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    free(values);
 }
 
 /* ---- bad input ----------------------------------------------------------- */
@@ -1173,6 +1244,8 @@ int main(int argc, char **argv) {
         {"destroy_waits_for_operations", destroy_waits_for_operations},
         {"destroy_past_deadline", destroy_past_deadline},
         {"truncation_fails_the_stream", truncation_fails_the_stream},
+        {"start_error_fails_the_stream", start_error_fails_the_stream},
+        {"many_small_operations", many_small_operations},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -32,13 +32,11 @@ static void check(ordo_status_t st) {
 }
 
 int main(void) {
-    ordo_device_t *dev;
+    ordo_tracker_t *tracker; /* it holds the device and owns the two streams */
     ordo_stream_t *a, *b;
-    ordo_tracker_t *tracker;
-    check(ordo_device_open(ORDO_DEVICE_DEFAULT, &dev));
-    check(ordo_stream_create(dev, 0, &a));
-    check(ordo_stream_create(dev, 0, &b));
-    check(ordo_tracker_create(dev, &tracker));
+    check(ordo_tracker_open(ORDO_DEVICE_DEFAULT, &tracker));
+    check(ordo_tracker_stream_create(tracker, 0, &a));
+    check(ordo_tracker_stream_create(tracker, 0, &b));
     for (int c = 0; c < CHUNKS; ++c) {
         ordo_buffer_t *buf; /* chunk c's memory, as the tracker sees it */
         check(ordo_buffer_create(tracker, &buf));
@@ -47,14 +45,10 @@ int main(void) {
         check(ordo_tracker_submit_host(tracker, b, &read, 1, consume, data[c]));
         check(ordo_buffer_release(buf, NULL, NULL)); /* its history goes once B has read it */
     }
-    /* Teardown, in this order: the buffers (released above); all the work
-     * (a failed task's status and message come back here); the tracker;
-     * the streams; the device. */
-    check(ordo_tracker_synchronize(tracker, ordo_deadline_after_ms(10000)));
-    check(ordo_tracker_destroy(tracker));
-    check(ordo_stream_destroy(a));
-    check(ordo_stream_destroy(b));
-    check(ordo_device_release(dev));
+    /* The buffers are released: close waits for all the work (a failed
+     * task's status and message come back here), then destroys the
+     * tracker and its streams and releases the device. */
+    check(ordo_tracker_close(tracker, ordo_deadline_after_ms(10000)));
     printf("total %.0f\n", total);
     return total == CHUNKS * (N * (N - 1) / 2.0) ? 0 : 1;
 }

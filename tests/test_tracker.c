@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/tracker_observer.h"
+#include "hal/hal.h"
 #include "ordo/buffer.h"
 #include "ordo/event.h"
 #include "ordo/tracker.h"
@@ -547,6 +548,349 @@ static void failed_stream_does_not_imply_other_uses(void **state) {
     fixture_free(f);
 }
 
+/* ---- a tracker that holds its device and owns streams ------------------- */
+
+static uint32_t device_refs(void) {
+    return atomic_load(&device->refs);
+}
+
+static ordo_status_t count_task(void *ctx) {
+    atomic_fetch_add((_Atomic int *)ctx, 1);
+    return ORDO_OK;
+}
+
+/* The message of the last failed call contains text. */
+#define assert_message_has(text)                                                                   \
+    do {                                                                                           \
+        if (!strstr(ordo_error_message(), (text))) {                                               \
+            fail_msg("message \"%s\" lacks \"%s\"", ordo_error_message(), (text));                 \
+        }                                                                                          \
+    } while (0)
+
+/* Opened by name, two streams of its own, a producer and a consumer:
+ * close waits for the work, then leaves nothing (no block, no reference
+ * on the device). */
+static void open_and_close(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    uint32_t refs = device_refs();
+    ordo_tracker_t *tracker;
+    ordo_stream_t *a, *b;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_int_equal(device_refs(), refs + 1); /* the shared runtime: the tracker's one */
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &a));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &b));
+    ordo_device_t *of_stream;
+    assert_ok(ordo_stream_device(a, &of_stream));
+    assert_ptr_equal(of_stream, device);
+    _Atomic int ran = 0;
+    for (int i = 0; i < 8; ++i) {
+        ordo_buffer_t *buf;
+        assert_ok(ordo_buffer_create(tracker, &buf));
+        ordo_access_t w = {buf, ORDO_ACCESS_WRITE}, r = {buf, ORDO_ACCESS_READ};
+        assert_ok(ordo_tracker_submit_host(tracker, a, &w, 1, count_task, (void *)&ran));
+        assert_ok(ordo_tracker_submit_host(tracker, b, &r, 1, count_task, (void *)&ran));
+        assert_ok(ordo_buffer_release(buf, NULL, NULL));
+    }
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 16);
+    assert_int_equal(device_refs(), refs);
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+typedef struct raise_later {
+    ordo_signal_t *gate;
+    unsigned after_ms;
+} raise_later_t;
+
+static void *raise_gate_later(void *arg) {
+    const raise_later_t *r = arg;
+    test_sleep_ms(r->after_ms);
+    (void)ordo_signal_advance(r->gate, 1);
+    return NULL;
+}
+
+/* Work still pending when close is called (held on a gate another thread
+ * raises, usually while close waits) has all run when close returns OK,
+ * on an owned stream the tracker ordered and on one it never did (work
+ * enqueued on it directly): close drops nothing. */
+static void close_waits_for_pending_work(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    ordo_tracker_t *tracker;
+    ordo_stream_t *ordered, *direct;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &ordered));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &direct));
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(ordered, gate, 1));
+    assert_ok(ordo_stream_wait(direct, gate, 1));
+    _Atomic int ran = 0;
+    ordo_buffer_t *buf;
+    assert_ok(ordo_buffer_create(tracker, &buf));
+    ordo_access_t w = {buf, ORDO_ACCESS_WRITE};
+    for (int i = 0; i < 4; ++i) {
+        assert_ok(ordo_tracker_submit_host(tracker, ordered, &w, 1, count_task, (void *)&ran));
+        assert_ok(ordo_stream_host_task(direct, count_task, (void *)&ran));
+    }
+    reclaimed_t rec = {0};
+    assert_ok(ordo_buffer_release(buf, on_reclaim, &rec)); /* its uses are held */
+    raise_later_t later = {gate, 20};
+    pthread_t thread = test_thread_start(raise_gate_later, &later);
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 8);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    pthread_join(thread, NULL);
+    assert_ok(ordo_signal_destroy(gate));
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+/* A close whose wait times out tears nothing down: the tracker, its
+ * streams and their work stay (the owned stream's destroy is still
+ * refused, new work is still taken); a later close succeeds, also for a
+ * stream the tracker owns but never ordered. */
+static void close_that_times_out_leaves_all_intact(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    uint32_t refs = device_refs();
+    ordo_tracker_t *tracker;
+    ordo_stream_t *held, *unordered;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &held));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &unordered));
+    assert_ok(ordo_stream_set_name(held, "held"));
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(held, gate, 1));
+    _Atomic int ran = 0;
+    ordo_buffer_t *buf;
+    assert_ok(ordo_buffer_create(tracker, &buf));
+    ordo_access_t w = {buf, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(tracker, held, &w, 1, count_task, (void *)&ran));
+    assert_ok(ordo_buffer_release(buf, NULL, NULL));
+
+    assert_status(ordo_tracker_close(tracker, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
+    assert_message_has("ordo_tracker_close: ");
+    assert_message_has("stream held still had work pending at the deadline");
+    assert_int_equal(atomic_load(&ran), 0);
+    /* All there. */
+    ordo_tracker_metrics_t m;
+    assert_ok(ordo_tracker_metrics(tracker, &m));
+    assert_int_equal(m.reclamations_pending, 1);
+    assert_int_equal(device_refs(), refs + 3); /* the tracker's, and each stream's */
+    assert_status(ordo_stream_destroy(held), ORDO_ERR_BUSY);
+    assert_ok(ordo_stream_status(held));
+    assert_ok(ordo_tracker_submit_host(tracker, held, NULL, 0, count_task, (void *)&ran));
+
+    /* The same for a stream held that the tracker never ordered. */
+    ordo_signal_t *gate2 = test_signal_make(0);
+    assert_ok(ordo_stream_wait(unordered, gate2, 1));
+    assert_ok(ordo_stream_host_task(unordered, count_task, (void *)&ran));
+    assert_ok(ordo_signal_advance(gate, 1));
+    assert_status(ordo_tracker_close(tracker, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
+    assert_message_has("ordo_tracker_close: ");
+    assert_int_equal(atomic_load(&ran), 2); /* the held stream's work did run */
+    assert_ok(ordo_signal_advance(gate2, 1));
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 3);
+    assert_int_equal(device_refs(), refs);
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_signal_destroy(gate2));
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+static ordo_status_t fail_with_text(void *ctx) {
+    (void)ctx;
+    return ordo_fail(ORDO_ERR_ABORTED, "decoder: bad frame 7");
+}
+
+/* A failed stream: close returns the failure with its text and tears
+ * nothing down; the failure stays, so a second close returns it again;
+ * ordo_tracker_destroy then completes the teardown (streams and the
+ * device reference included). */
+static void close_after_a_failure_then_destroy(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    uint32_t refs = device_refs();
+    ordo_tracker_t *tracker;
+    ordo_stream_t *good, *bad;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &good));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &bad));
+    assert_ok(ordo_stream_set_name(bad, "decoder"));
+    ordo_buffer_t *buf;
+    assert_ok(ordo_buffer_create(tracker, &buf));
+    ordo_access_t r = {buf, ORDO_ACCESS_READ};
+    _Atomic int ran = 0;
+    assert_ok(ordo_tracker_submit_host(tracker, good, &r, 1, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_submit_host(tracker, bad, &r, 1, fail_with_text, NULL));
+    assert_ok(ordo_buffer_release(buf, NULL, NULL));
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        assert_status(ordo_tracker_close(tracker, test_deadline()), ORDO_ERR_ABORTED);
+        assert_message_has("ordo_tracker_close: stream decoder: ");
+        assert_message_has("decoder: bad frame 7");
+        assert_status(ordo_stream_status(bad), ORDO_ERR_ABORTED); /* there to inspect */
+        assert_int_equal(device_refs(), refs + 3);
+    }
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_int_equal(device_refs(), refs);
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+/* Live buffers: close refuses at once (it does not wait for the deadline,
+ * nor release or leak them), and closes once they are released. */
+static void close_refuses_live_buffers(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    ordo_tracker_t *tracker;
+    ordo_stream_t *s;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &s));
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(s, gate, 1));
+    ordo_buffer_t *buf;
+    assert_ok(ordo_buffer_create(tracker, &buf));
+    ordo_access_t w = {buf, ORDO_ACCESS_WRITE};
+    _Atomic int ran = 0;
+    assert_ok(ordo_tracker_submit_host(tracker, s, &w, 1, count_task, (void *)&ran));
+    /* Had it waited, the held stream would have made it ORDO_ERR_TIMEOUT. */
+    assert_status(ordo_tracker_close(tracker, test_deadline()), ORDO_ERR_BUSY);
+    assert_message_has("ordo_tracker_close: 1 buffer(s) still live: release them first");
+    assert_int_equal(atomic_load(&ran), 0);
+    assert_status(ordo_tracker_destroy(tracker), ORDO_ERR_BUSY);
+    assert_ok(ordo_tracker_submit_host(tracker, s, &w, 1, count_task, (void *)&ran));
+    assert_ok(ordo_buffer_release(buf, NULL, NULL));
+    assert_ok(ordo_signal_advance(gate, 1));
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 2);
+    assert_ok(ordo_signal_destroy(gate));
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+/* A tracker from ordo_tracker_create may own streams too: close destroys
+ * them and the tracker, and leaves the caller's device reference and the
+ * caller's own streams to the caller; ordo_tracker_destroy does the same
+ * without the wait. */
+static void a_created_tracker_closes_what_it_owns(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    uint32_t refs = device_refs();
+    for (int by_destroy = 0; by_destroy < 2; ++by_destroy) {
+        ordo_tracker_t *tracker;
+        ordo_stream_t *mine, *owned;
+        assert_ok(ordo_tracker_create(device, &tracker));
+        assert_ok(ordo_stream_create(device, 0, &mine));
+        assert_ok(ordo_tracker_stream_create(tracker, 0, &owned));
+        ordo_buffer_t *buf;
+        assert_ok(ordo_buffer_create(tracker, &buf));
+        ordo_access_t w = {buf, ORDO_ACCESS_WRITE}, r = {buf, ORDO_ACCESS_READ};
+        _Atomic int ran = 0;
+        assert_ok(ordo_tracker_submit_host(tracker, mine, &w, 1, count_task, (void *)&ran));
+        assert_ok(ordo_tracker_submit_host(tracker, owned, &r, 1, count_task, (void *)&ran));
+        assert_ok(ordo_buffer_release(buf, NULL, NULL));
+        assert_int_equal(device_refs(), refs + 3);
+        if (by_destroy) {
+            assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+            assert_ok(ordo_tracker_destroy(tracker));
+        } else {
+            assert_ok(ordo_tracker_close(tracker, test_deadline()));
+        }
+        assert_int_equal(atomic_load(&ran), 2);
+        assert_int_equal(device_refs(), refs + 1); /* the caller's stream's */
+        assert_ok(ordo_stream_host_task(mine, count_task, (void *)&ran));
+        assert_ok(ordo_stream_synchronize(mine, test_deadline()));
+        assert_ok(ordo_stream_destroy(mine));
+        assert_int_equal(device_refs(), refs);
+    }
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info)); /* the caller's reference still holds it */
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+/* The streams a tracker owns are the tracker's to destroy: the caller's
+ * destroy is refused, and the stream stays usable. */
+static void destroying_an_owned_stream_is_refused(void **state) {
+    (void)state;
+    ordo_tracker_t *tracker;
+    ordo_stream_t *owned;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &owned));
+    assert_status(ordo_stream_destroy(owned), ORDO_ERR_BUSY);
+    assert_message_has("ordo_stream_destroy: stream ");
+    assert_message_has("belongs to the tracker");
+    assert_message_has("ordo_tracker_close");
+    _Atomic int ran = 0;
+    assert_ok(ordo_stream_host_task(owned, count_task, (void *)&ran));
+    assert_ok(ordo_stream_synchronize(owned, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+}
+
+/* An owned stream another tracker still keeps in its table: the owner's
+ * close and destroy are refused, nothing done, until the other goes. Its
+ * own table's use does not count. */
+static void an_owned_stream_in_another_table_keeps_the_owner(void **state) {
+    (void)state;
+    size_t blocks = refusal_live_blocks();
+    ordo_tracker_t *owner, *other;
+    ordo_stream_t *owned;
+    assert_ok(ordo_tracker_open(test_device_name(), &owner));
+    assert_ok(ordo_tracker_create(device, &other));
+    assert_ok(ordo_tracker_stream_create(owner, 0, &owned));
+    _Atomic int ran = 0;
+    assert_ok(ordo_tracker_submit_host(owner, owned, NULL, 0, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_submit_host(other, owned, NULL, 0, count_task, (void *)&ran));
+    assert_status(ordo_tracker_close(owner, test_deadline()), ORDO_ERR_BUSY);
+    assert_message_has("ordo_tracker_close: stream ");
+    assert_message_has("still ordered by 1 tracker(s)");
+    assert_status(ordo_tracker_destroy(owner), ORDO_ERR_BUSY);
+    assert_message_has("ordo_tracker_destroy: stream ");
+    assert_ok(ordo_tracker_submit_host(owner, owned, NULL, 0, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_synchronize(other, test_deadline()));
+    assert_ok(ordo_tracker_destroy(other));
+    assert_ok(ordo_tracker_close(owner, test_deadline()));
+    assert_int_equal(atomic_load(&ran), 3);
+    assert_int_equal(refusal_live_blocks(), blocks);
+}
+
+typedef struct closer {
+    ordo_tracker_t *tracker;
+    _Atomic ordo_status_t status;
+    char message[256];
+} closer_t;
+
+static ordo_status_t close_from_task(void *ctx) {
+    closer_t *c = ctx;
+    ordo_status_t st = ordo_tracker_close(c->tracker, ORDO_DEADLINE_NOW);
+    snprintf(c->message, sizeof c->message, "%s", ordo_error_message());
+    atomic_store(&c->status, st);
+    return ORDO_OK;
+}
+
+/* Close from a host task on one of the tracker's streams (owned, or the
+ * caller's and ordered by it) would wait for itself: refused, nothing
+ * done (with the deadline now, a wait would have been ORDO_ERR_TIMEOUT). */
+static void close_on_a_stream_thread_is_refused(void **state) {
+    (void)state;
+    ordo_tracker_t *tracker;
+    ordo_stream_t *owned, *mine;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &owned));
+    assert_ok(ordo_stream_create(device, 0, &mine));
+    ordo_stream_t *streams[2] = {owned, mine};
+    for (int i = 0; i < 2; ++i) {
+        closer_t c = {.tracker = tracker, .status = ORDO_OK};
+        assert_ok(ordo_tracker_submit_host(tracker, streams[i], NULL, 0, close_from_task, &c));
+        assert_ok(ordo_stream_synchronize(streams[i], test_deadline()));
+        assert_int_equal(atomic_load(&c.status), ORDO_ERR_BUSY);
+        if (!strstr(c.message, "ordo_tracker_close: ") || !strstr(c.message, "thread")) {
+            fail_msg("message \"%s\"", c.message);
+        }
+    }
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_ok(ordo_stream_destroy(mine));
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 
 static void bad_input_is_refused(void **state) {
@@ -757,6 +1101,44 @@ static void tracker_entry_points_refuse_bad_input(void **state) {
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, NULL);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_destroy, wrong);
     REFUSED(ORDO_ERR_BUSY, ordo_tracker_destroy, tracker);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_close, NULL, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_close, wrong, ORDO_DEADLINE_NOW);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_close, tracker, ORDO_DEADLINE_NOW); /* live buffers */
+
+    /* ordo_tracker_open: the open's status and message, nothing left. */
+    ordo_tracker_t *opened = NULL;
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, opened, ordo_tracker_open, NULL, &opened);
+    assert_non_null(strstr(ordo_error_message(), "name is NULL"));
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, opened, ordo_tracker_open, "nosuch:0", &opened);
+    assert_non_null(strstr(ordo_error_message(), "names no compiled-in backend"));
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, opened, ordo_tracker_open, "cpu:7", &opened);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, opened, ordo_tracker_open, "cpu:99999", &opened);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, opened, ordo_tracker_open, "cpu:-1", &opened);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_open, "cpu:0", NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_open, "nosuch", NULL);
+
+    /* ordo_tracker_stream_create. */
+    ordo_stream_t *owned = (ordo_stream_t *)1;
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(f.device, &info));
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, owned, ordo_tracker_stream_create, NULL, 0, &owned);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, owned, ordo_tracker_stream_create, wrong, 0, &owned);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_stream_create, tracker, 0, NULL);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, owned, ordo_tracker_stream_create, tracker,
+                   info.priority_least + 1, &owned);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, owned, ordo_tracker_stream_create, tracker,
+                   info.priority_greatest - 1, &owned);
+    /* Its streams are the tracker's to destroy; at most as many as it orders. */
+    assert_ok(ordo_tracker_open("cpu:0", &opened));
+    ordo_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+    for (unsigned i = 0; i < ORDO_TRACKER_MAX_STREAMS; ++i) {
+        assert_ok(ordo_tracker_stream_create(opened, 0, &streams[i]));
+    }
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, streams[0]);
+    REFUSED(ORDO_ERR_BUSY, ordo_stream_destroy, streams[ORDO_TRACKER_MAX_STREAMS - 1]);
+    REFUSED_CLEARS(ORDO_ERR_RESOURCE_EXHAUSTED, owned, ordo_tracker_stream_create, opened, 0,
+                   &owned);
+    assert_ok(ordo_tracker_close(opened, test_deadline()));
 
     /* Nothing refused above was recorded: the buffer is used by no stream. */
     assert_ok(ordo_tracker_metrics(tracker, &m));
@@ -802,6 +1184,15 @@ int main(void) {
         cmocka_unit_test(release_with_other_work_on_the_stream),
         cmocka_unit_test(failed_stream_still_reclaims),
         cmocka_unit_test(failed_stream_does_not_imply_other_uses),
+        cmocka_unit_test(open_and_close),
+        cmocka_unit_test(close_waits_for_pending_work),
+        cmocka_unit_test(close_that_times_out_leaves_all_intact),
+        cmocka_unit_test(close_after_a_failure_then_destroy),
+        cmocka_unit_test(close_refuses_live_buffers),
+        cmocka_unit_test(a_created_tracker_closes_what_it_owns),
+        cmocka_unit_test(destroying_an_owned_stream_is_refused),
+        cmocka_unit_test(an_owned_stream_in_another_table_keeps_the_owner),
+        cmocka_unit_test(close_on_a_stream_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(failing_launch_is_reported),
         cmocka_unit_test(tracker_entry_points_refuse_bad_input),

@@ -18,7 +18,8 @@
  * released with events alive is kept allocated so those events stay valid
  * (a leak that ordo_allocator_live_blocks shows), never freed under them.
  * Trackers, coordinators, barriers and direct resources keep their device
- * alive too, and so does an adaptor or pool a caller builds on the
+ * alive too (a tracker from ordo_tracker_open holds the reference its open
+ * took, and drops it when closed), and so does an adaptor or pool a caller builds on the
  * device's own memory stack (ordo_device_memory), which the device owns.
  *
  * Thread-safety: every function may be called from any thread.

@@ -66,7 +66,9 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
  * ORDO_ERR_BUSY, nothing done: called on one of the stream's own threads
  * (from its host task, or from a signal callback the stream ran), where it
  * would wait for itself; on a stream of a stream pool (the pool destroys
- * it); on a stream a tracker or a coordinator still keeps in its table
+ * it); on a stream a tracker owns (ordo_tracker_stream_create: the
+ * tracker's close or destroy destroys it); on a stream a tracker or a
+ * coordinator still keeps in its table
  * (one it ordered work on: destroy that first). A barrier does not keep
  * its members: it reports a member destroyed since with ORDO_ERR_DESTROYED
  * (ordo/barrier.h). */

@@ -35,11 +35,28 @@
  * count, fn, ctx) enqueues fn(ctx) as a host task in order. ctx must stay
  * valid until the task has run, or has been dropped (see ordo/stream.h).
  *
+ * Ownership: a tracker may hold its device and own its streams. One made
+ * by ordo_tracker_open(name) opened the device itself; streams made by
+ * ordo_tracker_stream_create belong to it (ordo_stream_destroy refuses
+ * them with ORDO_ERR_BUSY). ordo_tracker_close(tracker, deadline) then
+ * tears all of it down in one call:
+ *
+ *     ordo_tracker_t *tracker;
+ *     ordo_stream_t *a;
+ *     ordo_tracker_open(ORDO_DEVICE_DEFAULT, &tracker);
+ *     ordo_tracker_stream_create(tracker, 0, &a);
+ *     ... buffers, submissions, ordo_buffer_release ...
+ *     ordo_tracker_close(tracker, ordo_deadline_after_ms(10000));
+ *
  * Teardown, in this order: release the buffers (ordo_buffer_release);
  * ordo_tracker_synchronize (every stream's work has run and every
  * reclamation has finished); ordo_tracker_destroy (refused with
- * ORDO_ERR_BUSY while buffers are live or reclamations pending); destroy
- * the streams (they must outlive the tracker); release the device.
+ * ORDO_ERR_BUSY while buffers are live or reclamations pending; it
+ * destroys the streams the tracker owns and drops its device reference);
+ * destroy the streams the caller created (they must outlive the tracker);
+ * release the device if the caller opened it. ordo_tracker_close is the
+ * middle two steps in one call, and the whole teardown for a tracker from
+ * ordo_tracker_open whose streams are all its own.
  *
  * Thread-safety: a tracker is externally synchronised: submit, prepare,
  * finish, buffer create and release on one tracker must not run
@@ -48,12 +65,16 @@
  * tracker take it themselves (it is recursive, so a launch function called
  * under it may allocate from such a pool). Metrics and drain may be called from any
  * thread, except drain from a reclaim callback (it would wait for itself).
- * So may synchronize, while other threads submit under ordo_tracker_lock.
+ * So may synchronize, while other threads submit under ordo_tracker_lock,
+ * and ordo_tracker_stream_create (it takes the lock itself). Destroy and
+ * close must not race any other call on the tracker, nor on the streams
+ * it owns.
  *
  * Streams used with a tracker must outlive it: a stream the tracker has
  * ordered work on (a submission, or a memory pool's call on the tracker,
  * naming it) stays in its table, and ordo_stream_destroy refuses it with
- * ORDO_ERR_BUSY until the tracker is destroyed.
+ * ORDO_ERR_BUSY until the tracker is destroyed. The streams it owns go
+ * with it.
  */
 #ifndef ORDO_TRACKER_H
 #define ORDO_TRACKER_H
@@ -113,13 +134,68 @@ typedef struct ordo_tracker_metrics {
     uint64_t reclamations_done;    /**< released buffers reclaimed */
 } ordo_tracker_metrics_t;
 
-/** Creates a tracker for device's streams and starts its reclaimer thread. */
+/** Creates a tracker for device's streams and starts its reclaimer thread.
+ * The tracker holds a reference on device until it is destroyed; the
+ * caller's own reference is the caller's to release. */
 ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tracker);
 
-/** Destroys the tracker. Refused with ORDO_ERR_BUSY while memory pools use it (destroy them
- * first), buffers are live or reclamations are pending (ordo_tracker_synchronize or
- * ordo_tracker_drain waits for those). See the teardown order above. */
+/** Opens the device named device_name (as ordo_device_open does: "cpu",
+ * "cpu:0", ORDO_DEVICE_DEFAULT, ...) and creates a tracker over it that
+ * holds the only reference this call takes on it, dropped when the
+ * tracker is closed or destroyed (the caller has none to release). A
+ * failed open returns the open's status (ORDO_ERR_NOT_FOUND for an
+ * unknown backend, ORDO_ERR_UNAVAILABLE, ORDO_ERR_OUT_OF_RANGE for an
+ * ordinal beyond the devices present, ORDO_ERR_INVALID_ARGUMENT for a NULL
+ * name) and its message, and leaves nothing behind: there is no default
+ * device to fall back on. The tracker's device is ordo_stream_device of
+ * any stream of it. */
+ordo_status_t ordo_tracker_open(const char *device_name, ordo_tracker_t **out_tracker);
+
+/** Creates a stream on the tracker's device (as ordo_stream_create does,
+ * priority in the device's range: a numerically lower value is more
+ * urgent, 0 the default) that the tracker owns: it is destroyed with the
+ * tracker (ordo_tracker_close, ordo_tracker_destroy), and
+ * ordo_stream_destroy refuses it with ORDO_ERR_BUSY. It is used like any
+ * stream otherwise, with this tracker or others. ORDO_ERR_RESOURCE_EXHAUSTED
+ * beyond ORDO_TRACKER_MAX_STREAMS streams owned. May be called from any
+ * thread while others use the tracker (it takes ordo_tracker_lock), not
+ * while it is destroyed or closed. */
+ordo_status_t ordo_tracker_stream_create(ordo_tracker_t *tracker, int priority,
+                                         ordo_stream_t **out_stream);
+
+/** Destroys the tracker, then the streams it owns (as ordo_stream_destroy
+ * does: work not yet started on them is dropped, a host task running
+ * there is waited for), then drops its reference on the device (the last
+ * one, for a tracker from ordo_tracker_open, unless streams or objects of
+ * the caller's hold others). Refused with ORDO_ERR_BUSY, nothing done,
+ * while memory pools use it (destroy them first), buffers are live or
+ * reclamations are pending (ordo_tracker_synchronize or ordo_tracker_drain
+ * waits for those), or a stream it owns cannot be destroyed: called on
+ * one of that stream's threads, or another tracker or a coordinator still
+ * keeps it in its table. See the teardown order above. */
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker);
+
+/** Waits for all the tracker's work as ordo_tracker_synchronize does
+ * (every stream it ordered or owns has run what was submitted, and no
+ * reclamation is pending), then tears it down as ordo_tracker_destroy
+ * does: the tracker, the streams it owns, its device reference. For a
+ * tracker from ordo_tracker_create, the caller's device reference and
+ * the caller's streams stay the caller's (destroy and release them after).
+ *
+ * Refused with ORDO_ERR_BUSY before any wait, nothing done, while buffers
+ * are live (release them first: a live buffer is never released or leaked
+ * by close), memory pools use the tracker, a stream it owns cannot be
+ * destroyed (as for ordo_tracker_destroy), or when called on a thread of
+ * one of its streams (a host task or callback there: it would wait for
+ * itself). When the synchronize fails, close returns its status and
+ * message (ORDO_ERR_TIMEOUT at the deadline while a stream still has work
+ * pending, else the first failed stream's failure) and tears nothing
+ * down: the tracker and its streams stay usable for a later close, or to
+ * be inspected. A failed stream stays failed, so a second close returns
+ * the same failure; once the failure is handled, ordo_tracker_destroy
+ * completes the teardown (a failed stream's work never runs, so nothing
+ * is left to wait for). */
+ordo_status_t ordo_tracker_close(ordo_tracker_t *tracker, ordo_deadline_t deadline);
 
 /** Orders and enqueues one submission: prepare + launch + finish. */
 ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -160,7 +236,8 @@ ordo_status_t ordo_tracker_metrics(ordo_tracker_t *tracker, ordo_tracker_metrics
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline);
 
 /** Waits until all the work submitted before the call on every stream the
- * tracker has ordered has run (ordo_stream_synchronize on each), then
+ * tracker has ordered, and every stream it owns (ordo_tracker_stream_create),
+ * has run (ordo_stream_synchronize on each), then
  * until no reclamation is pending (ordo_tracker_drain). Called after every
  * buffer was released, it leaves nothing for ordo_tracker_destroy to
  * refuse (a buffer released after it may still have its reclamation
@@ -169,7 +246,8 @@ ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadli
  * at the deadline while a stream still has work pending (even if another
  * failed), else the failure of the first stream, in the order the tracker
  * first used them, that failed (the message names the stream and carries
- * its failure's message), else ORDO_OK. A failed stream's work never runs,
+ * its failure's message; the streams it owns and has not ordered come after
+ * the others), else ORDO_OK. A failed stream's work never runs,
  * so it counts as done. May be called from any thread while others submit
  * under ordo_tracker_lock (it takes the lock only to read the list of
  * streams); work submitted after that read is not waited for. Not from a

@@ -99,7 +99,8 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
             pool_free(pool, i);
             return st;
         }
-        streams[i]->pool = pool;
+        streams[i]->owner = pool;
+        streams[i]->owner_kind = HAL_STREAM_OWNER_POOL;
     }
     *out_pool = pool;
     return ORDO_OK;

@@ -52,33 +52,8 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
 
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
-    uint32_t pools = atomic_load(&tracker->pools);
-    if (pools) {
-        return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "%u memory pool(s) still use the tracker: destroy them first", pools);
-    }
-    uint64_t live = atomic_load(&tracker->buffers_live);
-    uint64_t pending = atomic_load(&tracker->reclamations_pending);
-    if (live || pending) {
-        return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "%llu buffer(s) still live and %llu reclamation(s) pending "
-                           "(release them, then ordo_tracker_drain)",
-                           (unsigned long long)live, (unsigned long long)pending);
-    }
-    ordo__reclaimer_stop(&tracker->reclaimer);
-    for (uint32_t i = 0; i < tracker->stream_count; ++i) {
-        /* The spare references first: the tracker's own goes last. */
-        for (uint32_t r = 0; r < tracker->streams[i]->spare_refs; ++r) {
-            ordo__signal_release_internal(tracker->streams[i]->timeline);
-        }
-        (void)ordo_signal_release(tracker->streams[i]->timeline);
-        ordo__hal_stream_unuse(tracker->streams[i]->stream, HAL_STREAM_TRACKER);
-        ordo__dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
-    }
-    ordo_device_t *device = tracker->device;
-    tracker->magic = ORDO_HAL_DEAD;
-    ordo__dealloc(tracker, sizeof *tracker, 64);
-    return ordo_device_release(device);
+    ORDO_RETURN_IF_ERROR(ordo__tracker_teardown_check(tracker, 0, __func__));
+    return ordo__tracker_teardown(tracker, __func__);
 }
 
 ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,

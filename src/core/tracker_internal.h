@@ -130,9 +130,26 @@ struct ordo_tracker {
     /* ordo_tracker_lock; taken by the memory pools on this tracker. */
     ordo_rlock_t lock;
     _Atomic uint32_t pools; /* memory pools standing on the tracker */
+    /* The streams the tracker made (ordo_tracker_stream_create), in
+     * creation order, under lock: destroyed with the tracker. */
+    uint32_t owned_count;
+    ordo_stream_t *owned[ORDO_TRACKER_MAX_STREAMS];
 };
 
 ordo_status_t ordo__tracker_check(const ordo_tracker_t *tracker, const char *api);
+
+/* ORDO_ERR_BUSY, with a message for api, when the tracker cannot be torn
+ * down now (nothing is changed): memory pools use it, buffers are live,
+ * reclamations are pending (unless pending_ok: a close waits for those),
+ * or a stream it owns cannot be destroyed (called on that stream's
+ * thread, or another tracker or a coordinator keeps it in its table). */
+ordo_status_t ordo__tracker_teardown_check(const ordo_tracker_t *tracker, int pending_ok,
+                                           const char *api);
+
+/* Tears down a tracker that passed ordo__tracker_teardown_check: its
+ * reclaimer, its table of streams, the tracker, then the streams it owns
+ * (as ordo_stream_destroy does), then its reference on the device. */
+ordo_status_t ordo__tracker_teardown(ordo_tracker_t *tracker, const char *api);
 
 /* The latest access point of stream s on b (s in b->use_mask). */
 static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {

@@ -25,13 +25,20 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
     /* Streams are attached by submissions: the list is read under the
      * lock that submitting threads hold, then waited on without it, so
      * submissions go on meanwhile (and are not waited for once they come
-     * after the read). Streams outlive their tracker: the pointers stay
-     * good. */
-    ordo_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
+     * after the read). The streams the tracker owns and has not ordered
+     * yet follow (they get their work from elsewhere). Streams outlive
+     * their tracker: the pointers stay good. */
+    ordo_stream_t *streams[2 * ORDO_TRACKER_MAX_STREAMS];
     (void)ordo_tracker_lock(tracker);
     uint32_t count = frontier_stream_count(tracker);
     for (uint32_t i = 0; i < count; ++i) {
         streams[i] = frontier_stream(tracker, i);
+    }
+    for (uint32_t i = 0; i < tracker->owned_count; ++i) {
+        uint32_t index;
+        if (!tracker_stream_find(tracker, tracker->owned[i], &index)) {
+            streams[count++] = tracker->owned[i];
+        }
     }
     (void)ordo_tracker_unlock(tracker);
 

@@ -83,14 +83,23 @@ typedef enum hal_stream_user {
     HAL_STREAM_USER_KINDS = 2,
 } hal_stream_user_t;
 
+/* The objects that make streams and destroy them themselves. */
+typedef enum hal_stream_owner {
+    HAL_STREAM_OWNER_NONE = 0,    /* its creator's: ordo_stream_destroy */
+    HAL_STREAM_OWNER_POOL = 1,    /* a stream pool's: ordo_stream_pool_destroy */
+    HAL_STREAM_OWNER_TRACKER = 2, /* a tracker's: ordo_tracker_close or _destroy */
+} hal_stream_owner_t;
+
 struct ordo_stream {
     uint32_t magic;
     ordo_device_t *device;
     int priority;
     void *impl;
-    /* The stream pool that made the stream (NULL: its creator's): only
-     * the pool destroys it. */
-    const void *pool;
+    /* The object that made the stream and alone destroys it (NULL: the
+     * caller that created it, with ordo_stream_destroy): a stream pool or
+     * a tracker (ordo_tracker_stream_create), as owner_kind says. */
+    const void *owner;
+    hal_stream_owner_t owner_kind;
     /* Per hal_stream_user_t, the trackers and coordinators that keep the
      * stream in their tables and would read it after a destroy. */
     _Atomic uint32_t users[HAL_STREAM_USER_KINDS];
@@ -252,8 +261,13 @@ void ordo__hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user);
 
 /* ORDO_ERR_BUSY, with a message for api, when stream must not be
  * destroyed now: called on its own thread, or still used by a tracker or
- * a coordinator. The owner (a stream pool) is not checked. */
+ * a coordinator. The owner (a stream pool, a tracker) is not checked. */
 ordo_status_t ordo__hal_stream_check_destroy(const ordo_stream_t *stream, const char *api);
+
+/* ordo__hal_stream_check_destroy for an owner that itself keeps the stream
+ * in its table tracker_uses times (a tracker that will let it go first). */
+ordo_status_t ordo__hal_stream_check_destroy_by(const ordo_stream_t *stream, uint32_t tracker_uses,
+                                                const char *api);
 
 /* Destroys stream after ordo__hal_stream_check_destroy; for its stream pool. */
 ordo_status_t ordo__hal_stream_destroy(ordo_stream_t *stream, const char *api);

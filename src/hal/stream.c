@@ -107,6 +107,11 @@ void ordo__hal_stream_unuse(ordo_stream_t *stream, hal_stream_user_t user) {
 }
 
 ordo_status_t ordo__hal_stream_check_destroy(const ordo_stream_t *stream, const char *api) {
+    return ordo__hal_stream_check_destroy_by(stream, 0, api);
+}
+
+ordo_status_t ordo__hal_stream_check_destroy_by(const ordo_stream_t *stream, uint32_t tracker_uses,
+                                                const char *api) {
     if (ordo__hal_stream_on_own_thread(stream)) {
         return ordo__error(ORDO_ERR_BUSY, api,
                            "called on a thread of stream %p itself (from a host task or a callback "
@@ -115,7 +120,8 @@ ordo_status_t ordo__hal_stream_check_destroy(const ordo_stream_t *stream, const 
                            (const void *)stream, api);
     }
     uint32_t trackers =
-        atomic_load_explicit(&stream->users[HAL_STREAM_TRACKER], memory_order_acquire);
+        atomic_load_explicit(&stream->users[HAL_STREAM_TRACKER], memory_order_acquire) -
+        tracker_uses;
     uint32_t coords =
         atomic_load_explicit(&stream->users[HAL_STREAM_COORDINATOR], memory_order_acquire);
     if (trackers || coords) {
@@ -173,11 +179,18 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
 
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
-    if (stream->pool) {
+    if (stream->owner_kind == HAL_STREAM_OWNER_POOL) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
                            "stream %p belongs to the stream pool %p, which hands it out: "
                            "ordo_stream_pool_destroy destroys it with the pool",
-                           (void *)stream, stream->pool);
+                           (void *)stream, stream->owner);
+    }
+    if (stream->owner_kind == HAL_STREAM_OWNER_TRACKER) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "stream %p belongs to the tracker %p, which made it "
+                           "(ordo_tracker_stream_create): ordo_tracker_close (or "
+                           "ordo_tracker_destroy) destroys it with the tracker",
+                           (void *)stream, stream->owner);
     }
     return ordo__hal_stream_destroy(stream, __func__);
 }

@@ -33,10 +33,6 @@
 /* The bound on any single wait (4 ranks share 2 cores, sanitizers slow it). */
 #define TEST_WAIT_MS 30000
 
-#ifndef ORDO_TEST_SCALE_DIVISOR
-#define ORDO_TEST_SCALE_DIVISOR 1
-#endif
-
 static int rank, size;
 static int case_failures; /* this rank's failed checks in the current case */
 static const char *case_name = "setup";

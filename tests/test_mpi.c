@@ -14,9 +14,14 @@
  * stage reads it; the next write of bucket k waits for both), a ring
  * pipeline (each round computed from the previous round's message),
  * broadcast from every root, all-to-all, isolation of ordo's traffic from
- * the program's (a duplicate communicator), destroy with operations in
- * flight, destroy past its deadline, an MPI error (a truncated receive)
- * failing the communication stream and what waits on it, and bad input. */
+ * the program's (a duplicate communicator), two communications of one
+ * tracker reducing the same buckets in turn, a buffer released with its
+ * allreduce in flight (reclaimed after it), the progress thread's CPU
+ * while idle and while a receive waits, destroy with operations in flight,
+ * destroy past its deadline, MPI errors (a truncated receive; a request
+ * that cannot start) failing the communication stream and what waits on
+ * it, a thousand small allreduces back to back, and bad input.
+ * TEST_MPI_CASE=<name> runs one case. */
 #include <mpi.h>
 #include <sched.h>
 #include <stdarg.h>

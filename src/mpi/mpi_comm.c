@@ -224,9 +224,20 @@ typedef struct launch {
 static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
     launch_t *launch = ctx;
     mpi_op_t *op = launch->op;
+    /* Read before the task is enqueued: from then on the operation is the
+     * worker's and the progress thread's, which free it on completion. */
+    ordo_signal_t *done = op->mpi->done;
+    uint64_t seq = op->seq;
     ORDO_RETURN_IF_ERROR(ordo_stream_host_task(stream, op_post, op));
     launch->enqueued = true;
-    return ordo_stream_wait(stream, op->mpi->done, op->seq);
+    ordo_status_t st = ordo_stream_wait(stream, done, seq);
+    if (st != ORDO_OK && ordo_stream_status(stream) != ORDO_OK) {
+        /* The stream failed meanwhile (this operation's own start may have
+         * failed it): nothing runs after, and the failure is the stream's
+         * to report. The task was enqueued: the submission stands. */
+        return ORDO_OK;
+    }
+    return st;
 }
 
 /* Checks what every operation takes, then submits op (a copy of proto)

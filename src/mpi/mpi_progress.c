@@ -2,26 +2,33 @@
  * the request in flight and raises the timeline, and carries the messages
  * of signals observed across ranks (mpi_signal.c). Idle (no request, no
  * signal published or observed), it parks. Otherwise it tests the request
- * and looks for messages, EAGER_TESTS times back to back after anything
- * moved, then with pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS
- * (LISTEN_MAX_NS with no request in flight): MPI moves nonblocking
- * operations on only when asked, and a core is not spun for it. */
+ * and looks for messages: without pausing for BUSY_NS after a request
+ * arrived or anything moved (while a request is in flight), then with
+ * pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS (LISTEN_MAX_NS with
+ * no request in flight): MPI moves nonblocking operations on only when
+ * asked. It never spins while idle. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/timer_slack.h"
 #include "mpi/mpi_internal.h"
 
+/* With a request in flight, how long the thread polls without pausing
+ * after anything moved: a nonblocking collective moves on only inside MPI
+ * calls, one round per test, and a pause costs at least a timer's slack
+ * and a wake-up (tens of microseconds) per round. */
+#define BUSY_NS 500000u
+/* The timer slack of the progress thread (the default would stretch each
+ * pause by up to 50 us). */
+#define PROGRESS_TIMER_SLACK_NS 1000u
 #define PAUSE_MIN_NS 2000u
 #define PAUSE_MAX_NS 250000u
 /* The longest pause while only signals are watched (published or
  * observed): how late, at most, an idle rank hears of another's move. */
 #define LISTEN_MAX_NS 1000000u
-/* Tests made back to back before the first pause: an operation that
- * completes within a few microseconds costs no sleep. */
-#define EAGER_TESTS 64
 
 const char *ordo__mpi_op_name(mpi_op_kind_t kind) {
     switch (kind) {
@@ -97,7 +104,8 @@ static void op_completed(ordo_mpi_t *mpi, mpi_op_t *op, int code) {
 static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
     uint64_t pause = 0;
-    unsigned eager = 0;
+    uint64_t busy_until = 0;
+    (void)ordo__timer_slack_set(PROGRESS_TIMER_SLACK_NS);
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&mpi->parker);
         if (atomic_load_explicit(&mpi->stop, memory_order_acquire)) {
@@ -122,16 +130,24 @@ static void *progress_main(void *arg) {
         }
         if (moved) {
             pause = 0;
-            eager = 0;
+            busy_until = ordo_time_now_ns() + BUSY_NS;
             continue;
+        }
+        if (!op) {
+            busy_until = 0; /* the next request starts a busy spell of its own */
         }
         if (!op && !listening) {
             (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
             continue;
         }
-        if (op && eager < EAGER_TESTS) { /* signals alone: a waiting thread looks itself */
-            ++eager;
-            continue;
+        if (op) {
+            uint64_t now = ordo_time_now_ns();
+            if (busy_until == 0) {
+                busy_until = now + BUSY_NS; /* a request just arrived */
+            }
+            if (now < busy_until) {
+                continue; /* signals alone get no busy polling: a waiting thread looks itself */
+            }
         }
         /* Polling: a request in flight, or signals other ranks may move. A
          * post, a wanted timepoint or a sleeping wait unparks at once. */

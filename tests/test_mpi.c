@@ -1064,6 +1064,137 @@ static void many_small_operations(void) {
         }                                                                                          \
     } while (0)
 
+/* ---- signals across ranks ------------------------------------------------ */
+
+#define SIGNAL_LAPS 500
+
+static _Atomic int stage_runs;
+static ordo_status_t stage_ran(void *ctx) {
+    (void)ctx;
+    atomic_fetch_add(&stage_runs, 1);
+    return ORDO_OK;
+}
+
+static void timepoint_count(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    if (status == ORDO_OK) {
+        atomic_fetch_add((_Atomic int *)ctx, 1);
+    }
+}
+
+/* A ring of published signals: rank r raises its own after it sees rank
+ * r - 1's (rank 0 starts each lap); then a stream of every rank waits on
+ * the previous rank's signal and signals its own, a timepoint and a link
+ * fire on an observed signal, and a failure with its message goes round
+ * the ring. */
+static void signals_across_ranks(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *mine = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &mine));
+    REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, mine, 42));
+    CHECK_STATUS(ordo_mpi_signal_publish(f.mpi, mine, 42), ORDO_ERR_BUSY);
+    ordo_signal_t *prev = NULL;
+    REQUIRE_OK(ordo_mpi_signal_open(f.mpi, (rank + size - 1) % size, 42, &prev));
+    bool shared = true;
+    CHECK_OK(ordo_signal_is_shared(prev, &shared));
+    CHECK(!shared);
+
+    /* Blocking waits, monotonic values. */
+    for (uint64_t lap = 1; lap <= SIGNAL_LAPS; ++lap) {
+        if (rank == 0) {
+            CHECK_OK(ordo_signal_advance(mine, lap));
+            CHECK_OK(ordo_signal_wait(prev, lap, test_deadline()));
+        } else {
+            CHECK_OK(ordo_signal_wait(prev, lap, test_deadline()));
+            CHECK_OK(ordo_signal_advance(mine, lap));
+        }
+        uint64_t seen = 0;
+        CHECK_OK(ordo_signal_query(prev, &seen));
+        CHECK(seen >= lap);
+    }
+
+    /* A timepoint on the observed signal fires (on the progress thread). */
+    _Atomic int fired = 0;
+    ordo_timepoint_t timepoint = ORDO_TIMEPOINT_INIT;
+    CHECK_OK(ordo_timepoint_arm(&timepoint, prev, SIGNAL_LAPS + 1, timepoint_count, &fired));
+
+    /* Streams: rank 0 raises; every other rank's stream waits on the
+     * previous rank's signal, runs a task, and signals its own. */
+    atomic_store(&stage_runs, 0);
+    for (uint64_t v = SIGNAL_LAPS + 1; v <= SIGNAL_LAPS + 50; ++v) {
+        if (rank == 0) {
+            CHECK_OK(ordo_signal_advance(mine, v));
+        } else {
+            CHECK_OK(ordo_stream_wait(f.consumer, prev, v));
+            CHECK_OK(ordo_stream_host_task(f.consumer, stage_ran, NULL));
+            CHECK_OK(ordo_stream_signal(f.consumer, mine, v));
+        }
+    }
+    CHECK_OK(ordo_signal_wait(prev, SIGNAL_LAPS + 50, test_deadline()));
+    CHECK_OK(ordo_stream_synchronize(f.consumer, test_deadline()));
+    CHECK(rank == 0 || atomic_load(&stage_runs) == 50);
+    /* The timepoint has fired: its value was reached, and the mirror is
+     * brought up by the progress thread soon after (bounded wait). */
+    ordo_deadline_t until = test_deadline();
+    while (atomic_load(&fired) == 0 && ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    CHECK(atomic_load(&fired) == 1);
+
+    /* A link from the observed signal to a local one. */
+    ordo_signal_t *local = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &local));
+    ordo_link_t link;
+    memset(&link, 0, sizeof link);
+    CHECK_OK(ordo_link_arm(&link, prev, SIGNAL_LAPS + 60, local, 1));
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_advance(mine, SIGNAL_LAPS + 60));
+    } else {
+        CHECK_OK(ordo_signal_wait(prev, SIGNAL_LAPS + 60, test_deadline()));
+        CHECK_OK(ordo_signal_advance(mine, SIGNAL_LAPS + 60));
+    }
+    CHECK_OK(ordo_signal_wait(local, 1, test_deadline()));
+
+    /* A failure goes round with its message, a producer's
+     * ORDO_ERR_CANCELLED included (not read as a destroy). */
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_fail(mine, ORDO_ERR_CANCELLED, "rank 0 gave up"));
+    }
+    ordo_status_t waited = ordo_signal_wait(prev, SIGNAL_LAPS + 1000, test_deadline());
+    CHECK(waited == ORDO_ERR_CANCELLED);
+    CHECK(strstr(ordo_error_message(), "rank 0 gave up") != NULL);
+    ordo_status_t failure = ORDO_OK;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    CHECK_OK(ordo_signal_failure(prev, &failure, message, sizeof message));
+    CHECK(failure == ORDO_ERR_CANCELLED);
+    CHECK(strcmp(message, "rank 0 gave up") == 0);
+    if (rank != 0) {
+        CHECK_OK(ordo_signal_fail(mine, failure, message)); /* pass it on */
+    }
+    /* Values reached before stay reached. */
+    CHECK_OK(ordo_signal_wait(prev, SIGNAL_LAPS, test_deadline()));
+
+    /* Bad input. */
+    ordo_signal_t *none = (ordo_signal_t *)&none;
+    CHECK_STATUS(ordo_mpi_signal_open(f.mpi, size, 1, &none), ORDO_ERR_OUT_OF_RANGE);
+    CHECK(none == NULL);
+    CHECK_STATUS(ordo_mpi_signal_open(f.mpi, -1, 1, &none), ORDO_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(ordo_mpi_signal_open(NULL, 0, 1, &none), ORDO_ERR_INVALID_HANDLE);
+    CHECK_STATUS(ordo_mpi_signal_open(f.mpi, 0, 1, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(ordo_mpi_signal_publish(NULL, mine, 7), ORDO_ERR_INVALID_HANDLE);
+    CHECK_STATUS(ordo_mpi_signal_publish(f.mpi, NULL, 7), ORDO_ERR_INVALID_HANDLE);
+    /* Destroy refuses while an observed handle is open. */
+    CHECK_STATUS(ordo_mpi_destroy(f.mpi, test_deadline()), ORDO_ERR_BUSY);
+    CHECK(message_names("ordo_mpi_destroy"));
+
+    (void)world_sum(0); /* every rank is done with the others' signals */
+    CHECK_OK(ordo_signal_release(local));
+    CHECK_OK(ordo_signal_release(prev));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    CHECK_OK(ordo_signal_release(mine));
+}
+
 static void bad_input_is_refused(void) {
     const ordo_status_t HANDLE = ORDO_ERR_INVALID_HANDLE, ARGUMENT = ORDO_ERR_INVALID_ARGUMENT,
                         RANGE = ORDO_ERR_OUT_OF_RANGE;
@@ -1247,6 +1378,7 @@ int main(int argc, char **argv) {
         {"truncation_fails_the_stream", truncation_fails_the_stream},
         {"start_error_fails_the_stream", start_error_fails_the_stream},
         {"many_small_operations", many_small_operations},
+        {"signals_across_ranks", signals_across_ranks},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -260,11 +260,12 @@ static ordo_status_t op_submit(ordo_mpi_t *mpi, const mpi_op_t *proto,
     }
     mpi->all = op;
     pthread_mutex_unlock(&mpi->lock);
+    uint64_t seq = op->seq;
     launch_t launch = {op, false};
     ordo_status_t st =
         ordo_tracker_submit(mpi->tracker, mpi->stream, accesses, count, op_launch, &launch);
     if (launch.enqueued) {
-        mpi->submitted = op->seq; /* it will run (or the stream fails) */
+        mpi->submitted = seq; /* it will run (or the stream fails); op may be freed already */
     } else {
         ordo__mpi_op_free(op);
     }

@@ -7,6 +7,12 @@
 #include "base/error.h"
 #include "mpi/mpi_internal.h"
 
+/* How long the stream's worker tests a request it has just started before
+ * it hands it to the progress thread (a hand-off costs two thread
+ * wake-ups: the progress thread's, and the stream's when its point is
+ * raised). */
+#define POST_TEST_NS 30000u
+
 ordo_status_t ordo__mpi_check(const ordo_mpi_t *mpi, const char *api) {
     if (!mpi) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "mpi is NULL");
@@ -212,7 +218,9 @@ static ordo_status_t op_post(void *ctx) {
         return ordo_fail(ORDO_ERR_DEVICE, "%s (operation %llu, rank %d): %s", name,
                          (unsigned long long)seq, mpi->rank, text);
     }
-    ordo__mpi_progress_post(mpi, op);
+    if (!ordo__mpi_try_complete(mpi, op, POST_TEST_NS)) {
+        ordo__mpi_progress_post(mpi, op);
+    }
     return ORDO_OK;
 }
 

@@ -5,8 +5,10 @@
  * (seq) of the ordo_mpi_t's timeline `done` and submits, through the
  * tracker, on the communication stream: a host task that starts its
  * request (post), then a wait for `done` to reach seq. The host task runs
- * on the stream's worker: it starts the request and hands the operation to
- * the progress thread (`posted`, under `lock`). The progress thread tests
+ * on the stream's worker: it starts the request, tests it for a few tens of
+ * microseconds (a small send, a receive whose message is there, completes
+ * at once: the stream's wait then needs no wake-up), and otherwise hands
+ * the operation to the progress thread (`posted`, under `lock`). The progress thread tests
  * the request until it completes, then raises `done` to seq and frees the
  * operation. The stream runs in order and waits for each operation's point
  * before the next starts, so one request at most is in flight, and points
@@ -139,6 +141,12 @@ const char *ordo__mpi_op_name(mpi_op_kind_t kind);
 /* Starts and stops the progress thread. */
 ordo_status_t ordo__mpi_progress_start(ordo_mpi_t *mpi, const char *api);
 void ordo__mpi_progress_stop(ordo_mpi_t *mpi);
+
+/* Tests a started operation's request for up to budget_ns on the calling
+ * thread (the stream's worker, right after starting it); if it completed,
+ * finishes it as the progress thread would (its point raised, or the
+ * timeline failed; the operation freed) and returns true. */
+bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns);
 
 /* Hands a started operation to the progress thread. */
 void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op);

@@ -101,6 +101,29 @@ static void op_completed(ordo_mpi_t *mpi, mpi_op_t *op, int code) {
     }
 }
 
+bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns) {
+    uint64_t until = ordo_time_now_ns() + budget_ns;
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        int code = MPI_Test(&op->request, &flag, &status);
+        if (code != MPI_SUCCESS || flag) {
+            uint64_t seq = op->seq;
+            mpi_op_kind_t kind = op->kind;
+            ordo__mpi_op_free(op);
+            if (code != MPI_SUCCESS) {
+                ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
+            } else {
+                (void)ordo_signal_advance(mpi->done, seq);
+            }
+            return true;
+        }
+        if (ordo_time_now_ns() >= until) {
+            return false;
+        }
+    }
+}
+
 static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
     uint64_t pause = 0;

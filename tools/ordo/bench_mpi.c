@@ -26,7 +26,10 @@
  * amortised over a batch (rank 1 receives them): ordo (ordo_mpi_send,
  * then a synchronize of the communication stream), ordo_submit_only (the
  * ordo_mpi_send calls alone), mpi (MPI_Isend + MPI_Wait of 8 bytes against
- * MPI_Recv). */
+ * MPI_Recv).
+ * mpi_remote_signal: a round trip through signals across ranks (each rank
+ * publishes one, observes the other's, waits and raises in turn) against an
+ * MPI_Send/MPI_Recv ping-pong of 8 bytes (mpi_pingpong). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -404,6 +407,78 @@ static void bench_submit(const bench_options_t *options, ordo_device_t *device) 
     }
 }
 
+/* ---- mpi_remote_signal --------------------------------------------------- */
+
+/* A round trip through signals across ranks: rank 0 raises its published
+ * signal and waits for rank 1's, which waits for rank 0's and raises its
+ * own; against an MPI_Send/MPI_Recv ping-pong of 8 bytes. */
+static void bench_remote_signal(const bench_options_t *options, ordo_device_t *device) {
+    const char *name = "mpi_remote_signal";
+    if (!bench_selected(options, name)) {
+        return;
+    }
+    bench_sizes_t sizes = bench_pick(options, 15, 200);
+    const int trips = (int)sizes.batch, tag = 4;
+    ordo_side_t side;
+    ordo_side_open(&side, device, 1);
+    ordo_signal_t *mine, *theirs;
+    MUST(ordo_signal_create(0, &mine));
+    MUST(ordo_mpi_signal_publish(side.mpi, mine, 1));
+    MUST(ordo_mpi_signal_open(side.mpi, 1 - rank, 1, &theirs));
+    enum { ORDO, RAW, IMPLS };
+    double *samples[IMPLS];
+    for (int i = 0; i < IMPLS; ++i) {
+        samples[i] = calloc(sizes.samples + 1, sizeof(double));
+    }
+    uint64_t value = 0, word = 0;
+    for (size_t s = 0; s <= sizes.samples; ++s) {
+        uint64_t start = sample_start();
+        for (int t = 0; t < trips; ++t) {
+            ++value;
+            if (rank == 0) {
+                MUST(ordo_signal_advance(mine, value));
+                MUST(ordo_signal_wait(theirs, value, deadline()));
+            } else {
+                MUST(ordo_signal_wait(theirs, value, deadline()));
+                MUST(ordo_signal_advance(mine, value));
+            }
+        }
+        if (s && rank == 0) {
+            samples[ORDO][s - 1] = (double)(bench_now_ns() - start) / trips;
+        }
+        start = sample_start();
+        for (int t = 0; t < trips; ++t) {
+            if (rank == 0) {
+                MPI_Send(&word, 1, MPI_UINT64_T, 1, tag, MPI_COMM_WORLD);
+                MPI_Recv(&word, 1, MPI_UINT64_T, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(&word, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(&word, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD);
+            }
+        }
+        if (s && rank == 0) {
+            samples[RAW][s - 1] = (double)(bench_now_ns() - start) / trips;
+        }
+    }
+    /* Both ranks are done with the other's signal before either closes. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MUST(ordo_signal_release(theirs));
+    ordo_side_close(&side);
+    MUST(ordo_signal_release(mine));
+    if (rank == 0) {
+        bench_stats_t stats[IMPLS];
+        for (int i = 0; i < IMPLS; ++i) {
+            stats[i] = bench_summarise(samples[i], sizes.samples, (uint64_t)trips);
+        }
+        bench_emit(name, "mpi_pingpong", &stats[RAW], NULL, 0);
+        bench_ratio_t ratio = {"mpi_pingpong", stats[ORDO].median_ns / stats[RAW].median_ns};
+        bench_emit(name, "ordo", &stats[ORDO], &ratio, 1);
+    }
+    for (int i = 0; i < IMPLS; ++i) {
+        free(samples[i]);
+    }
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -451,6 +526,7 @@ int main(int argc, char **argv) {
     MUST(ordo_device_open("cpu:0", &device));
     bench_overlap(&options, device);
     bench_submit(&options, device);
+    bench_remote_signal(&options, device);
     MUST(ordo_device_release(device));
     int status = 0;
     if (!bench_any_selected()) {

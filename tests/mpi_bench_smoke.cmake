@@ -37,13 +37,14 @@ foreach(line ${lines})
 endforeach()
 foreach(expected mpi_overlap/ordo mpi_overlap/mpi_manual mpi_overlap/mpi_blocking
                  mpi_overlap/compute_only mpi_overlap/allreduce_only mpi_submit/ordo
-                 mpi_submit/ordo_submit_only mpi_submit/mpi)
+                 mpi_submit/ordo_submit_only mpi_submit/mpi mpi_remote_signal/ordo
+                 mpi_remote_signal/mpi_pingpong)
   if(NOT expected IN_LIST seen)
     message(FATAL_ERROR "no line for ${expected}; lines:\n${out}")
   endif()
 endforeach()
 list(LENGTH seen count)
-if(NOT count EQUAL 8)
-  message(FATAL_ERROR "expected 8 bench lines (rank 0's only), got ${count}:\n${out}")
+if(NOT count EQUAL 10)
+  message(FATAL_ERROR "expected 10 bench lines (rank 0's only), got ${count}:\n${out}")
 endif()
 message(STATUS "${count} MPI bench lines, all well-formed")

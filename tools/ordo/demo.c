@@ -257,6 +257,15 @@ static ordo_status_t host_buffers(demo_t *d, ordo_stream_t *up, ordo_stream_t *r
 }
 
 int demo_main(int argc, char **argv) {
+    if (argc > 0 && !strcmp(argv[0], "--mpi")) {
+#ifdef ORDO_DEMO_MPI
+        return demo_mpi_main(argc - 1, argv + 1);
+#else
+        fprintf(stderr, "ordo demo --mpi: this ordo was built without MPI (%s)\n",
+                ORDO_DEMO_MPI_MISSING);
+        return 2;
+#endif
+    }
     demo_t d;
     memset(&d, 0, sizeof d);
     if (!parse_options(argc, argv, &d.opt)) {

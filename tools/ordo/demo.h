@@ -12,6 +12,10 @@
 /* Runs the pipeline with the options after "demo"; the process exit code. */
 int demo_main(int argc, char **argv);
 
+/* `ordo demo --mpi` (demo_mpi.c, where MPI was found): the options after
+ * "--mpi"; the process exit code. */
+int demo_mpi_main(int argc, char **argv);
+
 typedef struct demo_options {
     const char *backend;
     size_t chunks;

@@ -163,9 +163,8 @@ static bool watch_handle(shared_handle_t *h, waitv_entry_t *v, size_t *n, bool *
         return false;
     }
     /* The page protocol's sleep: read wake_seq, then announce SLEEPERS. */
-    uint32_t seq = atomic_load_explicit(&page->wake_seq, memory_order_seq_cst);
-    uint64_t truth = atomic_fetch_or_explicit(&page->state, PAGE_SLEEPERS, memory_order_seq_cst) &
-                     (PAGE_FAILED | PAGE_VALUE_MASK);
+    uint32_t seq = ordo__shared_page_sleep_token(page);
+    uint64_t truth = ordo__shared_page_announce(page);
     signal_view_t mirror = ordo__signal_view(signal);
     if ((truth & PAGE_FAILED) || (truth & PAGE_VALUE_MASK) > mirror.value) {
         ordo__signal_mirror_pull(signal);

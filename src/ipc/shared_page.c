@@ -165,13 +165,18 @@ ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message) {
     return status;
 }
 
+uint64_t ordo__shared_page_announce(shared_page_t *page) {
+    return atomic_fetch_or_explicit(&page->state, PAGE_SLEEPERS, memory_order_seq_cst) &
+           (PAGE_FAILED | PAGE_VALUE_MASK);
+}
+
 uint32_t ordo__shared_page_sleep_token(shared_page_t *page) {
     return atomic_load_explicit(&page->wake_seq, memory_order_seq_cst);
 }
 
 void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,
                              ordo_deadline_t deadline) {
-    uint64_t state = atomic_fetch_or_explicit(&page->state, PAGE_SLEEPERS, memory_order_seq_cst);
+    uint64_t state = ordo__shared_page_announce(page);
     if ((state & PAGE_FAILED) || (state & PAGE_VALUE_MASK) >= value) {
         return;
     }

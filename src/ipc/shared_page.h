@@ -143,6 +143,11 @@ ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message);
 /* The token of a sleep: read before the caller's own checks. */
 uint32_t ordo__shared_page_sleep_token(shared_page_t *page);
 
+/* A sleeper's announcement (the protocol above, after it read its token):
+ * sets SLEEPERS and returns the state it found (FAILED and the value's
+ * bits), reached or not. */
+uint64_t ordo__shared_page_announce(shared_page_t *page);
+
 /* One sleep for value (the protocol above) with token, until deadline or
  * one PAGE_SLEEP_SLICE_NS slice. */
 void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,

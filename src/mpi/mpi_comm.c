@@ -28,10 +28,7 @@ ordo_status_t ordo__mpi_check(const ordo_mpi_t *mpi, const char *api) {
 /* MPI's error string for code, as an ordo error of api. */
 static ordo_status_t mpi_error(int code, const char *call, const char *api) {
     char text[MPI_MAX_ERROR_STRING] = "";
-    int length = 0;
-    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
-        strcpy(text, "(no error string)");
-    }
+    ordo__mpi_error_text(code, text);
     return ordo__error(ORDO_ERR_DEVICE, api, "%s: %s", call, text);
 }
 
@@ -208,15 +205,9 @@ static ordo_status_t op_post(void *ctx) {
         break;
     }
     if (code != MPI_SUCCESS) {
-        uint64_t seq = op->seq;
-        const char *name = ordo__mpi_op_name(op->kind);
-        ordo__mpi_op_free(op);
-        ordo__mpi_fail(mpi, code, name, seq);
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int length = 0;
-        MPI_Error_string(code, text, &length);
-        return ordo_fail(ORDO_ERR_DEVICE, "%s (operation %llu, rank %d): %s", name,
-                         (unsigned long long)seq, mpi->rank, text);
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        ordo__mpi_finish(mpi, op, code, message);
+        return ordo_fail(ORDO_ERR_DEVICE, "%s", message);
     }
     if (!ordo__mpi_try_complete(mpi, op, POST_TEST_NS)) {
         ordo__mpi_progress_post(mpi, op);
@@ -332,38 +323,41 @@ ordo_status_t ordo_mpi_bcast(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data,
     return op_submit(mpi, &proto, &access, 1, __func__);
 }
 
+/* A send or receive: proto's data checked, its peer (a rank) and tag,
+ * then submitted with one access of buffer in mode. */
+static ordo_status_t point_to_point(ordo_mpi_t *mpi, const mpi_op_t *proto, ordo_buffer_t *buffer,
+                                    ordo_access_mode_t mode, const char *peer_name,
+                                    const char *api) {
+    const void *data = proto->kind == MPI_OP_SEND ? proto->send_data : proto->data;
+    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, proto->count, proto->type, api));
+    ORDO_RETURN_IF_ERROR(rank_check(mpi, proto->peer, peer_name, api));
+    if (proto->tag < 0) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "tag %d is negative", proto->tag);
+    }
+    ordo_access_t access = {buffer, mode};
+    return op_submit(mpi, proto, &access, 1, api);
+}
+
 ordo_status_t ordo_mpi_send(ordo_mpi_t *mpi, ordo_buffer_t *buffer, const void *data, int count,
                             MPI_Datatype type, int dest, int tag) {
-    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
-    ORDO_RETURN_IF_ERROR(rank_check(mpi, dest, "dest", __func__));
-    if (tag < 0) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tag %d is negative", tag);
-    }
     mpi_op_t proto = {.kind = MPI_OP_SEND,
                       .send_data = data,
                       .count = count,
                       .type = type,
                       .peer = dest,
                       .tag = tag};
-    ordo_access_t access = {buffer, ORDO_ACCESS_READ};
-    return op_submit(mpi, &proto, &access, 1, __func__);
+    return point_to_point(mpi, &proto, buffer, ORDO_ACCESS_READ, "dest", __func__);
 }
 
 ordo_status_t ordo_mpi_recv(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, int count,
                             MPI_Datatype type, int source, int tag) {
-    ORDO_RETURN_IF_ERROR(data_check(mpi, buffer, data, count, type, __func__));
-    ORDO_RETURN_IF_ERROR(rank_check(mpi, source, "source", __func__));
-    if (tag < 0) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "tag %d is negative", tag);
-    }
     mpi_op_t proto = {.kind = MPI_OP_RECV,
                       .data = data,
                       .count = count,
                       .type = type,
                       .peer = source,
                       .tag = tag};
-    ordo_access_t access = {buffer, ORDO_ACCESS_WRITE};
-    return op_submit(mpi, &proto, &access, 1, __func__);
+    return point_to_point(mpi, &proto, buffer, ORDO_ACCESS_WRITE, "source", __func__);
 }
 
 ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, const void *send_data,

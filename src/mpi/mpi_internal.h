@@ -154,7 +154,13 @@ void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op);
 /* Takes op off `all` and frees it. */
 void ordo__mpi_op_free(mpi_op_t *op);
 
-/* Fails the timeline with MPI's error code for what (an operation). */
-void ordo__mpi_fail(ordo_mpi_t *mpi, int code, const char *what, uint64_t seq);
+/* MPI's error string for code, into text (MPI_MAX_ERROR_STRING bytes). */
+void ordo__mpi_error_text(int code, char *text);
+
+/* Finishes op, whose request ended with code: frees it, then raises its
+ * point, or fails the timeline with the operation, its point, the rank
+ * and MPI's error string (that message also into out_message, when not
+ * NULL: ORDO_SIGNAL_MESSAGE_MAX bytes). */
+void ordo__mpi_finish(ordo_mpi_t *mpi, mpi_op_t *op, int code, char *out_message);
 
 #endif

@@ -46,16 +46,30 @@ const char *ordo__mpi_op_name(mpi_op_kind_t kind) {
     return "MPI operation";
 }
 
-void ordo__mpi_fail(ordo_mpi_t *mpi, int code, const char *what, uint64_t seq) {
-    char text[MPI_MAX_ERROR_STRING] = "";
+void ordo__mpi_error_text(int code, char *text) {
     int length = 0;
     if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
         strcpy(text, "(no error string)");
     }
+}
+
+void ordo__mpi_finish(ordo_mpi_t *mpi, mpi_op_t *op, int code, char *out_message) {
+    uint64_t seq = op->seq;
+    const char *name = ordo__mpi_op_name(op->kind);
+    ordo__mpi_op_free(op);
+    if (code == MPI_SUCCESS) {
+        (void)ordo_signal_advance(mpi->done, seq);
+        return;
+    }
+    char text[MPI_MAX_ERROR_STRING] = "";
+    ordo__mpi_error_text(code, text);
     char message[ORDO_SIGNAL_MESSAGE_MAX];
-    snprintf(message, sizeof message, "%s (operation %llu, rank %d): %s", what,
+    snprintf(message, sizeof message, "%s (operation %llu, rank %d): %s", name,
              (unsigned long long)seq, mpi->rank, text);
     (void)ordo_signal_fail(mpi->done, ORDO_ERR_DEVICE, message);
+    if (out_message) {
+        memcpy(out_message, message, sizeof message);
+    }
 }
 
 void ordo__mpi_op_free(mpi_op_t *op) {
@@ -91,14 +105,7 @@ static void op_completed(ordo_mpi_t *mpi, mpi_op_t *op, int code) {
     pthread_mutex_lock(&mpi->lock);
     mpi->posted = op->next_posted;
     pthread_mutex_unlock(&mpi->lock);
-    uint64_t seq = op->seq;
-    mpi_op_kind_t kind = op->kind;
-    ordo__mpi_op_free(op);
-    if (code != MPI_SUCCESS) {
-        ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
-    } else {
-        (void)ordo_signal_advance(mpi->done, seq);
-    }
+    ordo__mpi_finish(mpi, op, code, NULL);
 }
 
 bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns) {
@@ -108,14 +115,7 @@ bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns) {
         MPI_Status status;
         int code = MPI_Test(&op->request, &flag, &status);
         if (code != MPI_SUCCESS || flag) {
-            uint64_t seq = op->seq;
-            mpi_op_kind_t kind = op->kind;
-            ordo__mpi_op_free(op);
-            if (code != MPI_SUCCESS) {
-                ordo__mpi_fail(mpi, code, ordo__mpi_op_name(kind), seq);
-            } else {
-                (void)ordo_signal_advance(mpi->done, seq);
-            }
+            ordo__mpi_finish(mpi, op, code, NULL);
             return true;
         }
         if (ordo_time_now_ns() >= until) {

@@ -83,8 +83,16 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     if (st == ORDO_OK) {
         (void)ordo_signal_set_name(mpi->done, "mpi communication");
         pthread_mutex_init(&mpi->lock, NULL);
-        st = ordo__mpi_progress_start(mpi, __func__);
+        pthread_mutex_init(&mpi->update_lock, NULL);
+        st = ordo__mpi_update_post(mpi);
+        if (st == ORDO_OK) {
+            st = ordo__mpi_progress_start(mpi, __func__);
+            if (st != ORDO_OK) {
+                ordo__mpi_update_cancel(mpi);
+            }
+        }
         if (st != ORDO_OK) {
+            pthread_mutex_destroy(&mpi->update_lock);
             pthread_mutex_destroy(&mpi->lock);
             ordo_signal_release(mpi->done);
         }
@@ -137,10 +145,12 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
+        ordo__mpi_update_cancel(mpi);
         MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);
+    pthread_mutex_destroy(&mpi->update_lock);
     pthread_mutex_destroy(&mpi->lock);
     ordo__dealloc(mpi, sizeof *mpi, 0);
     if (st != ORDO_OK) {

@@ -88,11 +88,26 @@ typedef struct mpi_remote {
     _Atomic uint64_t state; /* the value | ORDO__SIGNAL_FAILED_BIT */
     ordo_status_t failure;  /* written once, before the failed bit */
     char message[ORDO_SIGNAL_MESSAGE_MAX];
-    _Atomic uint32_t seq; /* futex word: moved by every update and interrupt */
+    _Atomic uint32_t seq;      /* futex word: moved by every update and interrupt */
+    _Atomic uint32_t sleepers; /* threads asleep (or about to be) on seq */
     struct mpi_remote *prev, *next;
 } mpi_remote_t;
 
 enum { SUBSCRIBER_NONE = 0, SUBSCRIBER_CURRENT = 1, SUBSCRIBER_NEW = 2 };
+
+/* The messages of signals across ranks (mpi_signal.c). */
+#define CONTROL_TAG 0x6f72 /* SUBSCRIBE, ADVANCE, FAIL */
+#define UPDATE_TAG 0x6f73  /* UPDATE: into the standing receive */
+
+enum { MSG_SUBSCRIBE = 1, MSG_UPDATE = 2, MSG_ADVANCE = 3, MSG_FAIL = 4 };
+
+typedef struct control_msg {
+    uint32_t kind;
+    uint32_t id;
+    uint64_t value;
+    int32_t status;                        /* ORDO_OK, or the failure */
+    char message[ORDO_SIGNAL_MESSAGE_MAX]; /* sent only with a failure */
+} control_msg_t;
 
 /* A subscription that came before its publication. */
 typedef struct mpi_pending {
@@ -115,10 +130,17 @@ struct ordo_mpi {
     pthread_t progress;
     ordo_parker_t parker;
     _Atomic bool stop;
+    _Atomic bool listen_soon;   /* the progress thread polls from its quickest pace */
+    _Atomic uint32_t helpers;   /* threads receiving their signals' updates themselves */
     MPI_Comm control;           /* a second duplicate: signals' messages */
     mpi_published_t *published; /* under lock */
     mpi_remote_t *remotes;      /* under lock */
     mpi_pending_t *pending;     /* under lock */
+    /* The standing receive of UPDATEs: tested, taken and posted again
+     * under update_lock (a waiting thread or the progress thread). */
+    pthread_mutex_t update_lock;
+    MPI_Request update_request; /* MPI_REQUEST_NULL if posting failed */
+    control_msg_t update_buffer;
 };
 
 /* Validates a handle for api. */
@@ -131,6 +153,13 @@ bool ordo__mpi_signals_live(ordo_mpi_t *mpi);
 /* One pass of the progress thread over the signals: receives and applies
  * every message waiting, sends publications' news. True if anything moved. */
 bool ordo__mpi_signals_progress(ordo_mpi_t *mpi);
+
+/* Posts the standing receive of UPDATEs (under update_lock, or before
+ * any thread may take one). */
+ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi);
+
+/* Cancels it (after the progress thread stopped, every handle closed). */
+void ordo__mpi_update_cancel(ordo_mpi_t *mpi);
 
 /* Frees the publications (after the progress thread stopped). */
 void ordo__mpi_signals_free(ordo_mpi_t *mpi);
@@ -147,6 +176,11 @@ void ordo__mpi_progress_stop(ordo_mpi_t *mpi);
  * finishes it as the progress thread would (its point raised, or the
  * timeline failed; the operation freed) and returns true. */
 bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns);
+
+/* Wakes the progress thread to look for messages and pull mirrors now,
+ * polling from its quickest pace (a thread goes to sleep on an observed
+ * signal, a timepoint waits on a mirror, a publication has news). */
+void ordo__mpi_listen_soon(ordo_mpi_t *mpi);
 
 /* Hands a started operation to the progress thread. */
 void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op);

@@ -4,9 +4,13 @@
  * signal published or observed), it parks. Otherwise it tests the request
  * and looks for messages: without pausing for BUSY_NS after a request
  * arrived or anything moved (while a request is in flight), then with
- * pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS (LISTEN_MAX_NS with
- * no request in flight): MPI moves nonblocking operations on only when
- * asked. It never spins while idle. */
+ * pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS: MPI moves
+ * nonblocking operations on only when asked. With signals alone, it looks
+ * every LISTEN_MAX_NS, or from the quickest pace again when asked to
+ * (ordo__mpi_listen_soon: a thread went to sleep on an observed signal, a
+ * timepoint waits on a mirror); a thread waiting on an observed signal
+ * receives its updates itself first (mpi_signal.c), and the progress
+ * thread keeps off the cores meanwhile. It never spins while idle. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -87,6 +91,11 @@ void ordo__mpi_op_free(mpi_op_t *op) {
     ordo__dealloc(op, sizeof *op, 0);
 }
 
+void ordo__mpi_listen_soon(ordo_mpi_t *mpi) {
+    atomic_store_explicit(&mpi->listen_soon, true, memory_order_release);
+    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
+}
+
 void ordo__mpi_progress_post(ordo_mpi_t *mpi, mpi_op_t *op) {
     pthread_mutex_lock(&mpi->lock);
     op->next_posted = NULL;
@@ -128,6 +137,7 @@ static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
     uint64_t pause = 0;
     uint64_t busy_until = 0;
+    bool quick = false; /* listening from the quickest pace (listen_soon) */
     (void)ordo__timer_slack_set(PROGRESS_TIMER_SLACK_NS);
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&mpi->parker);
@@ -175,7 +185,19 @@ static void *progress_main(void *arg) {
         /* Polling: a request in flight, or signals other ranks may move. A
          * post, a wanted timepoint or a sleeping wait unparks at once. */
         uint64_t most = op ? PAUSE_MAX_NS : LISTEN_MAX_NS;
+        if (atomic_exchange_explicit(&mpi->listen_soon, false, memory_order_acquire)) {
+            pause = 0;
+            quick = true;
+        }
         pause = pause == 0 ? PAUSE_MIN_NS : (pause * 2 > most ? most : pause * 2);
+        if (!op && (!quick || atomic_load_explicit(&mpi->helpers, memory_order_relaxed) > 0)) {
+            /* Signals alone: a waiting thread receives its updates itself,
+             * and a sleeper, a wanted mirror or news asked for `quick`. */
+            pause = most;
+        }
+        if (pause == most) {
+            quick = false;
+        }
         (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ordo_time_now_ns() + pause);
     }
 }
@@ -183,6 +205,8 @@ static void *progress_main(void *arg) {
 ordo_status_t ordo__mpi_progress_start(ordo_mpi_t *mpi, const char *api) {
     ordo__parker_init(&mpi->parker);
     atomic_init(&mpi->stop, false);
+    atomic_init(&mpi->listen_soon, false);
+    atomic_init(&mpi->helpers, 0);
     int rc = pthread_create(&mpi->progress, NULL, progress_main, mpi);
     if (rc != 0) {
         return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,

@@ -1,19 +1,23 @@
 /* Signals observed across ranks (ordo_mpi_signal_publish, _open).
  *
- * Messages on the ordo_mpi_t's control communicator, one fixed-size record
- * each (MPI_BYTE), tag CONTROL_TAG:
+ * Messages on the ordo_mpi_t's control communicator (mpi_internal.h), one
+ * record each (MPI_BYTE; the message text only with a failure):
  *   SUBSCRIBE id        a rank observes the receiver's publication id
  *   UPDATE id state     the owner's publication reached value (or failed,
  *                       with status and message)
  *   ADVANCE id value    raise the receiver's publication id
  *   FAIL id status msg  fail it
- * The progress thread receives with MPI_Improbe/MPI_Mrecv (any thread may
- * take a message so), applies each, and sends UPDATEs when a publication
- * moved past what its subscribers were sent. Values only grow at the
- * owner, and an UPDATE raises an observer's state to max(state, value), so
+ * UPDATEs, the latency-bound kind, land in a standing receive (posted
+ * again once taken) that a thread waiting on an observed signal tests
+ * itself, as MPI_Recv would, and the progress thread otherwise; the others
+ * are taken by the progress thread with MPI_Improbe/MPI_Mrecv. An owner
+ * sends UPDATEs from the thread that moved the publication (a timepoint at
+ * the next value), or the progress thread. Values only grow at the owner,
+ * and an UPDATE raises an observer's state to max(state, value), so
  * observers stay monotonic whatever the messages' order.
  */
 #include <limits.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,34 +28,31 @@
 #include "mpi/mpi_internal.h"
 #include "sync/signal_access.h"
 
-#define CONTROL_TAG 0x6f72 /* SUBSCRIBE, ADVANCE, FAIL */
-#define UPDATE_TAG 0x6f73  /* UPDATE: the one kind a waiting thread takes itself */
-/* How long a thread waiting on an observed signal looks for its update
- * itself before it sleeps (as MPI_Recv would, for a message about to
- * come): a sleeping thread's wake-up costs tens of microseconds. */
-#define HELP_NS 50000u
-
-enum { MSG_SUBSCRIBE = 1, MSG_UPDATE = 2, MSG_ADVANCE = 3, MSG_FAIL = 4 };
-
-typedef struct control_msg {
-    uint32_t kind;
-    uint32_t id;
-    uint64_t value;
-    int32_t status; /* ORDO_OK, or the failure */
-    char message[ORDO_SIGNAL_MESSAGE_MAX];
-} control_msg_t;
+/* How long a thread waiting on an observed signal receives its updates
+ * itself before it sleeps. MPI delivers a message only to a thread that
+ * asks (MPI_Recv polls for as long as it waits), so a sleeper hears of an
+ * update when the progress thread next polls: up to LISTEN_MAX_NS later
+ * (mpi_progress.c), and a futex wake-up after that. A millisecond covers
+ * a round trip through another rank that is busy for a while; a longer
+ * wait then costs no CPU. */
+#define HELP_NS 1000000u
+/* Looks between two reads of the clock while helping (a look is an
+ * MPI_Test: about a hundred nanoseconds). */
+#define HELP_CLOCK_LOOKS 16u
 
 static void control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
     /* Small and eager: returns once copied out. An error here (the peer is
-     * gone) leaves that peer's handles as they are. */
-    (void)MPI_Send(msg, (int)sizeof *msg, MPI_BYTE, rank,
-                   msg->kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG, mpi->control);
+     * gone) leaves that peer's handles as they are. Without a failure the
+     * message is left off: the shortest messages travel the quickest. */
+    int length = msg->status == ORDO_OK && msg->kind != MSG_FAIL
+                     ? (int)offsetof(control_msg_t, message)
+                     : (int)sizeof *msg;
+    (void)MPI_Send(msg, length, MPI_BYTE, rank, msg->kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG,
+                   mpi->control);
 }
 
-static void on_update(ordo_mpi_t *mpi, const control_msg_t *msg, int source);
-
-/* Receives and applies every message of tag waiting; true if any. */
-static bool receive(ordo_mpi_t *mpi, int tag, bool updates_only);
+/* Receives and applies the updates waiting (see below). */
+static bool receive_updates(ordo_mpi_t *mpi, bool one_only);
 
 /* ---- observers' handles: the remote ops ---------------------------------- */
 
@@ -63,8 +64,23 @@ static uint64_t op_state(signal_remote_t *remote) {
     return atomic_load_explicit(&remote_of(remote)->state, memory_order_acquire);
 }
 
-/* Raises or fails the kept truth and wakes its sleepers. */
-static void remote_apply(mpi_remote_t *r, uint64_t value, ordo_status_t failure,
+/* Moves the sleep token and wakes the threads asleep on it. The system
+ * call only when one sleeps: a sleeper counts itself in `sleepers`, then
+ * checks the token, then sleeps; a waker moves the token, then reads
+ * `sleepers`. Both pairs are seq_cst, so either the waker sees the count or
+ * the sleeper sees the moved token (and the futex refuses to sleep). */
+static void wake_sleepers(mpi_remote_t *r) {
+    atomic_fetch_add_explicit(&r->seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&r->sleepers, memory_order_seq_cst) != 0) {
+        ordo__futex_wake(&r->seq, INT_MAX);
+    }
+}
+
+/* Raises or fails the kept truth and wakes its sleepers; true if a
+ * timepoint armed on the handle's mirror (a stream's wait, a link, a
+ * callback) may be due now: then the progress thread must pull the mirror
+ * (a thread that applies an update while it waits runs no callbacks). */
+static bool remote_apply(mpi_remote_t *r, uint64_t value, ordo_status_t failure,
                          const char *message) {
     if (failure != ORDO_OK) {
         uint64_t state = atomic_load_explicit(&r->state, memory_order_relaxed);
@@ -83,8 +99,13 @@ static void remote_apply(mpi_remote_t *r, uint64_t value, ordo_status_t failure,
                                                       memory_order_release, memory_order_relaxed)) {
         }
     }
-    atomic_fetch_add_explicit(&r->seq, 1, memory_order_seq_cst);
-    ordo__futex_wake(&r->seq, INT_MAX);
+    wake_sleepers(r);
+    /* A timepoint armed after this look calls `wanted`, which wakes the
+     * progress thread: the mirror is pulled either way. */
+    uint64_t truth = atomic_load_explicit(&r->state, memory_order_acquire);
+    uint64_t wanted;
+    return ordo__signal_wanted_value(r->remote.signal, &wanted) &&
+           ((truth & ORDO__SIGNAL_FAILED_BIT) || (truth & ORDO_SIGNAL_VALUE_MAX) >= wanted);
 }
 
 static ordo_status_t op_advance(signal_remote_t *remote, uint64_t value, const char *api) {
@@ -99,8 +120,9 @@ static ordo_status_t op_advance(signal_remote_t *remote, uint64_t value, const c
     /* Taken here at once: the owner takes the same maximum when the message
      * arrives (unless it failed first: its failure then reaches us). */
     pthread_mutex_lock(&r->mpi->lock);
-    remote_apply(r, value, ORDO_OK, NULL);
+    (void)remote_apply(r, value, ORDO_OK, NULL);
     pthread_mutex_unlock(&r->mpi->lock);
+    ordo__mpi_listen_soon(r->mpi); /* the mirror follows */
     return ORDO_OK;
 }
 
@@ -112,8 +134,9 @@ static ordo_status_t op_fail(signal_remote_t *remote, ordo_status_t status, cons
     snprintf(msg.message, sizeof msg.message, "%s", message ? message : "");
     control_send(r->mpi, r->owner, &msg);
     pthread_mutex_lock(&r->mpi->lock);
-    remote_apply(r, 0, status, msg.message);
+    (void)remote_apply(r, 0, status, msg.message);
     pthread_mutex_unlock(&r->mpi->lock);
+    ordo__mpi_listen_soon(r->mpi);
     return ORDO_OK;
 }
 
@@ -130,37 +153,48 @@ static uint32_t op_sleep_token(signal_remote_t *remote) {
 static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
                      ordo_deadline_t deadline) {
     mpi_remote_t *r = remote_of(remote);
-    /* Looks for updates itself first. It takes UPDATE messages only, and
-     * applies them to the kept truths only (no callback runs here: the
-     * progress thread brings the mirrors up). */
+    ordo_mpi_t *mpi = r->mpi;
+    /* Receives updates itself first (UPDATE messages only, applied to the
+     * kept truths only: no callback runs here), as MPI_Recv would. Meanwhile
+     * the progress thread listens at its slowest pace: two threads polling
+     * one rank's messages would share the cores the peers need. */
     uint64_t until = ordo_time_now_ns() + HELP_NS;
     if (deadline < until) {
         until = deadline;
     }
-    for (;;) {
+    atomic_fetch_add_explicit(&mpi->helpers, 1, memory_order_relaxed);
+    bool pull = false;
+    for (unsigned looks = 1;; ++looks) {
         uint64_t state = op_state(remote);
         if ((state & ORDO__SIGNAL_FAILED_BIT) || (state & ORDO_SIGNAL_VALUE_MAX) >= value ||
-            atomic_load_explicit(&r->seq, memory_order_acquire) != token) {
-            ordo__parker_unpark(&r->mpi->parker, ORDO_PARK_ANY, 1); /* the mirrors */
-            return;
-        }
-        if (ordo_time_now_ns() >= until) {
+            atomic_load_explicit(&r->seq, memory_order_acquire) != token ||
+            (looks % HELP_CLOCK_LOOKS == 0 && ordo_time_now_ns() >= until)) {
             break;
         }
-        (void)receive(r->mpi, UPDATE_TAG, true);
+        pull |= receive_updates(mpi, true);
     }
-    ordo__parker_unpark(&r->mpi->parker, ORDO_PARK_ANY, 1); /* the progress thread polls */
-    ordo__futex_wait(&r->seq, token, deadline);
+    atomic_fetch_sub_explicit(&mpi->helpers, 1, memory_order_relaxed);
+    uint64_t state = op_state(remote);
+    bool done = (state & ORDO__SIGNAL_FAILED_BIT) || (state & ORDO_SIGNAL_VALUE_MAX) >= value ||
+                atomic_load_explicit(&r->seq, memory_order_acquire) != token;
+    if (pull || !done) {
+        /* Mirrors to pull, or this thread sleeps: the progress thread
+         * listens from its quickest pace. */
+        ordo__mpi_listen_soon(mpi);
+    }
+    if (!done) {
+        atomic_fetch_add_explicit(&r->sleepers, 1, memory_order_seq_cst);
+        ordo__futex_wait(&r->seq, token, deadline);
+        atomic_fetch_sub_explicit(&r->sleepers, 1, memory_order_relaxed);
+    }
 }
 
 static void op_interrupt(signal_remote_t *remote) {
-    mpi_remote_t *r = remote_of(remote);
-    atomic_fetch_add_explicit(&r->seq, 1, memory_order_seq_cst);
-    ordo__futex_wake(&r->seq, INT_MAX);
+    wake_sleepers(remote_of(remote));
 }
 
 static void op_wanted(signal_remote_t *remote) {
-    ordo__parker_unpark(&remote_of(remote)->mpi->parker, ORDO_PARK_ANY, 1);
+    ordo__mpi_listen_soon(remote_of(remote)->mpi);
 }
 
 static void op_close(signal_remote_t *remote) {
@@ -186,6 +220,7 @@ static const signal_remote_ops_t remote_ops = {
     .failure = op_failure,
     .sleep_token = op_sleep_token,
     .sleep = op_sleep,
+    .sleep_looks = true,
     .interrupt = op_interrupt,
     .wanted = op_wanted,
     .close = op_close,
@@ -207,7 +242,7 @@ static void published_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
             (void)publish_news(p->mpi, p);
             pthread_mutex_unlock(&p->lock);
         } else {
-            ordo__parker_unpark(&p->mpi->parker, ORDO_PARK_ANY, 1);
+            ordo__mpi_listen_soon(p->mpi);
         }
     }
     atomic_fetch_add_explicit(&p->fired, 1, memory_order_release);
@@ -255,7 +290,7 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
         ordo__dealloc(q, sizeof *q, 0);
     }
     pthread_mutex_unlock(&mpi->lock);
-    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
+    ordo__mpi_listen_soon(mpi);
     return ORDO_OK;
 }
 
@@ -294,7 +329,7 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
     pthread_mutex_unlock(&mpi->lock);
     control_msg_t msg = {.kind = MSG_SUBSCRIBE, .id = id};
     control_send(mpi, owner, &msg);
-    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
+    ordo__mpi_listen_soon(mpi);
     *out_signal = signal;
     return ORDO_OK;
 }
@@ -331,22 +366,25 @@ static void on_subscribe(ordo_mpi_t *mpi, const control_msg_t *msg, int source) 
     pthread_mutex_unlock(&mpi->lock);
 }
 
-static void on_update(ordo_mpi_t *mpi, const control_msg_t *msg, int source) {
+/* Applies an update; true if a mirror is due (remote_apply). */
+static bool on_update(ordo_mpi_t *mpi, const control_msg_t *msg, int source) {
     ordo_status_t failure = (ordo_status_t)msg->status;
     if (failure != ORDO_OK && !ordo_status_is_error(failure)) {
         failure = ORDO_ERR_CORRUPTED; /* not a status this library knows */
     }
+    bool due = false;
     pthread_mutex_lock(&mpi->lock);
     for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
         if (r->owner != source || r->id != msg->id) {
             continue;
         }
-        remote_apply(r, msg->value & ORDO_SIGNAL_VALUE_MAX, ORDO_OK, NULL);
+        due |= remote_apply(r, msg->value & ORDO_SIGNAL_VALUE_MAX, ORDO_OK, NULL);
         if (failure != ORDO_OK) {
-            remote_apply(r, 0, failure, msg->message);
+            due |= remote_apply(r, 0, failure, msg->message);
         }
     }
     pthread_mutex_unlock(&mpi->lock);
+    return due;
 }
 
 /* The progress thread's: brings every observed handle's mirror up to its
@@ -444,13 +482,98 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
     return sent;
 }
 
-static bool receive(ordo_mpi_t *mpi, int tag, bool updates_only) {
+/* Applies a received message; true if anything moved (for an update:
+ * if a mirror is due, when due_only). */
+static bool apply(ordo_mpi_t *mpi, control_msg_t *msg, int source, bool due_only) {
+    msg->message[sizeof msg->message - 1] = '\0';
+    if (source < 0 || source >= mpi->size) {
+        return false;
+    }
+    switch (msg->kind) {
+    case MSG_SUBSCRIBE:
+        on_subscribe(mpi, msg, source);
+        return true;
+    case MSG_UPDATE:
+        return on_update(mpi, msg, source) || !due_only;
+    case MSG_ADVANCE:
+    case MSG_FAIL:
+        on_raise(mpi, msg);
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Takes the update the standing receive got, if it completed, and posts
+ * it again; false if none (or another thread is taking one). */
+static bool update_take(ordo_mpi_t *mpi, control_msg_t *out, int *out_source) {
+    if (pthread_mutex_trylock(&mpi->update_lock) != 0) {
+        return false; /* the other thread's: it applies what it takes */
+    }
+    bool taken = false;
+    int flag = 0;
+    MPI_Status status;
+    if (mpi->update_request != MPI_REQUEST_NULL) {
+        int code = MPI_Test(&mpi->update_request, &flag, &status);
+        if (code == MPI_SUCCESS && flag) {
+            memcpy(out, &mpi->update_buffer, sizeof *out);
+            *out_source = status.MPI_SOURCE;
+            taken = true;
+        }
+        if (code != MPI_SUCCESS || flag) { /* an error drops the message (too long: not ours) */
+            (void)ordo__mpi_update_post(mpi);
+        }
+    }
+    pthread_mutex_unlock(&mpi->update_lock);
+    return taken;
+}
+
+ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi) {
+    memset(&mpi->update_buffer, 0, sizeof mpi->update_buffer);
+    int code = MPI_Irecv(&mpi->update_buffer, (int)sizeof mpi->update_buffer, MPI_BYTE,
+                         MPI_ANY_SOURCE, UPDATE_TAG, mpi->control, &mpi->update_request);
+    if (code != MPI_SUCCESS) {
+        mpi->update_request = MPI_REQUEST_NULL;
+        char text[MPI_MAX_ERROR_STRING];
+        ordo__mpi_error_text(code, text);
+        return ordo__error(ORDO_ERR_DEVICE, "ordo_mpi_create", "MPI_Irecv failed: %s", text);
+    }
+    return ORDO_OK;
+}
+
+void ordo__mpi_update_cancel(ordo_mpi_t *mpi) {
+    if (mpi->update_request != MPI_REQUEST_NULL) {
+        (void)MPI_Cancel(&mpi->update_request);
+        (void)MPI_Wait(&mpi->update_request, MPI_STATUS_IGNORE);
+    }
+}
+
+/* Receives and applies the updates waiting (one at most, when one_only);
+ * true if any moved anything (a mirror due, when one_only: the waiting
+ * thread's, which runs no callbacks). */
+static bool receive_updates(ordo_mpi_t *mpi, bool one_only) {
+    bool moved = false;
+    control_msg_t msg;
+    int source;
+    while (update_take(mpi, &msg, &source)) {
+        if (msg.kind == MSG_UPDATE) {
+            moved |= apply(mpi, &msg, source, one_only);
+        }
+        if (one_only) {
+            break;
+        }
+    }
+    return moved;
+}
+
+/* Receives and applies every message of the other kinds waiting. */
+static bool receive_control(ordo_mpi_t *mpi) {
     bool moved = false;
     for (;;) {
         int flag = 0;
         MPI_Message message;
         MPI_Status status;
-        if (MPI_Improbe(MPI_ANY_SOURCE, tag, mpi->control, &flag, &message, &status) !=
+        if (MPI_Improbe(MPI_ANY_SOURCE, CONTROL_TAG, mpi->control, &flag, &message, &status) !=
                 MPI_SUCCESS ||
             !flag) {
             return moved;
@@ -460,32 +583,15 @@ static bool receive(ordo_mpi_t *mpi, int tag, bool updates_only) {
         if (MPI_Mrecv(&msg, (int)sizeof msg, MPI_BYTE, &message, &status) != MPI_SUCCESS) {
             continue;
         }
-        msg.message[sizeof msg.message - 1] = '\0';
-        int source = status.MPI_SOURCE;
-        if (source < 0 || source >= mpi->size || (updates_only && msg.kind != MSG_UPDATE)) {
-            continue;
+        if (msg.kind != MSG_UPDATE) {
+            moved |= apply(mpi, &msg, status.MPI_SOURCE, false);
         }
-        switch (msg.kind) {
-        case MSG_SUBSCRIBE:
-            on_subscribe(mpi, &msg, source);
-            break;
-        case MSG_UPDATE:
-            on_update(mpi, &msg, source);
-            break;
-        case MSG_ADVANCE:
-        case MSG_FAIL:
-            on_raise(mpi, &msg);
-            break;
-        default:
-            break;
-        }
-        moved = true;
     }
 }
 
 bool ordo__mpi_signals_progress(ordo_mpi_t *mpi) {
-    bool moved = receive(mpi, CONTROL_TAG, false);
-    moved |= receive(mpi, UPDATE_TAG, false);
+    bool moved = receive_control(mpi);
+    moved |= receive_updates(mpi, false);
     moved |= mirrors_pull(mpi);
     pthread_mutex_lock(&mpi->lock);
     mpi_published_t *list = mpi->published; /* freed only after the progress thread stops */

@@ -60,9 +60,15 @@ typedef struct signal_remote_ops {
     uint32_t (*sleep_token)(signal_remote_t *remote);
     /* Sleeps once, until the truth may have reached value or failed, the
      * deadline passes, or interrupt is called after token was read; may
-     * return early (the caller re-checks). */
+     * return early (the caller re-checks). A blocking wait spins on the
+     * truth for a few microseconds before its first sleep, unless
+     * sleep_looks is set. */
     void (*sleep)(signal_remote_t *remote, uint32_t token, uint64_t value,
                   ordo_deadline_t deadline);
+    /* The truth moves only when this process looks for news (messages
+     * another process sent), and sleep looks before it sleeps: a wait
+     * calls sleep at once, as spinning on the truth would find nothing. */
+    bool sleep_looks;
     /* Wakes every sleep on this remote. */
     void (*interrupt)(signal_remote_t *remote);
     /* A timepoint is armed on the mirror and waits. */

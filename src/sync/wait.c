@@ -449,12 +449,13 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
  * remote) alive while it sleeps; a destroy of the handle interrupts it. */
 static ordo_status_t wait_remote(const ordo_signal_point_t *point, ordo_deadline_t deadline,
                                  const char *api) {
-    scan_t scan = spin_entries(point, 1, 1, deadline);
+    signal_remote_t *remote = point->signal->remote;
+    scan_t scan =
+        remote->ops->sleep_looks ? scan_entries(point, 1, 1) : spin_entries(point, 1, 1, deadline);
     size_t index;
     if (scan.decided) {
         return scan_result(&scan, point, 1, &index, api);
     }
-    signal_remote_t *remote = point->signal->remote;
     ordo__signal_retain_internal(point->signal);
     ordo_status_t status = ORDO_ERR_TIMEOUT;
     for (;;) {

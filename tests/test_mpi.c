@@ -20,7 +20,8 @@
  * while idle and while a receive waits, destroy with operations in flight,
  * destroy past its deadline, MPI errors (a truncated receive; a request
  * that cannot start) failing the communication stream and what waits on
- * it, a thousand small allreduces back to back, and bad input.
+ * it, a thousand small allreduces back to back, signals across ranks,
+ * ranks alive but quiet never found dead, and bad input.
  * TEST_MPI_CASE=<name> runs one case. */
 #include <mpi.h>
 #include <sched.h>
@@ -1320,6 +1321,53 @@ static void bad_input_is_refused(void) {
     CHECK_OK(ordo_tracker_synchronize(foreign_tracker, test_deadline()));
     CHECK_OK(ordo_tracker_destroy(foreign_tracker));
 
+    /* A buffer, and a stream, of another device (a private runtime). */
+    ordo_device_t *other_device;
+    ordo_tracker_t *other_tracker;
+    ordo_stream_t *other_stream;
+    REQUIRE_OK(ordo_device_create_owned("cpu", NULL, &other_device));
+    REQUIRE_OK(ordo_tracker_create(other_device, &other_tracker));
+    REQUIRE_OK(ordo_buffer_create(other_tracker, &foreign));
+    REQUIRE_OK(ordo_stream_create(other_device, 0, &other_stream));
+    CHECK(ordo_mpi_allreduce(f.mpi, foreign, data, 4, MPI_INT32_T, MPI_SUM) != ORDO_OK);
+    CHECK(ordo_error_message()[0] != '\0');
+    CHECK(ordo_mpi_send(f.mpi, foreign, data, 4, MPI_INT32_T, peer, 0) != ORDO_OK);
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, other_stream, MPI_COMM_WORLD, &mpi), "ordo_mpi_create",
+                  ARGUMENT, ARGUMENT);
+    CHECK(mpi == NULL);
+    CHECK_OK(ordo_buffer_release(foreign, NULL, NULL));
+    CHECK_OK(ordo_tracker_synchronize(other_tracker, test_deadline()));
+    CHECK_OK(ordo_tracker_destroy(other_tracker));
+    CHECK_OK(ordo_stream_destroy(other_stream));
+    CHECK_OK(ordo_device_release(other_device));
+
+    /* A freed communicator: MPI_Comm_free leaves MPI_COMM_NULL behind. */
+    MPI_Comm freed;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &freed) != MPI_SUCCESS ||
+        MPI_Comm_free(&freed) != MPI_SUCCESS) {
+        abort_job(__LINE__, "MPI_Comm_dup or MPI_Comm_free failed");
+    }
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, f.compute, freed, &mpi), "ordo_mpi_create", ARGUMENT,
+                  HANDLE);
+    CHECK(mpi == NULL);
+
+    /* Signals: a wrong rank, the peer timeout out of range. */
+    ordo_signal_t *observed = (ordo_signal_t *)&data;
+    CHECK_REFUSED(ordo_mpi_signal_open(f.mpi, size, 1, &observed), "ordo_mpi_signal_open", RANGE,
+                  RANGE);
+    CHECK(observed == NULL);
+    CHECK_REFUSED(ordo_mpi_signal_open(f.mpi, -1, 1, &observed), "ordo_mpi_signal_open", RANGE,
+                  RANGE);
+    CHECK_REFUSED(ordo_mpi_signal_open(f.mpi, 0, 1, NULL), "ordo_mpi_signal_open", ARGUMENT,
+                  ARGUMENT);
+    CHECK_REFUSED(ordo_mpi_signal_publish(f.mpi, NULL, 1), "ordo_mpi_signal_publish", HANDLE,
+                  HANDLE);
+    CHECK_REFUSED(ordo_mpi_set_peer_timeout(f.mpi, 0), "ordo_mpi_set_peer_timeout", RANGE, RANGE);
+    CHECK_REFUSED(ordo_mpi_set_peer_timeout(NULL, 1000), "ordo_mpi_set_peer_timeout", HANDLE,
+                  HANDLE);
+
     /* Nothing refused was enqueued: the stream is healthy and a valid
      * collective (the same on every rank) still matches. */
     CHECK_OK(ordo_stream_status(f.comm));
@@ -1334,6 +1382,59 @@ static void bad_input_is_refused(void) {
     CHECK_OK(ordo_buffer_release(a, NULL, NULL));
     CHECK_OK(ordo_buffer_release(b, NULL, NULL));
     fixture_close(&f, ORDO_OK, ORDO_OK);
+}
+
+/* ---- liveness: no false alarm --------------------------------------------- */
+
+#define LIVENESS_TIMEOUT_MS 400u
+
+/* Lets time pass on this rank (a wait that must time out). */
+static void idle_for(uint64_t ms) {
+    ordo_signal_t *never = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &never));
+    CHECK_STATUS(ordo_signal_wait(never, 1, ordo_deadline_after_ms(ms)), ORDO_ERR_TIMEOUT);
+    CHECK_OK(ordo_signal_release(never));
+}
+
+/* Ranks that are alive but quiet are never found dead: an owner that
+ * publishes long after another rank subscribed (idle meanwhile: no signal
+ * published or observed), an observer that let its handle go and stays
+ * away for several timeouts, then comes back. */
+static void liveness_no_false_alarm(void) {
+    fixture_t f;
+    fixture_open(&f);
+    REQUIRE_OK(ordo_mpi_set_peer_timeout(f.mpi, LIVENESS_TIMEOUT_MS));
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* every rank has set the timeout */
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ordo_signal_t *mine = NULL, *observed = NULL;
+    if (rank == 0) {
+        idle_for(3 * LIVENESS_TIMEOUT_MS); /* rank 1 subscribes meanwhile */
+        REQUIRE_OK(ordo_signal_create(0, &mine));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, mine, 7));
+        CHECK_OK(ordo_signal_advance(mine, 1));
+    } else if (rank == 1) {
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 7, &observed));
+        CHECK_OK(ordo_signal_wait(observed, 1, test_deadline()));
+        CHECK_OK(ordo_signal_release(observed)); /* unsubscribes */
+        idle_for(3 * LIVENESS_TIMEOUT_MS);
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 7, &observed));
+        CHECK_OK(ordo_signal_wait(observed, 1, test_deadline()));
+    }
+    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* rank 1 is back */
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_advance(mine, 2));
+    } else if (rank == 1) {
+        CHECK_OK(ordo_signal_wait(observed, 2, test_deadline()));
+        CHECK_OK(ordo_signal_release(observed));
+    }
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    if (mine) {
+        CHECK_OK(ordo_signal_release(mine));
+    }
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -1379,6 +1480,7 @@ int main(int argc, char **argv) {
         {"start_error_fails_the_stream", start_error_fails_the_stream},
         {"many_small_operations", many_small_operations},
         {"signals_across_ranks", signals_across_ranks},
+        {"liveness_no_false_alarm", liveness_no_false_alarm},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -125,6 +125,19 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
 ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
                                    ordo_signal_t **out_signal);
 
+/** Sets how long a rank that exchanges signals' messages with this one
+ * may stay silent before it is found dead (default 2000 ms; 100 ms to one
+ * hour; every rank must set the same). MPI tells survivors nothing when a
+ * rank dies, so the ranks that observe each other's signals send each
+ * other heartbeats (8 a timeout, from the progress threads). A rank found
+ * dead is dead for good on this one: every handle of a signal it owns
+ * fails with ORDO_ERR_ABANDONED, its message naming the rank, within the
+ * timeout plus an eighth of it after its last message; its subscriptions
+ * are dropped and its later messages ignored. MPI operations with a dead
+ * rank are MPI's: they may never complete (bound their waits with a
+ * deadline). */
+ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms);
+
 ORDO_END_DECLS
 
 #endif

@@ -5,6 +5,8 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/tracker_internal.h"
+#include "hal/hal.h"
 #include "mpi/mpi_internal.h"
 
 /* How long the stream's worker tests a request it has just started before
@@ -41,6 +43,13 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     if (!tracker || !stream) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, __func__, "%s is NULL",
                            tracker ? "stream" : "tracker");
+    }
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+    ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
+    if (stream->device != tracker->device) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "the stream is of %s, the tracker of %s", stream->device->info.name,
+                           tracker->device->info.name);
     }
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -79,7 +88,13 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
     MPI_Comm_rank(mpi->comm, &mpi->rank);
     MPI_Comm_size(mpi->comm, &mpi->size);
-    ordo_status_t st = ordo_signal_create(0, &mpi->done);
+    ordo_status_t st = ordo__mpi_liveness_init(mpi, __func__);
+    if (st == ORDO_OK) {
+        st = ordo_signal_create(0, &mpi->done);
+        if (st != ORDO_OK) {
+            ordo__mpi_liveness_free(mpi);
+        }
+    }
     if (st == ORDO_OK) {
         (void)ordo_signal_set_name(mpi->done, "mpi communication");
         pthread_mutex_init(&mpi->lock, NULL);
@@ -95,6 +110,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
             pthread_mutex_destroy(&mpi->update_lock);
             pthread_mutex_destroy(&mpi->lock);
             ordo_signal_release(mpi->done);
+            ordo__mpi_liveness_free(mpi);
         }
     }
     if (st != ORDO_OK) {
@@ -150,6 +166,7 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);
+    ordo__mpi_liveness_free(mpi);
     pthread_mutex_destroy(&mpi->update_lock);
     pthread_mutex_destroy(&mpi->lock);
     ordo__dealloc(mpi, sizeof *mpi, 0);

@@ -68,7 +68,7 @@ typedef struct mpi_published {
     ordo_signal_t *signal; /* a reference of the publication's */
     uint8_t *subscribers;  /* by rank: SUBSCRIBER_* (under the mpi's lock) */
     uint64_t sent_value;
-    bool sent_ended;
+    _Atomic bool sent_ended;    /* read under the mpi's lock too (liveness) */
     pthread_mutex_t lock;       /* sent_*, arming: the progress thread or the callback */
     ordo_timepoint_t timepoint; /* at sent_value + 1 */
     _Atomic uint64_t arms;      /* times armed */
@@ -99,7 +99,14 @@ enum { SUBSCRIBER_NONE = 0, SUBSCRIBER_CURRENT = 1, SUBSCRIBER_NEW = 2 };
 #define CONTROL_TAG 0x6f72 /* SUBSCRIBE, ADVANCE, FAIL */
 #define UPDATE_TAG 0x6f73  /* UPDATE: into the standing receive */
 
-enum { MSG_SUBSCRIBE = 1, MSG_UPDATE = 2, MSG_ADVANCE = 3, MSG_FAIL = 4 };
+enum {
+    MSG_SUBSCRIBE = 1,
+    MSG_UPDATE = 2,
+    MSG_ADVANCE = 3,
+    MSG_FAIL = 4,
+    MSG_UNSUBSCRIBE = 5, /* the sender's last handle of id closed */
+    MSG_HEARTBEAT = 6,   /* the sender lives (mpi_liveness.c) */
+};
 
 typedef struct control_msg {
     uint32_t kind;
@@ -136,6 +143,14 @@ struct ordo_mpi {
     mpi_published_t *published; /* under lock */
     mpi_remote_t *remotes;      /* under lock */
     mpi_pending_t *pending;     /* under lock */
+    /* Liveness (mpi_liveness.c): the ranks this one exchanges signals'
+     * messages with (its peers) send each other heartbeats; a peer heard
+     * from for none of peer_timeout_ns is found dead, for good. */
+    _Atomic uint64_t peer_timeout_ns;
+    _Atomic uint64_t *heard_ns; /* by rank: a message came, or it became a peer */
+    _Atomic uint8_t *dead;      /* by rank: found dead (set under lock) */
+    uint8_t *peers;             /* the progress thread's scratch, by rank */
+    uint64_t next_heartbeat_ns; /* the progress thread's */
     /* The standing receive of UPDATEs: tested, taken and posted again
      * under update_lock (a waiting thread or the progress thread). */
     pthread_mutex_t update_lock;
@@ -160,6 +175,34 @@ ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi);
 
 /* Cancels it (after the progress thread stopped, every handle closed). */
 void ordo__mpi_update_cancel(ordo_mpi_t *mpi);
+
+/* Sends one record of the control communicator to rank (mpi_signal.c). */
+void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);
+
+/* Liveness (mpi_liveness.c): the arrays, by rank; their release. */
+ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api);
+void ordo__mpi_liveness_free(ordo_mpi_t *mpi);
+
+/* A message of rank arrived, or rank became a peer (its silence counts
+ * from now). */
+void ordo__mpi_heard(ordo_mpi_t *mpi, int rank);
+
+/* Whether rank was found dead (its messages are ignored). */
+bool ordo__mpi_rank_dead(ordo_mpi_t *mpi, int rank);
+
+/* The progress thread's part, with signals live: sends the heartbeats due
+ * and finds the peers silent past the timeout dead: fails the handles of
+ * their signals (ORDO_ERR_ABANDONED) and drops their subscriptions. True
+ * if any was found dead. */
+bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi);
+
+/* The period of the heartbeats; also how often an idle progress thread
+ * looks for messages (a subscription to a signal not published yet). */
+uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi);
+
+/* Fails an observed handle's kept truth with status and message (under
+ * lock), for mpi_liveness.c. */
+void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message);
 
 /* Frees the publications (after the progress thread stopped). */
 void ordo__mpi_signals_free(ordo_mpi_t *mpi);

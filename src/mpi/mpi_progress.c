@@ -1,7 +1,8 @@
 /* The progress thread of an ordo_mpi_t (mpi/mpi_internal.h): completes
  * the request in flight and raises the timeline, and carries the messages
  * of signals observed across ranks (mpi_signal.c). Idle (no request, no
- * signal published or observed), it parks. Otherwise it tests the request
+ * signal published or observed), it sleeps, and looks for messages once a
+ * heartbeat's period (mpi_liveness.c). Otherwise it tests the request
  * and looks for messages: without pausing for BUSY_NS after a request
  * arrived or anything moved (while a request is in flight), then with
  * pauses that double from PAUSE_MIN_NS to PAUSE_MAX_NS: MPI moves
@@ -137,7 +138,8 @@ static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
     uint64_t pause = 0;
     uint64_t busy_until = 0;
-    bool quick = false; /* listening from the quickest pace (listen_soon) */
+    bool quick = false;     /* listening from the quickest pace (listen_soon) */
+    bool idle_look = false; /* woke from an idle sleep: look for messages once */
     (void)ordo__timer_slack_set(PROGRESS_TIMER_SLACK_NS);
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&mpi->parker);
@@ -146,8 +148,10 @@ static void *progress_main(void *arg) {
         }
         pthread_mutex_lock(&mpi->lock);
         mpi_op_t *op = mpi->posted;
-        bool listening = ordo__mpi_signals_live(mpi);
+        bool live = ordo__mpi_signals_live(mpi);
         pthread_mutex_unlock(&mpi->lock);
+        bool listening = live || idle_look;
+        idle_look = false;
         bool moved = false;
         if (op) {
             int flag = 0;
@@ -169,8 +173,15 @@ static void *progress_main(void *arg) {
         if (!op) {
             busy_until = 0; /* the next request starts a busy spell of its own */
         }
-        if (!op && !listening) {
-            (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
+        if (!op && !live) {
+            /* Idle. It still looks for messages now and then: another rank
+             * may subscribe to a signal this one will publish, and takes
+             * this one for dead unless it hears from it (mpi_liveness.c). */
+            ordo_deadline_t look = mpi->size > 1
+                                       ? ordo_time_now_ns() + ordo__mpi_heartbeat_period_ns(mpi)
+                                       : ORDO_DEADLINE_NEVER;
+            (void)ordo__parker_park(&mpi->parker, key, ORDO_PARK_ANY, look);
+            idle_look = true;
             continue;
         }
         if (op) {
@@ -179,7 +190,7 @@ static void *progress_main(void *arg) {
                 busy_until = now + BUSY_NS; /* a request just arrived */
             }
             if (now < busy_until) {
-                continue; /* signals alone get no busy polling: a waiting thread looks itself */
+                continue; /* the request moves on only while it is tested */
             }
         }
         /* Polling: a request in flight, or signals other ranks may move. A

@@ -40,10 +40,13 @@
  * MPI_Test: about a hundred nanoseconds). */
 #define HELP_CLOCK_LOOKS 16u
 
-static void control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
+void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
     /* Small and eager: returns once copied out. An error here (the peer is
      * gone) leaves that peer's handles as they are. Without a failure the
      * message is left off: the shortest messages travel the quickest. */
+    if (ordo__mpi_rank_dead(mpi, rank)) {
+        return; /* found dead: nothing more goes to it */
+    }
     int length = msg->status == ORDO_OK && msg->kind != MSG_FAIL
                      ? (int)offsetof(control_msg_t, message)
                      : (int)sizeof *msg;
@@ -108,6 +111,10 @@ static bool remote_apply(mpi_remote_t *r, uint64_t value, ordo_status_t failure,
            ((truth & ORDO__SIGNAL_FAILED_BIT) || (truth & ORDO_SIGNAL_VALUE_MAX) >= wanted);
 }
 
+void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message) {
+    (void)remote_apply(r, 0, ORDO_ERR_ABANDONED, message);
+}
+
 static ordo_status_t op_advance(signal_remote_t *remote, uint64_t value, const char *api) {
     mpi_remote_t *r = remote_of(remote);
     uint64_t state = op_state(remote);
@@ -116,7 +123,7 @@ static ordo_status_t op_advance(signal_remote_t *remote, uint64_t value, const c
                            (unsigned long long)(state & ORDO_SIGNAL_VALUE_MAX), r->message);
     }
     control_msg_t msg = {.kind = MSG_ADVANCE, .id = r->id, .value = value};
-    control_send(r->mpi, r->owner, &msg);
+    ordo__mpi_control_send(r->mpi, r->owner, &msg);
     /* Taken here at once: the owner takes the same maximum when the message
      * arrives (unless it failed first: its failure then reaches us). */
     pthread_mutex_lock(&r->mpi->lock);
@@ -132,7 +139,7 @@ static ordo_status_t op_fail(signal_remote_t *remote, ordo_status_t status, cons
     mpi_remote_t *r = remote_of(remote);
     control_msg_t msg = {.kind = MSG_FAIL, .id = r->id, .status = (int32_t)status};
     snprintf(msg.message, sizeof msg.message, "%s", message ? message : "");
-    control_send(r->mpi, r->owner, &msg);
+    ordo__mpi_control_send(r->mpi, r->owner, &msg);
     pthread_mutex_lock(&r->mpi->lock);
     (void)remote_apply(r, 0, status, msg.message);
     pthread_mutex_unlock(&r->mpi->lock);
@@ -209,7 +216,15 @@ static void op_close(signal_remote_t *remote) {
     if (r->next) {
         r->next->prev = r->prev;
     }
+    bool last = !ordo__mpi_rank_dead(mpi, r->owner);
+    for (mpi_remote_t *q = mpi->remotes; q && last; q = q->next) {
+        last = q->owner != r->owner || q->id != r->id;
+    }
     pthread_mutex_unlock(&mpi->lock);
+    if (last) { /* the owner sends this rank nothing more of it */
+        control_msg_t msg = {.kind = MSG_UNSUBSCRIBE, .id = r->id};
+        ordo__mpi_control_send(mpi, r->owner, &msg);
+    }
     ordo__dealloc(r, sizeof *r, 0);
 }
 
@@ -326,9 +341,19 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         mpi->remotes->prev = r;
     }
     mpi->remotes = r;
+    bool dead = ordo__mpi_rank_dead(mpi, owner);
+    if (dead) {
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        snprintf(message, sizeof message, "rank %d is gone: it was found dead before", owner);
+        ordo__mpi_remote_abandon(r, message);
+    } else {
+        ordo__mpi_heard(mpi, owner); /* its silence counts from now */
+    }
     pthread_mutex_unlock(&mpi->lock);
-    control_msg_t msg = {.kind = MSG_SUBSCRIBE, .id = id};
-    control_send(mpi, owner, &msg);
+    if (!dead) {
+        control_msg_t msg = {.kind = MSG_SUBSCRIBE, .id = id};
+        ordo__mpi_control_send(mpi, owner, &msg);
+    }
     ordo__mpi_listen_soon(mpi);
     *out_signal = signal;
     return ORDO_OK;
@@ -361,6 +386,24 @@ static void on_subscribe(ordo_mpi_t *mpi, const control_msg_t *msg, int source) 
             q->id = msg->id;
             q->next = mpi->pending;
             mpi->pending = q;
+        }
+    }
+    pthread_mutex_unlock(&mpi->lock);
+}
+
+static void on_unsubscribe(ordo_mpi_t *mpi, const control_msg_t *msg, int source) {
+    pthread_mutex_lock(&mpi->lock);
+    mpi_published_t *p = published_find(mpi, msg->id);
+    if (p) {
+        p->subscribers[source] = SUBSCRIBER_NONE;
+    }
+    for (mpi_pending_t **link = &mpi->pending; *link;) {
+        mpi_pending_t *q = *link;
+        if (q->rank == source && q->id == msg->id) {
+            *link = q->next;
+            ordo__dealloc(q, sizeof *q, 0);
+        } else {
+            link = &q->next;
         }
     }
     pthread_mutex_unlock(&mpi->lock);
@@ -449,7 +492,8 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
         }
         msg.status = (int32_t)failure;
     }
-    bool news = value > p->sent_value || (ended && !p->sent_ended);
+    bool sent_ended = atomic_load_explicit(&p->sent_ended, memory_order_relaxed);
+    bool news = value > p->sent_value || (ended && !sent_ended);
     bool sent = false;
     for (int rank = 0; rank < mpi->size; ++rank) {
         pthread_mutex_lock(&mpi->lock);
@@ -459,12 +503,12 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
         }
         pthread_mutex_unlock(&mpi->lock);
         if (subscriber == SUBSCRIBER_NEW || (subscriber == SUBSCRIBER_CURRENT && news)) {
-            control_send(mpi, rank, &msg);
+            ordo__mpi_control_send(mpi, rank, &msg);
             sent = true;
         }
     }
     p->sent_value = value;
-    p->sent_ended = ended;
+    atomic_store_explicit(&p->sent_ended, ended, memory_order_relaxed);
     /* One arming at a time: the previous one's callback has been counted
      * out (or is this very call, which counts itself out after). */
     uint64_t arms = atomic_load_explicit(&p->arms, memory_order_relaxed);
@@ -486,13 +530,19 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
  * if a mirror is due, when due_only). */
 static bool apply(ordo_mpi_t *mpi, control_msg_t *msg, int source, bool due_only) {
     msg->message[sizeof msg->message - 1] = '\0';
-    if (source < 0 || source >= mpi->size) {
+    if (source < 0 || source >= mpi->size || ordo__mpi_rank_dead(mpi, source)) {
         return false;
     }
+    ordo__mpi_heard(mpi, source);
     switch (msg->kind) {
     case MSG_SUBSCRIBE:
         on_subscribe(mpi, msg, source);
         return true;
+    case MSG_UNSUBSCRIBE:
+        on_unsubscribe(mpi, msg, source);
+        return true;
+    case MSG_HEARTBEAT:
+        return false;
     case MSG_UPDATE:
         return on_update(mpi, msg, source) || !due_only;
     case MSG_ADVANCE:
@@ -592,6 +642,7 @@ static bool receive_control(ordo_mpi_t *mpi) {
 bool ordo__mpi_signals_progress(ordo_mpi_t *mpi) {
     bool moved = receive_control(mpi);
     moved |= receive_updates(mpi, false);
+    moved |= ordo__mpi_liveness_progress(mpi);
     moved |= mirrors_pull(mpi);
     pthread_mutex_lock(&mpi->lock);
     mpi_published_t *list = mpi->published; /* freed only after the progress thread stops */
@@ -602,6 +653,26 @@ bool ordo__mpi_signals_progress(ordo_mpi_t *mpi) {
         pthread_mutex_unlock(&p->lock);
     }
     return moved;
+}
+
+/* The publication ends with its ordo_mpi_t: its subscribers hear it as a
+ * failure (ORDO_ERR_CANCELLED) rather than as silence (which they would
+ * take for a dead rank). */
+static void publication_end(ordo_mpi_t *mpi, mpi_published_t *p) {
+    if (atomic_load_explicit(&p->sent_ended, memory_order_relaxed)) {
+        return;
+    }
+    control_msg_t msg = {.kind = MSG_UPDATE,
+                         .id = p->id,
+                         .value = p->sent_value,
+                         .status = (int32_t)ORDO_ERR_CANCELLED};
+    snprintf(msg.message, sizeof msg.message,
+             "rank %d destroyed the ordo_mpi_t that published this signal", mpi->rank);
+    for (int rank = 0; rank < mpi->size; ++rank) {
+        if (p->subscribers[rank] != SUBSCRIBER_NONE) {
+            ordo__mpi_control_send(mpi, rank, &msg);
+        }
+    }
 }
 
 void ordo__mpi_signals_free(ordo_mpi_t *mpi) {
@@ -624,6 +695,7 @@ void ordo__mpi_signals_free(ordo_mpi_t *mpi) {
             }
             sched_yield(); /* due or running elsewhere: it counts itself out */
         }
+        publication_end(mpi, p);
         pthread_mutex_destroy(&p->lock);
         ordo__signal_release_internal(p->signal);
         ordo__dealloc(p->subscribers, (size_t)mpi->size * sizeof *p->subscribers, 0);

@@ -1,0 +1,184 @@
+/* Liveness of the ranks that exchange signals' messages (ordo/mpi.h:
+ * ordo_mpi_set_peer_timeout).
+ *
+ * MPI tells a survivor nothing when another rank dies (Open MPI 4.1 has no
+ * failure notification a program may rely on), so ranks tell each other
+ * they live. Two ranks are peers while one observes a signal the other
+ * published: the observer has a handle whose owner is the other (open, and
+ * not ended), or the owner has the observer as a subscriber (or a pending
+ * subscription). Each sends each of its peers a HEARTBEAT every
+ * timeout / HEARTBEATS_PER_TIMEOUT, from its progress thread, which looks
+ * at least every millisecond while signals are live; any message counts
+ * as a heartbeat. A peer from which nothing came for the whole timeout
+ * (counted from the last message, or from when it became a peer, if
+ * later) is found dead, for good:
+ *   - every handle of a signal it owns fails with ORDO_ERR_ABANDONED, its
+ *     message naming the rank: waits, streams, links and timepoints on
+ *     them end instead of hanging;
+ *   - its subscriptions are dropped (nothing more is sent to it);
+ *   - its later messages are ignored (a rank found dead that was only slow
+ *     stays dead here: its handles failed already, and failures are
+ *     final).
+ * Within the bound: a rank that dies is found dead between timeout and
+ * timeout plus a heartbeat's period plus a millisecond after its last
+ * message. Every rank must use the same timeout.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "mpi/mpi_internal.h"
+#include "sync/signal_access.h"
+
+#define DEFAULT_PEER_TIMEOUT_NS 2000000000u
+#define HEARTBEATS_PER_TIMEOUT 8u
+
+ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api) {
+    size_t n = (size_t)mpi->size;
+    mpi->heard_ns = ordo__alloc(n * sizeof *mpi->heard_ns, 0);
+    mpi->dead = ordo__alloc(n * sizeof *mpi->dead, 0);
+    mpi->peers = ordo__alloc(n * sizeof *mpi->peers, 0);
+    if (!mpi->heard_ns || !mpi->dead || !mpi->peers) {
+        ordo__mpi_liveness_free(mpi);
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the liveness of %d ranks",
+                           mpi->size);
+    }
+    uint64_t now = ordo_time_now_ns();
+    for (size_t i = 0; i < n; ++i) {
+        atomic_init(&mpi->heard_ns[i], now);
+        atomic_init(&mpi->dead[i], 0);
+    }
+    atomic_init(&mpi->peer_timeout_ns, DEFAULT_PEER_TIMEOUT_NS);
+    mpi->next_heartbeat_ns = 0;
+    return ORDO_OK;
+}
+
+void ordo__mpi_liveness_free(ordo_mpi_t *mpi) {
+    size_t n = (size_t)mpi->size;
+    if (mpi->heard_ns) {
+        ordo__dealloc((void *)mpi->heard_ns, n * sizeof *mpi->heard_ns, 0);
+    }
+    if (mpi->dead) {
+        ordo__dealloc((void *)mpi->dead, n * sizeof *mpi->dead, 0);
+    }
+    if (mpi->peers) {
+        ordo__dealloc(mpi->peers, n * sizeof *mpi->peers, 0);
+    }
+    mpi->heard_ns = NULL;
+    mpi->dead = NULL;
+    mpi->peers = NULL;
+}
+
+void ordo__mpi_heard(ordo_mpi_t *mpi, int rank) {
+    uint64_t now = ordo_time_now_ns();
+    _Atomic uint64_t *heard = &mpi->heard_ns[rank];
+    uint64_t before = atomic_load_explicit(heard, memory_order_relaxed);
+    /* Only forwards: a late writer with an older clock reading loses. */
+    while (before < now && !atomic_compare_exchange_weak_explicit(
+                               heard, &before, now, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+bool ordo__mpi_rank_dead(ordo_mpi_t *mpi, int rank) {
+    return atomic_load_explicit(&mpi->dead[rank], memory_order_relaxed) != 0;
+}
+
+ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms) {
+    ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    if (timeout_ms < 100 || timeout_ms > 3600000) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "timeout_ms %" PRIu64 " is outside 100 .. 3600000", timeout_ms);
+    }
+    atomic_store_explicit(&mpi->peer_timeout_ns, timeout_ms * 1000000u, memory_order_relaxed);
+    ordo__mpi_listen_soon(mpi); /* an idle progress thread sleeps by the new period */
+    return ORDO_OK;
+}
+
+/* Marks the peers now (under lock), into mpi->peers. */
+static void peers_mark(ordo_mpi_t *mpi) {
+    memset(mpi->peers, 0, (size_t)mpi->size);
+    for (mpi_published_t *p = mpi->published; p; p = p->next) {
+        if (atomic_load_explicit(&p->sent_ended, memory_order_relaxed)) {
+            continue; /* its subscribers heard the end: they expect nothing more */
+        }
+        for (int rank = 0; rank < mpi->size; ++rank) {
+            mpi->peers[rank] |= p->subscribers[rank] != SUBSCRIBER_NONE;
+        }
+    }
+    for (mpi_pending_t *q = mpi->pending; q; q = q->next) {
+        mpi->peers[q->rank] = 1;
+    }
+    for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
+        if (!(atomic_load_explicit(&r->state, memory_order_acquire) & ORDO__SIGNAL_FAILED_BIT)) {
+            mpi->peers[r->owner] = 1;
+        }
+    }
+    mpi->peers[mpi->rank] = 0;
+}
+
+/* rank is dead (under lock): its handles fail, its subscriptions go. */
+static void found_dead(ordo_mpi_t *mpi, int rank, uint64_t silent_ns) {
+    atomic_store_explicit(&mpi->dead[rank], 1, memory_order_relaxed);
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    snprintf(message, sizeof message,
+             "rank %d is gone: nothing came from it for %" PRIu64 " ms (it died, aborted or hangs)",
+             rank, silent_ns / 1000000u);
+    for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
+        if (r->owner == rank) {
+            ordo__mpi_remote_abandon(r, message);
+        }
+    }
+    for (mpi_published_t *p = mpi->published; p; p = p->next) {
+        p->subscribers[rank] = SUBSCRIBER_NONE;
+    }
+    for (mpi_pending_t **link = &mpi->pending; *link;) {
+        mpi_pending_t *q = *link;
+        if (q->rank == rank) {
+            *link = q->next;
+            ordo__dealloc(q, sizeof *q, 0);
+        } else {
+            link = &q->next;
+        }
+    }
+}
+
+uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi) {
+    return atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_relaxed) /
+           HEARTBEATS_PER_TIMEOUT;
+}
+
+bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
+    uint64_t timeout = atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_relaxed);
+    uint64_t now = ordo_time_now_ns();
+    bool beat = now >= mpi->next_heartbeat_ns;
+    bool found = false;
+    pthread_mutex_lock(&mpi->lock);
+    peers_mark(mpi);
+    for (int rank = 0; rank < mpi->size; ++rank) {
+        if (!mpi->peers[rank] || ordo__mpi_rank_dead(mpi, rank)) {
+            mpi->peers[rank] = 0;
+            continue;
+        }
+        uint64_t heard = atomic_load_explicit(&mpi->heard_ns[rank], memory_order_relaxed);
+        if (now > heard && now - heard > timeout) {
+            found_dead(mpi, rank, now - heard);
+            mpi->peers[rank] = 0;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&mpi->lock);
+    if (beat) {
+        /* Sent outside the lock (a send may wait for MPI); peers holds the
+         * ranks marked above. */
+        control_msg_t msg = {.kind = MSG_HEARTBEAT};
+        for (int rank = 0; rank < mpi->size; ++rank) {
+            if (mpi->peers[rank]) {
+                ordo__mpi_control_send(mpi, rank, &msg);
+            }
+        }
+        mpi->next_heartbeat_ns = now + timeout / HEARTBEATS_PER_TIMEOUT;
+    }
+    return found;
+}

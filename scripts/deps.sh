@@ -4,7 +4,7 @@
 # cannot be installed: the build leaves out what they would add.
 set -euo pipefail
 required=(cmake gcc clang libclang-rt-14-dev make pkg-config libcmocka-dev doxygen python3 libopenmpi-dev openmpi-bin)
-optional=(libstarpu-dev)
+optional=(libstarpu-dev libtbb-dev)
 
 missing_of() {
   local p

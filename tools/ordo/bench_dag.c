@@ -1,7 +1,8 @@
 /* Benchmarks of automatic cross-stream ordering: trackers (ordo_tracker_submit,
  * ordo_tracker_prepare + ordo_tracker_finish) against OpenMP task dependences (libgomp
- * with gcc, libomp with clang) and StarPU's implicit data dependences.
- * Both peers are optional: built only without sanitizers and when found
+ * with gcc, libomp with clang), StarPU's implicit data dependences and
+ * oneTBB's flow graph and task_group (bench_dag_tbb.cpp).
+ * Every peer is optional: built only without sanitizers and when found
  * (tools/ordo/CMakeLists.txt); a peer not built or not starting leaves its
  * lines out and says why on stderr. */
 #include <stdint.h>
@@ -21,6 +22,9 @@
 #ifdef ORDO_BENCH_STARPU
 #include <ftw.h>
 #include <starpu.h>
+#endif
+#ifdef ORDO_BENCH_TBB
+#include "bench_dag_tbb.h"
 #endif
 
 _Noreturn static void wrong(const char *name, const char *impl) {
@@ -284,9 +288,27 @@ static double ordo_sample(dag_ordo_t *o, dag_work_t *w) {
 
 /* ---- the peers --------------------------------------------------------- */
 
-enum { PEER_OPENMP, PEER_STARPU, PEER_COUNT };
+/* oneTBB gives three lines: a flow graph built beforehand (tbb_flow) or in
+ * the timed region (tbb_flow_build), and a task_group (tbb_task_group). */
+enum {
+    PEER_OPENMP,
+    PEER_STARPU,
+    PEER_TBB_FLOW,
+    PEER_TBB_FLOW_BUILD,
+    PEER_TBB_TASK_GROUP,
+    PEER_COUNT
+};
 
-static const char *const peer_names[PEER_COUNT] = {"openmp", "starpu"};
+static const char *const peer_names[PEER_COUNT] = {"openmp", "starpu", "tbb_flow", "tbb_flow_build",
+                                                   "tbb_task_group"};
+
+#if defined(ORDO_BENCH_TBB)
+#define TBB_PEER_MISSING NULL
+#elif defined(ORDO_BENCH_TBB_MISSING)
+#define TBB_PEER_MISSING ORDO_BENCH_TBB_MISSING
+#else
+#define TBB_PEER_MISSING "not built"
+#endif
 
 /* Why a peer's lines are left out; NULL while it may run. */
 static const char *peer_missing[PEER_COUNT] = {
@@ -304,7 +326,15 @@ static const char *peer_missing[PEER_COUNT] = {
 #else
     "not built",
 #endif
+    TBB_PEER_MISSING,
+    TBB_PEER_MISSING,
+    TBB_PEER_MISSING,
 };
+
+/* A task_group has no edges: it runs the independent tasks only. */
+static int peer_fits(int peer, const dag_case_t *c) {
+    return peer != PEER_TBB_TASK_GROUP || c->shape == DAG_INDEPENDENT;
+}
 
 #ifdef ORDO_BENCH_OPENMP
 /* A team of two threads, one per CPU slot: one creates the tasks (and
@@ -500,6 +530,100 @@ static double starpu_sample(dag_work_t *w, starpu_data_handle_t *handles) {
 }
 #endif
 
+#ifdef ORDO_BENCH_TBB
+/* oneTBB starts once per `ordo bench`, with two threads as OpenMP's team:
+ * the submitting thread (CPU slot 0), which runs tasks while it waits,
+ * and one worker (slot 1). */
+static int tbb_state; /* 0: not started, 1: running, -1: failed */
+
+static void tbb_worker_entry(void) {
+    bench_pin(1);
+}
+
+static void tbb_start(void) {
+    if (tbb_state) {
+        return;
+    }
+    /* Workers must not inherit a pinned creator. */
+    bench_unpin();
+    int rc = bench_tbb_start(2, tbb_worker_entry);
+    bench_pin(0);
+    tbb_state = rc == 0 ? 1 : -1;
+    if (rc != 0) {
+        peer_missing[PEER_TBB_FLOW] = "oneTBB failed to start";
+        peer_missing[PEER_TBB_FLOW_BUILD] = peer_missing[PEER_TBB_FLOW];
+        peer_missing[PEER_TBB_TASK_GROUP] = peer_missing[PEER_TBB_FLOW];
+    }
+}
+
+static void tbb_stop(void) {
+    if (tbb_state > 0) {
+        bench_tbb_stop();
+    }
+    tbb_state = 0;
+}
+
+static void tbb_chain_body(void *ctx, uint64_t index) {
+    dag_work_t *w = ctx;
+    chain_step(w->slots[0].v, index);
+}
+
+static void tbb_independent_body(void *ctx, uint64_t index) {
+    dag_work_t *w = ctx;
+    independent_write(w->slots[index].v, index);
+}
+
+static bench_tbb_graph_t *tbb_graph_create(dag_work_t *w) {
+    const int chain = w->c->shape == DAG_CHAIN;
+    bench_tbb_graph_t *g =
+        bench_tbb_graph_create(w->tasks, chain, chain ? tbb_chain_body : tbb_independent_body, w);
+    if (!g) {
+        bench_fail("cannot build the oneTBB flow graph");
+    }
+    return g;
+}
+
+static void tbb_graph_run(bench_tbb_graph_t *g) {
+    if (bench_tbb_graph_run(g) != 0) {
+        bench_fail("the oneTBB flow graph failed");
+    }
+}
+
+/* Per task, with a graph built beforehand (graph non-NULL: tbb_flow): from
+ * the first source's message until every node has run. Else (tbb_flow_build)
+ * from the first node's construction until the graph built for the sample
+ * is destroyed, as the other peers create and free their tasks in their
+ * timed regions. */
+static double tbb_flow_sample(dag_work_t *w, bench_tbb_graph_t *graph) {
+    work_reset(w);
+    bench_pin(0);
+    uint64_t t0 = bench_now_ns();
+    if (graph) {
+        tbb_graph_run(graph);
+    } else {
+        bench_tbb_graph_t *g = tbb_graph_create(w);
+        tbb_graph_run(g);
+        bench_tbb_graph_destroy(g);
+    }
+    double per_task = (double)(bench_now_ns() - t0) / (double)w->tasks;
+    work_check(w, graph ? "tbb_flow" : "tbb_flow_build");
+    return per_task;
+}
+
+/* Per task: from the first task's run until the group's wait returns. */
+static double tbb_task_group_sample(dag_work_t *w) {
+    work_reset(w);
+    bench_pin(0);
+    uint64_t t0 = bench_now_ns();
+    if (bench_tbb_task_group_run(w->tasks, tbb_independent_body, w) != 0) {
+        bench_fail("the oneTBB task_group failed");
+    }
+    double per_task = (double)(bench_now_ns() - t0) / (double)w->tasks;
+    work_check(w, "tbb_task_group");
+    return per_task;
+}
+#endif
+
 /* Non-zero when the peer runs; else says once on stderr why its lines are
  * left out. */
 static int peer_ready(int peer) {
@@ -507,6 +631,11 @@ static int peer_ready(int peer) {
 #ifdef ORDO_BENCH_STARPU
     if (peer == PEER_STARPU) {
         starpu_start();
+    }
+#endif
+#ifdef ORDO_BENCH_TBB
+    if (peer >= PEER_TBB_FLOW) {
+        tbb_start();
     }
 #endif
     if (!peer_missing[peer]) {
@@ -528,7 +657,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
     const int layouts = c->streams > 1 ? LAYOUT_COUNT : 1;
     int ready[PEER_COUNT];
     for (int p = 0; p < PEER_COUNT; ++p) {
-        ready[p] = peer_ready(p);
+        ready[p] = peer_ready(p) && peer_fits(p, c);
     }
     dag_work_t w;
     work_init(&w, c, tasks);
@@ -538,6 +667,9 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
     }
 #ifdef ORDO_BENCH_STARPU
     starpu_data_handle_t *handles = ready[PEER_STARPU] ? starpu_register(&w) : NULL;
+#endif
+#ifdef ORDO_BENCH_TBB
+    bench_tbb_graph_t *graph = ready[PEER_TBB_FLOW] ? tbb_graph_create(&w) : NULL;
 #endif
     /* times[p]: peer p's samples; times[PEER_COUNT + l]: ordo's in layout l. */
     double *times[PEER_COUNT + LAYOUT_COUNT];
@@ -561,6 +693,17 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
 #ifdef ORDO_BENCH_STARPU
         if (ready[PEER_STARPU]) {
             times[PEER_STARPU][s] = starpu_sample(&w, handles);
+        }
+#endif
+#ifdef ORDO_BENCH_TBB
+        if (ready[PEER_TBB_FLOW]) {
+            times[PEER_TBB_FLOW][s] = tbb_flow_sample(&w, graph);
+        }
+        if (ready[PEER_TBB_FLOW_BUILD]) {
+            times[PEER_TBB_FLOW_BUILD][s] = tbb_flow_sample(&w, NULL);
+        }
+        if (ready[PEER_TBB_TASK_GROUP]) {
+            times[PEER_TBB_TASK_GROUP][s] = tbb_task_group_sample(&w);
         }
 #endif
     }
@@ -591,6 +734,11 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
 #ifdef ORDO_BENCH_STARPU
     if (handles) {
         starpu_unregister(&w, handles);
+    }
+#endif
+#ifdef ORDO_BENCH_TBB
+    if (graph) {
+        bench_tbb_graph_destroy(graph);
     }
 #endif
     for (int l = 0; l < layouts; ++l) {
@@ -735,6 +883,9 @@ void bench_dag_all(const bench_options_t *options) {
     }
 #ifdef ORDO_BENCH_STARPU
     starpu_stop();
+#endif
+#ifdef ORDO_BENCH_TBB
+    tbb_stop();
 #endif
     ordo_device_release(device);
 }

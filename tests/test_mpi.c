@@ -21,7 +21,8 @@
  * destroy past its deadline, MPI errors (a truncated receive; a request
  * that cannot start) failing the communication stream and what waits on
  * it, a thousand small allreduces back to back, signals across ranks,
- * ranks alive but quiet never found dead, and bad input.
+ * ranks alive but quiet never found dead, a stall report naming a cycle
+ * of waits round the ranks, and bad input.
  * TEST_MPI_CASE=<name> runs one case. */
 #include <mpi.h>
 #include <sched.h>
@@ -1437,6 +1438,93 @@ static void liveness_no_false_alarm(void) {
     }
 }
 
+/* ---- a stall report across ranks ----------------------------------------- */
+
+/* A deliberate cycle round the ranks: each rank's consumer stream waits
+ * for the previous rank's published signal, then raises its own; nothing
+ * else raises them. Rank 0's stall report names every rank's wait, every
+ * publication's holder, and the one cycle; after the hosts raise their
+ * signals, a second report names none. */
+static void stall_report_names_a_cycle(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *mine = NULL, *prev = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &mine));
+    REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, mine, 50));
+    REQUIRE_OK(ordo_mpi_signal_open(f.mpi, (rank + size - 1) % size, 50, &prev));
+    CHECK_OK(ordo_stream_wait(f.consumer, prev, 1));
+    CHECK_OK(ordo_stream_signal(f.consumer, mine, 1));
+    CHECK_STATUS(ordo_stream_synchronize(f.consumer, ordo_deadline_after_ms(200)),
+                 ORDO_ERR_TIMEOUT);
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* every rank is blocked */
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    if (rank == 0) {
+        char text[8192];
+        size_t len = 0;
+        int cycles = -1;
+        CHECK_OK(ordo_mpi_stall_report(f.mpi, test_deadline(), text, sizeof text, &len, &cycles));
+        CHECK(cycles == 1);
+        CHECK(len == strlen(text));
+        char expected[160];
+        for (int r = 0; r < size; ++r) {
+            int p = (r + size - 1) % size;
+            snprintf(expected, sizeof expected,
+                     "rank %d: stream \"consumer\" waits for rank %d's signal 50 to reach 1 "
+                     "(now 0)",
+                     r, p);
+            CHECK(strstr(text, expected) != NULL);
+            snprintf(expected, sizeof expected,
+                     "rank %d: signal 50 (at 0) is held by stream \"consumer\", which waits for "
+                     "rank %d's signal 50 to reach 1 (now 0)",
+                     r, p);
+            CHECK(strstr(text, expected) != NULL);
+        }
+        /* From rank 0 round the ring backwards: 0 -> size-1 -> ... -> 0. */
+        char cycle[512] = "cycle: rank 0 signal 50";
+        for (int r = size - 1; r >= 0; --r) {
+            size_t at = strlen(cycle);
+            snprintf(cycle + at, sizeof cycle - at, " -> rank %d signal 50", r);
+        }
+        CHECK(strstr(text, cycle) != NULL);
+        if (case_failures) {
+            fprintf(stderr, "the report:\n%s", text);
+        }
+        /* Too small a buffer: cut, terminated, the full length told. */
+        char small[16];
+        size_t full = 0;
+        CHECK_STATUS(
+            ordo_mpi_stall_report(f.mpi, test_deadline(), small, sizeof small, &full, NULL),
+            ORDO_ERR_OUT_OF_RANGE);
+        CHECK(strlen(small) == sizeof small - 1 && full > sizeof small);
+        CHECK_REFUSED(ordo_mpi_stall_report(NULL, test_deadline(), text, sizeof text, &len, NULL),
+                      "ordo_mpi_stall_report", ORDO_ERR_INVALID_HANDLE, ORDO_ERR_INVALID_HANDLE);
+        CHECK_REFUSED(ordo_mpi_stall_report(f.mpi, test_deadline(), text, sizeof text, NULL, NULL),
+                      "ordo_mpi_stall_report", ORDO_ERR_INVALID_ARGUMENT,
+                      ORDO_ERR_INVALID_ARGUMENT);
+    }
+    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* rank 0 has its report */
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    CHECK_OK(ordo_signal_advance(mine, 1)); /* the hosts break the cycle */
+    CHECK_OK(ordo_stream_synchronize(f.consumer, test_deadline()));
+    CHECK_OK(ordo_signal_wait(prev, 1, test_deadline()));
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    if (rank == 0) {
+        char text[4096];
+        size_t len = 0;
+        int cycles = -1;
+        CHECK_OK(ordo_mpi_stall_report(f.mpi, test_deadline(), text, sizeof text, &len, &cycles));
+        CHECK(cycles == 0);
+        CHECK(strstr(text, "waits for") == NULL);
+    }
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    CHECK_OK(ordo_signal_release(prev));
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    CHECK_OK(ordo_signal_release(mine));
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 typedef struct test_case {
@@ -1481,6 +1569,7 @@ int main(int argc, char **argv) {
         {"many_small_operations", many_small_operations},
         {"signals_across_ranks", signals_across_ranks},
         {"liveness_no_false_alarm", liveness_no_false_alarm},
+        {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -269,6 +269,53 @@ static void reachable_wait_names_its_releaser(void **state) {
     assert_ok(ordo_signal_destroy(x));
 }
 
+/* ordo_stall_holder: A waits for X, then signals Y: Y is held by A (which
+ * waits for X), X is raised by nothing enqueued, and once the host raises
+ * X, Y is raised by enqueued work; bad input is refused. */
+static void holder_names_the_blocked_stream(void **state) {
+    (void)state;
+    ordo_stream_t *a = stream_make(0);
+    ordo_signal_t *x = named_signal("x");
+    ordo_signal_t *y = named_signal("y");
+    assert_ok(ordo_stream_wait(a, x, 1));
+    assert_ok(ordo_stream_signal(a, y, 3));
+    ordo_stall_entry_t entries[1];
+    assert_int_equal(report_until(entries, 1, 1), 1); /* A is blocked */
+    ordo_stall_holder_t holder;
+    assert_ok(ordo_stall_holder(device, y, 2, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_BLOCKED);
+    assert_ptr_equal(holder.stream, a);
+    assert_ptr_equal(holder.waits_for, x);
+    assert_null(holder.progress_of);
+    assert_string_equal(holder.signal_name, "x");
+    assert_int_equal(holder.waited_value, 1);
+    assert_int_equal(holder.current_value, 0);
+    assert_ok(ordo_stall_holder(device, y, 4, &holder)); /* beyond what A brings */
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_NONE);
+    assert_null(holder.stream);
+    assert_ok(ordo_stall_holder(device, x, 1, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_NONE);
+    ordo_signal_t *unused = named_signal("in no queue");
+    assert_ok(ordo_stall_holder(device, unused, 1, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_NONE);
+    assert_ok(ordo_stall_holder(device, unused, 0, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_RAISED); /* there already */
+
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, holder, ordo_stall_holder, NULL, y, 1, &holder);
+    REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, holder, ordo_stall_holder, device, NULL, 1, &holder);
+    assert_int_equal(ordo_stall_holder(device, y, 1, NULL), ORDO_ERR_INVALID_ARGUMENT);
+
+    assert_ok(ordo_signal_advance(x, 1));
+    assert_ok(ordo_signal_wait(y, 3, test_deadline()));
+    assert_ok(ordo_stall_holder(device, y, 3, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_RAISED);
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_signal_destroy(x));
+    assert_ok(ordo_signal_destroy(y));
+    assert_ok(ordo_signal_destroy(unused));
+}
+
 /* C (busy) signals Y; B waits for Y, then signals X; A waits for X; D
  * waits for an event recorded on B after its signal. The fixpoint
  * releases all three, each by the right stream. */
@@ -742,6 +789,7 @@ int main(void) {
         cmocka_unit_test(self_wait_is_unreachable),
         cmocka_unit_test(reachable_wait_names_its_releaser),
         cmocka_unit_test(chains_and_event_waits),
+        cmocka_unit_test(holder_names_the_blocked_stream),
         cmocka_unit_test(failures_release_as_failures),
         cmocka_unit_test(idle_and_busy_streams_are_not_reported),
         cmocka_unit_test(long_queue_is_unknown),

@@ -47,6 +47,7 @@
 #include "ordo/export.h"
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ordo/buffer.h"
@@ -137,6 +138,33 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
  * rank are MPI's: they may never complete (bound their waits with a
  * deadline). */
 ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms);
+
+/** A stall report across ranks, for when a wait timed out: gathers every
+ * rank's wait-for edges that cross ranks (not a collective: the other
+ * ranks' progress threads answer, whatever their programs are doing) until
+ * all answered or the deadline passed, and writes them as text, a line
+ * each:
+ * @code{.unparsed}
+ *   rank 1: stream "consumer" waits for rank 0's signal 7 to reach 3 (now 2)
+ *   rank 1: a thread waits for rank 0's signal 7 to reach 3 (now 2)
+ *   rank 0: signal 7 (at 2) is held by stream "producer", which waits for
+ *           rank 1's signal 8 to reach 1 (now 0)
+ *   rank 0: signal 9 (at 4): no enqueued work raises it; only its host or
+ *           a link can
+ *   rank 2: no answer before the deadline
+ *   cycle: rank 0 signal 7 -> rank 1 signal 8 -> rank 0 signal 7 (a
+ *          deadlock across ranks: ...)
+ * @endcode
+ * (each on one line; streams and signals of a rank's own are named as in
+ * ordo/stall.h; signals across ranks by their rank and published id). A
+ * publication is "held" when the only enqueued work that would raise it
+ * sits behind a blocked wait (ordo_stall_holder); a cycle is a ring of
+ * publications each held by a stream waiting for the next: nothing but a
+ * host can break it. *out_cycles (may be NULL) receives the cycles named.
+ * Text and lengths as ordo_stall_report_format: truncated and terminated
+ * to capacity (ORDO_ERR_OUT_OF_RANGE then), *out_len the full length. */
+ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, char *out_text,
+                                    size_t capacity, size_t *out_len, int *out_cycles);
 
 ORDO_END_DECLS
 

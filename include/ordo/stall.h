@@ -118,6 +118,43 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,
                                        size_t *out_len);
 
+/** What keeps a signal from a value, as far as the device's queues tell. */
+typedef enum ordo_stall_hold {
+    /** No work enqueued on the device raises it that far: only a host
+     * signal, a link, another process or rank, or a failure can. */
+    ORDO_STALL_HOLD_NONE = 0,
+    /** Enqueued work raises it that far (once the streams run). */
+    ORDO_STALL_HOLD_RAISED = 1,
+    /** The queued work of a blocked stream would raise it: the holder. */
+    ORDO_STALL_HOLD_BLOCKED = 2,
+    /** A queue was too long to see whole, and the seen work does not. */
+    ORDO_STALL_HOLD_UNKNOWN = 3,
+} ordo_stall_hold_t;
+
+/** ordo_stall_holder's answer. For ORDO_STALL_HOLD_BLOCKED: stream is the
+ * first stream (in creation order) whose queued signal would raise the
+ * signal to the value, and the rest says what that stream is blocked on,
+ * as in ordo_stall_entry_t (waits_for NULL and progress_of set for a wait
+ * on an event). Other answers leave them NULL, 0 and "". */
+typedef struct ordo_stall_holder {
+    ordo_stall_hold_t hold;
+    ordo_stream_t *stream;
+    char stream_name[ORDO_STREAM_NAME_MAX]; /**< its name, else its address */
+    ordo_signal_t *waits_for;
+    ordo_stream_t *progress_of;
+    char signal_name[ORDO_SIGNAL_NAME_MAX]; /**< the waited signal's name, else its address */
+    uint64_t waited_value;
+    uint64_t current_value;
+} ordo_stall_holder_t;
+
+/** Why signal has not reached value, from the device's queues (the same
+ * snapshot and simulation as ordo_stall_report): whether enqueued work
+ * raises it, and if only a blocked stream's would, which stream and what
+ * it waits for. Follows a chain of waits one link at a time (a report
+ * across ranks, ordo/mpi.h, follows them from rank to rank). */
+ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, uint64_t value,
+                                ordo_stall_holder_t *out_holder);
+
 ORDO_END_DECLS
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "coord/stall_text.h"
 #include "hal/hal.h"
 #include "ordo/stall.h"
 #include "sync/signal_access.h"
@@ -441,6 +442,72 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
     return ORDO_OK;
 }
 
+/* The holder of signal index g at value, after the simulation. */
+static void holder_find(const stall_set_t *set, size_t g, uint64_t value,
+                        ordo_stall_holder_t *out) {
+    const sim_signal_t *target = &set->signals[g];
+    if (target->value >= value) {
+        out->hold = ORDO_STALL_HOLD_RAISED;
+        return;
+    }
+    for (size_t i = 0; i < set->count; ++i) {
+        const sim_stream_t *t = &set->streams[i];
+        if (!t->seen || t->failed || t->pos >= t->snap.count) {
+            continue;
+        }
+        for (size_t k = t->pos; k < t->snap.count; ++k) {
+            const hal_pending_op_t *op = &t->snap.ops[k];
+            if (op->kind == HAL_PENDING_WAIT || t->sig[k] != g || op->value < value) {
+                continue;
+            }
+            /* Stopped at its first unpassed op, a wait. */
+            const sim_signal_t *w = &set->signals[t->sig[t->pos]];
+            out->hold = ORDO_STALL_HOLD_BLOCKED;
+            out->stream = t->stream;
+            memcpy(out->stream_name, t->name, sizeof out->stream_name);
+            if (w->progress_of != NONE) {
+                out->progress_of = set->streams[w->progress_of].stream;
+            } else {
+                out->waits_for = w->signal;
+            }
+            ordo__signal_name_get_internal(w->signal, out->signal_name, sizeof out->signal_name);
+            out->waited_value = t->snap.ops[t->pos].value;
+            out->current_value = w->actual;
+            return;
+        }
+    }
+    out->hold = unseen_work_pending(set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+}
+
+ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, uint64_t value,
+                                ordo_stall_holder_t *out_holder) {
+    if (out_holder) {
+        memset(out_holder, 0, sizeof *out_holder);
+    }
+    ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
+    if (!out_holder) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_holder is NULL");
+    }
+    stall_set_t set;
+    ORDO_RETURN_IF_ERROR(collect(device, &set, __func__));
+    ordo_status_t st = build_signals(&set, __func__);
+    if (st == ORDO_OK) {
+        simulate(&set);
+        size_t g = signal_index(&set, signal);
+        if (g < set.signal_count && set.signals[g].signal == signal) {
+            holder_find(&set, g, value, out_holder);
+        } else if (ordo__signal_view(signal).value >= value) {
+            out_holder->hold = ORDO_STALL_HOLD_RAISED; /* there already */
+        } else {                                       /* in no queue */
+            out_holder->hold =
+                unseen_work_pending(&set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+        }
+    }
+    set_release(&set);
+    return st;
+}
+
 /* Appends formatted text at *len, keeping what fits in the buffer. */
 static void append(char *text, size_t capacity, size_t *len, const char *fmt, ...)
     ORDO_PRINTF(4, 5);
@@ -461,7 +528,7 @@ static void append(char *text, size_t capacity, size_t *len, const char *fmt, ..
  * line whatever a program named its streams and signals. */
 _Static_assert(ORDO_STREAM_NAME_MAX <= ORDO_SIGNAL_NAME_MAX, "one size of shown name");
 typedef struct shown {
-    char text[4 * ORDO_SIGNAL_NAME_MAX + 3];
+    char text[ORDO__STALL_SHOWN_MAX];
 } shown_t;
 
 static shown_t quoted(const char *name) {
@@ -493,6 +560,10 @@ static shown_t shown(const void *object, const char *name) {
         out = quoted(name);
     }
     return out;
+}
+
+void ordo__stall_shown(const void *object, const char *name, char *out, size_t capacity) {
+    snprintf(out, capacity, "%s", shown(object, name).text);
 }
 
 static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {

@@ -99,6 +99,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         (void)ordo_signal_set_name(mpi->done, "mpi communication");
         pthread_mutex_init(&mpi->lock, NULL);
         pthread_mutex_init(&mpi->update_lock, NULL);
+        pthread_mutex_init(&mpi->stall_lock, NULL);
         st = ordo__mpi_update_post(mpi);
         if (st == ORDO_OK) {
             st = ordo__mpi_progress_start(mpi, __func__);
@@ -107,6 +108,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
             }
         }
         if (st != ORDO_OK) {
+            pthread_mutex_destroy(&mpi->stall_lock);
             pthread_mutex_destroy(&mpi->update_lock);
             pthread_mutex_destroy(&mpi->lock);
             ordo_signal_release(mpi->done);
@@ -167,6 +169,7 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     }
     ordo_signal_release(mpi->done);
     ordo__mpi_liveness_free(mpi);
+    pthread_mutex_destroy(&mpi->stall_lock);
     pthread_mutex_destroy(&mpi->update_lock);
     pthread_mutex_destroy(&mpi->lock);
     ordo__dealloc(mpi, sizeof *mpi, 0);

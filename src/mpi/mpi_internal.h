@@ -90,6 +90,10 @@ typedef struct mpi_remote {
     char message[ORDO_SIGNAL_MESSAGE_MAX];
     _Atomic uint32_t seq;      /* futex word: moved by every update and interrupt */
     _Atomic uint32_t sleepers; /* threads asleep (or about to be) on seq */
+    /* Threads in a blocking wait on it now, and the value the latest
+     * waits for (for a stall report). */
+    _Atomic uint32_t thread_waiters;
+    _Atomic uint64_t thread_value;
     struct mpi_remote *prev, *next;
 } mpi_remote_t;
 
@@ -98,6 +102,7 @@ enum { SUBSCRIBER_NONE = 0, SUBSCRIBER_CURRENT = 1, SUBSCRIBER_NEW = 2 };
 /* The messages of signals across ranks (mpi_signal.c). */
 #define CONTROL_TAG 0x6f72 /* SUBSCRIBE, ADVANCE, FAIL */
 #define UPDATE_TAG 0x6f73  /* UPDATE: into the standing receive */
+#define STALL_TAG 0x6f74   /* a stall report's answers (mpi_stall.c) */
 
 enum {
     MSG_SUBSCRIBE = 1,
@@ -106,6 +111,7 @@ enum {
     MSG_FAIL = 4,
     MSG_UNSUBSCRIBE = 5, /* the sender's last handle of id closed */
     MSG_HEARTBEAT = 6,   /* the sender lives (mpi_liveness.c) */
+    MSG_STALL_QUERY = 7, /* answer with your stall records (mpi_stall.c) */
 };
 
 typedef struct control_msg {
@@ -151,6 +157,8 @@ struct ordo_mpi {
     _Atomic uint8_t *dead;      /* by rank: found dead (set under lock) */
     uint8_t *peers;             /* the progress thread's scratch, by rank */
     uint64_t next_heartbeat_ns; /* the progress thread's */
+    pthread_mutex_t stall_lock; /* one stall report asks at a time */
+    uint64_t stall_serial;      /* the last query's, under stall_lock */
     /* The standing receive of UPDATEs: tested, taken and posted again
      * under update_lock (a waiting thread or the progress thread). */
     pthread_mutex_t update_lock;
@@ -203,6 +211,9 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi);
 /* Fails an observed handle's kept truth with status and message (under
  * lock), for mpi_liveness.c. */
 void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message);
+
+/* Answers a stall report's query of asker (the progress thread's). */
+void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial);
 
 /* Frees the publications (after the progress thread stopped). */
 void ordo__mpi_signals_free(ordo_mpi_t *mpi);

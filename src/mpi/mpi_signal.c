@@ -170,6 +170,8 @@ static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
         until = deadline;
     }
     atomic_fetch_add_explicit(&mpi->helpers, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->thread_waiters, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->thread_value, value, memory_order_relaxed);
     bool pull = false;
     for (unsigned looks = 1;; ++looks) {
         uint64_t state = op_state(remote);
@@ -194,6 +196,7 @@ static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
         ordo__futex_wait(&r->seq, token, deadline);
         atomic_fetch_sub_explicit(&r->sleepers, 1, memory_order_relaxed);
     }
+    atomic_fetch_sub_explicit(&r->thread_waiters, 1, memory_order_relaxed);
 }
 
 static void op_interrupt(signal_remote_t *remote) {
@@ -543,6 +546,9 @@ static bool apply(ordo_mpi_t *mpi, control_msg_t *msg, int source, bool due_only
         return true;
     case MSG_HEARTBEAT:
         return false;
+    case MSG_STALL_QUERY:
+        ordo__mpi_stall_answer(mpi, source, msg->value);
+        return true;
     case MSG_UPDATE:
         return on_update(mpi, msg, source) || !due_only;
     case MSG_ADVANCE:

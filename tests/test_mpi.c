@@ -1387,6 +1387,13 @@ static void bad_input_is_refused(void) {
 
 /* ---- liveness: no false alarm --------------------------------------------- */
 
+/* Every rank gets here (a barrier of the program's own, bounded). */
+static void ranks_meet(int line) {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, line);
+}
+
 #define LIVENESS_TIMEOUT_MS 400u
 
 /* Lets time pass on this rank (a wait that must time out). */
@@ -1405,9 +1412,7 @@ static void liveness_no_false_alarm(void) {
     fixture_t f;
     fixture_open(&f);
     REQUIRE_OK(ordo_mpi_set_peer_timeout(f.mpi, LIVENESS_TIMEOUT_MS));
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* every rank has set the timeout */
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__); /* every rank has set the timeout */
     ordo_signal_t *mine = NULL, *observed = NULL;
     if (rank == 0) {
         idle_for(3 * LIVENESS_TIMEOUT_MS); /* rank 1 subscribes meanwhile */
@@ -1422,16 +1427,14 @@ static void liveness_no_false_alarm(void) {
         REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 7, &observed));
         CHECK_OK(ordo_signal_wait(observed, 1, test_deadline()));
     }
-    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* rank 1 is back */
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__); /* rank 1 is back */
     if (rank == 0) {
         CHECK_OK(ordo_signal_advance(mine, 2));
     } else if (rank == 1) {
         CHECK_OK(ordo_signal_wait(observed, 2, test_deadline()));
         CHECK_OK(ordo_signal_release(observed));
     }
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__);
     fixture_close(&f, ORDO_OK, ORDO_OK);
     if (mine) {
         CHECK_OK(ordo_signal_release(mine));
@@ -1456,9 +1459,7 @@ static void stall_report_names_a_cycle(void) {
     CHECK_OK(ordo_stream_signal(f.consumer, mine, 1));
     CHECK_STATUS(ordo_stream_synchronize(f.consumer, ordo_deadline_after_ms(200)),
                  ORDO_ERR_TIMEOUT);
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* every rank is blocked */
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__); /* every rank is blocked */
     if (rank == 0) {
         char text[8192];
         size_t len = 0;
@@ -1503,13 +1504,11 @@ static void stall_report_names_a_cycle(void) {
                       "ordo_mpi_stall_report", ORDO_ERR_INVALID_ARGUMENT,
                       ORDO_ERR_INVALID_ARGUMENT);
     }
-    MPI_Ibarrier(MPI_COMM_WORLD, &request); /* rank 0 has its report */
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__);                   /* rank 0 has its report */
     CHECK_OK(ordo_signal_advance(mine, 1)); /* the hosts break the cycle */
     CHECK_OK(ordo_stream_synchronize(f.consumer, test_deadline()));
     CHECK_OK(ordo_signal_wait(prev, 1, test_deadline()));
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__);
     if (rank == 0) {
         char text[4096];
         size_t len = 0;
@@ -1518,8 +1517,7 @@ static void stall_report_names_a_cycle(void) {
         CHECK(cycles == 0);
         CHECK(strstr(text, "waits for") == NULL);
     }
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, __LINE__);
+    ranks_meet(__LINE__);
     CHECK_OK(ordo_signal_release(prev));
     fixture_close(&f, ORDO_OK, ORDO_OK);
     CHECK_OK(ordo_signal_release(mine));

@@ -73,7 +73,8 @@ typedef enum ordo_status {
      * freed block (found by a checking resource such as the guard). */
     ORDO_ERR_CORRUPTED = 17,
     /** A process that was registered to advance a shared signal ended
-     * before it unregistered (ordo/shared_signal.h). */
+     * before it unregistered (ordo/shared_signal.h), or the MPI rank that
+     * owns an observed signal was found dead (ordo/mpi.h). */
     ORDO_ERR_ABANDONED = 18,
     ORDO_STATUS_COUNT_ /**< not a status: one past the last */
 } ordo_status_t;

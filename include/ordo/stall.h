@@ -137,14 +137,14 @@ typedef enum ordo_stall_hold {
  * as in ordo_stall_entry_t (waits_for NULL and progress_of set for a wait
  * on an event). Other answers leave them NULL, 0 and "". */
 typedef struct ordo_stall_holder {
-    ordo_stall_hold_t hold;
-    ordo_stream_t *stream;
+    ordo_stall_hold_t hold;                 /**< the answer */
+    ordo_stream_t *stream;                  /**< the blocked stream that would raise it */
     char stream_name[ORDO_STREAM_NAME_MAX]; /**< its name, else its address */
-    ordo_signal_t *waits_for;
-    ordo_stream_t *progress_of;
+    ordo_signal_t *waits_for;               /**< the signal that stream waits for */
+    ordo_stream_t *progress_of;             /**< for a wait on an event: the recording stream */
     char signal_name[ORDO_SIGNAL_NAME_MAX]; /**< the waited signal's name, else its address */
-    uint64_t waited_value;
-    uint64_t current_value;
+    uint64_t waited_value;                  /**< the value that stream waits for */
+    uint64_t current_value;                 /**< the waited signal's value now */
 } ordo_stall_holder_t;
 
 /** Why signal has not reached value, from the device's queues (the same

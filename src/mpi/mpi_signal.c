@@ -498,17 +498,27 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
     bool sent_ended = atomic_load_explicit(&p->sent_ended, memory_order_relaxed);
     bool news = value > p->sent_value || (ended && !sent_ended);
     bool sent = false;
-    for (int rank = 0; rank < mpi->size; ++rank) {
+    /* The subscribers are read under the lock a batch of ranks at a time,
+     * and sent to outside it (a send may wait for MPI). */
+    enum { BATCH = 64 };
+    for (int first = 0; first < mpi->size; first += BATCH) {
+        int to[BATCH], n = 0;
+        int end = mpi->size - first < BATCH ? mpi->size : first + BATCH;
         pthread_mutex_lock(&mpi->lock);
-        uint8_t subscriber = p->subscribers[rank];
-        if (subscriber == SUBSCRIBER_NEW) {
-            p->subscribers[rank] = SUBSCRIBER_CURRENT;
+        for (int rank = first; rank < end; ++rank) {
+            uint8_t subscriber = p->subscribers[rank];
+            if (subscriber == SUBSCRIBER_NEW) {
+                p->subscribers[rank] = SUBSCRIBER_CURRENT;
+            }
+            if (subscriber == SUBSCRIBER_NEW || (subscriber == SUBSCRIBER_CURRENT && news)) {
+                to[n++] = rank;
+            }
         }
         pthread_mutex_unlock(&mpi->lock);
-        if (subscriber == SUBSCRIBER_NEW || (subscriber == SUBSCRIBER_CURRENT && news)) {
-            ordo__mpi_control_send(mpi, rank, &msg);
-            sent = true;
+        for (int i = 0; i < n; ++i) {
+            ordo__mpi_control_send(mpi, to[i], &msg);
         }
+        sent |= n > 0;
     }
     p->sent_value = value;
     atomic_store_explicit(&p->sent_ended, ended, memory_order_relaxed);

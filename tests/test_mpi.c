@@ -22,7 +22,8 @@
  * that cannot start) failing the communication stream and what waits on
  * it, a thousand small allreduces back to back, signals across ranks,
  * ranks alive but quiet never found dead, a stall report naming a cycle
- * of waits round the ranks, and bad input.
+ * of waits round the ranks, a destroy ending other ranks' subscriptions,
+ * and bad input.
  * TEST_MPI_CASE=<name> runs one case. */
 #include <mpi.h>
 #include <sched.h>
@@ -1423,7 +1424,13 @@ static void liveness_no_false_alarm(void) {
         REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 7, &observed));
         CHECK_OK(ordo_signal_wait(observed, 1, test_deadline()));
         CHECK_OK(ordo_signal_release(observed)); /* unsubscribes */
+        /* A handle of a signal rank 0 never publishes, failed here: rank 0
+         * keeps the subscription, and still hears from this rank. */
+        ordo_signal_t *never = NULL;
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 97, &never));
+        CHECK_OK(ordo_signal_fail(never, ORDO_ERR_CANCELLED, "given up here"));
         idle_for(3 * LIVENESS_TIMEOUT_MS);
+        CHECK_OK(ordo_signal_release(never));
         REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 7, &observed));
         CHECK_OK(ordo_signal_wait(observed, 1, test_deadline()));
     }
@@ -1438,6 +1445,44 @@ static void liveness_no_false_alarm(void) {
     fixture_close(&f, ORDO_OK, ORDO_OK);
     if (mine) {
         CHECK_OK(ordo_signal_release(mine));
+    }
+}
+
+/* An ordo_mpi_t destroyed while other ranks observe its signals: they
+ * hear the end as ORDO_ERR_CANCELLED (not as silence, which would be a
+ * dead rank), for a published signal (with the value it reached) and for
+ * one it never published. */
+static void destroy_ends_subscriptions(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *published = NULL, *reached = NULL, *never = NULL;
+    if (rank == 0) {
+        REQUIRE_OK(ordo_signal_create(0, &published));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, published, 78));
+        CHECK_OK(ordo_signal_advance(published, 3));
+    } else if (rank == 1) {
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 78, &reached));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 77, &never));
+        CHECK_OK(ordo_signal_wait(reached, 3, test_deadline()));
+    }
+    ranks_meet(__LINE__);
+    if (rank == 0) {
+        fixture_close(&f, ORDO_OK, ORDO_OK);
+        CHECK_OK(ordo_signal_release(published));
+    } else if (rank == 1) {
+        CHECK_STATUS(ordo_signal_wait(reached, 4, test_deadline()), ORDO_ERR_CANCELLED);
+        CHECK(strstr(ordo_error_message(), "rank 0 destroyed the ordo_mpi_t") != NULL);
+        uint64_t value = 0;
+        CHECK_STATUS(ordo_signal_query(reached, &value), ORDO_ERR_CANCELLED);
+        CHECK(value == 3);
+        CHECK_STATUS(ordo_signal_wait(never, 1, test_deadline()), ORDO_ERR_CANCELLED);
+        CHECK(strstr(ordo_error_message(), "before it published") != NULL);
+        CHECK_OK(ordo_signal_release(reached));
+        CHECK_OK(ordo_signal_release(never));
+    }
+    ranks_meet(__LINE__);
+    if (rank != 0) {
+        fixture_close(&f, ORDO_OK, ORDO_OK);
     }
 }
 
@@ -1503,6 +1548,9 @@ static void stall_report_names_a_cycle(void) {
         CHECK_REFUSED(ordo_mpi_stall_report(f.mpi, test_deadline(), text, sizeof text, NULL, NULL),
                       "ordo_mpi_stall_report", ORDO_ERR_INVALID_ARGUMENT,
                       ORDO_ERR_INVALID_ARGUMENT);
+        CHECK_REFUSED(
+            ordo_mpi_stall_report(f.mpi, ORDO_DEADLINE_NEVER, text, sizeof text, &len, NULL),
+            "ordo_mpi_stall_report", ORDO_ERR_INVALID_ARGUMENT, ORDO_ERR_INVALID_ARGUMENT);
     }
     ranks_meet(__LINE__);                   /* rank 0 has its report */
     CHECK_OK(ordo_signal_advance(mine, 1)); /* the hosts break the cycle */
@@ -1568,6 +1616,7 @@ int main(int argc, char **argv) {
         {"signals_across_ranks", signals_across_ranks},
         {"liveness_no_false_alarm", liveness_no_false_alarm},
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
+        {"destroy_ends_subscriptions", destroy_ends_subscriptions},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -1,5 +1,6 @@
 /* The MPI layer's objects and operations (ordo/mpi.h; how an operation
  * runs: mpi/mpi_internal.h). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,6 +33,57 @@ static ordo_status_t mpi_error(int code, const char *call, const char *api) {
     char text[MPI_MAX_ERROR_STRING] = "";
     ordo__mpi_error_text(code, text);
     return ordo__error(ORDO_ERR_DEVICE, api, "%s: %s", call, text);
+}
+
+/* Agrees with every rank on an incarnation number for this ordo_mpi_t
+ * (its messages carry it): the context ids of freed communicators are
+ * reused, so a message an earlier ordo_mpi_t's peer sent late could
+ * otherwise reach this one. */
+static int epoch_agree(ordo_mpi_t *mpi) {
+    static _Atomic uint32_t next_epoch = 1;
+    uint32_t mine = atomic_load_explicit(&next_epoch, memory_order_relaxed), agreed = 0;
+    int code = MPI_Allreduce(&mine, &agreed, 1, MPI_UINT32_T, MPI_MAX, mpi->comm);
+    if (code == MPI_SUCCESS) {
+        mpi->epoch = agreed;
+        uint32_t next = mine;
+        while (next <= agreed &&
+               !atomic_compare_exchange_weak_explicit(&next_epoch, &next, agreed + 1,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
+        }
+    }
+    return code;
+}
+
+/* MPI_Finalize deletes MPI_COMM_SELF's attributes first, while MPI still
+ * works: the progress thread stops there, and the standing receive is
+ * cancelled, if the program finalizes before ordo_mpi_destroy (which
+ * then frees the rest without calling MPI). */
+static int finalize_hook(MPI_Comm comm, int key, void *value, void *extra) {
+    (void)comm;
+    (void)key;
+    (void)extra;
+    ordo__mpi_quiesce(value);
+    return MPI_SUCCESS;
+}
+
+static ordo_status_t finalize_hook_set(ordo_mpi_t *mpi) {
+    int code =
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook, &mpi->finalize_key, NULL);
+    if (code == MPI_SUCCESS) {
+        code = MPI_Comm_set_attr(MPI_COMM_SELF, mpi->finalize_key, mpi);
+        if (code != MPI_SUCCESS) {
+            MPI_Comm_free_keyval(&mpi->finalize_key);
+        }
+    }
+    return code == MPI_SUCCESS ? ORDO_OK : mpi_error(code, "MPI_Comm_set_attr", "ordo_mpi_create");
+}
+
+void ordo__mpi_quiesce(ordo_mpi_t *mpi) {
+    if (atomic_exchange_explicit(&mpi->quiesced, true, memory_order_relaxed)) {
+        return;
+    }
+    ordo__mpi_progress_stop(mpi);
+    ordo__mpi_update_cancel(mpi);
 }
 
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
@@ -88,6 +140,13 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
     MPI_Comm_rank(mpi->comm, &mpi->rank);
     MPI_Comm_size(mpi->comm, &mpi->size);
+    code = epoch_agree(mpi);
+    if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&mpi->control);
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Allreduce", __func__);
+    }
     ordo_status_t st = ordo__mpi_liveness_init(mpi, __func__);
     if (st == ORDO_OK) {
         st = ordo_signal_create(0, &mpi->done);
@@ -100,14 +159,22 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         pthread_mutex_init(&mpi->lock, NULL);
         pthread_mutex_init(&mpi->update_lock, NULL);
         pthread_mutex_init(&mpi->stall_lock, NULL);
+        pthread_mutex_init(&mpi->subscribe_lock, NULL);
         st = ordo__mpi_update_post(mpi);
         if (st == ORDO_OK) {
             st = ordo__mpi_progress_start(mpi, __func__);
+            if (st == ORDO_OK) {
+                st = finalize_hook_set(mpi);
+                if (st != ORDO_OK) {
+                    ordo__mpi_progress_stop(mpi);
+                }
+            }
             if (st != ORDO_OK) {
                 ordo__mpi_update_cancel(mpi);
             }
         }
         if (st != ORDO_OK) {
+            pthread_mutex_destroy(&mpi->subscribe_lock);
             pthread_mutex_destroy(&mpi->stall_lock);
             pthread_mutex_destroy(&mpi->update_lock);
             pthread_mutex_destroy(&mpi->lock);
@@ -130,9 +197,11 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    pthread_mutex_lock(&mpi->subscribe_lock); /* no handle's close is under way */
     pthread_mutex_lock(&mpi->lock);
     bool observing = mpi->remotes != NULL;
     pthread_mutex_unlock(&mpi->lock);
+    pthread_mutex_unlock(&mpi->subscribe_lock);
     if (observing) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
                            "signals opened with ordo_mpi_signal_open are still open: release "
@@ -150,25 +219,30 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
         snprintf(failure, sizeof failure, "%s", ordo_error_message());
     }
     mpi->magic = ORDO_MPI_DEAD;
-    ordo__mpi_progress_stop(mpi);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        /* Runs quiesce (through the hook), and frees the key. */
+        MPI_Comm_delete_attr(MPI_COMM_SELF, mpi->finalize_key);
+        MPI_Comm_free_keyval(&mpi->finalize_key);
+    }
+    ordo__mpi_quiesce(mpi); /* done already (at the delete, or by MPI_Finalize) */
     /* A request still in flight (the stream failed meanwhile): MPI
      * finishes it on its own. Operations whose task never ran: freed. */
-    if (mpi->posted && mpi->posted->request != MPI_REQUEST_NULL) {
+    if (!finalized && mpi->posted && mpi->posted->request != MPI_REQUEST_NULL) {
         MPI_Request_free(&mpi->posted->request);
     }
     while (mpi->all) {
         ordo__mpi_op_free(mpi->all);
     }
-    ordo__mpi_signals_free(mpi);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
+    ordo__mpi_signals_free(mpi, !finalized);
     if (!finalized) {
-        ordo__mpi_update_cancel(mpi);
         MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);
     ordo__mpi_liveness_free(mpi);
+    pthread_mutex_destroy(&mpi->subscribe_lock);
     pthread_mutex_destroy(&mpi->stall_lock);
     pthread_mutex_destroy(&mpi->update_lock);
     pthread_mutex_destroy(&mpi->lock);

@@ -118,7 +118,8 @@ typedef struct control_msg {
     uint32_t kind;
     uint32_t id;
     uint64_t value;
-    int32_t status;                        /* ORDO_OK, or the failure */
+    int32_t status; /* ORDO_OK, or the failure */
+    uint32_t epoch; /* the sender's ordo_mpi_t's (set by ordo__mpi_control_send) */
     char message[ORDO_SIGNAL_MESSAGE_MAX]; /* sent only with a failure */
 } control_msg_t;
 
@@ -135,8 +136,11 @@ struct ordo_mpi {
     ordo_stream_t *stream;
     MPI_Comm comm; /* ordo's duplicate, MPI_ERRORS_RETURN */
     int rank, size;
-    ordo_signal_t *done; /* raised to an operation's seq once it completed */
-    uint64_t submitted;  /* the last seq given (the submitting thread's) */
+    uint32_t epoch;        /* agreed by every rank at create: messages carry it */
+    int finalize_key;      /* MPI_COMM_SELF's attribute that runs quiesce at MPI_Finalize */
+    _Atomic bool quiesced; /* the progress thread stopped, the standing receive cancelled */
+    ordo_signal_t *done;   /* raised to an operation's seq once it completed */
+    uint64_t submitted;    /* the last seq given (the submitting thread's) */
     pthread_mutex_t lock;
     mpi_op_t *posted; /* started, not completed: one at most (see the top) */
     mpi_op_t *all;
@@ -157,6 +161,11 @@ struct ordo_mpi {
     _Atomic uint8_t *dead;      /* by rank: found dead (set under lock) */
     uint8_t *peers;             /* the progress thread's scratch, by rank */
     uint64_t next_heartbeat_ns; /* the progress thread's */
+    /* Held across a handle's open or close and its SUBSCRIBE or
+     * UNSUBSCRIBE (mpi_signal.c), and by ordo_mpi_destroy's look at the
+     * handles: messages in the order of the changes, no close in flight
+     * at the destroy. Taken before lock. */
+    pthread_mutex_t subscribe_lock;
     pthread_mutex_t stall_lock; /* one stall report asks at a time */
     uint64_t stall_serial;      /* the last query's, under stall_lock */
     /* The standing receive of UPDATEs: tested, taken and posted again
@@ -183,6 +192,10 @@ ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi);
 
 /* Cancels it (after the progress thread stopped, every handle closed). */
 void ordo__mpi_update_cancel(ordo_mpi_t *mpi);
+
+/* Stops the progress thread and cancels the standing receive, once: from
+ * ordo_mpi_destroy, or from MPI_Finalize when that comes first. */
+void ordo__mpi_quiesce(ordo_mpi_t *mpi);
 
 /* Sends one record of the control communicator to rank (mpi_signal.c). */
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);
@@ -215,8 +228,10 @@ void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message);
 /* Answers a stall report's query of asker (the progress thread's). */
 void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial);
 
-/* Frees the publications (after the progress thread stopped). */
-void ordo__mpi_signals_free(ordo_mpi_t *mpi);
+/* Frees the publications and pending subscriptions (after the progress
+ * thread stopped); tell: MPI is still there, and their subscribers hear
+ * the end (the subscriptions that came meanwhile included). */
+void ordo__mpi_signals_free(ordo_mpi_t *mpi, bool tell);
 
 /* The name of an operation's kind, for messages ("MPI_Iallreduce"). */
 const char *ordo__mpi_op_name(mpi_op_kind_t kind);

@@ -4,9 +4,10 @@
  * MPI tells a survivor nothing when another rank dies (Open MPI 4.1 has no
  * failure notification a program may rely on), so ranks tell each other
  * they live. Two ranks are peers while one observes a signal the other
- * published: the observer has a handle whose owner is the other (open, and
- * not ended), or the owner has the observer as a subscriber (or a pending
- * subscription). Each sends each of its peers a HEARTBEAT every
+ * published: the observer has a handle whose owner is the other, or the
+ * owner has the observer as a subscriber (or a pending subscription); a
+ * rank watches a peer only while it depends on it (see peers_mark). Each
+ * sends each of its peers a HEARTBEAT every
  * timeout / HEARTBEATS_PER_TIMEOUT, from its progress thread, which looks
  * at least every millisecond while signals are live; any message counts
  * as a heartbeat. A peer from which nothing came for the whole timeout
@@ -96,7 +97,18 @@ ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms) {
     return ORDO_OK;
 }
 
-/* Marks the peers now (under lock), into mpi->peers. */
+/* What this rank owes a peer, and expects of it (mpi->peers, by rank). */
+enum {
+    PEER_BEAT = 1,  /* it may watch this rank: send it heartbeats */
+    PEER_WATCH = 2, /* this rank depends on it: find it dead when silent */
+};
+
+/* Marks the peers now (under lock), into mpi->peers. A rank watches only
+ * whom it depends on (the owners of its handles not ended; its subscribers
+ * while their publication goes on, or waits to be published), and beats
+ * for everyone who may watch it: the owner of every open handle, ended or
+ * not (an owner that never published the signal keeps the subscription
+ * and watches until the handle closes), and every subscriber it watches. */
 static void peers_mark(ordo_mpi_t *mpi) {
     memset(mpi->peers, 0, (size_t)mpi->size);
     for (mpi_published_t *p = mpi->published; p; p = p->next) {
@@ -104,15 +116,18 @@ static void peers_mark(ordo_mpi_t *mpi) {
             continue; /* its subscribers heard the end: they expect nothing more */
         }
         for (int rank = 0; rank < mpi->size; ++rank) {
-            mpi->peers[rank] |= p->subscribers[rank] != SUBSCRIBER_NONE;
+            if (p->subscribers[rank] != SUBSCRIBER_NONE) {
+                mpi->peers[rank] |= PEER_BEAT | PEER_WATCH;
+            }
         }
     }
     for (mpi_pending_t *q = mpi->pending; q; q = q->next) {
-        mpi->peers[q->rank] = 1;
+        mpi->peers[q->rank] |= PEER_BEAT | PEER_WATCH;
     }
     for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
+        mpi->peers[r->owner] |= PEER_BEAT;
         if (!(atomic_load_explicit(&r->state, memory_order_acquire) & ORDO__SIGNAL_FAILED_BIT)) {
-            mpi->peers[r->owner] = 1;
+            mpi->peers[r->owner] |= PEER_WATCH;
         }
     }
     mpi->peers[mpi->rank] = 0;
@@ -162,7 +177,7 @@ bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
             continue;
         }
         uint64_t heard = atomic_load_explicit(&mpi->heard_ns[rank], memory_order_relaxed);
-        if (now > heard && now - heard > timeout) {
+        if ((mpi->peers[rank] & PEER_WATCH) && now > heard && now - heard > timeout) {
             found_dead(mpi, rank, now - heard);
             mpi->peers[rank] = 0;
             found = true;

@@ -50,7 +50,10 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     int length = msg->status == ORDO_OK && msg->kind != MSG_FAIL
                      ? (int)offsetof(control_msg_t, message)
                      : (int)sizeof *msg;
-    (void)MPI_Send(msg, length, MPI_BYTE, rank, msg->kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG,
+    control_msg_t out;
+    memcpy(&out, msg, (size_t)length);
+    out.epoch = mpi->epoch;
+    (void)MPI_Send(&out, length, MPI_BYTE, rank, out.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG,
                    mpi->control);
 }
 
@@ -210,6 +213,10 @@ static void op_wanted(signal_remote_t *remote) {
 static void op_close(signal_remote_t *remote) {
     mpi_remote_t *r = remote_of(remote);
     ordo_mpi_t *mpi = r->mpi;
+    /* The UNSUBSCRIBE goes under subscribe_lock, with the list's change:
+     * an open's SUBSCRIBE cannot pass it, and ordo_mpi_destroy (which
+     * takes the lock to look at the list) cannot free mpi under it. */
+    pthread_mutex_lock(&mpi->subscribe_lock);
     pthread_mutex_lock(&mpi->lock);
     if (r->prev) {
         r->prev->next = r->next;
@@ -228,6 +235,7 @@ static void op_close(signal_remote_t *remote) {
         control_msg_t msg = {.kind = MSG_UNSUBSCRIBE, .id = r->id};
         ordo__mpi_control_send(mpi, r->owner, &msg);
     }
+    pthread_mutex_unlock(&mpi->subscribe_lock);
     ordo__dealloc(r, sizeof *r, 0);
 }
 
@@ -337,6 +345,7 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         ordo__dealloc(r, sizeof *r, 0);
         return st;
     }
+    pthread_mutex_lock(&mpi->subscribe_lock); /* see op_close */
     pthread_mutex_lock(&mpi->lock);
     r->prev = NULL;
     r->next = mpi->remotes;
@@ -357,6 +366,7 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         control_msg_t msg = {.kind = MSG_SUBSCRIBE, .id = id};
         ordo__mpi_control_send(mpi, owner, &msg);
     }
+    pthread_mutex_unlock(&mpi->subscribe_lock);
     ordo__mpi_listen_soon(mpi);
     *out_signal = signal;
     return ORDO_OK;
@@ -443,8 +453,10 @@ static bool mirrors_pull(ordo_mpi_t *mpi) {
     for (mpi_remote_t *r = mpi->remotes; r && n < BATCH; r = r->next) {
         uint64_t truth = atomic_load_explicit(&r->state, memory_order_acquire);
         signal_view_t mirror = ordo__signal_view(r->remote.signal);
-        bool ahead = (truth & ORDO_SIGNAL_VALUE_MAX) > mirror.value ||
-                     ((truth & ORDO__SIGNAL_FAILED_BIT) && !mirror.ended);
+        /* An ended mirror (failed, or its handle destroyed) is left alone
+         * by the pull: never counted as behind, or this thread would spin. */
+        bool ahead = !mirror.ended && ((truth & ORDO_SIGNAL_VALUE_MAX) > mirror.value ||
+                                       (truth & ORDO__SIGNAL_FAILED_BIT));
         if (ahead && ordo__signal_try_retain(r->remote.signal)) {
             behind[n++] = r->remote.signal;
         }
@@ -480,21 +492,33 @@ static void on_raise(ordo_mpi_t *mpi, const control_msg_t *msg) {
 
 /* Sends a publication's news to its subscribers, and arms its timepoint
  * for the next. True if anything was sent. */
-static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
+/* The UPDATE of a publication's state now; true if it ended (failed, or
+ * destroyed: CANCELLED). */
+static bool news_of(ordo_mpi_t *mpi, mpi_published_t *p, control_msg_t *msg) {
     uint64_t value = 0;
     ordo_status_t status = ordo_signal_query(p->signal, &value);
-    control_msg_t msg = {.kind = MSG_UPDATE, .id = p->id, .value = value};
-    bool ended = status != ORDO_OK;
-    if (ended) {
-        ordo_status_t failure = ORDO_OK;
-        (void)ordo_signal_failure(p->signal, &failure, msg.message, sizeof msg.message);
-        if (failure == ORDO_OK) { /* destroyed, not failed */
-            failure = ORDO_ERR_CANCELLED;
-            snprintf(msg.message, sizeof msg.message,
-                     "the published signal was destroyed on rank %d", mpi->rank);
-        }
-        msg.status = (int32_t)failure;
+    memset(msg, 0, sizeof *msg);
+    msg->kind = MSG_UPDATE;
+    msg->id = p->id;
+    msg->value = value;
+    if (status == ORDO_OK) {
+        return false;
     }
+    ordo_status_t failure = ORDO_OK;
+    (void)ordo_signal_failure(p->signal, &failure, msg->message, sizeof msg->message);
+    if (failure == ORDO_OK) { /* destroyed, not failed */
+        failure = ORDO_ERR_CANCELLED;
+        snprintf(msg->message, sizeof msg->message, "the published signal was destroyed on rank %d",
+                 mpi->rank);
+    }
+    msg->status = (int32_t)failure;
+    return true;
+}
+
+static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
+    control_msg_t msg;
+    bool ended = news_of(mpi, p, &msg);
+    uint64_t value = msg.value;
     bool sent_ended = atomic_load_explicit(&p->sent_ended, memory_order_relaxed);
     bool news = value > p->sent_value || (ended && !sent_ended);
     bool sent = false;
@@ -543,8 +567,9 @@ static bool publish_news(ordo_mpi_t *mpi, mpi_published_t *p) {
  * if a mirror is due, when due_only). */
 static bool apply(ordo_mpi_t *mpi, control_msg_t *msg, int source, bool due_only) {
     msg->message[sizeof msg->message - 1] = '\0';
-    if (source < 0 || source >= mpi->size || ordo__mpi_rank_dead(mpi, source)) {
-        return false;
+    if (source < 0 || source >= mpi->size || msg->epoch != mpi->epoch ||
+        ordo__mpi_rank_dead(mpi, source)) {
+        return false; /* not ours: an earlier ordo_mpi_t's, or a dead rank's */
     }
     ordo__mpi_heard(mpi, source);
     switch (msg->kind) {
@@ -579,6 +604,10 @@ static bool update_take(ordo_mpi_t *mpi, control_msg_t *out, int *out_source) {
     bool taken = false;
     int flag = 0;
     MPI_Status status;
+    if (mpi->update_request == MPI_REQUEST_NULL &&
+        !atomic_load_explicit(&mpi->quiesced, memory_order_relaxed)) {
+        (void)ordo__mpi_update_post(mpi); /* posting failed before: again */
+    }
     if (mpi->update_request != MPI_REQUEST_NULL) {
         int code = MPI_Test(&mpi->update_request, &flag, &status);
         if (code == MPI_SUCCESS && flag) {
@@ -671,19 +700,16 @@ bool ordo__mpi_signals_progress(ordo_mpi_t *mpi) {
     return moved;
 }
 
-/* The publication ends with its ordo_mpi_t: its subscribers hear it as a
- * failure (ORDO_ERR_CANCELLED) rather than as silence (which they would
- * take for a dead rank). */
+/* The publication ends with its ordo_mpi_t: its subscribers hear its
+ * state now, and, unless it ended, a failure (ORDO_ERR_CANCELLED) rather
+ * than silence (which they would take for a dead rank). */
 static void publication_end(ordo_mpi_t *mpi, mpi_published_t *p) {
-    if (atomic_load_explicit(&p->sent_ended, memory_order_relaxed)) {
-        return;
+    control_msg_t msg;
+    if (!news_of(mpi, p, &msg)) {
+        msg.status = (int32_t)ORDO_ERR_CANCELLED;
+        snprintf(msg.message, sizeof msg.message,
+                 "rank %d destroyed the ordo_mpi_t that published this signal", mpi->rank);
     }
-    control_msg_t msg = {.kind = MSG_UPDATE,
-                         .id = p->id,
-                         .value = p->sent_value,
-                         .status = (int32_t)ORDO_ERR_CANCELLED};
-    snprintf(msg.message, sizeof msg.message,
-             "rank %d destroyed the ordo_mpi_t that published this signal", mpi->rank);
     for (int rank = 0; rank < mpi->size; ++rank) {
         if (p->subscribers[rank] != SUBSCRIBER_NONE) {
             ordo__mpi_control_send(mpi, rank, &msg);
@@ -691,7 +717,18 @@ static void publication_end(ordo_mpi_t *mpi, mpi_published_t *p) {
     }
 }
 
-void ordo__mpi_signals_free(ordo_mpi_t *mpi) {
+/* A subscription to a signal never published ends the same way. */
+static void pending_end(ordo_mpi_t *mpi, const mpi_pending_t *q) {
+    control_msg_t msg = {.kind = MSG_UPDATE, .id = q->id, .status = (int32_t)ORDO_ERR_CANCELLED};
+    snprintf(msg.message, sizeof msg.message,
+             "rank %d destroyed its ordo_mpi_t before it published this signal", mpi->rank);
+    ordo__mpi_control_send(mpi, q->rank, &msg);
+}
+
+void ordo__mpi_signals_free(ordo_mpi_t *mpi, bool tell) {
+    if (tell) {
+        (void)receive_control(mpi); /* subscriptions that came: they hear the end too */
+    }
     while (mpi->published) {
         mpi_published_t *p = mpi->published;
         mpi->published = p->next;
@@ -711,7 +748,9 @@ void ordo__mpi_signals_free(ordo_mpi_t *mpi) {
             }
             sched_yield(); /* due or running elsewhere: it counts itself out */
         }
-        publication_end(mpi, p);
+        if (tell) {
+            publication_end(mpi, p);
+        }
         pthread_mutex_destroy(&p->lock);
         ordo__signal_release_internal(p->signal);
         ordo__dealloc(p->subscribers, (size_t)mpi->size * sizeof *p->subscribers, 0);
@@ -720,6 +759,9 @@ void ordo__mpi_signals_free(ordo_mpi_t *mpi) {
     while (mpi->pending) {
         mpi_pending_t *q = mpi->pending;
         mpi->pending = q->next;
+        if (tell) {
+            pending_end(mpi, q);
+        }
         ordo__dealloc(q, sizeof *q, 0);
     }
 }

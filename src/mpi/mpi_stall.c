@@ -26,7 +26,9 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -58,6 +60,7 @@ typedef struct stall_record {
 
 typedef struct stall_message {
     uint64_t serial; /* the query's */
+    uint32_t epoch;  /* the answering ordo_mpi_t's (mpi_internal.h) */
     uint32_t total;  /* the rank's records, in all its messages */
     uint32_t count;  /* in this one */
     stall_record_t records[STALL_RECORDS_PER_MESSAGE];
@@ -188,6 +191,7 @@ void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial) {
     do { /* at least one message: an empty answer is an answer */
         memset(&msg, 0, sizeof msg);
         msg.serial = serial;
+        msg.epoch = mpi->epoch;
         msg.total = (uint32_t)list.count;
         size_t n = list.count - sent;
         msg.count = (uint32_t)(n < STALL_RECORDS_PER_MESSAGE ? n : STALL_RECORDS_PER_MESSAGE);
@@ -216,12 +220,19 @@ static bool answered(const gathered_t *g, int rank) {
     return g->expected[rank] != UINT32_MAX && g->lists[rank].count >= g->expected[rank];
 }
 
-/* Takes the answers of the other ranks until all came or the deadline. */
+/* Takes the answers of the other ranks until all came (or were found
+ * dead meanwhile) or the deadline passed. Between looks that find nothing
+ * it pauses, from 1 us doubling to 100 us: the ranks that answer may need
+ * this very core. */
 static void gather(ordo_mpi_t *mpi, gathered_t *g, uint64_t serial, ordo_deadline_t deadline) {
+    uint64_t pause = 0;
     for (;;) {
         bool all = true;
-        for (int rank = 0; rank < mpi->size && all; ++rank) {
-            all = answered(g, rank);
+        for (int rank = 0; rank < mpi->size; ++rank) {
+            if (!answered(g, rank) && ordo__mpi_rank_dead(mpi, rank)) {
+                g->expected[rank] = (uint32_t)g->lists[rank].count; /* as far as it came */
+            }
+            all &= answered(g, rank);
         }
         if (all || ordo_time_now_ns() >= deadline) {
             return;
@@ -232,16 +243,21 @@ static void gather(ordo_mpi_t *mpi, gathered_t *g, uint64_t serial, ordo_deadlin
         if (MPI_Improbe(MPI_ANY_SOURCE, STALL_TAG, mpi->control, &flag, &message, &status) !=
                 MPI_SUCCESS ||
             !flag) {
+            pause = pause == 0 ? 1000 : (pause * 2 > 100000 ? 100000 : pause * 2);
+            struct timespec nap = {0, (long)pause};
+            nanosleep(&nap, NULL);
             continue;
         }
+        pause = 0;
         stall_message_t msg;
         memset(&msg, 0, sizeof msg);
         if (MPI_Mrecv(&msg, (int)sizeof msg, MPI_BYTE, &message, &status) != MPI_SUCCESS) {
             continue;
         }
         int source = status.MPI_SOURCE;
-        if (msg.serial != serial || source < 0 || source >= mpi->size ||
-            msg.count > STALL_RECORDS_PER_MESSAGE || msg.total > STALL_RECORDS_MAX) {
+        if (msg.serial != serial || msg.epoch != mpi->epoch || source < 0 || source >= mpi->size ||
+            answered(g, source) || msg.count > STALL_RECORDS_PER_MESSAGE ||
+            msg.total > STALL_RECORDS_MAX) {
             continue; /* a late answer to an earlier query, or not one of ours */
         }
         ordo__mpi_heard(mpi, source);
@@ -264,32 +280,14 @@ typedef struct text_out {
 
 static void say(text_out_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(text_out_t *out, const char *fmt, ...) {
-    char line[512];
+    size_t room = out->capacity > out->len ? out->capacity - out->len : 0;
     va_list args;
     va_start(args, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, args);
+    int n = vsnprintf(room ? out->text + out->len : NULL, room, fmt, args);
     va_end(args);
-    if (n < 0) {
-        return;
+    if (n > 0) {
+        out->len += (size_t)n; /* the full length, whatever fitted */
     }
-    size_t length = strlen(line);
-    if (out->capacity > out->len + 1) {
-        size_t room = out->capacity - out->len - 1;
-        memcpy(out->text + out->len, line, length < room ? length : room);
-        out->text[out->len + (length < room ? length : room)] = '\0';
-    }
-    out->len += length;
-}
-
-/* The HELD record of rank's publication id, or NULL. */
-static const stall_record_t *held_of(const gathered_t *g, int rank, uint32_t id) {
-    const record_list_t *list = &g->lists[rank];
-    for (size_t i = 0; i < list->count; ++i) {
-        if (list->records[i].kind == RECORD_HELD && list->records[i].id == id) {
-            return &list->records[i];
-        }
-    }
-    return NULL;
 }
 
 static void say_record(text_out_t *out, int rank, const stall_record_t *r) {
@@ -332,52 +330,104 @@ static void say_record(text_out_t *out, int rank, const stall_record_t *r) {
     }
 }
 
-/* Names each cycle of HELD edges once (from its smallest rank and id). */
-static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
-    int cycles = 0;
-    for (int rank = 0; rank < size; ++rank) {
-        const record_list_t *list = &g->lists[rank];
-        for (size_t i = 0; i < list->count; ++i) {
-            const stall_record_t *start = &list->records[i];
-            if (start->kind != RECORD_HELD || start->owner < 0) {
-                continue;
-            }
-            /* Walk at most one step a publication: a cycle returns here. */
-            int r = rank;
-            const stall_record_t *at = start;
-            bool smallest = true, closed = false;
-            for (size_t steps = 0; steps < (size_t)size * STALL_RECORDS_MAX && at; ++steps) {
-                int next = at->owner;
-                if (next < 0 || next >= size) {
-                    break;
-                }
-                uint32_t id = at->waited_id;
-                if (next == rank && id == start->id) {
-                    closed = true;
-                    break;
-                }
-                if (next < rank || (next == rank && id < start->id)) {
-                    smallest = false;
-                }
-                r = next;
-                at = held_of(g, r, id);
-            }
-            if (!closed || !smallest) {
-                continue;
-            }
-            ++cycles;
-            say(out, "cycle: rank %d signal %u", rank, start->id);
-            at = start;
-            for (;;) {
-                say(out, " -> rank %d signal %u", at->owner, at->waited_id);
-                if (at->owner == rank && at->waited_id == start->id) {
-                    break;
-                }
-                at = held_of(g, at->owner, at->waited_id);
-            }
-            say(out, " (a deadlock across ranks: each is held by a stream waiting for the next)\n");
+/* A publication held by a stream waiting for another rank's signal: a
+ * node of the held-by graph, and its one edge. */
+typedef struct node {
+    int rank;
+    const stall_record_t *held;
+    size_t next;   /* the node of the signal it waits for, or NO_NODE */
+    uint8_t state; /* the walk's: 0 unseen, 1 on the path, 2 done */
+} node_t;
+
+#define NO_NODE SIZE_MAX
+
+static int node_order(const void *a, const void *b) {
+    const node_t *x = a, *y = b;
+    if (x->rank != y->rank) {
+        return x->rank < y->rank ? -1 : 1;
+    }
+    return x->held->id < y->held->id ? -1 : x->held->id > y->held->id;
+}
+
+static size_t node_find(const node_t *nodes, size_t count, int rank, uint32_t id) {
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const node_t *m = &nodes[mid];
+        if (m->rank < rank || (m->rank == rank && m->held->id < id)) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
+    return lo < count && nodes[lo].rank == rank && nodes[lo].held->id == id ? lo : NO_NODE;
+}
+
+/* Names each cycle of the held-by graph once, from its smallest node
+ * (rank, then id). An edge counts only while the signal waited for is
+ * below the value waited for where it is held: one whose update is on its
+ * way is no deadlock. Each publication has at most one holder, so every
+ * node has at most one edge, and one walk from each node not yet seen
+ * finds every cycle: O(n log n) in all. */
+static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
+    size_t count = 0;
+    for (int rank = 0; rank < size; ++rank) {
+        for (size_t i = 0; i < g->lists[rank].count; ++i) {
+            count += g->lists[rank].records[i].kind == RECORD_HELD;
+        }
+    }
+    if (count == 0) {
+        return 0;
+    }
+    node_t *nodes = ordo__alloc(count * sizeof *nodes, 0);
+    if (!nodes) {
+        say(out, "(no memory to look for cycles)\n");
+        return 0;
+    }
+    size_t n = 0;
+    for (int rank = 0; rank < size; ++rank) {
+        for (size_t i = 0; i < g->lists[rank].count; ++i) {
+            const stall_record_t *r = &g->lists[rank].records[i];
+            if (r->kind == RECORD_HELD) {
+                nodes[n++] = (node_t){rank, r, NO_NODE, 0};
+            }
+        }
+    }
+    qsort(nodes, n, sizeof *nodes, node_order);
+    for (size_t i = 0; i < n; ++i) {
+        const stall_record_t *r = nodes[i].held;
+        size_t next = r->owner >= 0 && r->owner < size ? node_find(nodes, n, r->owner, r->waited_id)
+                                                       : NO_NODE;
+        if (next != NO_NODE && nodes[next].held->at < r->value) {
+            nodes[i].next = next;
+        }
+    }
+    int cycles = 0;
+    for (size_t start = 0; start < n; ++start) {
+        size_t at = start;
+        while (at != NO_NODE && nodes[at].state == 0) {
+            nodes[at].state = 1;
+            at = nodes[at].next;
+        }
+        if (at != NO_NODE && nodes[at].state == 1) { /* this walk closed a cycle at `at` */
+            size_t smallest = at; /* sorted: the smallest index is the smallest node */
+            for (size_t k = nodes[at].next; k != at; k = nodes[k].next) {
+                smallest = k < smallest ? k : smallest;
+            }
+            ++cycles;
+            say(out, "cycle: rank %d signal %u", nodes[smallest].rank, nodes[smallest].held->id);
+            size_t k = smallest;
+            do {
+                k = nodes[k].next;
+                say(out, " -> rank %d signal %u", nodes[k].rank, nodes[k].held->id);
+            } while (k != smallest);
+            say(out, " (a deadlock across ranks: each is held by a stream waiting for the next)\n");
+        }
+        for (size_t k = start; k != NO_NODE && nodes[k].state == 1; k = nodes[k].next) {
+            nodes[k].state = 2;
+        }
+    }
+    ordo__dealloc(nodes, count * sizeof *nodes, 0);
     return cycles;
 }
 
@@ -396,6 +446,10 @@ ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, c
     if (!out_len || (capacity && !out_text)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
                            out_len ? "out_text" : "out_len");
+    }
+    if (deadline == ORDO_DEADLINE_NEVER) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "the deadline must be finite: a rank may never answer");
     }
     size_t n = (size_t)mpi->size;
     gathered_t g = {ordo__alloc(n * sizeof *g.lists, 0), ordo__alloc(n * sizeof *g.expected, 0)};

@@ -1,0 +1,60 @@
+/* ordo/mpi.h when the program calls MPI_Finalize before ordo_mpi_destroy
+ * (run on 2 ranks): the progress thread stops inside MPI_Finalize (an
+ * attribute of MPI_COMM_SELF), before MPI goes away, so no MPI call comes
+ * after it; the destroy then frees the rest without calling MPI. A
+ * signal is published and another rank's observed-then-released, so the
+ * progress thread was listening, and the idle wake-ups had a chance to
+ * come. Exits 0 when every step returned what it should. */
+#include <mpi.h>
+#include <stdio.h>
+
+#include "ordo/mpi.h"
+#include "ordo/ordo.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "line %d: %s (%s)\n", __LINE__, #cond, ordo_error_message());          \
+            ++failures;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+int main(int argc, char **argv) {
+    int provided = 0, rank = 0, size = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ordo_device_t *device = NULL;
+    ordo_tracker_t *tracker = NULL;
+    ordo_stream_t *comm = NULL;
+    ordo_mpi_t *mpi = NULL;
+    ordo_signal_t *mine = NULL, *theirs = NULL;
+    CHECK(ordo_device_open("cpu", &device) == ORDO_OK);
+    CHECK(ordo_tracker_create(device, &tracker) == ORDO_OK);
+    CHECK(ordo_stream_create(device, 0, &comm) == ORDO_OK);
+    CHECK(ordo_mpi_create(tracker, comm, MPI_COMM_WORLD, &mpi) == ORDO_OK);
+    CHECK(ordo_mpi_set_peer_timeout(mpi, 100) == ORDO_OK); /* idle looks every 12.5 ms */
+    CHECK(ordo_signal_create(0, &mine) == ORDO_OK);
+    CHECK(ordo_mpi_signal_publish(mpi, mine, 1) == ORDO_OK);
+    CHECK(ordo_signal_advance(mine, 1) == ORDO_OK);
+    CHECK(ordo_mpi_signal_open(mpi, (rank + 1) % size, 1, &theirs) == ORDO_OK);
+    CHECK(ordo_signal_wait(theirs, 1, ordo_deadline_after_ms(30000)) == ORDO_OK);
+    CHECK(ordo_signal_release(theirs) == ORDO_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (MPI_Finalize() != MPI_SUCCESS) {
+        return 1;
+    }
+    CHECK(ordo_mpi_destroy(mpi, ordo_deadline_after_ms(30000)) == ORDO_OK);
+    CHECK(ordo_tracker_destroy(tracker) == ORDO_OK);
+    CHECK(ordo_stream_destroy(comm) == ORDO_OK);
+    CHECK(ordo_signal_release(mine) == ORDO_OK);
+    CHECK(ordo_device_release(device) == ORDO_OK);
+    if (failures == 0) {
+        printf("rank %d: destroyed after MPI_Finalize\n", rank);
+    }
+    return failures ? 1 : 0;
+}

@@ -72,8 +72,13 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 /** Waits until every operation submitted has completed or the stream has
  * failed (the deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
- * stops the progress thread and frees the duplicate communicator. Returns
- * the communication's failure, if an operation failed, after freeing. */
+ * stops the progress thread and frees the duplicate communicators; the
+ * observers of its published signals (and those waiting for signals it
+ * never published) fail with ORDO_ERR_CANCELLED. Returns the
+ * communication's failure, if an operation failed, after freeing. It may
+ * come after MPI_Finalize: the progress thread stops at the start of
+ * MPI_Finalize (an attribute of MPI_COMM_SELF), and the destroy then frees
+ * the rest without calling MPI (observers then hear nothing). */
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline);
 
 /** The communication stream. */
@@ -162,7 +167,9 @@ ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms);
  * publications each held by a stream waiting for the next: nothing but a
  * host can break it. *out_cycles (may be NULL) receives the cycles named.
  * Text and lengths as ordo_stall_report_format: truncated and terminated
- * to capacity (ORDO_ERR_OUT_OF_RANGE then), *out_len the full length. */
+ * to capacity (ORDO_ERR_OUT_OF_RANGE then), *out_len the full length. The
+ * deadline must be finite (a rank may never answer). Threads in
+ * ordo_signal_wait_all or _any on observed handles are not listed. */
 ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, char *out_text,
                                     size_t capacity, size_t *out_len, int *out_cycles);
 

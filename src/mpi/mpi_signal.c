@@ -497,10 +497,12 @@ static void on_raise(ordo_mpi_t *mpi, const control_msg_t *msg) {
 static bool news_of(ordo_mpi_t *mpi, mpi_published_t *p, control_msg_t *msg) {
     uint64_t value = 0;
     ordo_status_t status = ordo_signal_query(p->signal, &value);
-    memset(msg, 0, sizeof *msg);
     msg->kind = MSG_UPDATE;
     msg->id = p->id;
     msg->value = value;
+    msg->status = ORDO_OK;
+    msg->epoch = 0;
+    msg->message[0] = '\0'; /* the text goes only with a failure */
     if (status == ORDO_OK) {
         return false;
     }
@@ -604,19 +606,20 @@ static bool update_take(ordo_mpi_t *mpi, control_msg_t *out, int *out_source) {
     bool taken = false;
     int flag = 0;
     MPI_Status status;
+    /* Posted again at the next take, not right after this one: the update
+     * taken is applied first (a message that comes meanwhile waits in MPI's
+     * queue, and the post finds it). */
     if (mpi->update_request == MPI_REQUEST_NULL &&
         !atomic_load_explicit(&mpi->quiesced, memory_order_relaxed)) {
-        (void)ordo__mpi_update_post(mpi); /* posting failed before: again */
+        (void)ordo__mpi_update_post(mpi);
     }
     if (mpi->update_request != MPI_REQUEST_NULL) {
-        int code = MPI_Test(&mpi->update_request, &flag, &status);
-        if (code == MPI_SUCCESS && flag) {
+        /* Completed or failed (too long: not ours, dropped), the request
+         * becomes MPI_REQUEST_NULL. */
+        if (MPI_Test(&mpi->update_request, &flag, &status) == MPI_SUCCESS && flag) {
             memcpy(out, &mpi->update_buffer, sizeof *out);
             *out_source = status.MPI_SOURCE;
             taken = true;
-        }
-        if (code != MPI_SUCCESS || flag) { /* an error drops the message (too long: not ours) */
-            (void)ordo__mpi_update_post(mpi);
         }
     }
     pthread_mutex_unlock(&mpi->update_lock);
@@ -624,7 +627,6 @@ static bool update_take(ordo_mpi_t *mpi, control_msg_t *out, int *out_source) {
 }
 
 ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi) {
-    memset(&mpi->update_buffer, 0, sizeof mpi->update_buffer);
     int code = MPI_Irecv(&mpi->update_buffer, (int)sizeof mpi->update_buffer, MPI_BYTE,
                          MPI_ANY_SOURCE, UPDATE_TAG, mpi->control, &mpi->update_request);
     if (code != MPI_SUCCESS) {

@@ -37,6 +37,7 @@
 #include "base/error.h"
 #include "base/trace.h"
 #include "core/frontier.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
@@ -435,9 +436,21 @@ static void trace_in_use(const pool_t *p) {
     }
 }
 
+/* A pool's call on a tracker that records a graph (ordo/graph.h): refused,
+ * and the recording with it, since a replay could not repeat it. */
+static ordo_status_t refused_while_recording(const pool_t *p, const char *api) {
+    if (ORDO_LIKELY(!tracker_recording(p->tracker))) {
+        return ORDO_OK;
+    }
+    return ordo__graph_refuse(p->tracker, api,
+                              "a memory pool on it cannot be used while it records (a replay "
+                              "would not repeat the call)");
+}
+
 static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
                                    ordo_block_t **out_block) {
     pool_t *p = (pool_t *)resource;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, "ordo_mem_allocate"));
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = pool_allocate_locked(p, request, out_block);
     trace_in_use(p);
@@ -543,6 +556,14 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
     pool_t *p = (pool_t *)resource;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, "ordo_mem_deallocate"));
+    const pool_block_t *b = (const pool_block_t *)block;
+    if (ORDO_UNLIKELY(b->history.graph_binds)) {
+        return ordo__error(ORDO_ERR_BUSY, "ordo_mem_deallocate",
+                           "block %p (tag %u) is bound to %u graph(s), whose replays use it: "
+                           "rebind them (ordo_graph_rebind) or destroy them first",
+                           (void *)block, b->base.tag, b->history.graph_binds);
+    }
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = stream ? pool_deallocate_locked(p, (pool_block_t *)block, stream)
                               : pool_deallocate_settled_locked(p, (pool_block_t *)block);
@@ -558,6 +579,8 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_access_t access = {&b->history, mode};
+    ORDO_RETURN_IF_ERROR(
+        refused_while_recording(p, finish ? "ordo_mem_finish_use" : "ordo_mem_prepare_use"));
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = finish ? ordo_tracker_finish(p->tracker, stream, &access, 1)
                               : ordo_tracker_prepare(p->tracker, stream, &access, 1);
@@ -580,6 +603,7 @@ static ordo_status_t pool_record_use(ordo_mem_resource_t *resource, ordo_block_t
     static const char api[] = "ordo_mem_record_use";
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, api));
     ordo_rlock_lock(&p->tracker->lock);
     uint32_t t;
     ordo_status_t st = tracker_stream_index(p->tracker, stream, &t, api);
@@ -617,6 +641,7 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     ordo_signal_point_t points[ORDO_TRACKER_MAX_STREAMS];
     size_t count = 0;
     ordo_status_t st = ORDO_OK;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, api)); /* a host wait */
     ordo_rlock_lock(&p->tracker->lock);
     settle_all(p);
     /* What is still pending, per stream: the highest point, recorded. */

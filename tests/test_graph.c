@@ -990,47 +990,188 @@ static void graph_keeps_its_tracker_and_buffers(void **state) {
 
 /* ---- memory pools on a recording tracker ---------------------------------- */
 
-static void pools_on_a_recording_tracker(void **state) {
-    (void)state;
+typedef struct pool_fixture {
     ordo_tracker_t *tracker;
-    assert_ok(ordo_tracker_create(device, &tracker));
-    ordo_stream_t *a = stream_make();
-    ordo_mem_resource_t *upstream, *pool;
+    ordo_stream_t *a, *b, *c;
+    ordo_mem_resource_t *pool;
+} pool_fixture_t;
+
+static void pool_fixture_make(pool_fixture_t *f) {
+    assert_ok(ordo_tracker_create(device, &f->tracker));
+    f->a = stream_make();
+    f->b = stream_make();
+    f->c = stream_make();
+    ordo_mem_resource_t *upstream;
     assert_ok(ordo_device_memory(device, &upstream));
-    assert_ok(ordo_mem_pool_create(tracker, upstream, NULL, &pool));
-    ordo_block_t *block;
-    assert_ok(ordo_mem_allocate(pool, 256, 0, a, 0, &block, NULL));
-    ordo_buffer_t *buffer;
+    assert_ok(ordo_mem_pool_create(f->tracker, upstream, NULL, &f->pool));
+}
+
+static void pool_fixture_free(pool_fixture_t *f) {
+    assert_ok(ordo_mem_reap_pending(f->pool, test_deadline()));
+    uint64_t outstanding = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f->pool, &outstanding));
+    assert_int_equal(outstanding, 0);
+    assert_ok(ordo_mem_resource_destroy(f->pool));
+    assert_ok(ordo_tracker_close(f->tracker, test_deadline()));
+    assert_ok(ordo_stream_destroy(f->a));
+    assert_ok(ordo_stream_destroy(f->b));
+    assert_ok(ordo_stream_destroy(f->c));
+}
+
+static ordo_buffer_t *block_buffer(ordo_block_t *block) {
+    ordo_buffer_t *buffer = NULL;
     assert_ok(ordo_block_buffer(block, &buffer));
-    /* A block's buffer in a recording: the graph binds it. */
-    assert_ok(ordo_tracker_record_begin(tracker));
-    ordo_access_t w = {buffer, ORDO_ACCESS_WRITE};
-    assert_ok(ordo_tracker_submit_host(tracker, a, &w, 1, noop, NULL));
-    ordo_graph_t *graph;
-    assert_ok(ordo_tracker_record_end(tracker, &graph));
-    assert_status(ordo_mem_deallocate(pool, block, a), ORDO_ERR_BUSY);
-    check_owner_named("graph");
-    assert_ok(ordo_graph_replay(graph));
-    /* The pool's calls are refused while recording, and fail it. */
-    ordo_block_t *other = NULL;
-    assert_ok(ordo_tracker_record_begin(tracker));
-    assert_status(ordo_mem_allocate(pool, 256, 0, a, 0, &other, NULL), ORDO_ERR_BUSY);
-    assert_null(other);
-    assert_status(ordo_mem_deallocate(pool, block, a), ORDO_ERR_BUSY);
-    assert_status(ordo_mem_prepare_use(pool, block, a, ORDO_ACCESS_READ), ORDO_ERR_BUSY);
-    assert_status(ordo_mem_record_use(pool, block, a), ORDO_ERR_BUSY);
-    assert_status(ordo_mem_reap_pending(pool, test_deadline()), ORDO_ERR_BUSY);
-    ordo_graph_t *refused;
-    assert_status(ordo_tracker_record_end(tracker, &refused), ORDO_ERR_BUSY);
-    if (!strstr(ordo_error_message(), "ordo_mem_allocate")) {
-        fail_msg("\"%s\" does not name the refused ordo_mem_allocate", ordo_error_message());
+    return buffer;
+}
+
+/* A temporary between two streams (the step's scratch): written on a,
+ * read on b into an output. */
+typedef struct scratch_step {
+    uint64_t *temp; /* the graph's block */
+    uint64_t *out;
+    uint64_t step;
+} scratch_step_t;
+
+static ordo_status_t scratch_write(void *ctx) {
+    scratch_step_t *s = ctx;
+    ++s->step;
+    for (int i = 0; i < 32; ++i) {
+        s->temp[i] = s->step * 1000 + (uint64_t)i;
     }
+    return ORDO_OK;
+}
+
+static ordo_status_t scratch_read(void *ctx) {
+    scratch_step_t *s = ctx;
+    uint64_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+        sum += s->temp[i];
+    }
+    *s->out += sum;
+    return ORDO_OK;
+}
+
+static void pool_blocks_freed_in_the_recording_are_the_graphs(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    pool_fixture_t f;
+    pool_fixture_make(&f);
+    ordo_buffer_t *out = buffer_make(f.tracker);
+    uint64_t out_value = 0;
+    scratch_step_t step = {NULL, &out_value, 0};
+
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_block_t *temp;
+    void *ptr;
+    assert_ok(ordo_mem_allocate(f.pool, 32 * sizeof(uint64_t), 0, f.a, 0, &temp, &ptr));
+    step.temp = ptr;
+    ordo_buffer_t *temp_buffer = block_buffer(temp);
+    ordo_access_t w = {temp_buffer, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.a, &w, 1, scratch_write, &step));
+    ordo_access_t r[] = {{temp_buffer, ORDO_ACCESS_READ}, {out, ORDO_ACCESS_READ_WRITE}};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.b, r, 2, scratch_read, &step));
+    assert_ok(ordo_mem_deallocate(f.pool, temp, f.b));
+    /* Freed: the recording refuses it as a freed block's buffer. */
+    assert_status(ordo_tracker_submit_host(f.tracker, f.a, &w, 1, noop, NULL), ORDO_ERR_DESTROYED);
+    ordo_graph_t *graph;
+    assert_ok(ordo_tracker_record_end(f.tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.memory_bytes, 32 * sizeof(uint64_t));
+    assert_int_equal(info.buffers, 2);
+    /* The caller's handle ended; the graph holds the memory. */
+    assert_status(ordo_mem_deallocate(f.pool, temp, f.a), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_graph_rebind(graph, temp_buffer, out), ORDO_ERR_INVALID_ARGUMENT);
+    uint64_t outstanding = 0;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &outstanding));
+    assert_int_equal(outstanding, 32 * sizeof(uint64_t));
+
+    /* Every replay uses the same memory, ordered across replays (the next
+     * write on a waits for the last read on b). */
+    const uint64_t replays = test_device_scaled(200);
+    uint64_t expected = 0;
+    for (uint64_t k = 1; k <= replays; ++k) {
+        assert_ok(ordo_graph_replay(graph));
+        expected += k * 1000 * 32 + 31 * 32 / 2;
+    }
+    assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    assert_int_equal(out_value, expected);
+
+    /* Destroyed with a replay held back: the memory goes back to the pool
+     * behind the replay's uses, and a new block of it on c waits. */
+    _Atomic int gate = 0;
+    assert_ok(ordo_stream_host_task(f.b, wait_gate, &gate));
+    assert_ok(ordo_graph_replay(graph));
+    expected += (replays + 1) * 1000 * 32 + 31 * 32 / 2;
     assert_ok(ordo_graph_destroy(graph));
-    assert_ok(ordo_mem_deallocate(pool, block, a));
-    assert_ok(ordo_mem_reap_pending(pool, test_deadline()));
-    assert_ok(ordo_mem_resource_destroy(pool));
-    assert_ok(ordo_tracker_close(tracker, test_deadline()));
-    assert_ok(ordo_stream_destroy(a));
+    ordo_block_t *again;
+    void *again_ptr;
+    assert_ok(ordo_mem_allocate(f.pool, 32 * sizeof(uint64_t), 0, f.c, 0, &again, &again_ptr));
+    if (again_ptr == ptr) {
+        assert_ok(ordo_stream_host_task(f.c, noop, NULL));
+        assert_held(f.c);
+    }
+    atomic_store(&gate, 1);
+    assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    assert_int_equal(out_value, expected);
+    assert_ok(ordo_mem_deallocate(f.pool, again, f.c));
+    assert_ok(ordo_buffer_release(out, NULL, NULL));
+    pool_fixture_free(&f);
+}
+
+static void pool_blocks_and_recordings(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f);
+    ordo_block_t *before, *kept, *same, *other;
+    assert_ok(ordo_mem_allocate(f.pool, 256, 0, f.a, 0, &before, NULL));
+    assert_ok(ordo_mem_allocate(f.pool, 256, 0, f.a, 0, &same, NULL));
+    assert_ok(ordo_mem_allocate(f.pool, 512, 0, f.a, 0, &other, NULL));
+
+    /* A block allocated in a recording and not freed in it stays the
+     * caller's; a graph that names it keeps it from being freed. */
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    assert_ok(ordo_mem_allocate(f.pool, 256, 0, f.a, 0, &kept, NULL));
+    ordo_access_t w[] = {{block_buffer(kept), ORDO_ACCESS_WRITE},
+                         {block_buffer(before), ORDO_ACCESS_READ}};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.b, w, 2, noop, NULL));
+    ordo_graph_t *graph;
+    assert_ok(ordo_tracker_record_end(f.tracker, &graph));
+    assert_ok(ordo_graph_info(graph, &(ordo_graph_info_t){0}));
+    assert_status(ordo_mem_deallocate(f.pool, kept, f.a), ORDO_ERR_BUSY);
+    check_owner_named("graph");
+    assert_status(ordo_mem_deallocate(f.pool, before, f.a), ORDO_ERR_BUSY);
+    assert_ok(ordo_graph_replay(graph));
+    /* Blocks are rebound to blocks of the same size only. */
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_graph_rebind, graph, block_buffer(before),
+            block_buffer(other));
+    ordo_buffer_t *plain = buffer_make(f.tracker);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_graph_rebind, graph, block_buffer(before), plain);
+    assert_ok(ordo_graph_rebind(graph, block_buffer(before), block_buffer(same)));
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_mem_deallocate(f.pool, before, f.a)); /* bound no more */
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_mem_deallocate(f.pool, kept, f.a));
+
+    /* Freeing a block from before the recording fails it; so do the uses
+     * and reaping. A block freed in a failed recording goes back. */
+    ordo_block_t *temp = NULL;
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    assert_ok(ordo_mem_allocate(f.pool, 256, 0, f.a, 0, &temp, NULL));
+    assert_ok(ordo_mem_deallocate(f.pool, temp, f.a));
+    assert_status(ordo_mem_deallocate(f.pool, same, f.a), ORDO_ERR_BUSY);
+    assert_status(ordo_mem_prepare_use(f.pool, same, f.a, ORDO_ACCESS_READ), ORDO_ERR_BUSY);
+    assert_status(ordo_mem_record_use(f.pool, same, f.a), ORDO_ERR_BUSY);
+    assert_status(ordo_mem_reap_pending(f.pool, test_deadline()), ORDO_ERR_BUSY);
+    ordo_graph_t *refused;
+    assert_status(ordo_tracker_record_end(f.tracker, &refused), ORDO_ERR_BUSY);
+    if (!strstr(ordo_error_message(), "ordo_mem_deallocate")) {
+        fail_msg("\"%s\" does not name the refused ordo_mem_deallocate", ordo_error_message());
+    }
+    assert_ok(ordo_mem_deallocate(f.pool, same, f.a));
+    assert_ok(ordo_mem_deallocate(f.pool, other, f.a));
+    assert_ok(ordo_buffer_release(plain, NULL, NULL));
+    pool_fixture_free(&f);
 }
 
 /* ---- threads ------------------------------------------------------------- */
@@ -1286,7 +1427,8 @@ int main(void) {
         cmocka_unit_test(failing_task_fails_what_follows),
         cmocka_unit_test(failing_launch_fails_what_follows),
         cmocka_unit_test(graph_keeps_its_tracker_and_buffers),
-        cmocka_unit_test(pools_on_a_recording_tracker),
+        cmocka_unit_test(pool_blocks_freed_in_the_recording_are_the_graphs),
+        cmocka_unit_test(pool_blocks_and_recordings),
         cmocka_unit_test(threads_replay_and_submit_under_the_lock),
         cmocka_unit_test(graph_entry_points_refuse_bad_input),
     };

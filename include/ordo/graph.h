@@ -31,10 +31,13 @@
  * as the graph left it. Inside, the recorded waits are replayed as they
  * are, with no analysis.
  *
- * Binding. Buffers carry no size in ordo (ordo/buffer.h: a history, not
- * contents), so a slot is bound by role: ordo_graph_rebind replaces the
- * buffer of a slot with another buffer of the same tracker, and later
- * replays are ordered by the new one's history. ordo never touches the
+ * Binding. A plain buffer carries no size in ordo (ordo/buffer.h: a
+ * history, not contents), so a slot is bound by role: ordo_graph_rebind
+ * replaces the buffer of a slot with another buffer of the same tracker,
+ * and later replays are ordered by the new one's history. A pool block's
+ * buffer (ordo_block_buffer) has the block's size: it is rebound only to
+ * another block's buffer of the same size, and a plain buffer only to a
+ * plain buffer. ordo never touches the
  * data: a replay runs the recorded work, so work that must follow a rebind
  * finds its data through its context (a launch function reading, when it
  * is called at replay, the pointers the caller set before the replay).
@@ -52,10 +55,22 @@
  * stream itself (ordo_stream_synchronize) is not the tracker's: it waits
  * for what that stream was given, which holds nothing of the recording.
  *
- * Memory pools on the tracker (ordo/memory.h) order their blocks through
- * it, so their calls (allocate, deallocate, the uses, reaping) are refused
- * the same way while it records. A block whose buffer a graph names cannot
- * be deallocated (ORDO_ERR_BUSY) while the graph is bound to it.
+ * Memory. The tracker itself allocates nothing; its stream-ordered
+ * allocations are those of a memory pool on it (ordo_mem_pool_create,
+ * ordo/memory.h). While the tracker records, such a pool allocates for
+ * real (the block is ordered after the memory's old uses on its stream,
+ * as always), and a block allocated in the recording and freed in it
+ * (ordo_mem_deallocate) becomes the graph's: the caller's handle ends
+ * there, but the memory stays reserved for the graph, every replay uses
+ * the same memory (its uses ordered across replays like any buffer's),
+ * and ordo_graph_destroy gives it back to the pool, on the stream the
+ * recording freed it on, behind every replay's use (ordo_graph_info's
+ * memory_bytes counts it). A block allocated in the recording and not
+ * freed in it stays the caller's. Refused while recording, as above:
+ * freeing a block allocated before the recording, the uses
+ * (ordo_mem_prepare_use, ordo_mem_finish_use, ordo_mem_record_use) and
+ * ordo_mem_reap_pending. A block whose buffer a graph names cannot be
+ * deallocated (ORDO_ERR_BUSY) while the graph is bound to it.
  *
  * Failures. A replay checks the streams first and returns the failure of
  * one that failed, enqueueing nothing. A host task that fails at a replay
@@ -95,12 +110,14 @@ typedef struct ordo_graph ordo_graph_t;
 
 /** What a graph holds (ordo_graph_info). */
 typedef struct ordo_graph_info {
-    uint32_t streams; /**< streams it runs on */
-    uint32_t buffers; /**< slots: tracker buffers it names */
-    uint64_t tasks;   /**< host tasks and launch functions, per replay */
-    uint64_t waits;   /**< cross-stream waits inside it, per replay */
-    uint64_t records; /**< points signalled inside it for those waits, per replay */
-    uint64_t replays; /**< replays so far */
+    uint32_t streams;      /**< streams it runs on */
+    uint32_t buffers;      /**< slots: tracker buffers it names */
+    uint64_t tasks;        /**< host tasks and launch functions, per replay */
+    uint64_t waits;        /**< cross-stream waits inside it, per replay */
+    uint64_t records;      /**< points signalled inside it for those waits, per replay */
+    uint64_t replays;      /**< replays so far */
+    uint64_t memory_bytes; /**< bytes of the pool blocks the graph holds (allocated and
+                                freed in its recording) */
 } ordo_graph_info_t;
 
 /** Starts recording tracker's submissions (see above). ORDO_ERR_BUSY when
@@ -123,11 +140,13 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph);
 
 /** Binds the slot now bound to `bound` to `buffer` instead, a live buffer of
  * the same tracker (ORDO_ERR_INVALID_ARGUMENT for another tracker's,
- * ORDO_ERR_DESTROYED for a released one). ORDO_ERR_NOT_FOUND when no slot
- * is bound to `bound`; ORDO_ERR_INVALID_ARGUMENT when another slot is bound
+ * ORDO_ERR_DESTROYED for a released one) of the same size (see above;
+ * ORDO_ERR_INVALID_ARGUMENT otherwise). ORDO_ERR_NOT_FOUND when no slot is
+ * bound to `bound`; ORDO_ERR_INVALID_ARGUMENT when another slot is bound
  * to `buffer` already (two slots of one graph never share a buffer: the
- * recording ordered nothing between them). `bound` == `buffer` does
- * nothing. The next replay is ordered by buffer's history. */
+ * recording ordered nothing between them), or when `bound` is the graph's
+ * own memory. `bound` == `buffer` does nothing. The next replay is ordered
+ * by buffer's history. */
 ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_buffer_t *buffer);
 
 /** The buffer bound to slot `index` (below ordo_graph_info's buffers,

@@ -121,6 +121,12 @@ void ordo__graph_free(ordo_graph_t *graph) {
             timeline_drop(graph->lanes[l].timeline, graph->lanes[l].spare_refs);
         }
     }
+    /* The memory last: the pool's free waits for the uses the replays
+     * recorded in the blocks' histories. */
+    for (uint32_t i = 0; graph->blocks && i < graph->block_count; ++i) {
+        graph->blocks[i].free(graph->blocks[i].block, graph->blocks[i].stream);
+    }
+    ordo__dealloc(graph->blocks, graph->block_count * sizeof *graph->blocks, 0);
     ordo__dealloc(graph->lanes, graph->lane_count * sizeof *graph->lanes, 0);
     ordo__dealloc(graph->ops, graph->op_count * sizeof *graph->ops, 0);
     ordo__dealloc(graph->slots, graph->slot_count * sizeof *graph->slots, 0);
@@ -155,6 +161,7 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     out_info->waits = graph->waits;
     out_info->records = graph->records;
     out_info->replays = graph->replays;
+    out_info->memory_bytes = graph->memory_bytes;
     return ORDO_OK;
 }
 
@@ -205,6 +212,14 @@ static ordo_status_t bindable(const ordo_graph_t *graph, const ordo_buffer_t *bu
 
 ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_buffer_t *buffer) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
+    for (uint32_t i = 0; bound && i < graph->block_count; ++i) {
+        if (graph->blocks[i].buffer == bound) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                               "%p is the graph's own memory (a block its recording allocated "
+                               "and freed): it cannot be rebound",
+                               (void *)bound);
+        }
+    }
     ORDO_RETURN_IF_ERROR(bindable(graph, bound, "bound", __func__));
     ORDO_RETURN_IF_ERROR(bindable(graph, buffer, "buffer", __func__));
     uint32_t slot = ordo__graph_map_find(&graph->map, bound);
@@ -214,6 +229,14 @@ ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_
     }
     if (bound == buffer) {
         return ORDO_OK;
+    }
+    if (bound->bytes != buffer->bytes) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "buffer %p stands for %llu bytes, the slot's %p for %llu: a slot is "
+                           "rebound to a buffer of the same size (a pool block's bytes; 0 for a "
+                           "plain buffer)",
+                           (void *)buffer, (unsigned long long)buffer->bytes, (void *)bound,
+                           (unsigned long long)bound->bytes);
     }
     uint32_t other = ordo__graph_map_find(&graph->map, buffer);
     if (other != UINT32_MAX) {

@@ -106,6 +106,24 @@
  * thread (synchronize, drain) never races the end that frees the
  * recording.
  *
+ * MEMORY. A memory pool on the tracker (src/mem/pool.c) allocates for
+ * real while the tracker records: the block's birth is a write at a point
+ * of the allocating stream, ordered after the memory's old uses as any
+ * allocation, and the recorder notes the block (ordo__graph_block_born).
+ * Freed in the same recording (ordo__graph_block_freed), the block becomes
+ * the graph's: the pool ends the caller's handle (the block reads freed,
+ * its buffer released, so a later use of it is refused as a freed block's
+ * would be) but keeps the memory handed out; every replay uses that same
+ * memory, and the graph gives it back to the pool, on the stream the
+ * recording freed it on, when it is destroyed (the pool's free then waits
+ * for every use the replays recorded in its history). Such a block is a
+ * slot like any buffer, so its uses are ordered across replays by entry
+ * and exit; its buffer is marked live for the replay's own entry and exit
+ * and released again after (the tracker is externally synchronised: nobody
+ * else looks in between). A block allocated in the recording and not freed
+ * in it stays the caller's; one allocated before it cannot be freed in it
+ * (refused: a replay could not free it again).
+ *
  * Lifetimes: a graph counts on its tracker (tracker->graphs: the tracker's
  * destroy is refused while graphs live) and on its bound buffers
  * (buffer->graph_binds: their release is refused). Its lanes' streams are
@@ -180,6 +198,18 @@ typedef struct graph_map {
     uint32_t count;
 } graph_map_t;
 
+/* Gives a graph's block back to its pool: a stream-ordered free on stream. */
+typedef void (*graph_block_free_fn)(void *block, ordo_stream_t *stream);
+
+/* A memory pool's block allocated while the tracker records. */
+typedef struct graph_block {
+    ordo_buffer_t *buffer; /* the block's tracked buffer */
+    void *block;           /* the pool's block, for free */
+    graph_block_free_fn free;
+    ordo_stream_t *stream; /* where the recording freed it; NULL: not freed in it */
+    uint64_t bytes;
+} graph_block_t;
+
 struct ordo_graph {
     uint32_t magic;
     ordo_tracker_t *tracker;
@@ -196,6 +226,9 @@ struct ordo_graph {
     /* What the lanes learn at exit, computed after the entries: lane_count
      * rows of ORDO_TRACKER_MAX_STREAMS. */
     uint64_t *learned;
+    uint32_t block_count;
+    graph_block_t *blocks; /* the memory the graph holds (freed in its recording) */
+    uint64_t memory_bytes;
     uint64_t tasks; /* HOST and LAUNCH ops */
     uint64_t waits;
     uint64_t records;
@@ -225,6 +258,18 @@ ordo_status_t ordo__graph_capture_launch(ordo_tracker_t *tracker, ordo_stream_t 
 ordo_status_t ordo__graph_capture_host(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                        const ordo_access_t *accesses, size_t count, ordo_host_fn fn,
                                        void *ctx);
+
+/* A pool allocated block (block->stream NULL) on a tracker that records:
+ * the recording notes it. */
+ordo_status_t ordo__graph_block_born(ordo_tracker_t *tracker, const graph_block_t *block,
+                                     const char *api);
+
+/* A pool is asked to free the block of buffer on stream while its tracker
+ * records: ORDO_OK when the recording takes it (it was allocated in it);
+ * the caller then ends the block's handle. Else a refusal (the recording
+ * fails with it). */
+ordo_status_t ordo__graph_block_freed(ordo_tracker_t *tracker, ordo_buffer_t *buffer,
+                                      ordo_stream_t *stream, const char *api);
 
 /* Refuses api on a tracker that records: ORDO_ERR_BUSY, "api: <why>", kept
  * as the recording's refusal if it is the first. ORDO_OK if the tracker

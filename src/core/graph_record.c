@@ -42,6 +42,10 @@ struct graph_recorder {
     record_entry_t *entries;
     uint32_t entry_count;
     uint32_t entry_capacity;
+    graph_block_t *blocks; /* allocated by a pool while recording */
+    uint32_t block_count;
+    uint32_t block_capacity;
+    int blocks_taken; /* the graph holds those freed in the recording */
     uint64_t tasks;
     /* The first refused call (ordo__graph_refuse), under the tracker's lock. */
     ordo_status_t refusal;
@@ -90,6 +94,14 @@ static ordo_status_t grow32(void **array, uint32_t *capacity, size_t element, ui
 }
 
 static void recorder_free(graph_recorder_t *r) {
+    /* Blocks freed in a recording that made no graph were never used: back
+     * to their pools. */
+    for (uint32_t i = 0; !r->blocks_taken && i < r->block_count; ++i) {
+        if (r->blocks[i].stream) {
+            r->blocks[i].free(r->blocks[i].block, r->blocks[i].stream);
+        }
+    }
+    ordo__dealloc(r->blocks, (size_t)r->block_capacity * sizeof *r->blocks, 0);
     for (uint32_t i = 0; i < r->slot_count; ++i) {
         ordo__buffer_reclaim_now(r->shadow, r->slots[i].shadow);
     }
@@ -138,6 +150,34 @@ ordo_status_t ordo__graph_refuse(ordo_tracker_t *tracker, const char *api, const
     }
     ordo_rlock_unlock(&tracker->lock);
     return st;
+}
+
+/* ---- memory -------------------------------------------------------------------- */
+
+ordo_status_t ordo__graph_block_born(ordo_tracker_t *tracker, const graph_block_t *block,
+                                     const char *api) {
+    graph_recorder_t *r = atomic_load_explicit(&tracker->recorder, memory_order_relaxed);
+    ORDO_RETURN_IF_ERROR(grow32((void **)&r->blocks, &r->block_capacity, sizeof *r->blocks,
+                                (uint64_t)r->block_count + 1, api));
+    r->blocks[r->block_count++] = *block;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo__graph_block_freed(ordo_tracker_t *tracker, ordo_buffer_t *buffer,
+                                      ordo_stream_t *stream, const char *api) {
+    graph_recorder_t *r = atomic_load_explicit(&tracker->recorder, memory_order_relaxed);
+    for (uint32_t i = 0; i < r->block_count; ++i) {
+        if (r->blocks[i].buffer == buffer && !r->blocks[i].stream) {
+            /* The graph frees it on this stream: the tracker keeps it. */
+            uint32_t t;
+            ORDO_RETURN_IF_ERROR(tracker_stream_index(tracker, stream, &t, api));
+            r->blocks[i].stream = stream;
+            return ORDO_OK;
+        }
+    }
+    return ordo__graph_refuse(tracker, api,
+                              "a block allocated before the recording cannot be freed in it (a "
+                              "replay could not free it again)");
 }
 
 /* ---- capture ----------------------------------------------------------------- */
@@ -427,6 +467,30 @@ static ordo_status_t bind_slots(graph_recorder_t *r, ordo_graph_t *g, const uint
     return ORDO_OK;
 }
 
+/* The blocks the recording allocated and freed: the graph's from here on
+ * (ordo__graph_free gives them back). */
+static ordo_status_t take_blocks(graph_recorder_t *r, ordo_graph_t *g, const char *api) {
+    for (uint32_t i = 0; i < r->block_count; ++i) {
+        g->block_count += r->blocks[i].stream != NULL;
+    }
+    if (g->block_count) {
+        g->blocks = ordo__alloc(g->block_count * sizeof *g->blocks, 0);
+        if (!g->blocks) {
+            g->block_count = 0;
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a graph's memory");
+        }
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->block_count; ++i) {
+        if (r->blocks[i].stream) {
+            g->blocks[n++] = r->blocks[i];
+            g->memory_bytes += r->blocks[i].bytes;
+        }
+    }
+    r->blocks_taken = 1;
+    return ORDO_OK;
+}
+
 static ordo_status_t make_graph(graph_recorder_t *r, ordo_graph_t **out_graph, const char *api) {
     ordo_graph_t *g = ordo__alloc(sizeof *g, 0);
     uint32_t *new_index = r->slot_count ? ordo__alloc(r->slot_count * sizeof *new_index, 0) : NULL;
@@ -437,7 +501,10 @@ static ordo_status_t make_graph(graph_recorder_t *r, ordo_graph_t **out_graph, c
     }
     g->magic = ORDO_GRAPH_MAGIC;
     g->tracker = r->tracker;
-    ordo_status_t st = make_lanes(r, g, api);
+    ordo_status_t st = take_blocks(r, g, api);
+    if (st == ORDO_OK) {
+        st = make_lanes(r, g, api);
+    }
     if (st == ORDO_OK) {
         st = make_ops(r, g, api);
     }

@@ -157,6 +157,14 @@ static void finish(ordo_graph_t *graph) {
                           memory_order_relaxed);
 }
 
+/* The graph's own blocks read released between replays (their handles
+ * ended in the recording); live for the replay's entry and exit. */
+static void blocks_mark(const ordo_graph_t *graph, uint32_t magic) {
+    for (uint32_t i = 0; i < graph->block_count; ++i) {
+        graph->blocks[i].buffer->magic = magic;
+    }
+}
+
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, API));
     ordo_tracker_t *tracker = graph->tracker;
@@ -177,11 +185,17 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     }
     /* 1. The entry: each lane ordered after the history of what it
      * exposes. A refusal here leaves only waits enqueued, which stand. */
+    blocks_mark(graph, ORDO_BUFFER_MAGIC);
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         const graph_lane_t *lane = &graph->lanes[l];
-        if (lane->entry_count) {
-            ORDO_RETURN_IF_ERROR(ordo__tracker_prepare_at(
-                tracker, lane->t, &graph->entries[lane->entry_first], lane->entry_count, API));
+        ordo_status_t st =
+            lane->entry_count
+                ? ordo__tracker_prepare_at(tracker, lane->t, &graph->entries[lane->entry_first],
+                                           lane->entry_count, API)
+                : ORDO_OK;
+        if (ORDO_UNLIKELY(st != ORDO_OK)) {
+            blocks_mark(graph, ORDO_BUFFER_RELEASED);
+            return st;
         }
     }
     learn(graph);
@@ -193,6 +207,7 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ordo_status_t st = run_ops(graph, base, message, sizeof message);
     /* 3. The exit, whatever happened: what was enqueued may run. */
     finish(graph);
+    blocks_mark(graph, ORDO_BUFFER_RELEASED);
     ++graph->replays;
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return ordo__error(st, NULL, "%s", message); /* it names API already */

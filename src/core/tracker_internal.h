@@ -88,6 +88,10 @@ struct ordo_buffer {
     /* Graphs that name the buffer (core/graph_internal.h): its release is
      * refused while any does, since their replays update its history. */
     uint32_t graph_binds;
+    /* The bytes of the memory it stands for, where it has a size (a pool's
+     * block: what was asked for); 0 for a plain buffer. A graph's slot is
+     * rebound only to a buffer of the same size. */
+    uint64_t bytes;
     buffer_use_t writer; /* point 0: never written */
     /* Each stream's latest access point (read or write), indexed by stream:
      * no search on the submission path. reader_mask: the streams that read

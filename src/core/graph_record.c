@@ -49,8 +49,9 @@ struct graph_recorder {
     uint64_t tasks;
     /* The first refused call (ordo__graph_refuse), under the tracker's lock. */
     ordo_status_t refusal;
-    char refusal_message[512];                        /* the size of a thread's message */
-    ordo_access_t scratch[ORDO_TRACKER_MAX_ACCESSES]; /* a submission, in shadow buffers */
+    char refusal_message[512]; /* the size of a thread's message */
+    ordo_access_t *scratch;    /* a submission, in shadow buffers */
+    uint32_t scratch_capacity;
 };
 
 const char ordo__graph_host_wait_refused[] =
@@ -110,6 +111,7 @@ static void recorder_free(graph_recorder_t *r) {
     ordo__dealloc(r->ops, (size_t)r->op_capacity * sizeof *r->ops, 0);
     ordo__dealloc(r->slots, (size_t)r->slot_capacity * sizeof *r->slots, 0);
     ordo__dealloc(r->entries, (size_t)r->entry_capacity * sizeof *r->entries, 0);
+    ordo__dealloc(r->scratch, (size_t)r->scratch_capacity * sizeof *r->scratch, 0);
     ordo__graph_map_free(&r->map);
     ordo__dealloc(r, sizeof *r, 64);
 }
@@ -261,6 +263,8 @@ static ordo_status_t reserve(graph_recorder_t *r, size_t count, const char *api)
                                 (uint64_t)r->slot_count + count, api));
     ORDO_RETURN_IF_ERROR(grow32((void **)&r->entries, &r->entry_capacity, sizeof *r->entries,
                                 (uint64_t)r->entry_count + count, api));
+    ORDO_RETURN_IF_ERROR(
+        grow32((void **)&r->scratch, &r->scratch_capacity, sizeof *r->scratch, count, api));
     return ordo__graph_map_reserve(&r->map, (uint32_t)count, api);
 }
 

@@ -189,6 +189,14 @@ static void recording_runs_nothing_replays_run_it(void **state) {
     assert_int_equal(yv, 105);
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.replays, 5);
+    /* Each replay: a submission per stream and its recorded wait; from the
+     * second on, a's entry also waits for b's read of x in the replay
+     * before (write after read), as five eager runs would. */
+    ordo_tracker_metrics_t replayed;
+    assert_ok(ordo_tracker_metrics(tracker, &replayed));
+    assert_int_equal(replayed.submissions - after.submissions, 10);
+    assert_int_equal(replayed.waits_emitted - after.waits_emitted, 5 + 4);
+    assert_int_equal(replayed.points_recorded - after.points_recorded, 5 + 4);
     /* Eager work after the replays sees their results. */
     copy_task_t after_task = {&yv, &xv, 1, 0};
     ordo_access_t back[] = {{y, ORDO_ACCESS_READ}, {x, ORDO_ACCESS_WRITE}};

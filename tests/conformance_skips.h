@@ -34,6 +34,7 @@ typedef struct conformance_skip {
     "memory (ORDO_ERR_UNSUPPORTED on CUDA): a test that stacks a guard cannot run there"
 
 static const conformance_skip_t conformance_skips[] = {
+    {"cuda", "test_graph.c", "pool_blocks_freed_in_the_recording_are_the_graphs", SKIP_HOST_MEMORY},
     {"cuda", "test_tracker.c", "release_after_the_uses_ran_reclaims_at_once",
      "expects a release to see from the stream's progress that its uses ran (the HAL's "
      "stream_progress hook); the CUDA backend has none (work a launch function puts on the native "

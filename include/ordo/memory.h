@@ -232,7 +232,11 @@ typedef struct ordo_mem_pool_stats {
  * Its blocks are tracked buffers of tracker, and their reuse across
  * streams is decided from the tracker's frontiers. config may be NULL
  * (defaults). The pool keeps upstream and tracker referenced by pointer:
- * destroy the pool first. */
+ * destroy the pool first. While tracker records a graph (ordo/graph.h), a
+ * block allocated and freed in the recording becomes the graph's memory
+ * (freed when the graph is destroyed); freeing an older block, the uses
+ * and reaping are refused (ORDO_ERR_BUSY); a block a graph is bound to
+ * cannot be deallocated (ORDO_ERR_BUSY). */
 ordo_status_t ordo_mem_pool_create(ordo_tracker_t *tracker, ordo_mem_resource_t *upstream,
                                    const ordo_mem_pool_config_t *config,
                                    ordo_mem_resource_t **out_resource);

@@ -11,6 +11,7 @@
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/event_pool.h"
+#include "ordo/graph.h"
 #include "ordo/link.h"
 #include "ordo/memory.h"
 #include "ordo/metrics.h"

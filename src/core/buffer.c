@@ -2,6 +2,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "core/frontier.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 #include "sync/signal_access.h"
 
@@ -69,6 +70,18 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                            (void *)b);
     }
     ordo_tracker_t *tracker = b->tracker;
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(
+            tracker, __func__,
+            "a buffer cannot be released while its tracker records (a replay could not "
+            "release it again)"));
+    }
+    if (b->graph_binds) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "buffer %p is bound to %u graph(s), whose replays use it: rebind "
+                           "them to another buffer (ordo_graph_rebind) or destroy them first",
+                           (void *)b, b->graph_binds);
+    }
     /* Every stream's last use: a later use on another stream implies an
      * earlier one only if that stream really waited, and a failed stream
      * never does. Uses already complete need no timepoint: those a record

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 
 static void *reclaimer_main(void *arg) {
@@ -85,6 +86,9 @@ void ordo__reclaimer_finished(ordo_tracker_t *tracker) {
 
 ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(tracker, __func__, ordo__graph_host_wait_refused));
+    }
     reclaimer_t *r = &tracker->reclaimer;
     for (;;) {
         ordo_park_key_t key = ordo__parker_prepare(&r->idle);

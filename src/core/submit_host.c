@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 
 #define API "ordo_tracker_submit_host"
@@ -33,6 +34,12 @@ ordo_status_t ordo_tracker_submit_host(ordo_tracker_t *tracker, ordo_stream_t *s
     if (ORDO_UNLIKELY(!fn)) {
         ordo_status_t st = ordo__tracker_submit_refusal(tracker, stream, accesses, count, API);
         return st != ORDO_OK ? st : ordo__error(ORDO_ERR_INVALID_ARGUMENT, API, "fn is NULL");
+    }
+    if (ORDO_UNLIKELY(tracker && tracker->magic == ORDO_TRACKER_MAGIC &&
+                      tracker_recording(tracker))) {
+        /* Recorded as the task itself, not as this launch function (whose
+         * context lives on this stack). */
+        return ordo__graph_capture_host(tracker, stream, accesses, count, fn, ctx);
     }
     host_launch_t launch;
     launch.fn = fn;

@@ -5,6 +5,8 @@
 #include "base/error.h"
 #include "base/trace.h"
 #include "core/frontier.h"
+#include "core/graph_internal.h"
+#include "core/timeline_op.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "sync/signal_access.h"
@@ -52,6 +54,10 @@ ordo_status_t ordo_tracker_create(ordo_device_t *device, ordo_tracker_t **out_tr
 
 ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(tracker, __func__,
+                                                "a tracker cannot be destroyed while it records"));
+    }
     ORDO_RETURN_IF_ERROR(ordo__tracker_teardown_check(tracker, 0, __func__));
     return ordo__tracker_teardown(tracker, __func__);
 }
@@ -131,35 +137,16 @@ check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses, siz
     return ORDO_OK;
 }
 
-/* Enqueues a record (wait == 0) or a wait on owner's timeline on stream,
- * straight on the backend. The public ordo_stream_signal / ordo_stream_wait
- * would re-check what is known here: the stream was checked when it was
- * attached (and must outlive the tracker), the timeline is the tracker's
- * own and lives as long as it, and points stay far below
- * ORDO_SIGNAL_VALUE_MAX. They would also load the timeline's state and
- * count a reference on it, a line the stream workers write (it would
- * travel between the cores for every op): where the backend can, the op
- * adopts one of the references the tracker took in a batch. The backend
- * still refuses a failed stream (a record then fails the timeline). */
+/* Enqueues a record (wait == 0) or a wait on owner's timeline on stream
+ * (core/timeline_op.h), or, on a recording's shadow tracker, captures it
+ * into the recording (core/graph_internal.h). */
 static ordo_status_t timeline_enqueue(ordo_stream_t *stream, tracker_stream_t *owner,
                                       uint64_t point, int wait) {
-    const hal_backend_t *backend = stream->device->backend;
-    /* Each adopting entry is optional on its own. */
-    ordo_status_t (*adopt)(ordo_stream_t *, ordo_signal_t *, uint64_t) =
-        wait ? backend->wait_adopt : backend->signal_adopt;
-    if (!adopt) {
-        return wait ? backend->wait(stream, owner->timeline, point)
-                    : backend->signal(stream, owner->timeline, point);
+    if (ORDO_UNLIKELY(owner->capture)) {
+        ordo__graph_capture_point(owner->capture, stream, owner, point, wait);
+        return ORDO_OK;
     }
-    if (ORDO_UNLIKELY(owner->spare_refs == 0)) {
-        ordo__signal_retain_many(owner->timeline, TRACKER_REF_BATCH);
-        owner->spare_refs = TRACKER_REF_BATCH;
-    }
-    ordo_status_t st = adopt(stream, owner->timeline, point);
-    if (st == ORDO_OK) {
-        --owner->spare_refs; /* the op's now */
-    }
-    return st;
+    return timeline_op(stream, owner->timeline, &owner->spare_refs, point, wait);
 }
 
 /* The smallest remembered record at or after point (ts->recorded >= point:
@@ -320,7 +307,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
     ORDO_RETURN_IF_ERROR(timeline_enqueue(stream, tracker->streams[origin], record->point, 1));
     frontier_learn(tracker, t, origin, record);
     counter_add(&tracker->waits_emitted, 1);
-    if (trace_on()) {
+    if (trace_on() && !tracker->streams[origin]->capture) { /* captured: not enqueued */
         trace_event_t e = {trace_now(),
                            0,
                            stream,
@@ -364,21 +351,25 @@ int ordo__tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t 
     return ordo__signal_reached(ts->progress) >= best->ops;
 }
 
+ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api) {
+    if (!b->more_last_points) {
+        b->more_last_points =
+            ordo__alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points, 0);
+        if (!b->more_last_points) {
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
+                               "cannot grow a buffer's per-stream points");
+        }
+    }
+    return ORDO_OK;
+}
+
 /* Allocates what recording accesses on stream t will need, so that the
  * recording itself cannot fail after the work was enqueued. */
 __attribute__((noinline)) static ordo_status_t
 reserve_beyond_inline(uint32_t t, const ordo_access_t *accesses, size_t count, const char *api) {
     (void)t;
     for (size_t i = 0; i < count; ++i) {
-        ordo_buffer_t *b = accesses[i].buffer;
-        if (!b->more_last_points) {
-            b->more_last_points =
-                ordo__alloc(ORDO_TRACKER_MAX_STREAMS * sizeof *b->more_last_points, 0);
-            if (!b->more_last_points) {
-                return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api,
-                                   "cannot grow a buffer's per-stream points");
-            }
-        }
+        ORDO_RETURN_IF_ERROR(ordo__buffer_reserve_points(accesses[i].buffer, api));
     }
     return ORDO_OK;
 }
@@ -391,10 +382,10 @@ reserve_locked(uint32_t t, const ordo_access_t *accesses, size_t count, const ch
     return t < BUFFER_INLINE_READERS ? ORDO_OK : reserve_beyond_inline(t, accesses, count, api);
 }
 
-/* Records the accesses as stream t's next point; cannot fail once
- * reserve_locked has succeeded for them. */
-static inline __attribute__((always_inline)) void
-finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
+/* Hands out stream t's next point for a submission whose ops this thread
+ * has enqueued, and notes the stream's op count beside it. */
+static inline __attribute__((always_inline)) uint64_t point_finished(ordo_tracker_t *tracker,
+                                                                     uint32_t t) {
     tracker_stream_t *ts = tracker->streams[t];
     uint64_t point = ++ts->point;
     if (ORDO_LIKELY(ts->ops_submitted)) {
@@ -406,14 +397,19 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
         finish->point = point;
         finish->ops = atomic_load_explicit(ts->ops_submitted, memory_order_relaxed);
     }
+    counter_add(&tracker->submissions, 1);
+    return point;
+}
+
+/* Records the accesses as stream t's next point; cannot fail once
+ * reserve_locked has succeeded for them. */
+static inline __attribute__((always_inline)) void
+finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
+    uint64_t point = point_finished(tracker, t);
     uint64_t bit = (uint64_t)1 << t;
     for (size_t i = 0; i < count; ++i) {
         ordo_buffer_t *b = accesses[i].buffer;
-        if (t < BUFFER_INLINE_READERS) {
-            b->last_points[t] = point;
-        } else {
-            b->more_last_points[t] = point;
-        }
+        buffer_set_last_point(b, t, point);
         b->use_mask |= bit;
         if (accesses[i].mode & ORDO_ACCESS_WRITE) {
             b->writer = (buffer_use_t){t, point};
@@ -422,7 +418,10 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
             b->reader_mask |= bit;
         }
     }
-    counter_add(&tracker->submissions, 1);
+}
+
+uint64_t ordo__tracker_point_finished(ordo_tracker_t *tracker, uint32_t t) {
+    return point_finished(tracker, t);
 }
 
 /* The checks every submission entry point makes before its accesses are
@@ -551,17 +550,47 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
     return ORDO_OK;
 }
 
+/* The split form cannot be recorded: the work between prepare and finish
+ * is enqueued by the caller, where the recording does not see it. */
+static const char split_form_refused[] =
+    "the split form cannot be recorded (the work between ordo_tracker_prepare and "
+    "ordo_tracker_finish is enqueued where the recording does not see it): submit it with "
+    "ordo_tracker_submit";
+
 ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
+        st = ordo__graph_refuse(tracker, __func__, split_form_refused);
+    }
     return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count, __func__) : st;
+}
+
+ordo_status_t ordo__tracker_prepare_at(ordo_tracker_t *tracker, uint32_t t,
+                                       const ordo_access_t *accesses, size_t count,
+                                       const char *api) {
+    return prepare_locked(tracker, t, accesses, count, api);
+}
+
+void ordo__tracker_finish_at(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses,
+                             size_t count) {
+    finish_locked(tracker, t, accesses, count);
+}
+
+ordo_status_t ordo__tracker_check_accesses(const ordo_tracker_t *tracker,
+                                           const ordo_access_t *accesses, size_t count,
+                                           const char *api) {
+    return check_accesses(tracker, accesses, count, api);
 }
 
 ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                   const ordo_access_t *accesses, size_t count) {
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
+        st = ordo__graph_refuse(tracker, __func__, split_form_refused);
+    }
     if (st == ORDO_OK) {
         /* Every access is checked before any is recorded. */
         st = check_accesses(tracker, accesses, count, __func__);
@@ -597,19 +626,14 @@ ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_
     return check_accesses(tracker, accesses, count, api);
 }
 
-/* The status and message of a submission whose launch function returned
- * st: st itself if it is an ordo error (ORDO_ERR_ABORTED if not), and a
- * message that says so, wrapping the one the function left if it left one
- * (the thread's message is otherwise an older one). */
-static ordo_status_t launch_failed(ordo_status_t st, int left_message) {
+ordo_status_t ordo__tracker_launch_failed(ordo_status_t st, int left_message, const char *api) {
     ordo_status_t status = ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED;
     if (left_message) {
-        return ordo__error(status, "ordo_tracker_submit",
-                           "the launch function returned %s (%d): %s", ordo_status_name(st),
-                           (int)st, ordo_error_message());
+        return ordo__error(status, api, "the launch function returned %s (%d): %s",
+                           ordo_status_name(st), (int)st, ordo_error_message());
     }
-    return ordo__error(status, "ordo_tracker_submit", "the launch function returned %s (%d)",
-                       ordo_status_name(st), (int)st);
+    return ordo__error(status, api, "the launch function returned %s (%d)", ordo_status_name(st),
+                       (int)st);
 }
 
 ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -622,6 +646,10 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
     }
     uint32_t t;
     ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
+        /* Recorded, not run: launch runs at each replay. */
+        return ordo__graph_capture_launch(tracker, stream, accesses, count, launch, ctx);
+    }
     if (st == ORDO_OK) {
         st = prepare_locked(tracker, t, accesses, count, __func__);
     }
@@ -629,7 +657,7 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
         uint64_t messages = ordo__error_count();
         st = launch(ctx, stream);
         if (st != ORDO_OK) {
-            st = launch_failed(st, ordo__error_count() != messages);
+            st = ordo__tracker_launch_failed(st, ordo__error_count() != messages, __func__);
         }
     }
     if (st != ORDO_OK) {

@@ -1,5 +1,7 @@
 /* Internal: the tracker's state, shared by tracker.c (ordering), buffer.c
- * (histories and release) and reclaimer.c (deferred reclamation). */
+ * (histories and release), reclaimer.c (deferred reclamation) and the
+ * graphs (graph_record.c, graph_replay.c: recording and replaying a
+ * tracker's submissions, core/graph_internal.h). */
 #ifndef ORDO_CORE_TRACKER_INTERNAL_H
 #define ORDO_CORE_TRACKER_INTERNAL_H
 
@@ -30,8 +32,6 @@
 /* Finished submissions each stream remembers with the stream's op count
  * then (a power of two). */
 #define TRACKER_FINISHES 8
-/* References on a timeline taken at once for ops to adopt. */
-#define TRACKER_REF_BATCH 256u
 
 typedef struct tracker_record {
     uint64_t point; /* 0: empty slot */
@@ -45,8 +45,15 @@ typedef struct tracker_finish {
     uint64_t ops;
 } tracker_finish_t;
 
+/* A tracker that records a graph (core/graph_internal.h). */
+struct graph_recorder;
+
 typedef struct tracker_stream {
     ordo_stream_t *stream;
+    /* Non-NULL on the streams of a recording's shadow tracker only: its
+     * records and waits are captured into the recording instead of being
+     * enqueued (core/graph_internal.h). */
+    struct graph_recorder *capture;
     ordo_signal_t *timeline; /* signalled to a point when it is recorded */
     /* References on timeline the tracker holds for the ops that record or
      * wait on it to adopt (taken in batches; released with the tracker). */
@@ -78,6 +85,13 @@ struct ordo_buffer {
     /* Non-zero for a buffer embedded in a pool's block: the pool owns its
      * life, ordo_buffer_release refuses it. */
     uint32_t pool_owned;
+    /* Graphs that name the buffer (core/graph_internal.h): its release is
+     * refused while any does, since their replays update its history. */
+    uint32_t graph_binds;
+    /* The bytes of the memory it stands for, where it has a size (a pool's
+     * block: what was asked for); 0 for a plain buffer. A graph's slot is
+     * rebound only to a buffer of the same size. */
+    uint64_t bytes;
     buffer_use_t writer; /* point 0: never written */
     /* Each stream's latest access point (read or write), indexed by stream:
      * no search on the submission path. reader_mask: the streams that read
@@ -110,6 +124,12 @@ typedef struct reclaimer {
 struct ordo_tracker {
     uint32_t magic;
     ordo_device_t *device;
+    /* Non-NULL while the tracker records a graph: submissions are captured
+     * (core/graph_internal.h). Set and cleared by the recording thread
+     * under lock; read without it by the submission paths (relaxed: the
+     * tracker is externally synchronised) and under it by the refusals. */
+    _Atomic(struct graph_recorder *) recorder;
+    _Atomic uint32_t graphs; /* live graphs recorded on the tracker */
     uint32_t stream_count;
     tracker_stream_t *streams[ORDO_TRACKER_MAX_STREAMS];
     /* Attached streams by address (NULL: an empty slot), with their index:
@@ -154,6 +174,23 @@ ordo_status_t ordo__tracker_teardown(ordo_tracker_t *tracker, const char *api);
 /* The latest access point of stream s on b (s in b->use_mask). */
 static inline uint64_t buffer_last_point(const ordo_buffer_t *b, uint32_t s) {
     return s < BUFFER_INLINE_READERS ? b->last_points[s] : b->more_last_points[s];
+}
+
+/* Sets it (more_last_points reserved for s beyond the inline ones). */
+static inline void buffer_set_last_point(ordo_buffer_t *b, uint32_t s, uint64_t point) {
+    if (s < BUFFER_INLINE_READERS) {
+        b->last_points[s] = point;
+    } else {
+        b->more_last_points[s] = point;
+    }
+}
+
+/* Allocates b's points beyond the inline ones if it has none yet. */
+ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
+
+/* Non-zero while the tracker records a graph (relaxed: see recorder). */
+static inline int tracker_recording(const ordo_tracker_t *tracker) {
+    return atomic_load_explicit(&tracker->recorder, memory_order_relaxed) != NULL;
 }
 
 _Static_assert(TRACKER_LOOKUP == 128, "tracker_lookup_slot takes the top 7 bits");
@@ -229,6 +266,38 @@ int ordo__tracker_point_ran(const ordo_tracker_t *tracker, uint32_t t, uint64_t 
 ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                            const ordo_access_t *accesses, size_t count,
                                            const char *api);
+
+/* The analysis of one submission on stream t, out of line, for the graphs
+ * (a replay's entry on the real tracker, a recording on its shadow):
+ * prepare checks the accesses and emits the waits they need; finish
+ * records them as t's next point (after prepare succeeded for them, it
+ * cannot fail). No limit on count: the caller's lists are its own. */
+ordo_status_t ordo__tracker_prepare_at(ordo_tracker_t *tracker, uint32_t t,
+                                       const ordo_access_t *accesses, size_t count,
+                                       const char *api);
+void ordo__tracker_finish_at(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses,
+                             size_t count);
+
+/* Hands out stream t's next point for a submission whose ops were all
+ * enqueued by this thread, noting the stream's op count for
+ * ordo__tracker_point_ran, and counts the submission. */
+uint64_t ordo__tracker_point_finished(ordo_tracker_t *tracker, uint32_t t);
+
+/* Checks each access of a list (buffers live, of this tracker; modes). */
+ordo_status_t ordo__tracker_check_accesses(const ordo_tracker_t *tracker,
+                                           const ordo_access_t *accesses, size_t count,
+                                           const char *api);
+
+/* Lets go of the tracker's table of streams: each stream's timeline (the
+ * spare references first) and its use of the stream, then the state. */
+void ordo__tracker_streams_release(ordo_tracker_t *tracker);
+
+/* The status and message of a submission whose launch function returned
+ * st: st itself if it is an ordo error (ORDO_ERR_ABORTED if not), and a
+ * message for api that says so, wrapping the one the function left if it
+ * left one (left_message: the thread's message is otherwise an older
+ * one). */
+ordo_status_t ordo__tracker_launch_failed(ordo_status_t st, int left_message, const char *api);
 
 ordo_status_t ordo__reclaimer_start(reclaimer_t *reclaimer);
 void ordo__reclaimer_stop(reclaimer_t *reclaimer);

@@ -3,6 +3,8 @@
  * share with ordo_tracker_destroy. */
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/graph_internal.h"
+#include "core/timeline_op.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "sync/signal_access.h"
@@ -70,6 +72,13 @@ ordo_status_t ordo__tracker_teardown_check(const ordo_tracker_t *tracker, int pe
         return ordo__error(ORDO_ERR_BUSY, api,
                            "%u memory pool(s) still use the tracker: destroy them first", pools);
     }
+    uint32_t graphs = atomic_load_explicit(&tracker->graphs, memory_order_relaxed);
+    if (graphs) {
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "%u graph(s) recorded on the tracker are still live: destroy them "
+                           "first (ordo_graph_destroy)",
+                           graphs);
+    }
     uint64_t live = atomic_load(&tracker->buffers_live);
     uint64_t pending = pending_ok ? 0 : atomic_load(&tracker->reclamations_pending);
     if (live && pending_ok) {
@@ -94,17 +103,18 @@ ordo_status_t ordo__tracker_teardown_check(const ordo_tracker_t *tracker, int pe
     return ORDO_OK;
 }
 
-ordo_status_t ordo__tracker_teardown(ordo_tracker_t *tracker, const char *api) {
-    ordo__reclaimer_stop(&tracker->reclaimer);
+void ordo__tracker_streams_release(ordo_tracker_t *tracker) {
     for (uint32_t i = 0; i < tracker->stream_count; ++i) {
-        /* The spare references first: the tracker's own goes last. */
-        for (uint32_t r = 0; r < tracker->streams[i]->spare_refs; ++r) {
-            ordo__signal_release_internal(tracker->streams[i]->timeline);
-        }
-        (void)ordo_signal_release(tracker->streams[i]->timeline);
+        timeline_drop(tracker->streams[i]->timeline, tracker->streams[i]->spare_refs);
         ordo__hal_stream_unuse(tracker->streams[i]->stream, HAL_STREAM_TRACKER);
         ordo__dealloc(tracker->streams[i], sizeof *tracker->streams[i], 64);
     }
+    tracker->stream_count = 0;
+}
+
+ordo_status_t ordo__tracker_teardown(ordo_tracker_t *tracker, const char *api) {
+    ordo__reclaimer_stop(&tracker->reclaimer);
+    ordo__tracker_streams_release(tracker);
     /* Then the streams it owned, as ordo_stream_destroy does (checked by
      * ordo__tracker_teardown_check: none is refused), each dropping its
      * own reference on the device. The tracker is marked dead first and
@@ -126,6 +136,9 @@ ordo_status_t ordo__tracker_teardown(ordo_tracker_t *tracker, const char *api) {
 
 ordo_status_t ordo_tracker_close(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(tracker, __func__, ordo__graph_host_wait_refused));
+    }
     /* What waiting cannot change is refused before any wait. */
     ORDO_RETURN_IF_ERROR(ordo__tracker_teardown_check(tracker, 1, __func__));
     for (uint32_t i = 0; i < tracker->stream_count; ++i) {

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/frontier.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 
 #define API "ordo_tracker_synchronize"
@@ -30,6 +31,11 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
      * their tracker: the pointers stay good. */
     ordo_stream_t *streams[2 * ORDO_TRACKER_MAX_STREAMS];
     (void)ordo_tracker_lock(tracker);
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        st = ordo__graph_refuse(tracker, API, ordo__graph_host_wait_refused);
+        (void)ordo_tracker_unlock(tracker);
+        return st;
+    }
     uint32_t count = frontier_stream_count(tracker);
     for (uint32_t i = 0; i < count; ++i) {
         streams[i] = frontier_stream(tracker, i);

@@ -37,6 +37,7 @@
 #include "base/error.h"
 #include "base/trace.h"
 #include "core/frontier.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
@@ -401,6 +402,7 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     b->history.use_mask = 0;
     history_set_last(b, t, point);
     b->history.magic = ORDO_BUFFER_MAGIC;
+    b->history.bytes = request->bytes;
     uintptr_t aligned =
         ((uintptr_t)b->start + request->alignment - 1) & ~((uintptr_t)request->alignment - 1);
     b->base.ptr = (void *)aligned;
@@ -435,11 +437,93 @@ static void trace_in_use(const pool_t *p) {
     }
 }
 
+/* A pool's call on a tracker that records a graph (ordo/graph.h): refused,
+ * and the recording with it, since a replay could not repeat it. */
+static ordo_status_t refused_while_recording(const pool_t *p, const char *api) {
+    if (ORDO_LIKELY(!tracker_recording(p->tracker))) {
+        return ORDO_OK;
+    }
+    return ordo__graph_refuse(p->tracker, api,
+                              "a memory pool on it cannot be used while it records (a replay "
+                              "would not repeat the call)");
+}
+
+static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream);
+
+/* What a free checks first, under the lock: its stream (attached, its
+ * index in *out_s), the stream's bins, and a block not freed already (a
+ * racing second free of it sees FREED). */
+POOL_HOT ordo_status_t free_checked(pool_t *p, const pool_block_t *b, ordo_stream_t *stream,
+                                    uint32_t *out_s, const char *api) {
+    ORDO_RETURN_IF_ERROR(tracker_stream_index(p->tracker, stream, out_s, api));
+    ORDO_RETURN_IF_ERROR(bins_ensure(p, *out_s, api));
+    if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                           "block %p (tag %u) was already deallocated", (const void *)b,
+                           b->base.tag);
+    }
+    return ORDO_OK;
+}
+
+/* --- Recordings (ordo/graph.h, core/graph_internal.h "MEMORY") --- */
+
+/* Gives back a block a graph held (graph_block_free_fn): the handle the
+ * recording ended lives again for this free, made on the stream the
+ * recording freed it on (its bins were made then), so the memory is
+ * reused only after every use the replays recorded. A stream that failed
+ * and cannot wait for the uses beyond what a block keeps refuses the free:
+ * the block then stays handed out, and the pool's destroy says so. */
+static void pool_graph_free(void *block, ordo_stream_t *stream) {
+    pool_block_t *b = block;
+    pool_t *p = (pool_t *)b->base.resource;
+    ordo_rlock_lock(&p->tracker->lock);
+    b->history.magic = ORDO_BUFFER_MAGIC;
+    atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_relaxed);
+    (void)pool_deallocate_locked(p, b, stream);
+    trace_in_use(p);
+    ordo_rlock_unlock(&p->tracker->lock);
+}
+
+/* A block allocated while the tracker records: the recording notes it (if
+ * it cannot, the allocation is undone). */
+static ordo_status_t graph_born(pool_t *p, const mem_request_t *request, ordo_block_t **out_block) {
+    pool_block_t *b = (pool_block_t *)*out_block;
+    graph_block_t block = {&b->history, b, pool_graph_free, NULL, request->bytes};
+    ordo_status_t st = ordo__graph_block_born(p->tracker, &block, "ordo_mem_allocate");
+    if (st != ORDO_OK) {
+        (void)pool_deallocate_locked(p, b, request->stream);
+        *out_block = NULL;
+    }
+    return st;
+}
+
+/* A free while the tracker records (under its lock): a block allocated in
+ * the recording becomes the graph's (its handle ends here, its memory
+ * stays handed out); any other is refused, and the recording with it. */
+static ordo_status_t graph_freed(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
+    uint32_t s;
+    /* With the stream's bins made now, the graph's free cannot fail for
+     * want of memory. */
+    ordo_status_t st = free_checked(p, b, stream, &s, api);
+    if (st == ORDO_OK) {
+        st = ordo__graph_block_freed(p->tracker, &b->history, stream, api);
+    }
+    if (st == ORDO_OK) {
+        atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
+        b->history.magic = ORDO_BUFFER_RELEASED;
+    }
+    return st;
+}
+
 static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
                                    ordo_block_t **out_block) {
     pool_t *p = (pool_t *)resource;
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = pool_allocate_locked(p, request, out_block);
+    if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(p->tracker))) {
+        st = graph_born(p, request, out_block);
+    }
     trace_in_use(p);
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
@@ -450,18 +534,7 @@ static ordo_status_t pool_allocate(ordo_mem_resource_t *resource, const mem_requ
 static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_deallocate";
     uint32_t s;
-    ordo_status_t st = tracker_stream_index(p->tracker, stream, &s, api);
-    if (st == ORDO_OK) {
-        st = bins_ensure(p, s, api);
-    }
-    if (st != ORDO_OK) {
-        return st;
-    }
-    /* Under the lock: a racing second free of the block sees FREED. */
-    if (atomic_load_explicit(&b->base.magic, memory_order_relaxed) != ORDO_BLOCK_MAGIC) {
-        return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
-                           "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
-    }
+    ORDO_RETURN_IF_ERROR(free_checked(p, b, stream, &s, api));
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
     /* The death frontier: each use the freeing stream has not waited for,
      * and the free itself on s, which implies the uses s already knows.
@@ -485,7 +558,7 @@ static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_str
              * device, so its free point implies them. A failed s cannot
              * wait (nor will its free point ever be reached): refused, the
              * block stays live. */
-            st = ordo__tracker_wait_for(p->tracker, s, u, point);
+            ordo_status_t st = ordo__tracker_wait_for(p->tracker, s, u, point);
             if (st != ORDO_OK) {
                 atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
                 return ordo__error(st, api,
@@ -542,11 +615,23 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
 
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
     pool_t *p = (pool_t *)resource;
+    pool_block_t *b = (pool_block_t *)block;
+    ordo_status_t st;
+    /* Under the lock: a recording begins and ends under it. */
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = stream ? pool_deallocate_locked(p, (pool_block_t *)block, stream)
-                              : pool_deallocate_settled_locked(p, (pool_block_t *)block);
-    trace_in_use(p);
+    if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
+        st = stream ? graph_freed(p, b, stream) : refused_while_recording(p, api);
+    } else if (ORDO_UNLIKELY(b->history.graph_binds)) {
+        st = ordo__error(ORDO_ERR_BUSY, api,
+                         "block %p (tag %u) is bound to %u graph(s), whose replays use it: "
+                         "rebind them (ordo_graph_rebind) or destroy them first",
+                         (void *)block, b->base.tag, b->history.graph_binds);
+    } else {
+        st = stream ? pool_deallocate_locked(p, b, stream) : pool_deallocate_settled_locked(p, b);
+        trace_in_use(p);
+    }
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }
@@ -558,6 +643,8 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_access_t access = {&b->history, mode};
+    ORDO_RETURN_IF_ERROR(
+        refused_while_recording(p, finish ? "ordo_mem_finish_use" : "ordo_mem_prepare_use"));
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = finish ? ordo_tracker_finish(p->tracker, stream, &access, 1)
                               : ordo_tracker_prepare(p->tracker, stream, &access, 1);
@@ -580,6 +667,7 @@ static ordo_status_t pool_record_use(ordo_mem_resource_t *resource, ordo_block_t
     static const char api[] = "ordo_mem_record_use";
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, api));
     ordo_rlock_lock(&p->tracker->lock);
     uint32_t t;
     ordo_status_t st = tracker_stream_index(p->tracker, stream, &t, api);
@@ -617,6 +705,7 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     ordo_signal_point_t points[ORDO_TRACKER_MAX_STREAMS];
     size_t count = 0;
     ordo_status_t st = ORDO_OK;
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, api)); /* a host wait */
     ordo_rlock_lock(&p->tracker->lock);
     settle_all(p);
     /* What is still pending, per stream: the highest point, recorded. */

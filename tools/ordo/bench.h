@@ -78,6 +78,8 @@ void bench_signal_all(const bench_options_t *options);
 void bench_stream_all(const bench_options_t *options);
 void bench_event_pool_generic(const bench_options_t *options);
 void bench_dag_all(const bench_options_t *options);
+/* graph_steps: one step repeated, analysed each time or recorded once. */
+void bench_graph_all(const bench_options_t *options);
 void bench_memory_all(const bench_options_t *options);
 void bench_trace_all(const bench_options_t *options);
 void bench_barrier_all(const bench_options_t *options);

@@ -1,5 +1,6 @@
 /* Benchmarks of automatic cross-stream ordering: trackers (ordo_tracker_submit,
- * ordo_tracker_prepare + ordo_tracker_finish) against OpenMP task dependences (libgomp
+ * ordo_tracker_prepare + ordo_tracker_finish; the same submissions recorded
+ * once and replayed, ordo/graph.h) against OpenMP task dependences (libgomp
  * with gcc, libomp with clang), StarPU's implicit data dependences and
  * oneTBB's flow graph and task_group (bench_dag_tbb.cpp).
  * Every peer is optional: built only without sanitizers and when found
@@ -13,6 +14,7 @@
 #include "bench.h"
 #include "ordo/buffer.h"
 #include "ordo/device.h"
+#include "ordo/graph.h"
 #include "ordo/stream.h"
 #include "ordo/tracker.h"
 
@@ -283,6 +285,46 @@ static double ordo_sample(dag_ordo_t *o, dag_work_t *w) {
     ordo_tracker_metrics(o->tracker, &after);
     metrics_add(&o->measured, &before, &after);
     work_check(w, "ordo");
+    return per_task;
+}
+
+/* ---- ordo_replay: the same submissions, recorded once -------------------- */
+
+/* Records one sample's submissions on o's tracker, as host tasks (the
+ * tasks the ordo line's launch functions enqueue): the graph replays
+ * them with the waits the recording found, no analysis per task. */
+static ordo_graph_t *replay_record(dag_ordo_t *o, dag_work_t *w) {
+    const unsigned n = o->stream_count;
+    ordo_graph_t *graph = NULL;
+    int ok = ordo_tracker_record_begin(o->tracker) == ORDO_OK;
+    for (uint64_t i = 0; ok && i < w->tasks; ++i) {
+        if (w->c->shape == DAG_CHAIN) {
+            const ordo_access_t access = {o->buffers[0], ORDO_ACCESS_READ_WRITE};
+            ok = ordo_tracker_submit_host(o->tracker, o->streams[i % n], &access, 1, chain_task,
+                                          &w->chain[i]) == ORDO_OK;
+        } else {
+            const ordo_access_t access = {o->buffers[i], ORDO_ACCESS_WRITE};
+            ok = ordo_tracker_submit_host(o->tracker, o->streams[i % n], &access, 1,
+                                          independent_task, &w->slots[i]) == ORDO_OK;
+        }
+    }
+    if (ordo_tracker_record_end(o->tracker, &graph) != ORDO_OK || !ok) {
+        bench_fail("cannot record the graph");
+    }
+    return graph;
+}
+
+/* Per task: the replay, then until every stream has run its work. */
+static double replay_sample(dag_ordo_t *o, ordo_graph_t *graph, dag_work_t *w) {
+    bench_pin(0);
+    work_reset(w);
+    uint64_t t0 = bench_now_ns();
+    if (ordo_graph_replay(graph) != ORDO_OK) {
+        bench_fail("replay refused");
+    }
+    streams_synchronize(o->streams, o->stream_count);
+    double per_task = (double)(bench_now_ns() - t0) / (double)w->tasks;
+    work_check(w, "ordo_replay");
     return per_task;
 }
 
@@ -665,15 +707,20 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
     for (int l = 0; l < layouts; ++l) {
         ordo_setup(&o[l], device, &w, (dag_layout_t)l);
     }
+    /* The replay runs in the layout of the ordo line. */
+    const dag_layout_t main_layout = c->streams > 1 ? LAYOUT_SPREAD : LAYOUT_SUBMITTER_ALONE;
+    ordo_graph_t *recorded = replay_record(&o[main_layout], &w);
 #ifdef ORDO_BENCH_STARPU
     starpu_data_handle_t *handles = ready[PEER_STARPU] ? starpu_register(&w) : NULL;
 #endif
 #ifdef ORDO_BENCH_TBB
     bench_tbb_graph_t *graph = ready[PEER_TBB_FLOW] ? tbb_graph_create(&w) : NULL;
 #endif
-    /* times[p]: peer p's samples; times[PEER_COUNT + l]: ordo's in layout l. */
-    double *times[PEER_COUNT + LAYOUT_COUNT];
-    for (int t = 0; t < PEER_COUNT + LAYOUT_COUNT; ++t) {
+    /* times[p]: peer p's samples; times[PEER_COUNT + l]: ordo's in layout l;
+     * times[REPLAY]: the replay's. */
+    enum { REPLAY = PEER_COUNT + LAYOUT_COUNT };
+    double *times[REPLAY + 1];
+    for (int t = 0; t <= REPLAY; ++t) {
         times[t] = calloc(samples, sizeof(double));
         if (!times[t]) {
             bench_fail("out of memory");
@@ -685,6 +732,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
         for (int l = 0; l < layouts; ++l) {
             times[PEER_COUNT + l][s] = ordo_sample(&o[l], &w);
         }
+        times[REPLAY][s] = replay_sample(&o[main_layout], recorded, &w);
 #ifdef ORDO_BENCH_OPENMP
         if (ready[PEER_OPENMP]) {
             times[PEER_OPENMP][s] = openmp_sample(&w);
@@ -715,6 +763,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
             bench_emit(c->name, peer_names[p], &peers[p], NULL, 0);
         }
     }
+    bench_stats_t ordo_main = {0};
     for (int l = 0; l < layouts; ++l) {
         bench_stats_t ordo = bench_summarise(times[PEER_COUNT + l], samples, tasks);
         bench_ratio_t ratios[PEER_COUNT];
@@ -730,6 +779,23 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
             /* The tracker decides alike in every layout. */
             emit_metrics(c->name, &ordo, &o[l].measured);
         }
+        if (l == (int)main_layout) {
+            ordo_main = ordo;
+        }
+    }
+    bench_stats_t replay = bench_summarise(times[REPLAY], samples, tasks);
+    bench_ratio_t ratios[PEER_COUNT + 1];
+    size_t ratio_count = 0;
+    ratios[ratio_count++] = (bench_ratio_t){"ordo", replay.median_ns / ordo_main.median_ns};
+    for (int p = 0; p < PEER_COUNT; ++p) {
+        if (ready[p]) {
+            ratios[ratio_count++] =
+                (bench_ratio_t){peer_names[p], replay.median_ns / peers[p].median_ns};
+        }
+    }
+    bench_emit(c->name, "ordo_replay", &replay, ratios, ratio_count);
+    if (ordo_graph_destroy(recorded) != ORDO_OK) {
+        bench_fail("cannot destroy the graph");
     }
 #ifdef ORDO_BENCH_STARPU
     if (handles) {
@@ -745,7 +811,7 @@ static void dag_run(const bench_options_t *options, ordo_device_t *device, const
         tracker_teardown(o[l].tracker, o[l].buffers, w.slot_count, o[l].streams, o[l].stream_count);
         free(o[l].buffers);
     }
-    for (int t = 0; t < PEER_COUNT + LAYOUT_COUNT; ++t) {
+    for (int t = 0; t <= REPLAY; ++t) {
         free(times[t]);
     }
     work_fini(&w);

@@ -89,6 +89,7 @@ static int command_bench(int argc, char **argv) {
     bench_event_pool_generic(&options);
     bench_stream_all(&options);
     bench_dag_all(&options);
+    bench_graph_all(&options);
     bench_memory_all(&options);
     bench_trace_all(&options);
     bench_barrier_all(&options);

@@ -1,0 +1,167 @@
+/** @file
+ * ordo/graph.h - a tracker's submissions recorded once and replayed.
+ *
+ * Programs that repeat the same step (a training iteration, a decode step)
+ * pay the tracker's analysis on every repetition. A graph pays it once:
+ *
+ *     ordo_tracker_record_begin(tracker);
+ *     step(tracker);                      // ordo_tracker_submit(_host) calls
+ *     ordo_graph_t *graph;
+ *     ordo_tracker_record_end(tracker, &graph);
+ *     for (int i = 0; i < 1000; ++i)
+ *         ordo_graph_replay(graph);       // the step, no hazard analysis
+ *     ordo_graph_destroy(graph);
+ *
+ * Recording. Between ordo_tracker_record_begin and ordo_tracker_record_end,
+ * ordo_tracker_submit and ordo_tracker_submit_host on the tracker (from any
+ * thread, under the tracker's rules) are recorded, not run: nothing is
+ * enqueued, no launch function is called, the tracker's state does not
+ * change. Each is analysed as the tracker analyses a submission, as if the
+ * recorded work ran alone on idle streams, and the cross-stream waits found
+ * are kept with it. A launch function is called at each replay (so it can
+ * read what it enqueues from its context then); a host task runs at each
+ * replay with the context it was recorded with.
+ *
+ * External accesses. Every buffer a recorded submission names lives
+ * outside the graph; the graph names each in a slot, bound to that buffer,
+ * with the modes the recording used (ordo_graph_buffer). A replay is
+ * ordered against the tracker's other work as one submission per stream
+ * it runs on, with that stream's accesses that come first in the graph:
+ * before the replay, the waits those need; after it, each buffer's history
+ * as the graph left it. Inside, the recorded waits are replayed as they
+ * are, with no analysis.
+ *
+ * Binding. A plain buffer carries no size in ordo (ordo/buffer.h: a
+ * history, not contents), so a slot is bound by role: ordo_graph_rebind
+ * replaces the buffer of a slot with another buffer of the same tracker,
+ * and later replays are ordered by the new one's history. A pool block's
+ * buffer (ordo_block_buffer) has the block's size: it is rebound only to
+ * another block's buffer of the same size, and a plain buffer only to a
+ * plain buffer. ordo never touches the
+ * data: a replay runs the recorded work, so work that must follow a rebind
+ * finds its data through its context (a launch function reading, when it
+ * is called at replay, the pointers the caller set before the replay).
+ *
+ * Refused while recording, with ORDO_ERR_BUSY, because a replay could not
+ * repeat them: a host wait on the tracker (ordo_tracker_synchronize,
+ * ordo_tracker_drain, ordo_tracker_close), ordo_tracker_destroy,
+ * ordo_buffer_release, the split form (ordo_tracker_prepare and
+ * ordo_tracker_finish: the caller's own enqueue between them is not seen),
+ * and ordo_graph_replay of any graph of the tracker. The refused call does
+ * nothing, and the recording fails: ordo_tracker_record_end returns that
+ * refusal's status and message, and no graph. Other calls behave as
+ * without a recording (a submission with bad input is refused and not
+ * recorded; buffers and owned streams may be created). A host wait on a
+ * stream itself (ordo_stream_synchronize) is not the tracker's: it waits
+ * for what that stream was given, which holds nothing of the recording.
+ *
+ * Memory. The tracker itself allocates nothing; its stream-ordered
+ * allocations are those of a memory pool on it (ordo_mem_pool_create,
+ * ordo/memory.h). While the tracker records, such a pool allocates for
+ * real (the block is ordered after the memory's old uses on its stream,
+ * as always), and a block allocated in the recording and freed in it
+ * (ordo_mem_deallocate) becomes the graph's: the caller's handle ends
+ * there, but the memory stays reserved for the graph, every replay uses
+ * the same memory (its uses ordered across replays like any buffer's),
+ * and ordo_graph_destroy gives it back to the pool, on the stream the
+ * recording freed it on, behind every replay's use (ordo_graph_info's
+ * memory_bytes counts it). A block allocated in the recording and not
+ * freed in it stays the caller's. Refused while recording, as above:
+ * freeing a block allocated before the recording, the uses
+ * (ordo_mem_prepare_use, ordo_mem_finish_use, ordo_mem_record_use) and
+ * ordo_mem_reap_pending. A block whose buffer a graph names cannot be
+ * deallocated (ORDO_ERR_BUSY) while the graph is bound to it.
+ *
+ * Failures. A replay checks the streams first and returns the failure of
+ * one that failed, enqueueing nothing. A host task that fails at a replay
+ * fails its stream as any task does; the streams waiting on it fail in
+ * turn and the next replay returns the failure. A launch function that
+ * fails at a replay leaves a host task in its place that fails its stream
+ * with that status (so the work ordered after it fails, and nothing waits
+ * forever), and ordo_graph_replay returns the status with the function's
+ * message.
+ *
+ * Lifetimes: a graph belongs to its tracker: ordo_tracker_destroy and
+ * ordo_tracker_close are refused (ORDO_ERR_BUSY) while graphs of it live,
+ * and ordo_buffer_release is refused for a buffer a graph is bound to.
+ * ordo_graph_destroy may be called with replays still running: what they
+ * enqueued runs as it would have (the contexts of their tasks must live
+ * until then, as for any host task).
+ *
+ * Thread-safety: a graph is its tracker's: recording, replay, rebind and
+ * destroy follow the tracker's rules (externally synchronised, or each
+ * under ordo_tracker_lock); ordo_graph_info and ordo_graph_buffer read the
+ * graph and may run beside one another, not beside a rebind or destroy.
+ */
+#ifndef ORDO_GRAPH_H
+#define ORDO_GRAPH_H
+
+#include "ordo/export.h"
+
+#include <stdint.h>
+
+#include "ordo/buffer.h"
+#include "ordo/tracker.h"
+
+ORDO_BEGIN_DECLS
+
+/** A tracker's submissions, recorded to be replayed (opaque). */
+typedef struct ordo_graph ordo_graph_t;
+
+/** What a graph holds (ordo_graph_info). */
+typedef struct ordo_graph_info {
+    uint32_t streams;      /**< streams it runs on */
+    uint32_t buffers;      /**< slots: tracker buffers it names */
+    uint64_t tasks;        /**< host tasks and launch functions, per replay */
+    uint64_t waits;        /**< cross-stream waits inside it, per replay */
+    uint64_t records;      /**< points signalled inside it for those waits, per replay */
+    uint64_t replays;      /**< replays so far */
+    uint64_t memory_bytes; /**< bytes of the pool blocks the graph holds (allocated and
+                                freed in its recording) */
+} ordo_graph_info_t;
+
+/** Starts recording tracker's submissions (see above). ORDO_ERR_BUSY when
+ * it records already. */
+ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker);
+
+/** Ends the recording and makes its graph. A recording with a refused call
+ * returns that refusal (its status and message) and no graph; so does one
+ * that cannot be made into a graph (ORDO_ERR_OUT_OF_MEMORY). Either way the
+ * tracker records no more. ORDO_ERR_BUSY when it was not recording. An
+ * empty recording makes an empty graph. */
+ordo_status_t ordo_tracker_record_end(ordo_tracker_t *tracker, ordo_graph_t **out_graph);
+
+/** Enqueues the graph's work once more: the waits its streams need for the
+ * buffers it names, then the recorded work and waits, then each buffer's
+ * history updated as one submission per stream would. ORDO_ERR_BUSY while
+ * the tracker records (and that recording fails). A stream that has failed
+ * returns its failure, nothing enqueued. */
+ordo_status_t ordo_graph_replay(ordo_graph_t *graph);
+
+/** Binds the slot now bound to `bound` to `buffer` instead, a live buffer of
+ * the same tracker (ORDO_ERR_INVALID_ARGUMENT for another tracker's,
+ * ORDO_ERR_DESTROYED for a released one) of the same size (see above;
+ * ORDO_ERR_INVALID_ARGUMENT otherwise). ORDO_ERR_NOT_FOUND when no slot is
+ * bound to `bound`; ORDO_ERR_INVALID_ARGUMENT when another slot is bound
+ * to `buffer` already (two slots of one graph never share a buffer: the
+ * recording ordered nothing between them), or when `bound` is the graph's
+ * own memory. `bound` == `buffer` does nothing. The next replay is ordered
+ * by buffer's history. */
+ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_buffer_t *buffer);
+
+/** The buffer bound to slot `index` (below ordo_graph_info's buffers,
+ * numbered as the recording first used them; else ORDO_ERR_OUT_OF_RANGE)
+ * and the modes the recording used it with, merged. */
+ordo_status_t ordo_graph_buffer(ordo_graph_t *graph, uint32_t index, ordo_buffer_t **out_buffer,
+                                ordo_access_mode_t *out_mode);
+
+/** What the graph holds, and its replays so far. */
+ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info);
+
+/** Destroys the graph: its buffers are bound no more. Work of its replays
+ * still queued runs as it would have. */
+ordo_status_t ordo_graph_destroy(ordo_graph_t *graph);
+
+ORDO_END_DECLS
+
+#endif

@@ -1,0 +1,216 @@
+/* Replaying a graph: the entry's waits, the recorded ops, the exit's
+ * histories and frontiers (core/graph_internal.h, "REPLAY", and why it is
+ * eager execution). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "core/frontier.h"
+#include "core/graph_internal.h"
+#include "core/timeline_op.h"
+#include "hal/hal.h"
+
+#define API "ordo_graph_replay"
+
+/* Stands for a launch function that failed at a replay: fails its stream in
+ * the launch's place, so the work ordered after it fails instead of
+ * running without it or waiting for records that would never come. */
+static ordo_status_t launch_failed_task(void *ctx) {
+    return ordo_fail((ordo_status_t)(uintptr_t)ctx,
+                     "a launch function failed during ordo_graph_replay");
+}
+
+/* Refuses a replay on a stream that has failed: nothing is enqueued. */
+static ordo_status_t check_streams(const ordo_graph_t *graph) {
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        ordo_stream_t *stream = graph->lanes[l].stream;
+        ordo_status_t st = stream->device->backend->status(stream);
+        if (ORDO_UNLIKELY(st != ORDO_OK)) {
+            return ordo__error_as(st, API);
+        }
+    }
+    return ORDO_OK;
+}
+
+/* What each lane learns at exit from the lanes its recorded waits ordered
+ * it after: their frontiers after the entries, and their points before
+ * this replay's (core/graph_internal.h, (d)). */
+static void learn(ordo_graph_t *graph) {
+    const ordo_tracker_t *tracker = graph->tracker;
+    const uint32_t n = frontier_stream_count(tracker);
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        uint64_t knows = graph->lanes[l].knows;
+        if (!knows) {
+            continue;
+        }
+        uint64_t *row = &graph->learned[(size_t)l * ORDO_TRACKER_MAX_STREAMS];
+        memset(row, 0, n * sizeof *row);
+        for (; knows; knows &= knows - 1) {
+            const uint32_t k = graph->lanes[__builtin_ctzll(knows)].t;
+            const uint64_t *frontier = frontier_of(tracker, k);
+            for (uint32_t s = 0; s < n; ++s) {
+                row[s] = row[s] < frontier[s] ? frontier[s] : row[s];
+            }
+            const uint64_t before = tracker->streams[k]->point;
+            row[k] = row[k] < before ? before : row[k];
+        }
+    }
+}
+
+/* Enqueues the ops, in recorded order. A refused op does not stop the
+ * replay (core/graph_internal.h, (e)); the first refusal's status is
+ * returned, its message in message. */
+static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *message,
+                             size_t capacity) {
+    const hal_backend_t *backend = graph->tracker->device->backend;
+    ordo_status_t (*host_task)(ordo_stream_t *, ordo_host_fn, void *) = backend->host_task;
+    graph_lane_t *lanes = graph->lanes;
+    ordo_status_t first = ORDO_OK;
+    for (uint64_t i = 0; i < graph->op_count; ++i) { /* ops is NULL in an empty graph */
+        const graph_op_t *op = &graph->ops[i];
+        graph_lane_t *lane = &lanes[op->lane];
+        ordo_status_t st;
+        switch (op->kind) {
+        case GRAPH_OP_HOST:
+            st = host_task(lane->stream, op->u.host.fn, op->u.host.ctx);
+            break;
+        case GRAPH_OP_LAUNCH: {
+            uint64_t messages = ordo__error_count();
+            st = op->u.launch.fn(op->u.launch.ctx, lane->stream);
+            if (ORDO_UNLIKELY(st != ORDO_OK)) {
+                st = ordo__tracker_launch_failed(st, ordo__error_count() != messages, API);
+                if (first == ORDO_OK) {
+                    snprintf(message, capacity, "%s", ordo_error_message()); /* names API */
+                    first = st;
+                }
+                (void)host_task(lane->stream, launch_failed_task, (void *)(uintptr_t)st);
+                continue;
+            }
+            break;
+        }
+        case GRAPH_OP_RECORD:
+            st = timeline_op(lane->stream, lane->timeline, &lane->spare_refs,
+                             base[op->lane] + op->offset, 0);
+            if (ORDO_UNLIKELY(st != ORDO_OK)) {
+                /* Nobody may wait for a point this stream will not reach. */
+                (void)ordo_signal_fail(lane->timeline, st, ordo_error_message());
+            }
+            break;
+        default: {
+            graph_lane_t *origin = &lanes[op->timeline_lane];
+            st = timeline_op(lane->stream, origin->timeline, &origin->spare_refs,
+                             base[op->timeline_lane] + op->offset, 1);
+            break;
+        }
+        }
+        if (ORDO_UNLIKELY(st != ORDO_OK) && first == ORDO_OK) {
+            snprintf(message, capacity, "%s: a stream failed during the replay: %s", API,
+                     ordo_error_message());
+            first = st;
+        }
+    }
+    return first;
+}
+
+/* Each lane's point, each slot's history as the recording left it, and
+ * what the lanes learnt (core/graph_internal.h, step 3). */
+static void finish(ordo_graph_t *graph) {
+    ordo_tracker_t *tracker = graph->tracker;
+    uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* by the tracker's stream index */
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        point[graph->lanes[l].t] = ordo__tracker_point_finished(tracker, graph->lanes[l].t);
+    }
+    for (uint32_t i = 0; i < graph->slot_count; ++i) {
+        const graph_slot_t *s = &graph->slots[i];
+        ordo_buffer_t *b = s->buffer;
+        for (uint64_t users = s->users_t; users; users &= users - 1) {
+            const uint32_t t = (uint32_t)__builtin_ctzll(users);
+            buffer_set_last_point(b, t, point[t]);
+        }
+        b->use_mask |= s->users_t;
+        if (s->writer_t >= 0) {
+            b->writer = (buffer_use_t){(uint32_t)s->writer_t, point[s->writer_t]};
+            b->reader_mask = s->readers_t;
+        } else {
+            b->reader_mask |= s->readers_t;
+        }
+    }
+    const uint32_t n = frontier_stream_count(tracker);
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        if (!graph->lanes[l].knows) {
+            continue;
+        }
+        const uint64_t *row = &graph->learned[(size_t)l * ORDO_TRACKER_MAX_STREAMS];
+        uint64_t *frontier = tracker->streams[graph->lanes[l].t]->frontier;
+        for (uint32_t s = 0; s < n; ++s) {
+            frontier[s] = frontier[s] < row[s] ? row[s] : frontier[s];
+        }
+    }
+    /* Single writer, as the tracker's own counters. */
+    atomic_store_explicit(&tracker->waits_emitted,
+                          atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed) +
+                              graph->waits,
+                          memory_order_relaxed);
+    atomic_store_explicit(&tracker->points_recorded,
+                          atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed) +
+                              graph->records,
+                          memory_order_relaxed);
+}
+
+/* The graph's own blocks read released between replays (their handles
+ * ended in the recording); live for the replay's entry and exit. */
+static void blocks_mark(const ordo_graph_t *graph, uint32_t magic) {
+    for (uint32_t i = 0; i < graph->block_count; ++i) {
+        graph->blocks[i].buffer->magic = magic;
+    }
+}
+
+ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
+    ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, API));
+    ordo_tracker_t *tracker = graph->tracker;
+    if (ORDO_UNLIKELY(tracker_recording(tracker))) {
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(
+            tracker, API, "a replay cannot be recorded (replay the graph outside the recording)"));
+    }
+    ORDO_RETURN_IF_ERROR(check_streams(graph));
+    uint64_t base[ORDO_TRACKER_MAX_STREAMS]; /* by lane */
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        const graph_lane_t *lane = &graph->lanes[l];
+        if (ORDO_UNLIKELY(lane->base > ORDO_SIGNAL_VALUE_MAX - lane->points)) {
+            return ordo__error(ORDO_ERR_OUT_OF_RANGE, API,
+                               "the graph's timelines are spent after %llu replays",
+                               (unsigned long long)graph->replays);
+        }
+        base[l] = lane->base;
+    }
+    /* 1. The entry: each lane ordered after the history of what it
+     * exposes. A refusal here leaves only waits enqueued, which stand. */
+    blocks_mark(graph, ORDO_BUFFER_MAGIC);
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        const graph_lane_t *lane = &graph->lanes[l];
+        ordo_status_t st =
+            lane->entry_count
+                ? ordo__tracker_prepare_at(tracker, lane->t, &graph->entries[lane->entry_first],
+                                           lane->entry_count, API)
+                : ORDO_OK;
+        if (ORDO_UNLIKELY(st != ORDO_OK)) {
+            blocks_mark(graph, ORDO_BUFFER_RELEASED);
+            return st;
+        }
+    }
+    learn(graph);
+    /* 2. The ops, above this replay's base on every timeline. */
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        graph->lanes[l].base += graph->lanes[l].points;
+    }
+    char message[512];
+    ordo_status_t st = run_ops(graph, base, message, sizeof message);
+    /* 3. The exit, whatever happened: what was enqueued may run. */
+    finish(graph);
+    blocks_mark(graph, ORDO_BUFFER_RELEASED);
+    ++graph->replays;
+    if (ORDO_UNLIKELY(st != ORDO_OK)) {
+        return ordo__error(st, NULL, "%s", message); /* it names API already */
+    }
+    return ORDO_OK;
+}

@@ -1344,6 +1344,16 @@ static void bad_input_is_refused(void) {
     CHECK_OK(ordo_stream_destroy(other_stream));
     CHECK_OK(ordo_device_release(other_device));
 
+    /* An MPI operation while the tracker records a graph: refused (it runs
+     * once), and the recording fails with it (ordo/graph.h). */
+    REQUIRE_OK(ordo_tracker_record_begin(f.tracker));
+    CHECK_REFUSED(ordo_mpi_allreduce(f.mpi, a, data, 4, MPI_INT32_T, MPI_SUM), "ordo_mpi_allreduce",
+                  ORDO_ERR_BUSY, ORDO_ERR_BUSY);
+    ordo_graph_t *graph = (ordo_graph_t *)&data;
+    CHECK_STATUS(ordo_tracker_record_end(f.tracker, &graph), ORDO_ERR_BUSY);
+    CHECK(graph == NULL);
+    CHECK(strstr(ordo_error_message(), "ordo_mpi_allreduce") != NULL);
+
     /* A freed communicator: MPI_Comm_free leaves MPI_COMM_NULL behind. */
     MPI_Comm freed;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &freed) != MPI_SUCCESS ||

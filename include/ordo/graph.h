@@ -47,6 +47,7 @@
  * ordo_tracker_drain, ordo_tracker_close), ordo_tracker_destroy,
  * ordo_buffer_release, the split form (ordo_tracker_prepare and
  * ordo_tracker_finish: the caller's own enqueue between them is not seen),
+ * the MPI operations of ordo/mpi.h (each runs once),
  * and ordo_graph_replay of any graph of the tracker. The refused call does
  * nothing, and the recording fails: ordo_tracker_record_end returns that
  * refusal's status and message, and no graph. Other calls behave as
@@ -79,7 +80,13 @@
  * fails at a replay leaves a host task in its place that fails its stream
  * with that status (so the work ordered after it fails, and nothing waits
  * forever), and ordo_graph_replay returns the status with the function's
- * message.
+ * message. An enqueue the backend refuses during a replay (a stream that
+ * failed meanwhile, or no memory) stops that stream's part of the replay
+ * there, so nothing after the gap runs unordered; the graph's timeline of
+ * that stream fails, so the streams waiting on it fail rather than wait
+ * forever, and a best-effort failing task goes on the stream; the replay
+ * returns the refusal, and every later replay of the graph returns
+ * ORDO_ERR_UNAVAILABLE (destroy it).
  *
  * Lifetimes: a graph belongs to its tracker: ordo_tracker_destroy and
  * ordo_tracker_close are refused (ORDO_ERR_BUSY) while graphs of it live,
@@ -91,7 +98,8 @@
  * Thread-safety: a graph is its tracker's: recording, replay, rebind and
  * destroy follow the tracker's rules (externally synchronised, or each
  * under ordo_tracker_lock); ordo_graph_info and ordo_graph_buffer read the
- * graph and may run beside one another, not beside a rebind or destroy.
+ * graph and may run beside one another and beside a replay, not beside a
+ * rebind or destroy.
  */
 #ifndef ORDO_GRAPH_H
 #define ORDO_GRAPH_H

@@ -160,7 +160,7 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     out_info->tasks = graph->tasks;
     out_info->waits = graph->waits;
     out_info->records = graph->records;
-    out_info->replays = graph->replays;
+    out_info->replays = atomic_load_explicit(&graph->replays, memory_order_relaxed);
     out_info->memory_bytes = graph->memory_bytes;
     return ORDO_OK;
 }

@@ -134,6 +134,7 @@
 #ifndef ORDO_CORE_GRAPH_INTERNAL_H
 #define ORDO_CORE_GRAPH_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/tracker_internal.h"
@@ -232,7 +233,7 @@ struct ordo_graph {
     uint64_t tasks; /* HOST and LAUNCH ops */
     uint64_t waits;
     uint64_t records;
-    uint64_t replays;
+    _Atomic uint64_t replays; /* relaxed: ordo_graph_info may read it beside a replay */
 };
 
 /* ---- recording (graph_record.c) ------------------------------------------- */

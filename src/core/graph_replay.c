@@ -9,6 +9,7 @@
 #include "core/graph_internal.h"
 #include "core/timeline_op.h"
 #include "hal/hal.h"
+#include "sync/signal_access.h"
 
 #define API "ordo_graph_replay"
 
@@ -20,13 +21,24 @@ static ordo_status_t launch_failed_task(void *ctx) {
                      "a launch function failed during ordo_graph_replay");
 }
 
-/* Refuses a replay on a stream that has failed: nothing is enqueued. */
+/* Refuses a replay on a stream that has failed, or of a graph whose
+ * timeline a refused enqueue failed (run_ops): nothing is enqueued. */
 static ordo_status_t check_streams(const ordo_graph_t *graph) {
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         ordo_stream_t *stream = graph->lanes[l].stream;
         ordo_status_t st = stream->device->backend->status(stream);
         if (ORDO_UNLIKELY(st != ORDO_OK)) {
             return ordo__error_as(st, API);
+        }
+        ordo_signal_t *timeline = graph->lanes[l].timeline; /* NULL: none needed */
+        if (ORDO_UNLIKELY(timeline && ordo__signal_view(timeline).ended)) {
+            ordo_status_t failure = ORDO_OK;
+            char why[ORDO_SIGNAL_MESSAGE_MAX] = "";
+            (void)ordo_signal_failure(timeline, &failure, why, sizeof why);
+            return ordo__error(ORDO_ERR_UNAVAILABLE, API,
+                               "an earlier replay could not enqueue all its work, so the graph "
+                               "cannot be replayed any more (destroy it): %s",
+                               why);
         }
     }
     return ORDO_OK;
@@ -61,14 +73,18 @@ static void learn(ordo_graph_t *graph) {
  * replay (core/graph_internal.h, (e)); the first refusal's status is
  * returned, its message in message. */
 static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *message,
-                             size_t capacity) {
+                             size_t capacity, uint64_t *out_broken) {
     const hal_backend_t *backend = graph->tracker->device->backend;
     ordo_status_t (*host_task)(ordo_stream_t *, ordo_host_fn, void *) = backend->host_task;
     graph_lane_t *lanes = graph->lanes;
     ordo_status_t first = ORDO_OK;
+    uint64_t broken = 0; /* lanes an enqueue was refused on (by index) */
     for (uint64_t i = 0; i < graph->op_count; ++i) { /* ops is NULL in an empty graph */
         const graph_op_t *op = &graph->ops[i];
         graph_lane_t *lane = &lanes[op->lane];
+        if (ORDO_UNLIKELY(broken & ((uint64_t)1 << op->lane))) {
+            continue; /* nothing more on it: it would run unordered */
+        }
         ordo_status_t st;
         switch (op->kind) {
         case GRAPH_OP_HOST:
@@ -83,18 +99,16 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
                     snprintf(message, capacity, "%s", ordo_error_message()); /* names API */
                     first = st;
                 }
-                (void)host_task(lane->stream, launch_failed_task, (void *)(uintptr_t)st);
-                continue;
+                if (host_task(lane->stream, launch_failed_task, (void *)(uintptr_t)st) == ORDO_OK) {
+                    continue;
+                }
+                break; /* not even that: the lane breaks, below */
             }
             break;
         }
         case GRAPH_OP_RECORD:
             st = timeline_op(lane->stream, lane->timeline, &lane->spare_refs,
                              base[op->lane] + op->offset, 0);
-            if (ORDO_UNLIKELY(st != ORDO_OK)) {
-                /* Nobody may wait for a point this stream will not reach. */
-                (void)ordo_signal_fail(lane->timeline, st, ordo_error_message());
-            }
             break;
         default: {
             graph_lane_t *origin = &lanes[op->timeline_lane];
@@ -103,18 +117,33 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
             break;
         }
         }
-        if (ORDO_UNLIKELY(st != ORDO_OK) && first == ORDO_OK) {
-            snprintf(message, capacity, "%s: a stream failed during the replay: %s", API,
-                     ordo_error_message());
-            first = st;
+        if (ORDO_UNLIKELY(st != ORDO_OK)) {
+            /* An enqueue refused (a failed stream, or no memory on a
+             * healthy one): the lane stops here, so nothing after the gap
+             * runs unordered, and its timeline fails, so nobody waits for a
+             * point it will not reach (their streams fail instead). The
+             * graph is spent: check_streams refuses its next replay. */
+            if (first == ORDO_OK) {
+                snprintf(message, capacity, "%s: an enqueue was refused during the replay: %s", API,
+                         ordo_error_message());
+                first = st;
+            }
+            broken |= (uint64_t)1 << op->lane;
+            (void)ordo_signal_fail(lane->timeline, st, message);
+            if (lane->stream->device->backend->status(lane->stream) == ORDO_OK) {
+                /* The stream itself goes on: best effort, its next work
+                 * learns of the gap as a failure. */
+                (void)host_task(lane->stream, launch_failed_task, (void *)(uintptr_t)st);
+            }
         }
     }
+    *out_broken = broken;
     return first;
 }
 
 /* Each lane's point, each slot's history as the recording left it, and
  * what the lanes learnt (core/graph_internal.h, step 3). */
-static void finish(ordo_graph_t *graph) {
+static void finish(ordo_graph_t *graph, uint64_t broken) {
     ordo_tracker_t *tracker = graph->tracker;
     uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* by the tracker's stream index */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
@@ -137,8 +166,8 @@ static void finish(ordo_graph_t *graph) {
     }
     const uint32_t n = frontier_stream_count(tracker);
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
-        if (!graph->lanes[l].knows) {
-            continue;
+        if (!graph->lanes[l].knows || (broken & ((uint64_t)1 << l))) {
+            continue; /* a broken lane did not enqueue the waits it learnt from */
         }
         const uint64_t *row = &graph->learned[(size_t)l * ORDO_TRACKER_MAX_STREAMS];
         uint64_t *frontier = tracker->streams[graph->lanes[l].t]->frontier;
@@ -177,9 +206,9 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         const graph_lane_t *lane = &graph->lanes[l];
         if (ORDO_UNLIKELY(lane->base > ORDO_SIGNAL_VALUE_MAX - lane->points)) {
-            return ordo__error(ORDO_ERR_OUT_OF_RANGE, API,
-                               "the graph's timelines are spent after %llu replays",
-                               (unsigned long long)graph->replays);
+            return ordo__error(
+                ORDO_ERR_OUT_OF_RANGE, API, "the graph's timelines are spent after %llu replays",
+                (unsigned long long)atomic_load_explicit(&graph->replays, memory_order_relaxed));
         }
         base[l] = lane->base;
     }
@@ -204,11 +233,14 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
         graph->lanes[l].base += graph->lanes[l].points;
     }
     char message[512];
-    ordo_status_t st = run_ops(graph, base, message, sizeof message);
+    uint64_t broken = 0;
+    ordo_status_t st = run_ops(graph, base, message, sizeof message, &broken);
     /* 3. The exit, whatever happened: what was enqueued may run. */
-    finish(graph);
+    finish(graph, broken);
     blocks_mark(graph, ORDO_BUFFER_RELEASED);
-    ++graph->replays;
+    atomic_store_explicit(&graph->replays,
+                          atomic_load_explicit(&graph->replays, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         return ordo__error(st, NULL, "%s", message); /* it names API already */
     }

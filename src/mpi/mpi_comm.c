@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mpi/mpi_internal.h"
@@ -347,6 +348,12 @@ static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
  * with its accesses through the tracker. */
 static ordo_status_t op_submit(ordo_mpi_t *mpi, const mpi_op_t *proto,
                                const ordo_access_t *accesses, size_t count, const char *api) {
+    if (ORDO_UNLIKELY(tracker_recording(mpi->tracker))) {
+        /* An MPI operation runs once (its request, its point): it is not
+         * recorded; the recording fails with this (ordo/graph.h). */
+        ORDO_RETURN_IF_ERROR(ordo__graph_refuse(
+            mpi->tracker, api, "an MPI operation cannot be recorded into a graph: it runs once"));
+    }
     mpi_op_t *op = ordo__alloc(sizeof *op, 0);
     if (!op) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an MPI operation");

@@ -508,11 +508,7 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
     return st;
 }
 
-/* Appends formatted text at *len, keeping what fits in the buffer. */
-static void append(char *text, size_t capacity, size_t *len, const char *fmt, ...)
-    ORDO_PRINTF(4, 5);
-
-static void append(char *text, size_t capacity, size_t *len, const char *fmt, ...) {
+void ordo__stall_append(char *text, size_t capacity, size_t *len, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
     char *at = *len < capacity ? text + *len : NULL;
@@ -567,46 +563,51 @@ void ordo__stall_shown(const void *object, const char *name, char *out, size_t c
 }
 
 static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
-    append(text, capacity, len, "stream %s (priority %d) waits for ",
-           shown(e->stream, e->stream_name).text, e->stream_priority);
+    ordo__stall_append(text, capacity, len, "stream %s (priority %d) waits for ",
+                       shown(e->stream, e->stream_name).text, e->stream_priority);
     if (e->progress_of) {
-        append(text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
-               shown(e->progress_of, e->progress_of_name).text, (unsigned long long)e->waited_value,
-               (unsigned long long)e->current_value);
+        ordo__stall_append(
+            text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
+            shown(e->progress_of, e->progress_of_name).text, (unsigned long long)e->waited_value,
+            (unsigned long long)e->current_value);
     } else {
-        append(text, capacity, len,
-               "signal %s to reach %llu (now %llu): ", shown(e->signal, e->signal_name).text,
-               (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
+        ordo__stall_append(
+            text, capacity, len,
+            "signal %s to reach %llu (now %llu): ", shown(e->signal, e->signal_name).text,
+            (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
     }
     switch (e->reach) {
     case ORDO_STALL_REACHABLE: {
         shown_t releaser = shown(e->releasing_stream, e->releasing_stream_name);
         if (e->release_fails) {
-            append(text, capacity, len,
-                   "released by a failure propagating from stream %s (this wait will fail)",
-                   releaser.text);
+            ordo__stall_append(
+                text, capacity, len,
+                "released by a failure propagating from stream %s (this wait will fail)",
+                releaser.text);
         } else if (e->progress_of && e->progress_of == e->releasing_stream) {
-            append(text, capacity, len, "released when stream %s reaches point %llu", releaser.text,
-                   (unsigned long long)e->releasing_value);
+            ordo__stall_append(text, capacity, len, "released when stream %s reaches point %llu",
+                               releaser.text, (unsigned long long)e->releasing_value);
         } else {
-            append(text, capacity, len, "released when stream %s signals %llu", releaser.text,
-                   (unsigned long long)e->releasing_value);
+            ordo__stall_append(text, capacity, len, "released when stream %s signals %llu",
+                               releaser.text, (unsigned long long)e->releasing_value);
         }
         break;
     }
     case ORDO_STALL_UNREACHABLE:
-        append(text, capacity, len,
-               "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "
-               "release it (a deadlock if none comes)");
+        ordo__stall_append(
+            text, capacity, len,
+            "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "
+            "release it (a deadlock if none comes)");
         break;
     default:
-        append(text, capacity, len,
-               "UNKNOWN - a stream has more than %u waits and signals queued, beyond what the "
-               "report inspects",
-               ORDO_STALL_MAX_PENDING);
+        ordo__stall_append(
+            text, capacity, len,
+            "UNKNOWN - a stream has more than %u waits and signals queued, beyond what the "
+            "report inspects",
+            ORDO_STALL_MAX_PENDING);
         break;
     }
-    append(text, capacity, len, "\n");
+    ordo__stall_append(text, capacity, len, "\n");
 }
 
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,

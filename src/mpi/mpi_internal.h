@@ -225,6 +225,16 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi);
  * lock), for mpi_liveness.c. */
 void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message);
 
+/* Takes a message of tag waiting on the control communicator into buffer
+ * (size bytes, zeroed first), if one is: true, with its source in
+ * *out_source (-1 if the receive failed: the caller drops it). */
+bool ordo__mpi_take(ordo_mpi_t *mpi, int tag, void *buffer, int size, int *out_source);
+
+/* Drops the pending subscriptions of rank to id (rank -1, id -1: any),
+ * under lock; each marked SUBSCRIBER_NEW in subscribers, when not NULL
+ * (its publication came). */
+void ordo__mpi_pending_take(ordo_mpi_t *mpi, int rank, int64_t id, uint8_t *subscribers);
+
 /* Answers a stall report's query of asker (the progress thread's). */
 void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial);
 

@@ -148,15 +148,7 @@ static void found_dead(ordo_mpi_t *mpi, int rank, uint64_t silent_ns) {
     for (mpi_published_t *p = mpi->published; p; p = p->next) {
         p->subscribers[rank] = SUBSCRIBER_NONE;
     }
-    for (mpi_pending_t **link = &mpi->pending; *link;) {
-        mpi_pending_t *q = *link;
-        if (q->rank == rank) {
-            *link = q->next;
-            ordo__dealloc(q, sizeof *q, 0);
-        } else {
-            link = &q->next;
-        }
-    }
+    ordo__mpi_pending_take(mpi, rank, -1, NULL);
 }
 
 uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi) {

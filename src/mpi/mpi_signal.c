@@ -160,6 +160,14 @@ static uint32_t op_sleep_token(signal_remote_t *remote) {
     return atomic_load_explicit(&remote_of(remote)->seq, memory_order_seq_cst);
 }
 
+/* Whether a sleep for value with token is over: the kept truth reached
+ * value or failed, or the token moved (an update or an interrupt). */
+static bool sleep_over(mpi_remote_t *r, uint32_t token, uint64_t value) {
+    uint64_t state = atomic_load_explicit(&r->state, memory_order_acquire);
+    return (state & ORDO__SIGNAL_FAILED_BIT) || (state & ORDO_SIGNAL_VALUE_MAX) >= value ||
+           atomic_load_explicit(&r->seq, memory_order_acquire) != token;
+}
+
 static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
                      ordo_deadline_t deadline) {
     mpi_remote_t *r = remote_of(remote);
@@ -176,19 +184,14 @@ static void op_sleep(signal_remote_t *remote, uint32_t token, uint64_t value,
     atomic_fetch_add_explicit(&r->thread_waiters, 1, memory_order_relaxed);
     atomic_store_explicit(&r->thread_value, value, memory_order_relaxed);
     bool pull = false;
-    for (unsigned looks = 1;; ++looks) {
-        uint64_t state = op_state(remote);
-        if ((state & ORDO__SIGNAL_FAILED_BIT) || (state & ORDO_SIGNAL_VALUE_MAX) >= value ||
-            atomic_load_explicit(&r->seq, memory_order_acquire) != token ||
-            (looks % HELP_CLOCK_LOOKS == 0 && ordo_time_now_ns() >= until)) {
+    for (unsigned looks = 1; !sleep_over(r, token, value); ++looks) {
+        if (looks % HELP_CLOCK_LOOKS == 0 && ordo_time_now_ns() >= until) {
             break;
         }
         pull |= receive_updates(mpi, true);
     }
     atomic_fetch_sub_explicit(&mpi->helpers, 1, memory_order_relaxed);
-    uint64_t state = op_state(remote);
-    bool done = (state & ORDO__SIGNAL_FAILED_BIT) || (state & ORDO_SIGNAL_VALUE_MAX) >= value ||
-                atomic_load_explicit(&r->seq, memory_order_acquire) != token;
+    bool done = sleep_over(r, token, value);
     if (pull || !done) {
         /* Mirrors to pull, or this thread sleeps: the progress thread
          * listens from its quickest pace. */
@@ -305,16 +308,7 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
     ordo__signal_retain_internal(signal);
     p->next = mpi->published;
     mpi->published = p;
-    for (mpi_pending_t **link = &mpi->pending; *link;) {
-        mpi_pending_t *q = *link;
-        if (q->id != id) {
-            link = &q->next;
-            continue;
-        }
-        p->subscribers[q->rank] = SUBSCRIBER_NEW;
-        *link = q->next;
-        ordo__dealloc(q, sizeof *q, 0);
-    }
+    ordo__mpi_pending_take(mpi, -1, id, p->subscribers);
     pthread_mutex_unlock(&mpi->lock);
     ordo__mpi_listen_soon(mpi);
     return ORDO_OK;
@@ -374,6 +368,36 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
 
 /* ---- the progress thread's part ------------------------------------------ */
 
+void ordo__mpi_pending_take(ordo_mpi_t *mpi, int rank, int64_t id, uint8_t *subscribers) {
+    for (mpi_pending_t **link = &mpi->pending; *link;) {
+        mpi_pending_t *q = *link;
+        if ((rank >= 0 && q->rank != rank) || (id >= 0 && q->id != (uint64_t)id)) {
+            link = &q->next;
+            continue;
+        }
+        if (subscribers) {
+            subscribers[q->rank] = SUBSCRIBER_NEW;
+        }
+        *link = q->next;
+        ordo__dealloc(q, sizeof *q, 0);
+    }
+}
+
+bool ordo__mpi_take(ordo_mpi_t *mpi, int tag, void *buffer, int size, int *out_source) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, tag, mpi->control, &flag, &message, &status) != MPI_SUCCESS ||
+        !flag) {
+        return false;
+    }
+    memset(buffer, 0, (size_t)size);
+    *out_source = MPI_Mrecv(buffer, size, MPI_BYTE, &message, &status) == MPI_SUCCESS
+                      ? status.MPI_SOURCE
+                      : -1;
+    return true;
+}
+
 bool ordo__mpi_signals_live(ordo_mpi_t *mpi) {
     return mpi->published || mpi->remotes;
 }
@@ -410,15 +434,7 @@ static void on_unsubscribe(ordo_mpi_t *mpi, const control_msg_t *msg, int source
     if (p) {
         p->subscribers[source] = SUBSCRIBER_NONE;
     }
-    for (mpi_pending_t **link = &mpi->pending; *link;) {
-        mpi_pending_t *q = *link;
-        if (q->rank == source && q->id == msg->id) {
-            *link = q->next;
-            ordo__dealloc(q, sizeof *q, 0);
-        } else {
-            link = &q->next;
-        }
-    }
+    ordo__mpi_pending_take(mpi, source, msg->id, NULL);
     pthread_mutex_unlock(&mpi->lock);
 }
 
@@ -666,24 +682,14 @@ static bool receive_updates(ordo_mpi_t *mpi, bool one_only) {
 /* Receives and applies every message of the other kinds waiting. */
 static bool receive_control(ordo_mpi_t *mpi) {
     bool moved = false;
-    for (;;) {
-        int flag = 0;
-        MPI_Message message;
-        MPI_Status status;
-        if (MPI_Improbe(MPI_ANY_SOURCE, CONTROL_TAG, mpi->control, &flag, &message, &status) !=
-                MPI_SUCCESS ||
-            !flag) {
-            return moved;
-        }
-        control_msg_t msg;
-        memset(&msg, 0, sizeof msg);
-        if (MPI_Mrecv(&msg, (int)sizeof msg, MPI_BYTE, &message, &status) != MPI_SUCCESS) {
-            continue;
-        }
+    control_msg_t msg;
+    int source;
+    while (ordo__mpi_take(mpi, CONTROL_TAG, &msg, (int)sizeof msg, &source)) {
         if (msg.kind != MSG_UPDATE) {
-            moved |= apply(mpi, &msg, status.MPI_SOURCE, false);
+            moved |= apply(mpi, &msg, source, false); /* refuses source -1 */
         }
     }
+    return moved;
 }
 
 bool ordo__mpi_signals_progress(ordo_mpi_t *mpi) {

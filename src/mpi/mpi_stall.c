@@ -24,7 +24,6 @@
  * break.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,24 +236,15 @@ static void gather(ordo_mpi_t *mpi, gathered_t *g, uint64_t serial, ordo_deadlin
         if (all || ordo_time_now_ns() >= deadline) {
             return;
         }
-        int flag = 0;
-        MPI_Message message;
-        MPI_Status status;
-        if (MPI_Improbe(MPI_ANY_SOURCE, STALL_TAG, mpi->control, &flag, &message, &status) !=
-                MPI_SUCCESS ||
-            !flag) {
+        stall_message_t msg;
+        int source;
+        if (!ordo__mpi_take(mpi, STALL_TAG, &msg, (int)sizeof msg, &source)) {
             pause = pause == 0 ? 1000 : (pause * 2 > 100000 ? 100000 : pause * 2);
             struct timespec nap = {0, (long)pause};
             nanosleep(&nap, NULL);
             continue;
         }
         pause = 0;
-        stall_message_t msg;
-        memset(&msg, 0, sizeof msg);
-        if (MPI_Mrecv(&msg, (int)sizeof msg, MPI_BYTE, &message, &status) != MPI_SUCCESS) {
-            continue;
-        }
-        int source = status.MPI_SOURCE;
         if (msg.serial != serial || msg.epoch != mpi->epoch || source < 0 || source >= mpi->size ||
             answered(g, source) || msg.count > STALL_RECORDS_PER_MESSAGE ||
             msg.total > STALL_RECORDS_MAX) {
@@ -278,54 +268,46 @@ typedef struct text_out {
     size_t capacity, len;
 } text_out_t;
 
-static void say(text_out_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(text_out_t *out, const char *fmt, ...) {
-    size_t room = out->capacity > out->len ? out->capacity - out->len : 0;
-    va_list args;
-    va_start(args, fmt);
-    int n = vsnprintf(room ? out->text + out->len : NULL, room, fmt, args);
-    va_end(args);
-    if (n > 0) {
-        out->len += (size_t)n; /* the full length, whatever fitted */
-    }
-}
-
 static void say_record(text_out_t *out, int rank, const stall_record_t *r) {
     switch (r->kind) {
     case RECORD_WAIT_STREAM:
-        say(out,
-            "rank %d: stream %s waits for rank %d's signal %u to reach %" PRIu64 " (now %" PRIu64
-            ")\n",
-            rank, r->stream, r->owner, r->waited_id, r->value, r->now);
+        ordo__stall_append(out->text, out->capacity, &out->len,
+                           "rank %d: stream %s waits for rank %d's signal %u to reach %" PRIu64
+                           " (now %" PRIu64 ")\n",
+                           rank, r->stream, r->owner, r->waited_id, r->value, r->now);
         break;
     case RECORD_WAIT_THREAD:
-        say(out,
-            "rank %d: a thread waits for rank %d's signal %u to reach %" PRIu64 " (now %" PRIu64
-            ")\n",
-            rank, r->owner, r->waited_id, r->value, r->now);
+        ordo__stall_append(out->text, out->capacity, &out->len,
+                           "rank %d: a thread waits for rank %d's signal %u to reach %" PRIu64
+                           " (now %" PRIu64 ")\n",
+                           rank, r->owner, r->waited_id, r->value, r->now);
         break;
     case RECORD_HELD:
         if (r->owner >= 0) {
-            say(out,
+            ordo__stall_append(
+                out->text, out->capacity, &out->len,
                 "rank %d: signal %u (at %" PRIu64 ") is held by stream %s, which waits for "
                 "rank %d's signal %u to reach %" PRIu64 " (now %" PRIu64 ")\n",
                 rank, r->id, r->at, r->stream, r->owner, r->waited_id, r->value, r->now);
         } else {
-            say(out,
-                "rank %d: signal %u (at %" PRIu64 ") is held by stream %s, which waits for "
-                "%s here to reach %" PRIu64 " (now %" PRIu64 ")\n",
-                rank, r->id, r->at, r->stream, r->signal, r->value, r->now);
+            ordo__stall_append(out->text, out->capacity, &out->len,
+                               "rank %d: signal %u (at %" PRIu64
+                               ") is held by stream %s, which waits for "
+                               "%s here to reach %" PRIu64 " (now %" PRIu64 ")\n",
+                               rank, r->id, r->at, r->stream, r->signal, r->value, r->now);
         }
         break;
     case RECORD_UNRAISED:
-        say(out,
-            "rank %d: signal %u (at %" PRIu64 "): no enqueued work raises it; only its host "
-            "or a link can\n",
-            rank, r->id, r->at);
+        ordo__stall_append(out->text, out->capacity, &out->len,
+                           "rank %d: signal %u (at %" PRIu64
+                           "): no enqueued work raises it; only its host "
+                           "or a link can\n",
+                           rank, r->id, r->at);
         break;
     default:
-        say(out, "rank %d: signal %u (at %" PRIu64 "): a queue too long to see whole\n", rank,
-            r->id, r->at);
+        ordo__stall_append(out->text, out->capacity, &out->len,
+                           "rank %d: signal %u (at %" PRIu64 "): a queue too long to see whole\n",
+                           rank, r->id, r->at);
         break;
     }
 }
@@ -381,7 +363,7 @@ static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
     }
     node_t *nodes = ordo__alloc(count * sizeof *nodes, 0);
     if (!nodes) {
-        say(out, "(no memory to look for cycles)\n");
+        ordo__stall_append(out->text, out->capacity, &out->len, "(no memory to look for cycles)\n");
         return 0;
     }
     size_t n = 0;
@@ -415,13 +397,17 @@ static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
                 smallest = k < smallest ? k : smallest;
             }
             ++cycles;
-            say(out, "cycle: rank %d signal %u", nodes[smallest].rank, nodes[smallest].held->id);
+            ordo__stall_append(out->text, out->capacity, &out->len, "cycle: rank %d signal %u",
+                               nodes[smallest].rank, nodes[smallest].held->id);
             size_t k = smallest;
             do {
                 k = nodes[k].next;
-                say(out, " -> rank %d signal %u", nodes[k].rank, nodes[k].held->id);
+                ordo__stall_append(out->text, out->capacity, &out->len, " -> rank %d signal %u",
+                                   nodes[k].rank, nodes[k].held->id);
             } while (k != smallest);
-            say(out, " (a deadlock across ranks: each is held by a stream waiting for the next)\n");
+            ordo__stall_append(
+                out->text, out->capacity, &out->len,
+                " (a deadlock across ranks: each is held by a stream waiting for the next)\n");
         }
         for (size_t k = start; k != NO_NODE && nodes[k].state == 1; k = nodes[k].next) {
             nodes[k].state = 2;
@@ -486,9 +472,11 @@ ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, c
         text_out_t out = {out_text, capacity, 0};
         for (int rank = 0; rank < mpi->size; ++rank) {
             if (ordo__mpi_rank_dead(mpi, rank)) {
-                say(&out, "rank %d: found dead (ordo_mpi_set_peer_timeout)\n", rank);
+                ordo__stall_append(out.text, out.capacity, &out.len,
+                                   "rank %d: found dead (ordo_mpi_set_peer_timeout)\n", rank);
             } else if (!answered(&g, rank)) {
-                say(&out, "rank %d: no answer before the deadline\n", rank);
+                ordo__stall_append(out.text, out.capacity, &out.len,
+                                   "rank %d: no answer before the deadline\n", rank);
             }
             for (size_t i = 0; i < g.lists[rank].count; ++i) {
                 say_record(&out, rank, &g.lists[rank].records[i]);

@@ -55,6 +55,23 @@ static ordo_deadline_t deadline(void) {
     return ordo_deadline_after_ms(WAIT_MS);
 }
 
+/* Completes a request of the test's own within WAIT_MS, or ends this rank
+ * (a bug fails instead of hanging). */
+static void complete_bounded(MPI_Request *request, int line) {
+    ordo_deadline_t until = deadline();
+    int done = 0;
+    while (MPI_Test(request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+        if (ordo_time_now_ns() >= until) {
+            fprintf(stderr,
+                    "[rank %d/%d] line %d: an MPI request of the test's own did not "
+                    "complete within %u ms\n",
+                    rank, size, line, WAIT_MS);
+            fflush(stderr);
+            _exit(1);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     int provided = 0;
     REQUIRE(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS);
@@ -96,7 +113,9 @@ int main(int argc, char **argv) {
             CHECK(ordo_signal_wait(survivor, 1, deadline()) == ORDO_OK);
         }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    complete_bounded(&request, __LINE__);
     if (rank == victim) {
         raise(SIGKILL);
     }
@@ -145,14 +164,18 @@ int main(int argc, char **argv) {
     int token = 0;
     if (rank == 0) {
         for (int r = 1; r < victim; ++r) {
-            MPI_Recv(&token, 1, MPI_INT, r, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Irecv(&token, 1, MPI_INT, r, 99, MPI_COMM_WORLD, &request);
+            complete_bounded(&request, __LINE__);
         }
         for (int r = 1; r < victim; ++r) {
-            MPI_Send(&token, 1, MPI_INT, r, 99, MPI_COMM_WORLD);
+            MPI_Isend(&token, 1, MPI_INT, r, 99, MPI_COMM_WORLD, &request);
+            complete_bounded(&request, __LINE__);
         }
     } else {
-        MPI_Send(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD);
-        MPI_Recv(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Isend(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, &request);
+        complete_bounded(&request, __LINE__);
+        MPI_Irecv(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, &request);
+        complete_bounded(&request, __LINE__);
     }
     _exit(failures ? 1 : 0);
 }

@@ -44,7 +44,18 @@ int main(int argc, char **argv) {
     CHECK(ordo_mpi_signal_open(mpi, (rank + 1) % size, 1, &theirs) == ORDO_OK);
     CHECK(ordo_signal_wait(theirs, 1, ordo_deadline_after_ms(30000)) == ORDO_OK);
     CHECK(ordo_signal_release(theirs) == ORDO_OK);
-    MPI_Barrier(MPI_COMM_WORLD);
+    /* Every rank is done with the other's signal (bounded: a bug fails). */
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    ordo_deadline_t until = ordo_deadline_after_ms(30000);
+    int met = 0;
+    while (MPI_Test(&request, &met, MPI_STATUS_IGNORE) == MPI_SUCCESS && !met &&
+           ordo_time_now_ns() < until) {
+    }
+    if (!met) {
+        fprintf(stderr, "rank %d: the ranks did not meet within 30 s\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (MPI_Finalize() != MPI_SUCCESS) {
         return 1;
     }

@@ -25,7 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ipc/shared_page.h" /* the page's layout, for the corrupted pages */
+#include "ipc/shared_handle.h" /* ordo__ipc_engine_settle, for the block counts */
+#include "ipc/shared_page.h"   /* the page's layout, for the corrupted pages */
 #include "refusal.h"
 #include "test_util.h"
 
@@ -1678,9 +1679,14 @@ static void bad_names_are_refused(void) {
 
 static void entry_points_refuse_bad_input(void **state) {
     (void)state;
-    /* Warm up: the first shared signal starts this process's watcher. */
+    /* Warm up: the first shared signal starts this process's watcher. The
+     * count is taken, and checked, with the engine settled: a pass of its
+     * threads holds a reference to each open signal, so the last release
+     * of one (here or in an earlier test) may free its blocks on the
+     * watcher's thread a moment after the program let go of it. */
     ordo_signal_t *warm = shared_make(0);
     assert_ok(ordo_signal_release(warm));
+    assert_true(ordo__ipc_engine_settle(test_deadline()));
     size_t before = refusal_live_blocks();
 
     ordo_shared_signal_config_t config = ordo_shared_signal_config_default();
@@ -1817,6 +1823,7 @@ static void entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_signal_release(local));
     assert_ok(ordo_stream_destroy(stream));
     assert_ok(ordo_device_release(device));
+    assert_true(ordo__ipc_engine_settle(test_deadline()));
     assert_int_equal(refusal_live_blocks(), before);
 }
 

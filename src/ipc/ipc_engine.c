@@ -61,7 +61,9 @@ static struct {
     bool started; /* both threads run */
     bool reaper_running;
     bool watcher_running;
-    _Atomic uint32_t control; /* the watcher's private futex word */
+    _Atomic uint32_t control;        /* the watcher's private futex word */
+    _Atomic uint32_t watcher_passes; /* ended, for ordo__ipc_engine_settle */
+    _Atomic uint32_t reaper_scans;
     int epoll_fd;
     int rescan_fd;              /* eventfd: the reaper looks again */
     watched_process_t *watched; /* the reaper's own */
@@ -88,46 +90,58 @@ static void reaper_poke(void) {
     (void)wrote; /* a full counter already asks for a scan */
 }
 
-/* The handles with a reference each, taken under the lock; *count set. The
- * array is the caller's (ordo__dealloc with *capacity). */
-static shared_handle_t **handles_snapshot(size_t *count, size_t *capacity) {
+/* The handles with a reference each, taken under the lock. The engine's
+ * threads take one on every pass: up to SNAPSHOT_INLINE handles it lives on
+ * the thread's stack, so a pass allocates nothing and the blocks the
+ * program counts (ordo_allocator_live_blocks) do not move under it. */
+#define SNAPSHOT_INLINE 64
+
+typedef struct handles_snapshot {
+    shared_handle_t **list;
+    size_t count;
+    size_t capacity; /* of a heap list; 0 for the inline one */
+    shared_handle_t *inline_list[SNAPSHOT_INLINE];
+} handles_snapshot_t;
+
+static void handles_snapshot(handles_snapshot_t *snap) {
     pthread_mutex_lock(&engine.lock);
     size_t n = engine.count;
-    shared_handle_t **list = n ? ordo__alloc(n * sizeof *list, 0) : NULL;
-    size_t taken = 0;
-    if (list) {
+    snap->count = snap->capacity = 0;
+    snap->list = snap->inline_list;
+    if (n > SNAPSHOT_INLINE) {
+        snap->list = ordo__alloc(n * sizeof *snap->list, 0);
+        snap->capacity = snap->list ? n : 0;
+    }
+    if (snap->list) {
         for (shared_handle_t *h = engine.head; h; h = h->next) {
             if (ordo__signal_try_retain(h->remote.signal)) {
                 ++h->pins;
-                list[taken++] = h;
+                snap->list[snap->count++] = h;
             }
         }
     }
     pthread_mutex_unlock(&engine.lock);
-    *count = taken;
-    *capacity = n;
-    return list;
 }
 
 /* Drops the snapshot's references. Under the lock, with the pins, so a
  * releasing hook (shared_signal.c) never sees a reference of the engine's
  * that is not a pin; a last reference is dropped after, outside it (it
  * closes the handle, which takes the lock). */
-static void handles_release(shared_handle_t **list, size_t count, size_t capacity) {
+static void handles_release(handles_snapshot_t *snap) {
     size_t last = 0;
     pthread_mutex_lock(&engine.lock);
-    for (size_t i = 0; i < count; ++i) {
-        --list[i]->pins;
-        if (!ordo__signal_release_unless_last(list[i]->remote.signal)) {
-            list[last++] = list[i];
+    for (size_t i = 0; i < snap->count; ++i) {
+        --snap->list[i]->pins;
+        if (!ordo__signal_release_unless_last(snap->list[i]->remote.signal)) {
+            snap->list[last++] = snap->list[i];
         }
     }
     pthread_mutex_unlock(&engine.lock);
     for (size_t i = 0; i < last; ++i) {
-        ordo__signal_release_internal(list[i]->remote.signal);
+        ordo__signal_release_internal(snap->list[i]->remote.signal);
     }
-    if (list) {
-        ordo__dealloc(list, capacity * sizeof *list, 0);
+    if (snap->capacity) {
+        ordo__dealloc(snap->list, snap->capacity * sizeof *snap->list, 0);
     }
 }
 
@@ -181,16 +195,18 @@ static void *watcher_main(void *arg) {
     bool have_waitv = true;
     for (;;) {
         uint32_t control = atomic_load_explicit(&engine.control, memory_order_seq_cst);
-        size_t n = 0, count, capacity;
+        size_t n = 0;
         bool overflow = false, pulled = false, watching = false;
         waitv_add(v, &n, &overflow, &engine.control, control, true);
-        shared_handle_t **list = handles_snapshot(&count, &capacity);
-        for (size_t i = 0; i < count; ++i) {
-            pulled |= watch_handle(list[i], v, &n, &overflow, &watching);
+        handles_snapshot_t snap;
+        handles_snapshot(&snap);
+        for (size_t i = 0; i < snap.count; ++i) {
+            pulled |= watch_handle(snap.list[i], v, &n, &overflow, &watching);
         }
         /* The pages stay mapped while slept on: a close pokes the control
          * word, and a word unmapped under the sleep only delays nothing. */
-        handles_release(list, count, capacity);
+        handles_release(&snap);
+        atomic_fetch_add_explicit(&engine.watcher_passes, 1, memory_order_release);
         if (pulled) {
             continue;
         }
@@ -300,14 +316,14 @@ static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, c
 /* Looks at every live slot of every open page: watches new signallers,
  * reports ended ones, forgets processes no slot names. */
 static void reaper_scan(void) {
-    size_t count, capacity;
-    shared_handle_t **list = handles_snapshot(&count, &capacity);
+    handles_snapshot_t snap;
+    handles_snapshot(&snap);
     pid_t self = getpid();
     for (watched_process_t *w = engine.watched; w; w = w->next) {
         w->seen = false;
     }
-    for (size_t i = 0; i < count; ++i) {
-        shared_handle_t *h = list[i];
+    for (size_t i = 0; i < snap.count; ++i) {
+        shared_handle_t *h = snap.list[i];
         for (size_t s = 0; s < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++s) {
             pid_t pid;
             uint64_t start, word;
@@ -332,7 +348,7 @@ static void reaper_scan(void) {
             }
         }
     }
-    handles_release(list, count, capacity);
+    handles_release(&snap);
     for (watched_process_t **link = &engine.watched; *link;) {
         watched_process_t *w = *link;
         if (w->seen && !w->ended) {
@@ -364,8 +380,36 @@ static void *reaper_main(void *arg) {
             }
         }
         reaper_scan();
+        atomic_fetch_add_explicit(&engine.reaper_scans, 1, memory_order_release);
     }
     return NULL;
+}
+
+/* One round: a pass of each thread ends after the pokes. A pass under way
+ * at the poke may be the one counted, so a round proves only that the
+ * passes begun before it have ended; the second round's passes began after
+ * the first round's poke, and saw every process that had ended by then. */
+static bool settle_round(ordo_deadline_t deadline) {
+    uint32_t passes = atomic_load_explicit(&engine.watcher_passes, memory_order_acquire);
+    uint32_t scans = atomic_load_explicit(&engine.reaper_scans, memory_order_acquire);
+    ordo__ipc_engine_poke();
+    reaper_poke();
+    while (atomic_load_explicit(&engine.watcher_passes, memory_order_acquire) == passes ||
+           atomic_load_explicit(&engine.reaper_scans, memory_order_acquire) == scans) {
+        if ((ordo_deadline_t)ordo_time_now_ns() >= deadline) {
+            return false;
+        }
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+    return true;
+}
+
+bool ordo__ipc_engine_settle(ordo_deadline_t deadline) {
+    pthread_mutex_lock(&engine.lock);
+    bool started = engine.started;
+    pthread_mutex_unlock(&engine.lock);
+    return !started || (settle_round(deadline) && settle_round(deadline));
 }
 
 /* In a forked child the engine's threads do not exist and its descriptors

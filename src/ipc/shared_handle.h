@@ -65,6 +65,14 @@ void ordo__ipc_engine_remove(shared_handle_t *handle);
  * block or take a lock. */
 void ordo__ipc_engine_poke(void);
 
+/* Returns once each of the engine's threads has ended two passes begun
+ * after the call, or false at the deadline. The references a pass holds
+ * (pins) are then gone, with any last release they deferred, and so are the
+ * reaper's records of processes that had ended before the call. For tests
+ * that count blocks (ordo_allocator_live_blocks); true at once when the
+ * engine has not started. */
+bool ordo__ipc_engine_settle(ordo_deadline_t deadline);
+
 /* Serialises registrations of this process against closes. */
 void ordo__ipc_engine_lock(void);
 void ordo__ipc_engine_unlock(void);

@@ -995,51 +995,78 @@ static ordo_status_t tracked_launch_fn(void *ctx, ordo_stream_t *stream) {
     return ORDO_OK;
 }
 
+/* A program's cells, streams, tracker and one buffer per cell. */
+typedef struct tracked_rig {
+    program_t *p;
+    CUdeviceptr cells;
+    ordo_stream_t *streams[RANDOM_STREAMS];
+    ordo_tracker_t *tracker;
+    ordo_buffer_t **buffers;
+    tracked_launch_t *launches; /* per op, for submissions that outlive the call */
+} tracked_rig_t;
+
+static void rig_make(tracked_rig_t *rig, uint64_t seed, int ops) {
+    rig->p = program_make(seed, ops);
+    rig->cells = cells_alloc((size_t)ops);
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        rig->streams[k] = stream_make();
+    }
+    assert_ok(ordo_tracker_create(device, &rig->tracker));
+    rig->buffers = calloc((size_t)ops, sizeof *rig->buffers);
+    rig->launches = calloc((size_t)ops, sizeof *rig->launches);
+    for (int i = 0; i < ops; ++i) {
+        assert_ok(ordo_buffer_create(rig->tracker, &rig->buffers[i]));
+        rig->launches[i] = (tracked_launch_t){rig->cells, rig->p, i};
+    }
+}
+
+/* Op i of the program, tracked: it reads cells a and b and writes cell i
+ * (reads it too where the program runs more than once: cell 0 reads
+ * itself). */
+static void rig_submit(tracked_rig_t *rig, int i, ordo_access_mode_t own) {
+    ordo_access_t accesses[3] = {{rig->buffers[rig->p->a[i]], ORDO_ACCESS_READ},
+                                 {rig->buffers[rig->p->b[i]], ORDO_ACCESS_READ},
+                                 {rig->buffers[i], own}};
+    assert_ok(ordo_tracker_submit(rig->tracker, rig->streams[rig->p->stream_of[i]],
+                                  i ? accesses : &accesses[2], i ? 3 : 1, tracked_launch_fn,
+                                  &rig->launches[i]));
+}
+
+static void rig_free(tracked_rig_t *rig) {
+    for (int i = 0; i < rig->p->ops; ++i) {
+        assert_ok(ordo_buffer_release(rig->buffers[i], NULL, NULL));
+    }
+    assert_ok(ordo_tracker_drain(rig->tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(rig->tracker));
+    for (int k = 0; k < RANDOM_STREAMS; ++k) {
+        assert_ok(ordo_stream_destroy(rig->streams[k]));
+    }
+    free(rig->launches);
+    free(rig->buffers);
+    free(rig->p);
+    assert_cu(cu->MemFree(rig->cells));
+    launches_free();
+}
+
 static void random_program_ordered_by_a_tracker(void **state) {
     (void)state;
     REQUIRE_KERNELS();
     int ops = (int)test_scaled(3000);
-    program_t *p = program_make(7, ops);
-    CUdeviceptr cells = cells_alloc((size_t)ops);
-    ordo_stream_t *streams[RANDOM_STREAMS];
-    for (int k = 0; k < RANDOM_STREAMS; ++k) {
-        streams[k] = stream_make();
-    }
-    ordo_tracker_t *tracker;
-    assert_ok(ordo_tracker_create(device, &tracker));
-    ordo_buffer_t **buffers = calloc((size_t)ops, sizeof *buffers);
+    tracked_rig_t rig;
+    rig_make(&rig, 7, ops);
     for (int i = 0; i < ops; ++i) {
-        assert_ok(ordo_buffer_create(tracker, &buffers[i]));
-    }
-    for (int i = 0; i < ops; ++i) {
-        ordo_access_t accesses[3] = {{buffers[p->a[i]], ORDO_ACCESS_READ},
-                                     {buffers[p->b[i]], ORDO_ACCESS_READ},
-                                     {buffers[i], ORDO_ACCESS_WRITE}};
-        tracked_launch_t launch = {cells, p, i};
-        assert_ok(ordo_tracker_submit(tracker, streams[p->stream_of[i]], accesses, i ? 3 : 1,
-                                      tracked_launch_fn, &launch));
+        rig_submit(&rig, i, ORDO_ACCESS_WRITE);
     }
     for (int k = 0; k < RANDOM_STREAMS; ++k) {
-        assert_ok(ordo_stream_synchronize(streams[k], test_deadline()));
+        assert_ok(ordo_stream_synchronize(rig.streams[k], test_deadline()));
     }
-    program_check(p, cells);
+    program_check(rig.p, rig.cells);
     ordo_tracker_metrics_t metrics;
-    assert_ok(ordo_tracker_metrics(tracker, &metrics));
+    assert_ok(ordo_tracker_metrics(rig.tracker, &metrics));
     print_message("  %d ops: %llu device waits emitted, %llu elided\n", ops,
                   (unsigned long long)metrics.waits_emitted,
                   (unsigned long long)metrics.waits_elided);
-    for (int i = 0; i < ops; ++i) {
-        assert_ok(ordo_buffer_release(buffers[i], NULL, NULL));
-    }
-    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
-    assert_ok(ordo_tracker_destroy(tracker));
-    for (int k = 0; k < RANDOM_STREAMS; ++k) {
-        assert_ok(ordo_stream_destroy(streams[k]));
-    }
-    free(buffers);
-    free(p);
-    assert_cu(cu->MemFree(cells));
-    launches_free();
+    rig_free(&rig);
 }
 
 /* The same kind of program ordered by one signal per op, submitted in a
@@ -1094,6 +1121,198 @@ static void random_program_with_waits_before_signals(void **state) {
     free(signals);
     free(p);
     assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* ---- graphs: a recording replayed as one CUDA graph ------------------------------ */
+
+/* The cells program p leaves after `runs` runs from all zero, serially. */
+static unsigned long long *program_expect_runs(const program_t *p, int runs) {
+    unsigned long long *cells = calloc((size_t)p->ops, sizeof *cells);
+    assert_non_null(cells);
+    for (int r = 0; r < runs; ++r) {
+        for (int i = 0; i < p->ops; ++i) {
+            cells[i] = combined(cells[p->a[i]], cells[p->b[i]], i);
+        }
+    }
+    return cells;
+}
+
+static void cells_check(const unsigned long long *expect, CUdeviceptr cells, int count) {
+    unsigned long long *got = calloc((size_t)count, sizeof *got);
+    device_read(got, cells, (size_t)count * sizeof *got);
+    int wrong = 0;
+    for (int i = 0; i < count; ++i) {
+        wrong += got[i] != expect[i];
+    }
+    free(got);
+    assert_int_equal(wrong, 0);
+}
+
+/* A random program recorded once and replayed `replays` times as `native`
+ * asks; every replay reads what the one before wrote (cell 0 reads itself),
+ * so the cells come out right only if each replay, and the replays among
+ * themselves, are ordered as eager runs would be. The stand-in driver runs
+ * a CUDA graph's nodes in a random order its edges allow. */
+static void replay_program(ordo_graph_native_t native, uint32_t expect_native, uint64_t seed) {
+    const int replays = 4;
+    tracked_rig_t rig;
+    rig_make(&rig, seed, (int)test_scaled(400));
+    assert_ok(ordo_tracker_record_begin_native(rig.tracker, native));
+    for (int i = 0; i < rig.p->ops; ++i) {
+        rig_submit(&rig, i, ORDO_ACCESS_READ_WRITE);
+    }
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(rig.tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, expect_native);
+    for (int r = 0; r < replays; ++r) {
+        assert_ok(ordo_graph_replay(graph));
+    }
+    /* Destroyed with its replays in flight: they run as enqueued. */
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_tracker_synchronize(rig.tracker, test_deadline()));
+    unsigned long long *expect = program_expect_runs(rig.p, replays);
+    cells_check(expect, rig.cells, rig.p->ops);
+    free(expect);
+    rig_free(&rig);
+}
+
+static void a_recording_replays_as_one_cuda_graph(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        replay_program(ORDO_GRAPH_NATIVE_REQUIRE, 1, seed);
+        replay_program(ORDO_GRAPH_NATIVE_OFF, 0, seed);
+    }
+}
+
+typedef struct one_cell {
+    CUdeviceptr cells;
+    int use_host_task; /* also a host task on the stream: cannot be captured */
+    int sync_copy;     /* also a synchronous copy: forbidden in a capture */
+    int calls;
+} one_cell_t;
+
+static ordo_status_t count_task(void *ctx) {
+    ++*(int *)ctx;
+    return ORDO_OK;
+}
+
+static ordo_status_t one_cell_launch(void *ctx, ordo_stream_t *stream) {
+    one_cell_t *c = ctx;
+    ++c->calls;
+    combine(stream, c->cells, 0, 0, 0, 0);
+    if (c->use_host_task) {
+        ordo_status_t st = ordo_stream_host_task(stream, count_task, &c->use_host_task);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    if (c->sync_copy) {
+        unsigned long long zero = 0;
+        if (cu->MemcpyHtoD(c->cells + sizeof zero, &zero, sizeof zero) != CUDA_SUCCESS) {
+            return ORDO_ERR_DEVICE;
+        }
+    }
+    return ORDO_OK;
+}
+
+/* Records one launch of c on stream; the graph (or NULL) and the status of
+ * the end. */
+static ordo_status_t record_one(ordo_tracker_t *tracker, ordo_stream_t *stream, ordo_buffer_t *b,
+                                one_cell_t *c, ordo_graph_native_t native, ordo_graph_t **graph) {
+    assert_ok(ordo_tracker_record_begin_native(tracker, native));
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, stream, &access, 1, one_cell_launch, c));
+    return ordo_tracker_record_end(tracker, graph);
+}
+
+/* What a capture cannot hold: with AUTO the graph is replayed op by op
+ * (launch functions called at every replay), with REQUIRE the recording
+ * fails saying why; a rebind lowers the graph again, for the new buffer. */
+static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2), other = cells_alloc(2);
+    ordo_stream_t *stream = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b, *b2;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    assert_ok(ordo_buffer_create(tracker, &b2));
+    ordo_graph_t *graph = NULL;
+    ordo_graph_info_t info;
+
+    /* A host task inside a launch function. */
+    one_cell_t c = {cells, 1, 0, 0};
+    assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
+                  ORDO_ERR_UNSUPPORTED);
+    assert_null(graph);
+    assert_non_null(strstr(ordo_error_message(), "captured into a CUDA graph"));
+    c = (one_cell_t){cells, 1, 0, 0};
+    assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_AUTO, &graph));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 0);
+    int calls = c.calls;
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(c.calls, calls + 2);
+    assert_ok(ordo_graph_destroy(graph));
+
+    /* A synchronous copy: the driver invalidates the capture. */
+    c = (one_cell_t){cells, 0, 1, 0};
+    assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
+                  ORDO_ERR_UNSUPPORTED);
+    assert_null(graph);
+
+    /* A host task among the submissions: not device work. */
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    int ran = 0;
+    assert_ok(ordo_tracker_submit_host(tracker, stream, &access, 1, count_task, &ran));
+    assert_status(ordo_tracker_record_end(tracker, &graph), ORDO_ERR_UNSUPPORTED);
+    assert_null(graph);
+
+    /* Lowered: the launch function is called once, at the end of the
+     * recording, and each replay runs what it enqueued then. */
+    c = (one_cell_t){cells, 0, 0, 0};
+    assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    assert_int_equal(c.calls, 1);
+    for (int r = 0; r < 3; ++r) {
+        assert_ok(ordo_graph_replay(graph));
+    }
+    assert_int_equal(c.calls, 1);
+    /* Rebound, with the context pointing at other cells: lowered again at
+     * the next replay, which runs on them. */
+    c.cells = other;
+    assert_ok(ordo_graph_rebind(graph, b, b2));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c.calls, 2);
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c.calls, 2);
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    unsigned long long v = 0; /* two op-by-op replays above, three native ones */
+    for (int r = 0; r < 5; ++r) {
+        v = combined(v, v, 0);
+    }
+    assert_int_equal(cell_read(cells, 0), v);
+    assert_int_equal(cell_read(other, 0), combined(combined(0, 0, 0), combined(0, 0, 0), 0));
+    assert_ok(ordo_graph_destroy(graph));
+
+    assert_status(ordo_tracker_record_begin_native(tracker, (ordo_graph_native_t)7),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_buffer_release(b2, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_cu(cu->MemFree(cells));
+    assert_cu(cu->MemFree(other));
     launches_free();
 }
 
@@ -1866,6 +2085,8 @@ int main(void) {
         DEVICE_TEST(concurrent_enqueues_on_one_stream),
         DEVICE_TEST(random_program_ordered_by_a_tracker),
         DEVICE_TEST(random_program_with_waits_before_signals),
+        DEVICE_TEST(a_recording_replays_as_one_cuda_graph),
+        DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),
         DEVICE_TEST(out_of_memory_is_reported),

@@ -1359,6 +1359,30 @@ static void graph_entry_points_refuse_bad_input(void **state) {
     REFUSED_CLEARS2(ORDO_ERR_INVALID_HANDLE, bound, mode, ordo_graph_buffer, NULL, 0, &bound,
                     &mode);
     REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_graph_rebind, NULL, x, x);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_record_begin_native, NULL,
+            ORDO_GRAPH_NATIVE_AUTO);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_record_begin_native, tracker,
+            (ordo_graph_native_t)3);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_record_begin_native, tracker,
+            (ordo_graph_native_t)-1);
+
+    /* The CPU backend has no native graphs: REQUIRE fails at the end,
+     * saying so, and AUTO replays op by op. */
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t write_x = {x, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], &write_x, 1, launch_noop, NULL));
+    REFUSED_CLEARS(ORDO_ERR_UNSUPPORTED, graph, ordo_tracker_record_end, tracker, &graph);
+    if (!strstr(ordo_error_message(), "no native graphs")) {
+        fail_msg("\"%s\" does not say why", ordo_error_message());
+    }
+    assert_ok(ordo_tracker_record_begin(tracker));
+    assert_ok(ordo_tracker_submit(tracker, f.s[0], &write_x, 1, launch_noop, NULL));
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 0);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_destroy(graph));
+    graph = NULL;
 
     /* Recording: bad submissions are refused and not recorded; a NULL
      * output leaves the recording going. */

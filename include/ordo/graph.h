@@ -116,6 +116,21 @@ ORDO_BEGIN_DECLS
 /** A tracker's submissions, recorded to be replayed (opaque). */
 typedef struct ordo_graph ordo_graph_t;
 
+/** Whether a graph's replays launch one native graph of the device
+ * (ordo_tracker_record_begin_native; see "Native graphs" above). */
+typedef enum ordo_graph_native {
+    /** Lower the recording where the device can (on CUDA, a CUDA graph);
+     * else replay it operation by operation. ordo_tracker_record_begin's. */
+    ORDO_GRAPH_NATIVE_AUTO = 0,
+    /** Always replay operation by operation (launch functions are called
+     * at every replay). */
+    ORDO_GRAPH_NATIVE_OFF = 1,
+    /** Lower the recording, or fail: ordo_tracker_record_end (and a replay
+     * after a rebind) returns why it could not (ORDO_ERR_UNSUPPORTED, or a
+     * launch function's failure). */
+    ORDO_GRAPH_NATIVE_REQUIRE = 2,
+} ordo_graph_native_t;
+
 /** What a graph holds (ordo_graph_info). */
 typedef struct ordo_graph_info {
     uint32_t streams;      /**< streams it runs on */
@@ -126,11 +141,17 @@ typedef struct ordo_graph_info {
     uint64_t replays;      /**< replays so far */
     uint64_t memory_bytes; /**< bytes of the pool blocks the graph holds (allocated and
                                 freed in its recording) */
+    uint32_t native;       /**< 1 when its replays launch one native graph (a CUDA graph),
+                                0 when they enqueue its operations one by one */
 } ordo_graph_info_t;
 
 /** Starts recording tracker's submissions (see above). ORDO_ERR_BUSY when
  * it records already. */
 ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker);
+
+/** ordo_tracker_record_begin, choosing whether the graph is lowered to a
+ * native graph (ORDO_ERR_INVALID_ARGUMENT for a value not of the enum). */
+ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker, ordo_graph_native_t native);
 
 /** Ends the recording and makes its graph. A recording with a refused call
  * returns that refusal (its status and message) and no graph; so does one

@@ -111,6 +111,7 @@ ordo_status_t ordo__graph_check(const ordo_graph_t *graph, const char *api) {
 
 void ordo__graph_free(ordo_graph_t *graph) {
     /* Also a graph whose making failed half-way: arrays may be missing. */
+    ordo__graph_native_free(graph);
     for (uint32_t i = 0; graph->slots && i < graph->slot_count; ++i) {
         if (graph->slots[i].buffer) {
             --graph->slots[i].buffer->graph_binds;
@@ -162,6 +163,7 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     out_info->records = graph->records;
     out_info->replays = atomic_load_explicit(&graph->replays, memory_order_relaxed);
     out_info->memory_bytes = graph->memory_bytes;
+    out_info->native = atomic_load_explicit(&graph->native_on, memory_order_relaxed);
     return ORDO_OK;
 }
 
@@ -262,5 +264,8 @@ ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_
     --bound->graph_binds;
     ++buffer->graph_binds;
     s->buffer = buffer;
+    if (graph->native || graph->native_stale) {
+        graph->native_stale = 1; /* lowered again, for the new buffer, at the next replay */
+    }
     return ORDO_OK;
 }

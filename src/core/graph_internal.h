@@ -234,6 +234,12 @@ struct ordo_graph {
     uint64_t waits;
     uint64_t records;
     _Atomic uint64_t replays; /* relaxed: ordo_graph_info may read it beside a replay */
+    /* Native graphs (graph_native.c). */
+    uint8_t native_mode;       /* ordo_graph_native_t */
+    uint8_t native_stale;      /* a rebind since the lowering: lower again at the next replay */
+    _Atomic uint8_t native_on; /* native is set (read by ordo_graph_info beside a replay) */
+    void *native;              /* the backend's; NULL: replayed op by op */
+    uint8_t native_launched;   /* a replay launched it (its free goes on lane 0's stream) */
 };
 
 /* ---- recording (graph_record.c) ------------------------------------------- */
@@ -276,6 +282,27 @@ ordo_status_t ordo__graph_block_freed(ordo_tracker_t *tracker, ordo_buffer_t *bu
  * as the recording's refusal if it is the first. ORDO_OK if the tracker
  * turns out not to record (read under its lock). */
 ordo_status_t ordo__graph_refuse(ordo_tracker_t *tracker, const char *api, const char *why);
+
+/* ---- native graphs (graph_native.c) --------------------------------------- */
+
+/* Lowers graph to a native graph of its device, per its native_mode: with
+ * AUTO, a graph that cannot be lowered stays replayed op by op (ORDO_OK);
+ * with REQUIRE, why it cannot is returned. Frees a lowering it replaces. */
+ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api);
+
+/* The replay's ops as one native launch (graph->native set): lane 0 waits
+ * for every lane's entry, launches, and every lane waits for lane 0. Same
+ * contract as run_ops (graph_replay.c). */
+ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, char *message,
+                                     size_t capacity, uint64_t *out_broken);
+
+/* A lane whose replay stopped at a refused enqueue (graph_replay.c): a
+ * best-effort host task that fails its stream with status, if the stream
+ * still runs, so its later work learns of the gap. */
+void ordo__graph_lane_broken(ordo_stream_t *stream, ordo_status_t status);
+
+/* Frees the native graph, if any. */
+void ordo__graph_native_free(ordo_graph_t *graph);
 
 /* ---- the map (graph.c) ----------------------------------------------------- */
 

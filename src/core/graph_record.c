@@ -45,7 +45,8 @@ struct graph_recorder {
     graph_block_t *blocks; /* allocated by a pool while recording */
     uint32_t block_count;
     uint32_t block_capacity;
-    int blocks_taken; /* the graph holds those freed in the recording */
+    int blocks_taken;    /* the graph holds those freed in the recording */
+    uint8_t native_mode; /* ordo_graph_native_t */
     uint64_t tasks;
     /* The first refused call (ordo__graph_refuse), under the tracker's lock. */
     ordo_status_t refusal;
@@ -117,7 +118,17 @@ static void recorder_free(graph_recorder_t *r) {
 }
 
 ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
+    return ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_AUTO);
+}
+
+ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
+                                               ordo_graph_native_t native) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+    if (native != ORDO_GRAPH_NATIVE_AUTO && native != ORDO_GRAPH_NATIVE_OFF &&
+        native != ORDO_GRAPH_NATIVE_REQUIRE) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "native is %d, not an ordo_graph_native_t", (int)native);
+    }
     if (tracker_recording(tracker)) {
         return ordo__error(ORDO_ERR_BUSY, __func__,
                            "the tracker records already (ordo_tracker_record_end ends it)");
@@ -133,6 +144,7 @@ ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
     shadow->device = tracker->device;
     r->tracker = tracker;
     r->shadow = shadow;
+    r->native_mode = (uint8_t)native;
     ordo_rlock_lock(&tracker->lock);
     atomic_store_explicit(&tracker->recorder, r, memory_order_relaxed);
     ordo_rlock_unlock(&tracker->lock);
@@ -517,6 +529,10 @@ static ordo_status_t make_graph(graph_recorder_t *r, ordo_graph_t **out_graph, c
     }
     if (st == ORDO_OK) {
         st = bind_slots(r, g, new_index, api);
+    }
+    if (st == ORDO_OK) {
+        g->native_mode = r->native_mode;
+        st = ordo__graph_lower(g, api);
     }
     ordo__dealloc(new_index, r->slot_count * sizeof *new_index, 0);
     if (st != ORDO_OK) {

@@ -21,6 +21,15 @@ static ordo_status_t launch_failed_task(void *ctx) {
                      "a launch function failed during ordo_graph_replay");
 }
 
+void ordo__graph_lane_broken(ordo_stream_t *stream, ordo_status_t status) {
+    const hal_backend_t *backend = stream->device->backend;
+    if (backend->status(stream) == ORDO_OK) {
+        /* The stream itself goes on: best effort, its next work learns of
+         * the gap as a failure. */
+        (void)backend->host_task(stream, launch_failed_task, (void *)(uintptr_t)status);
+    }
+}
+
 /* Refuses a replay on a stream that has failed, or of a graph whose
  * timeline a refused enqueue failed (run_ops): nothing is enqueued. */
 static ordo_status_t check_streams(const ordo_graph_t *graph) {
@@ -130,11 +139,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
             }
             broken |= (uint64_t)1 << op->lane;
             (void)ordo_signal_fail(lane->timeline, st, message);
-            if (lane->stream->device->backend->status(lane->stream) == ORDO_OK) {
-                /* The stream itself goes on: best effort, its next work
-                 * learns of the gap as a failure. */
-                (void)host_task(lane->stream, launch_failed_task, (void *)(uintptr_t)st);
-            }
+            ordo__graph_lane_broken(lane->stream, st);
         }
     }
     *out_broken = broken;
@@ -202,10 +207,17 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
             tracker, API, "a replay cannot be recorded (replay the graph outside the recording)"));
     }
     ORDO_RETURN_IF_ERROR(check_streams(graph));
+    if (ORDO_UNLIKELY(graph->native_stale)) {
+        /* Rebound since it was lowered: the launch functions are called
+         * again, for the new buffers. */
+        ORDO_RETURN_IF_ERROR(ordo__graph_lower(graph, API));
+    }
+    const int native = graph->native != NULL;
     uint64_t base[ORDO_TRACKER_MAX_STREAMS]; /* by lane */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         const graph_lane_t *lane = &graph->lanes[l];
-        if (ORDO_UNLIKELY(lane->base > ORDO_SIGNAL_VALUE_MAX - lane->points)) {
+        const uint64_t advance = native ? 1 : lane->points;
+        if (ORDO_UNLIKELY(lane->base > ORDO_SIGNAL_VALUE_MAX - advance)) {
             return ordo__error(
                 ORDO_ERR_OUT_OF_RANGE, API, "the graph's timelines are spent after %llu replays",
                 (unsigned long long)atomic_load_explicit(&graph->replays, memory_order_relaxed));
@@ -230,11 +242,13 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     learn(graph);
     /* 2. The ops, above this replay's base on every timeline. */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
-        graph->lanes[l].base += graph->lanes[l].points;
+        graph->lanes[l].base += native ? 1 : graph->lanes[l].points;
     }
     char message[512];
     uint64_t broken = 0;
-    ordo_status_t st = run_ops(graph, base, message, sizeof message, &broken);
+    ordo_status_t st = native
+                           ? ordo__graph_run_native(graph, base, message, sizeof message, &broken)
+                           : run_ops(graph, base, message, sizeof message, &broken);
     /* 3. The exit, whatever happened: what was enqueued may run. */
     finish(graph, broken);
     blocks_mark(graph, ORDO_BUFFER_RELEASED);

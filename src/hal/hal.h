@@ -20,6 +20,7 @@
 #include "ordo/device.h"
 #include "ordo/event.h"
 #include "ordo/stream.h"
+#include "ordo/tracker.h" /* ordo_launch_fn, for native graphs */
 
 #define ORDO_DEVICE_MAGIC 0x44455643u /* "DEVC" */
 #define ORDO_STREAM_MAGIC 0x5354524du /* "STRM" */
@@ -161,6 +162,17 @@ struct ordo_event {
     void *impl;
 };
 
+/* A node of a native graph (hal_backend.graph_make): the work a launch
+ * function enqueues on stream, after the nodes deps names (indices of
+ * earlier nodes). */
+typedef struct hal_graph_node {
+    ordo_stream_t *stream;
+    ordo_launch_fn launch;
+    void *ctx;
+    const uint32_t *deps;
+    uint32_t dep_count;
+} hal_graph_node_t;
+
 struct hal_backend {
     const char *name;
     /* Non-zero when usable here; otherwise a reason in reason. */
@@ -225,6 +237,22 @@ struct hal_backend {
     /* Optional: the time between two timing events whose points are both
      * reached, measured by the device. NULL: from the host stamps. */
     ordo_status_t (*event_elapsed_ns)(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
+    /* Optional, all three or none: native graphs (core/graph_native.c).
+     * graph_make builds and instantiates one from nodes (in a topological
+     * order, their streams all of device), calling each launch function
+     * once, on the calling thread, with the work it enqueues on its stream
+     * captured instead of run; any other stream operation it attempts is
+     * refused. A refusal (ORDO_ERR_UNSUPPORTED: the driver cannot, or a
+     * launch function did what a capture cannot hold; a launch function's
+     * own failure) raises a message naming api and leaves nothing behind.
+     * graph_launch enqueues one run of the graph on stream, in stream order
+     * (ordered after the runs before it). graph_free frees it once the runs
+     * enqueued on stream so far no longer need it (NULL stream: none was),
+     * never blocking. */
+    ordo_status_t (*graph_make)(ordo_device_t *device, const hal_graph_node_t *nodes,
+                                uint32_t count, void **out_native, const char *api);
+    ordo_status_t (*graph_launch)(void *native, ordo_stream_t *stream);
+    void (*graph_free)(void *native, ordo_stream_t *stream);
 };
 
 extern const hal_backend_t ordo__hal_cpu_backend;

@@ -138,6 +138,17 @@ static CUresult usable(void) {
         }                                                                                          \
     } while (0)
 
+/* Graphs (below): a call a capture forbids on this thread. */
+static CUresult capture_allows_unsafe_call(void);
+
+#define CAPTURE_SAFE()                                                                             \
+    do {                                                                                           \
+        CUresult safe_ = capture_allows_unsafe_call();                                             \
+        if (safe_ != CUDA_SUCCESS) {                                                               \
+            return safe_;                                                                          \
+        }                                                                                          \
+    } while (0)
+
 static void fault(CUresult error) {
     pthread_mutex_lock(&g);
     atomic_store(&sticky, (int)error);
@@ -375,6 +386,7 @@ static CUresult event_query(CUevent e) {
 }
 
 static CUresult event_synchronize(CUevent e) {
+    CAPTURE_SAFE();
     pthread_mutex_lock(&g);
     if (!event_live_locked(e)) {
         pthread_mutex_unlock(&g);
@@ -415,6 +427,7 @@ typedef enum cmd_kind {
     CMD_COPY,
     CMD_SET,
     CMD_FREE,
+    CMD_GRAPH, /* a launch of an executable graph (graph below) */
 } cmd_kind_t;
 
 typedef enum kernel_id {
@@ -440,6 +453,7 @@ typedef struct cmd {
     size_t bytes;
     uint64_t seq;                 /* enqueue order over all streams */
     const struct CUstream_st *on; /* the stream it was enqueued on */
+    struct CUgraphExec_st *exec;  /* CMD_GRAPH */
 } cmd_t;
 
 struct CUstream_st {
@@ -452,6 +466,14 @@ struct CUstream_st {
     int destroyed;
     struct CUstream_st *next_dead;
     struct CUstream_st *next_all; /* every stream ever created, under dead_lock */
+    /* Stream capture (graphs, below), under the stream's lock: the graph
+     * work goes to instead of running, the node it last added, the
+     * capture's state and the thread and mode it began with. */
+    struct CUgraph_st *capture;
+    struct CUgraphNode_st *capture_last;
+    int capture_invalidated;
+    CUstreamCaptureMode capture_mode;
+    pthread_t capture_thread;
 };
 
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -774,8 +796,14 @@ static int stage_landing(void *dst, const void *src, size_t bytes) {
     return 1;
 }
 
+static void graph_run(cmd_t *c);
+static CUresult capture_add_locked(struct CUstream_st *s, cmd_t *c);
+static int capture_refuses(struct CUstream_st *s);
+
 static void run(cmd_t *c) {
-    if (atomic_load(&sticky) && c->kind != CMD_FREE) {
+    /* A graph's launch runs its steps through here, which skip after a
+     * fault; the launch itself must still end (its ticket, its reference). */
+    if (atomic_load(&sticky) && c->kind != CMD_FREE && c->kind != CMD_GRAPH) {
         /* After a fault nothing runs: records never complete. */
         goto done;
     }
@@ -836,6 +864,9 @@ static void run(cmd_t *c) {
         map_remove(c->dst);
         free(c->dst);
         break;
+    case CMD_GRAPH:
+        graph_run(c);
+        break;
     }
 done:
     if (c->event) {
@@ -883,6 +914,13 @@ static CUresult enqueue(CUstream s, cmd_t *c) {
         free(c);
         return CUDA_ERROR_INVALID_HANDLE;
     }
+    pthread_mutex_lock(&s->lock);
+    if (s->capture) {
+        CUresult r = capture_add_locked(s, c);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+    }
+    pthread_mutex_unlock(&s->lock);
     if (c->event) {
         pthread_mutex_lock(&g);
         ++c->event->refs;
@@ -960,6 +998,9 @@ static CUresult stream_query(CUstream s) {
     if (!stream_live(s)) {
         return CUDA_ERROR_INVALID_HANDLE;
     }
+    if (capture_refuses(s)) {
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     pthread_mutex_lock(&s->lock);
     int idle = !s->head && !s->busy;
     pthread_mutex_unlock(&s->lock);
@@ -968,8 +1009,12 @@ static CUresult stream_query(CUstream s) {
 
 static CUresult stream_synchronize(CUstream s) {
     USABLE();
+    CAPTURE_SAFE();
     if (!stream_live(s)) {
         return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (capture_refuses(s)) {
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     pthread_mutex_lock(&s->lock);
     while ((s->head || s->busy) && !atomic_load(&sticky)) {
@@ -1081,6 +1126,7 @@ static void *block(size_t bytes, size_t alignment) {
 
 static CUresult mem_alloc(CUdeviceptr *ptr, size_t bytes) {
     USABLE();
+    CAPTURE_SAFE();
     if (bytes == 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -1118,6 +1164,7 @@ static CUresult drain_all(void) {
  * everything it holds when it is finally reset. Like the driver's
  * cuMemFree and cuMemFreeHost, it first waits for the context's work. */
 static CUresult release_block(void *ptr, map_kind_t kind) {
+    CAPTURE_SAFE();
     CUresult r = usable();
     if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) {
         return r;
@@ -1175,6 +1222,7 @@ static CUresult mem_free_async(CUdeviceptr ptr, CUstream s) {
 static CUresult mem_host_alloc(void **ptr, size_t bytes, unsigned int flags) {
     (void)flags;
     USABLE();
+    CAPTURE_SAFE();
     void *p = too_big(bytes) ? NULL : block(bytes, 4096);
     if (p && !map_add(p, bytes, MAP_HOST)) {
         free(p);
@@ -1206,6 +1254,7 @@ static CUresult mem_host_device_pointer(CUdeviceptr *device_ptr, void *host_ptr,
  * pageable memory only staged (see land_pending). */
 static CUresult memcpy_htod(CUdeviceptr dst, const void *src, size_t bytes) {
     USABLE();
+    CAPTURE_SAFE();
     void *to = (void *)(uintptr_t)dst;
     if (!mapped(to, bytes) || !host_pointer(src)) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -1221,6 +1270,7 @@ static CUresult memcpy_htod(CUdeviceptr dst, const void *src, size_t bytes) {
 
 static CUresult memcpy_dtoh(void *dst, CUdeviceptr src, size_t bytes) {
     USABLE();
+    CAPTURE_SAFE();
     const void *from = (const void *)(uintptr_t)src;
     if (!host_pointer(dst) || !mapped(from, bytes)) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -1452,6 +1502,7 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
 /* cuCtxSynchronize before 13.0: the current context. */
 static CUresult ctx_synchronize(void) {
     USABLE();
+    CAPTURE_SAFE();
     return drain_all();
 }
 
@@ -1462,7 +1513,630 @@ static CUresult ctx_synchronize_v2(CUcontext ctx) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     USABLE();
+    CAPTURE_SAFE();
     return drain_all();
+}
+
+/* ---- graphs --------------------------------------------------------------------
+ *
+ * What ordo uses of CUDA graphs, emulated strictly: stream capture of
+ * kernels, copies and memsets (in THREAD_LOCAL, GLOBAL or RELAXED mode,
+ * with the calls a capture forbids refused and the capture invalidated),
+ * graphs built with child-graph and empty nodes, instantiation, launches
+ * and destruction. Anything else that reaches a capturing stream (an
+ * event record or wait, a stream memory operation, a free, a graph launch)
+ * is refused as unsupported and invalidates the capture: ordo never
+ * captures those.
+ *
+ * A launch runs the executable graph as one command of its stream, but
+ * its nodes in a random order that respects the graph's edges and nothing
+ * else, drawn afresh at each launch: work a graph does not order runs in
+ * an order no program could count on. Launches of one executable graph
+ * run one after another, in the order they were made, as a real driver's
+ * do. */
+
+typedef enum node_kind { NODE_WORK, NODE_CHILD, NODE_EMPTY } node_kind_t;
+
+struct CUgraphNode_st {
+    uint32_t magic;
+    struct CUgraph_st *graph;
+    node_kind_t kind;
+    cmd_t work;               /* NODE_WORK: the captured command */
+    struct CUgraph_st *child; /* NODE_CHILD: the node's own copy of the child */
+    size_t dep_count;
+    struct CUgraphNode_st **deps;
+};
+
+struct CUgraph_st {
+    uint32_t magic;
+    size_t count;
+    size_t capacity;
+    struct CUgraphNode_st **nodes; /* in the order added: a topological order */
+};
+
+/* A flattened node of an executable graph: a command, or a barrier. */
+typedef struct exec_step {
+    int is_work;
+    cmd_t work;
+    size_t dep_count;
+    size_t *deps;
+} exec_step_t;
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    size_t count;
+    size_t capacity;
+    exec_step_t *steps;
+    size_t *next_start; /* the steps after step i: next[next_start[i], next_start[i + 1]) */
+    size_t *next;
+    int refs;          /* under g: the handle's, and each launch queued */
+    uint64_t launched; /* under g: tickets handed out */
+    uint64_t ran;      /* under g: launches that have run */
+};
+
+static _Thread_local int captures_here; /* THREAD_LOCAL or GLOBAL captures begun on this thread */
+static _Atomic int global_captures;
+
+static void graph_free(struct CUgraph_st *graph);
+
+static void node_free(struct CUgraphNode_st *node) {
+    if (node->child) {
+        graph_free(node->child);
+    }
+    free(node->deps);
+    node->magic = DEAD;
+    free(node);
+}
+
+static void graph_free(struct CUgraph_st *graph) {
+    for (size_t i = 0; i < graph->count; ++i) {
+        node_free(graph->nodes[i]);
+    }
+    free(graph->nodes);
+    graph->magic = DEAD;
+    free(graph);
+}
+
+static struct CUgraph_st *graph_new(void) {
+    struct CUgraph_st *graph = calloc(1, sizeof *graph);
+    if (graph) {
+        graph->magic = LIVE;
+    }
+    return graph;
+}
+
+static int graph_live(const struct CUgraph_st *graph) {
+    return graph && graph->magic == LIVE;
+}
+
+/* Adds a node of kind to graph after deps (checked by the caller). */
+static struct CUgraphNode_st *node_add(struct CUgraph_st *graph, node_kind_t kind,
+                                       struct CUgraphNode_st *const *deps, size_t dep_count) {
+    if (graph->count == graph->capacity) {
+        size_t capacity = graph->capacity ? graph->capacity * 2 : 16;
+        struct CUgraphNode_st **grown = realloc(graph->nodes, capacity * sizeof *grown);
+        if (!grown) {
+            return NULL;
+        }
+        graph->nodes = grown;
+        graph->capacity = capacity;
+    }
+    struct CUgraphNode_st *node = calloc(1, sizeof *node);
+    if (!node || (dep_count && !(node->deps = malloc(dep_count * sizeof *node->deps)))) {
+        free(node);
+        return NULL;
+    }
+    node->magic = LIVE;
+    node->graph = graph;
+    node->kind = kind;
+    node->dep_count = dep_count;
+    if (dep_count) {
+        memcpy(node->deps, deps, dep_count * sizeof *deps);
+    }
+    graph->nodes[graph->count++] = node;
+    return node;
+}
+
+/* A deep copy of graph: a child node owns its child's copy, as CUDA's does. */
+static struct CUgraph_st *graph_clone(const struct CUgraph_st *graph) {
+    struct CUgraph_st *copy = graph_new();
+    struct CUgraphNode_st **deps = NULL;
+    for (size_t i = 0; copy && i < graph->count; ++i) {
+        const struct CUgraphNode_st *from = graph->nodes[i];
+        free(deps);
+        deps = from->dep_count ? malloc(from->dep_count * sizeof *deps) : NULL;
+        if (from->dep_count && !deps) {
+            graph_free(copy);
+            return NULL;
+        }
+        for (size_t d = 0; d < from->dep_count; ++d) {
+            size_t at = 0;
+            while (graph->nodes[at] != from->deps[d]) {
+                ++at;
+            }
+            deps[d] = copy->nodes[at];
+        }
+        struct CUgraphNode_st *node = node_add(copy, from->kind, deps, from->dep_count);
+        if (!node || (from->child && !(node->child = graph_clone(from->child)))) {
+            graph_free(copy);
+            copy = NULL;
+            break;
+        }
+        node->work = from->work;
+    }
+    free(deps);
+    return copy;
+}
+
+/* Checks deps: all nodes of graph, none twice. */
+static CUresult deps_check(const struct CUgraph_st *graph, const CUgraphNode *deps, size_t count) {
+    if (count && !deps) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (!deps[i] || deps[i]->magic != LIVE || deps[i]->graph != graph) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        for (size_t j = 0; j < i; ++j) {
+            if (deps[j] == deps[i]) {
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Invalidates the captures a forbidden call of this thread breaks: its
+ * own, and with a GLOBAL one anywhere, those too. */
+static void captures_invalidate(int all_global) {
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&dead_lock);
+    for (struct CUstream_st *s = all_streams; s; s = s->next_all) {
+        pthread_mutex_lock(&s->lock);
+        if (s->capture && ((s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                            pthread_equal(s->capture_thread, self)) ||
+                           (all_global && s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL))) {
+            s->capture_invalidated = 1;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&dead_lock);
+}
+
+/* A potentially unsafe call (one that synchronizes or allocates): refused
+ * on a thread that captures, and on every thread while a GLOBAL capture
+ * runs, invalidating those captures. */
+static CUresult capture_allows_unsafe_call(void) {
+    int global = atomic_load(&global_captures) > 0;
+    if (!captures_here && !global) {
+        return CUDA_SUCCESS;
+    }
+    captures_invalidate(global);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* enqueue's path for a capturing stream (its lock held): the command
+ * becomes a node after the capture's last one; c is consumed. */
+static CUresult capture_add_locked(struct CUstream_st *s, cmd_t *c) {
+    CUresult r = CUDA_SUCCESS;
+    if (s->capture_invalidated) {
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c->kind != CMD_KERNEL && c->kind != CMD_COPY && c->kind != CMD_SET) {
+        s->capture_invalidated = 1;
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else {
+        pthread_mutex_lock(&g);
+        struct CUgraphNode_st *node =
+            node_add(s->capture, NODE_WORK, &s->capture_last, s->capture_last ? 1 : 0);
+        pthread_mutex_unlock(&g);
+        if (!node) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            node->work = *c;
+            node->work.next = NULL;
+            s->capture_last = node;
+        }
+    }
+    free(c);
+    return r;
+}
+
+static CUresult stream_begin_capture(CUstream s, CUstreamCaptureMode mode) {
+    USABLE();
+    if (!s) {
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream */
+    }
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct CUgraph_st *graph = graph_new();
+    if (!graph) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (s->capture) {
+        pthread_mutex_unlock(&s->lock);
+        graph_free(graph);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    s->capture = graph;
+    s->capture_last = NULL;
+    s->capture_invalidated = 0;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+    pthread_mutex_unlock(&s->lock);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        ++captures_here;
+    }
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+        atomic_fetch_add(&global_captures, 1);
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult stream_end_capture(CUstream s, CUgraph *out) {
+    if (!stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (!out) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&s->lock);
+    struct CUgraph_st *graph = s->capture;
+    if (!graph) {
+        pthread_mutex_unlock(&s->lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    CUstreamCaptureMode mode = s->capture_mode;
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+        !pthread_equal(s->capture_thread, pthread_self())) {
+        pthread_mutex_unlock(&s->lock);
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    int invalidated = s->capture_invalidated;
+    s->capture = NULL;
+    s->capture_last = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        --captures_here;
+    }
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+        atomic_fetch_sub(&global_captures, 1);
+    }
+    if (invalidated) {
+        graph_free(graph);
+        *out = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *out = graph;
+    return CUDA_SUCCESS;
+}
+
+/* A capturing stream refuses what would wait for its work (a query, a
+ * synchronize), and the capture ends invalidated. */
+static int capture_refuses(struct CUstream_st *s) {
+    pthread_mutex_lock(&s->lock);
+    int capturing = s->capture != NULL;
+    if (capturing) {
+        s->capture_invalidated = 1;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return capturing;
+}
+
+static CUresult graph_create(CUgraph *out, unsigned int flags) {
+    USABLE();
+    if (!out || flags) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = graph_new();
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult graph_add_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps,
+                               size_t count, CUgraph child) {
+    USABLE();
+    if (!out || !graph_live(graph) || (child && (!graph_live(child) || child == graph))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = deps_check(graph, deps, count);
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
+    struct CUgraph_st *copy = NULL;
+    if (child && !(copy = graph_clone(child))) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    struct CUgraphNode_st *node = node_add(graph, child ? NODE_CHILD : NODE_EMPTY, deps, count);
+    if (!node) {
+        if (copy) {
+            graph_free(copy);
+        }
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    node->child = copy;
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_add_child_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps,
+                                     size_t count, CUgraph child) {
+    if (!child) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return graph_add_node(out, graph, deps, count, child);
+}
+
+static CUresult graph_add_empty_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps,
+                                     size_t count) {
+    return graph_add_node(out, graph, deps, count, NULL);
+}
+
+static CUresult graph_get_nodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
+    if (!graph_live(graph) || !count) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (nodes) {
+        size_t n = *count < graph->count ? *count : graph->count;
+        for (size_t i = 0; i < n; ++i) {
+            nodes[i] = graph->nodes[i];
+        }
+        for (size_t i = n; i < *count; ++i) {
+            nodes[i] = NULL;
+        }
+    }
+    *count = graph->count;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_destroy(CUgraph graph) {
+    if (!graph_live(graph)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    graph_free(graph);
+    return CUDA_SUCCESS;
+}
+
+static void exec_free(struct CUgraphExec_st *exec) {
+    for (size_t i = 0; i < exec->count; ++i) {
+        free(exec->steps[i].deps);
+    }
+    free(exec->steps);
+    free(exec->next_start);
+    free(exec->next);
+    free(exec);
+}
+
+/* Appends a step after deps (copied); its index, or SIZE_MAX without memory. */
+static size_t exec_step_add(struct CUgraphExec_st *exec, const cmd_t *work, const size_t *deps,
+                            size_t dep_count) {
+    if (exec->count == exec->capacity) {
+        size_t capacity = exec->capacity ? exec->capacity * 2 : 32;
+        exec_step_t *grown = realloc(exec->steps, capacity * sizeof *grown);
+        if (!grown) {
+            return SIZE_MAX;
+        }
+        exec->steps = grown;
+        exec->capacity = capacity;
+    }
+    exec_step_t *step = &exec->steps[exec->count];
+    memset(step, 0, sizeof *step);
+    if (dep_count && !(step->deps = malloc(dep_count * sizeof *deps))) {
+        return SIZE_MAX;
+    }
+    if (dep_count) {
+        memcpy(step->deps, deps, dep_count * sizeof *deps);
+    }
+    step->dep_count = dep_count;
+    if (work) {
+        step->is_work = 1;
+        step->work = *work;
+    }
+    return exec->count++;
+}
+
+/* Flattens graph into exec after the steps in entry: a barrier before its
+ * roots, one after all its nodes (returned; SIZE_MAX without memory). A
+ * child node is its child graph flattened in its place. */
+static size_t exec_flatten(struct CUgraphExec_st *exec, const struct CUgraph_st *graph,
+                           const size_t *entry, size_t entry_count) {
+    size_t first = exec_step_add(exec, NULL, entry, entry_count);
+    size_t *step_of = calloc(graph->count + 1, sizeof *step_of);
+    size_t *deps = NULL;
+    size_t last = SIZE_MAX;
+    if (first == SIZE_MAX || !step_of) {
+        goto out;
+    }
+    for (size_t i = 0; i < graph->count; ++i) {
+        const struct CUgraphNode_st *node = graph->nodes[i];
+        size_t n = node->dep_count ? node->dep_count : 1;
+        free(deps);
+        if (!(deps = malloc(n * sizeof *deps))) {
+            goto out;
+        }
+        deps[0] = first;
+        for (size_t d = 0; d < node->dep_count; ++d) {
+            size_t at = 0;
+            while (graph->nodes[at] != node->deps[d]) {
+                ++at;
+            }
+            deps[d] = step_of[at];
+        }
+        step_of[i] = node->kind == NODE_CHILD  ? exec_flatten(exec, node->child, deps, n)
+                     : node->kind == NODE_WORK ? exec_step_add(exec, &node->work, deps, n)
+                                               : exec_step_add(exec, NULL, deps, n);
+        if (step_of[i] == SIZE_MAX) {
+            goto out;
+        }
+    }
+    step_of[graph->count] = first;
+    last = graph->count ? exec_step_add(exec, NULL, step_of, graph->count)
+                        : exec_step_add(exec, NULL, &first, 1);
+out:
+    free(deps);
+    free(step_of);
+    return last;
+}
+
+/* The steps after each step, from the steps' dependencies. */
+static int exec_link(struct CUgraphExec_st *exec) {
+    size_t n = exec->count, edges = 0;
+    for (size_t i = 0; i < n; ++i) {
+        edges += exec->steps[i].dep_count;
+    }
+    exec->next_start = calloc(n + 1, sizeof *exec->next_start);
+    exec->next = malloc((edges ? edges : 1) * sizeof *exec->next);
+    size_t *fill = calloc(n + 1, sizeof *fill);
+    if (!exec->next_start || !exec->next || !fill) {
+        free(fill);
+        return 0;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        for (size_t d = 0; d < exec->steps[i].dep_count; ++d) {
+            ++exec->next_start[exec->steps[i].deps[d] + 1];
+        }
+    }
+    for (size_t i = 0; i < n; ++i) {
+        exec->next_start[i + 1] += exec->next_start[i];
+        fill[i] = exec->next_start[i];
+    }
+    for (size_t i = 0; i < n; ++i) {
+        for (size_t d = 0; d < exec->steps[i].dep_count; ++d) {
+            exec->next[fill[exec->steps[i].deps[d]]++] = i;
+        }
+    }
+    free(fill);
+    return 1;
+}
+
+static CUresult graph_instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags) {
+    USABLE();
+    if (!out || !graph_live(graph)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (flags) {
+        return CUDA_ERROR_NOT_SUPPORTED; /* none of the flags is emulated */
+    }
+    struct CUgraphExec_st *exec = calloc(1, sizeof *exec);
+    if (!exec) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (exec_flatten(exec, graph, NULL, 0) == SIZE_MAX || !exec_link(exec)) {
+        exec_free(exec);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    exec->magic = LIVE;
+    exec->refs = 1;
+    *out = exec;
+    return CUDA_SUCCESS;
+}
+
+static void exec_unref_locked(struct CUgraphExec_st *exec) {
+    if (--exec->refs == 0) {
+        exec_free(exec);
+    }
+}
+
+static CUresult graph_exec_destroy(CUgraphExec exec) {
+    pthread_mutex_lock(&g);
+    if (!exec || exec->magic != LIVE) {
+        pthread_mutex_unlock(&g);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    exec->magic = DEAD; /* launches queued still run (their references) */
+    exec_unref_locked(exec);
+    pthread_mutex_unlock(&g);
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec exec, CUstream s) {
+    USABLE();
+    if (!s || !stream_live(s)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    cmd_t *c = cmd_new(CMD_GRAPH);
+    if (!c) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g);
+    if (!exec || exec->magic != LIVE) {
+        pthread_mutex_unlock(&g);
+        free(c);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    ++exec->refs;
+    c->exec = exec;
+    c->generation = ++exec->launched;
+    pthread_mutex_unlock(&g);
+    CUresult r = enqueue(s, c);
+    if (r != CUDA_SUCCESS) {
+        /* Not queued (a capturing stream, a dead one): the ticket goes as if run. */
+        pthread_mutex_lock(&g);
+        ++exec->ran;
+        pthread_cond_broadcast(&changed);
+        exec_unref_locked(exec);
+        pthread_mutex_unlock(&g);
+    }
+    return r;
+}
+
+/* Runs a launch on its stream's thread, after the launches before it, its
+ * steps in a random order their edges allow. */
+static void graph_run(cmd_t *c) {
+    struct CUgraphExec_st *exec = c->exec;
+    static _Atomic uint64_t draws;
+    uint64_t rng = (atomic_fetch_add(&draws, 1) + 1) * 0x9e3779b97f4a7c15ull;
+    pthread_mutex_lock(&g);
+    while (exec->ran + 1 < c->generation && !atomic_load(&sticky)) {
+        pthread_cond_wait(&changed, &g);
+    }
+    pthread_mutex_unlock(&g);
+    size_t n = exec->count;
+    size_t *waiting = calloc(n, sizeof *waiting); /* deps not yet run */
+    size_t *ready = malloc((n ? n : 1) * sizeof *ready);
+    if (!waiting || !ready) {
+        fault(CUDA_ERROR_OUT_OF_MEMORY);
+    } else {
+        size_t ready_count = 0;
+        for (size_t i = 0; i < n; ++i) {
+            waiting[i] = exec->steps[i].dep_count;
+            if (!waiting[i]) {
+                ready[ready_count++] = i;
+            }
+        }
+        while (ready_count) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            size_t pick = (size_t)(rng % ready_count);
+            size_t i = ready[pick];
+            ready[pick] = ready[--ready_count];
+            if (exec->steps[i].is_work) {
+                cmd_t *work = malloc(sizeof *work);
+                if (!work) {
+                    fault(CUDA_ERROR_OUT_OF_MEMORY);
+                    break;
+                }
+                *work = exec->steps[i].work;
+                work->next = NULL;
+                run(work);
+            }
+            for (size_t e = exec->next_start[i]; e < exec->next_start[i + 1]; ++e) {
+                if (--waiting[exec->next[e]] == 0) {
+                    ready[ready_count++] = exec->next[e];
+                }
+            }
+        }
+    }
+    free(waiting);
+    free(ready);
+    pthread_mutex_lock(&g);
+    ++exec->ran;
+    pthread_cond_broadcast(&changed);
+    exec_unref_locked(exec);
+    pthread_mutex_unlock(&g);
 }
 
 /* ---- entry points ------------------------------------------------------------- */
@@ -1524,6 +2198,16 @@ static const struct {
     {"cuModuleUnload", 2000, (void *)module_unload},
     {"cuModuleGetFunction", 2000, (void *)module_function},
     {"cuLaunchKernel", 4000, (void *)launch_kernel},
+    {"cuStreamBeginCapture", 10010, (void *)stream_begin_capture},
+    {"cuStreamEndCapture", 10000, (void *)stream_end_capture},
+    {"cuGraphCreate", 10000, (void *)graph_create},
+    {"cuGraphAddChildGraphNode", 10000, (void *)graph_add_child_node},
+    {"cuGraphAddEmptyNode", 10000, (void *)graph_add_empty_node},
+    {"cuGraphGetNodes", 10000, (void *)graph_get_nodes},
+    {"cuGraphDestroy", 10000, (void *)graph_destroy},
+    {"cuGraphInstantiateWithFlags", 11040, (void *)graph_instantiate},
+    {"cuGraphLaunch", 10000, (void *)graph_launch},
+    {"cuGraphExecDestroy", 10000, (void *)graph_exec_destroy},
 };
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,

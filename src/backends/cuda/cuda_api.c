@@ -81,7 +81,19 @@ typedef struct entry {
     X(MemFreeAsync, cuMemFreeAsync, 11020, "cuMemFreeAsync", 1)                                    \
     X(DeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, "cuDeviceGetDefaultMemPool", 1)   \
     X(MemPoolSetAttribute, cuMemPoolSetAttribute, 11020, "cuMemPoolSetAttribute", 1)               \
-    X(MemPoolGetAttribute, cuMemPoolGetAttribute, 11020, "cuMemPoolGetAttribute", 1)
+    X(MemPoolGetAttribute, cuMemPoolGetAttribute, 11020, "cuMemPoolGetAttribute", 1)               \
+    /* Graphs (cuda_graph.c), all or none. */                                                      \
+    X(StreamBeginCapture, cuStreamBeginCapture, 10010, "cuStreamBeginCapture_v2", 1)               \
+    X(StreamEndCapture, cuStreamEndCapture, 10000, "cuStreamEndCapture", 1)                        \
+    X(GraphCreate, cuGraphCreate, 10000, "cuGraphCreate", 1)                                       \
+    X(GraphAddChildGraphNode, cuGraphAddChildGraphNode, 10000, "cuGraphAddChildGraphNode", 1)      \
+    X(GraphAddEmptyNode, cuGraphAddEmptyNode, 10000, "cuGraphAddEmptyNode", 1)                     \
+    X(GraphGetNodes, cuGraphGetNodes, 10000, "cuGraphGetNodes", 1)                                 \
+    X(GraphDestroy, cuGraphDestroy, 10000, "cuGraphDestroy", 1)                                    \
+    X(GraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040,                               \
+      "cuGraphInstantiateWithFlags", 1)                                                            \
+    X(GraphLaunch, cuGraphLaunch, 10000, "cuGraphLaunch", 1)                                       \
+    X(GraphExecDestroy, cuGraphExecDestroy, 10000, "cuGraphExecDestroy", 1)
 
 #define ENTRY(field, base, version, symbol, optional)                                              \
     {#base, symbol, version, offsetof(cuda_api_t, field), optional},

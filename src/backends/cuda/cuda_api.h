@@ -74,6 +74,16 @@ typedef struct ordo__cuda_api {
     PFN_cuDeviceGetDefaultMemPool_v11020 DeviceGetDefaultMemPool;
     PFN_cuMemPoolSetAttribute_v11020 MemPoolSetAttribute;
     PFN_cuMemPoolGetAttribute_v11020 MemPoolGetAttribute;
+    PFN_cuStreamBeginCapture_v10010 StreamBeginCapture;
+    PFN_cuStreamEndCapture_v10000 StreamEndCapture;
+    PFN_cuGraphCreate_v10000 GraphCreate;
+    PFN_cuGraphAddChildGraphNode_v10000 GraphAddChildGraphNode;
+    PFN_cuGraphAddEmptyNode_v10000 GraphAddEmptyNode;
+    PFN_cuGraphGetNodes_v10000 GraphGetNodes;
+    PFN_cuGraphDestroy_v10000 GraphDestroy;
+    PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
+    PFN_cuGraphLaunch_v10000 GraphLaunch;
+    PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
 } cuda_api_t;
 
 /* The loaded table, or NULL with the reason ("libcuda.so.1 not found:

@@ -565,7 +565,8 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
-    *out_stream = s->cu;
+    CUstream capture = ORDO_UNLIKELY(ordo__cuda_capturing) ? ordo__cuda_capture_stream(s) : NULL;
+    *out_stream = capture ? capture : s->cu;
     return ORDO_OK;
 }
 
@@ -625,4 +626,7 @@ const hal_backend_t ordo__hal_cuda_backend = {
     .event_init = cuda_event_init,
     .event_fini = cuda_event_fini,
     .event_elapsed_ns = cuda_event_elapsed_ns,
+    .graph_make = ordo__cuda_graph_make,
+    .graph_launch = ordo__cuda_graph_launch,
+    .graph_free = ordo__cuda_graph_free,
 };

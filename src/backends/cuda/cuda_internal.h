@@ -153,6 +153,26 @@ ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream);
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 
+/* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_launch and
+ * graph_free. */
+ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_t *nodes,
+                                    uint32_t count, void **out_native, const char *api);
+ordo_status_t ordo__cuda_graph_launch(void *native, ordo_stream_t *stream);
+void ordo__cuda_graph_free(void *native, ordo_stream_t *stream);
+
+/* The stream whose launch function this thread is capturing into a CUDA
+ * graph, or NULL (nearly always). */
+extern _Thread_local const cuda_stream_t *ordo__cuda_capturing;
+
+/* While this thread captures for s: the capture stream its work goes to
+ * instead of s->cu. NULL otherwise. */
+CUstream ordo__cuda_capture_stream(const cuda_stream_t *s);
+
+/* Refuses api, a stream operation of this backend other than a captured
+ * stream's device work, on a thread that captures (ORDO_ERR_UNSUPPORTED);
+ * the capture then fails with it. Call only when ordo__cuda_capturing. */
+ordo_status_t ordo__cuda_capture_refuse(const char *api);
+
 /* The watcher's view of points (cuda_stream.c). */
 extern const hal_watcher_ops_t ordo__cuda_watcher_ops;
 

@@ -572,6 +572,9 @@ void ordo__cuda_stream_fini(ordo_stream_t *stream) {
 
 ordo_status_t ordo__cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn, void *ctx) {
     static const char api[] = "ordo_stream_host_task";
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_failure(s, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
@@ -597,6 +600,9 @@ ordo_status_t ordo__cuda_stream_host_task(ordo_stream_t *stream, ordo_host_fn fn
 ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal,
                                        uint64_t value) {
     static const char api[] = "ordo_stream_signal";
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
@@ -627,6 +633,9 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
 
 ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value) {
     static const char api[] = "ordo_stream_wait";
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
@@ -649,6 +658,9 @@ ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signa
 
 ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
     static const char api[] = "ordo_stream_synchronize";
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
@@ -691,6 +703,9 @@ ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream) {
 
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     static const char api[] = "ordo_event_record";
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_stream_t *s = stream->impl;
     ordo_status_t st = stream_enter(s, api);
     if (st != ORDO_OK) {
@@ -738,6 +753,20 @@ ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t 
 
 static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx, int always,
                              const char *api) {
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        /* A launch function being captured: its stream's work goes to the
+         * capture, any other stream's is refused (cuda_graph.c). */
+        CUstream capture = ordo__cuda_capture_stream(s);
+        if (!capture || always) { /* always: a free, which must run once */
+            return ordo__cuda_capture_refuse(api);
+        }
+        ordo_status_t st = fn(ctx, capture);
+        if (st != ORDO_OK) {
+            return ordo__error(ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, api,
+                               "the enqueued function returned %s", ordo_status_name(st));
+        }
+        return ORDO_OK;
+    }
     ordo_status_t st = always ? ORDO_OK : stream_failure(s, api);
     if (st == ORDO_OK) {
         st = ordo__cuda_enter(s->dev, api);

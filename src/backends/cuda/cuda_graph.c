@@ -1,0 +1,235 @@
+/* Native graphs on CUDA: a recorded ordo graph lowered to one CUDA graph
+ * (hal_backend.graph_make, core/graph_native.c).
+ *
+ * Each node's launch function is called once, with its stream's work
+ * captured: the thread's capture target (ordo__cuda_capturing) makes
+ * ordo_cuda_stream_enqueue and ordo_cuda_stream_handle of that stream hand
+ * out a private capture stream instead of the stream's own, so the work is
+ * recorded, in THREAD_LOCAL mode, into a graph of its own and nothing
+ * reaches the device. Every other stream operation of this backend on the
+ * capturing thread is refused meanwhile (a host task, a signal, a wait, an
+ * event, a synchronize: none of them could be part of the CUDA graph, and
+ * run now they would happen once instead of at each replay), and the
+ * lowering fails with the refusal. A node's captured graph becomes a
+ * child-graph node (an empty node if the function enqueued nothing) after
+ * the nodes it depends on; the whole is instantiated once. The graph's
+ * launch goes on its stream through the stream's order (held ops first),
+ * and so does its destruction: cuGraphExecDestroy may be called with
+ * launches in flight, but not before a launch held on the lane is issued. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "base/alloc.h"
+#include "base/error.h"
+
+_Thread_local const cuda_stream_t *ordo__cuda_capturing;
+static _Thread_local CUstream capture_stream;
+static _Thread_local ordo_status_t capture_refusal;
+static _Thread_local char capture_refusal_message[256];
+
+typedef struct cuda_graph {
+    cuda_device_t *dev;
+    CUgraphExec exec;
+} cuda_graph_t;
+
+CUstream ordo__cuda_capture_stream(const cuda_stream_t *s) {
+    return s == ordo__cuda_capturing ? capture_stream : NULL;
+}
+
+ordo_status_t ordo__cuda_capture_refuse(const char *api) {
+    ordo_status_t st = ordo__error(
+        ORDO_ERR_UNSUPPORTED, api,
+        "a launch function that is being captured into a CUDA graph may only enqueue device work "
+        "on its own stream (ordo_cuda_stream_enqueue, or the handle ordo_cuda_stream_handle "
+        "gives)");
+    if (capture_refusal == ORDO_OK) {
+        capture_refusal = st;
+        snprintf(capture_refusal_message, sizeof capture_refusal_message, "%s",
+                 ordo_error_message());
+    }
+    return st;
+}
+
+static int has_graphs(const cuda_api_t *cu) {
+    return cu->StreamBeginCapture && cu->StreamEndCapture && cu->GraphCreate &&
+           cu->GraphAddChildGraphNode && cu->GraphAddEmptyNode && cu->GraphGetNodes &&
+           cu->GraphDestroy && cu->GraphInstantiateWithFlags && cu->GraphLaunch &&
+           cu->GraphExecDestroy;
+}
+
+/* Captures node's work into *out_child (NULL when it enqueued nothing). */
+static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
+                                  const hal_graph_node_t *node, CUgraph *out_child,
+                                  const char *api) {
+    *out_child = NULL;
+    CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+        return ordo__cuda_error(r, api, "cuStreamBeginCapture");
+    }
+    ordo__cuda_capturing = node->stream->impl;
+    capture_stream = capture;
+    capture_refusal = ORDO_OK;
+    ordo_status_t st = node->launch(node->ctx, node->stream);
+    ordo__cuda_capturing = NULL;
+    capture_stream = NULL;
+    char launch_message[256];
+    snprintf(launch_message, sizeof launch_message, "%s", ordo_error_message());
+    CUgraph child = NULL;
+    r = cu->StreamEndCapture(capture, &child);
+    if (capture_refusal != ORDO_OK) {
+        st = ordo__error(capture_refusal, api, "cannot lower the graph to a CUDA graph: %s",
+                         capture_refusal_message);
+    } else if (r != CUDA_SUCCESS) {
+        /* The driver ended the capture: the function enqueued work a CUDA
+         * graph cannot hold, or made a call a capture forbids (its own
+         * failure, if any, came from that). */
+        char detail[160];
+        ordo__cuda_describe(r, detail, sizeof detail);
+        st = ordo__error(ORDO_ERR_UNSUPPORTED, api,
+                         "cannot lower the graph to a CUDA graph: cuStreamEndCapture: %s (a "
+                         "launch function did what a capture cannot hold)",
+                         detail);
+    } else if (st != ORDO_OK) {
+        st = ordo__error(ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, api,
+                         "a launch function returned %s while the graph was lowered to a CUDA "
+                         "graph: %s",
+                         ordo_status_name(st), launch_message);
+    }
+    if (st != ORDO_OK) {
+        if (child) {
+            (void)cu->GraphDestroy(child);
+        }
+        return st;
+    }
+    size_t count = 0;
+    r = cu->GraphGetNodes(child, NULL, &count);
+    if (r != CUDA_SUCCESS) {
+        (void)cu->GraphDestroy(child);
+        return ordo__cuda_error(r, api, "cuGraphGetNodes");
+    }
+    if (count == 0) {
+        (void)cu->GraphDestroy(child);
+        child = NULL;
+    }
+    *out_child = child;
+    return ORDO_OK;
+}
+
+/* Builds the graph's template; the caller destroys it. */
+static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_graph_node_t *nodes,
+                           uint32_t count, CUgraph graph, const char *api) {
+    CUgraphNode *made = ordo__alloc((size_t)count * sizeof *made, 0);
+    uint32_t deps_max = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+        deps_max = nodes[i].dep_count > deps_max ? nodes[i].dep_count : deps_max;
+    }
+    CUgraphNode *deps = deps_max ? ordo__alloc((size_t)deps_max * sizeof *deps, 0) : NULL;
+    ordo_status_t st = ORDO_OK;
+    if (!made || (deps_max && !deps)) {
+        st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph's nodes");
+    }
+    for (uint32_t i = 0; st == ORDO_OK && i < count; ++i) {
+        for (uint32_t d = 0; d < nodes[i].dep_count; ++d) {
+            deps[d] = made[nodes[i].deps[d]];
+        }
+        CUgraph child = NULL;
+        st = capture_node(cu, capture, &nodes[i], &child, api);
+        if (st != ORDO_OK) {
+            break;
+        }
+        CUresult r =
+            child ? cu->GraphAddChildGraphNode(&made[i], graph, deps, nodes[i].dep_count, child)
+                  : cu->GraphAddEmptyNode(&made[i], graph, deps, nodes[i].dep_count);
+        if (child) {
+            (void)cu->GraphDestroy(child); /* the node holds its own copy */
+        }
+        if (r != CUDA_SUCCESS) {
+            st = ordo__cuda_error(r, api,
+                                  child ? "cuGraphAddChildGraphNode" : "cuGraphAddEmptyNode");
+        }
+    }
+    ordo__dealloc(made, (size_t)count * sizeof *made, 0);
+    ordo__dealloc(deps, (size_t)deps_max * sizeof *deps, 0);
+    return st;
+}
+
+ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_t *nodes,
+                                    uint32_t count, void **out_native, const char *api) {
+    *out_native = NULL;
+    cuda_device_t *d = device->impl;
+    const cuda_api_t *cu = d->cu;
+    if (!has_graphs(cu)) {
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api,
+                           "the CUDA driver lacks the graph entry points (CUDA 11.4 or later)");
+    }
+    if (ordo__cuda_capturing) {
+        return ordo__error(ORDO_ERR_UNSUPPORTED, api,
+                           "a graph cannot be lowered from inside a launch function");
+    }
+    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
+    cuda_graph_t *g = ordo__alloc(sizeof *g, 0);
+    if (!g) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph");
+    }
+    g->dev = d;
+    g->exec = NULL;
+    CUstream capture = NULL;
+    CUgraph graph = NULL;
+    CUresult r = cu->StreamCreateWithPriority(&capture, CU_STREAM_NON_BLOCKING, 0);
+    ordo_status_t st = r == CUDA_SUCCESS ? ORDO_OK : ordo__cuda_error(r, api, "cuStreamCreate");
+    if (st == ORDO_OK && (r = cu->GraphCreate(&graph, 0)) != CUDA_SUCCESS) {
+        st = ordo__cuda_error(r, api, "cuGraphCreate");
+    }
+    if (st == ORDO_OK) {
+        st = build(cu, capture, nodes, count, graph, api);
+    }
+    if (st == ORDO_OK && (r = cu->GraphInstantiateWithFlags(&g->exec, graph, 0)) != CUDA_SUCCESS) {
+        st = ordo__cuda_error(r, api, "cuGraphInstantiateWithFlags");
+    }
+    if (graph) {
+        (void)cu->GraphDestroy(graph); /* the executable graph is its own */
+    }
+    if (capture) {
+        (void)cu->StreamDestroy(capture);
+    }
+    if (st != ORDO_OK) {
+        ordo__dealloc(g, sizeof *g, 0);
+        return st;
+    }
+    *out_native = g;
+    return ORDO_OK;
+}
+
+static ordo_status_t launch_fn(void *ctx, struct CUstream_st *stream) {
+    cuda_graph_t *g = ctx;
+    CUresult r = g->dev->cu->GraphLaunch(g->exec, stream);
+    return r == CUDA_SUCCESS ? ORDO_OK : ordo__cuda_error(r, "ordo_graph_replay", "cuGraphLaunch");
+}
+
+ordo_status_t ordo__cuda_graph_launch(void *native, ordo_stream_t *stream) {
+    return ordo__cuda_stream_enqueue(stream->impl, launch_fn, native, "ordo_graph_replay");
+}
+
+static ordo_status_t free_fn(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    cuda_graph_t *g = ctx;
+    (void)g->dev->cu->GraphExecDestroy(g->exec); /* launches in flight finish first */
+    ordo__dealloc(g, sizeof *g, 0);
+    return ORDO_OK;
+}
+
+void ordo__cuda_graph_free(void *native, ordo_stream_t *stream) {
+    cuda_graph_t *g = native;
+    if (stream && ordo__cuda_stream_enqueue_always(stream->impl, free_fn, g,
+                                                   "ordo_graph_destroy") == ORDO_OK) {
+        return;
+    }
+    /* Never launched, or the stream cannot take it (out of memory): no
+     * launch of it is held on a lane, so the driver may have it now. */
+    if (ordo__cuda_enter(g->dev, "ordo_graph_destroy") == ORDO_OK) {
+        (void)free_fn(g, NULL);
+    } else {
+        ordo__dealloc(g, sizeof *g, 0);
+    }
+}

@@ -77,6 +77,8 @@ typedef ordo_status_t (*ordo_cuda_enqueue_fn)(void *ctx, struct CUstream_st *str
  * Work enqueued on it directly is ordered after everything ordo has
  * issued to the device so far (see the file comment); use
  * ordo_cuda_stream_enqueue() to be ordered after everything submitted.
+ * Inside a launch function being captured into a CUDA graph (ordo/graph.h,
+ * "Native graphs"), on the capturing thread, it is the capture's stream.
  *
  * @param stream a stream of a CUDA device.
  * @param[out] out_stream receives the handle; valid until the ordo stream
@@ -94,7 +96,10 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
  * thread, and its status is returned; otherwise it is queued on the
  * stream's host lane and runs once the operations held before it have
  * been issued (its failure then fails the stream; the call returns
- * ::ORDO_OK).
+ * ::ORDO_OK). Inside a launch function being captured into a CUDA graph
+ * (ordo/graph.h, "Native graphs"), @p fn runs now with the capture's
+ * stream, and any other stream operation of the thread is refused with
+ * ::ORDO_ERR_UNSUPPORTED.
  *
  * @param stream a stream of a CUDA device.
  * @param fn the function that enqueues the work.

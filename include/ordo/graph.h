@@ -19,8 +19,21 @@
  * change. Each is analysed as the tracker analyses a submission, as if the
  * recorded work ran alone on idle streams, and the cross-stream waits found
  * are kept with it. A launch function is called at each replay (so it can
- * read what it enqueues from its context then); a host task runs at each
- * replay with the context it was recorded with.
+ * read what it enqueues from its context then), except in a native graph
+ * (below); a host task runs at each replay with the context it was
+ * recorded with.
+ *
+ * Native graphs. On a device that has them (CUDA), ordo_tracker_record_end
+ * lowers the recording to one native graph (a CUDA graph), instantiated
+ * once and launched once per replay (ordo_graph_info's native says so).
+ * Each launch function is then called once, at the lowering, with the
+ * device work it enqueues on its stream captured (ordo/cuda.h); the
+ * graph's edges are the waits the recording found. A rebind lowers the
+ * graph again at the next replay (the launch functions are called again).
+ * What cannot be lowered (a host task; a launch function that does
+ * anything but enqueue device work on its own stream) is replayed op by op
+ * with ORDO_GRAPH_NATIVE_AUTO, the default, and fails the recording with
+ * ORDO_GRAPH_NATIVE_REQUIRE. docs/GRAPHS.md, "Native graphs".
  *
  * External accesses. Every buffer a recorded submission names lives
  * outside the graph; the graph names each in a slot, bound to that buffer,

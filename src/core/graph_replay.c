@@ -180,14 +180,17 @@ static void finish(ordo_graph_t *graph, uint64_t broken) {
             frontier[s] = frontier[s] < row[s] ? row[s] : frontier[s];
         }
     }
-    /* Single writer, as the tracker's own counters. */
+    /* Single writer, as the tracker's own counters. A native replay joins
+     * every other lane into lane 0 and back: two waits and a point each,
+     * and lane 0's point. */
+    const uint64_t joins = graph->lane_count - 1u;
     atomic_store_explicit(&tracker->waits_emitted,
                           atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed) +
-                              graph->waits,
+                              (graph->native ? 2 * joins : graph->waits),
                           memory_order_relaxed);
     atomic_store_explicit(&tracker->points_recorded,
                           atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed) +
-                              graph->records,
+                              (graph->native ? joins + 1 : graph->records),
                           memory_order_relaxed);
 }
 

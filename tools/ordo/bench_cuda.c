@@ -8,6 +8,12 @@
  *   chain spread round-robin over n streams, ordered by a tracker from the
  *   one buffer every kernel reads and writes, against hand-placed
  *   cuEventRecord / cuStreamWaitEvent (cuda_manual).
+ * cuda_replay: the cuda_auto_order_2streams chain recorded once into a
+ *   graph, lowered to a CUDA graph (ORDO_GRAPH_NATIVE_REQUIRE) and replayed:
+ *   host time per launch of a replay (ordo_replay) against the tracker
+ *   ordering each launch (ordo_tracker), and, as cuda_replay_end_to_end,
+ *   the time per launch from the first submission until both streams are
+ *   done, for both.
  * cuda_signal_point: how long after it is enqueued on an idle stream the
  *   host sees a point: a CUDA event polled with cuEventQuery (event_query),
  *   a word written by cuStreamWriteValue64 and read by the host
@@ -38,10 +44,16 @@
 #include "bench.h"
 #include "ordo/ordo.h"
 
-static const char *const names[] = {"cuda_event_pool",          "cuda_auto_order_2streams",
-                                    "cuda_auto_order_3streams", "cuda_auto_order_4streams",
-                                    "cuda_signal_point",        "cuda_signal_point_submit",
-                                    "cuda_signal_host_wake",    "cuda_mem"};
+static const char *const names[] = {"cuda_event_pool",
+                                    "cuda_auto_order_2streams",
+                                    "cuda_auto_order_3streams",
+                                    "cuda_auto_order_4streams",
+                                    "cuda_replay",
+                                    "cuda_replay_end_to_end",
+                                    "cuda_signal_point",
+                                    "cuda_signal_point_submit",
+                                    "cuda_signal_host_wake",
+                                    "cuda_mem"};
 
 static int any_selected(const bench_options_t *options) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
@@ -278,6 +290,129 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
     (void)cu->MemFree(chain.cell);
     free(ordo_samples);
     free(manual_samples);
+}
+
+/* ---- cuda_replay ------------------------------------------------------------- */
+
+/* One batch of the chain, tracked (recorded when the tracker records). */
+static void chain_submit(ordo_tracker_t *tracker, ordo_stream_t *const *streams,
+                         ordo_access_t *access, chain_t *chain, uint64_t batch) {
+    for (uint64_t k = 0; k < batch; ++k) {
+        if (ordo_tracker_submit(tracker, streams[k % 2], access, 1, step_launch, chain) !=
+            ORDO_OK) {
+            bench_fail("a submission failed");
+        }
+    }
+}
+
+static void chain_finish(ordo_stream_t *const *streams) {
+    for (int k = 0; k < 2; ++k) {
+        if (ordo_stream_synchronize(streams[k], ordo_deadline_after_ms(60000)) != ORDO_OK) {
+            bench_fail("the chain did not finish");
+        }
+    }
+}
+
+static void run_replay(const bench_options_t *options, ordo_device_t *device,
+                       cuda_kernels_t *kernels) {
+    const int host = bench_selected(options, "cuda_replay");
+    const int end_to_end = bench_selected(options, "cuda_replay_end_to_end");
+    if (!host && !end_to_end) {
+        return;
+    }
+    bench_sizes_t sz = bench_pick(options, 50, 256);
+    const size_t warmup = 2;
+    chain_t chain = {kernels, 0, 0, {NULL, NULL}};
+    check(cu->MemAlloc(&chain.cell, sizeof(unsigned long long)), "cuMemAlloc");
+    chain.params[0] = &chain.cell;
+    chain.params[1] = &chain.ns;
+    ordo_stream_t *streams[2];
+    for (int k = 0; k < 2; ++k) {
+        if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
+            bench_fail("cannot create a stream");
+        }
+    }
+    ordo_tracker_t *tracker;
+    ordo_buffer_t *buffer;
+    if (ordo_tracker_create(device, &tracker) != ORDO_OK ||
+        ordo_buffer_create(tracker, &buffer) != ORDO_OK) {
+        bench_fail("cannot create the tracker");
+    }
+    ordo_access_t access = {buffer, ORDO_ACCESS_READ_WRITE};
+    ordo_graph_t *graph = NULL;
+    if (ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE) != ORDO_OK) {
+        bench_fail("cannot record");
+    }
+    chain_submit(tracker, streams, &access, &chain, sz.batch);
+    if (ordo_tracker_record_end(tracker, &graph) != ORDO_OK) {
+        fprintf(stderr, "ordo bench: cuda_replay skipped: %s\n", ordo_error_message());
+        graph = NULL;
+    }
+    /* cuMemAlloc does not clear: the chain counts from zero. */
+    CUstream first = NULL;
+    if (ordo_cuda_stream_handle(streams[0], &first) != ORDO_OK) {
+        bench_fail("no native stream");
+    }
+    check(cu->MemsetD8Async(chain.cell, 0, sizeof(unsigned long long), first), "cuMemsetD8Async");
+    stream_drain(first);
+    double *samples[4]; /* tracker host, replay host, tracker end to end, replay end to end */
+    for (int i = 0; i < 4; ++i) {
+        samples[i] = samples_alloc(sz.samples);
+    }
+    uint64_t runs = 0;
+    bench_pin(0);
+    for (size_t s = 0; graph && s < sz.samples + warmup; ++s) {
+        uint64_t t0 = bench_now_ns();
+        chain_submit(tracker, streams, &access, &chain, sz.batch);
+        uint64_t t1 = bench_now_ns();
+        chain_finish(streams);
+        uint64_t t2 = bench_now_ns();
+        if (ordo_graph_replay(graph) != ORDO_OK) {
+            bench_fail("a replay failed");
+        }
+        uint64_t t3 = bench_now_ns();
+        chain_finish(streams);
+        uint64_t t4 = bench_now_ns();
+        runs += 2 * sz.batch;
+        if (s >= warmup) {
+            samples[0][s - warmup] = (double)(t1 - t0) / (double)sz.batch;
+            samples[1][s - warmup] = (double)(t3 - t2) / (double)sz.batch;
+            samples[2][s - warmup] = (double)(t2 - t0) / (double)sz.batch;
+            samples[3][s - warmup] = (double)(t4 - t2) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    if (graph) {
+        unsigned long long value = 0;
+        check(cu->MemcpyDtoH(&value, chain.cell, sizeof value), "cuMemcpyDtoH");
+        if (value != runs) {
+            fprintf(stderr, "ordo bench: cuda_replay: the chain counted %llu, not %llu\n", value,
+                    (unsigned long long)runs);
+            bench_fail("a chain ran out of order");
+        }
+        if (host) {
+            emit_pair("cuda_replay", "ordo_tracker", samples[0], "ordo_replay", samples[1], sz);
+        }
+        if (end_to_end) {
+            emit_pair("cuda_replay_end_to_end", "ordo_tracker", samples[2], "ordo_replay",
+                      samples[3], sz);
+        }
+        if (ordo_graph_destroy(graph) != ORDO_OK) {
+            bench_fail("cannot destroy the graph");
+        }
+    }
+    if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
+        ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
+        ordo_tracker_destroy(tracker) != ORDO_OK) {
+        bench_fail("cannot destroy the tracker");
+    }
+    for (int k = 0; k < 2; ++k) {
+        ordo_stream_destroy(streams[k]);
+    }
+    (void)cu->MemFree(chain.cell);
+    for (int i = 0; i < 4; ++i) {
+        free(samples[i]);
+    }
 }
 
 /* ---- cuda_signal_point -------------------------------------------------------- */
@@ -822,15 +957,18 @@ void bench_cuda_all(const bench_options_t *options) {
     }
     if (bench_selected(options, "cuda_auto_order_2streams") ||
         bench_selected(options, "cuda_auto_order_3streams") ||
-        bench_selected(options, "cuda_auto_order_4streams")) {
+        bench_selected(options, "cuda_auto_order_4streams") ||
+        bench_selected(options, "cuda_replay") ||
+        bench_selected(options, "cuda_replay_end_to_end")) {
         cuda_kernels_t kernels;
         char why[256];
         if (!cuda_kernels_load(cu, &kernels, why, sizeof why)) {
-            fprintf(stderr, "ordo bench: cuda_auto_order skipped: %s\n", why);
+            fprintf(stderr, "ordo bench: cuda_auto_order, cuda_replay skipped: %s\n", why);
         } else {
             for (int n = 2; n <= 4; ++n) {
                 run_auto_order(options, device, &kernels, n);
             }
+            run_replay(options, device, &kernels);
             (void)cu->ModuleUnload(kernels.module);
         }
     }

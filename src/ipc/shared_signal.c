@@ -320,7 +320,7 @@ ordo_status_t ordo_shared_signal_fd(ordo_signal_t *signal, int *out_fd) {
     if (out_fd) {
         *out_fd = -1;
     }
-    shared_handle_t *h;
+    shared_handle_t *h = NULL;
     ORDO_RETURN_IF_ERROR(shared_handle(signal, &h, __func__));
     if (!out_fd) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_fd is NULL");
@@ -358,7 +358,7 @@ ordo_status_t ordo_signal_is_shared(ordo_signal_t *signal, bool *out_shared) {
 }
 
 ordo_status_t ordo_shared_signal_register(ordo_signal_t *signal) {
-    shared_handle_t *h;
+    shared_handle_t *h = NULL;
     ORDO_RETURN_IF_ERROR(shared_handle(signal, &h, __func__));
     if (ordo__signal_destroyed(signal)) {
         return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
@@ -375,7 +375,7 @@ ordo_status_t ordo_shared_signal_register(ordo_signal_t *signal) {
 }
 
 ordo_status_t ordo_shared_signal_unregister(ordo_signal_t *signal) {
-    shared_handle_t *h;
+    shared_handle_t *h = NULL;
     ORDO_RETURN_IF_ERROR(shared_handle(signal, &h, __func__));
     ordo__ipc_engine_lock();
     h->registered = false;

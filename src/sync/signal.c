@@ -60,7 +60,7 @@ ordo_status_t ordo__signal_create_remote(signal_remote_t *remote, ordo_signal_t 
                                          const char *api) {
     *out_signal = NULL;
     uint64_t truth = remote->ops->state(remote);
-    ordo_signal_t *signal;
+    ordo_signal_t *signal = NULL;
     ORDO_RETURN_IF_ERROR(signal_make(truth & SIGNAL_VALUE_MASK, remote, &signal, api));
     if (truth & SIGNAL_FAILED) {
         signal->failure = remote->ops->failure(remote, signal->message);
@@ -259,7 +259,7 @@ static ordo_status_t signal_fail_here(ordo_signal_t *signal, ordo_status_t statu
     }
     signal->failure = status;
     if (message) {
-        strncpy(signal->message, message, sizeof signal->message - 1);
+        snprintf(signal->message, sizeof signal->message, "%s", message);
     }
     current = atomic_fetch_or_explicit(&signal->state, SIGNAL_FAILED, memory_order_seq_cst);
     ordo__signal_collect_locked(signal, current & SIGNAL_VALUE_MASK, status, &due);

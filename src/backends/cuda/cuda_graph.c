@@ -23,10 +23,17 @@
 #include "base/alloc.h"
 #include "base/error.h"
 
-_Thread_local const cuda_stream_t *ordo__cuda_capturing;
-static _Thread_local CUstream capture_stream;
-static _Thread_local ordo_status_t capture_refusal;
-static _Thread_local char capture_refusal_message[256];
+/* A capture under way on this thread: on capture_node's stack, reached
+ * through one pointer (the library's thread-local storage is kept small:
+ * some of it is initial-exec, which a dlopen must find room for). */
+struct cuda_capture {
+    const cuda_stream_t *stream;
+    CUstream cu;
+    ordo_status_t refusal; /* the first operation refused meanwhile */
+    char message[256];     /* its message */
+};
+
+_Thread_local cuda_capture_t *ordo__cuda_capturing;
 
 typedef struct cuda_graph {
     cuda_device_t *dev;
@@ -34,7 +41,8 @@ typedef struct cuda_graph {
 } cuda_graph_t;
 
 CUstream ordo__cuda_capture_stream(const cuda_stream_t *s) {
-    return s == ordo__cuda_capturing ? capture_stream : NULL;
+    const cuda_capture_t *c = ordo__cuda_capturing;
+    return c && s == c->stream ? c->cu : NULL;
 }
 
 ordo_status_t ordo__cuda_capture_refuse(const char *api) {
@@ -43,10 +51,10 @@ ordo_status_t ordo__cuda_capture_refuse(const char *api) {
         "a launch function that is being captured into a CUDA graph may only enqueue device work "
         "on its own stream (ordo_cuda_stream_enqueue, or the handle ordo_cuda_stream_handle "
         "gives)");
-    if (capture_refusal == ORDO_OK) {
-        capture_refusal = st;
-        snprintf(capture_refusal_message, sizeof capture_refusal_message, "%s",
-                 ordo_error_message());
+    cuda_capture_t *c = ordo__cuda_capturing;
+    if (c->refusal == ORDO_OK) {
+        c->refusal = st;
+        snprintf(c->message, sizeof c->message, "%s", ordo_error_message());
     }
     return st;
 }
@@ -67,19 +75,17 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
     if (r != CUDA_SUCCESS) {
         return ordo__cuda_error(r, api, "cuStreamBeginCapture");
     }
-    ordo__cuda_capturing = node->stream->impl;
-    capture_stream = capture;
-    capture_refusal = ORDO_OK;
+    cuda_capture_t here = {node->stream->impl, capture, ORDO_OK, ""};
+    ordo__cuda_capturing = &here;
     ordo_status_t st = node->launch(node->ctx, node->stream);
     ordo__cuda_capturing = NULL;
-    capture_stream = NULL;
     char launch_message[256];
     snprintf(launch_message, sizeof launch_message, "%s", ordo_error_message());
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
-    if (capture_refusal != ORDO_OK) {
-        st = ordo__error(capture_refusal, api, "cannot lower the graph to a CUDA graph: %s",
-                         capture_refusal_message);
+    if (here.refusal != ORDO_OK) {
+        st = ordo__error(here.refusal, api, "cannot lower the graph to a CUDA graph: %s",
+                         here.message);
     } else if (r != CUDA_SUCCESS) {
         /* The driver ended the capture: the function enqueued work a CUDA
          * graph cannot hold, or made a call a capture forbids (its own

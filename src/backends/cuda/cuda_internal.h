@@ -160,9 +160,10 @@ ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_
 ordo_status_t ordo__cuda_graph_launch(void *native, ordo_stream_t *stream);
 void ordo__cuda_graph_free(void *native, ordo_stream_t *stream);
 
-/* The stream whose launch function this thread is capturing into a CUDA
- * graph, or NULL (nearly always). */
-extern _Thread_local const cuda_stream_t *ordo__cuda_capturing;
+/* The capture of a launch function's work into a CUDA graph under way on
+ * this thread, or NULL (nearly always). */
+typedef struct cuda_capture cuda_capture_t;
+extern _Thread_local cuda_capture_t *ordo__cuda_capturing;
 
 /* While this thread captures for s: the capture stream its work goes to
  * instead of s->cu. NULL otherwise. */

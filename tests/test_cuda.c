@@ -175,6 +175,23 @@ static void cuda_entry_points_on_cpu(void **state) {
     refusal_fixture_free(&f);
 }
 
+/* Made to fail on demand: ordo's host blocks (installed before any ordo
+ * object, see main). */
+static _Atomic int allocations_fail;
+
+static void *test_allocate(void *user, size_t size, size_t alignment) {
+    (void)user;
+    if (atomic_load(&allocations_fail)) {
+        return NULL;
+    }
+    return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+}
+
+static void test_deallocate(void *user, void *block, size_t size, size_t alignment) {
+    (void)user, (void)size, (void)alignment;
+    free(block);
+}
+
 #ifdef ORDO_HAVE_CUDA_H
 
 /* ---- helpers for the device tests ------------------------------------------- */
@@ -1190,8 +1207,9 @@ static void a_recording_replays_as_one_cuda_graph(void **state) {
 
 typedef struct one_cell {
     CUdeviceptr cells;
-    int use_host_task; /* also a host task on the stream: cannot be captured */
-    int sync_copy;     /* also a synchronous copy: forbidden in a capture */
+    int use_host_task;     /* also a host task on the stream: cannot be captured */
+    int sync_copy;         /* also a synchronous copy: forbidden in a capture */
+    ordo_stream_t *escape; /* also the handle of this other stream: refused */
     int calls;
 } one_cell_t;
 
@@ -1206,6 +1224,13 @@ static ordo_status_t one_cell_launch(void *ctx, ordo_stream_t *stream) {
     combine(stream, c->cells, 0, 0, 0, 0);
     if (c->use_host_task) {
         ordo_status_t st = ordo_stream_host_task(stream, count_task, &c->use_host_task);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    if (c->escape) {
+        struct CUstream_st *other = NULL;
+        ordo_status_t st = ordo_cuda_stream_handle(c->escape, &other);
         if (st != ORDO_OK) {
             return st;
         }
@@ -1246,12 +1271,12 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     ordo_graph_info_t info;
 
     /* A host task inside a launch function. */
-    one_cell_t c = {cells, 1, 0, 0};
+    one_cell_t c = {cells, 1, 0, NULL, 0};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
     assert_null(graph);
     assert_non_null(strstr(ordo_error_message(), "captured into a CUDA graph"));
-    c = (one_cell_t){cells, 1, 0, 0};
+    c = (one_cell_t){cells, 1, 0, NULL, 0};
     assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_AUTO, &graph));
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.native, 0);
@@ -1263,10 +1288,26 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     assert_ok(ordo_graph_destroy(graph));
 
     /* A synchronous copy: the driver invalidates the capture. */
-    c = (one_cell_t){cells, 0, 1, 0};
+    c = (one_cell_t){cells, 0, 1, NULL, 0};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
     assert_null(graph);
+
+    /* Another stream's handle: work on it would escape the capture. */
+    ordo_stream_t *elsewhere = stream_make();
+    c = (one_cell_t){cells, 0, 0, elsewhere, 0};
+    assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
+                  ORDO_ERR_UNSUPPORTED);
+    assert_null(graph);
+    assert_ok(ordo_stream_destroy(elsewhere));
+
+    /* An empty recording is an empty graph in every mode. */
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 0);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_destroy(graph));
 
     /* A host task among the submissions: not device work. */
     assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
@@ -1278,7 +1319,7 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
 
     /* Lowered: the launch function is called once, at the end of the
      * recording, and each replay runs what it enqueued then. */
-    c = (one_cell_t){cells, 0, 0, 0};
+    c = (one_cell_t){cells, 0, 0, NULL, 0};
     assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.native, 1);
@@ -1314,6 +1355,222 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     assert_cu(cu->MemFree(cells));
     assert_cu(cu->MemFree(other));
     launches_free();
+}
+
+typedef struct fill_ctx {
+    CUdeviceptr cells;
+    unsigned long long value;
+    int use_host_task;
+} fill_ctx_t;
+
+static ordo_status_t fill_launch(void *ctx, ordo_stream_t *stream) {
+    fill_ctx_t *f = ctx;
+    fill(stream, f->cells, f->value, 1);
+    return f->use_host_task ? ordo_stream_host_task(stream, count_task, &f->use_host_task)
+                            : ORDO_OK;
+}
+
+/* A lowered graph runs what its launch function enqueued when it was
+ * lowered; ordo_graph_refresh has it called again. Under AUTO, a refresh
+ * whose capture fails leaves the graph replayed op by op, in order with
+ * its native replays before. */
+static void a_refresh_lowers_the_graph_again(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_stream_t *streams[2] = {stream_make(), stream_make()};
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    fill_ctx_t f = {cells, 100, 0};
+    assert_ok(ordo_tracker_record_begin(tracker)); /* AUTO */
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, streams[0], &access, 1, fill_launch, &f));
+    one_cell_t c = {cells, 0, 0, NULL, 0};
+    assert_ok(ordo_tracker_submit(tracker, streams[1], &access, 1, one_cell_launch, &c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    f.value = 200; /* not seen: the graph holds the launch made with 100 */
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(100, 100, 0));
+    assert_ok(ordo_graph_refresh(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(200, 200, 0));
+    /* A refresh that cannot be captured: op by op from then on. */
+    f.value = 300;
+    f.use_host_task = 1;
+    assert_ok(ordo_graph_refresh(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 0);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(300, 300, 0));
+    assert_int_equal(f.use_host_task, 3); /* its host task ran at both op-by-op replays */
+    assert_ok(ordo_graph_refresh(graph)); /* nothing for a graph replayed op by op */
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    for (int k = 0; k < 2; ++k) {
+        assert_ok(ordo_stream_destroy(streams[k]));
+    }
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* A graph destroyed while a launch of it is held on its stream's lane,
+ * with no memory to be had then: the executable graph is given back after
+ * the launch, which runs (its place in the stream was reserved when the
+ * graph was made). */
+static void a_destroy_without_memory_waits_for_a_held_launch(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_stream_t *stream = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    one_cell_t c = {cells, 0, 0, NULL, 0};
+    ordo_graph_t *graph = NULL;
+    assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(stream, gate, 1));
+    assert_true(holding(stream));
+    assert_ok(ordo_graph_replay(graph)); /* its launch held behind the gate */
+    atomic_store(&allocations_fail, 1);
+    ordo_status_t st = ordo_graph_destroy(graph);
+    atomic_store(&allocations_fail, 0);
+    assert_ok(st);
+    assert_ok(ordo_signal_advance(gate, 1));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(0, 0, 0));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* Native replays among eager work on their own streams and on others: each
+ * replay is one submission per lane to the work around it. Ops rewrite
+ * random cells from random cells, so every ordering the tracker owes
+ * shows in the cells. */
+#define MIXED_LANES 7 /* streams the recording uses */
+#define MIXED_OTHERS 2
+#define MIXED_CELLS 48
+
+typedef struct mixed_op {
+    CUdeviceptr cells;
+    int dst, a, b;
+    unsigned long long ns;
+} mixed_op_t;
+
+static ordo_status_t mixed_launch(void *ctx, ordo_stream_t *stream) {
+    mixed_op_t *o = ctx;
+    combine(stream, o->cells, o->dst, o->a, o->b, o->ns);
+    return ORDO_OK;
+}
+
+static void mixed_submit(ordo_tracker_t *tracker, ordo_stream_t *stream, ordo_buffer_t **buffers,
+                         mixed_op_t *o) {
+    ordo_access_t accesses[3] = {{buffers[o->dst], ORDO_ACCESS_WRITE}};
+    size_t n = 1;
+    if (o->a != o->dst) {
+        accesses[n++] = (ordo_access_t){buffers[o->a], ORDO_ACCESS_READ};
+    }
+    if (o->b != o->dst && o->b != o->a) {
+        accesses[n++] = (ordo_access_t){buffers[o->b], ORDO_ACCESS_READ};
+    }
+    if (o->a == o->dst || o->b == o->dst) {
+        accesses[0].mode = ORDO_ACCESS_READ_WRITE;
+    }
+    assert_ok(ordo_tracker_submit(tracker, stream, accesses, n, mixed_launch, o));
+}
+
+static mixed_op_t mixed_op_make(CUdeviceptr cells, uint64_t *rng, unsigned long long spin) {
+    return (mixed_op_t){cells, (int)(test_rand(rng) % MIXED_CELLS),
+                        (int)(test_rand(rng) % MIXED_CELLS), (int)(test_rand(rng) % MIXED_CELLS),
+                        test_rand(rng) % spin};
+}
+
+static void mixed_round(ordo_graph_native_t native, uint64_t seed) {
+    uint64_t rng = seed * 7919u + 13u;
+    CUdeviceptr cells = cells_alloc(MIXED_CELLS);
+    ordo_stream_t *streams[MIXED_LANES + MIXED_OTHERS];
+    for (int k = 0; k < MIXED_LANES + MIXED_OTHERS; ++k) {
+        streams[k] = stream_make();
+    }
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *buffers[MIXED_CELLS];
+    for (int i = 0; i < MIXED_CELLS; ++i) {
+        assert_ok(ordo_buffer_create(tracker, &buffers[i]));
+    }
+    enum { RECORDED = 60, EAGER = 400 };
+    mixed_op_t *recorded = calloc(RECORDED, sizeof *recorded);
+    mixed_op_t *eager = calloc(EAGER, sizeof *eager);
+    assert_ok(ordo_tracker_record_begin_native(tracker, native));
+    for (int i = 0; i < RECORDED; ++i) {
+        recorded[i] = mixed_op_make(cells, &rng, 3000);
+        mixed_submit(tracker, streams[test_rand(&rng) % MIXED_LANES], buffers, &recorded[i]);
+    }
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, native == ORDO_GRAPH_NATIVE_REQUIRE);
+    unsigned long long expect[MIXED_CELLS] = {0};
+    for (int step = 0, e = 0; step < 40; ++step) {
+        if (test_rand(&rng) % 3 == 0) {
+            assert_ok(ordo_graph_replay(graph));
+            for (int i = 0; i < RECORDED; ++i) {
+                const mixed_op_t *o = &recorded[i];
+                expect[o->dst] = combined(expect[o->a], expect[o->b], o->dst);
+            }
+            continue;
+        }
+        for (int burst = 1 + (int)(test_rand(&rng) % 8); burst > 0 && e < EAGER; --burst, ++e) {
+            mixed_op_t *o = &eager[e];
+            *o = mixed_op_make(cells, &rng, 200000);
+            mixed_submit(tracker, streams[test_rand(&rng) % (MIXED_LANES + MIXED_OTHERS)], buffers,
+                         o);
+            expect[o->dst] = combined(expect[o->a], expect[o->b], o->dst);
+        }
+    }
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    cells_check(expect, cells, MIXED_CELLS);
+    for (int i = 0; i < MIXED_CELLS; ++i) {
+        assert_ok(ordo_buffer_release(buffers[i], NULL, NULL));
+    }
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    for (int k = 0; k < MIXED_LANES + MIXED_OTHERS; ++k) {
+        assert_ok(ordo_stream_destroy(streams[k]));
+    }
+    free(recorded);
+    free(eager);
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+static void native_replays_are_ordered_among_eager_work(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+        mixed_round(ORDO_GRAPH_NATIVE_REQUIRE, seed);
+        mixed_round(ORDO_GRAPH_NATIVE_OFF, seed);
+    }
 }
 
 /* ---- memory ------------------------------------------------------------------- */
@@ -2066,6 +2323,12 @@ static int left_out_under_sanitizers(const char *name) {
 }
 
 int main(void) {
+    /* Before any ordo object exists (the allocator cannot change later). */
+    const ordo_allocator_t hooks = {test_allocate, test_deallocate, NULL};
+    if (ordo_allocator_set(&hooks) != ORDO_OK) {
+        fprintf(stderr, "cannot install the test allocator: %s\n", ordo_error_message());
+        return 1;
+    }
     require_gpu = env_flag("ORDO_TEST_CUDA_REQUIRE");
     int sanitizer_safe = env_flag("ORDO_TEST_CUDA_SANITIZER_SAFE");
     const struct CMUnitTest all[] = {
@@ -2087,6 +2350,9 @@ int main(void) {
         DEVICE_TEST(random_program_with_waits_before_signals),
         DEVICE_TEST(a_recording_replays_as_one_cuda_graph),
         DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
+        DEVICE_TEST(a_refresh_lowers_the_graph_again),
+        DEVICE_TEST(a_destroy_without_memory_waits_for_a_held_launch),
+        DEVICE_TEST(native_replays_are_ordered_among_eager_work),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),
         DEVICE_TEST(out_of_memory_is_reported),

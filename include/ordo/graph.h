@@ -28,8 +28,11 @@
  * once and launched once per replay (ordo_graph_info's native says so).
  * Each launch function is then called once, at the lowering, with the
  * device work it enqueues on its stream captured (ordo/cuda.h); the
- * graph's edges are the waits the recording found. A rebind lowers the
- * graph again at the next replay (the launch functions are called again).
+ * graph's edges are the waits the recording found, and it runs on the
+ * first stream, after all work queued before on every stream of the graph
+ * and before all work queued after. A rebind, or ordo_graph_refresh,
+ * lowers the graph again at the next replay (the launch functions are
+ * called again).
  * What cannot be lowered (a host task; a launch function that does
  * anything but enqueue device work on its own stream) is replayed op by op
  * with ORDO_GRAPH_NATIVE_AUTO, the default, and fails the recording with
@@ -190,6 +193,13 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph);
  * own memory. `bound` == `buffer` does nothing. The next replay is ordered
  * by buffer's history. */
 ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_buffer_t *buffer);
+
+/** Has a native graph built again at the next replay: its launch
+ * functions are called again, so the replays after it run what they
+ * enqueue then (for a caller that changed what they read, a pointer or a
+ * scalar, without a rebind). Nothing for a graph replayed op by op (its
+ * launch functions are called at every replay anyway). */
+ordo_status_t ordo_graph_refresh(ordo_graph_t *graph);
 
 /** The buffer bound to slot `index` (below ordo_graph_info's buffers,
  * numbered as the recording first used them; else ORDO_ERR_OUT_OF_RANGE)

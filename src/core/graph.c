@@ -167,6 +167,14 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     return ORDO_OK;
 }
 
+ordo_status_t ordo_graph_refresh(ordo_graph_t *graph) {
+    ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
+    if (graph->native || graph->native_stale) {
+        graph->native_stale = 1; /* lowered again at the next replay */
+    }
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_graph_buffer(ordo_graph_t *graph, uint32_t index, ordo_buffer_t **out_buffer,
                                 ordo_access_mode_t *out_mode) {
     if (out_buffer) {

@@ -163,7 +163,7 @@ void ordo__graph_native_free(ordo_graph_t *graph) {
         return;
     }
     const hal_backend_t *backend = graph->tracker->device->backend;
-    backend->graph_free(graph->native, graph->native_launched ? graph->lanes[0].stream : NULL);
+    backend->graph_free(graph->native, graph->native_launched);
     graph->native = NULL;
     graph->native_launched = 0;
     atomic_store_explicit(&graph->native_on, 0, memory_order_relaxed);
@@ -175,13 +175,14 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
     if (graph->native_mode == ORDO_GRAPH_NATIVE_OFF) {
         return ORDO_OK;
     }
+    if (graph->tasks == 0) {
+        return ORDO_OK; /* nothing to lower, in every mode: replays enqueue only waits */
+    }
     const hal_backend_t *backend = graph->tracker->device->backend;
     ordo_status_t st = ORDO_OK;
     if (!backend->graph_make) {
         st = ordo__error(ORDO_ERR_UNSUPPORTED, api, "the %s backend has no native graphs",
                          backend->name);
-    } else if (graph->tasks == 0) {
-        st = ordo__error(ORDO_ERR_UNSUPPORTED, api, "an empty graph is not lowered");
     }
     lowering_t w = {0};
     if (st == ORDO_OK) {
@@ -195,7 +196,7 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
     }
     void *native = NULL;
     if (st == ORDO_OK) {
-        st = backend->graph_make(graph->tracker->device, w.nodes, w.node_count, &native, api);
+        st = backend->graph_make(graph->lanes[0].stream, w.nodes, w.node_count, &native, api);
     }
     lowering_free(&w, graph);
     if (st != ORDO_OK) {
@@ -229,7 +230,7 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
         }
     }
     if (st == ORDO_OK) {
-        st = backend->graph_launch(graph->native, first->stream);
+        st = backend->graph_launch(graph->native);
         if (st == ORDO_OK) {
             graph->native_launched = 1;
             st = timeline_op(first->stream, first->timeline, &first->spare_refs, base[0] + 1, 0);

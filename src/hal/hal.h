@@ -239,20 +239,22 @@ struct hal_backend {
     ordo_status_t (*event_elapsed_ns)(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
     /* Optional, all three or none: native graphs (core/graph_native.c).
      * graph_make builds and instantiates one from nodes (in a topological
-     * order, their streams all of device), calling each launch function
-     * once, on the calling thread, with the work it enqueues on its stream
-     * captured instead of run; any other stream operation it attempts is
-     * refused. A refusal (ORDO_ERR_UNSUPPORTED: the driver cannot, or a
-     * launch function did what a capture cannot hold; a launch function's
-     * own failure) raises a message naming api and leaves nothing behind.
-     * graph_launch enqueues one run of the graph on stream, in stream order
-     * (ordered after the runs before it). graph_free frees it once the runs
-     * enqueued on stream so far no longer need it (NULL stream: none was),
-     * never blocking. */
-    ordo_status_t (*graph_make)(ordo_device_t *device, const hal_graph_node_t *nodes,
+     * order, their streams all of stream's device), to be launched on
+     * stream, calling each launch function once, on the calling thread,
+     * with the work it enqueues on its stream captured instead of run; any
+     * other stream operation it attempts is refused. A refusal
+     * (ORDO_ERR_UNSUPPORTED: the driver cannot, or a launch function did
+     * what a capture cannot hold; a launch function's own failure; out of
+     * memory) raises a message naming api and leaves nothing behind.
+     * graph_launch enqueues one run of the graph on its stream, in stream
+     * order (after the runs before it). graph_free frees it once the runs
+     * enqueued so far (launched: any was) no longer need it, never
+     * blocking and never failing: what that takes was reserved by
+     * graph_make. */
+    ordo_status_t (*graph_make)(ordo_stream_t *stream, const hal_graph_node_t *nodes,
                                 uint32_t count, void **out_native, const char *api);
-    ordo_status_t (*graph_launch)(void *native, ordo_stream_t *stream);
-    void (*graph_free)(void *native, ordo_stream_t *stream);
+    ordo_status_t (*graph_launch)(void *native);
+    void (*graph_free)(void *native, int launched);
 };
 
 extern const hal_backend_t ordo__hal_cpu_backend;

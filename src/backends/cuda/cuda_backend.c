@@ -565,8 +565,17 @@ ordo_status_t ordo_cuda_stream_handle(ordo_stream_t *stream, struct CUstream_st 
     if (!out_stream) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stream is NULL");
     }
-    CUstream capture = ORDO_UNLIKELY(ordo__cuda_capturing) ? ordo__cuda_capture_stream(s) : NULL;
-    *out_stream = capture ? capture : s->cu;
+    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+        /* Inside a captured launch function: its own stream's handle is the
+         * capture's; another's would let work escape it (run once, now). */
+        CUstream capture = ordo__cuda_capture_stream(s);
+        if (!capture) {
+            return ordo__cuda_capture_refuse(__func__);
+        }
+        *out_stream = capture;
+        return ORDO_OK;
+    }
+    *out_stream = s->cu;
     return ORDO_OK;
 }
 

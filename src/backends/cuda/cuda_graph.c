@@ -37,7 +37,9 @@ _Thread_local cuda_capture_t *ordo__cuda_capturing;
 
 typedef struct cuda_graph {
     cuda_device_t *dev;
+    cuda_stream_t *stream; /* where it is launched */
     CUgraphExec exec;
+    void *free_op; /* the destroy's place on stream, reserved when made */
 } cuda_graph_t;
 
 CUstream ordo__cuda_capture_stream(const cuda_stream_t *s) {
@@ -153,6 +155,14 @@ static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_gra
         if (r != CUDA_SUCCESS) {
             st = ordo__cuda_error(r, api,
                                   child ? "cuGraphAddChildGraphNode" : "cuGraphAddEmptyNode");
+            if (st != ORDO_ERR_OUT_OF_MEMORY) {
+                /* The driver refuses the captured work as a node (memory
+                 * nodes, say): the graph cannot be lowered. */
+                char why[256];
+                snprintf(why, sizeof why, "%s", ordo_error_message());
+                st = ordo__error(ORDO_ERR_UNSUPPORTED, NULL,
+                                 "cannot lower the graph to a CUDA graph: %s", why);
+            }
         }
     }
     ordo__dealloc(made, (size_t)count * sizeof *made, 0);
@@ -160,10 +170,10 @@ static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_gra
     return st;
 }
 
-ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_t *nodes,
+ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_t *nodes,
                                     uint32_t count, void **out_native, const char *api) {
     *out_native = NULL;
-    cuda_device_t *d = device->impl;
+    cuda_device_t *d = stream->device->impl;
     const cuda_api_t *cu = d->cu;
     if (!has_graphs(cu)) {
         return ordo__error(ORDO_ERR_UNSUPPORTED, api,
@@ -179,7 +189,13 @@ ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph");
     }
     g->dev = d;
+    g->stream = stream->impl;
     g->exec = NULL;
+    g->free_op = ordo__cuda_stream_reserve(g->stream, api);
+    if (!g->free_op) {
+        ordo__dealloc(g, sizeof *g, 0);
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
     CUstream capture = NULL;
     CUgraph graph = NULL;
     CUresult r = cu->StreamCreateWithPriority(&capture, CU_STREAM_NON_BLOCKING, 0);
@@ -200,6 +216,10 @@ ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_
         (void)cu->StreamDestroy(capture);
     }
     if (st != ORDO_OK) {
+        if (g->exec) {
+            (void)cu->GraphExecDestroy(g->exec);
+        }
+        ordo__cuda_stream_unreserve(g->free_op);
         ordo__dealloc(g, sizeof *g, 0);
         return st;
     }
@@ -213,8 +233,9 @@ static ordo_status_t launch_fn(void *ctx, struct CUstream_st *stream) {
     return r == CUDA_SUCCESS ? ORDO_OK : ordo__cuda_error(r, "ordo_graph_replay", "cuGraphLaunch");
 }
 
-ordo_status_t ordo__cuda_graph_launch(void *native, ordo_stream_t *stream) {
-    return ordo__cuda_stream_enqueue(stream->impl, launch_fn, native, "ordo_graph_replay");
+ordo_status_t ordo__cuda_graph_launch(void *native) {
+    cuda_graph_t *g = native;
+    return ordo__cuda_stream_enqueue(g->stream, launch_fn, g, "ordo_graph_replay");
 }
 
 static ordo_status_t free_fn(void *ctx, struct CUstream_st *stream) {
@@ -225,14 +246,21 @@ static ordo_status_t free_fn(void *ctx, struct CUstream_st *stream) {
     return ORDO_OK;
 }
 
-void ordo__cuda_graph_free(void *native, ordo_stream_t *stream) {
+void ordo__cuda_graph_free(void *native, int launched) {
     cuda_graph_t *g = native;
-    if (stream && ordo__cuda_stream_enqueue_always(stream->impl, free_fn, g,
-                                                   "ordo_graph_destroy") == ORDO_OK) {
+    if (launched) {
+        /* Behind the launches, held ones included, in the stream's order;
+         * the reservation cannot run out of memory. */
+        if (ordo__cuda_stream_enqueue_reserved(g->stream, g->free_op, free_fn, g,
+                                               "ordo_graph_destroy") != ORDO_OK) {
+            /* The stream holds nothing, so no launch of it waits, and the
+             * context cannot be made current (the device is lost): the
+             * driver's graph is beyond reach. */
+            ordo__dealloc(g, sizeof *g, 0);
+        }
         return;
     }
-    /* Never launched, or the stream cannot take it (out of memory): no
-     * launch of it is held on a lane, so the driver may have it now. */
+    ordo__cuda_stream_unreserve(g->free_op);
     if (ordo__cuda_enter(g->dev, "ordo_graph_destroy") == ORDO_OK) {
         (void)free_fn(g, NULL);
     } else {

@@ -140,6 +140,19 @@ ordo_status_t ordo__cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn f
 ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
                                                const char *api);
 
+/* A held enqueue allocated ahead, on s, for an enqueue that must not fail
+ * for want of memory when it is made (a graph's destroy); NULL, with a
+ * message, without memory. unreserve gives back one never used. */
+void *ordo__cuda_stream_reserve(cuda_stream_t *s, const char *api);
+void ordo__cuda_stream_unreserve(void *reserved);
+
+/* ordo__cuda_stream_enqueue_always with a reservation of s, which it takes
+ * in every case. Fails only where the stream holds nothing and the
+ * device's context cannot be made current (fn then does not run). */
+ordo_status_t ordo__cuda_stream_enqueue_reserved(cuda_stream_t *s, void *reserved,
+                                                 ordo_cuda_enqueue_fn fn, void *ctx,
+                                                 const char *api);
+
 /* The backend entry points of cuda_stream.c. */
 ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream);
 void ordo__cuda_stream_fini(ordo_stream_t *stream);
@@ -155,10 +168,10 @@ void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sn
 
 /* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_launch and
  * graph_free. */
-ordo_status_t ordo__cuda_graph_make(ordo_device_t *device, const hal_graph_node_t *nodes,
+ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_t *nodes,
                                     uint32_t count, void **out_native, const char *api);
-ordo_status_t ordo__cuda_graph_launch(void *native, ordo_stream_t *stream);
-void ordo__cuda_graph_free(void *native, ordo_stream_t *stream);
+ordo_status_t ordo__cuda_graph_launch(void *native);
+void ordo__cuda_graph_free(void *native, int launched);
 
 /* The capture of a launch function's work into a CUDA graph under way on
  * this thread, or NULL (nearly always). */

@@ -751,9 +751,11 @@ ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t 
     return st;
 }
 
+/* reserved: a held op allocated ahead (ordo__cuda_stream_reserve), taken
+ * in every case, for an always enqueue that must not fail for memory. */
 static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx, int always,
-                             const char *api) {
-    if (ORDO_UNLIKELY(ordo__cuda_capturing)) {
+                             held_op_t *reserved, const char *api) {
+    if (ORDO_UNLIKELY(ordo__cuda_capturing) && !reserved) {
         /* A launch function being captured: its stream's work goes to the
          * capture, any other stream's is refused (cuda_graph.c). */
         CUstream capture = ordo__cuda_capture_stream(s);
@@ -769,23 +771,32 @@ static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ct
     }
     ordo_status_t st = always ? ORDO_OK : stream_failure(s, api);
     if (st == ORDO_OK) {
-        st = ordo__cuda_enter(s->dev, api);
+        /* With a reservation, a held enqueue needs no context here (the
+         * lane makes it current): only the direct path does, below. */
+        st = reserved ? ORDO_OK : ordo__cuda_enter(s->dev, api);
     }
     if (st != ORDO_OK) {
         return st;
     }
     hal_lane_lock(&s->lane);
     if (hal_lane_holding_locked(&s->lane)) {
-        held_op_t *op = held_make(s, HELD_ENQUEUE, HAL_LANE_OTHER, api);
+        held_op_t *op = reserved ? reserved : held_make(s, HELD_ENQUEUE, HAL_LANE_OTHER, api);
         st = op ? ORDO_OK : ORDO_ERR_OUT_OF_MEMORY;
         if (op) {
             op->enqueue = fn;
             op->ctx = ctx;
             op->always = always;
-            st = held_push(s, op, api);
+            st = held_push(s, op, api); /* cannot fail: the lane runs, it holds */
         }
         hal_lane_unlock(&s->lane);
         return st;
+    }
+    if (reserved) {
+        ordo__dealloc(reserved, sizeof *reserved, 0);
+        if ((st = ordo__cuda_enter(s->dev, api)) != ORDO_OK) {
+            hal_lane_unlock(&s->lane);
+            return st; /* nothing held: fn had nothing to follow */
+        }
     }
     /* User code runs unlocked; meanwhile other submissions queue behind
      * it on the lane. */
@@ -809,12 +820,27 @@ static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ct
 
 ordo_status_t ordo__cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
                                         const char *api) {
-    return enqueue(s, fn, ctx, 0, api);
+    return enqueue(s, fn, ctx, 0, NULL, api);
 }
 
 ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
                                                const char *api) {
-    return enqueue(s, fn, ctx, 1, api);
+    return enqueue(s, fn, ctx, 1, NULL, api);
+}
+
+void *ordo__cuda_stream_reserve(cuda_stream_t *s, const char *api) {
+    return held_make(s, HELD_ENQUEUE, HAL_LANE_OTHER, api);
+}
+
+void ordo__cuda_stream_unreserve(void *reserved) {
+    held_op_t *op = reserved;
+    ordo__dealloc(op, sizeof *op, 0);
+}
+
+ordo_status_t ordo__cuda_stream_enqueue_reserved(cuda_stream_t *s, void *reserved,
+                                                 ordo_cuda_enqueue_fn fn, void *ctx,
+                                                 const char *api) {
+    return enqueue(s, fn, ctx, 1, reserved, api);
 }
 
 void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot) {

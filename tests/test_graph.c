@@ -1381,6 +1381,15 @@ static void graph_entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.native, 0);
     assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_refresh(graph)); /* nothing to do op by op */
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_destroy(graph));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_graph_refresh, graph);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_graph_refresh, NULL);
+    /* An empty recording is an empty graph even under REQUIRE. */
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    assert_ok(ordo_graph_replay(graph));
     assert_ok(ordo_graph_destroy(graph));
     graph = NULL;
 

@@ -6,7 +6,8 @@
  * and updates the weights in place. So B waits for A inside a step, and A
  * waits for B's update of the step before. On the CPU backend a replay
  * enqueues the recorded tasks one by one; on CUDA, a recording of launch
- * functions (ordo_tracker_submit) replays as one CUDA graph. */
+ * functions (ordo_tracker_submit) started with
+ * ordo_tracker_record_begin_native replays as one CUDA graph. */
 #include <ordo/ordo.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1384,7 +1384,7 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     ordo_buffer_t *b;
     assert_ok(ordo_buffer_create(tracker, &b));
     fill_ctx_t f = {cells, 100, 0};
-    assert_ok(ordo_tracker_record_begin(tracker)); /* AUTO */
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_AUTO));
     ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
     assert_ok(ordo_tracker_submit(tracker, streams[0], &access, 1, fill_launch, &f));
     one_cell_t c = {cells, 0, 0, NULL, 0};
@@ -1458,6 +1458,56 @@ static void a_destroy_without_memory_waits_for_a_held_launch(void **state) {
     assert_ok(ordo_tracker_destroy(tracker));
     assert_ok(ordo_stream_destroy(stream));
     assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
+/* A lane of a native graph that holds a wait before a replay, met only by
+ * a signal another lane gives after it: the join would wait for that
+ * signal, which waits for the graph. The replay goes op by op (the launch
+ * functions called again), the next one natively again. */
+static void a_replay_behind_a_held_wait_goes_op_by_op(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2), other = cells_alloc(2);
+    ordo_stream_t *a = stream_make(), *b = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b0, *b1;
+    assert_ok(ordo_buffer_create(tracker, &b0));
+    assert_ok(ordo_buffer_create(tracker, &b1));
+    one_cell_t c0 = {cells, 0, 0, NULL, 0}, c1 = {other, 0, 0, NULL, 0};
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t x0 = {b0, ORDO_ACCESS_READ_WRITE}, x1 = {b1, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, a, &x0, 1, one_cell_launch, &c0)); /* lane 0 */
+    assert_ok(ordo_tracker_submit(tracker, b, &x1, 1, one_cell_launch, &c1));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    assert_int_equal(c0.calls + c1.calls, 2);
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(a, gate, 1)); /* before the replay, on lane 0 */
+    assert_true(holding(a));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c0.calls + c1.calls, 4);  /* op by op */
+    assert_ok(ordo_stream_signal(b, gate, 1)); /* after the replay, on lane 1 */
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_false(holding(a));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c0.calls + c1.calls, 4); /* natively again */
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    const unsigned long long once = combined(0, 0, 0);
+    assert_int_equal(cell_read(cells, 0), combined(once, once, 0));
+    assert_int_equal(cell_read(other, 0), combined(once, once, 0));
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_buffer_release(b0, NULL, NULL));
+    assert_ok(ordo_buffer_release(b1, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+    assert_cu(cu->MemFree(cells));
+    assert_cu(cu->MemFree(other));
     launches_free();
 }
 
@@ -2352,6 +2402,7 @@ int main(void) {
         DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
         DEVICE_TEST(a_refresh_lowers_the_graph_again),
         DEVICE_TEST(a_destroy_without_memory_waits_for_a_held_launch),
+        DEVICE_TEST(a_replay_behind_a_held_wait_goes_op_by_op),
         DEVICE_TEST(native_replays_are_ordered_among_eager_work),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),

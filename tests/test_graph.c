@@ -1367,7 +1367,7 @@ static void graph_entry_points_refuse_bad_input(void **state) {
             (ordo_graph_native_t)-1);
 
     /* The CPU backend has no native graphs: REQUIRE fails at the end,
-     * saying so, and AUTO replays op by op. */
+     * saying so, and AUTO replays op by op, as OFF (the default) does. */
     assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
     ordo_access_t write_x = {x, ORDO_ACCESS_WRITE};
     assert_ok(ordo_tracker_submit(tracker, f.s[0], &write_x, 1, launch_noop, NULL));
@@ -1375,7 +1375,7 @@ static void graph_entry_points_refuse_bad_input(void **state) {
     if (!strstr(ordo_error_message(), "no native graphs")) {
         fail_msg("\"%s\" does not say why", ordo_error_message());
     }
-    assert_ok(ordo_tracker_record_begin(tracker));
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_AUTO));
     assert_ok(ordo_tracker_submit(tracker, f.s[0], &write_x, 1, launch_noop, NULL));
     assert_ok(ordo_tracker_record_end(tracker, &graph));
     assert_ok(ordo_graph_info(graph, &info));

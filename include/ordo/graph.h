@@ -23,20 +23,23 @@
  * (below); a host task runs at each replay with the context it was
  * recorded with.
  *
- * Native graphs. On a device that has them (CUDA), ordo_tracker_record_end
- * lowers the recording to one native graph (a CUDA graph), instantiated
- * once and launched once per replay (ordo_graph_info's native says so).
+ * Native graphs. Asked for (ordo_tracker_record_begin_native), on a device
+ * that has them (CUDA), ordo_tracker_record_end lowers the recording to
+ * one native graph (a CUDA graph), instantiated once and launched once per
+ * replay (ordo_graph_info's native says so).
  * Each launch function is then called once, at the lowering, with the
  * device work it enqueues on its stream captured (ordo/cuda.h); the
  * graph's edges are the waits the recording found, and it runs on the
  * first stream, after all work queued before on every stream of the graph
- * and before all work queued after. A rebind, or ordo_graph_refresh,
- * lowers the graph again at the next replay (the launch functions are
- * called again).
- * What cannot be lowered (a host task; a launch function that does
- * anything but enqueue device work on its own stream) is replayed op by op
- * with ORDO_GRAPH_NATIVE_AUTO, the default, and fails the recording with
- * ORDO_GRAPH_NATIVE_REQUIRE. docs/GRAPHS.md, "Native graphs".
+ * and before all work queued after (a replay when a stream of the graph
+ * holds a wait back on the host goes op by op instead, so that this join
+ * never waits for work enqueued after it). A rebind, or
+ * ordo_graph_refresh, lowers the graph again at the next replay (the
+ * launch functions are called again). What cannot be lowered (a host
+ * task; a launch function that does anything but enqueue device work on
+ * its own stream) is replayed op by op with ORDO_GRAPH_NATIVE_AUTO, and
+ * fails the recording with ORDO_GRAPH_NATIVE_REQUIRE. docs/GRAPHS.md,
+ * "Native graphs".
  *
  * External accesses. Every buffer a recorded submission names lives
  * outside the graph; the graph names each in a slot, bound to that buffer,
@@ -111,11 +114,11 @@
  * enqueued runs as it would have (the contexts of their tasks must live
  * until then, as for any host task).
  *
- * Thread-safety: a graph is its tracker's: recording, replay, rebind and
- * destroy follow the tracker's rules (externally synchronised, or each
+ * Thread-safety: a graph is its tracker's: recording, replay, rebind,
+ * refresh and destroy follow the tracker's rules (externally synchronised, or each
  * under ordo_tracker_lock); ordo_graph_info and ordo_graph_buffer read the
  * graph and may run beside one another and beside a replay, not beside a
- * rebind or destroy.
+ * rebind, refresh or destroy.
  */
 #ifndef ORDO_GRAPH_H
 #define ORDO_GRAPH_H
@@ -135,12 +138,12 @@ typedef struct ordo_graph ordo_graph_t;
 /** Whether a graph's replays launch one native graph of the device
  * (ordo_tracker_record_begin_native; see "Native graphs" above). */
 typedef enum ordo_graph_native {
+    /** Replay operation by operation (launch functions are called at every
+     * replay). ordo_tracker_record_begin's. */
+    ORDO_GRAPH_NATIVE_OFF = 0,
     /** Lower the recording where the device can (on CUDA, a CUDA graph);
-     * else replay it operation by operation. ordo_tracker_record_begin's. */
-    ORDO_GRAPH_NATIVE_AUTO = 0,
-    /** Always replay operation by operation (launch functions are called
-     * at every replay). */
-    ORDO_GRAPH_NATIVE_OFF = 1,
+     * else replay it operation by operation. */
+    ORDO_GRAPH_NATIVE_AUTO = 1,
     /** Lower the recording, or fail: ordo_tracker_record_end (and a replay
      * after a rebind) returns why it could not (ORDO_ERR_UNSUPPORTED, or a
      * launch function's failure). */

@@ -118,7 +118,7 @@ static void recorder_free(graph_recorder_t *r) {
 }
 
 ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
-    return ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_AUTO);
+    return ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_OFF);
 }
 
 ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,

@@ -148,7 +148,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
 
 /* Each lane's point, each slot's history as the recording left it, and
  * what the lanes learnt (core/graph_internal.h, step 3). */
-static void finish(ordo_graph_t *graph, uint64_t broken) {
+static void finish(ordo_graph_t *graph, uint64_t broken, int native) {
     ordo_tracker_t *tracker = graph->tracker;
     uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* by the tracker's stream index */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
@@ -186,12 +186,23 @@ static void finish(ordo_graph_t *graph, uint64_t broken) {
     const uint64_t joins = graph->lane_count - 1u;
     atomic_store_explicit(&tracker->waits_emitted,
                           atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed) +
-                              (graph->native ? 2 * joins : graph->waits),
+                              (native ? 2 * joins : graph->waits),
                           memory_order_relaxed);
     atomic_store_explicit(&tracker->points_recorded,
                           atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed) +
-                              (graph->native ? joins + 1 : graph->records),
+                              (native ? joins + 1 : graph->records),
                           memory_order_relaxed);
+}
+
+/* Whether a lane of the graph holds work back on the host. */
+static int lanes_hold(const ordo_graph_t *graph) {
+    const hal_backend_t *backend = graph->tracker->device->backend;
+    for (uint32_t l = 0; backend->stream_holding && l < graph->lane_count; ++l) {
+        if (backend->stream_holding(graph->lanes[l].stream)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The graph's own blocks read released between replays (their handles
@@ -215,11 +226,11 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
          * again, for the new buffers. */
         ORDO_RETURN_IF_ERROR(ordo__graph_lower(graph, API));
     }
-    const int native = graph->native != NULL;
     uint64_t base[ORDO_TRACKER_MAX_STREAMS]; /* by lane */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         const graph_lane_t *lane = &graph->lanes[l];
-        const uint64_t advance = native ? 1 : lane->points;
+        /* Either way of replaying takes at most this many values. */
+        const uint64_t advance = lane->points > 1 ? lane->points : 1;
         if (ORDO_UNLIKELY(lane->base > ORDO_SIGNAL_VALUE_MAX - advance)) {
             return ordo__error(
                 ORDO_ERR_OUT_OF_RANGE, API, "the graph's timelines are spent after %llu replays",
@@ -243,6 +254,15 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
         }
     }
     learn(graph);
+    /* A native replay joins every lane's entry before the graph and makes
+     * every lane's later work wait for all of it. Where a lane holds work
+     * back on the host now (a wait whose signal is not yet on its way: its
+     * own, or an entry wait just enqueued), that wait may be met only by
+     * work enqueued after the replay on another lane, which the join would
+     * make wait for it: this replay goes op by op, ordered as the
+     * recording found, no more. Without a held wait every lane's earlier
+     * work is on the device and ends without anything enqueued later. */
+    const int native = graph->native != NULL && !lanes_hold(graph);
     /* 2. The ops, above this replay's base on every timeline. */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         graph->lanes[l].base += native ? 1 : graph->lanes[l].points;
@@ -253,7 +273,7 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
                            ? ordo__graph_run_native(graph, base, message, sizeof message, &broken)
                            : run_ops(graph, base, message, sizeof message, &broken);
     /* 3. The exit, whatever happened: what was enqueued may run. */
-    finish(graph, broken);
+    finish(graph, broken, native);
     blocks_mark(graph, ORDO_BUFFER_RELEASED);
     atomic_store_explicit(&graph->replays,
                           atomic_load_explicit(&graph->replays, memory_order_relaxed) + 1,

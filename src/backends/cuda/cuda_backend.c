@@ -635,6 +635,7 @@ const hal_backend_t ordo__hal_cuda_backend = {
     .event_init = cuda_event_init,
     .event_fini = cuda_event_fini,
     .event_elapsed_ns = cuda_event_elapsed_ns,
+    .stream_holding = ordo__cuda_stream_holding,
     .graph_make = ordo__cuda_graph_make,
     .graph_launch = ordo__cuda_graph_launch,
     .graph_free = ordo__cuda_graph_free,

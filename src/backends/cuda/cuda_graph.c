@@ -252,15 +252,15 @@ void ordo__cuda_graph_free(void *native, int launched) {
         /* Behind the launches, held ones included, in the stream's order;
          * the reservation cannot run out of memory. */
         if (ordo__cuda_stream_enqueue_reserved(g->stream, g->free_op, free_fn, g,
-                                               "ordo_graph_destroy") != ORDO_OK) {
-            /* The stream holds nothing, so no launch of it waits, and the
-             * context cannot be made current (the device is lost): the
-             * driver's graph is beyond reach. */
-            ordo__dealloc(g, sizeof *g, 0);
+                                               "ordo_graph_destroy") == ORDO_OK) {
+            return;
         }
-        return;
+        /* Not queued, and nothing of this graph's is held on the lane (a
+         * held launch would have started its thread; launches come from
+         * the thread destroying it): it goes now, as if never launched. */
+    } else {
+        ordo__cuda_stream_unreserve(g->free_op);
     }
-    ordo__cuda_stream_unreserve(g->free_op);
     if (ordo__cuda_enter(g->dev, "ordo_graph_destroy") == ORDO_OK) {
         (void)free_fn(g, NULL);
     } else {

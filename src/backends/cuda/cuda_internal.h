@@ -147,8 +147,9 @@ void *ordo__cuda_stream_reserve(cuda_stream_t *s, const char *api);
 void ordo__cuda_stream_unreserve(void *reserved);
 
 /* ordo__cuda_stream_enqueue_always with a reservation of s, which it takes
- * in every case. Fails only where the stream holds nothing and the
- * device's context cannot be made current (fn then does not run). */
+ * in every case. Fails only where the lane's thread cannot be started, or
+ * the stream holds nothing and the device's context cannot be made current;
+ * fn then does not run, and nothing the caller queued is held on the lane. */
 ordo_status_t ordo__cuda_stream_enqueue_reserved(cuda_stream_t *s, void *reserved,
                                                  ordo_cuda_enqueue_fn fn, void *ctx,
                                                  const char *api);
@@ -165,6 +166,7 @@ ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline
 ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream);
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+int ordo__cuda_stream_holding(ordo_stream_t *stream);
 
 /* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_launch and
  * graph_free. */

@@ -786,7 +786,7 @@ static ordo_status_t enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ct
             op->enqueue = fn;
             op->ctx = ctx;
             op->always = always;
-            st = held_push(s, op, api); /* cannot fail: the lane runs, it holds */
+            st = held_push(s, op, api); /* fails only if the lane's thread cannot start */
         }
         hal_lane_unlock(&s->lane);
         return st;
@@ -826,6 +826,14 @@ ordo_status_t ordo__cuda_stream_enqueue(cuda_stream_t *s, ordo_cuda_enqueue_fn f
 ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
                                                const char *api) {
     return enqueue(s, fn, ctx, 1, NULL, api);
+}
+
+int ordo__cuda_stream_holding(ordo_stream_t *stream) {
+    cuda_stream_t *s = stream->impl;
+    hal_lane_lock(&s->lane);
+    int holding = hal_lane_holding_locked(&s->lane);
+    hal_lane_unlock(&s->lane);
+    return holding;
 }
 
 void *ordo__cuda_stream_reserve(cuda_stream_t *s, const char *api) {

@@ -200,7 +200,13 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     pthread_mutex_lock(&mpi->subscribe_lock); /* no handle's close is under way */
     pthread_mutex_lock(&mpi->lock);
-    bool observing = mpi->remotes != NULL;
+    /* A handle only the progress thread holds (a pull under way after the
+     * program's last release) is not the program's: it closes when the
+     * pull ends, before the thread is stopped below. */
+    bool observing = false;
+    for (mpi_remote_t *r = mpi->remotes; r && !observing; r = r->next) {
+        observing = ordo__signal_references(r->remote.signal) > r->pins;
+    }
     pthread_mutex_unlock(&mpi->lock);
     pthread_mutex_unlock(&mpi->subscribe_lock);
     if (observing) {

@@ -94,6 +94,9 @@ typedef struct mpi_remote {
      * waits for (for a stall report). */
     _Atomic uint32_t thread_waiters;
     _Atomic uint64_t thread_value;
+    /* References the progress thread holds for a pull (under mpi->lock):
+     * the program's own are the rest (ordo_mpi_destroy counts those). */
+    uint32_t pins;
     struct mpi_remote *prev, *next;
 } mpi_remote_t;
 

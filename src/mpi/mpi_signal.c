@@ -463,7 +463,7 @@ static bool on_update(ordo_mpi_t *mpi, const control_msg_t *msg, int source) {
  * kept truth (its timepoints, streams and links fire here). */
 static bool mirrors_pull(ordo_mpi_t *mpi) {
     enum { BATCH = 32 };
-    ordo_signal_t *behind[BATCH];
+    mpi_remote_t *behind[BATCH];
     size_t n = 0;
     pthread_mutex_lock(&mpi->lock);
     for (mpi_remote_t *r = mpi->remotes; r && n < BATCH; r = r->next) {
@@ -474,13 +474,28 @@ static bool mirrors_pull(ordo_mpi_t *mpi) {
         bool ahead = !mirror.ended && ((truth & ORDO_SIGNAL_VALUE_MAX) > mirror.value ||
                                        (truth & ORDO__SIGNAL_FAILED_BIT));
         if (ahead && ordo__signal_try_retain(r->remote.signal)) {
-            behind[n++] = r->remote.signal;
+            ++r->pins;
+            behind[n++] = r;
         }
     }
     pthread_mutex_unlock(&mpi->lock);
     for (size_t i = 0; i < n; ++i) {
-        ordo__signal_mirror_pull(behind[i]);
-        ordo__signal_release_internal(behind[i]);
+        ordo__signal_mirror_pull(behind[i]->remote.signal);
+    }
+    /* The pins go under the lock, so ordo_mpi_destroy never counts one as
+     * the program's; a last reference (the program let go meanwhile) is
+     * dropped after, outside it: it closes the handle, which takes it. */
+    size_t last = 0;
+    pthread_mutex_lock(&mpi->lock);
+    for (size_t i = 0; i < n; ++i) {
+        --behind[i]->pins;
+        if (!ordo__signal_release_unless_last(behind[i]->remote.signal)) {
+            behind[last++] = behind[i];
+        }
+    }
+    pthread_mutex_unlock(&mpi->lock);
+    for (size_t i = 0; i < last; ++i) {
+        ordo__signal_release_internal(behind[i]->remote.signal);
     }
     return n > 0;
 }

@@ -126,7 +126,7 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
  * message; a destroy of the owner's signal reaches it as ORDO_ERR_CANCELLED.
  * An advance or failure on it is sent to the owner (and taken here at
  * once). The handle's last release ends it; ordo_mpi_destroy refuses with
- * ORDO_ERR_BUSY while any is open. While signals are published or
+ * ORDO_ERR_BUSY while the program holds any. While signals are published or
  * observed, the progress thread looks for messages (at least every 1 ms). */
 ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
                                    ordo_signal_t **out_signal);

@@ -187,6 +187,79 @@ static ordo_status_t step_launch(void *ctx, ordo_stream_t *stream) {
     return ordo_cuda_stream_enqueue(stream, step_enqueue, ctx);
 }
 
+/* The chain on ordo's side: its cell, n streams (at most 4), and a tracker
+ * with the one buffer every launch reads and writes, so each launch waits
+ * for the previous one, on another stream. */
+typedef struct chain_rig {
+    chain_t chain;
+    int n;
+    ordo_stream_t *streams[4];
+    ordo_tracker_t *tracker;
+    ordo_buffer_t *buffer;
+    ordo_access_t access;
+} chain_rig_t;
+
+static void chain_rig_open(chain_rig_t *rig, ordo_device_t *device, cuda_kernels_t *kernels,
+                           int n) {
+    rig->chain = (chain_t){kernels, 0, 0, {NULL, NULL}};
+    check(cu->MemAlloc(&rig->chain.cell, sizeof(unsigned long long)), "cuMemAlloc");
+    rig->chain.params[0] = &rig->chain.cell;
+    rig->chain.params[1] = &rig->chain.ns;
+    rig->n = n;
+    for (int k = 0; k < n; ++k) {
+        if (ordo_stream_create(device, 0, &rig->streams[k]) != ORDO_OK) {
+            bench_fail("cannot create a stream");
+        }
+    }
+    if (ordo_tracker_create(device, &rig->tracker) != ORDO_OK ||
+        ordo_buffer_create(rig->tracker, &rig->buffer) != ORDO_OK) {
+        bench_fail("cannot create the tracker");
+    }
+    rig->access = (ordo_access_t){rig->buffer, ORDO_ACCESS_READ_WRITE};
+}
+
+/* One batch of the chain, round-robin over the streams, tracked (recorded
+ * when the tracker records). */
+static void chain_rig_submit(chain_rig_t *rig, uint64_t batch) {
+    for (uint64_t k = 0; k < batch; ++k) {
+        if (ordo_tracker_submit(rig->tracker, rig->streams[k % (uint64_t)rig->n], &rig->access, 1,
+                                step_launch, &rig->chain) != ORDO_OK) {
+            bench_fail("a submission failed");
+        }
+    }
+}
+
+static void chain_rig_finish(const chain_rig_t *rig) {
+    for (int k = 0; k < rig->n; ++k) {
+        if (ordo_stream_synchronize(rig->streams[k], ordo_deadline_after_ms(60000)) != ORDO_OK) {
+            bench_fail("the chain did not finish");
+        }
+    }
+}
+
+/* The cell counts every step run: a chain out of order loses counts. */
+static void chain_rig_check(const chain_rig_t *rig, const char *name, uint64_t expected) {
+    unsigned long long value = 0;
+    check(cu->MemcpyDtoH(&value, rig->chain.cell, sizeof value), "cuMemcpyDtoH");
+    if (value != expected) {
+        fprintf(stderr, "ordo bench: %s: the chain counted %llu, not %llu\n", name, value,
+                (unsigned long long)expected);
+        bench_fail("a chain ran out of order");
+    }
+}
+
+static void chain_rig_close(chain_rig_t *rig) {
+    if (ordo_buffer_release(rig->buffer, NULL, NULL) != ORDO_OK ||
+        ordo_tracker_drain(rig->tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
+        ordo_tracker_destroy(rig->tracker) != ORDO_OK) {
+        bench_fail("cannot destroy the tracker");
+    }
+    for (int k = 0; k < rig->n; ++k) {
+        ordo_stream_destroy(rig->streams[k]);
+    }
+    (void)cu->MemFree(rig->chain.cell);
+}
+
 static void run_auto_order(const bench_options_t *options, ordo_device_t *device,
                            cuda_kernels_t *kernels, int n) {
     char name[64];
@@ -196,25 +269,8 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
     }
     bench_sizes_t sz = bench_pick(options, 50, 256);
     const size_t warmup = 2;
-    chain_t chain = {kernels, 0, 0, {NULL, NULL}};
-    check(cu->MemAlloc(&chain.cell, sizeof(unsigned long long)), "cuMemAlloc");
-    chain.params[0] = &chain.cell;
-    chain.params[1] = &chain.ns;
-    /* ordo: a tracker over n streams, one buffer read and written by every
-     * kernel: each launch waits for the previous one, on another stream. */
-    ordo_stream_t *streams[4];
-    for (int k = 0; k < n; ++k) {
-        if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
-            bench_fail("cannot create a stream");
-        }
-    }
-    ordo_tracker_t *tracker;
-    ordo_buffer_t *buffer;
-    if (ordo_tracker_create(device, &tracker) != ORDO_OK ||
-        ordo_buffer_create(tracker, &buffer) != ORDO_OK) {
-        bench_fail("cannot create the tracker");
-    }
-    ordo_access_t access = {buffer, ORDO_ACCESS_READ_WRITE};
+    chain_rig_t rig;
+    chain_rig_open(&rig, device, kernels, n);
     /* The hand-written peer: the same chain on n raw streams. */
     CUstream raw[4];
     CUevent events[CHAIN_EVENTS];
@@ -225,7 +281,8 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
         check(cu->EventCreate(&events[e], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     }
     /* cuMemAlloc does not clear: the chain counts from zero. */
-    check(cu->MemsetD8Async(chain.cell, 0, sizeof(unsigned long long), raw[0]), "cuMemsetD8Async");
+    check(cu->MemsetD8Async(rig.chain.cell, 0, sizeof(unsigned long long), raw[0]),
+          "cuMemsetD8Async");
     stream_drain(raw[0]);
     double *ordo_samples = samples_alloc(sz.samples);
     double *manual_samples = samples_alloc(sz.samples);
@@ -233,18 +290,9 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
     bench_pin(0);
     for (size_t s = 0; s < sz.samples + warmup; ++s) {
         uint64_t t0 = bench_now_ns();
-        for (uint64_t k = 0; k < sz.batch; ++k) {
-            if (ordo_tracker_submit(tracker, streams[k % (uint64_t)n], &access, 1, step_launch,
-                                    &chain) != ORDO_OK) {
-                bench_fail("a submission failed");
-            }
-        }
+        chain_rig_submit(&rig, sz.batch);
         uint64_t t1 = bench_now_ns();
-        for (int k = 0; k < n; ++k) {
-            if (ordo_stream_synchronize(streams[k], ordo_deadline_after_ms(60000)) != ORDO_OK) {
-                bench_fail("the chain did not finish");
-            }
-        }
+        chain_rig_finish(&rig);
         uint64_t t2 = bench_now_ns();
         for (uint64_t k = 0; k < sz.batch; ++k, ++launch) {
             CUstream stream = raw[k % (uint64_t)n];
@@ -252,7 +300,8 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
                 check(cu->StreamWaitEvent(stream, events[(launch - 1) % CHAIN_EVENTS], 0),
                       "cuStreamWaitEvent");
             }
-            check(cu->LaunchKernel(kernels->step, 1, 1, 1, 1, 1, 1, 0, stream, chain.params, NULL),
+            check(cu->LaunchKernel(kernels->step, 1, 1, 1, 1, 1, 1, 0, stream, rig.chain.params,
+                                   NULL),
                   "cuLaunchKernel");
             check(cu->EventRecord(events[launch % CHAIN_EVENTS], stream), "cuEventRecord");
         }
@@ -266,52 +315,20 @@ static void run_auto_order(const bench_options_t *options, ordo_device_t *device
         }
     }
     bench_unpin();
-    unsigned long long value = 0;
-    check(cu->MemcpyDtoH(&value, chain.cell, sizeof value), "cuMemcpyDtoH");
-    uint64_t expected = 2 * (uint64_t)(sz.samples + warmup) * sz.batch;
-    if (value != expected) {
-        fprintf(stderr, "ordo bench: %s: the chain counted %llu, not %llu\n", name, value,
-                (unsigned long long)expected);
-        bench_fail("a chain ran out of order");
-    }
+    chain_rig_check(&rig, name, 2 * (uint64_t)(sz.samples + warmup) * sz.batch);
     emit_pair(name, "cuda_manual", manual_samples, "ordo_tracker", ordo_samples, sz);
-    if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
-        ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
-        ordo_tracker_destroy(tracker) != ORDO_OK) {
-        bench_fail("cannot destroy the tracker");
-    }
+    chain_rig_close(&rig);
     for (int k = 0; k < n; ++k) {
-        ordo_stream_destroy(streams[k]);
         (void)cu->StreamDestroy(raw[k]);
     }
     for (int e = 0; e < CHAIN_EVENTS; ++e) {
         (void)cu->EventDestroy(events[e]);
     }
-    (void)cu->MemFree(chain.cell);
     free(ordo_samples);
     free(manual_samples);
 }
 
 /* ---- cuda_replay ------------------------------------------------------------- */
-
-/* One batch of the chain, tracked (recorded when the tracker records). */
-static void chain_submit(ordo_tracker_t *tracker, ordo_stream_t *const *streams,
-                         ordo_access_t *access, chain_t *chain, uint64_t batch) {
-    for (uint64_t k = 0; k < batch; ++k) {
-        if (ordo_tracker_submit(tracker, streams[k % 2], access, 1, step_launch, chain) !=
-            ORDO_OK) {
-            bench_fail("a submission failed");
-        }
-    }
-}
-
-static void chain_finish(ordo_stream_t *const *streams) {
-    for (int k = 0; k < 2; ++k) {
-        if (ordo_stream_synchronize(streams[k], ordo_deadline_after_ms(60000)) != ORDO_OK) {
-            bench_fail("the chain did not finish");
-        }
-    }
-}
 
 static void run_replay(const bench_options_t *options, ordo_device_t *device,
                        cuda_kernels_t *kernels) {
@@ -322,38 +339,24 @@ static void run_replay(const bench_options_t *options, ordo_device_t *device,
     }
     bench_sizes_t sz = bench_pick(options, 50, 256);
     const size_t warmup = 2;
-    chain_t chain = {kernels, 0, 0, {NULL, NULL}};
-    check(cu->MemAlloc(&chain.cell, sizeof(unsigned long long)), "cuMemAlloc");
-    chain.params[0] = &chain.cell;
-    chain.params[1] = &chain.ns;
-    ordo_stream_t *streams[2];
-    for (int k = 0; k < 2; ++k) {
-        if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
-            bench_fail("cannot create a stream");
-        }
-    }
-    ordo_tracker_t *tracker;
-    ordo_buffer_t *buffer;
-    if (ordo_tracker_create(device, &tracker) != ORDO_OK ||
-        ordo_buffer_create(tracker, &buffer) != ORDO_OK) {
-        bench_fail("cannot create the tracker");
-    }
-    ordo_access_t access = {buffer, ORDO_ACCESS_READ_WRITE};
+    chain_rig_t rig;
+    chain_rig_open(&rig, device, kernels, 2);
     ordo_graph_t *graph = NULL;
-    if (ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE) != ORDO_OK) {
+    if (ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE) != ORDO_OK) {
         bench_fail("cannot record");
     }
-    chain_submit(tracker, streams, &access, &chain, sz.batch);
-    if (ordo_tracker_record_end(tracker, &graph) != ORDO_OK) {
+    chain_rig_submit(&rig, sz.batch);
+    if (ordo_tracker_record_end(rig.tracker, &graph) != ORDO_OK) {
         fprintf(stderr, "ordo bench: cuda_replay skipped: %s\n", ordo_error_message());
         graph = NULL;
     }
     /* cuMemAlloc does not clear: the chain counts from zero. */
     CUstream first = NULL;
-    if (ordo_cuda_stream_handle(streams[0], &first) != ORDO_OK) {
+    if (ordo_cuda_stream_handle(rig.streams[0], &first) != ORDO_OK) {
         bench_fail("no native stream");
     }
-    check(cu->MemsetD8Async(chain.cell, 0, sizeof(unsigned long long), first), "cuMemsetD8Async");
+    check(cu->MemsetD8Async(rig.chain.cell, 0, sizeof(unsigned long long), first),
+          "cuMemsetD8Async");
     stream_drain(first);
     double *samples[4]; /* tracker host, replay host, tracker end to end, replay end to end */
     for (int i = 0; i < 4; ++i) {
@@ -363,15 +366,15 @@ static void run_replay(const bench_options_t *options, ordo_device_t *device,
     bench_pin(0);
     for (size_t s = 0; graph && s < sz.samples + warmup; ++s) {
         uint64_t t0 = bench_now_ns();
-        chain_submit(tracker, streams, &access, &chain, sz.batch);
+        chain_rig_submit(&rig, sz.batch);
         uint64_t t1 = bench_now_ns();
-        chain_finish(streams);
+        chain_rig_finish(&rig);
         uint64_t t2 = bench_now_ns();
         if (ordo_graph_replay(graph) != ORDO_OK) {
             bench_fail("a replay failed");
         }
         uint64_t t3 = bench_now_ns();
-        chain_finish(streams);
+        chain_rig_finish(&rig);
         uint64_t t4 = bench_now_ns();
         runs += 2 * sz.batch;
         if (s >= warmup) {
@@ -383,13 +386,7 @@ static void run_replay(const bench_options_t *options, ordo_device_t *device,
     }
     bench_unpin();
     if (graph) {
-        unsigned long long value = 0;
-        check(cu->MemcpyDtoH(&value, chain.cell, sizeof value), "cuMemcpyDtoH");
-        if (value != runs) {
-            fprintf(stderr, "ordo bench: cuda_replay: the chain counted %llu, not %llu\n", value,
-                    (unsigned long long)runs);
-            bench_fail("a chain ran out of order");
-        }
+        chain_rig_check(&rig, "cuda_replay", runs);
         if (host) {
             emit_pair("cuda_replay", "ordo_tracker", samples[0], "ordo_replay", samples[1], sz);
         }
@@ -401,15 +398,7 @@ static void run_replay(const bench_options_t *options, ordo_device_t *device,
             bench_fail("cannot destroy the graph");
         }
     }
-    if (ordo_buffer_release(buffer, NULL, NULL) != ORDO_OK ||
-        ordo_tracker_drain(tracker, ordo_deadline_after_ms(60000)) != ORDO_OK ||
-        ordo_tracker_destroy(tracker) != ORDO_OK) {
-        bench_fail("cannot destroy the tracker");
-    }
-    for (int k = 0; k < 2; ++k) {
-        ordo_stream_destroy(streams[k]);
-    }
-    (void)cu->MemFree(chain.cell);
+    chain_rig_close(&rig);
     for (int i = 0; i < 4; ++i) {
         free(samples[i]);
     }

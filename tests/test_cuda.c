@@ -218,11 +218,7 @@ static ordo_stream_t *stream_make(void) {
 }
 
 static int holding(ordo_stream_t *stream) {
-    cuda_stream_t *s = stream->impl;
-    hal_lane_lock(&s->lane);
-    int h = hal_lane_holding_locked(&s->lane);
-    hal_lane_unlock(&s->lane);
-    return h;
+    return ordo__cuda_stream_holding(stream);
 }
 
 /* A kernel launch, enqueued in ordo stream order; it may run later on the
@@ -989,15 +985,19 @@ static program_t *program_make(uint64_t seed, int ops) {
     return p;
 }
 
-static void program_check(const program_t *p, CUdeviceptr cells) {
-    unsigned long long *got = calloc((size_t)p->ops, sizeof *got);
-    device_read(got, cells, (size_t)p->ops * sizeof *got);
+static void cells_check(const unsigned long long *expect, CUdeviceptr cells, int count) {
+    unsigned long long *got = calloc((size_t)count, sizeof *got);
+    device_read(got, cells, (size_t)count * sizeof *got);
     int wrong = 0;
-    for (int i = 0; i < p->ops; ++i) {
-        wrong += got[i] != p->expect[i];
+    for (int i = 0; i < count; ++i) {
+        wrong += got[i] != expect[i];
     }
     free(got);
     assert_int_equal(wrong, 0);
+}
+
+static void program_check(const program_t *p, CUdeviceptr cells) {
+    cells_check(p->expect, cells, p->ops);
 }
 
 typedef struct tracked_launch {
@@ -1153,17 +1153,6 @@ static unsigned long long *program_expect_runs(const program_t *p, int runs) {
         }
     }
     return cells;
-}
-
-static void cells_check(const unsigned long long *expect, CUdeviceptr cells, int count) {
-    unsigned long long *got = calloc((size_t)count, sizeof *got);
-    device_read(got, cells, (size_t)count * sizeof *got);
-    int wrong = 0;
-    for (int i = 0; i < count; ++i) {
-        wrong += got[i] != expect[i];
-    }
-    free(got);
-    assert_int_equal(wrong, 0);
 }
 
 /* A random program recorded once and replayed `replays` times as `native`

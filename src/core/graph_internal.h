@@ -296,10 +296,11 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api);
 ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, char *message,
                                      size_t capacity, uint64_t *out_broken);
 
-/* A lane whose replay stopped at a refused enqueue (graph_replay.c): a
- * best-effort host task that fails its stream with status, if the stream
- * still runs, so its later work learns of the gap. */
-void ordo__graph_lane_broken(ordo_stream_t *stream, ordo_status_t status);
+/* A lane whose replay stopped at a refused enqueue (graph_replay.c): its
+ * timeline fails with status and message, so the streams waiting on it
+ * fail rather than wait forever, and a best-effort host task fails its
+ * stream, if the stream still runs, so its later work learns of the gap. */
+void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message);
 
 /* Frees the native graph, if any. */
 void ordo__graph_native_free(ordo_graph_t *graph);

@@ -243,11 +243,9 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
          * wait on it fail instead of waiting forever; lane 0's too, which
          * every other lane waits on below. */
         snprintf(message, capacity, "ordo_graph_replay: %s: %s", what, ordo_error_message());
-        (void)ordo_signal_fail(lanes[at].timeline, st, message);
-        (void)ordo_signal_fail(first->timeline, st, message);
-        ordo__graph_lane_broken(lanes[at].stream, st);
+        ordo__graph_lane_broken(&lanes[at], st, message);
         if (at != 0) {
-            ordo__graph_lane_broken(first->stream, st);
+            ordo__graph_lane_broken(first, st, message);
         }
         *out_broken = ((uint64_t)1 << at) | 1u;
     }
@@ -264,8 +262,7 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
                 snprintf(message, capacity, "ordo_graph_replay: %s: %s", what,
                          ordo_error_message());
             }
-            (void)ordo_signal_fail(lanes[l].timeline, exit, message);
-            ordo__graph_lane_broken(lanes[l].stream, exit);
+            ordo__graph_lane_broken(&lanes[l], exit, message);
             *out_broken |= (uint64_t)1 << l;
         }
     }

@@ -21,7 +21,9 @@ static ordo_status_t launch_failed_task(void *ctx) {
                      "a launch function failed during ordo_graph_replay");
 }
 
-void ordo__graph_lane_broken(ordo_stream_t *stream, ordo_status_t status) {
+void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message) {
+    (void)ordo_signal_fail(lane->timeline, status, message);
+    ordo_stream_t *stream = lane->stream;
     const hal_backend_t *backend = stream->device->backend;
     if (backend->status(stream) == ORDO_OK) {
         /* The stream itself goes on: best effort, its next work learns of
@@ -138,8 +140,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
                 first = st;
             }
             broken |= (uint64_t)1 << op->lane;
-            (void)ordo_signal_fail(lane->timeline, st, message);
-            ordo__graph_lane_broken(lane->stream, st);
+            ordo__graph_lane_broken(lane, st, message);
         }
     }
     *out_broken = broken;

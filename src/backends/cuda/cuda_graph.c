@@ -81,8 +81,10 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
     ordo__cuda_capturing = &here;
     ordo_status_t st = node->launch(node->ctx, node->stream);
     ordo__cuda_capturing = NULL;
-    char launch_message[256];
-    snprintf(launch_message, sizeof launch_message, "%s", ordo_error_message());
+    char launch_message[256] = ""; /* its failure's, kept before a message of ours */
+    if (st != ORDO_OK) {
+        snprintf(launch_message, sizeof launch_message, "%s", ordo_error_message());
+    }
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
     if (here.refusal != ORDO_OK) {

@@ -32,8 +32,8 @@
  * graph's edges are the waits the recording found, and it runs on the
  * first stream, after all work queued before on every stream of the graph
  * and before all work queued after (a replay when a stream of the graph
- * holds a wait back on the host goes op by op instead, so that this join
- * never waits for work enqueued after it). A rebind, or
+ * holds back on the host a wait not yet met goes op by op instead, so that
+ * this join never waits for work enqueued after it). A rebind, or
  * ordo_graph_refresh, lowers the graph again at the next replay (the
  * launch functions are called again). What cannot be lowered (a host
  * task; a launch function that does anything but enqueue device work on

@@ -195,11 +195,11 @@ static void finish(ordo_graph_t *graph, uint64_t broken, int native) {
                           memory_order_relaxed);
 }
 
-/* Whether a lane of the graph holds work back on the host. */
-static int lanes_hold(const ordo_graph_t *graph) {
+/* Whether a lane of the graph holds a wait not yet met back on the host. */
+static int lanes_wait(const ordo_graph_t *graph) {
     const hal_backend_t *backend = graph->tracker->device->backend;
-    for (uint32_t l = 0; backend->stream_holding && l < graph->lane_count; ++l) {
-        if (backend->stream_holding(graph->lanes[l].stream)) {
+    for (uint32_t l = 0; backend->stream_waits_unmet && l < graph->lane_count; ++l) {
+        if (backend->stream_waits_unmet(graph->lanes[l].stream)) {
             return 1;
         }
     }
@@ -256,14 +256,15 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     }
     learn(graph);
     /* A native replay joins every lane's entry before the graph and makes
-     * every lane's later work wait for all of it. Where a lane holds work
-     * back on the host now (a wait whose signal is not yet on its way: its
-     * own, or an entry wait just enqueued), that wait may be met only by
+     * every lane's later work wait for all of it. Where a lane holds back
+     * on the host a wait whose signal has not reached its value (its own,
+     * or an entry wait just enqueued), that wait may be met only by
      * work enqueued after the replay on another lane, which the join would
      * make wait for it: this replay goes op by op, ordered as the
-     * recording found, no more. Without a held wait every lane's earlier
-     * work is on the device and ends without anything enqueued later. */
-    const int native = graph->native != NULL && !lanes_hold(graph);
+     * recording found, no more. Without an unmet held wait every lane's
+     * earlier work is on the device or held behind nothing that waits for
+     * later work. */
+    const int native = graph->native != NULL && !lanes_wait(graph);
     /* 2. The ops, above this replay's base on every timeline. */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         graph->lanes[l].base += native ? 1 : graph->lanes[l].points;

@@ -237,12 +237,12 @@ struct hal_backend {
     /* Optional: the time between two timing events whose points are both
      * reached, measured by the device. NULL: from the host stamps. */
     ordo_status_t (*event_elapsed_ns)(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
-    /* Optional: non-zero when the stream holds operations back on the
-     * host (a wait whose signal's point is not yet on the device, and what
-     * follows it), which work enqueued later elsewhere may be needed to
-     * release. NULL: never (a backend whose queues never wait on the host
-     * for later work, or one without native graphs, which alone ask). */
-    int (*stream_holding)(ordo_stream_t *stream);
+    /* Optional: non-zero when the stream holds back on the host a wait
+     * whose signal has not reached its value, which work enqueued later
+     * elsewhere may be needed to raise. NULL: never (a backend whose queues
+     * never wait on the host for later work, or one without native graphs,
+     * which alone ask). */
+    int (*stream_waits_unmet)(ordo_stream_t *stream);
     /* Optional, all three or none: native graphs (core/graph_native.c).
      * graph_make builds and instantiates one from nodes (in a topological
      * order, their streams all of stream's device), to be launched on

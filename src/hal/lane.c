@@ -173,6 +173,21 @@ static int snapshot_kind(const hal_lane_op_t *op, hal_pending_kind_t *out_kind) 
     return 0;
 }
 
+int ordo__hal_lane_waits_unmet(hal_lane_t *lane) {
+    int unmet = 0;
+    pthread_mutex_lock(&lane->lock);
+    const hal_lane_op_t *op = lane->current ? lane->current : lane->head;
+    while (op && !unmet) {
+        if (op->kind == HAL_LANE_WAIT) {
+            signal_view_t view = ordo__signal_view(op->signal);
+            unmet = !view.ended && view.value < op->value;
+        }
+        op = op == lane->current ? lane->head : op->next;
+    }
+    pthread_mutex_unlock(&lane->lock);
+    return unmet;
+}
+
 size_t ordo__hal_lane_snapshot(hal_lane_t *lane, hal_pending_op_t *ops, size_t capacity,
                                int *out_in_wait) {
     size_t n = 0;

@@ -125,6 +125,12 @@ void ordo__hal_lane_end_direct(hal_lane_t *lane);
  * (no thread) nothing is queued. */
 ordo_status_t ordo__hal_lane_push_locked(hal_lane_t *lane, hal_lane_op_t *op, const char *api);
 
+/* Takes the lock: non-zero when a held wait (queued, or the op running)
+ * is on a signal that has not reached its value and has not ended, which
+ * later work elsewhere may be needed to raise. Held host tasks and
+ * signals, and waits already met, do not count. */
+int ordo__hal_lane_waits_unmet(hal_lane_t *lane);
+
 /* For stall reports, under no lock: copies the held waits and signals (the
  * running op first) into ops, retaining each signal; returns how many
  * there were in all. *out_in_wait: the first is a wait blocked now. */

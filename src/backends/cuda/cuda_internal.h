@@ -166,7 +166,9 @@ ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline
 ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream);
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
+/* The lane holds anything (queued or running); for tests. */
 int ordo__cuda_stream_holding(ordo_stream_t *stream);
+int ordo__cuda_stream_waits_unmet(ordo_stream_t *stream);
 
 /* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_launch and
  * graph_free. */

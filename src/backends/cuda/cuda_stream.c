@@ -836,6 +836,11 @@ int ordo__cuda_stream_holding(ordo_stream_t *stream) {
     return holding;
 }
 
+int ordo__cuda_stream_waits_unmet(ordo_stream_t *stream) {
+    cuda_stream_t *s = stream->impl;
+    return ordo__hal_lane_waits_unmet(&s->lane);
+}
+
 void *ordo__cuda_stream_reserve(cuda_stream_t *s, const char *api) {
     return held_make(s, HELD_ENQUEUE, HAL_LANE_OTHER, api);
 }

@@ -1761,6 +1761,15 @@ static void completions_are_seen_while_a_stream_waits_on_the_host(void **state) 
      * deadline, and it must find them there. */
     static gate_t gate;
     static gate_opener_t opener;
+    /* Frees of earlier tests may still be queued or under way: one that
+     * began after the gate shut would wait for it, and every free of this
+     * test behind it. */
+    const ordo_deadline_t settle = test_deadline();
+    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) <
+           atomic_load_explicit(&d->frees_queued, memory_order_relaxed)) {
+        assert_true(ordo_time_now_ns() < settle);
+        sched_yield();
+    }
     gate_make(&gate);
     gate_hold(gated, &gate);
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));

@@ -179,6 +179,7 @@ static void *free_main(void *arg) {
         atomic_fetch_add_explicit(&d->frees_begun, 1, memory_order_release);
         free_now(d, f);
         ordo__dealloc(f, sizeof *f, 0);
+        atomic_fetch_add_explicit(&d->frees_done, 1, memory_order_release);
         pthread_mutex_lock(&d->free_lock);
     }
     pthread_mutex_unlock(&d->free_lock);
@@ -196,6 +197,7 @@ void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_
         if (d->free_started && !d->free_stop) {
             *d->free_tail = f;
             d->free_tail = &f->next;
+            atomic_fetch_add_explicit(&d->frees_queued, 1, memory_order_relaxed);
             ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
             queued = 1;
         }

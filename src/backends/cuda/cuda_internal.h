@@ -81,9 +81,13 @@ typedef struct cuda_device {
     int free_stop;    /* under free_lock */
     int free_started; /* the thread runs */
     pthread_t free_thread;
-    /* Frees the thread has taken up (a driver call under way or done):
-     * observable, for tests of a free that waits for the whole device. */
+    /* Frees handed to the thread, taken up by it (a driver call under way
+     * or done), and done: observable, for tests of a free that waits for
+     * the whole device (a free still under way from earlier work holds up
+     * every later one). */
+    _Atomic uint64_t frees_queued;
     _Atomic uint64_t frees_begun;
+    _Atomic uint64_t frees_done;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
     int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;

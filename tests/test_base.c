@@ -57,9 +57,13 @@ static void error_can_wrap_the_previous_message(void **state) {
     }
 }
 
+/* A new thread has no message until its first error, and its message
+ * (its own buffer, freed as the thread exits) names its own failure. */
 static void *fail_on_this_thread(void *arg) {
-    (void)arg;
+    int *seen = arg;
+    seen[0] = strcmp(ordo_error_message(), "") == 0;
     (void)ordo_signal_create(0, NULL);
+    seen[1] = strstr(ordo_error_message(), "ordo_signal_create") != NULL;
     return NULL;
 }
 
@@ -68,8 +72,11 @@ static void error_message_is_per_thread(void **state) {
     assert_status(ordo_signal_advance(NULL, 1), ORDO_ERR_INVALID_HANDLE);
     char copy[512];
     snprintf(copy, sizeof copy, "%s", ordo_error_message());
-    pthread_t t = test_thread_start(fail_on_this_thread, NULL);
+    int seen[2] = {0, 0};
+    pthread_t t = test_thread_start(fail_on_this_thread, seen);
     pthread_join(t, NULL);
+    assert_true(seen[0]);
+    assert_true(seen[1]);
     assert_string_equal(copy, ordo_error_message());
 }
 

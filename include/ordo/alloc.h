@@ -5,7 +5,10 @@
  * hooks (the default is the C library's aligned_alloc/free), except those
  * of traces (ordo/trace.h): the room a trace records into is mapped with
  * mmap, and each recording thread's record (kept for the life of the
- * process) and the buffers of the export come from the C library. A program
+ * process) and the buffers of the export come from the C library. What
+ * belongs to a thread rather than to an object also comes from the C
+ * library and is freed when the thread exits: the text of its last error
+ * (made at its first error) and its table of event-pool caches. A program
  * that wants ordo's memory in its own arena installs hooks once, before
  * creating any ordo object. Caller-owned records (timepoints, links) never
  * allocate.

@@ -1,13 +1,55 @@
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 
 #define ORDO_ERROR_MESSAGE_MAX 512
 
-static _Thread_local char error_message[ORDO_ERROR_MESSAGE_MAX];
+/* Each thread's last message, in a buffer from the C library made at the
+ * thread's first error and freed at its exit (a pthread key). It is not in
+ * thread-local storage: libordo's thread-local block is taken from the
+ * static TLS room a dlopen finds (some of its variables are initial-exec),
+ * a few hundred bytes, and 512 bytes there helped a dlopen from Python
+ * fail. The buffer belongs to the thread, not to an ordo object, so it
+ * does not go through the program's allocator (ordo/alloc.h). */
+static _Thread_local char *error_message;
 static _Thread_local uint64_t error_count;
+static pthread_once_t message_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t message_key;
+static int message_key_ready;
+
+/* Where the message would have gone when no buffer could be made. */
+static const char message_lost[] = "(the message was lost: no memory to keep it)";
+
+static void message_free(void *buffer) {
+    error_message = NULL;
+    free(buffer);
+}
+
+static void message_key_make(void) {
+    message_key_ready = pthread_key_create(&message_key, message_free) == 0;
+}
+
+/* The calling thread's buffer, made on first use; NULL without memory.
+ * A thread exit's key destructors may record errors after this thread's
+ * buffer was freed: the buffer is made again and set again, and the C
+ * library calls the destructor again for it. */
+static char *message_buffer(void) {
+    if (ORDO_LIKELY(error_message != NULL)) {
+        return error_message;
+    }
+    pthread_once(&message_key_once, message_key_make);
+    char *buffer = message_key_ready ? malloc(ORDO_ERROR_MESSAGE_MAX) : NULL;
+    if (buffer && pthread_setspecific(message_key, buffer) != 0) {
+        free(buffer);
+        buffer = NULL;
+    }
+    error_message = buffer;
+    return buffer;
+}
 
 typedef struct status_info {
     const char *name;
@@ -62,7 +104,10 @@ bool ordo_status_is_error(ordo_status_t status) {
 }
 
 const char *ordo_error_message(void) {
-    return error_message;
+    if (error_count == 0) {
+        return "";
+    }
+    return error_message ? error_message : message_lost;
 }
 
 uint64_t ordo__error_count(void) {
@@ -80,7 +125,10 @@ static void message_set(const char *prefix, const char *fmt, va_list args) {
     if (fmt && used >= 0 && (size_t)used < sizeof message) {
         vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
     }
-    memcpy(error_message, message, strnlen(message, sizeof message - 1) + 1);
+    char *buffer = message_buffer();
+    if (buffer) {
+        memcpy(buffer, message, strnlen(message, sizeof message - 1) + 1);
+    }
     ++error_count;
 }
 
@@ -93,7 +141,7 @@ ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt
 }
 
 ordo_status_t ordo__error_as(ordo_status_t status, const char *api) {
-    const char *detail = error_message;
+    const char *detail = ordo_error_message();
     if (strncmp(detail, "ordo_", 5) == 0) {
         size_t name = strspn(detail, "abcdefghijklmnopqrstuvwxyz0123456789_");
         if (detail[name] == ':' && detail[name + 1] == ' ') {

@@ -63,6 +63,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -180,7 +181,12 @@ typedef struct thread_entry {
 
 enum { THREAD_FRESH = 0, THREAD_REGISTERED = 1, THREAD_EXITING = 2 };
 
-static _Thread_local thread_entry_t thread_entries[THREAD_ENTRIES];
+/* The table lives on the C library's heap, not in thread-local storage:
+ * libordo's thread-local block is taken from the static TLS room a dlopen
+ * finds (some of its variables are initial-exec), which is a few hundred
+ * bytes, and a 1 KiB table there made a dlopen from Python fail. NULL until
+ * the thread registers; freed at its exit. */
+static _Thread_local thread_entry_t *thread_entries;
 static _Thread_local int thread_state;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -207,12 +213,19 @@ static ordo_status_t pool_check(const event_pool_t *pool, const char *api) {
 
 /* The calling thread's cache for pool when it sits at its home entry. */
 static POOL_HOT pool_cache_t *thread_cache_fast(const event_pool_t *pool) {
-    const thread_entry_t *entry = &thread_entries[pool->id & (THREAD_ENTRIES - 1)];
+    const thread_entry_t *entries = thread_entries;
+    if (ORDO_UNLIKELY(!entries)) {
+        return NULL;
+    }
+    const thread_entry_t *entry = &entries[pool->id & (THREAD_ENTRIES - 1)];
     return ORDO_LIKELY(entry->pool_id == pool->id) ? entry->cache : NULL;
 }
 
 /* The calling thread's cache for pool wherever it sits; NULL if none. */
 static pool_cache_t *thread_cache_probe(const event_pool_t *pool) {
+    if (!thread_entries) {
+        return NULL;
+    }
     for (uint64_t k = 0; k < THREAD_ENTRIES; ++k) {
         thread_entry_t *entry = &thread_entries[(pool->id + k) & (THREAD_ENTRIES - 1)];
         if (entry->pool_id == pool->id) {
@@ -558,6 +571,8 @@ static void thread_exit(void *arg) {
         }
     }
     pthread_mutex_unlock(&pools_lock);
+    thread_entries = NULL;
+    free(entries);
 }
 
 static void exit_key_make(void) {
@@ -573,9 +588,14 @@ static pool_cache_t *cache_attach(event_pool_t *pool) {
     }
     if (thread_state == THREAD_FRESH) {
         pthread_once(&exit_key_once, exit_key_make);
-        if (!exit_key_ready || pthread_setspecific(exit_key, thread_entries) != 0) {
+        /* From the C library, as a trace's per-thread record is: it
+         * belongs to the thread, not to an ordo object (ordo/alloc.h). */
+        thread_entry_t *entries = exit_key_ready ? calloc(THREAD_ENTRIES, sizeof *entries) : NULL;
+        if (!entries || pthread_setspecific(exit_key, entries) != 0) {
+            free(entries);
             return NULL;
         }
+        thread_entries = entries;
         thread_state = THREAD_REGISTERED;
     }
     pthread_mutex_lock(&pools_lock);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite as CI does: the unit and stress tests
 # with gcc, then with clang under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then with clang under ThreadSanitizer.
+# then with clang under ThreadSanitizer; last, a gcc Release build (-O3, no
+# assertions) is built, not run, for the warnings only its optimiser finds
+# (-Werror makes them errors).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -24,4 +26,7 @@ run_suite "gcc" build-test -DCMAKE_C_COMPILER=gcc
 run_suite "clang, address+undefined sanitizers" build-asan -DCMAKE_C_COMPILER=clang \
   -DORDO_SANITIZE=address,undefined
 run_suite "clang, thread sanitizer" build-tsan -DCMAKE_C_COMPILER=clang -DORDO_SANITIZE=thread
+echo "=== ordo build: gcc, Release ==="
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc >/dev/null
+cmake --build build-release -j"$jobs"
 echo "=== ordo tests: all suites passed ==="

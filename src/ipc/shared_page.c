@@ -128,24 +128,27 @@ ordo_status_t ordo__shared_page_fail(shared_page_t *page, ordo_status_t status, 
         }
         return ORDO_OK;
     }
+    /* Byte by byte, relaxed atomic stores: a damaged page may read as
+     * failed already, so a reader may be copying the text meanwhile (in
+     * this process or another); each byte it reads is then old or new,
+     * never undefined. */
     size_t len = message ? strnlen(message, ORDO_SIGNAL_MESSAGE_MAX - 1) : 0;
-    if (len) {
-        memcpy(page->message, message, len);
+    for (size_t i = 0; i < len; ++i) {
+        __atomic_store_n(&page->message[i], message[i], __ATOMIC_RELAXED);
     }
-    page->message[len] = '\0';
+    __atomic_store_n(&page->message[len], '\0', __ATOMIC_RELAXED);
     atomic_fetch_or_explicit(&page->state, PAGE_FAILED, memory_order_seq_cst);
     ordo__shared_page_wake_all(page);
     return ORDO_OK;
 }
 
 ordo_status_t ordo__shared_page_failure(shared_page_t *page, char *message) {
-    /* Copied byte by byte through a volatile view: another process may be
-     * writing it, and the copy must stay within the field whatever it
-     * holds. */
-    const volatile char *text = page->message;
+    /* Copied byte by byte with relaxed atomic loads: another process (or
+     * thread, on a damaged page) may be writing it, and the copy must stay
+     * within the field whatever it holds. */
     size_t i = 0;
     for (; i < ORDO_SIGNAL_MESSAGE_MAX - 1; ++i) {
-        char c = text[i];
+        char c = __atomic_load_n(&page->message[i], __ATOMIC_RELAXED);
         if (c == '\0') {
             break;
         }

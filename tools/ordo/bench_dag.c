@@ -168,14 +168,18 @@ static void emit_metrics(const char *name, const bench_stats_t *ordo,
  * benchmarks, the `ordo_one_cpu` line of two-stream ones (both workers
  * then share one CPU, and every hand-over between them is a switch).
  *
- * LAYOUT_SPREAD, the `ordo` line of two-stream benchmarks: stream 0's
- * worker on slot 1 and stream 1's on slot 0, one worker per CPU as the
- * peers' two threads are bound, the submitter sharing slot 0. */
+ * LAYOUT_SPREAD: the last stream's worker on slot 0 with the submitter,
+ * the others alternating back from slot 1. The `ordo` line of two-stream
+ * benchmarks (stream 0's worker on slot 1, stream 1's on slot 0: one
+ * worker per CPU as the peers' two threads are bound); the
+ * `ordo_same_cpu` line of one-stream ones (the worker shares the
+ * submitter's CPU, so no queue line crosses cores: the submitter fills
+ * the queue until it waits, then the worker runs it). */
 typedef enum dag_layout { LAYOUT_SUBMITTER_ALONE, LAYOUT_SPREAD, LAYOUT_COUNT } dag_layout_t;
 
 static const char *layout_impl(dag_layout_t layout, unsigned streams) {
     if (streams == 1) {
-        return "ordo";
+        return layout == LAYOUT_SPREAD ? "ordo_same_cpu" : "ordo";
     }
     return layout == LAYOUT_SPREAD ? "ordo" : "ordo_one_cpu";
 }
@@ -183,7 +187,7 @@ static const char *layout_impl(dag_layout_t layout, unsigned streams) {
 static void streams_create(ordo_device_t *device, ordo_stream_t **streams, unsigned count,
                            dag_layout_t layout) {
     for (unsigned k = 0; k < count; ++k) {
-        bench_pin(layout == LAYOUT_SPREAD && k % 2 ? 0 : 1);
+        bench_pin(layout == LAYOUT_SPREAD && (count - 1 - k) % 2 == 0 ? 0 : 1);
         if (ordo_stream_create(device, 0, &streams[k]) != ORDO_OK) {
             bench_fail("cannot create a stream");
         }
@@ -696,7 +700,7 @@ static int peer_ready(int peer) {
 static void dag_run(const bench_options_t *options, ordo_device_t *device, const dag_case_t *c) {
     const uint64_t tasks = options->quick ? 1000 : 100000;
     const size_t samples = options->quick ? 2 : 5;
-    const int layouts = c->streams > 1 ? LAYOUT_COUNT : 1;
+    const int layouts = LAYOUT_COUNT;
     int ready[PEER_COUNT];
     for (int p = 0; p < PEER_COUNT; ++p) {
         ready[p] = peer_ready(p) && peer_fits(p, c);

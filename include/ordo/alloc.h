@@ -7,8 +7,10 @@
  * mmap, and each recording thread's record (kept for the life of the
  * process) and the buffers of the export come from the C library. What
  * belongs to a thread rather than to an object also comes from the C
- * library and is freed when the thread exits: the text of its last error
- * (made at its first error) and its table of event-pool caches. A program
+ * library, made at the thread's first need and freed by pthread key
+ * destructors when the thread exits (the main thread's stays until the
+ * process ends): the text of its last error and its table of event-pool
+ * caches. A program
  * that wants ordo's memory in its own arena installs hooks once, before
  * creating any ordo object. Caller-owned records (timepoints, links) never
  * allocate.

@@ -90,7 +90,9 @@ const char *ordo_status_describe(ordo_status_t status);
 bool ordo_status_is_error(ordo_status_t status);
 
 /** The detail of the most recent error raised by ordo on this thread, or ""
- * when none was. Valid until the next ordo call on this thread. A later
+ * when none was. Valid until the next ordo call on this thread, and not
+ * once the thread exits (the text is freed with the thread; pthread key
+ * destructors that run after that read a fixed text saying so). A later
  * call that succeeds leaves it as it is: it may describe an earlier
  * failure, so read it only right after a call that failed. */
 const char *ordo_error_message(void);

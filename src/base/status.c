@@ -16,16 +16,20 @@
  * fail. The buffer belongs to the thread, not to an ordo object, so it
  * does not go through the program's allocator (ordo/alloc.h). */
 static _Thread_local char *error_message;
+static _Thread_local bool message_freed; /* at the thread's exit: none is made again */
 static _Thread_local uint64_t error_count;
 static pthread_once_t message_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t message_key;
 static int message_key_ready;
 
-/* Where the message would have gone when no buffer could be made. */
+/* What a thread reads when no buffer could be made, or after its exit
+ * began and freed the buffer. */
 static const char message_lost[] = "(the message was lost: no memory to keep it)";
+static const char message_exited[] = "(no message: the thread is exiting, its text is freed)";
 
 static void message_free(void *buffer) {
     error_message = NULL;
+    message_freed = true;
     free(buffer);
 }
 
@@ -33,13 +37,16 @@ static void message_key_make(void) {
     message_key_ready = pthread_key_create(&message_key, message_free) == 0;
 }
 
-/* The calling thread's buffer, made on first use; NULL without memory.
- * A thread exit's key destructors may record errors after this thread's
- * buffer was freed: the buffer is made again and set again, and the C
- * library calls the destructor again for it. */
+/* The calling thread's buffer, made on first use; NULL without memory,
+ * and once the thread's exit has freed it: a key destructor that runs
+ * later may raise an error, and a buffer made then could leak (the C
+ * library runs the destructors a bounded number of rounds). */
 static char *message_buffer(void) {
     if (ORDO_LIKELY(error_message != NULL)) {
         return error_message;
+    }
+    if (message_freed) {
+        return NULL;
     }
     pthread_once(&message_key_once, message_key_make);
     char *buffer = message_key_ready ? malloc(ORDO_ERROR_MESSAGE_MAX) : NULL;
@@ -107,7 +114,10 @@ const char *ordo_error_message(void) {
     if (error_count == 0) {
         return "";
     }
-    return error_message ? error_message : message_lost;
+    if (error_message) {
+        return error_message;
+    }
+    return message_freed ? message_exited : message_lost;
 }
 
 uint64_t ordo__error_count(void) {

@@ -101,14 +101,6 @@ static void *fail_then_exit(void *arg) {
     return NULL;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_UNDER_TSAN 1
-#endif
-#endif
-
 static void errors_during_thread_exit_leave_nothing_behind(void **state) {
     (void)state;
 #ifdef TEST_UNDER_TSAN

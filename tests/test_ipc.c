@@ -731,14 +731,6 @@ static void signallers_are_limited(void **state) {
     assert_ok(ordo_signal_release(s));
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_UNDER_TSAN 1
-#endif
-#endif
-
 /* A child forked (no exec) from this process, which has shared signals
  * open and its engine's threads running, opens a handle of its own, is a
  * signaller, and abandons the signal when it exits registered. */

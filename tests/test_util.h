@@ -17,6 +17,16 @@
 
 #include "ordo/ordo.h"
 
+/* TEST_UNDER_TSAN: defined in a ThreadSanitizer build (gcc or clang), for
+ * the few tests that must skip there. */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_UNDER_TSAN 1
+#endif
+#endif
+
 /* The default bound on any single wait in a test. */
 #define TEST_WAIT_MS 10000
 

@@ -6,6 +6,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/futex.h"
+#include "base/text.h"
 #include "coord/coord_internal.h"
 #include "core/stream_pool.h"
 #include "hal/hal.h"
@@ -518,23 +519,16 @@ ordo_status_t ordo_coord_register(ordo_coord_t *coord, const ordo_op_desc_t *des
 
 /* ---- dependencies -------------------------------------------------------------------- */
 
-/* "12 (upload)" */
-static int describe(char *buf, size_t size, const coord_op_t *op) {
-    return snprintf(buf, size, "%llu (%s)", (unsigned long long)op->id,
-                    op->description[0] ? op->description : "no description");
+/* Appends the op as messages name it: "12 (upload)". */
+static void describe(char *text, size_t size, size_t *used, const coord_op_t *op) {
+    ordo__text_append(text, size, used, "%llu (%s)", (unsigned long long)op->id,
+                      op->description[0] ? op->description : "no description");
 }
 
-/* Appends " waits for " (unless first) and the op's description. */
-static void text_append(char *text, size_t size, size_t *used, const coord_op_t *op, int first) {
-    if (*used >= size) {
-        return;
-    }
-    int n = snprintf(text + *used, size - *used, "%s", first ? "" : " waits for ");
-    *used += n > 0 ? (size_t)n : 0;
-    if (*used < size) {
-        n = describe(text + *used, size - *used, op);
-        *used += n > 0 ? (size_t)n : 0;
-    }
+/* Appends " waits for " and the op. */
+static void waits_for(char *text, size_t size, size_t *used, const coord_op_t *op) {
+    ordo__text_append(text, size, used, " waits for ");
+    describe(text, size, used, op);
 }
 
 /* The refusal of dep -> op: path is op -> ... -> dep in graph order (each
@@ -545,24 +539,24 @@ static ordo_status_t deadlock_error(const ordo_coord_t *coord, const coord_op_t 
                                     const char *api) {
     char text[400];
     size_t used = 0;
-    text_append(text, sizeof text, &used, op, 1);
-    text_append(text, sizeof text, &used, dep, 0);
+    describe(text, sizeof text, &used, op);
+    waits_for(text, sizeof text, &used, dep);
     /* path->nodes[length - 2] down to [1]; only [0, capacity) are stored. */
     size_t last = path->length >= 2 ? path->length - 2 : 0;
     if (last >= path->capacity) {
-        int n =
-            snprintf(text + used, sizeof text - used, " ... (%zu more)", last - path->capacity + 1);
-        used += n > 0 && used < sizeof text ? (size_t)n : 0;
+        ordo__text_append(text, sizeof text, &used, " ... (%zu more)", last - path->capacity + 1);
         last = path->capacity - 1;
     }
     for (size_t k = last; k >= 1; --k) {
-        text_append(text, sizeof text, &used, op_at(coord, path->nodes[k]), 0);
+        waits_for(text, sizeof text, &used, op_at(coord, path->nodes[k]));
     }
-    text_append(text, sizeof text, &used, op, 0);
+    waits_for(text, sizeof text, &used, op);
     char who[96];
     char whom[96];
-    describe(who, sizeof who, op);
-    describe(whom, sizeof whom, dep);
+    size_t who_length = 0;
+    size_t whom_length = 0;
+    describe(who, sizeof who, &who_length, op);
+    describe(whom, sizeof whom, &whom_length, dep);
     return ordo__error(ORDO_ERR_DEADLOCK, api,
                        "op %s cannot wait for op %s: that closes the cycle %s", who, whom, text);
 }
@@ -873,8 +867,9 @@ ordo_status_t ordo_coord_begin(ordo_coord_t *coord, ordo_op_id_t id) {
                 }
             }
             char who[96] = "?";
+            size_t who_length = 0;
             if (dep) {
-                describe(who, sizeof who, dep);
+                describe(who, sizeof who, &who_length, dep);
             }
             st = ordo__error(ORDO_ERR_BUSY, __func__,
                              "op %llu waits for op %s, which has not completed (%u "

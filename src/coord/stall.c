@@ -7,7 +7,6 @@
  * producers' lock); nothing is allocated and no user code runs under
  * either. Signal references taken by the snapshots are dropped after every
  * lock is released. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,17 +507,6 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
     return st;
 }
 
-void ordo__stall_append(char *text, size_t capacity, size_t *len, const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    char *at = *len < capacity ? text + *len : NULL;
-    int n = vsnprintf(at, at ? capacity - *len : 0, fmt, args);
-    va_end(args);
-    if (n > 0) {
-        *len += (size_t)n;
-    }
-}
-
 /* A name as a report line shows it: in quotes, with quotes, backslashes
  * and control characters escaped (\" \\ \xHH), so that a line stays one
  * line whatever a program named its streams and signals. */
@@ -563,15 +551,15 @@ void ordo__stall_shown(const void *object, const char *name, char *out, size_t c
 }
 
 static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
-    ordo__stall_append(text, capacity, len, "stream %s (priority %d) waits for ",
-                       shown(e->stream, e->stream_name).text, e->stream_priority);
+    ordo__text_append(text, capacity, len, "stream %s (priority %d) waits for ",
+                      shown(e->stream, e->stream_name).text, e->stream_priority);
     if (e->progress_of) {
-        ordo__stall_append(
+        ordo__text_append(
             text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
             shown(e->progress_of, e->progress_of_name).text, (unsigned long long)e->waited_value,
             (unsigned long long)e->current_value);
     } else {
-        ordo__stall_append(
+        ordo__text_append(
             text, capacity, len,
             "signal %s to reach %llu (now %llu): ", shown(e->signal, e->signal_name).text,
             (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
@@ -580,34 +568,34 @@ static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacit
     case ORDO_STALL_REACHABLE: {
         shown_t releaser = shown(e->releasing_stream, e->releasing_stream_name);
         if (e->release_fails) {
-            ordo__stall_append(
+            ordo__text_append(
                 text, capacity, len,
                 "released by a failure propagating from stream %s (this wait will fail)",
                 releaser.text);
         } else if (e->progress_of && e->progress_of == e->releasing_stream) {
-            ordo__stall_append(text, capacity, len, "released when stream %s reaches point %llu",
-                               releaser.text, (unsigned long long)e->releasing_value);
+            ordo__text_append(text, capacity, len, "released when stream %s reaches point %llu",
+                              releaser.text, (unsigned long long)e->releasing_value);
         } else {
-            ordo__stall_append(text, capacity, len, "released when stream %s signals %llu",
-                               releaser.text, (unsigned long long)e->releasing_value);
+            ordo__text_append(text, capacity, len, "released when stream %s signals %llu",
+                              releaser.text, (unsigned long long)e->releasing_value);
         }
         break;
     }
     case ORDO_STALL_UNREACHABLE:
-        ordo__stall_append(
+        ordo__text_append(
             text, capacity, len,
             "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "
             "release it (a deadlock if none comes)");
         break;
     default:
-        ordo__stall_append(
+        ordo__text_append(
             text, capacity, len,
             "UNKNOWN - a stream has more than %u waits and signals queued, beyond what the "
             "report inspects",
             ORDO_STALL_MAX_PENDING);
         break;
     }
-    ordo__stall_append(text, capacity, len, "\n");
+    ordo__text_append(text, capacity, len, "\n");
 }
 
 ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, size_t capacity,

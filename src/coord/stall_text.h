@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "base/error.h"
+#include "base/text.h"
 #include "ordo/signal.h"
 
 /* Room for any shown name: every byte escaped (\xHH), and the quotes. */
@@ -16,10 +16,5 @@
  * or the object's address, unquoted, when name is its address (an entry
  * holds that for an object without a name) or empty. */
 void ordo__stall_shown(const void *object, const char *name, char *out, size_t capacity);
-
-/* Appends formatted text at *len, keeping what fits in text (capacity
- * bytes, terminated when anything fits); *len grows by the full length. */
-void ordo__stall_append(char *text, size_t capacity, size_t *len, const char *fmt, ...)
-    ORDO_PRINTF(4, 5);
 
 #endif

@@ -1,11 +1,10 @@
 /* One snapshot over the components' own counters, and its text form. */
 #include "ordo/metrics.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/text.h"
 
 ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
                                     ordo_metrics_t *out_metrics) {
@@ -53,24 +52,6 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
     return ORDO_OK;
 }
 
-typedef struct text_out {
-    char *text;
-    size_t capacity;
-    size_t length;
-} text_out_t;
-
-static void put(text_out_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text_out_t *t, const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    size_t room = t->length < t->capacity ? t->capacity - t->length : 0;
-    int n = vsnprintf(room ? t->text + t->length : NULL, room, fmt, args);
-    va_end(args);
-    if (n > 0) {
-        t->length += (size_t)n;
-    }
-}
-
 static unsigned long long u(uint64_t v) {
     return (unsigned long long)v;
 }
@@ -86,13 +67,14 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
                            : !out_length ? "out_length"
                                          : "text");
     }
-    text_out_t t = {text, capacity, 0};
+    size_t length = 0;
     if (capacity) {
         text[0] = '\0';
     }
     if (m->has_coord) {
         const ordo_coord_metrics_t *c = &m->coord;
-        put(&t,
+        ordo__text_append(
+            text, capacity, &length,
             "operations: %llu registered, %llu completed, %llu failed, %llu live, %llu "
             "dispatched; %llu deadlocks refused; waits %llu emitted, %llu elided; coordination "
             "%llu ns per operation\n",
@@ -102,7 +84,8 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
     }
     if (m->has_tracker) {
         const ordo_tracker_metrics_t *k = &m->tracker;
-        put(&t,
+        ordo__text_append(
+            text, capacity, &length,
             "ordering: %llu submissions; waits %llu emitted, %llu elided; %llu points "
             "recorded; %llu buffers live; reclamations %llu pending, %llu done\n",
             u(k->submissions), u(k->waits_emitted), u(k->waits_elided), u(k->points_recorded),
@@ -110,7 +93,8 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
     }
     if (m->has_waiter) {
         const ordo_waiter_metrics_t *w = &m->waiter;
-        put(&t,
+        ordo__text_append(
+            text, capacity, &length,
             "async waits: %llu registered, %llu pending, %llu fired (%llu with a failure), "
             "%llu timed out, %llu cancelled, %llu aborted, %llu running\n",
             u(w->registered), u(w->pending), u(w->fired), u(w->failed), u(w->timed_out),
@@ -121,7 +105,8 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
         for (int k = 0; k < 2; ++k) {
             const ordo_event_pool_stats_t *e = &m->events[k];
             size_t pooled = e->available + e->in_use;
-            put(&t,
+            ordo__text_append(
+                text, capacity, &length,
                 "%s events: %zu in use of %zu (%.0f%% utilised, high water %zu); %llu "
                 "acquired, %llu created\n",
                 kinds[k], e->in_use, pooled,
@@ -129,10 +114,10 @@ ordo_status_t ordo_metrics_format(const ordo_metrics_t *m, char *text, size_t ca
                 u(e->acquires), u(e->created_total));
         }
     }
-    *out_length = t.length;
-    if (capacity && t.length >= capacity) {
+    *out_length = length;
+    if (capacity && length >= capacity) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
-                           "the text needs %zu bytes and a terminator; %zu given", t.length,
+                           "the text needs %zu bytes and a terminator; %zu given", length,
                            capacity);
     }
     return ORDO_OK;

@@ -271,43 +271,43 @@ typedef struct text_out {
 static void say_record(text_out_t *out, int rank, const stall_record_t *r) {
     switch (r->kind) {
     case RECORD_WAIT_STREAM:
-        ordo__stall_append(out->text, out->capacity, &out->len,
-                           "rank %d: stream %s waits for rank %d's signal %u to reach %" PRIu64
-                           " (now %" PRIu64 ")\n",
-                           rank, r->stream, r->owner, r->waited_id, r->value, r->now);
+        ordo__text_append(out->text, out->capacity, &out->len,
+                          "rank %d: stream %s waits for rank %d's signal %u to reach %" PRIu64
+                          " (now %" PRIu64 ")\n",
+                          rank, r->stream, r->owner, r->waited_id, r->value, r->now);
         break;
     case RECORD_WAIT_THREAD:
-        ordo__stall_append(out->text, out->capacity, &out->len,
-                           "rank %d: a thread waits for rank %d's signal %u to reach %" PRIu64
-                           " (now %" PRIu64 ")\n",
-                           rank, r->owner, r->waited_id, r->value, r->now);
+        ordo__text_append(out->text, out->capacity, &out->len,
+                          "rank %d: a thread waits for rank %d's signal %u to reach %" PRIu64
+                          " (now %" PRIu64 ")\n",
+                          rank, r->owner, r->waited_id, r->value, r->now);
         break;
     case RECORD_HELD:
         if (r->owner >= 0) {
-            ordo__stall_append(
+            ordo__text_append(
                 out->text, out->capacity, &out->len,
                 "rank %d: signal %u (at %" PRIu64 ") is held by stream %s, which waits for "
                 "rank %d's signal %u to reach %" PRIu64 " (now %" PRIu64 ")\n",
                 rank, r->id, r->at, r->stream, r->owner, r->waited_id, r->value, r->now);
         } else {
-            ordo__stall_append(out->text, out->capacity, &out->len,
-                               "rank %d: signal %u (at %" PRIu64
-                               ") is held by stream %s, which waits for "
-                               "%s here to reach %" PRIu64 " (now %" PRIu64 ")\n",
-                               rank, r->id, r->at, r->stream, r->signal, r->value, r->now);
+            ordo__text_append(out->text, out->capacity, &out->len,
+                              "rank %d: signal %u (at %" PRIu64
+                              ") is held by stream %s, which waits for "
+                              "%s here to reach %" PRIu64 " (now %" PRIu64 ")\n",
+                              rank, r->id, r->at, r->stream, r->signal, r->value, r->now);
         }
         break;
     case RECORD_UNRAISED:
-        ordo__stall_append(out->text, out->capacity, &out->len,
-                           "rank %d: signal %u (at %" PRIu64
-                           "): no enqueued work raises it; only its host "
-                           "or a link can\n",
-                           rank, r->id, r->at);
+        ordo__text_append(out->text, out->capacity, &out->len,
+                          "rank %d: signal %u (at %" PRIu64
+                          "): no enqueued work raises it; only its host "
+                          "or a link can\n",
+                          rank, r->id, r->at);
         break;
     default:
-        ordo__stall_append(out->text, out->capacity, &out->len,
-                           "rank %d: signal %u (at %" PRIu64 "): a queue too long to see whole\n",
-                           rank, r->id, r->at);
+        ordo__text_append(out->text, out->capacity, &out->len,
+                          "rank %d: signal %u (at %" PRIu64 "): a queue too long to see whole\n",
+                          rank, r->id, r->at);
         break;
     }
 }
@@ -363,7 +363,7 @@ static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
     }
     node_t *nodes = ordo__alloc(count * sizeof *nodes, 0);
     if (!nodes) {
-        ordo__stall_append(out->text, out->capacity, &out->len, "(no memory to look for cycles)\n");
+        ordo__text_append(out->text, out->capacity, &out->len, "(no memory to look for cycles)\n");
         return 0;
     }
     size_t n = 0;
@@ -397,15 +397,15 @@ static int say_cycles(text_out_t *out, const gathered_t *g, int size) {
                 smallest = k < smallest ? k : smallest;
             }
             ++cycles;
-            ordo__stall_append(out->text, out->capacity, &out->len, "cycle: rank %d signal %u",
-                               nodes[smallest].rank, nodes[smallest].held->id);
+            ordo__text_append(out->text, out->capacity, &out->len, "cycle: rank %d signal %u",
+                              nodes[smallest].rank, nodes[smallest].held->id);
             size_t k = smallest;
             do {
                 k = nodes[k].next;
-                ordo__stall_append(out->text, out->capacity, &out->len, " -> rank %d signal %u",
-                                   nodes[k].rank, nodes[k].held->id);
+                ordo__text_append(out->text, out->capacity, &out->len, " -> rank %d signal %u",
+                                  nodes[k].rank, nodes[k].held->id);
             } while (k != smallest);
-            ordo__stall_append(
+            ordo__text_append(
                 out->text, out->capacity, &out->len,
                 " (a deadlock across ranks: each is held by a stream waiting for the next)\n");
         }
@@ -472,11 +472,11 @@ ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, c
         text_out_t out = {out_text, capacity, 0};
         for (int rank = 0; rank < mpi->size; ++rank) {
             if (ordo__mpi_rank_dead(mpi, rank)) {
-                ordo__stall_append(out.text, out.capacity, &out.len,
-                                   "rank %d: found dead (ordo_mpi_set_peer_timeout)\n", rank);
+                ordo__text_append(out.text, out.capacity, &out.len,
+                                  "rank %d: found dead (ordo_mpi_set_peer_timeout)\n", rank);
             } else if (!answered(&g, rank)) {
-                ordo__stall_append(out.text, out.capacity, &out.len,
-                                   "rank %d: no answer before the deadline\n", rank);
+                ordo__text_append(out.text, out.capacity, &out.len,
+                                  "rank %d: no answer before the deadline\n", rank);
             }
             for (size_t i = 0; i < g.lists[rank].count; ++i) {
                 say_record(&out, rank, &g.lists[rank].records[i]);

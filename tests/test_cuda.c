@@ -1197,10 +1197,221 @@ static void a_recording_replays_as_one_cuda_graph(void **state) {
 typedef struct one_cell {
     CUdeviceptr cells;
     int use_host_task;     /* also a host task on the stream: cannot be captured */
-    int sync_copy;         /* also a synchronous copy: forbidden in a capture */
+    int allocates;         /* also a cuMemAlloc: forbidden in a capture */
     ordo_stream_t *escape; /* also the handle of this other stream: refused */
     int calls;
 } one_cell_t;
+
+/* ---- beside the program's own stream captures ----------------------------- */
+
+/* A capture of the program's, on a stream and a thread of its own: begun
+ * in mode, held until told to end (or the deadline), then ended. */
+typedef struct program_capture {
+    CUstreamCaptureMode mode;
+    _Atomic int begun; /* 1: capturing; -1: could not begin */
+    _Atomic int end;
+    CUresult ended; /* cuStreamEndCapture's result */
+} program_capture_t;
+
+static void *program_capture_main(void *arg) {
+    program_capture_t *pc = arg;
+    cuda_device_t *d = device->impl;
+    CUstream raw = NULL;
+    if (cu->CtxSetCurrent(d->ctx) != CUDA_SUCCESS ||
+        cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+        atomic_store(&pc->begun, -1);
+        return NULL;
+    }
+    if (cu->StreamBeginCapture(raw, pc->mode) != CUDA_SUCCESS) {
+        (void)cu->StreamDestroy(raw);
+        atomic_store(&pc->begun, -1);
+        return NULL;
+    }
+    atomic_store(&pc->begun, 1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&pc->end) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    CUgraph graph = NULL;
+    pc->ended = cu->StreamEndCapture(raw, &graph);
+    if (graph) {
+        (void)cu->GraphDestroy(graph);
+    }
+    (void)cu->StreamDestroy(raw);
+    return NULL;
+}
+
+static pthread_t program_capture_start(program_capture_t *pc, CUstreamCaptureMode mode) {
+    *pc = (program_capture_t){.mode = mode, .ended = CUDA_ERROR_UNKNOWN};
+    pthread_t thread = test_thread_start(program_capture_main, pc);
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&pc->begun) == 0) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(atomic_load(&pc->begun), 1);
+    return thread;
+}
+
+static void program_capture_end(program_capture_t *pc, pthread_t thread) {
+    atomic_store(&pc->end, 1);
+    pthread_join(thread, NULL);
+}
+
+/* Frees of earlier tests still queued or under way are done. */
+static void frees_settle(cuda_device_t *d) {
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) <
+           atomic_load_explicit(&d->frees_queued, memory_order_relaxed)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+static void frees_reach(cuda_device_t *d, uint64_t done) {
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) < done) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+/* While another thread of the program captures a stream in GLOBAL mode
+ * (PyTorch's default), a thread in the default mode that makes a
+ * potentially unsafe call (cuEventQuery, cuMemFree) is refused, and the
+ * refusal breaks that capture. ordo's completion, lane and free threads,
+ * and a waiting thread's pass over the points, relax their mode: ordo's
+ * work completes, its memory goes back, and the program's capture ends
+ * whole. */
+static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    if (!cu->ThreadExchangeStreamCaptureMode) {
+        SKIP_FOR_WANT_OF("the driver has no cuThreadExchangeStreamCaptureMode");
+    }
+    cuda_device_t *d = device->impl;
+    ordo_mem_resource_t *direct;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_block_t *block;
+    assert_ok(ordo_mem_allocate(direct, 4096, 0, stream, 0, &block, NULL));
+    frees_settle(d);
+    const uint64_t done = atomic_load(&d->frees_done);
+
+    program_capture_t pc;
+    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    combine(stream, cells, 0, 0, 0, 0);
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    assert_ok(ordo_mem_deallocate(direct, block, stream));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    frees_reach(d, done + 1);
+    program_capture_end(&pc, capturer);
+    assert_int_equal(pc.ended, CUDA_SUCCESS);
+
+    assert_true(cell_read(cells, 0) == combined(0, 0, 0));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_signal_destroy(s));
+    assert_cu(cu->MemFree(cells));
+}
+
+/* A launch function, captured while ordo lowers a graph, that hands the
+ * free thread a free which drains the context first, and returns once the
+ * free thread has taken it up. */
+typedef struct drain_during_capture {
+    cuda_device_t *d;
+    CUdeviceptr cells;
+    void *host;
+    uint64_t begun; /* the free thread's count once it took the free up */
+    int calls;
+    int late;
+} drain_during_capture_t;
+
+static ordo_status_t drain_during_capture_launch(void *ctx, ordo_stream_t *stream) {
+    drain_during_capture_t *c = ctx;
+    combine(stream, c->cells, 0, 0, 0, 0);
+    if (c->calls++ == 0) {
+        ordo__cuda_defer_free(c->d, 0, c->host, 1);
+        const ordo_deadline_t deadline = test_deadline();
+        while (atomic_load_explicit(&c->d->frees_begun, memory_order_acquire) < c->begun) {
+            if (ordo_time_now_ns() >= deadline) {
+                c->late = 1;
+                break;
+            }
+            sched_yield();
+        }
+    }
+    return ORDO_OK;
+}
+
+/* A free whose stream failed short of it drains the context
+ * (cuCtxSynchronize) before it gives the memory back; the driver refuses
+ * to synchronize a context while any of its streams captures, and breaks
+ * the capture. So the drain waits for a lowering of ordo's to end, and,
+ * against a capture of the program's, is tried again until it succeeds:
+ * the memory is not given back meanwhile. */
+static void a_draining_free_waits_out_captures(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    cuda_device_t *d = device->impl;
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_stream_t *stream = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    void *host = NULL;
+    assert_cu(cu->MemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE));
+    frees_settle(d);
+
+    /* ordo's own lowering: the capture ends whole, then the free goes. */
+    drain_during_capture_t c = {d, cells, host, atomic_load(&d->frees_begun) + 1, 0, 0};
+    const uint64_t done = atomic_load(&d->frees_done);
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, stream, &access, 1, drain_during_capture_launch, &c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    assert_false(c.late);
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    frees_reach(d, done + 1);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(c.calls, 1);
+    assert_true(cell_read(cells, 0) == combined(0, 0, 0));
+    assert_ok(ordo_graph_destroy(graph));
+
+    /* The program's capture: the drain is refused, tried again, and the
+     * memory kept until the capture is gone (broken by the refusal, as
+     * the driver's rule has it). */
+    host = NULL;
+    assert_cu(cu->MemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE));
+    program_capture_t pc;
+    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    const uint64_t refused = atomic_load(&d->drains_refused);
+    const uint64_t done_before = atomic_load(&d->frees_done);
+    ordo__cuda_defer_free(d, 0, host, 1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&d->drains_refused, memory_order_acquire) == refused) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(atomic_load_explicit(&d->frees_done, memory_order_acquire), done_before);
+    program_capture_end(&pc, capturer);
+    assert_int_equal(pc.ended, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    frees_reach(d, done_before + 1);
+
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_cu(cu->MemFree(cells));
+}
 
 static ordo_status_t count_task(void *ctx) {
     ++*(int *)ctx;
@@ -1224,11 +1435,14 @@ static ordo_status_t one_cell_launch(void *ctx, ordo_stream_t *stream) {
             return st;
         }
     }
-    if (c->sync_copy) {
-        unsigned long long zero = 0;
-        if (cu->MemcpyHtoD(c->cells + sizeof zero, &zero, sizeof zero) != CUDA_SUCCESS) {
+    if (c->allocates) {
+        /* The driver's own example of a potentially unsafe call: refused
+         * on a capturing thread, and the capture invalidated. */
+        CUdeviceptr more = 0;
+        if (cu->MemAlloc(&more, 64) != CUDA_SUCCESS) {
             return ORDO_ERR_DEVICE;
         }
+        (void)cu->MemFree(more);
     }
     return ORDO_OK;
 }
@@ -1276,7 +1490,7 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     assert_int_equal(c.calls, calls + 2);
     assert_ok(ordo_graph_destroy(graph));
 
-    /* A synchronous copy: the driver invalidates the capture. */
+    /* An allocation: the driver invalidates the capture. */
     c = (one_cell_t){cells, 0, 1, NULL, 0};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
@@ -1764,12 +1978,7 @@ static void completions_are_seen_while_a_stream_waits_on_the_host(void **state) 
     /* Frees of earlier tests may still be queued or under way: one that
      * began after the gate shut would wait for it, and every free of this
      * test behind it. */
-    const ordo_deadline_t settle = test_deadline();
-    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) <
-           atomic_load_explicit(&d->frees_queued, memory_order_relaxed)) {
-        assert_true(ordo_time_now_ns() < settle);
-        sched_yield();
-    }
+    frees_settle(d);
     gate_make(&gate);
     gate_hold(gated, &gate);
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
@@ -2402,6 +2611,8 @@ int main(void) {
         DEVICE_TEST(a_destroy_without_memory_waits_for_a_held_launch),
         DEVICE_TEST(a_replay_behind_a_held_wait_goes_op_by_op),
         DEVICE_TEST(native_replays_are_ordered_among_eager_work),
+        DEVICE_TEST(ordo_runs_beside_a_global_capture_of_the_program),
+        DEVICE_TEST(a_draining_free_waits_out_captures),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),
         DEVICE_TEST(out_of_memory_is_reported),

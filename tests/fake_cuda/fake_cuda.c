@@ -138,8 +138,10 @@ static CUresult usable(void) {
         }                                                                                          \
     } while (0)
 
-/* Graphs (below): a call a capture forbids on this thread. */
+/* Graphs (below): a call a capture forbids on this thread, and a
+ * synchronize of the whole context while any stream captures. */
 static CUresult capture_allows_unsafe_call(void);
+static CUresult capture_allows_context_sync(void);
 
 #define CAPTURE_SAFE()                                                                             \
     do {                                                                                           \
@@ -377,6 +379,7 @@ static CUresult event_destroy(CUevent e) {
 
 static CUresult event_query(CUevent e) {
     USABLE();
+    CAPTURE_SAFE();
     pthread_mutex_lock(&g);
     CUresult r = !event_live_locked(e)         ? CUDA_ERROR_INVALID_HANDLE
                  : e->completed >= e->recorded ? CUDA_SUCCESS
@@ -1503,6 +1506,10 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
 static CUresult ctx_synchronize(void) {
     USABLE();
     CAPTURE_SAFE();
+    CUresult r = capture_allows_context_sync();
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
     return drain_all();
 }
 
@@ -1514,6 +1521,10 @@ static CUresult ctx_synchronize_v2(CUcontext ctx) {
     }
     USABLE();
     CAPTURE_SAFE();
+    CUresult r = capture_allows_context_sync();
+    if (r != CUDA_SUCCESS) {
+        return r;
+    }
     return drain_all();
 }
 
@@ -1521,9 +1532,10 @@ static CUresult ctx_synchronize_v2(CUcontext ctx) {
  *
  * What ordo uses of CUDA graphs, emulated strictly: stream capture of
  * kernels, copies and memsets (in THREAD_LOCAL, GLOBAL or RELAXED mode,
- * with the calls a capture forbids refused and the capture invalidated),
- * graphs built with child-graph and empty nodes, instantiation, launches
- * and destruction. Anything else that reaches a capturing stream (an
+ * with the calls a capture forbids refused and the capture invalidated,
+ * by each thread's interaction mode: cuThreadExchangeStreamCaptureMode;
+ * a context synchronize refused while any stream captures), graphs built with child-graph and empty
+ * nodes, instantiation, launches and destruction. Anything else that reaches a capturing stream (an
  * event record or wait, a stream memory operation, a free, a graph launch)
  * is refused as unsupported and invalidates the capture: ordo never
  * captures those.
@@ -1576,6 +1588,10 @@ struct CUgraphExec_st {
 
 static _Thread_local int captures_here; /* THREAD_LOCAL or GLOBAL captures begun on this thread */
 static _Atomic int global_captures;
+static _Atomic int all_captures; /* in any mode, on any thread */
+/* The thread's capture interaction mode (cuThreadExchangeStreamCaptureMode;
+ * GLOBAL, 0, by default). */
+static _Thread_local CUstreamCaptureMode thread_mode;
 
 static void graph_free(struct CUgraph_st *graph);
 
@@ -1703,16 +1719,52 @@ static void captures_invalidate(int all_global) {
     pthread_mutex_unlock(&dead_lock);
 }
 
-/* A potentially unsafe call (one that synchronizes or allocates): refused
- * on a thread that captures, and on every thread while a GLOBAL capture
- * runs, invalidating those captures. */
+/* A potentially unsafe call (one that synchronizes, allocates, frees or
+ * queries an event), by the thread's interaction mode: RELAXED, allowed;
+ * THREAD_LOCAL, refused while the thread captures (not RELAXED); GLOBAL,
+ * also while any thread captures in GLOBAL mode. A refusal invalidates
+ * those captures. */
 static CUresult capture_allows_unsafe_call(void) {
-    int global = atomic_load(&global_captures) > 0;
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) {
+        return CUDA_SUCCESS;
+    }
+    int global = thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && atomic_load(&global_captures) > 0;
     if (!captures_here && !global) {
         return CUDA_SUCCESS;
     }
     captures_invalidate(global);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* Synchronizing a context while any of its streams captures, in any mode
+ * and from any thread, is refused whatever the caller's mode, and
+ * invalidates every such capture. */
+static CUresult capture_allows_context_sync(void) {
+    if (atomic_load(&all_captures) == 0) {
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&dead_lock);
+    for (struct CUstream_st *s = all_streams; s; s = s->next_all) {
+        pthread_mutex_lock(&s->lock);
+        if (s->capture) {
+            s->capture_invalidated = 1;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&dead_lock);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static CUresult thread_exchange_capture_mode(CUstreamCaptureMode *mode) {
+    if (!mode ||
+        (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+         *mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUstreamCaptureMode previous = thread_mode;
+    thread_mode = *mode;
+    *mode = previous;
+    return CUDA_SUCCESS;
 }
 
 /* enqueue's path for a capturing stream (its lock held): the command
@@ -1775,6 +1827,7 @@ static CUresult stream_begin_capture(CUstream s, CUstreamCaptureMode mode) {
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
         atomic_fetch_add(&global_captures, 1);
     }
+    atomic_fetch_add(&all_captures, 1);
     return CUDA_SUCCESS;
 }
 
@@ -1807,6 +1860,7 @@ static CUresult stream_end_capture(CUstream s, CUgraph *out) {
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
         atomic_fetch_sub(&global_captures, 1);
     }
+    atomic_fetch_sub(&all_captures, 1);
     if (invalidated) {
         graph_free(graph);
         *out = NULL;
@@ -2208,6 +2262,7 @@ static const struct {
     {"cuGraphInstantiateWithFlags", 11040, (void *)graph_instantiate},
     {"cuGraphLaunch", 10000, (void *)graph_launch},
     {"cuGraphExecDestroy", 10000, (void *)graph_exec_destroy},
+    {"cuThreadExchangeStreamCaptureMode", 10010, (void *)thread_exchange_capture_mode},
 };
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,

@@ -93,7 +93,10 @@ typedef struct entry {
     X(GraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040,                               \
       "cuGraphInstantiateWithFlags", 1)                                                            \
     X(GraphLaunch, cuGraphLaunch, 10000, "cuGraphLaunch", 1)                                       \
-    X(GraphExecDestroy, cuGraphExecDestroy, 10000, "cuGraphExecDestroy", 1)
+    X(GraphExecDestroy, cuGraphExecDestroy, 10000, "cuGraphExecDestroy", 1)                        \
+    /* Other threads' captures (cuda_backend.c, ordo__cuda_relax_captures). */                     \
+    X(ThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010,                   \
+      "cuThreadExchangeStreamCaptureMode", 1)
 
 #define ENTRY(field, base, version, symbol, optional)                                              \
     {#base, symbol, version, offsetof(cuda_api_t, field), optional},

@@ -84,6 +84,8 @@ typedef struct ordo__cuda_api {
     PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
     PFN_cuGraphLaunch_v10000 GraphLaunch;
     PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+    /* Where it is missing, the driver has no stream capture either. */
+    PFN_cuThreadExchangeStreamCaptureMode_v10010 ThreadExchangeStreamCaptureMode;
 } cuda_api_t;
 
 /* The loaded table, or NULL with the reason ("libcuda.so.1 not found:

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "base/alloc.h"
@@ -40,6 +41,31 @@ ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api) {
     }
     thread_epoch = epoch;
     return ORDO_OK;
+}
+
+void ordo__cuda_relax_captures(const cuda_device_t *d) {
+    (void)ordo__cuda_relax_captures_for_now(d);
+}
+
+CUstreamCaptureMode ordo__cuda_relax_captures_for_now(const cuda_device_t *d) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (d->cu->ThreadExchangeStreamCaptureMode &&
+        d->cu->ThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) {
+        mode = CU_STREAM_CAPTURE_MODE_RELAXED; /* unchanged: nothing to give back */
+    }
+    return mode;
+}
+
+void ordo__cuda_restore_captures(const cuda_device_t *d, CUstreamCaptureMode mode) {
+    if (d->cu->ThreadExchangeStreamCaptureMode && mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        (void)d->cu->ThreadExchangeStreamCaptureMode(&mode);
+    }
+}
+
+int ordo__cuda_capture_conflict(CUresult result) {
+    return result == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ||
+           result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+           result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 /* ---- availability and enumeration ---------------------------------------- */
@@ -142,12 +168,49 @@ static void point_destroy(void *user, void *event) {
 
 /* ---- the free thread ------------------------------------------------------ */
 
-static void free_now(cuda_device_t *d, const cuda_free_t *f) {
+static int free_stopping(cuda_device_t *d) {
+    pthread_mutex_lock(&d->free_lock);
+    int stopping = d->free_stop;
+    pthread_mutex_unlock(&d->free_lock);
+    return stopping;
+}
+
+/* Waits until the device has run everything issued before: the memory's
+ * last users. Never during a lowering of ordo's (capture_lock); a capture
+ * of the program's own makes the driver refuse (and break that capture):
+ * on the free thread (patient), the drain is tried again, less and less
+ * often, until it succeeds, fails otherwise, or the device closes; the
+ * memory is not given back before. A capture on the calling thread itself
+ * (a launch function freeing memory while it is captured, with the queue
+ * out of memory) cannot be waited out: the free goes ahead. */
+static void drain(cuda_device_t *d, int patient) {
+    const int capturing_here = ordo__cuda_capturing != NULL;
+    for (unsigned pause_us = 100;; pause_us = pause_us < 100000u ? pause_us * 2 : pause_us) {
+        if (!capturing_here) {
+            pthread_rwlock_wrlock(&d->capture_lock);
+        }
+        CUresult r = d->cu->CtxSynchronize();
+        if (!capturing_here) {
+            pthread_rwlock_unlock(&d->capture_lock);
+        }
+        if (!ordo__cuda_capture_conflict(r)) {
+            return;
+        }
+        atomic_fetch_add_explicit(&d->drains_refused, 1, memory_order_release);
+        if (!patient || free_stopping(d)) {
+            return;
+        }
+        struct timespec pause = {0, (long)pause_us * 1000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void free_now(cuda_device_t *d, const cuda_free_t *f, int patient) {
     if (ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
         return;
     }
     if (f->synchronize_first) {
-        (void)d->cu->CtxSynchronize();
+        drain(d, patient);
     }
     if (f->host_ptr) {
         (void)d->cu->MemFreeHost(f->host_ptr);
@@ -158,6 +221,9 @@ static void free_now(cuda_device_t *d, const cuda_free_t *f) {
 
 static void *free_main(void *arg) {
     cuda_device_t *d = arg;
+    if (ordo__cuda_enter(d, "the CUDA free thread") == ORDO_OK) {
+        ordo__cuda_relax_captures(d);
+    }
     pthread_mutex_lock(&d->free_lock);
     for (;;) {
         while (!d->free_head && !d->free_stop) {
@@ -177,7 +243,7 @@ static void *free_main(void *arg) {
         }
         pthread_mutex_unlock(&d->free_lock);
         atomic_fetch_add_explicit(&d->frees_begun, 1, memory_order_release);
-        free_now(d, f);
+        free_now(d, f, 1);
         ordo__dealloc(f, sizeof *f, 0);
         atomic_fetch_add_explicit(&d->frees_done, 1, memory_order_release);
         pthread_mutex_lock(&d->free_lock);
@@ -208,7 +274,7 @@ void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_
         if (f) {
             ordo__dealloc(f, sizeof *f, 0);
         }
-        free_now(d, &local);
+        free_now(d, &local, 0);
     }
 }
 
@@ -301,6 +367,7 @@ static void device_release_parts(cuda_device_t *d) {
     }
     pthread_mutex_destroy(&d->aligned_lock);
     pthread_mutex_destroy(&d->free_lock);
+    pthread_rwlock_destroy(&d->capture_lock);
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);
     }
@@ -360,6 +427,7 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     }
     pthread_mutex_init(&d->aligned_lock, NULL);
     pthread_mutex_init(&d->free_lock, NULL);
+    pthread_rwlock_init(&d->capture_lock, NULL);
     ordo__parker_init(&d->free_parker);
     d->free_tail = &d->free_head;
     d->shell = device;

@@ -69,12 +69,15 @@ static int has_graphs(const cuda_api_t *cu) {
 }
 
 /* Captures node's work into *out_child (NULL when it enqueued nothing). */
-static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
-                                  const hal_graph_node_t *node, CUgraph *out_child,
-                                  const char *api) {
+static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_graph_node_t *node,
+                                  CUgraph *out_child, const char *api) {
+    const cuda_api_t *cu = d->cu;
     *out_child = NULL;
+    /* No free's drain of the context meanwhile (capture_lock). */
+    pthread_rwlock_rdlock(&d->capture_lock);
     CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
+        pthread_rwlock_unlock(&d->capture_lock);
         return ordo__cuda_error(r, api, "cuStreamBeginCapture");
     }
     cuda_capture_t here = {node->stream->impl, capture, ORDO_OK, ""};
@@ -87,6 +90,7 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
     }
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
+    pthread_rwlock_unlock(&d->capture_lock);
     if (here.refusal != ORDO_OK) {
         st = ordo__error(here.refusal, api, "cannot lower the graph to a CUDA graph: %s",
                          here.message);
@@ -127,8 +131,9 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
 }
 
 /* Builds the graph's template; the caller destroys it. */
-static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_graph_node_t *nodes,
+static ordo_status_t build(cuda_device_t *d, CUstream capture, const hal_graph_node_t *nodes,
                            uint32_t count, CUgraph graph, const char *api) {
+    const cuda_api_t *cu = d->cu;
     CUgraphNode *made = ordo__alloc((size_t)count * sizeof *made, 0);
     uint32_t deps_max = 0;
     for (uint32_t i = 0; i < count; ++i) {
@@ -140,11 +145,11 @@ static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_gra
         st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph's nodes");
     }
     for (uint32_t i = 0; st == ORDO_OK && i < count; ++i) {
-        for (uint32_t d = 0; d < nodes[i].dep_count; ++d) {
-            deps[d] = made[nodes[i].deps[d]];
+        for (uint32_t k = 0; k < nodes[i].dep_count; ++k) {
+            deps[k] = made[nodes[i].deps[k]];
         }
         CUgraph child = NULL;
-        st = capture_node(cu, capture, &nodes[i], &child, api);
+        st = capture_node(d, capture, &nodes[i], &child, api);
         if (st != ORDO_OK) {
             break;
         }
@@ -206,7 +211,7 @@ ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_
         st = ordo__cuda_error(r, api, "cuGraphCreate");
     }
     if (st == ORDO_OK) {
-        st = build(cu, capture, nodes, count, graph, api);
+        st = build(d, capture, nodes, count, graph, api);
     }
     if (st == ORDO_OK && (r = cu->GraphInstantiateWithFlags(&g->exec, graph, 0)) != CUDA_SUCCESS) {
         st = ordo__cuda_error(r, api, "cuGraphInstantiateWithFlags");

@@ -88,6 +88,14 @@ typedef struct cuda_device {
     _Atomic uint64_t frees_queued;
     _Atomic uint64_t frees_begun;
     _Atomic uint64_t frees_done;
+    /* Held shared by a graph's lowering while it captures a node
+     * (cuda_graph.c), exclusive by a free's cuCtxSynchronize: the driver
+     * refuses to synchronize a context while any of its streams captures,
+     * and invalidates the capture. */
+    pthread_rwlock_t capture_lock;
+    /* Drains the driver refused for a capture of the program's (tried
+     * again later): observable, for tests. */
+    _Atomic uint64_t drains_refused;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
     int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;
@@ -126,6 +134,27 @@ void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_
 
 /* Makes the device's primary context current on the calling thread. */
 ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api);
+
+/* Puts the calling thread, one of ordo's own (the completion, lane and
+ * free threads), in the RELAXED capture interaction mode for good. In the
+ * default (GLOBAL) mode, a thread's potentially unsafe call (cuEventQuery,
+ * cuMemFree and the like) while another thread of the process captures a
+ * stream in GLOBAL mode (as PyTorch does by default) is refused, and the
+ * refusal invalidates that capture: ordo's queries would fail its streams
+ * and break the program's graphs. ordo never records an event or frees
+ * memory that a capture holds, so nothing is lost by relaxing. A no-op on
+ * a driver without stream capture. */
+void ordo__cuda_relax_captures(const cuda_device_t *d);
+
+/* The same for a program's thread for a while (a waiting thread's pass
+ * over the points): the mode it had, to give back to
+ * ordo__cuda_restore_captures. */
+CUstreamCaptureMode ordo__cuda_relax_captures_for_now(const cuda_device_t *d);
+void ordo__cuda_restore_captures(const cuda_device_t *d, CUstreamCaptureMode mode);
+
+/* Whether a driver result says a stream capture (another thread's, or the
+ * calling thread's) stood in the way of the call: not a device failure. */
+int ordo__cuda_capture_conflict(CUresult result);
 
 /* The stream's CUDA device, or an error when stream is not a CUDA stream. */
 ordo_status_t ordo__cuda_stream_of(ordo_stream_t *stream, cuda_stream_t **out_stream,

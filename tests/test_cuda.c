@@ -1202,224 +1202,6 @@ typedef struct one_cell {
     int calls;
 } one_cell_t;
 
-/* ---- beside the program's own stream captures ----------------------------- */
-
-/* A capture of the program's, on a stream and a thread of its own: begun
- * in mode, held until told to end (or the deadline), then ended. */
-typedef struct program_capture {
-    CUstreamCaptureMode mode;
-    _Atomic int begun; /* 1: capturing; -1: could not begin */
-    _Atomic int end;
-    CUresult ended; /* cuStreamEndCapture's result */
-} program_capture_t;
-
-static void *program_capture_main(void *arg) {
-    program_capture_t *pc = arg;
-    cuda_device_t *d = device->impl;
-    CUstream raw = NULL;
-    if (cu->CtxSetCurrent(d->ctx) != CUDA_SUCCESS ||
-        cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
-        atomic_store(&pc->begun, -1);
-        return NULL;
-    }
-    if (cu->StreamBeginCapture(raw, pc->mode) != CUDA_SUCCESS) {
-        (void)cu->StreamDestroy(raw);
-        atomic_store(&pc->begun, -1);
-        return NULL;
-    }
-    atomic_store(&pc->begun, 1);
-    const ordo_deadline_t deadline = test_deadline();
-    while (!atomic_load(&pc->end) && ordo_time_now_ns() < deadline) {
-        sched_yield();
-    }
-    CUgraph graph = NULL;
-    pc->ended = cu->StreamEndCapture(raw, &graph);
-    if (graph) {
-        (void)cu->GraphDestroy(graph);
-    }
-    (void)cu->StreamDestroy(raw);
-    return NULL;
-}
-
-static pthread_t program_capture_start(program_capture_t *pc, CUstreamCaptureMode mode) {
-    *pc = (program_capture_t){.mode = mode, .ended = CUDA_ERROR_UNKNOWN};
-    pthread_t thread = test_thread_start(program_capture_main, pc);
-    const ordo_deadline_t deadline = test_deadline();
-    while (atomic_load(&pc->begun) == 0) {
-        assert_true(ordo_time_now_ns() < deadline);
-        sched_yield();
-    }
-    assert_int_equal(atomic_load(&pc->begun), 1);
-    return thread;
-}
-
-static void program_capture_end(program_capture_t *pc, pthread_t thread) {
-    atomic_store(&pc->end, 1);
-    pthread_join(thread, NULL);
-}
-
-/* Frees of earlier tests still queued or under way are done. */
-static void frees_settle(cuda_device_t *d) {
-    const ordo_deadline_t deadline = test_deadline();
-    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) <
-           atomic_load_explicit(&d->frees_queued, memory_order_relaxed)) {
-        assert_true(ordo_time_now_ns() < deadline);
-        sched_yield();
-    }
-}
-
-static void frees_reach(cuda_device_t *d, uint64_t done) {
-    const ordo_deadline_t deadline = test_deadline();
-    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) < done) {
-        assert_true(ordo_time_now_ns() < deadline);
-        sched_yield();
-    }
-}
-
-/* While another thread of the program captures a stream in GLOBAL mode
- * (PyTorch's default), a thread in the default mode that makes a
- * potentially unsafe call (cuEventQuery, cuMemFree) is refused, and the
- * refusal breaks that capture. ordo's completion, lane and free threads,
- * and a waiting thread's pass over the points, relax their mode: ordo's
- * work completes, its memory goes back, and the program's capture ends
- * whole. */
-static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
-    (void)state;
-    REQUIRE_KERNELS();
-    if (!cu->ThreadExchangeStreamCaptureMode) {
-        SKIP_FOR_WANT_OF("the driver has no cuThreadExchangeStreamCaptureMode");
-    }
-    cuda_device_t *d = device->impl;
-    ordo_mem_resource_t *direct;
-    assert_ok(ordo_mem_direct_create(device, &direct));
-    ordo_stream_t *stream = stream_make();
-    ordo_signal_t *s = test_signal_make(0);
-    CUdeviceptr cells = cells_alloc(1);
-    ordo_block_t *block;
-    assert_ok(ordo_mem_allocate(direct, 4096, 0, stream, 0, &block, NULL));
-    frees_settle(d);
-    const uint64_t done = atomic_load(&d->frees_done);
-
-    program_capture_t pc;
-    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_GLOBAL);
-    combine(stream, cells, 0, 0, 0, 0);
-    assert_ok(ordo_stream_signal(stream, s, 1));
-    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
-    assert_ok(ordo_mem_deallocate(direct, block, stream));
-    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
-    frees_reach(d, done + 1);
-    program_capture_end(&pc, capturer);
-    assert_int_equal(pc.ended, CUDA_SUCCESS);
-
-    assert_true(cell_read(cells, 0) == combined(0, 0, 0));
-    assert_ok(ordo_stream_destroy(stream));
-    assert_ok(ordo_mem_resource_destroy(direct));
-    assert_ok(ordo_signal_destroy(s));
-    assert_cu(cu->MemFree(cells));
-}
-
-/* A launch function, captured while ordo lowers a graph, that hands the
- * free thread a free which drains the context first, and returns once the
- * free thread has taken it up. */
-typedef struct drain_during_capture {
-    cuda_device_t *d;
-    CUdeviceptr cells;
-    void *host;
-    uint64_t begun; /* the free thread's count once it took the free up */
-    int calls;
-    int late;
-} drain_during_capture_t;
-
-static ordo_status_t drain_during_capture_launch(void *ctx, ordo_stream_t *stream) {
-    drain_during_capture_t *c = ctx;
-    combine(stream, c->cells, 0, 0, 0, 0);
-    if (c->calls++ == 0) {
-        ordo__cuda_defer_free(c->d, 0, c->host, 1);
-        const ordo_deadline_t deadline = test_deadline();
-        while (atomic_load_explicit(&c->d->frees_begun, memory_order_acquire) < c->begun) {
-            if (ordo_time_now_ns() >= deadline) {
-                c->late = 1;
-                break;
-            }
-            sched_yield();
-        }
-    }
-    return ORDO_OK;
-}
-
-/* A free whose stream failed short of it drains the context
- * (cuCtxSynchronize) before it gives the memory back; the driver refuses
- * to synchronize a context while any of its streams captures, and breaks
- * the capture. So the drain waits for a lowering of ordo's to end, and,
- * against a capture of the program's, is tried again until it succeeds:
- * the memory is not given back meanwhile. */
-static void a_draining_free_waits_out_captures(void **state) {
-    (void)state;
-    REQUIRE_KERNELS();
-    cuda_device_t *d = device->impl;
-    CUdeviceptr cells = cells_alloc(1);
-    ordo_stream_t *stream = stream_make();
-    ordo_tracker_t *tracker;
-    assert_ok(ordo_tracker_create(device, &tracker));
-    ordo_buffer_t *b;
-    assert_ok(ordo_buffer_create(tracker, &b));
-    void *host = NULL;
-    assert_cu(cu->MemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE));
-    frees_settle(d);
-
-    /* ordo's own lowering: the capture ends whole, then the free goes. */
-    drain_during_capture_t c = {d, cells, host, atomic_load(&d->frees_begun) + 1, 0, 0};
-    const uint64_t done = atomic_load(&d->frees_done);
-    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
-    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
-    assert_ok(ordo_tracker_submit(tracker, stream, &access, 1, drain_during_capture_launch, &c));
-    ordo_graph_t *graph = NULL;
-    assert_ok(ordo_tracker_record_end(tracker, &graph));
-    assert_false(c.late);
-    ordo_graph_info_t info;
-    assert_ok(ordo_graph_info(graph, &info));
-    assert_int_equal(info.native, 1);
-    frees_reach(d, done + 1);
-    assert_ok(ordo_graph_replay(graph));
-    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
-    assert_int_equal(c.calls, 1);
-    assert_true(cell_read(cells, 0) == combined(0, 0, 0));
-    assert_ok(ordo_graph_destroy(graph));
-
-    /* The program's capture: the drain is refused (the stand-in follows
-     * the CUDA Programming Guide: no context synchronize while any stream
-     * of it captures; the refusal breaks the capture), tried again, and
-     * the memory kept until the capture is gone. A driver that lets the
-     * drain through instead simply frees. */
-    host = NULL;
-    assert_cu(cu->MemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_PORTABLE));
-    program_capture_t pc;
-    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    const uint64_t refused = atomic_load(&d->drains_refused);
-    const uint64_t done_before = atomic_load(&d->frees_done);
-    ordo__cuda_defer_free(d, 0, host, 1);
-    const ordo_deadline_t deadline = test_deadline();
-    while (atomic_load_explicit(&d->drains_refused, memory_order_acquire) == refused &&
-           atomic_load_explicit(&d->frees_done, memory_order_acquire) == done_before) {
-        assert_true(ordo_time_now_ns() < deadline);
-        sched_yield();
-    }
-    if (atomic_load_explicit(&d->drains_refused, memory_order_acquire) != refused) {
-        /* Refused: tried again while the capture lasts, nothing freed. */
-        assert_int_equal(atomic_load_explicit(&d->frees_done, memory_order_acquire), done_before);
-    } else {
-        print_message("  the driver drained the context during another thread's capture\n");
-    }
-    program_capture_end(&pc, capturer);
-    frees_reach(d, done_before + 1);
-
-    assert_ok(ordo_buffer_release(b, NULL, NULL));
-    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
-    assert_ok(ordo_tracker_destroy(tracker));
-    assert_ok(ordo_stream_destroy(stream));
-    assert_cu(cu->MemFree(cells));
-}
-
 static ordo_status_t count_task(void *ctx) {
     ++*(int *)ctx;
     return ORDO_OK;
@@ -1633,6 +1415,298 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     }
     assert_cu(cu->MemFree(cells));
     launches_free();
+}
+
+/* ---- beside the program's own stream captures ----------------------------- */
+
+/* A capture of the program's, on a stream and a thread of its own: begun
+ * in mode, held until told to end (or the deadline), then ended. */
+typedef struct program_capture {
+    CUstreamCaptureMode mode;
+    _Atomic int begun; /* 1: capturing; -1: could not begin */
+    _Atomic int end;
+    CUresult ended; /* cuStreamEndCapture's result */
+} program_capture_t;
+
+static void *program_capture_main(void *arg) {
+    program_capture_t *pc = arg;
+    cuda_device_t *d = device->impl;
+    CUstream raw = NULL;
+    if (cu->CtxSetCurrent(d->ctx) != CUDA_SUCCESS ||
+        cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+        atomic_store(&pc->begun, -1);
+        return NULL;
+    }
+    if (cu->StreamBeginCapture(raw, pc->mode) != CUDA_SUCCESS) {
+        (void)cu->StreamDestroy(raw);
+        atomic_store(&pc->begun, -1);
+        return NULL;
+    }
+    atomic_store(&pc->begun, 1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&pc->end) && ordo_time_now_ns() < deadline) {
+        sched_yield();
+    }
+    CUgraph graph = NULL;
+    pc->ended = cu->StreamEndCapture(raw, &graph);
+    if (graph) {
+        (void)cu->GraphDestroy(graph);
+    }
+    (void)cu->StreamDestroy(raw);
+    return NULL;
+}
+
+static pthread_t program_capture_start(program_capture_t *pc, CUstreamCaptureMode mode) {
+    *pc = (program_capture_t){.mode = mode, .ended = CUDA_ERROR_UNKNOWN};
+    pthread_t thread = test_thread_start(program_capture_main, pc);
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&pc->begun) == 0) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(atomic_load(&pc->begun), 1);
+    return thread;
+}
+
+static void program_capture_end(program_capture_t *pc, pthread_t thread) {
+    atomic_store(&pc->end, 1);
+    pthread_join(thread, NULL);
+}
+
+/* Frees of earlier tests still queued or under way are done. */
+static void frees_settle(cuda_device_t *d) {
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&d->frees_done, memory_order_acquire) <
+           atomic_load_explicit(&d->frees_queued, memory_order_relaxed)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+/* Waits until counter reaches at least value. */
+static void counter_reach(_Atomic uint64_t *counter, uint64_t value) {
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(counter, memory_order_acquire) < value) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+/* A host task that reads its thread's capture interaction mode. */
+static ordo_status_t capture_mode_task(void *ctx) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (cu->ThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) {
+        return ORDO_ERR_DEVICE;
+    }
+    *(int *)ctx = (int)mode;
+    (void)cu->ThreadExchangeStreamCaptureMode(&mode);
+    return ORDO_OK;
+}
+
+/* While another thread of the program captures a stream in GLOBAL mode
+ * (PyTorch's default), a thread in the default mode that makes a
+ * potentially unsafe call (cuEventQuery, cuMemFree) is refused, and the
+ * refusal breaks that capture. ordo makes its queries (on the completion
+ * thread, or a waiting thread's pass) and its frees (the free thread) in
+ * the RELAXED mode: ordo's work completes, its memory goes back, and the
+ * program's capture ends whole; a host task runs in the default mode. */
+static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    if (!cu->ThreadExchangeStreamCaptureMode) {
+        SKIP_FOR_WANT_OF("the driver has no cuThreadExchangeStreamCaptureMode");
+    }
+    cuda_device_t *d = device->impl;
+    ordo_mem_resource_t *direct;
+    assert_ok(ordo_mem_direct_create(device, &direct));
+    ordo_stream_t *stream = stream_make();
+    ordo_signal_t *s = test_signal_make(0);
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_block_t *block;
+    assert_ok(ordo_mem_allocate(direct, 4096, 0, stream, 0, &block, NULL));
+    frees_settle(d);
+    const uint64_t done = atomic_load(&d->frees_done);
+
+    program_capture_t pc;
+    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    combine(stream, cells, 0, 0, 0, 0);
+    int host_task_mode = -1;
+    assert_ok(ordo_stream_host_task(stream, capture_mode_task, &host_task_mode));
+    assert_ok(ordo_stream_signal(stream, s, 1));
+    assert_ok(ordo_signal_wait(s, 1, test_deadline()));
+    assert_ok(ordo_mem_deallocate(direct, block, stream));
+    assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
+    counter_reach(&d->frees_done, done + 1);
+    program_capture_end(&pc, capturer);
+    assert_int_equal(pc.ended, CUDA_SUCCESS);
+    /* Program code on ordo's threads keeps the default mode. */
+    assert_int_equal(host_task_mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    assert_true(cell_read(cells, 0) == combined(0, 0, 0));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_mem_resource_destroy(direct));
+    assert_ok(ordo_signal_destroy(s));
+    assert_cu(cu->MemFree(cells));
+}
+
+/* A launch function, captured while ordo lowers a graph, that hands the
+ * free thread a free which drains the context first, and returns once the
+ * drain has found the lowering in its way (drains_deferred). */
+typedef struct drain_during_capture {
+    cuda_device_t *d;
+    CUdeviceptr cells;
+    void *host;
+    uint64_t deferred; /* the count once the drain waits for the lowering */
+    int calls;
+    int late;
+} drain_during_capture_t;
+
+static ordo_status_t drain_during_capture_launch(void *ctx, ordo_stream_t *stream) {
+    drain_during_capture_t *c = ctx;
+    combine(stream, c->cells, 0, 0, 0, 0);
+    if (c->calls++ == 0) {
+        ordo__cuda_defer_free(c->d, 0, c->host, 1);
+        const ordo_deadline_t deadline = test_deadline();
+        while (atomic_load_explicit(&c->d->drains_deferred, memory_order_acquire) < c->deferred &&
+               atomic_load_explicit(&c->d->drains_refused, memory_order_acquire) == 0) {
+            if (ordo_time_now_ns() >= deadline) {
+                c->late = 1;
+                break;
+            }
+            sched_yield();
+        }
+    }
+    return ORDO_OK;
+}
+
+/* One cell, a stream, a tracker with one buffer, and a page-locked block
+ * for a draining free, with the device's earlier frees done. */
+typedef struct drain_rig {
+    cuda_device_t *d;
+    CUdeviceptr cells;
+    ordo_stream_t *stream;
+    ordo_tracker_t *tracker;
+    ordo_buffer_t *b;
+    void *host;
+} drain_rig_t;
+
+static void drain_rig_make(drain_rig_t *rig) {
+    rig->d = device->impl;
+    rig->cells = cells_alloc(1);
+    rig->stream = stream_make();
+    assert_ok(ordo_tracker_create(device, &rig->tracker));
+    assert_ok(ordo_buffer_create(rig->tracker, &rig->b));
+    rig->host = NULL;
+    assert_cu(cu->MemHostAlloc(&rig->host, 4096, CU_MEMHOSTALLOC_PORTABLE));
+    frees_settle(rig->d);
+}
+
+/* Replays graph once, checks the cell, and frees everything but the
+ * block (handed to a free). */
+static void drain_rig_finish(drain_rig_t *rig, ordo_graph_t *graph) {
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(rig->tracker, test_deadline()));
+    assert_true(cell_read(rig->cells, 0) == combined(0, 0, 0));
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_buffer_release(rig->b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(rig->tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(rig->tracker));
+    assert_ok(ordo_stream_destroy(rig->stream));
+    assert_cu(cu->MemFree(rig->cells));
+}
+
+/* A drain waits for everything the device was given, a stream held at a
+ * gate by the host included. A lowering that finds such a drain holding
+ * the capture lock goes ahead after a bound (the drain's synchronize made
+ * its check for captures when it began), rather than wait for a gate the
+ * same thread may be the one to open. */
+static void a_lowering_goes_ahead_of_a_drain_held_by_the_host(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    REQUIRE_GATES();
+    drain_rig_t rig;
+    drain_rig_make(&rig);
+    cuda_device_t *d = rig.d;
+    ordo_stream_t *gated = stream_make();
+    static gate_t gate;
+    gate_make(&gate);
+    gate_hold(gated, &gate);
+    const uint64_t begun = atomic_load(&d->frees_begun);
+    const uint64_t done = atomic_load(&d->frees_done);
+    ordo__cuda_defer_free(d, 0, rig.host, 1);
+    counter_reach(&d->frees_begun, begun + 1);
+    one_cell_t c = {rig.cells, 0, 0, NULL, 0};
+    ordo_graph_t *graph = NULL;
+    assert_ok(record_one(rig.tracker, rig.stream, rig.b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
+    assert_int_equal(atomic_load(&d->frees_done), done); /* the drain still waits */
+    gate_open(&gate);
+    counter_reach(&d->frees_done, done + 1);
+    drain_rig_finish(&rig, graph);
+    assert_ok(ordo_stream_synchronize(gated, test_deadline()));
+    assert_ok(ordo_stream_destroy(gated));
+    gate_free(&gate);
+}
+
+/* A free whose stream failed short of it drains the context
+ * (cuCtxSynchronize) before it gives the memory back; the driver refuses
+ * to synchronize a context while any of its streams captures, and breaks
+ * the capture. A drain waits for a lowering of ordo's to end (the
+ * lowering's capture ends whole); against a capture of the program's, the
+ * free is parked, the memory kept, the frees behind it go on, and the
+ * drain is tried again later. */
+static void a_draining_free_waits_out_captures(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    drain_rig_t rig;
+    drain_rig_make(&rig);
+    cuda_device_t *d = rig.d;
+    const uint64_t refused = atomic_load(&d->drains_refused);
+
+    /* ordo's own lowering: the drain waits for it, the capture ends
+     * whole, then the free goes. */
+    drain_during_capture_t c = {d, rig.cells, rig.host, atomic_load(&d->drains_deferred) + 1, 0, 0};
+    const uint64_t done = atomic_load(&d->frees_done);
+    assert_ok(ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {rig.b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(
+        ordo_tracker_submit(rig.tracker, rig.stream, &access, 1, drain_during_capture_launch, &c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(rig.tracker, &graph));
+    assert_false(c.late);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(atomic_load(&d->drains_refused), refused);
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    counter_reach(&d->frees_done, done + 1);
+    drain_rig_finish(&rig, graph);
+
+    /* The program's capture: the drain is refused (the stand-in follows
+     * the CUDA Programming Guide: no context synchronize while any stream
+     * of it captures), the free parked with its memory, and a free queued
+     * behind it goes on. A driver that lets the drain through instead
+     * simply frees. */
+    void *parked_host = NULL;
+    assert_cu(cu->MemHostAlloc(&parked_host, 4096, CU_MEMHOSTALLOC_PORTABLE));
+    CUdeviceptr plain = 0;
+    assert_cu(cu->MemAlloc(&plain, 4096));
+    program_capture_t pc;
+    pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    const uint64_t done_before = atomic_load(&d->frees_done);
+    ordo__cuda_defer_free(d, 0, parked_host, 1);
+    ordo__cuda_defer_free(d, plain, NULL, 0);
+    counter_reach(&d->frees_done, done_before + 1);
+    if (atomic_load_explicit(&d->drains_refused, memory_order_acquire) != refused) {
+        /* Refused: parked, only the plain free done while the capture
+         * lasts. */
+        assert_int_equal(atomic_load(&d->drains_parked), 1);
+        assert_int_equal(atomic_load(&d->frees_done), done_before + 1);
+    } else {
+        print_message("  the driver drained the context during another thread's capture\n");
+    }
+    program_capture_end(&pc, capturer);
+    counter_reach(&d->frees_done, done_before + 2);
+    assert_int_equal(atomic_load(&d->drains_parked), 0);
 }
 
 /* A graph destroyed while a launch of it is held on its stream's lane,
@@ -2620,6 +2694,7 @@ int main(void) {
         DEVICE_TEST(native_replays_are_ordered_among_eager_work),
         DEVICE_TEST(ordo_runs_beside_a_global_capture_of_the_program),
         DEVICE_TEST(a_draining_free_waits_out_captures),
+        DEVICE_TEST(a_lowering_goes_ahead_of_a_drain_held_by_the_host),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),
         DEVICE_TEST(out_of_memory_is_reported),

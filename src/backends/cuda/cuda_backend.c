@@ -166,132 +166,6 @@ static void point_destroy(void *user, void *event) {
     (void)d->cu->EventDestroy((CUevent)event);
 }
 
-/* ---- the free thread ------------------------------------------------------ */
-
-static int free_stopping(cuda_device_t *d) {
-    pthread_mutex_lock(&d->free_lock);
-    int stopping = d->free_stop;
-    pthread_mutex_unlock(&d->free_lock);
-    return stopping;
-}
-
-/* Waits until the device has run everything issued before: the memory's
- * last users. Never during a lowering of ordo's (capture_lock); a capture
- * of the program's own makes the driver refuse (and break that capture):
- * on the free thread (patient), the drain is tried again, less and less
- * often, until it succeeds, fails otherwise, or the device closes; the
- * memory is not given back before. A capture on the calling thread itself
- * (a launch function freeing memory while it is captured, with the queue
- * out of memory) cannot be waited out: the free goes ahead. */
-static void drain(cuda_device_t *d, int patient) {
-    const int capturing_here = ordo__cuda_capturing != NULL;
-    for (unsigned pause_us = 100;; pause_us = pause_us < 100000u ? pause_us * 2 : pause_us) {
-        if (!capturing_here) {
-            pthread_rwlock_wrlock(&d->capture_lock);
-        }
-        CUresult r = d->cu->CtxSynchronize();
-        if (!capturing_here) {
-            pthread_rwlock_unlock(&d->capture_lock);
-        }
-        if (!ordo__cuda_capture_conflict(r)) {
-            return;
-        }
-        atomic_fetch_add_explicit(&d->drains_refused, 1, memory_order_release);
-        if (!patient || free_stopping(d)) {
-            return;
-        }
-        struct timespec pause = {0, (long)pause_us * 1000L};
-        nanosleep(&pause, NULL);
-    }
-}
-
-static void free_now(cuda_device_t *d, const cuda_free_t *f, int patient) {
-    if (ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
-        return;
-    }
-    if (f->synchronize_first) {
-        drain(d, patient);
-    }
-    if (f->host_ptr) {
-        (void)d->cu->MemFreeHost(f->host_ptr);
-    } else {
-        (void)d->cu->MemFree(f->device_ptr);
-    }
-}
-
-static void *free_main(void *arg) {
-    cuda_device_t *d = arg;
-    if (ordo__cuda_enter(d, "the CUDA free thread") == ORDO_OK) {
-        ordo__cuda_relax_captures(d);
-    }
-    pthread_mutex_lock(&d->free_lock);
-    for (;;) {
-        while (!d->free_head && !d->free_stop) {
-            /* Read under the lock, so before any change it misses. */
-            ordo_park_key_t key = ordo__parker_prepare(&d->free_parker);
-            pthread_mutex_unlock(&d->free_lock);
-            (void)ordo__parker_park(&d->free_parker, key, ORDO_PARK_ANY, ORDO_DEADLINE_NEVER);
-            pthread_mutex_lock(&d->free_lock);
-        }
-        cuda_free_t *f = d->free_head;
-        if (!f) {
-            break; /* stopped, and every queued free done */
-        }
-        d->free_head = f->next;
-        if (!d->free_head) {
-            d->free_tail = &d->free_head;
-        }
-        pthread_mutex_unlock(&d->free_lock);
-        atomic_fetch_add_explicit(&d->frees_begun, 1, memory_order_release);
-        free_now(d, f, 1);
-        ordo__dealloc(f, sizeof *f, 0);
-        atomic_fetch_add_explicit(&d->frees_done, 1, memory_order_release);
-        pthread_mutex_lock(&d->free_lock);
-    }
-    pthread_mutex_unlock(&d->free_lock);
-    return NULL;
-}
-
-void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
-                           int synchronize_first) {
-    cuda_free_t local = {NULL, device_ptr, host_ptr, synchronize_first};
-    cuda_free_t *f = ordo__alloc(sizeof *f, 0);
-    int queued = 0;
-    if (f) {
-        *f = local;
-        pthread_mutex_lock(&d->free_lock);
-        if (d->free_started && !d->free_stop) {
-            *d->free_tail = f;
-            d->free_tail = &f->next;
-            atomic_fetch_add_explicit(&d->frees_queued, 1, memory_order_relaxed);
-            ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
-            queued = 1;
-        }
-        pthread_mutex_unlock(&d->free_lock);
-    }
-    if (!queued) {
-        /* Freed here (it may block: better than a leak). */
-        if (f) {
-            ordo__dealloc(f, sizeof *f, 0);
-        }
-        free_now(d, &local, 0);
-    }
-}
-
-/* Runs every queued free (waiting for the device as they do), then ends
- * the thread. */
-static void free_thread_stop(cuda_device_t *d) {
-    if (!d->free_started) {
-        return;
-    }
-    pthread_mutex_lock(&d->free_lock);
-    d->free_stop = 1;
-    ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
-    pthread_mutex_unlock(&d->free_lock);
-    pthread_join(d->free_thread, NULL);
-    d->free_started = 0;
-}
-
 /* ---- process exit ---------------------------------------------------------
  *
  * A process may exit with devices still open. The driver is unloaded after
@@ -308,7 +182,7 @@ static void halt_at_exit(void) {
     exited = 1;
     for (cuda_device_t *d = live_devices; d; d = d->next_live) {
         ordo__hal_watcher_halt(&d->watcher);
-        free_thread_stop(d);
+        ordo__cuda_free_thread_stop(d);
         d->halted = 1;
     }
     pthread_mutex_unlock(&live_lock);
@@ -345,7 +219,7 @@ static void device_release_parts(cuda_device_t *d) {
         ordo__hal_watcher_stop(&d->watcher);
     }
     /* After the watcher: its completions may still queue frees. */
-    free_thread_stop(d);
+    ordo__cuda_free_thread_stop(d);
     if (d->points) {
         (void)ordo__event_pool_destroy(d->points);
     }
@@ -356,18 +230,21 @@ static void device_release_parts(cuda_device_t *d) {
     }
     if (d->orphans) {
         /* Words of streams destroyed with writes to them still pending:
-         * free once the context has run everything (or failed). */
-        (void)d->cu->CtxSynchronize();
+         * free once the context has run everything (or failed); a drain
+         * refused for a capture of the program's leaves them to the
+         * context. */
+        const int drained = ordo__cuda_drain_for_release(d);
         while (d->orphans) {
             cuda_orphan_word_t *o = d->orphans;
             d->orphans = o->next;
-            (void)d->cu->MemFreeHost(o->word);
+            if (drained) {
+                (void)d->cu->MemFreeHost(o->word);
+            }
             ordo__dealloc(o, sizeof *o, 0);
         }
     }
     pthread_mutex_destroy(&d->aligned_lock);
     pthread_mutex_destroy(&d->free_lock);
-    pthread_rwlock_destroy(&d->capture_lock);
     if (d->ctx) {
         (void)d->cu->DevicePrimaryCtxRelease(d->dev);
     }
@@ -427,7 +304,6 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     }
     pthread_mutex_init(&d->aligned_lock, NULL);
     pthread_mutex_init(&d->free_lock, NULL);
-    pthread_rwlock_init(&d->capture_lock, NULL);
     ordo__parker_init(&d->free_parker);
     d->free_tail = &d->free_head;
     d->shell = device;
@@ -475,11 +351,11 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
         return st;
     }
     d->watcher_started = 1;
-    if (pthread_create(&d->free_thread, NULL, free_main, d) != 0) {
+    st = ordo__cuda_free_thread_start(d, api);
+    if (st != ORDO_OK) {
         device_release_parts(d);
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot start the device's free thread");
+        return st;
     }
-    d->free_started = 1;
     live_add(d);
     device->impl = d;
     return ORDO_OK;

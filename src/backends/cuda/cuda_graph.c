@@ -73,11 +73,11 @@ static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_
                                   CUgraph *out_child, const char *api) {
     const cuda_api_t *cu = d->cu;
     *out_child = NULL;
-    /* No free's drain of the context meanwhile (capture_lock). */
-    pthread_rwlock_rdlock(&d->capture_lock);
+    /* No free's drain of the context meanwhile (cuda_free.c). */
+    const int held = ordo__cuda_lowering_enter();
     CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
-        pthread_rwlock_unlock(&d->capture_lock);
+        ordo__cuda_lowering_exit(held);
         return ordo__cuda_error(r, api, "cuStreamBeginCapture");
     }
     cuda_capture_t here = {node->stream->impl, capture, ORDO_OK, ""};
@@ -90,7 +90,7 @@ static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_
     }
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
-    pthread_rwlock_unlock(&d->capture_lock);
+    ordo__cuda_lowering_exit(held);
     if (here.refusal != ORDO_OK) {
         st = ordo__error(here.refusal, api, "cannot lower the graph to a CUDA graph: %s",
                          here.message);

@@ -88,14 +88,12 @@ typedef struct cuda_device {
     _Atomic uint64_t frees_queued;
     _Atomic uint64_t frees_begun;
     _Atomic uint64_t frees_done;
-    /* Held shared by a graph's lowering while it captures a node
-     * (cuda_graph.c), exclusive by a free's cuCtxSynchronize: the driver
-     * refuses to synchronize a context while any of its streams captures,
-     * and invalidates the capture. */
-    pthread_rwlock_t capture_lock;
-    /* Drains the driver refused for a capture of the program's (tried
-     * again later): observable, for tests. */
+    /* Drains (cuda_free.c): that waited for a lowering to end, that the
+     * driver refused for a capture of the program's, and frees parked
+     * meanwhile (their memory not given back yet). Observable, for tests. */
+    _Atomic uint64_t drains_deferred;
     _Atomic uint64_t drains_refused;
+    _Atomic uint64_t drains_parked;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
     int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;
@@ -126,29 +124,44 @@ typedef struct cuda_stream {
 } cuda_stream_t;
 
 /* Gives device memory (device_ptr) or page-locked host memory (host_ptr)
- * back to the driver on the device's free thread, after cuCtxSynchronize
- * if synchronize_first; never blocks. Where the queue cannot take it (out
- * of memory, or the thread is gone), frees it on the calling thread. */
+ * back to the driver on the device's free thread (cuda_free.c), after a
+ * drain of the context if synchronize_first; never blocks. Where the queue
+ * cannot take it (out of memory, or the thread is gone), frees it on the
+ * calling thread. */
 void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
                            int synchronize_first);
+
+/* Starts and stops the free thread (the stop runs every queued free). */
+ordo_status_t ordo__cuda_free_thread_start(cuda_device_t *d, const char *api);
+void ordo__cuda_free_thread_stop(cuda_device_t *d);
+
+/* A drain of the context at the device's release (the context current):
+ * false if the driver refused it for a capture of the program's. */
+int ordo__cuda_drain_for_release(cuda_device_t *d);
+
+/* Around each capture of a graph's lowering: keeps drains out
+ * (cuda_free.c). enter returns whether it holds the capture lock (false
+ * once a drain has kept it for a bound); exit takes that back. */
+int ordo__cuda_lowering_enter(void);
+void ordo__cuda_lowering_exit(int held);
 
 /* Makes the device's primary context current on the calling thread. */
 ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api);
 
-/* Puts the calling thread, one of ordo's own (the completion, lane and
- * free threads), in the RELAXED capture interaction mode for good. In the
- * default (GLOBAL) mode, a thread's potentially unsafe call (cuEventQuery,
- * cuMemFree and the like) while another thread of the process captures a
- * stream in GLOBAL mode (as PyTorch does by default) is refused, and the
- * refusal invalidates that capture: ordo's queries would fail its streams
- * and break the program's graphs. ordo never records an event or frees
- * memory that a capture holds, so nothing is lost by relaxing. A no-op on
- * a driver without stream capture. */
+/* Capture interaction modes. While a thread of the program captures a
+ * stream in GLOBAL mode (PyTorch's default), a potentially unsafe call
+ * (cuEventQuery, cuMemFree and the like) from a thread in the default
+ * mode, GLOBAL, is refused, and the refusal invalidates that capture. ordo
+ * makes such calls of its own in the RELAXED mode, in which they are
+ * neither refused nor break a capture; ordo never records an event or
+ * frees memory that a capture holds. Program code on ordo's threads (host
+ * tasks, enqueue functions, callbacks) keeps the default mode.
+ *
+ * relax_captures: for good, on a thread of ordo's that runs no program
+ * code (the free thread). relax_captures_for_now: for one call, returning
+ * the thread's mode to give back to restore_captures. Each is a no-op on a
+ * driver without stream capture. */
 void ordo__cuda_relax_captures(const cuda_device_t *d);
-
-/* The same for a program's thread for a while (a waiting thread's pass
- * over the points): the mode it had, to give back to
- * ordo__cuda_restore_captures. */
 CUstreamCaptureMode ordo__cuda_relax_captures_for_now(const cuda_device_t *d);
 void ordo__cuda_restore_captures(const cuda_device_t *d, CUstreamCaptureMode mode);
 

@@ -119,13 +119,15 @@ static ordo_status_t point_query(void *user, hal_timeline_t *t, const hal_watch_
         snprintf(msg, capacity, "the device failed: %s", ordo_error_message());
         return ORDO_ERR_DEVICE;
     }
+    /* Relaxed for the query: another thread's capture neither refuses it
+     * nor is broken by it (cuda_internal.h). */
+    CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
     CUresult r = d->cu->EventQuery((CUevent)w->point);
+    ordo__cuda_restore_captures(d, mode);
     if (r == CUDA_SUCCESS) {
         return ORDO_OK;
     }
-    /* A capture in the way (the querying thread's mode could not be
-     * relaxed): the answer comes at a later pass. */
-    if (r == CUDA_ERROR_NOT_READY || ordo__cuda_capture_conflict(r)) {
+    if (r == CUDA_ERROR_NOT_READY) {
         return ORDO_ERR_BUSY;
     }
     char detail[128];
@@ -145,30 +147,18 @@ static void point_release(void *user, void *point, int reached) {
 }
 
 static void watcher_thread_start(void *user) {
-    if (ordo__cuda_enter(user, "the CUDA completion thread") == ORDO_OK) {
-        ordo__cuda_relax_captures(user);
-    }
+    (void)ordo__cuda_enter(user, "the CUDA completion thread");
 }
 
 /* A waiting thread's pass (watcher.h): the device's context current for
- * its queries, and the thread's capture interaction mode relaxed (so that
- * they neither fail nor break another thread's capture); the thread's own
- * context and mode restored after. Passes do not nest on a thread (the
- * watcher runs no callback inside one). */
-static _Thread_local CUstreamCaptureMode help_mode;
-
+ * its queries, the thread's own restored after. */
 static int help_begin(void *user) {
     cuda_device_t *d = user;
-    if (d->cu->CtxPushCurrent(d->ctx) != CUDA_SUCCESS) {
-        return 0;
-    }
-    help_mode = ordo__cuda_relax_captures_for_now(d);
-    return 1;
+    return d->cu->CtxPushCurrent(d->ctx) == CUDA_SUCCESS;
 }
 
 static void help_end(void *user) {
     cuda_device_t *d = user;
-    ordo__cuda_restore_captures(d, help_mode);
     CUcontext popped = NULL;
     (void)d->cu->CtxPopCurrent(&popped);
 }
@@ -476,9 +466,7 @@ static ordo_status_t stream_enter(cuda_stream_t *s, const char *api) {
 }
 
 static void lane_thread_start(void *user) {
-    if (ordo__cuda_enter(user, "the CUDA host lane") == ORDO_OK) {
-        ordo__cuda_relax_captures(user);
-    }
+    (void)ordo__cuda_enter(user, "the CUDA host lane");
 }
 
 ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream) {

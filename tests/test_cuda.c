@@ -1535,7 +1535,9 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
     frees_settle(d);
     const uint64_t done = atomic_load(&d->frees_done);
 
-    program_capture_t pc;
+    /* Static: a failed assertion leaves the capturing thread running to
+     * its deadline, and it must find pc there. */
+    static program_capture_t pc;
     pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_GLOBAL);
     combine(stream, cells, 0, 0, 0, 0);
     int host_task_mode = -1;
@@ -1555,36 +1557,6 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
     assert_ok(ordo_mem_resource_destroy(direct));
     assert_ok(ordo_signal_destroy(s));
     assert_cu(cu->MemFree(cells));
-}
-
-/* A launch function, captured while ordo lowers a graph, that hands the
- * free thread a free which drains the context first, and returns once the
- * drain has found the lowering in its way (drains_deferred). */
-typedef struct drain_during_capture {
-    cuda_device_t *d;
-    CUdeviceptr cells;
-    void *host;
-    uint64_t deferred; /* the count once the drain waits for the lowering */
-    int calls;
-    int late;
-} drain_during_capture_t;
-
-static ordo_status_t drain_during_capture_launch(void *ctx, ordo_stream_t *stream) {
-    drain_during_capture_t *c = ctx;
-    combine(stream, c->cells, 0, 0, 0, 0);
-    if (c->calls++ == 0) {
-        ordo__cuda_defer_free(c->d, 0, c->host, 1);
-        const ordo_deadline_t deadline = test_deadline();
-        while (atomic_load_explicit(&c->d->drains_deferred, memory_order_acquire) < c->deferred &&
-               atomic_load_explicit(&c->d->drains_refused, memory_order_acquire) == 0) {
-            if (ordo_time_now_ns() >= deadline) {
-                c->late = 1;
-                break;
-            }
-            sched_yield();
-        }
-    }
-    return ORDO_OK;
 }
 
 /* One cell, a stream, a tracker with one buffer, and a page-locked block
@@ -1623,11 +1595,66 @@ static void drain_rig_finish(drain_rig_t *rig, ordo_graph_t *graph) {
     assert_cu(cu->MemFree(rig->cells));
 }
 
+/* A launch function, captured while ordo lowers a graph, that hands the
+ * free thread a free which drains the context first (and opens a gate, if
+ * given one), then returns once a drain has found the lowering in its way
+ * (drains_deferred), or was refused (the lowering's capture broken). */
+typedef struct drain_during_capture {
+    cuda_device_t *d;
+    CUdeviceptr cells;
+    void *host;
+    gate_t *gate;
+    uint64_t deferred; /* the count once a drain waits for the lowering */
+    uint64_t refused;  /* the count before */
+    int calls;
+    int late;
+} drain_during_capture_t;
+
+static ordo_status_t drain_during_capture_launch(void *ctx, ordo_stream_t *stream) {
+    drain_during_capture_t *c = ctx;
+    combine(stream, c->cells, 0, 0, 0, 0);
+    if (c->calls++ == 0) {
+        ordo__cuda_defer_free(c->d, 0, c->host, 1);
+        if (c->gate) {
+            gate_open(c->gate);
+        }
+        const ordo_deadline_t deadline = test_deadline();
+        while (atomic_load_explicit(&c->d->drains_deferred, memory_order_acquire) < c->deferred &&
+               atomic_load_explicit(&c->d->drains_refused, memory_order_acquire) == c->refused) {
+            if (ordo_time_now_ns() >= deadline) {
+                c->late = 1;
+                break;
+            }
+            sched_yield();
+        }
+    }
+    return ORDO_OK;
+}
+
+/* Records one launch of c on the rig's stream under REQUIRE: the capture
+ * ends whole, with no drain refused meanwhile. */
+static ordo_graph_t *record_draining(drain_rig_t *rig, drain_during_capture_t *c) {
+    assert_ok(ordo_tracker_record_begin_native(rig->tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {rig->b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(
+        ordo_tracker_submit(rig->tracker, rig->stream, &access, 1, drain_during_capture_launch, c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(rig->tracker, &graph));
+    assert_false(c->late);
+    assert_int_equal(c->calls, 1);
+    assert_int_equal(atomic_load(&rig->d->drains_refused), c->refused);
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    return graph;
+}
+
 /* A drain waits for everything the device was given, a stream held at a
- * gate by the host included. A lowering that finds such a drain holding
- * the capture lock goes ahead after a bound (the drain's synchronize made
- * its check for captures when it began), rather than wait for a gate the
- * same thread may be the one to open. */
+ * gate by the host included. A lowering that finds such a drain under way
+ * goes ahead after a bound (the drain's synchronize made its check for
+ * captures when it began), rather than wait for a gate the same thread
+ * may be the one to open; a drain that comes after, while the lowering
+ * captures, still waits for it. */
 static void a_lowering_goes_ahead_of_a_drain_held_by_the_host(void **state) {
     (void)state;
     REQUIRE_KERNELS();
@@ -1639,16 +1666,22 @@ static void a_lowering_goes_ahead_of_a_drain_held_by_the_host(void **state) {
     static gate_t gate;
     gate_make(&gate);
     gate_hold(gated, &gate);
+    void *second = NULL;
+    assert_cu(cu->MemHostAlloc(&second, 4096, CU_MEMHOSTALLOC_PORTABLE));
     const uint64_t begun = atomic_load(&d->frees_begun);
     const uint64_t done = atomic_load(&d->frees_done);
-    ordo__cuda_defer_free(d, 0, rig.host, 1);
+    ordo__cuda_defer_free(d, 0, rig.host, 1); /* its drain waits for the gate */
     counter_reach(&d->frees_begun, begun + 1);
-    one_cell_t c = {rig.cells, 0, 0, NULL, 0, 0};
-    ordo_graph_t *graph = NULL;
-    assert_ok(record_one(rig.tracker, rig.stream, rig.b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
-    assert_int_equal(atomic_load(&d->frees_done), done); /* the drain still waits */
-    gate_open(&gate);
-    counter_reach(&d->frees_done, done + 1);
+    drain_during_capture_t c = {d,
+                                rig.cells,
+                                second,
+                                &gate,
+                                atomic_load(&d->drains_deferred) + 1,
+                                atomic_load(&d->drains_refused),
+                                0,
+                                0};
+    ordo_graph_t *graph = record_draining(&rig, &c);
+    counter_reach(&d->frees_done, done + 2);
     drain_rig_finish(&rig, graph);
     assert_ok(ordo_stream_synchronize(gated, test_deadline()));
     assert_ok(ordo_stream_destroy(gated));
@@ -1672,20 +1705,10 @@ static void a_draining_free_waits_out_captures(void **state) {
 
     /* ordo's own lowering: the drain waits for it, the capture ends
      * whole, then the free goes. */
-    drain_during_capture_t c = {d, rig.cells, rig.host, atomic_load(&d->drains_deferred) + 1, 0, 0};
+    drain_during_capture_t c = {
+        d, rig.cells, rig.host, NULL, atomic_load(&d->drains_deferred) + 1, refused, 0, 0};
     const uint64_t done = atomic_load(&d->frees_done);
-    assert_ok(ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE));
-    ordo_access_t access = {rig.b, ORDO_ACCESS_READ_WRITE};
-    assert_ok(
-        ordo_tracker_submit(rig.tracker, rig.stream, &access, 1, drain_during_capture_launch, &c));
-    ordo_graph_t *graph = NULL;
-    assert_ok(ordo_tracker_record_end(rig.tracker, &graph));
-    assert_false(c.late);
-    assert_int_equal(c.calls, 1);
-    assert_int_equal(atomic_load(&d->drains_refused), refused);
-    ordo_graph_info_t info;
-    assert_ok(ordo_graph_info(graph, &info));
-    assert_int_equal(info.native, 1);
+    ordo_graph_t *graph = record_draining(&rig, &c);
     counter_reach(&d->frees_done, done + 1);
     drain_rig_finish(&rig, graph);
 
@@ -1698,7 +1721,7 @@ static void a_draining_free_waits_out_captures(void **state) {
     assert_cu(cu->MemHostAlloc(&parked_host, 4096, CU_MEMHOSTALLOC_PORTABLE));
     CUdeviceptr plain = 0;
     assert_cu(cu->MemAlloc(&plain, 4096));
-    program_capture_t pc;
+    static program_capture_t pc; /* static: see ordo_runs_beside_a_global_capture_of_the_program */
     pthread_t capturer = program_capture_start(&pc, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     const uint64_t done_before = atomic_load(&d->frees_done);
     ordo__cuda_defer_free(d, 0, parked_host, 1);

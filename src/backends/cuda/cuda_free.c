@@ -13,15 +13,18 @@
  * captures, in any mode and from any thread, and the refusal breaks the
  * capture. Two kinds of capture can be in the way:
  *
- *   - ordo's own, while a graph is lowered (cuda_graph.c): the capture
- *     lock keeps drains and lowerings apart. A lowering holds it shared;
- *     a drain holds it alone for the whole cuCtxSynchronize. The driver
- *     checks for captures when the call is made, so a lowering that finds
- *     a drain holding the lock past LOWERING_WAIT_NS (the device is busy
- *     with work the host may hold back) goes ahead without it: the drain
- *     is long past its check by then. One lock for the process: every
- *     ordo device opened on a GPU (shared and owned runtimes) uses the
- *     same primary context.
+ *   - ordo's own, while a graph is lowered (cuda_graph.c). The GPU's
+ *     capture gate keeps them apart: a drain waits until no lowering is
+ *     under way, and a lowering waits for the drains under way (and
+ *     waiting) to end, but for LOWERING_WAIT_NS at most: a drain may wait
+ *     on work the host holds back (a stream at a gate), perhaps for the
+ *     lowering thread itself to open it. The driver checks for captures
+ *     when the synchronize is called, so a drain already in its
+ *     synchronize does not break a capture that begins after; a drain
+ *     that comes later waits for the lowering, whether the lowering went
+ *     ahead in time or not. Drains do not wait for each other. One gate a
+ *     GPU (by ordinal): every ordo device opened on it (shared and owned
+ *     runtimes) uses its primary context.
  *   - the program's, on threads of its own: ordo cannot see them. A drain
  *     the driver refuses (having broken that capture) parks its free: the
  *     memory is not given back, the frees queued behind go on, and one
@@ -30,8 +33,14 @@
  *     breaks whatever capture runs at that moment, so tries are few). A
  *     free that needs a drain while others are parked joins them without
  *     a try of its own. When the device closes, a last drain is tried;
- *     if refused too, the parked memory is left to the context (leaked if
- *     the context outlives the device), never given back undrained.
+ *     if refused too, the parked memory is left to the context (freed with
+ *     it, leaked if the context outlives the device), never given back
+ *     undrained.
+ *
+ * A drain stops waiting for lowerings once the free thread is told to
+ * stop (a device release, or the process's exit from inside a launch
+ * function being lowered): it is tried then, and refused if a capture is
+ * still open.
  *
  * This thread runs no program code and puts itself in the RELAXED capture
  * interaction mode: its cuMemFree and cuMemFreeHost are not refused
@@ -47,45 +56,98 @@
 #include "ordo/time.h"
 
 #define LOWERING_WAIT_NS 20000000ull     /* 20 ms */
+#define DRAIN_STOP_LOOK_NS 10000000ull   /* 10 ms: how often a waiting drain looks for a stop */
 #define DRAIN_RETRY_FIRST_NS 10000000ull /* 10 ms */
 #define DRAIN_RETRY_MAX_NS 1000000000ull /* 1 s */
 
-static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_INITIALIZER;
+typedef struct capture_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* CLOCK_MONOTONIC; broadcast when a count falls */
+    int lowerings;          /* lowerings under way */
+    int drains;             /* drains in their synchronize */
+    int drains_waiting;     /* drains waiting for lowerings to end */
+} capture_gate_t;
 
-int ordo__cuda_lowering_enter(void) {
-    if (pthread_rwlock_tryrdlock(&capture_lock) == 0) {
-        return 1;
+#define CAPTURE_GATES 64 /* ordinals beyond share gates: coarser, still safe */
+static capture_gate_t gates[CAPTURE_GATES];
+static pthread_once_t gates_once = PTHREAD_ONCE_INIT;
+
+static void gates_init(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    for (int i = 0; i < CAPTURE_GATES; ++i) {
+        pthread_mutex_init(&gates[i].lock, NULL);
+        pthread_cond_init(&gates[i].changed, &attr);
     }
-    /* The wall clock's: what pthread_rwlock_timedrdlock takes (a jump of
-     * the clock only moves this bound). */
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    uint64_t until = (uint64_t)at.tv_nsec + LOWERING_WAIT_NS;
-    at.tv_sec += (time_t)(until / 1000000000ull);
-    at.tv_nsec = (long)(until % 1000000000ull);
-    return pthread_rwlock_timedrdlock(&capture_lock, &at) == 0;
+    pthread_condattr_destroy(&attr);
 }
 
-void ordo__cuda_lowering_exit(int held) {
-    if (held) {
-        pthread_rwlock_unlock(&capture_lock);
-    }
+static capture_gate_t *gate_of(const cuda_device_t *d) {
+    pthread_once(&gates_once, gates_init);
+    return &gates[(unsigned)d->ordinal % CAPTURE_GATES];
 }
 
-/* Waits until the device has run everything issued before; false if the
- * driver refused for a capture. On a thread that captures itself (a
- * launch function being lowered, its free made here because the queue
- * could not take it) the lock is the thread's already, shared. */
+/* Waits on the gate's condition until ns (ordo_time_now_ns's clock, which
+ * is CLOCK_MONOTONIC). */
+static void gate_wait_until(capture_gate_t *g, uint64_t ns) {
+    struct timespec at = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    (void)pthread_cond_timedwait(&g->changed, &g->lock, &at);
+}
+
+void ordo__cuda_lowering_enter(const cuda_device_t *d) {
+    capture_gate_t *g = gate_of(d);
+    const uint64_t until = ordo_time_now_ns() + LOWERING_WAIT_NS;
+    pthread_mutex_lock(&g->lock);
+    while ((g->drains > 0 || g->drains_waiting > 0) && ordo_time_now_ns() < until) {
+        gate_wait_until(g, until);
+    }
+    ++g->lowerings;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void ordo__cuda_lowering_exit(const cuda_device_t *d) {
+    capture_gate_t *g = gate_of(d);
+    pthread_mutex_lock(&g->lock);
+    if (--g->lowerings == 0) {
+        pthread_cond_broadcast(&g->changed);
+    }
+    pthread_mutex_unlock(&g->lock);
+}
+
+static int free_stopping(cuda_device_t *d) {
+    pthread_mutex_lock(&d->free_lock);
+    int stopping = d->free_stop;
+    pthread_mutex_unlock(&d->free_lock);
+    return stopping;
+}
+
+/* Waits until the device has run everything issued before; false if it
+ * could not: the driver refused for a capture, or the calling thread
+ * captures itself (a launch function being lowered, freeing memory here
+ * because the queue could not take it: a synchronize would break its own
+ * capture). The context is current. */
 static int drain(cuda_device_t *d) {
-    const int capturing_here = ordo__cuda_capturing != NULL;
-    if (!capturing_here && pthread_rwlock_trywrlock(&capture_lock) != 0) {
+    if (ordo__cuda_capturing) {
+        return 0;
+    }
+    capture_gate_t *g = gate_of(d);
+    pthread_mutex_lock(&g->lock);
+    if (g->lowerings > 0) {
         atomic_fetch_add_explicit(&d->drains_deferred, 1, memory_order_release);
-        pthread_rwlock_wrlock(&capture_lock);
+        ++g->drains_waiting;
+        while (g->lowerings > 0 && !free_stopping(d)) {
+            gate_wait_until(g, ordo_time_now_ns() + DRAIN_STOP_LOOK_NS);
+        }
+        --g->drains_waiting;
     }
+    ++g->drains;
+    pthread_mutex_unlock(&g->lock);
     CUresult r = d->cu->CtxSynchronize();
-    if (!capturing_here) {
-        pthread_rwlock_unlock(&capture_lock);
-    }
+    pthread_mutex_lock(&g->lock);
+    --g->drains;
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->lock);
     if (ordo__cuda_capture_conflict(r)) {
         atomic_fetch_add_explicit(&d->drains_refused, 1, memory_order_release);
         return 0;
@@ -162,10 +224,12 @@ static void *free_main(void *arg) {
                 give_back(d, f);
                 free_record_done(d, f);
             }
-        } else if (parked) {
-            /* The retry is due, or the device closes: one drain for all. */
+        }
+        if (parked && ((stopping && !f) || ordo_time_now_ns() >= retry_ns)) {
+            /* The retry is due (frees still queued do not put it off), or
+             * the device closes and the queue is done: one drain for all. */
             int drained = drain(d);
-            if (drained || stopping) {
+            if (drained || (stopping && !f)) {
                 parked_release(d, &parked, drained);
                 retry_ns = 0;
                 pause_ns = DRAIN_RETRY_FIRST_NS;
@@ -173,7 +237,7 @@ static void *free_main(void *arg) {
                 pause_ns = pause_ns * 2 < DRAIN_RETRY_MAX_NS ? pause_ns * 2 : DRAIN_RETRY_MAX_NS;
                 retry_ns = ordo_time_now_ns() + pause_ns;
             }
-        } else if (stopping) {
+        } else if (stopping && !f && !parked) {
             break; /* stopped, and every queued free done */
         }
         pthread_mutex_lock(&d->free_lock);
@@ -207,15 +271,20 @@ void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_
         pthread_mutex_unlock(&d->free_lock);
     }
     if (!queued) {
-        /* Freed here (it may block: better than a leak), unless a drain it
-         * needs is refused: then left to the context. */
+        /* Freed here (it may block: better than a leak), in the RELAXED
+         * mode as on the free thread; a drain it needs that cannot be had
+         * leaves the memory to the context. */
         if (f) {
             ordo__dealloc(f, sizeof *f, 0);
         }
-        if (!local.synchronize_first ||
-            (ordo__cuda_enter(d, "ordo_mem_deallocate") == ORDO_OK && drain(d))) {
+        if (ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
+            return;
+        }
+        CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
+        if (!local.synchronize_first || drain(d)) {
             give_back(d, &local);
         }
+        ordo__cuda_restore_captures(d, mode);
     }
 }
 
@@ -232,5 +301,8 @@ void ordo__cuda_free_thread_stop(cuda_device_t *d) {
 }
 
 int ordo__cuda_drain_for_release(cuda_device_t *d) {
-    return drain(d);
+    CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
+    int drained = drain(d);
+    ordo__cuda_restore_captures(d, mode);
+    return drained;
 }

@@ -73,11 +73,8 @@ static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_
                                   CUgraph *out_child, const char *api) {
     const cuda_api_t *cu = d->cu;
     *out_child = NULL;
-    /* No free's drain of the context meanwhile (cuda_free.c). */
-    const int held = ordo__cuda_lowering_enter();
     CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
-        ordo__cuda_lowering_exit(held);
         return ordo__cuda_error(r, api, "cuStreamBeginCapture");
     }
     cuda_capture_t here = {node->stream->impl, capture, ORDO_OK, ""};
@@ -90,7 +87,6 @@ static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_
     }
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
-    ordo__cuda_lowering_exit(held);
     if (here.refusal != ORDO_OK) {
         st = ordo__error(here.refusal, api, "cannot lower the graph to a CUDA graph: %s",
                          here.message);
@@ -211,7 +207,10 @@ ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_
         st = ordo__cuda_error(r, api, "cuGraphCreate");
     }
     if (st == ORDO_OK) {
+        /* No drain of the context while the nodes are captured. */
+        ordo__cuda_lowering_enter(d);
         st = build(d, capture, nodes, count, graph, api);
+        ordo__cuda_lowering_exit(d);
     }
     if (st == ORDO_OK && (r = cu->GraphInstantiateWithFlags(&g->exec, graph, 0)) != CUDA_SUCCESS) {
         st = ordo__cuda_error(r, api, "cuGraphInstantiateWithFlags");

@@ -139,11 +139,11 @@ void ordo__cuda_free_thread_stop(cuda_device_t *d);
  * false if the driver refused it for a capture of the program's. */
 int ordo__cuda_drain_for_release(cuda_device_t *d);
 
-/* Around each capture of a graph's lowering: keeps drains out
- * (cuda_free.c). enter returns whether it holds the capture lock (false
- * once a drain has kept it for a bound); exit takes that back. */
-int ordo__cuda_lowering_enter(void);
-void ordo__cuda_lowering_exit(int held);
+/* Around a graph's lowering (its captures): drains of the context wait
+ * for it to end (cuda_free.c). enter waits for drains under way, for a
+ * bound. */
+void ordo__cuda_lowering_enter(const cuda_device_t *d);
+void ordo__cuda_lowering_exit(const cuda_device_t *d);
 
 /* Makes the device's primary context current on the calling thread. */
 ordo_status_t ordo__cuda_enter(const cuda_device_t *d, const char *api);

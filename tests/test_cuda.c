@@ -1688,6 +1688,70 @@ static void a_lowering_goes_ahead_of_a_drain_held_by_the_host(void **state) {
     gate_free(&gate);
 }
 
+/* A launch function, captured while ordo lowers a graph on the shared
+ * runtime, that hands an owned runtime of the same GPU a draining free,
+ * and once that drain waits for the lowering, has another thread release
+ * the owned runtime: the release stops the free thread, whose drain must
+ * then not be made (it would break this capture). */
+typedef struct release_during_capture {
+    ordo_device_t *owned;
+    CUdeviceptr cells;
+    void *host;
+    uint64_t deferred;
+    ordo_status_t released;
+    int late;
+} release_during_capture_t;
+
+static void *release_main(void *arg) {
+    release_during_capture_t *c = arg;
+    c->released = ordo_device_release(c->owned);
+    return NULL;
+}
+
+static ordo_status_t release_during_capture_launch(void *ctx, ordo_stream_t *stream) {
+    release_during_capture_t *c = ctx;
+    combine(stream, c->cells, 0, 0, 0, 0);
+    cuda_device_t *od = c->owned->impl;
+    ordo__cuda_defer_free(od, 0, c->host, 1);
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load_explicit(&od->drains_deferred, memory_order_acquire) < c->deferred) {
+        if (ordo_time_now_ns() >= deadline) {
+            c->late = 1;
+            return ORDO_OK;
+        }
+        sched_yield();
+    }
+    pthread_t releaser = test_thread_start(release_main, c);
+    pthread_join(releaser, NULL);
+    return ORDO_OK;
+}
+
+static void releasing_another_runtime_leaves_a_lowering_whole(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    drain_rig_t rig;
+    drain_rig_make(&rig);
+    ordo_device_t *owned = NULL;
+    assert_ok(ordo_device_create_owned("cuda:0", NULL, &owned));
+    cuda_device_t *od = owned->impl;
+    release_during_capture_t c = {
+        owned, rig.cells, rig.host, atomic_load(&od->drains_deferred) + 1, ORDO_ERR_BUSY, 0};
+    const uint64_t refused = atomic_load(&rig.d->drains_refused);
+    assert_ok(ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {rig.b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(rig.tracker, rig.stream, &access, 1,
+                                  release_during_capture_launch, &c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(rig.tracker, &graph));
+    assert_false(c.late);
+    assert_ok(c.released);
+    assert_int_equal(atomic_load(&rig.d->drains_refused), refused);
+    /* The drain was not made, so its memory was left alone: it is still
+     * there to free. */
+    assert_cu(cu->MemFreeHost(rig.host));
+    drain_rig_finish(&rig, graph);
+}
+
 /* A free whose stream failed short of it drains the context
  * (cuCtxSynchronize) before it gives the memory back; the driver refuses
  * to synchronize a context while any of its streams captures, and breaks
@@ -2726,6 +2790,7 @@ int main(void) {
         DEVICE_TEST(ordo_runs_beside_a_global_capture_of_the_program),
         DEVICE_TEST(a_draining_free_waits_out_captures),
         DEVICE_TEST(a_lowering_goes_ahead_of_a_drain_held_by_the_host),
+        DEVICE_TEST(releasing_another_runtime_leaves_a_lowering_whole),
         DEVICE_TEST(the_async_resource_frees_in_stream_order),
         DEVICE_TEST(pinned_memory_round_trips),
         DEVICE_TEST(out_of_memory_is_reported),

@@ -182,6 +182,9 @@ static void halt_at_exit(void) {
     exited = 1;
     for (cuda_device_t *d = live_devices; d; d = d->next_live) {
         ordo__hal_watcher_halt(&d->watcher);
+        /* No drain at exit: one may wait on a stream the host will never
+         * release. The memory goes with the process. */
+        atomic_store_explicit(&d->exiting, 1, memory_order_release);
         ordo__cuda_free_thread_stop(d);
         d->halted = 1;
     }

@@ -38,9 +38,17 @@
  *     undrained.
  *
  * A drain stops waiting for lowerings once the free thread is told to
- * stop (a device release, or the process's exit from inside a launch
- * function being lowered): it is tried then, and refused if a capture is
- * still open.
+ * stop (a device release, perhaps from the lowering thread itself): it is
+ * then not made, and its memory is left to the context, as is that of a
+ * drain at the device's release while a lowering is under way on the GPU.
+ * At the process's exit no drain is made (one may wait on a stream the
+ * host will never release). While a drain waits for lowerings, the frees
+ * behind it wait too; new lowerings hold back (20 ms at most) for it.
+ *
+ * One window remains: a drain counted in, then descheduled for longer
+ * than a waiting lowering's 20 ms before its synchronize, breaks that
+ * lowering's capture (under ORDO_GRAPH_NATIVE_AUTO the graph is then
+ * replayed op by op; under REQUIRE its recording fails).
  *
  * This thread runs no program code and puts itself in the RELAXED capture
  * interaction mode: its cuMemFree and cuMemFreeHost are not refused
@@ -128,7 +136,7 @@ static int free_stopping(cuda_device_t *d) {
  * because the queue could not take it: a synchronize would break its own
  * capture). The context is current. */
 static int drain(cuda_device_t *d) {
-    if (ordo__cuda_capturing) {
+    if (ordo__cuda_capturing || atomic_load_explicit(&d->exiting, memory_order_acquire)) {
         return 0;
     }
     capture_gate_t *g = gate_of(d);
@@ -140,6 +148,14 @@ static int drain(cuda_device_t *d) {
             gate_wait_until(g, ordo_time_now_ns() + DRAIN_STOP_LOOK_NS);
         }
         --g->drains_waiting;
+        if (g->lowerings > 0) {
+            /* Stopping, with a lowering still under way (another ordo
+             * device's on this GPU, or one whose thread released this
+             * device or exits): no synchronize, which would break it. */
+            pthread_cond_broadcast(&g->changed);
+            pthread_mutex_unlock(&g->lock);
+            return 0;
+        }
     }
     ++g->drains;
     pthread_mutex_unlock(&g->lock);
@@ -297,7 +313,9 @@ void ordo__cuda_free_thread_stop(cuda_device_t *d) {
     ordo__parker_unpark(&d->free_parker, ORDO_PARK_ANY, 1);
     pthread_mutex_unlock(&d->free_lock);
     pthread_join(d->free_thread, NULL);
+    pthread_mutex_lock(&d->free_lock);
     d->free_started = 0;
+    pthread_mutex_unlock(&d->free_lock);
 }
 
 int ordo__cuda_drain_for_release(cuda_device_t *d) {

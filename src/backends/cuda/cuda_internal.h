@@ -91,6 +91,7 @@ typedef struct cuda_device {
     /* Drains (cuda_free.c): that waited for a lowering to end, that the
      * driver refused for a capture of the program's, and frees parked
      * meanwhile (their memory not given back yet). Observable, for tests. */
+    _Atomic int exiting; /* the process exits: no more drains */
     _Atomic uint64_t drains_deferred;
     _Atomic uint64_t drains_refused;
     _Atomic uint64_t drains_parked;
@@ -125,9 +126,9 @@ typedef struct cuda_stream {
 
 /* Gives device memory (device_ptr) or page-locked host memory (host_ptr)
  * back to the driver on the device's free thread (cuda_free.c), after a
- * drain of the context if synchronize_first; never blocks. Where the queue
- * cannot take it (out of memory, or the thread is gone), frees it on the
- * calling thread. */
+ * drain of the context if synchronize_first; does not wait for the free.
+ * Where the queue cannot take it (out of memory, or the thread is gone),
+ * frees it on the calling thread, which may then wait for the device. */
 void ordo__cuda_defer_free(cuda_device_t *d, CUdeviceptr device_ptr, void *host_ptr,
                            int synchronize_first);
 

@@ -1736,7 +1736,6 @@ static void releasing_another_runtime_leaves_a_lowering_whole(void **state) {
     cuda_device_t *od = owned->impl;
     release_during_capture_t c = {
         owned, rig.cells, rig.host, atomic_load(&od->drains_deferred) + 1, ORDO_ERR_BUSY, 0};
-    const uint64_t refused = atomic_load(&rig.d->drains_refused);
     assert_ok(ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE));
     ordo_access_t access = {rig.b, ORDO_ACCESS_READ_WRITE};
     assert_ok(ordo_tracker_submit(rig.tracker, rig.stream, &access, 1,
@@ -1745,7 +1744,6 @@ static void releasing_another_runtime_leaves_a_lowering_whole(void **state) {
     assert_ok(ordo_tracker_record_end(rig.tracker, &graph));
     assert_false(c.late);
     assert_ok(c.released);
-    assert_int_equal(atomic_load(&rig.d->drains_refused), refused);
     /* The drain was not made, so its memory was left alone: it is still
      * there to free. */
     assert_cu(cu->MemFreeHost(rig.host));

@@ -170,8 +170,8 @@ static void point_destroy(void *user, void *event) {
  *
  * A process may exit with devices still open. The driver is unloaded after
  * the exit handlers run; the completion threads must not call into it
- * while it goes, so an exit handler stops them (and runs the frees still
- * queued) first. Nothing of the device is freed: the process is ending. */
+ * while it goes, so an exit handler stops them first (the frees still
+ * queued are dropped: cuda_free.c). Nothing of the device is freed: the process is ending. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuda_device_t *live_devices; /* under live_lock */
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;

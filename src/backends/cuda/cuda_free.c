@@ -41,9 +41,10 @@
  * stop (a device release, perhaps from the lowering thread itself): it is
  * then not made, and its memory is left to the context, as is that of a
  * drain at the device's release while a lowering is under way on the GPU.
- * At the process's exit no drain is made (one may wait on a stream the
- * host will never release). While a drain waits for lowerings, the frees
- * behind it wait too; new lowerings hold back (20 ms at most) for it.
+ * At the process's exit no drain and no free is made any more (one may
+ * wait on a stream the host will never release; the memory goes with the
+ * process); one already in the driver is still waited for. While a drain waits for lowerings, the
+ * frees behind it wait too; new lowerings hold back (20 ms at most) for it.
  *
  * One window remains: a drain counted in, then descheduled for longer
  * than a waiting lowering's 20 ms before its synchronize, breaks that
@@ -148,10 +149,11 @@ static int drain(cuda_device_t *d) {
             gate_wait_until(g, ordo_time_now_ns() + DRAIN_STOP_LOOK_NS);
         }
         --g->drains_waiting;
-        if (g->lowerings > 0) {
+        if (g->lowerings > 0 || atomic_load_explicit(&d->exiting, memory_order_acquire)) {
             /* Stopping, with a lowering still under way (another ordo
              * device's on this GPU, or one whose thread released this
-             * device or exits): no synchronize, which would break it. */
+             * device or exits): no synchronize, which would break it. Or
+             * the process exits meanwhile. */
             pthread_cond_broadcast(&g->changed);
             pthread_mutex_unlock(&g->lock);
             return 0;
@@ -172,7 +174,10 @@ static int drain(cuda_device_t *d) {
 }
 
 static void give_back(cuda_device_t *d, const cuda_free_t *f) {
-    if (ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
+    /* At exit the memory goes with the process: a free may wait for the
+     * whole device, perhaps for a stream the host never releases. */
+    if (atomic_load_explicit(&d->exiting, memory_order_acquire) ||
+        ordo__cuda_enter(d, "ordo_mem_deallocate") != ORDO_OK) {
         return;
     }
     if (f->host_ptr) {

@@ -18,9 +18,10 @@
  *     under way, and a lowering waits for the drains under way (and
  *     waiting) to end, but for LOWERING_WAIT_NS at most: a drain may wait
  *     on work the host holds back (a stream at a gate), perhaps for the
- *     lowering thread itself to open it. The driver checks for captures
- *     when the synchronize is called, so a drain already in its
- *     synchronize does not break a capture that begins after; a drain
+ *     lowering thread itself to open it. This assumes the driver checks
+ *     for captures when the synchronize is called (undocumented; the
+ *     stand-in does so), so that a drain already in its synchronize does
+ *     not break a capture that begins after; a drain
  *     that comes later waits for the lowering, whether the lowering went
  *     ahead in time or not. Drains do not wait for each other. One gate a
  *     GPU (by ordinal): every ordo device opened on it (shared and owned

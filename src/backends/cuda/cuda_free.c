@@ -21,10 +21,10 @@
  *     lowering thread itself to open it. This assumes the driver checks
  *     for captures when the synchronize is called (undocumented; the
  *     stand-in does so), so that a drain already in its synchronize does
- *     not break a capture that begins after; a drain
- *     that comes later waits for the lowering, whether the lowering went
- *     ahead in time or not. Drains do not wait for each other. One gate a
- *     GPU (by ordinal): every ordo device opened on it (shared and owned
+ *     not break a capture that begins after; a drain that comes later
+ *     waits for the lowering, whether the lowering went ahead in time or
+ *     not. Drains do not wait for each other. One gate a GPU (by
+ *     ordinal): every ordo device opened on it (shared and owned
  *     runtimes) uses its primary context.
  *   - the program's, on threads of its own: ordo cannot see them. A drain
  *     the driver refuses (having broken that capture) parks its free: the

@@ -7,7 +7,9 @@
  * `test_fake_cuda exit-with-device-open` instead opens cuda:0, leaves a
  * point pending behind a gate that never opens and returns from main: the
  * stand-in ends the process with status 70 if any thread calls into it
- * while it is unloaded (ordo must stop its device threads at exit). */
+ * while it is unloaded (ordo must stop its device threads at exit).
+ * `test_fake_cuda device-opened-during-exit` does the same with a device
+ * made by an exit handler that runs after ordo's. */
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -268,14 +270,14 @@ static void a_module_needs_code_for_the_device(void **state) {
 }
 
 /* Returns from main with a device open and a point pending on it. */
-static int exit_with_device_open(void) {
-    ordo_device_t *device = NULL;
+/* Leaves a point of a new stream of device pending behind a gate that
+ * never opens; 0, or 1 with the reason printed. */
+static int leave_a_point_pending(ordo_device_t *device, const char *what) {
     ordo_stream_t *stream = NULL;
     ordo_signal_t *signal = NULL;
-    if (ordo_device_open("cuda:0", &device) != ORDO_OK ||
-        ordo_stream_create(device, 0, &stream) != ORDO_OK ||
+    if (ordo_stream_create(device, 0, &stream) != ORDO_OK ||
         ordo_signal_create(0, &signal) != ORDO_OK) {
-        fprintf(stderr, "exit-with-device-open: %s\n", ordo_error_message());
+        fprintf(stderr, "%s: %s\n", what, ordo_error_message());
         return 1;
     }
     cu = ordo__cuda_api();
@@ -288,15 +290,51 @@ static int exit_with_device_open(void) {
         ordo_cuda_stream_handle(stream, &native) != ORDO_OK ||
         cu->StreamWaitValue64(native, gate_device, 1, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS ||
         ordo_stream_signal(stream, signal, 1) != ORDO_OK) {
-        fprintf(stderr, "exit-with-device-open: cannot set up the pending point\n");
+        fprintf(stderr, "%s: cannot set up the pending point\n", what);
         return 1;
     }
-    return 0; /* the watcher polls the point until ordo stops it at exit */
+    return 0;
+}
+
+static int exit_with_device_open(void) {
+    ordo_device_t *device = NULL;
+    if (ordo_device_open("cuda:0", &device) != ORDO_OK) {
+        fprintf(stderr, "exit-with-device-open: %s\n", ordo_error_message());
+        return 1;
+    }
+    /* The watcher polls the point until ordo stops it at exit. */
+    return leave_a_point_pending(device, "exit-with-device-open");
+}
+
+/* Run by exit after ordo's own exit handler (registered before it): a
+ * device made now must be stopped as soon as it is made. */
+static void open_a_device_late(void) {
+    ordo_device_t *owned = NULL;
+    if (ordo_device_create_owned("cuda:0", NULL, &owned) != ORDO_OK ||
+        leave_a_point_pending(owned, "device-opened-during-exit") != 0) {
+        fprintf(stderr, "device-opened-during-exit: %s\n", ordo_error_message());
+        _Exit(1);
+    }
+}
+
+static int device_opened_during_exit(void) {
+    if (atexit(open_a_device_late) != 0) {
+        return 1;
+    }
+    ordo_device_t *device = NULL;
+    if (ordo_device_open("cuda:0", &device) != ORDO_OK) { /* registers ordo's handler */
+        fprintf(stderr, "device-opened-during-exit: %s\n", ordo_error_message());
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "exit-with-device-open") == 0) {
         return exit_with_device_open();
+    }
+    if (argc > 1 && strcmp(argv[1], "device-opened-during-exit") == 0) {
+        return device_opened_during_exit();
     }
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
     const struct CMUnitTest tests[] = {

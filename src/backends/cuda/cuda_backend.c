@@ -171,22 +171,27 @@ static void point_destroy(void *user, void *event) {
  * A process may exit with devices still open. The driver is unloaded after
  * the exit handlers run; the completion threads must not call into it
  * while it goes, so an exit handler stops them first (the frees still
- * queued are dropped: cuda_free.c). Nothing of the device is freed: the process is ending. */
+ * queued are dropped: cuda_free.c), and a device opened after it ran (by
+ * a later exit handler) is stopped as soon as it is made. Nothing of the
+ * device is freed: the process is ending. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuda_device_t *live_devices; /* under live_lock */
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exited; /* under live_lock */
 
+static void halt_locked(cuda_device_t *d) {
+    ordo__hal_watcher_halt(&d->watcher);
+    /* No drain at exit: one may wait on a stream the host will never
+     * release. The memory goes with the process. */
+    atomic_store_explicit(&d->exiting, 1, memory_order_release);
+    ordo__cuda_free_thread_stop(d);
+}
+
 static void halt_at_exit(void) {
     pthread_mutex_lock(&live_lock);
     exited = 1;
     for (cuda_device_t *d = live_devices; d; d = d->next_live) {
-        ordo__hal_watcher_halt(&d->watcher);
-        /* No drain at exit: one may wait on a stream the host will never
-         * release. The memory goes with the process. */
-        atomic_store_explicit(&d->exiting, 1, memory_order_release);
-        ordo__cuda_free_thread_stop(d);
-        d->halted = 1;
+        halt_locked(d);
     }
     pthread_mutex_unlock(&live_lock);
 }
@@ -200,6 +205,9 @@ static void live_add(cuda_device_t *d) {
     pthread_mutex_lock(&live_lock);
     d->next_live = live_devices;
     live_devices = d;
+    if (exited) {
+        halt_locked(d);
+    }
     pthread_mutex_unlock(&live_lock);
 }
 

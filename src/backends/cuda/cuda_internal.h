@@ -96,7 +96,6 @@ typedef struct cuda_device {
     _Atomic uint64_t drains_refused;
     _Atomic uint64_t drains_parked;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
-    int halted;                    /* its threads were stopped at exit */
 } cuda_device_t;
 
 typedef struct cuda_stream {

@@ -1458,6 +1458,32 @@ static void liveness_no_false_alarm(void) {
     }
 }
 
+/* A timeout shortened after the progress thread has set its next
+ * heartbeat by the default one (2 s: a beat every 250 ms) takes effect at
+ * once: the ranks beat by the new period, and nobody is found dead while
+ * every rank lives. */
+static void liveness_timeout_shortened_later(void) {
+    fixture_t f;
+    fixture_open(&f);
+    idle_for(400); /* the idle progress thread looks, every 250 ms */
+    REQUIRE_OK(ordo_mpi_set_peer_timeout(f.mpi, 100));
+    ranks_meet(__LINE__); /* every rank has set it */
+    ordo_signal_t *mine = NULL, *theirs = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &mine));
+    REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, mine, 11));
+    REQUIRE_OK(ordo_mpi_signal_open(f.mpi, (rank + 1) % size, 11, &theirs));
+    CHECK_OK(ordo_signal_advance(mine, 1));
+    CHECK_OK(ordo_signal_wait(theirs, 1, test_deadline()));
+    idle_for(600); /* six timeouts */
+    uint64_t value = 0;
+    CHECK_OK(ordo_signal_query(theirs, &value));
+    ranks_meet(__LINE__); /* every rank is done with the other's signal */
+    CHECK_OK(ordo_signal_release(theirs));
+    ranks_meet(__LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    CHECK_OK(ordo_signal_release(mine));
+}
+
 /* An ordo_mpi_t destroyed while other ranks observe its signals: they
  * hear the end as ORDO_ERR_CANCELLED (not as silence, which would be a
  * dead rank), for a published signal (with the value it reached) and for
@@ -1625,6 +1651,7 @@ int main(int argc, char **argv) {
         {"many_small_operations", many_small_operations},
         {"signals_across_ranks", signals_across_ranks},
         {"liveness_no_false_alarm", liveness_no_false_alarm},
+        {"liveness_timeout_shortened_later", liveness_timeout_shortened_later},
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
         {"bad_input_is_refused", bad_input_is_refused},

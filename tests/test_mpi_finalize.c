@@ -2,10 +2,11 @@
  * (run on 2 ranks): the progress thread stops inside MPI_Finalize (an
  * attribute of MPI_COMM_SELF), before MPI goes away, so no MPI call comes
  * after it; the destroy then frees the rest without calling MPI. A
- * signal is published and another rank's observed-then-released, so the
- * progress thread was listening, and the idle wake-ups had a chance to
- * come. Exits 0 when every step returned what it should. */
+ * signal is published and another rank's observed (released after the
+ * finalize), so the progress thread was listening, and the idle wake-ups
+ * had a chance to come. Exits 0 when every step returned what it should. */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ordo/mpi.h"
@@ -43,8 +44,7 @@ int main(int argc, char **argv) {
     CHECK(ordo_signal_advance(mine, 1) == ORDO_OK);
     CHECK(ordo_mpi_signal_open(mpi, (rank + 1) % size, 1, &theirs) == ORDO_OK);
     CHECK(ordo_signal_wait(theirs, 1, ordo_deadline_after_ms(30000)) == ORDO_OK);
-    CHECK(ordo_signal_release(theirs) == ORDO_OK);
-    /* Every rank is done with the other's signal (bounded: a bug fails). */
+    /* Every rank has seen the other's signal (bounded: a bug fails). */
     MPI_Request request;
     MPI_Ibarrier(MPI_COMM_WORLD, &request);
     ordo_deadline_t until = ordo_deadline_after_ms(30000);
@@ -59,6 +59,23 @@ int main(int argc, char **argv) {
     if (MPI_Finalize() != MPI_SUCCESS) {
         return 1;
     }
+    /* After MPI_Finalize nothing of ordo's calls MPI (Open MPI aborts the
+     * process if anything does): a published signal that moves sends no
+     * news, a handle's release no UNSUBSCRIBE, and an operation or a stall
+     * report is refused. */
+    CHECK(ordo_signal_advance(mine, 2) == ORDO_OK);
+    CHECK(ordo_signal_release(theirs) == ORDO_OK);
+    ordo_buffer_t *buffer = NULL;
+    CHECK(ordo_buffer_create(tracker, &buffer) == ORDO_OK);
+    uint64_t word = 0;
+    CHECK(ordo_mpi_send(mpi, buffer, &word, 1, MPI_UINT64_T, (rank + 1) % size, 5) ==
+          ORDO_ERR_UNAVAILABLE);
+    char text[256];
+    size_t length = 0;
+    CHECK(ordo_mpi_stall_report(mpi, ordo_deadline_after_ms(100), text, sizeof text, &length,
+                                NULL) == ORDO_ERR_UNAVAILABLE);
+    CHECK(ordo_buffer_release(buffer, NULL, NULL) == ORDO_OK);
+    CHECK(ordo_tracker_drain(tracker, ordo_deadline_after_ms(30000)) == ORDO_OK);
     CHECK(ordo_mpi_destroy(mpi, ordo_deadline_after_ms(30000)) == ORDO_OK);
     CHECK(ordo_tracker_destroy(tracker) == ORDO_OK);
     CHECK(ordo_stream_destroy(comm) == ORDO_OK);

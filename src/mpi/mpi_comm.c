@@ -1,6 +1,7 @@
 /* The MPI layer's objects and operations (ordo/mpi.h; how an operation
  * runs: mpi/mpi_internal.h). */
 #include <stdatomic.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,7 +64,8 @@ static int finalize_hook(MPI_Comm comm, int key, void *value, void *extra) {
     (void)comm;
     (void)key;
     (void)extra;
-    ordo__mpi_quiesce(value);
+    ordo_mpi_t *mpi = value;
+    ordo__mpi_quiesce(mpi, !mpi->destroying);
     return MPI_SUCCESS;
 }
 
@@ -79,12 +81,32 @@ static ordo_status_t finalize_hook_set(ordo_mpi_t *mpi) {
     return code == MPI_SUCCESS ? ORDO_OK : mpi_error(code, "MPI_Comm_set_attr", "ordo_mpi_create");
 }
 
-void ordo__mpi_quiesce(ordo_mpi_t *mpi) {
-    if (atomic_exchange_explicit(&mpi->quiesced, true, memory_order_relaxed)) {
+void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing) {
+    if (atomic_exchange_explicit(&mpi->quiesced, true, memory_order_seq_cst)) {
         return;
+    }
+    if (finalizing) {
+        /* After this store no control message starts (ordo__mpi_control_send
+         * counts itself in, then looks: one of the two sees the other). */
+        atomic_store_explicit(&mpi->finalized, true, memory_order_seq_cst);
+        while (atomic_load_explicit(&mpi->sends, memory_order_seq_cst) != 0) {
+            sched_yield(); /* a small eager send returns at once */
+        }
     }
     ordo__mpi_progress_stop(mpi);
     ordo__mpi_update_cancel(mpi);
+    /* An operation started and not completed never will be now: its point
+     * fails, so the stream's wait fails instead of waiting for ever. */
+    pthread_mutex_lock(&mpi->lock);
+    uint64_t in_flight = mpi->posted ? mpi->posted->seq : 0;
+    pthread_mutex_unlock(&mpi->lock);
+    if (in_flight) {
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        snprintf(message, sizeof message,
+                 "MPI was finalized with operation %llu in flight (rank %d): it never completes",
+                 (unsigned long long)in_flight, mpi->rank);
+        (void)ordo_signal_fail(mpi->done, ORDO_ERR_UNAVAILABLE, message);
+    }
 }
 
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
@@ -230,10 +252,11 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     MPI_Finalized(&finalized);
     if (!finalized) {
         /* Runs quiesce (through the hook), and frees the key. */
+        mpi->destroying = true;
         MPI_Comm_delete_attr(MPI_COMM_SELF, mpi->finalize_key);
         MPI_Comm_free_keyval(&mpi->finalize_key);
     }
-    ordo__mpi_quiesce(mpi); /* done already (at the delete, or by MPI_Finalize) */
+    ordo__mpi_quiesce(mpi, false); /* done already (at the delete, or by MPI_Finalize) */
     /* A request still in flight (the stream failed meanwhile): MPI
      * finishes it on its own. Operations whose task never ran: freed. */
     if (!finalized && mpi->posted && mpi->posted->request != MPI_REQUEST_NULL) {
@@ -294,6 +317,15 @@ ordo_status_t ordo_mpi_rank(ordo_mpi_t *mpi, int *out_rank, int *out_size) {
 static ordo_status_t op_post(void *ctx) {
     mpi_op_t *op = ctx;
     ordo_mpi_t *mpi = op->mpi;
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        snprintf(message, sizeof message,
+                 "%s (operation %llu, rank %d): MPI was finalized before it started",
+                 ordo__mpi_op_name(op->kind), (unsigned long long)op->seq, mpi->rank);
+        ordo__mpi_op_free(op);
+        (void)ordo_signal_fail(mpi->done, ORDO_ERR_UNAVAILABLE, message);
+        return ordo_fail(ORDO_ERR_UNAVAILABLE, "%s", message);
+    }
     int code = MPI_ERR_OTHER;
     switch (op->kind) {
     case MPI_OP_ALLREDUCE:
@@ -354,6 +386,10 @@ static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
  * with its accesses through the tracker. */
 static ordo_status_t op_submit(ordo_mpi_t *mpi, const mpi_op_t *proto,
                                const ordo_access_t *accesses, size_t count, const char *api) {
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, api,
+                           "MPI was finalized: no more operations (destroy the ordo_mpi_t)");
+    }
     if (ORDO_UNLIKELY(tracker_recording(mpi->tracker))) {
         /* An MPI operation runs once (its request, its point): it is not
          * recorded; the recording fails with this (ordo/graph.h). */

@@ -139,11 +139,14 @@ struct ordo_mpi {
     ordo_stream_t *stream;
     MPI_Comm comm; /* ordo's duplicate, MPI_ERRORS_RETURN */
     int rank, size;
-    uint32_t epoch;        /* agreed by every rank at create: messages carry it */
-    int finalize_key;      /* MPI_COMM_SELF's attribute that runs quiesce at MPI_Finalize */
-    _Atomic bool quiesced; /* the progress thread stopped, the standing receive cancelled */
-    ordo_signal_t *done;   /* raised to an operation's seq once it completed */
-    uint64_t submitted;    /* the last seq given (the submitting thread's) */
+    uint32_t epoch;         /* agreed by every rank at create: messages carry it */
+    int finalize_key;       /* MPI_COMM_SELF's attribute that runs quiesce at MPI_Finalize */
+    _Atomic bool quiesced;  /* the progress thread stopped, the standing receive cancelled */
+    _Atomic bool finalized; /* MPI_Finalize came before the destroy: no more MPI calls */
+    _Atomic uint32_t sends; /* control messages being sent (a finalize waits them out) */
+    bool destroying;        /* ordo_mpi_destroy deletes the attribute (not MPI_Finalize) */
+    ordo_signal_t *done;    /* raised to an operation's seq once it completed */
+    uint64_t submitted;     /* the last seq given (the submitting thread's) */
     pthread_mutex_t lock;
     mpi_op_t *posted; /* started, not completed: one at most (see the top) */
     mpi_op_t *all;
@@ -197,8 +200,9 @@ ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi);
 void ordo__mpi_update_cancel(ordo_mpi_t *mpi);
 
 /* Stops the progress thread and cancels the standing receive, once: from
- * ordo_mpi_destroy, or from MPI_Finalize when that comes first. */
-void ordo__mpi_quiesce(ordo_mpi_t *mpi);
+ * ordo_mpi_destroy, or from MPI_Finalize when that comes first (then,
+ * first, no control message is sent any more). */
+void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing);
 
 /* Sends one record of the control communicator to rank (mpi_signal.c). */
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);

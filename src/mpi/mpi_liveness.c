@@ -92,7 +92,12 @@ ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
                            "timeout_ms %" PRIu64 " is outside 100 .. 3600000", timeout_ms);
     }
+    /* Every rank heard now: a peer gets one whole new timeout to set the
+     * same (its heartbeats keep its old period until it does). */
     atomic_store_explicit(&mpi->peer_timeout_ns, timeout_ms * 1000000u, memory_order_relaxed);
+    for (int rank = 0; rank < mpi->size; ++rank) {
+        ordo__mpi_heard(mpi, rank);
+    }
     ordo__mpi_listen_soon(mpi); /* an idle progress thread sleeps by the new period */
     return ORDO_OK;
 }
@@ -159,6 +164,11 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi) {
 bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
     uint64_t timeout = atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_relaxed);
     uint64_t now = ordo_time_now_ns();
+    /* A shorter timeout set since the last beat brings the next one in. */
+    uint64_t period = timeout / HEARTBEATS_PER_TIMEOUT;
+    if (mpi->next_heartbeat_ns > now + period) {
+        mpi->next_heartbeat_ns = now + period;
+    }
     bool beat = now >= mpi->next_heartbeat_ns;
     bool found = false;
     pthread_mutex_lock(&mpi->lock);
@@ -185,7 +195,7 @@ bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
                 ordo__mpi_control_send(mpi, rank, &msg);
             }
         }
-        mpi->next_heartbeat_ns = now + timeout / HEARTBEATS_PER_TIMEOUT;
+        mpi->next_heartbeat_ns = now + period;
     }
     return found;
 }

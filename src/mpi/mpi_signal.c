@@ -47,6 +47,13 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     if (ordo__mpi_rank_dead(mpi, rank)) {
         return; /* found dead: nothing more goes to it */
     }
+    /* Counted in, then a look at finalized (ordo__mpi_quiesce stores it,
+     * then waits for the count): no send after MPI_Finalize. */
+    atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
+        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+        return;
+    }
     int length = msg->status == ORDO_OK && msg->kind != MSG_FAIL
                      ? (int)offsetof(control_msg_t, message)
                      : (int)sizeof *msg;
@@ -55,6 +62,7 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     out.epoch = mpi->epoch;
     (void)MPI_Send(&out, length, MPI_BYTE, rank, out.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG,
                    mpi->control);
+    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
 }
 
 /* Receives and applies the updates waiting (see below). */
@@ -98,8 +106,9 @@ static bool remote_apply(mpi_remote_t *r, uint64_t value, ordo_status_t failure,
             atomic_fetch_or_explicit(&r->state, ORDO__SIGNAL_FAILED_BIT, memory_order_release);
         }
     } else {
+        /* Failed is final: the value no longer moves either. */
         uint64_t state = atomic_load_explicit(&r->state, memory_order_relaxed);
-        while ((state & ORDO_SIGNAL_VALUE_MAX) < value &&
+        while (!(state & ORDO__SIGNAL_FAILED_BIT) && (state & ORDO_SIGNAL_VALUE_MAX) < value &&
                !atomic_compare_exchange_weak_explicit(&r->state, &state,
                                                       (state & ORDO__SIGNAL_FAILED_BIT) | value,
                                                       memory_order_release, memory_order_relaxed)) {
@@ -387,7 +396,8 @@ bool ordo__mpi_take(ordo_mpi_t *mpi, int tag, void *buffer, int size, int *out_s
     int flag = 0;
     MPI_Message message;
     MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, tag, mpi->control, &flag, &message, &status) != MPI_SUCCESS ||
+    if (atomic_load_explicit(&mpi->quiesced, memory_order_acquire) ||
+        MPI_Improbe(MPI_ANY_SOURCE, tag, mpi->control, &flag, &message, &status) != MPI_SUCCESS ||
         !flag) {
         return false;
     }
@@ -644,7 +654,8 @@ static bool update_take(ordo_mpi_t *mpi, control_msg_t *out, int *out_source) {
         !atomic_load_explicit(&mpi->quiesced, memory_order_relaxed)) {
         (void)ordo__mpi_update_post(mpi);
     }
-    if (mpi->update_request != MPI_REQUEST_NULL) {
+    if (mpi->update_request != MPI_REQUEST_NULL &&
+        !atomic_load_explicit(&mpi->quiesced, memory_order_relaxed)) {
         /* Completed or failed (too long: not ours, dropped), the request
          * becomes MPI_REQUEST_NULL. */
         if (MPI_Test(&mpi->update_request, &flag, &status) == MPI_SUCCESS && flag) {
@@ -670,10 +681,15 @@ ordo_status_t ordo__mpi_update_post(ordo_mpi_t *mpi) {
 }
 
 void ordo__mpi_update_cancel(ordo_mpi_t *mpi) {
+    /* Under update_lock: a thread waiting on an observed signal may be
+     * testing the request (it looks at quiesced under the lock too, and
+     * posts no new one after). */
+    pthread_mutex_lock(&mpi->update_lock);
     if (mpi->update_request != MPI_REQUEST_NULL) {
         (void)MPI_Cancel(&mpi->update_request);
         (void)MPI_Wait(&mpi->update_request, MPI_STATUS_IGNORE);
     }
+    pthread_mutex_unlock(&mpi->update_lock);
 }
 
 /* Receives and applies the updates waiting (one at most, when one_only);

@@ -437,6 +437,10 @@ ordo_status_t ordo_mpi_stall_report(ordo_mpi_t *mpi, ordo_deadline_t deadline, c
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
                            "the deadline must be finite: a rank may never answer");
     }
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
+                           "MPI was finalized: no rank can be asked any more");
+    }
     size_t n = (size_t)mpi->size;
     gathered_t g = {ordo__alloc(n * sizeof *g.lists, 0), ordo__alloc(n * sizeof *g.expected, 0)};
     bool ok = g.lists && g.expected;

@@ -78,7 +78,11 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
  * communication's failure, if an operation failed, after freeing. It may
  * come after MPI_Finalize: the progress thread stops at the start of
  * MPI_Finalize (an attribute of MPI_COMM_SELF), and the destroy then frees
- * the rest without calling MPI (observers then hear nothing). */
+ * the rest without calling MPI (observers then hear nothing). From
+ * MPI_Finalize on no call of ordo's calls MPI: operations and stall
+ * reports are refused (ORDO_ERR_UNAVAILABLE), an operation still in
+ * flight or not started fails the stream, and handles may still be
+ * released (docs/MPI.md, "Teardown"). */
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline);
 
 /** The communication stream. */
@@ -133,7 +137,8 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
 
 /** Sets how long a rank that exchanges signals' messages with this one
  * may stay silent before it is found dead (default 2000 ms; 100 ms to one
- * hour; every rank must set the same). MPI tells survivors nothing when a
+ * hour; every rank must set the same; it may be changed at any time, and
+ * every rank counts as heard at the change). MPI tells survivors nothing when a
  * rank dies, so the ranks that observe each other's signals send each
  * other heartbeats (8 a timeout, from the progress threads). A rank found
  * dead is dead for good on this one: every handle of a signal it owns

@@ -314,10 +314,24 @@ ordo_status_t ordo_mpi_rank(ordo_mpi_t *mpi, int *out_rank, int *out_size) {
 
 /* On the communication stream's worker: starts the request and hands it to
  * the progress thread. */
+static ordo_status_t op_start(mpi_op_t *op);
+
 static ordo_status_t op_post(void *ctx) {
     mpi_op_t *op = ctx;
     ordo_mpi_t *mpi = op->mpi;
-    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+    /* Counted in until the operation is done with or handed to the
+     * progress thread, then a look at finalized (as a control send does):
+     * a finalize either comes after, and fails it if it is in flight, or
+     * before, and it does not start. */
+    atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst);
+    ordo_status_t st = op_start(op);
+    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    return st;
+}
+
+static ordo_status_t op_start(mpi_op_t *op) {
+    ordo_mpi_t *mpi = op->mpi;
+    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         snprintf(message, sizeof message,
                  "%s (operation %llu, rank %d): MPI was finalized before it started",

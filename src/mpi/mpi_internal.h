@@ -143,7 +143,7 @@ struct ordo_mpi {
     int finalize_key;       /* MPI_COMM_SELF's attribute that runs quiesce at MPI_Finalize */
     _Atomic bool quiesced;  /* the progress thread stopped, the standing receive cancelled */
     _Atomic bool finalized; /* MPI_Finalize came before the destroy: no more MPI calls */
-    _Atomic uint32_t sends; /* control messages being sent (a finalize waits them out) */
+    _Atomic uint32_t sends; /* control sends and operation starts: a finalize waits */
     bool destroying;        /* ordo_mpi_destroy deletes the attribute (not MPI_Finalize) */
     ordo_signal_t *done;    /* raised to an operation's seq once it completed */
     uint64_t submitted;     /* the last seq given (the submitting thread's) */

@@ -396,7 +396,7 @@ bool ordo__mpi_take(ordo_mpi_t *mpi, int tag, void *buffer, int size, int *out_s
     int flag = 0;
     MPI_Message message;
     MPI_Status status;
-    if (atomic_load_explicit(&mpi->quiesced, memory_order_acquire) ||
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire) ||
         MPI_Improbe(MPI_ANY_SOURCE, tag, mpi->control, &flag, &message, &status) != MPI_SUCCESS ||
         !flag) {
         return false;

@@ -69,9 +69,9 @@ static int has_graphs(const cuda_api_t *cu) {
 }
 
 /* Captures node's work into *out_child (NULL when it enqueued nothing). */
-static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_graph_node_t *node,
-                                  CUgraph *out_child, const char *api) {
-    const cuda_api_t *cu = d->cu;
+static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
+                                  const hal_graph_node_t *node, CUgraph *out_child,
+                                  const char *api) {
     *out_child = NULL;
     CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
@@ -127,9 +127,8 @@ static ordo_status_t capture_node(cuda_device_t *d, CUstream capture, const hal_
 }
 
 /* Builds the graph's template; the caller destroys it. */
-static ordo_status_t build(cuda_device_t *d, CUstream capture, const hal_graph_node_t *nodes,
+static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_graph_node_t *nodes,
                            uint32_t count, CUgraph graph, const char *api) {
-    const cuda_api_t *cu = d->cu;
     CUgraphNode *made = ordo__alloc((size_t)count * sizeof *made, 0);
     uint32_t deps_max = 0;
     for (uint32_t i = 0; i < count; ++i) {
@@ -141,11 +140,11 @@ static ordo_status_t build(cuda_device_t *d, CUstream capture, const hal_graph_n
         st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph's nodes");
     }
     for (uint32_t i = 0; st == ORDO_OK && i < count; ++i) {
-        for (uint32_t k = 0; k < nodes[i].dep_count; ++k) {
-            deps[k] = made[nodes[i].deps[k]];
+        for (uint32_t d = 0; d < nodes[i].dep_count; ++d) {
+            deps[d] = made[nodes[i].deps[d]];
         }
         CUgraph child = NULL;
-        st = capture_node(d, capture, &nodes[i], &child, api);
+        st = capture_node(cu, capture, &nodes[i], &child, api);
         if (st != ORDO_OK) {
             break;
         }
@@ -209,7 +208,7 @@ ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_
     if (st == ORDO_OK) {
         /* No drain of the context while the nodes are captured. */
         ordo__cuda_lowering_enter(d);
-        st = build(d, capture, nodes, count, graph, api);
+        st = build(cu, capture, nodes, count, graph, api);
         ordo__cuda_lowering_exit(d);
     }
     if (st == ORDO_OK && (r = cu->GraphInstantiateWithFlags(&g->exec, graph, 0)) != CUDA_SUCCESS) {

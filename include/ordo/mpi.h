@@ -143,7 +143,8 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
  * other heartbeats (8 a timeout, from the progress threads). A rank found
  * dead is dead for good on this one: every handle of a signal it owns
  * fails with ORDO_ERR_ABANDONED, its message naming the rank, within the
- * timeout plus an eighth of it after its last message; its subscriptions
+ * timeout plus an eighth of it plus two milliseconds after its last
+ * message; its subscriptions
  * are dropped and its later messages ignored. MPI operations with a dead
  * rank are MPI's: they may never complete (bound their waits with a
  * deadline). */

@@ -163,7 +163,11 @@ struct ordo_mpi {
      * messages with (its peers) send each other heartbeats; a peer heard
      * from for none of peer_timeout_ns is found dead, for good. */
     _Atomic uint64_t peer_timeout_ns;
-    _Atomic uint64_t *heard_ns; /* by rank: a message came, or it became a peer */
+    /* By rank: a message came (or it became a peer) since the progress
+     * thread's last liveness pass, which stamps heard_ns with its clock
+     * reading: a receiver pays a store, not a clock read. */
+    _Atomic uint8_t *heard;
+    uint64_t *heard_ns;         /* by rank: the progress thread's */
     _Atomic uint8_t *dead;      /* by rank: found dead (set under lock) */
     uint8_t *peers;             /* the progress thread's scratch, by rank */
     uint64_t next_heartbeat_ns; /* the progress thread's */
@@ -212,7 +216,7 @@ ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api);
 void ordo__mpi_liveness_free(ordo_mpi_t *mpi);
 
 /* A message of rank arrived, or rank became a peer (its silence counts
- * from now). */
+ * from the progress thread's next pass, no earlier than now). */
 void ordo__mpi_heard(ordo_mpi_t *mpi, int rank);
 
 /* Whether rank was found dead (its messages are ignored). */

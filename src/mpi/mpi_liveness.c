@@ -20,9 +20,14 @@
  *   - its later messages are ignored (a rank found dead that was only slow
  *     stays dead here: its handles failed already, and failures are
  *     final).
- * Within the bound: a rank that dies is found dead between timeout and
- * timeout plus a heartbeat's period plus a millisecond after its last
- * message. Every rank must use the same timeout.
+ * A message is stamped with the clock reading of the progress thread's
+ * next liveness pass (a receiver only sets a flag: no clock read on the
+ * latency path). Within the bound: a rank
+ * that dies is found dead between timeout and timeout plus a heartbeat's
+ * period plus two milliseconds after its last message (a pass stamps it
+ * at most a millisecond late, and the next pass that finds the silence
+ * comes at most a millisecond after the timeout). Every rank must use the
+ * same timeout.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,17 +43,19 @@
 
 ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api) {
     size_t n = (size_t)mpi->size;
+    mpi->heard = ordo__alloc(n * sizeof *mpi->heard, 0);
     mpi->heard_ns = ordo__alloc(n * sizeof *mpi->heard_ns, 0);
     mpi->dead = ordo__alloc(n * sizeof *mpi->dead, 0);
     mpi->peers = ordo__alloc(n * sizeof *mpi->peers, 0);
-    if (!mpi->heard_ns || !mpi->dead || !mpi->peers) {
+    if (!mpi->heard || !mpi->heard_ns || !mpi->dead || !mpi->peers) {
         ordo__mpi_liveness_free(mpi);
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the liveness of %d ranks",
                            mpi->size);
     }
     uint64_t now = ordo_time_now_ns();
     for (size_t i = 0; i < n; ++i) {
-        atomic_init(&mpi->heard_ns[i], now);
+        atomic_init(&mpi->heard[i], 0);
+        mpi->heard_ns[i] = now;
         atomic_init(&mpi->dead[i], 0);
     }
     atomic_init(&mpi->peer_timeout_ns, DEFAULT_PEER_TIMEOUT_NS);
@@ -58,8 +65,11 @@ ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api) {
 
 void ordo__mpi_liveness_free(ordo_mpi_t *mpi) {
     size_t n = (size_t)mpi->size;
+    if (mpi->heard) {
+        ordo__dealloc((void *)mpi->heard, n * sizeof *mpi->heard, 0);
+    }
     if (mpi->heard_ns) {
-        ordo__dealloc((void *)mpi->heard_ns, n * sizeof *mpi->heard_ns, 0);
+        ordo__dealloc(mpi->heard_ns, n * sizeof *mpi->heard_ns, 0);
     }
     if (mpi->dead) {
         ordo__dealloc((void *)mpi->dead, n * sizeof *mpi->dead, 0);
@@ -67,19 +77,16 @@ void ordo__mpi_liveness_free(ordo_mpi_t *mpi) {
     if (mpi->peers) {
         ordo__dealloc(mpi->peers, n * sizeof *mpi->peers, 0);
     }
+    mpi->heard = NULL;
     mpi->heard_ns = NULL;
     mpi->dead = NULL;
     mpi->peers = NULL;
 }
 
 void ordo__mpi_heard(ordo_mpi_t *mpi, int rank) {
-    uint64_t now = ordo_time_now_ns();
-    _Atomic uint64_t *heard = &mpi->heard_ns[rank];
-    uint64_t before = atomic_load_explicit(heard, memory_order_relaxed);
-    /* Only forwards: a late writer with an older clock reading loses. */
-    while (before < now && !atomic_compare_exchange_weak_explicit(
-                               heard, &before, now, memory_order_relaxed, memory_order_relaxed)) {
-    }
+    /* Stamped by the next pass (ordo__mpi_liveness_progress), whose clock
+     * reading comes after this store. */
+    atomic_store_explicit(&mpi->heard[rank], 1, memory_order_relaxed);
 }
 
 bool ordo__mpi_rank_dead(ordo_mpi_t *mpi, int rank) {
@@ -93,11 +100,13 @@ ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms) {
                            "timeout_ms %" PRIu64 " is outside 100 .. 3600000", timeout_ms);
     }
     /* Every rank heard now: a peer gets one whole new timeout to set the
-     * same (its heartbeats keep its old period until it does). */
-    atomic_store_explicit(&mpi->peer_timeout_ns, timeout_ms * 1000000u, memory_order_relaxed);
+     * same (its heartbeats keep its old period until it does). The marks
+     * come first, and the release store publishes them: a pass that reads
+     * the new timeout stamps every rank before it judges any. */
     for (int rank = 0; rank < mpi->size; ++rank) {
         ordo__mpi_heard(mpi, rank);
     }
+    atomic_store_explicit(&mpi->peer_timeout_ns, timeout_ms * 1000000u, memory_order_release);
     ordo__mpi_listen_soon(mpi); /* an idle progress thread sleeps by the new period */
     return ORDO_OK;
 }
@@ -162,8 +171,16 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi) {
 }
 
 bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
-    uint64_t timeout = atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_relaxed);
+    uint64_t timeout = atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_acquire);
     uint64_t now = ordo_time_now_ns();
+    /* Stamps what came since the last pass: every rank's, so that one
+     * becoming a peer later counts from its own mark, not an older one. */
+    for (int rank = 0; rank < mpi->size; ++rank) {
+        if (atomic_load_explicit(&mpi->heard[rank], memory_order_relaxed) &&
+            atomic_exchange_explicit(&mpi->heard[rank], 0, memory_order_relaxed)) {
+            mpi->heard_ns[rank] = now;
+        }
+    }
     /* A shorter timeout set since the last beat brings the next one in. */
     uint64_t period = timeout / HEARTBEATS_PER_TIMEOUT;
     if (mpi->next_heartbeat_ns > now + period) {
@@ -178,7 +195,7 @@ bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
             mpi->peers[rank] = 0;
             continue;
         }
-        uint64_t heard = atomic_load_explicit(&mpi->heard_ns[rank], memory_order_relaxed);
+        uint64_t heard = mpi->heard_ns[rank];
         if ((mpi->peers[rank] & PEER_WATCH) && now > heard && now - heard > timeout) {
             found_dead(mpi, rank, now - heard);
             mpi->peers[rank] = 0;

@@ -362,7 +362,7 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         snprintf(message, sizeof message, "rank %d is gone: it was found dead before", owner);
         ordo__mpi_remote_abandon(r, message);
     } else {
-        ordo__mpi_heard(mpi, owner); /* its silence counts from now */
+        ordo__mpi_heard(mpi, owner); /* its silence counts from here on */
     }
     pthread_mutex_unlock(&mpi->lock);
     if (!dead) {

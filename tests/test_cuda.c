@@ -1425,6 +1425,137 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     launches_free();
 }
 
+/* A host task that holds its stream's lane until opened (or the test's
+ * deadline passes: then it fails, and so does the test). */
+typedef struct lane_latch {
+    _Atomic int entered;
+    _Atomic int open;
+} lane_latch_t;
+
+static ordo_status_t lane_latch_task(void *ctx) {
+    lane_latch_t *latch = ctx;
+    atomic_store(&latch->entered, 1);
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&latch->open)) {
+        if (ordo_time_now_ns() >= until) {
+            return ORDO_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+    return ORDO_OK;
+}
+
+/* A launch function of n combine kernels on one cell. */
+typedef struct n_cells {
+    CUdeviceptr cells;
+    int kernels;
+    int calls;
+} n_cells_t;
+
+static ordo_status_t n_cells_launch(void *ctx, ordo_stream_t *stream) {
+    n_cells_t *c = ctx;
+    ++c->calls;
+    for (int k = 0; k < c->kernels; ++k) {
+        combine(stream, c->cells, 0, 0, 0, 0);
+    }
+    return ORDO_OK;
+}
+
+/* A graph lowered again (rebound, refreshed) is updated in place while no
+ * launch of it is held on its lane: the launches already issued (queued on
+ * the device behind a gate here) run the graph as it was, the later ones
+ * as it is now. A launch held on the lane would run the updated graph, so
+ * then the new capture is instantiated instead; so it is when the launch
+ * function's work has another shape (the driver refuses that update). */
+static void a_graph_lowered_again_is_updated_in_place_when_it_can_be(void **state) {
+    (void)state;
+    REQUIRE_GATES();
+    cuda_device_t *d = device->impl;
+    if (!d->cu->GraphExecUpdate) {
+        SKIP_FOR_WANT_OF("the driver has no cuGraphExecUpdate (CUDA 12.0)");
+    }
+    CUdeviceptr cells = cells_alloc(1), other = cells_alloc(1), third = cells_alloc(1);
+    ordo_stream_t *stream = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b, *b2;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    assert_ok(ordo_buffer_create(tracker, &b2));
+    n_cells_t c = {cells, 1, 0};
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, stream, &access, 1, n_cells_launch, &c));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    uint64_t updated = atomic_load(&d->graphs_updated);
+    uint64_t remade = atomic_load(&d->graphs_reinstantiated);
+
+    /* Two launches issued and held on the device; then a rebind. */
+    static gate_t gate;
+    gate_make(&gate);
+    gate_hold(stream, &gate);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_false(holding(stream));
+    c.cells = other;
+    assert_ok(ordo_graph_rebind(graph, b, b2));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c.calls, 2);
+    assert_int_equal(atomic_load(&d->graphs_updated), updated + 1);
+    assert_int_equal(atomic_load(&d->graphs_reinstantiated), remade);
+    gate_open(&gate);
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(combined(0, 0, 0), combined(0, 0, 0), 0));
+    assert_int_equal(cell_read(other, 0), combined(0, 0, 0));
+
+    /* A launch held on the lane behind a host task: instantiated anew. */
+    lane_latch_t latch = {0, 0};
+    assert_ok(ordo_stream_host_task(stream, lane_latch_task, &latch));
+    assert_ok(ordo_graph_replay(graph)); /* on other */
+    assert_true(holding(stream));
+    c.cells = third;
+    assert_ok(ordo_graph_rebind(graph, b2, b));
+    assert_ok(ordo_graph_replay(graph)); /* on third */
+    assert_int_equal(c.calls, 3);
+    assert_int_equal(atomic_load(&d->graphs_updated), updated + 1);
+    assert_int_equal(atomic_load(&d->graphs_reinstantiated), remade + 1);
+    atomic_store(&latch.open, 1);
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(other, 0), combined(combined(0, 0, 0), combined(0, 0, 0), 0));
+    assert_int_equal(cell_read(third, 0), combined(0, 0, 0));
+
+    /* Idle again, it updates the new one in place; then work of another
+     * shape (two kernels): the driver refuses the update. */
+    c.cells = cells;
+    assert_ok(ordo_graph_refresh(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(atomic_load(&d->graphs_updated), updated + 2);
+    c.kernels = 2;
+    assert_ok(ordo_graph_refresh(graph));
+    assert_ok(ordo_graph_replay(graph));
+    assert_int_equal(c.calls, 5);
+    assert_int_equal(atomic_load(&d->graphs_updated), updated + 2);
+    assert_int_equal(atomic_load(&d->graphs_reinstantiated), remade + 2);
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    unsigned long long v = combined(combined(0, 0, 0), combined(0, 0, 0), 0);
+    for (int k = 0; k < 3; ++k) {
+        v = combined(v, v, 0);
+    }
+    assert_int_equal(cell_read(cells, 0), v);
+
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_buffer_release(b2, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(stream));
+    gate_free(&gate);
+    assert_cu(cu->MemFree(cells));
+    assert_cu(cu->MemFree(other));
+    assert_cu(cu->MemFree(third));
+    launches_free();
+}
+
 /* ---- beside the program's own stream captures ----------------------------- */
 
 /* A capture of the program's, on a stream and a thread of its own: begun
@@ -2782,6 +2913,7 @@ int main(void) {
         DEVICE_TEST(a_recording_replays_as_one_cuda_graph),
         DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
         DEVICE_TEST(a_refresh_lowers_the_graph_again),
+        DEVICE_TEST(a_graph_lowered_again_is_updated_in_place_when_it_can_be),
         DEVICE_TEST(a_destroy_without_memory_waits_for_a_held_launch),
         DEVICE_TEST(a_replay_behind_a_held_wait_goes_op_by_op),
         DEVICE_TEST(native_replays_are_ordered_among_eager_work),

@@ -35,7 +35,9 @@
  * holds back on the host a wait not yet met goes op by op instead, so that
  * this join never waits for work enqueued after it). A rebind, or
  * ordo_graph_refresh, lowers the graph again at the next replay (the
- * launch functions are called again). What cannot be lowered (a host
+ * launch functions are called again), updating the native graph in place
+ * where the backend can (replays enqueued before run what they ran).
+ * What cannot be lowered (a host
  * task; a launch function that does anything but enqueue device work on
  * its own stream) is replayed op by op with ORDO_GRAPH_NATIVE_AUTO, and
  * fails the recording with ORDO_GRAPH_NATIVE_REQUIRE. docs/GRAPHS.md,

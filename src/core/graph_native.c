@@ -170,15 +170,13 @@ void ordo__graph_native_free(ordo_graph_t *graph) {
 }
 
 ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
-    ordo__graph_native_free(graph);
     graph->native_stale = 0;
-    if (graph->native_mode == ORDO_GRAPH_NATIVE_OFF) {
+    const hal_backend_t *backend = graph->tracker->device->backend;
+    if (graph->native_mode == ORDO_GRAPH_NATIVE_OFF || graph->tasks == 0) {
+        /* Nothing to lower, in every mode: replays enqueue only waits. */
+        ordo__graph_native_free(graph);
         return ORDO_OK;
     }
-    if (graph->tasks == 0) {
-        return ORDO_OK; /* nothing to lower, in every mode: replays enqueue only waits */
-    }
-    const hal_backend_t *backend = graph->tracker->device->backend;
     ordo_status_t st = ORDO_OK;
     if (!backend->graph_make) {
         st = ordo__error(ORDO_ERR_UNSUPPORTED, api, "the %s backend has no native graphs",
@@ -195,9 +193,18 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
         }
     }
     void *native = NULL;
-    if (st == ORDO_OK) {
+    if (st == ORDO_OK && graph->native && backend->graph_remake) {
+        /* Lowered before: the backend may update that one in place. */
+        st = backend->graph_remake(graph->native, w.nodes, w.node_count, &native, api);
+        if (st == ORDO_OK && native == graph->native) {
+            lowering_free(&w, graph);
+            atomic_store_explicit(&graph->native_on, 1, memory_order_relaxed);
+            return ORDO_OK;
+        }
+    } else if (st == ORDO_OK) {
         st = backend->graph_make(graph->lanes[0].stream, w.nodes, w.node_count, &native, api);
     }
+    ordo__graph_native_free(graph); /* the one lowered before, if any: replaced or spent */
     lowering_free(&w, graph);
     if (st != ORDO_OK) {
         if (graph->native_mode != ORDO_GRAPH_NATIVE_REQUIRE) {

@@ -259,6 +259,16 @@ struct hal_backend {
      * graph_make. */
     ordo_status_t (*graph_make)(ordo_stream_t *stream, const hal_graph_node_t *nodes,
                                 uint32_t count, void **out_native, const char *api);
+    /* Optional, with the three: lowers nodes again for native, which
+     * graph_make made from the same recording on the same stream (a rebind
+     * or a refresh since), calling each launch function once as
+     * graph_make does. Where the backend can, it updates native in place
+     * (the runs enqueued before run as they were) and returns native in
+     * *out_native; otherwise it makes a new one there, and the caller
+     * frees native with graph_free as before. A refusal is graph_make's,
+     * and leaves native as it was. */
+    ordo_status_t (*graph_remake)(void *native, const hal_graph_node_t *nodes, uint32_t count,
+                                  void **out_native, const char *api);
     ordo_status_t (*graph_launch)(void *native);
     void (*graph_free)(void *native, int launched);
 };

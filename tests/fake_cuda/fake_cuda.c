@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -457,6 +458,7 @@ typedef struct cmd {
     uint64_t seq;                 /* enqueue order over all streams */
     const struct CUstream_st *on; /* the stream it was enqueued on */
     struct CUgraphExec_st *exec;  /* CMD_GRAPH */
+    struct exec_plan *plan;       /* CMD_GRAPH: the steps it runs */
 } cmd_t;
 
 struct CUstream_st {
@@ -1538,7 +1540,16 @@ static CUresult ctx_synchronize_v2(CUcontext ctx) {
  * nodes, instantiation, launches and destruction. Anything else that reaches a capturing stream (an
  * event record or wait, a stream memory operation, a free, a graph launch)
  * is refused as unsupported and invalidates the capture: ordo never
- * captures those.
+ * captures those. An update (cuGraphExecUpdate) takes a graph of the same
+ * topology as the one instantiated (or last updated from): nodes paired in
+ * the order they were added, each with the same kind, the same
+ * dependencies and, for captured work, the same kind of command (a kernel
+ * may change its function and arguments, a copy or a memset its operands);
+ * anything else is refused with the reason in the result info and changes
+ * nothing. Launches made before an update run the graph as it was, as the
+ * driver documents for its updates; an update that overlaps a launch or
+ * another update of the same executable graph (graph objects are not
+ * thread-safe) aborts the process.
  *
  * A launch runs the executable graph as one command of its stream, but
  * its nodes in a random order that respects the graph's edges and nothing
@@ -1574,16 +1585,26 @@ typedef struct exec_step {
     size_t *deps;
 } exec_step_t;
 
-struct CUgraphExec_st {
-    uint32_t magic;
+/* An executable graph's flattened steps. A launch holds the plan it was
+ * made with: an update replaces the graph's plan for later launches. */
+typedef struct exec_plan {
+    int refs; /* under g: the graph's, and each launch queued */
     size_t count;
     size_t capacity;
     exec_step_t *steps;
     size_t *next_start; /* the steps after step i: next[next_start[i], next_start[i + 1]) */
     size_t *next;
-    int refs;          /* under g: the handle's, and each launch queued */
-    uint64_t launched; /* under g: tickets handed out */
-    uint64_t ran;      /* under g: launches that have run */
+} exec_plan_t;
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    exec_plan_t *plan;        /* under g */
+    struct CUgraph_st *shape; /* a copy of the graph of its plan: an update's check */
+    int refs;                 /* under g: the handle's, and each launch queued */
+    uint64_t launched;        /* under g: tickets handed out */
+    uint64_t ran;             /* under g: launches that have run */
+    int launching;            /* under g: cuGraphLaunch calls under way */
+    int updating;             /* under g: a cuGraphExecUpdate under way */
 };
 
 static _Thread_local int captures_here; /* THREAD_LOCAL or GLOBAL captures begun on this thread */
@@ -1955,18 +1976,34 @@ static CUresult graph_destroy(CUgraph graph) {
     return CUDA_SUCCESS;
 }
 
-static void exec_free(struct CUgraphExec_st *exec) {
-    for (size_t i = 0; i < exec->count; ++i) {
-        free(exec->steps[i].deps);
+static void plan_free(exec_plan_t *plan) {
+    for (size_t i = 0; i < plan->count; ++i) {
+        free(plan->steps[i].deps);
     }
-    free(exec->steps);
-    free(exec->next_start);
-    free(exec->next);
+    free(plan->steps);
+    free(plan->next_start);
+    free(plan->next);
+    free(plan);
+}
+
+static void plan_unref_locked(exec_plan_t *plan) {
+    if (--plan->refs == 0) {
+        plan_free(plan);
+    }
+}
+
+static void exec_free(struct CUgraphExec_st *exec) {
+    if (exec->plan) {
+        plan_unref_locked(exec->plan);
+    }
+    if (exec->shape) {
+        graph_free(exec->shape);
+    }
     free(exec);
 }
 
 /* Appends a step after deps (copied); its index, or SIZE_MAX without memory. */
-static size_t exec_step_add(struct CUgraphExec_st *exec, const cmd_t *work, const size_t *deps,
+static size_t exec_step_add(exec_plan_t *exec, const cmd_t *work, const size_t *deps,
                             size_t dep_count) {
     if (exec->count == exec->capacity) {
         size_t capacity = exec->capacity ? exec->capacity * 2 : 32;
@@ -1996,8 +2033,8 @@ static size_t exec_step_add(struct CUgraphExec_st *exec, const cmd_t *work, cons
 /* Flattens graph into exec after the steps in entry: a barrier before its
  * roots, one after all its nodes (returned; SIZE_MAX without memory). A
  * child node is its child graph flattened in its place. */
-static size_t exec_flatten(struct CUgraphExec_st *exec, const struct CUgraph_st *graph,
-                           const size_t *entry, size_t entry_count) {
+static size_t exec_flatten(exec_plan_t *exec, const struct CUgraph_st *graph, const size_t *entry,
+                           size_t entry_count) {
     size_t first = exec_step_add(exec, NULL, entry, entry_count);
     size_t *step_of = calloc(graph->count + 1, sizeof *step_of);
     size_t *deps = NULL;
@@ -2037,7 +2074,7 @@ out:
 }
 
 /* The steps after each step, from the steps' dependencies. */
-static int exec_link(struct CUgraphExec_st *exec) {
+static int exec_link(exec_plan_t *exec) {
     size_t n = exec->count, edges = 0;
     for (size_t i = 0; i < n; ++i) {
         edges += exec->steps[i].dep_count;
@@ -2067,6 +2104,20 @@ static int exec_link(struct CUgraphExec_st *exec) {
     return 1;
 }
 
+/* The plan of graph, with one reference; NULL without memory. */
+static exec_plan_t *plan_make(const struct CUgraph_st *graph) {
+    exec_plan_t *plan = calloc(1, sizeof *plan);
+    if (!plan) {
+        return NULL;
+    }
+    plan->refs = 1;
+    if (exec_flatten(plan, graph, NULL, 0) == SIZE_MAX || !exec_link(plan)) {
+        plan_free(plan);
+        return NULL;
+    }
+    return plan;
+}
+
 static CUresult graph_instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags) {
     USABLE();
     if (!out || !graph_live(graph)) {
@@ -2079,7 +2130,9 @@ static CUresult graph_instantiate(CUgraphExec *out, CUgraph graph, unsigned long
     if (!exec) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (exec_flatten(exec, graph, NULL, 0) == SIZE_MAX || !exec_link(exec)) {
+    exec->plan = plan_make(graph);
+    exec->shape = graph_clone(graph);
+    if (!exec->plan || !exec->shape) {
         exec_free(exec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -2107,6 +2160,111 @@ static CUresult graph_exec_destroy(CUgraphExec exec) {
     return CUDA_SUCCESS;
 }
 
+/* Two calls on one executable graph at once: the program's race (graph
+ * objects are not thread-safe), which a driver need not survive. */
+static _Noreturn void graph_race(const char *call, const char *other) {
+    fprintf(stderr, "fake_cuda: %s on an executable graph while %s of it is under way\n", call,
+            other);
+    abort();
+}
+
+/* Pairs the nodes of was and now in the order they were added; the result
+ * of an update from was to now, and the node of now at fault. */
+static CUgraphExecUpdateResult shape_diff(const struct CUgraph_st *was,
+                                          const struct CUgraph_st *now, CUgraphNode *out_node) {
+    *out_node = NULL;
+    if (was->count != now->count) {
+        return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    }
+    for (size_t i = 0; i < now->count; ++i) {
+        const struct CUgraphNode_st *a = was->nodes[i];
+        struct CUgraphNode_st *b = now->nodes[i];
+        *out_node = b;
+        if (a->dep_count != b->dep_count) {
+            return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        }
+        for (size_t d = 0; d < b->dep_count; ++d) {
+            size_t at = 0, bt = 0;
+            while (was->nodes[at] != a->deps[d]) {
+                ++at;
+            }
+            while (now->nodes[bt] != b->deps[d]) {
+                ++bt;
+            }
+            if (at != bt) {
+                return CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+            }
+        }
+        if (a->kind != b->kind || (a->kind == NODE_WORK && a->work.kind != b->work.kind)) {
+            return CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        }
+        if (a->kind == NODE_CHILD) {
+            CUgraphNode inner;
+            CUgraphExecUpdateResult r = shape_diff(a->child, b->child, &inner);
+            if (r != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+                return r; /* the child node is the one of now at fault */
+            }
+        }
+    }
+    *out_node = NULL;
+    return CU_GRAPH_EXEC_UPDATE_SUCCESS;
+}
+
+static CUresult graph_exec_update(CUgraphExec exec, CUgraph graph,
+                                  CUgraphExecUpdateResultInfo *info) {
+    USABLE();
+    if (!info) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(info, 0, sizeof *info);
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    if (!graph_live(graph)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&g);
+    if (!exec || exec->magic != LIVE) {
+        pthread_mutex_unlock(&g);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (exec->launching || exec->updating) {
+        graph_race("cuGraphExecUpdate", exec->launching ? "cuGraphLaunch" : "cuGraphExecUpdate");
+    }
+    exec->updating = 1;
+    pthread_mutex_unlock(&g);
+    CUgraphNode at = NULL;
+    CUgraphExecUpdateResult result = shape_diff(exec->shape, graph, &at);
+    exec_plan_t *plan = NULL;
+    struct CUgraph_st *shape = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    } else if (!(plan = plan_make(graph)) || !(shape = graph_clone(graph))) {
+        result = CU_GRAPH_EXEC_UPDATE_ERROR;
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g);
+    exec->updating = 0;
+    if (r == CUDA_SUCCESS) {
+        /* Launches made before hold the plan they were made with. */
+        plan_unref_locked(exec->plan);
+        exec->plan = plan;
+        plan = NULL;
+        struct CUgraph_st *old = exec->shape;
+        exec->shape = shape;
+        shape = old;
+    }
+    if (plan) {
+        plan_unref_locked(plan);
+    }
+    pthread_mutex_unlock(&g);
+    if (shape) {
+        graph_free(shape);
+    }
+    info->result = result;
+    info->errorNode = at;
+    return r;
+}
+
 static CUresult graph_launch(CUgraphExec exec, CUstream s) {
     USABLE();
     if (!s || !stream_live(s)) {
@@ -2122,19 +2280,27 @@ static CUresult graph_launch(CUgraphExec exec, CUstream s) {
         free(c);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (exec->updating) {
+        graph_race("cuGraphLaunch", "cuGraphExecUpdate");
+    }
+    ++exec->launching;
     ++exec->refs;
+    ++exec->plan->refs;
     c->exec = exec;
+    c->plan = exec->plan;
     c->generation = ++exec->launched;
     pthread_mutex_unlock(&g);
     CUresult r = enqueue(s, c);
+    pthread_mutex_lock(&g);
+    --exec->launching;
     if (r != CUDA_SUCCESS) {
         /* Not queued (a capturing stream, a dead one): the ticket goes as if run. */
-        pthread_mutex_lock(&g);
         ++exec->ran;
         pthread_cond_broadcast(&changed);
+        plan_unref_locked(c->plan);
         exec_unref_locked(exec);
-        pthread_mutex_unlock(&g);
     }
+    pthread_mutex_unlock(&g);
     return r;
 }
 
@@ -2149,7 +2315,8 @@ static void graph_run(cmd_t *c) {
         pthread_cond_wait(&changed, &g);
     }
     pthread_mutex_unlock(&g);
-    size_t n = exec->count;
+    const exec_plan_t *plan = c->plan;
+    size_t n = plan->count;
     size_t *waiting = calloc(n, sizeof *waiting); /* deps not yet run */
     size_t *ready = malloc((n ? n : 1) * sizeof *ready);
     if (!waiting || !ready) {
@@ -2157,7 +2324,7 @@ static void graph_run(cmd_t *c) {
     } else {
         size_t ready_count = 0;
         for (size_t i = 0; i < n; ++i) {
-            waiting[i] = exec->steps[i].dep_count;
+            waiting[i] = plan->steps[i].dep_count;
             if (!waiting[i]) {
                 ready[ready_count++] = i;
             }
@@ -2167,19 +2334,19 @@ static void graph_run(cmd_t *c) {
             size_t pick = (size_t)(rng % ready_count);
             size_t i = ready[pick];
             ready[pick] = ready[--ready_count];
-            if (exec->steps[i].is_work) {
+            if (plan->steps[i].is_work) {
                 cmd_t *work = malloc(sizeof *work);
                 if (!work) {
                     fault(CUDA_ERROR_OUT_OF_MEMORY);
                     break;
                 }
-                *work = exec->steps[i].work;
+                *work = plan->steps[i].work;
                 work->next = NULL;
                 run(work);
             }
-            for (size_t e = exec->next_start[i]; e < exec->next_start[i + 1]; ++e) {
-                if (--waiting[exec->next[e]] == 0) {
-                    ready[ready_count++] = exec->next[e];
+            for (size_t e = plan->next_start[i]; e < plan->next_start[i + 1]; ++e) {
+                if (--waiting[plan->next[e]] == 0) {
+                    ready[ready_count++] = plan->next[e];
                 }
             }
         }
@@ -2189,6 +2356,7 @@ static void graph_run(cmd_t *c) {
     pthread_mutex_lock(&g);
     ++exec->ran;
     pthread_cond_broadcast(&changed);
+    plan_unref_locked(c->plan);
     exec_unref_locked(exec);
     pthread_mutex_unlock(&g);
 }
@@ -2262,6 +2430,7 @@ static const struct {
     {"cuGraphInstantiateWithFlags", 11040, (void *)graph_instantiate},
     {"cuGraphLaunch", 10000, (void *)graph_launch},
     {"cuGraphExecDestroy", 10000, (void *)graph_exec_destroy},
+    {"cuGraphExecUpdate", 12000, (void *)graph_exec_update},
     {"cuThreadExchangeStreamCaptureMode", 10010, (void *)thread_exchange_capture_mode},
 };
 

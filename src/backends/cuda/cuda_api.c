@@ -94,6 +94,9 @@ typedef struct entry {
       "cuGraphInstantiateWithFlags", 1)                                                            \
     X(GraphLaunch, cuGraphLaunch, 10000, "cuGraphLaunch", 1)                                       \
     X(GraphExecDestroy, cuGraphExecDestroy, 10000, "cuGraphExecDestroy", 1)                        \
+    /* Updating an executable graph in place (CUDA 12.0 on; without it, a                          \
+     * graph lowered again is instantiated again). */                                              \
+    X(GraphExecUpdate, cuGraphExecUpdate, 12000, "cuGraphExecUpdate_v2", 1)                        \
     /* Other threads' captures (cuda_backend.c, ordo__cuda_relax_captures). */                     \
     X(ThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010,                   \
       "cuThreadExchangeStreamCaptureMode", 1)

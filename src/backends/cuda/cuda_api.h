@@ -84,6 +84,7 @@ typedef struct ordo__cuda_api {
     PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
     PFN_cuGraphLaunch_v10000 GraphLaunch;
     PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+    PFN_cuGraphExecUpdate_v12000 GraphExecUpdate; /* on its own: graphs work without it */
     /* Where it is missing, the driver has no stream capture either. */
     PFN_cuThreadExchangeStreamCaptureMode_v10010 ThreadExchangeStreamCaptureMode;
 } cuda_api_t;

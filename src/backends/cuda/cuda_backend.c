@@ -593,6 +593,7 @@ const hal_backend_t ordo__hal_cuda_backend = {
     .event_elapsed_ns = cuda_event_elapsed_ns,
     .stream_waits_unmet = ordo__cuda_stream_waits_unmet,
     .graph_make = ordo__cuda_graph_make,
+    .graph_remake = ordo__cuda_graph_remake,
     .graph_launch = ordo__cuda_graph_launch,
     .graph_free = ordo__cuda_graph_free,
 };

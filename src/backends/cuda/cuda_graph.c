@@ -15,7 +15,13 @@
  * the nodes it depends on; the whole is instantiated once. The graph's
  * launch goes on its stream through the stream's order (held ops first),
  * and so does its destruction: cuGraphExecDestroy may be called with
- * launches in flight, but not before a launch held on the lane is issued. */
+ * launches in flight, but not before a launch held on the lane is issued.
+ *
+ * A graph lowered again (a rebind, a refresh) is captured again, then
+ * updated in place with cuGraphExecUpdate when the topology allows and no
+ * launch of it is held on the lane or being issued (claimed as a direct
+ * issue of the stream, so none starts meanwhile); otherwise the new
+ * capture is instantiated and the old graph freed in stream order. */
 #include <stdio.h>
 #include <string.h>
 
@@ -172,12 +178,9 @@ static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_gra
     return st;
 }
 
-ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_t *nodes,
-                                    uint32_t count, void **out_native, const char *api) {
-    *out_native = NULL;
-    cuda_device_t *d = stream->device->impl;
-    const cuda_api_t *cu = d->cu;
-    if (!has_graphs(cu)) {
+/* Checks that graphs can be lowered here and now. */
+static ordo_status_t lowering_check(cuda_device_t *d, const char *api) {
+    if (!has_graphs(d->cu)) {
         return ordo__error(ORDO_ERR_UNSUPPORTED, api,
                            "the CUDA driver lacks the graph entry points (CUDA 11.4 or later)");
     }
@@ -185,19 +188,14 @@ ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_
         return ordo__error(ORDO_ERR_UNSUPPORTED, api,
                            "a graph cannot be lowered from inside a launch function");
     }
-    ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
-    cuda_graph_t *g = ordo__alloc(sizeof *g, 0);
-    if (!g) {
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph");
-    }
-    g->dev = d;
-    g->stream = stream->impl;
-    g->exec = NULL;
-    g->free_op = ordo__cuda_stream_reserve(g->stream, api);
-    if (!g->free_op) {
-        ordo__dealloc(g, sizeof *g, 0);
-        return ORDO_ERR_OUT_OF_MEMORY;
-    }
+    return ordo__cuda_enter(d, api);
+}
+
+/* Captures nodes into a new CUDA graph, *out_graph (the caller destroys it). */
+static ordo_status_t lower(cuda_device_t *d, const hal_graph_node_t *nodes, uint32_t count,
+                           CUgraph *out_graph, const char *api) {
+    const cuda_api_t *cu = d->cu;
+    *out_graph = NULL;
     CUstream capture = NULL;
     CUgraph graph = NULL;
     CUresult r = cu->StreamCreateWithPriority(&capture, CU_STREAM_NON_BLOCKING, 0);
@@ -211,25 +209,108 @@ ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_
         st = build(cu, capture, nodes, count, graph, api);
         ordo__cuda_lowering_exit(d);
     }
-    if (st == ORDO_OK && (r = cu->GraphInstantiateWithFlags(&g->exec, graph, 0)) != CUDA_SUCCESS) {
-        st = ordo__cuda_error(r, api, "cuGraphInstantiateWithFlags");
-    }
-    if (graph) {
-        (void)cu->GraphDestroy(graph); /* the executable graph is its own */
-    }
     if (capture) {
         (void)cu->StreamDestroy(capture);
     }
     if (st != ORDO_OK) {
-        if (g->exec) {
-            (void)cu->GraphExecDestroy(g->exec);
+        if (graph) {
+            (void)cu->GraphDestroy(graph);
         }
-        ordo__cuda_stream_unreserve(g->free_op);
-        ordo__dealloc(g, sizeof *g, 0);
         return st;
     }
-    *out_native = g;
+    *out_graph = graph;
     return ORDO_OK;
+}
+
+/* Instantiates graph into a native graph launched on stream. */
+static ordo_status_t instantiate(cuda_device_t *d, cuda_stream_t *stream, CUgraph graph,
+                                 cuda_graph_t **out_graph, const char *api) {
+    *out_graph = NULL;
+    cuda_graph_t *g = ordo__alloc(sizeof *g, 0);
+    if (!g) {
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph");
+    }
+    g->dev = d;
+    g->stream = stream;
+    g->exec = NULL;
+    g->free_op = ordo__cuda_stream_reserve(stream, api);
+    if (!g->free_op) {
+        ordo__dealloc(g, sizeof *g, 0);
+        return ORDO_ERR_OUT_OF_MEMORY;
+    }
+    CUresult r = d->cu->GraphInstantiateWithFlags(&g->exec, graph, 0);
+    if (r != CUDA_SUCCESS) {
+        ordo__cuda_stream_unreserve(g->free_op);
+        ordo__dealloc(g, sizeof *g, 0);
+        return ordo__cuda_error(r, api, "cuGraphInstantiateWithFlags");
+    }
+    *out_graph = g;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_t *nodes,
+                                    uint32_t count, void **out_native, const char *api) {
+    *out_native = NULL;
+    cuda_device_t *d = stream->device->impl;
+    ORDO_RETURN_IF_ERROR(lowering_check(d, api));
+    CUgraph graph;
+    ORDO_RETURN_IF_ERROR(lower(d, nodes, count, &graph, api));
+    cuda_graph_t *g;
+    ordo_status_t st = instantiate(d, stream->impl, graph, &g, api);
+    (void)d->cu->GraphDestroy(graph); /* the executable graph is its own */
+    if (st == ORDO_OK) {
+        *out_native = g;
+    }
+    return st;
+}
+
+typedef struct graph_update {
+    cuda_graph_t *g;
+    CUgraph graph;
+    CUresult result;
+} graph_update_t;
+
+static ordo_status_t update_fn(void *ctx, struct CUstream_st *stream) {
+    (void)stream;
+    graph_update_t *u = ctx;
+    CUgraphExecUpdateResultInfo info;
+    u->result = u->g->dev->cu->GraphExecUpdate(u->g->exec, u->graph, &info);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo__cuda_graph_remake(void *native, const hal_graph_node_t *nodes, uint32_t count,
+                                      void **out_native, const char *api) {
+    *out_native = NULL;
+    cuda_graph_t *g = native;
+    cuda_device_t *d = g->dev;
+    ORDO_RETURN_IF_ERROR(lowering_check(d, api));
+    graph_update_t u = {g, NULL, CUDA_ERROR_NOT_SUPPORTED};
+    ORDO_RETURN_IF_ERROR(lower(d, nodes, count, &u.graph, api));
+    /* In place only while no launch of the graph is held on its stream or
+     * being issued: a held one must still run the graph as it was, and the
+     * driver's graph objects take one call at a time. Launches already
+     * issued run as they were (updates reach only later launches). */
+    int ran = 0;
+    if (d->cu->GraphExecUpdate) {
+        (void)ordo__cuda_stream_run_if_idle(g->stream, update_fn, &u, &ran);
+    }
+    ordo_status_t st = ORDO_OK;
+    if (ran && u.result == CUDA_SUCCESS) {
+        atomic_fetch_add_explicit(&d->graphs_updated, 1, memory_order_release);
+        *out_native = g;
+    } else {
+        /* Held launches, a topology the driver will not update (a launch
+         * function enqueued other work), or no update on this driver:
+         * instantiated anew; a refused update left the old one as it was. */
+        cuda_graph_t *made;
+        st = instantiate(d, g->stream, u.graph, &made, api);
+        if (st == ORDO_OK) {
+            atomic_fetch_add_explicit(&d->graphs_reinstantiated, 1, memory_order_release);
+            *out_native = made;
+        }
+    }
+    (void)d->cu->GraphDestroy(u.graph);
+    return st;
 }
 
 static ordo_status_t launch_fn(void *ctx, struct CUstream_st *stream) {

@@ -95,6 +95,10 @@ typedef struct cuda_device {
     _Atomic uint64_t drains_deferred;
     _Atomic uint64_t drains_refused;
     _Atomic uint64_t drains_parked;
+    /* Native graphs lowered again (cuda_graph.c): updated in place, and
+     * instantiated anew. Observable, for tests. */
+    _Atomic uint64_t graphs_updated;
+    _Atomic uint64_t graphs_reinstantiated;
     struct cuda_device *next_live; /* the live devices, stopped at exit */
 } cuda_device_t;
 
@@ -216,10 +220,20 @@ void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sn
 int ordo__cuda_stream_holding(ordo_stream_t *stream);
 int ordo__cuda_stream_waits_unmet(ordo_stream_t *stream);
 
-/* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_launch and
- * graph_free. */
+/* Runs fn(ctx, stream's handle) on the calling thread, in stream order, if
+ * the stream holds nothing (no op queued or running on its lane, no direct
+ * issue under way), and sets *out_ran; meanwhile other submissions queue
+ * behind it. Otherwise runs nothing. fn's status is returned as it is: it
+ * does not fail the stream. The caller has entered the device. */
+ordo_status_t ordo__cuda_stream_run_if_idle(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                            int *out_ran);
+
+/* Native graphs (cuda_graph.c): hal_backend's graph_make, graph_remake,
+ * graph_launch and graph_free. */
 ordo_status_t ordo__cuda_graph_make(ordo_stream_t *stream, const hal_graph_node_t *nodes,
                                     uint32_t count, void **out_native, const char *api);
+ordo_status_t ordo__cuda_graph_remake(void *native, const hal_graph_node_t *nodes, uint32_t count,
+                                      void **out_native, const char *api);
 ordo_status_t ordo__cuda_graph_launch(void *native);
 void ordo__cuda_graph_free(void *native, int launched);
 

@@ -832,6 +832,22 @@ ordo_status_t ordo__cuda_stream_enqueue_always(cuda_stream_t *s, ordo_cuda_enque
     return enqueue(s, fn, ctx, 1, NULL, api);
 }
 
+ordo_status_t ordo__cuda_stream_run_if_idle(cuda_stream_t *s, ordo_cuda_enqueue_fn fn, void *ctx,
+                                            int *out_ran) {
+    *out_ran = 0;
+    hal_lane_lock(&s->lane);
+    if (hal_lane_holding_locked(&s->lane)) {
+        hal_lane_unlock(&s->lane);
+        return ORDO_OK;
+    }
+    hal_lane_begin_direct_locked(&s->lane);
+    hal_lane_unlock(&s->lane);
+    ordo_status_t st = fn(ctx, s->cu);
+    ordo__hal_lane_end_direct(&s->lane);
+    *out_ran = 1;
+    return st;
+}
+
 int ordo__cuda_stream_holding(ordo_stream_t *stream) {
     cuda_stream_t *s = stream->impl;
     hal_lane_lock(&s->lane);

@@ -49,8 +49,17 @@ static pthread_mutex_t quarantine_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *quarantine[QUARANTINE];
 static unsigned quarantine_next;
 
+/* Allocations this thread makes before one is refused (-1: none is). */
+static _Thread_local int allocations_before_refusal = -1;
+
 static void *quarantine_allocate(void *user, size_t size, size_t alignment) {
     (void)user;
+    if (allocations_before_refusal == 0) {
+        return NULL;
+    }
+    if (allocations_before_refusal > 0) {
+        --allocations_before_refusal;
+    }
     return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
 }
 
@@ -945,6 +954,64 @@ static void failure_propagates(int launch) {
     assert_ok(ordo_stream_destroy(c));
 }
 
+/* A replay that could not enqueue all its work (its thread out of memory
+ * at the k-th allocation, k swept, with replays piling up behind a gate so
+ * that the streams need new operations) spends the graph: every later
+ * replay is refused with ORDO_ERR_UNAVAILABLE and why, not with the failure
+ * it left on its streams, and enqueues nothing. */
+static void a_replay_short_of_memory_spends_the_graph(void **state) {
+    (void)state;
+    int spent = 0;
+    for (int k = 0; k < 64 && !spent; ++k) {
+        ordo_tracker_t *tracker;
+        assert_ok(ordo_tracker_create(device, &tracker));
+        ordo_stream_t *s[3] = {stream_make(), stream_make(), stream_make()};
+        ordo_buffer_t *x = buffer_make(tracker), *z = buffer_make(tracker);
+        assert_ok(ordo_tracker_record_begin(tracker));
+        ordo_access_t wx = {x, ORDO_ACCESS_WRITE};
+        assert_ok(ordo_tracker_submit_host(tracker, s[0], &wx, 1, noop, NULL));
+        ordo_access_t xz[] = {{x, ORDO_ACCESS_READ}, {z, ORDO_ACCESS_WRITE}};
+        assert_ok(ordo_tracker_submit_host(tracker, s[1], xz, 2, noop, NULL));
+        ordo_access_t rz = {z, ORDO_ACCESS_READ};
+        assert_ok(ordo_tracker_submit_host(tracker, s[2], &rz, 1, noop, NULL));
+        ordo_graph_t *graph;
+        assert_ok(ordo_tracker_record_end(tracker, &graph));
+        _Atomic int gate = 0;
+        assert_ok(ordo_stream_host_task(s[0], wait_gate, &gate));
+        allocations_before_refusal = k;
+        ordo_status_t st = ORDO_OK;
+        for (int r = 0; r < 300 && st == ORDO_OK; ++r) {
+            st = ordo_graph_replay(graph);
+        }
+        allocations_before_refusal = -1;
+        if (st != ORDO_OK && strstr(ordo_error_message(), "an enqueue was refused")) {
+            ++spent;
+            ordo_graph_info_t info, again;
+            assert_ok(ordo_graph_info(graph, &info));
+            for (int r = 0; r < 3; ++r) {
+                assert_status(ordo_graph_replay(graph), ORDO_ERR_UNAVAILABLE);
+                if (!strstr(ordo_error_message(), "cannot be replayed any more")) {
+                    fail_msg("k %d: \"%s\" does not say the graph is spent", k,
+                             ordo_error_message());
+                }
+            }
+            assert_ok(ordo_graph_info(graph, &again));
+            assert_int_equal(again.replays, info.replays);
+        }
+        atomic_store(&gate, 1);
+        (void)ordo_tracker_synchronize(tracker, test_deadline()); /* failed streams: refused */
+        assert_ok(ordo_graph_destroy(graph));
+        assert_ok(ordo_buffer_release(x, NULL, NULL));
+        assert_ok(ordo_buffer_release(z, NULL, NULL));
+        (void)ordo_tracker_drain(tracker, test_deadline());
+        assert_ok(ordo_tracker_destroy(tracker));
+        for (int i = 0; i < 3; ++i) {
+            assert_ok(ordo_stream_destroy(s[i]));
+        }
+    }
+    assert_true(spent > 0); /* some k fell inside a replay's enqueues */
+}
+
 static void failing_task_fails_what_follows(void **state) {
     (void)state;
     failure_propagates(0);
@@ -1182,6 +1249,108 @@ static void pool_blocks_and_recordings(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A block a graph is bound to is refused to a free in a recording too
+ * (another graph rebound to a block the recording allocated). Through a
+ * guard, a free in a recording goes to the recording at once (the graph
+ * holds the memory, which the guard neither poisons nor holds), and a
+ * release out of the guard's quarantine meanwhile waits for the
+ * recording's end instead of failing it. */
+static void bound_and_guarded_blocks_and_recordings(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f);
+    ordo_block_t *x, *y;
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.a, 0, &x, NULL));
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_access_t wx = {block_buffer(x), ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.a, &wx, 1, noop, NULL));
+    ordo_graph_t *g1;
+    assert_ok(ordo_tracker_record_end(f.tracker, &g1));
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.a, 0, &y, NULL));
+    assert_ok(ordo_graph_rebind(g1, block_buffer(x), block_buffer(y)));
+    assert_status(ordo_mem_deallocate(f.pool, y, f.a), ORDO_ERR_BUSY);
+    check_owner_named("graph");
+    ordo_graph_t *g2;
+    assert_ok(ordo_tracker_record_end(f.tracker, &g2)); /* the refusal left it whole */
+    assert_ok(ordo_graph_replay(g1));
+    assert_ok(ordo_graph_rebind(g1, block_buffer(y), block_buffer(x)));
+    assert_ok(ordo_mem_deallocate(f.pool, y, f.a));
+    assert_ok(ordo_graph_destroy(g2));
+    assert_ok(ordo_graph_destroy(g1));
+    assert_ok(ordo_mem_deallocate(f.pool, x, f.a));
+
+    ordo_mem_guard_config_t config;
+    assert_ok(ordo_mem_guard_config_default(&config));
+    config.quarantine_blocks = 0; /* every block leaves at its free point */
+    ordo_mem_resource_t *guard;
+    ordo_status_t made = ordo_mem_guard_create(f.pool, &config, &guard);
+    if (made == ORDO_ERR_UNSUPPORTED) { /* device memory the host cannot read */
+        fprintf(stderr, "  the guard's part skipped: %s\n", ordo_error_message());
+        pool_fixture_free(&f);
+        return;
+    }
+    assert_ok(made);
+
+    /* A free in the recording, through the guard: the graph's memory. */
+    ordo_buffer_t *out = buffer_make(f.tracker);
+    uint64_t out_value = 0;
+    scratch_step_t step = {NULL, &out_value, 0};
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_block_t *temp;
+    void *ptr;
+    assert_ok(ordo_mem_allocate(guard, 32 * sizeof(uint64_t), 0, f.a, 0, &temp, &ptr));
+    step.temp = ptr;
+    ordo_access_t w = {block_buffer(temp), ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.a, &w, 1, scratch_write, &step));
+    ordo_access_t r[] = {{block_buffer(temp), ORDO_ACCESS_READ}, {out, ORDO_ACCESS_READ_WRITE}};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.b, r, 2, scratch_read, &step));
+    assert_ok(ordo_mem_deallocate(guard, temp, f.b));
+    assert_status(ordo_mem_deallocate(guard, temp, f.b), ORDO_ERR_INVALID_HANDLE);
+    ordo_graph_t *graph;
+    assert_ok(ordo_tracker_record_end(f.tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_true(info.memory_bytes >= 32 * sizeof(uint64_t)); /* the canaries too */
+    uint64_t expected = 0;
+    for (uint64_t k = 1; k <= 3; ++k) {
+        assert_ok(ordo_graph_replay(graph));
+        expected += k * 1000 * 32 + 31 * 32 / 2;
+    }
+    assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    assert_int_equal(out_value, expected);
+    ordo_mem_guard_report_t report;
+    assert_ok(ordo_mem_guard_check(guard, &report)); /* no write after a free */
+    assert_int_equal(report.findings[ORDO_MEM_GUARD_USE_AFTER_FREE], 0);
+    assert_int_equal(report.total, 1); /* the double free above */
+    assert_ok(ordo_graph_destroy(graph));
+
+    /* A block freed before a recording reaches its free point during it:
+     * its release waits for the end, and the recording is unharmed. */
+    ordo_block_t *early;
+    assert_ok(ordo_mem_allocate(guard, 64, 0, f.a, 0, &early, NULL));
+    _Atomic int gate = 0;
+    assert_ok(ordo_stream_host_task(f.a, wait_gate, &gate));
+    assert_ok(ordo_mem_deallocate(guard, early, f.a));
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_access_t wo = {out, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.b, &wo, 1, noop, NULL));
+    atomic_store(&gate, 1);
+    assert_ok(ordo_stream_synchronize(f.a, test_deadline())); /* the free point: released */
+    uint64_t outstanding = 0;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &outstanding));
+    assert_true(outstanding > 0); /* held by the recording */
+    assert_ok(ordo_tracker_record_end(f.tracker, &graph));
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_mem_guard_check(guard, &report));
+    assert_int_equal(report.total, 1);
+    assert_ok(ordo_mem_reap_pending(guard, test_deadline()));
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &outstanding));
+    assert_int_equal(outstanding, 0);
+    assert_ok(ordo_mem_resource_destroy(guard));
+    assert_ok(ordo_buffer_release(out, NULL, NULL));
+    pool_fixture_free(&f);
+}
 /* ---- threads ------------------------------------------------------------- */
 
 #define STRESS_THREADS 3
@@ -1467,9 +1636,11 @@ int main(void) {
         cmocka_unit_test(recording_refuses_what_cannot_be_replayed),
         cmocka_unit_test(failing_task_fails_what_follows),
         cmocka_unit_test(failing_launch_fails_what_follows),
+        cmocka_unit_test(a_replay_short_of_memory_spends_the_graph),
         cmocka_unit_test(graph_keeps_its_tracker_and_buffers),
         cmocka_unit_test(pool_blocks_freed_in_the_recording_are_the_graphs),
         cmocka_unit_test(pool_blocks_and_recordings),
+        cmocka_unit_test(bound_and_guarded_blocks_and_recordings),
         cmocka_unit_test(threads_replay_and_submit_under_the_lock),
         cmocka_unit_test(graph_entry_points_refuse_bad_input),
     };

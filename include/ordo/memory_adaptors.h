@@ -222,6 +222,12 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * (freeing it again is a double free); the budget, statistics and logging
  * adaptors above a guard count it as freed and pass the status on.
  *
+ * A block freed while a pool below records a graph goes upstream at once,
+ * past the quarantine, for the recording to take (ordo/graph.h: the
+ * graph's replays use its memory, which the guard then neither poisons nor
+ * checks); blocks leaving the quarantine meanwhile go back when the
+ * recording ends.
+ *
  * The checks read the block's memory from the host: the guard refuses
  * (ORDO_ERR_UNSUPPORTED) a device whose memory the host cannot read
  * (info.device_memory), so today it runs on the CPU backend. It is a debug

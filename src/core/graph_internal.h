@@ -235,8 +235,12 @@ struct ordo_graph {
     uint64_t records;
     _Atomic uint64_t replays; /* relaxed: ordo_graph_info may read it beside a replay */
     /* Native graphs (graph_native.c). */
-    uint8_t native_mode;       /* ordo_graph_native_t */
-    uint8_t native_stale;      /* a rebind since the lowering: lower again at the next replay */
+    uint8_t native_mode;  /* ordo_graph_native_t */
+    uint8_t native_stale; /* a rebind since the lowering: lower again at the next replay */
+    /* A replay could not enqueue all its work (a lane broken): every later
+     * replay is refused with ORDO_ERR_UNAVAILABLE and why. */
+    uint8_t spent;
+    char spent_why[512]; /* the size of a thread's message */
     _Atomic uint8_t native_on; /* native is set (read by ordo_graph_info beside a replay) */
     void *native;              /* the backend's; NULL: replayed op by op */
     uint8_t native_launched;   /* a replay launched it (its free goes on lane 0's stream) */
@@ -277,6 +281,15 @@ ordo_status_t ordo__graph_block_born(ordo_tracker_t *tracker, const graph_block_
  * fails with it). */
 ordo_status_t ordo__graph_block_freed(ordo_tracker_t *tracker, ordo_buffer_t *buffer,
                                       ordo_stream_t *stream, const char *api);
+
+/* A pool is asked, while its tracker records, to free a block an adaptor
+ * kept after its caller's free (a guard's quarantine: mem_release), which
+ * no recorded work may take: the recorder holds the free (block->free, on
+ * block->stream) until the recording ends, and makes it then. Refused
+ * (nothing held, the recording unharmed) for a block allocated in the
+ * recording, and without memory. */
+ordo_status_t ordo__graph_release_after(ordo_tracker_t *tracker, const graph_block_t *block,
+                                        const char *api);
 
 /* Refuses api on a tracker that records: ORDO_ERR_BUSY, "api: <why>", kept
  * as the recording's refusal if it is the first. ORDO_OK if the tracker

@@ -45,7 +45,13 @@ struct graph_recorder {
     graph_block_t *blocks; /* allocated by a pool while recording */
     uint32_t block_count;
     uint32_t block_capacity;
-    int blocks_taken;    /* the graph holds those freed in the recording */
+    int blocks_taken; /* the graph holds those freed in the recording */
+    /* Frees of adaptors' held blocks asked for meanwhile
+     * (ordo__graph_release_after): made once the recording ends, however
+     * it ends. */
+    graph_block_t *releases;
+    uint32_t release_count;
+    uint32_t release_capacity;
     uint8_t native_mode; /* ordo_graph_native_t */
     uint64_t tasks;
     /* The first refused call (ordo__graph_refuse), under the tracker's lock. */
@@ -104,6 +110,12 @@ static void recorder_free(graph_recorder_t *r) {
         }
     }
     ordo__dealloc(r->blocks, (size_t)r->block_capacity * sizeof *r->blocks, 0);
+    /* The tracker no longer records (record_end took the recorder off it
+     * first): these frees are plain ones now. */
+    for (uint32_t i = 0; i < r->release_count; ++i) {
+        r->releases[i].free(r->releases[i].block, r->releases[i].stream);
+    }
+    ordo__dealloc(r->releases, (size_t)r->release_capacity * sizeof *r->releases, 0);
     for (uint32_t i = 0; i < r->slot_count; ++i) {
         ordo__buffer_reclaim_now(r->shadow, r->slots[i].shadow);
     }
@@ -174,6 +186,21 @@ ordo_status_t ordo__graph_block_born(ordo_tracker_t *tracker, const graph_block_
     ORDO_RETURN_IF_ERROR(grow32((void **)&r->blocks, &r->block_capacity, sizeof *r->blocks,
                                 (uint64_t)r->block_count + 1, api));
     r->blocks[r->block_count++] = *block;
+    return ORDO_OK;
+}
+
+ordo_status_t ordo__graph_release_after(ordo_tracker_t *tracker, const graph_block_t *block,
+                                        const char *api) {
+    graph_recorder_t *r = atomic_load_explicit(&tracker->recorder, memory_order_relaxed);
+    for (uint32_t i = 0; i < r->block_count; ++i) {
+        if (r->blocks[i].buffer == block->buffer) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "a block allocated in the recording cannot be released past it");
+        }
+    }
+    ORDO_RETURN_IF_ERROR(grow32((void **)&r->releases, &r->release_capacity, sizeof *r->releases,
+                                (uint64_t)r->release_count + 1, api));
+    r->releases[r->release_count++] = *block;
     return ORDO_OK;
 }
 

@@ -32,24 +32,22 @@ void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const cha
     }
 }
 
-/* Refuses a replay on a stream that has failed, or of a graph whose
- * timeline a refused enqueue failed (run_ops): nothing is enqueued. */
+/* Refuses a replay of a graph an earlier replay could not enqueue all of
+ * (spent: checked first, since the failure it left on its lanes' streams
+ * would read as theirs), or on a stream that has failed: nothing is
+ * enqueued. */
 static ordo_status_t check_streams(const ordo_graph_t *graph) {
+    if (ORDO_UNLIKELY(graph->spent)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, API,
+                           "an earlier replay could not enqueue all its work, so the graph "
+                           "cannot be replayed any more (destroy it): %s",
+                           graph->spent_why);
+    }
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         ordo_stream_t *stream = graph->lanes[l].stream;
         ordo_status_t st = stream->device->backend->status(stream);
         if (ORDO_UNLIKELY(st != ORDO_OK)) {
             return ordo__error_as(st, API);
-        }
-        ordo_signal_t *timeline = graph->lanes[l].timeline; /* NULL: none needed */
-        if (ORDO_UNLIKELY(timeline && ordo__signal_view(timeline).ended)) {
-            ordo_status_t failure = ORDO_OK;
-            char why[ORDO_SIGNAL_MESSAGE_MAX] = "";
-            (void)ordo_signal_failure(timeline, &failure, why, sizeof why);
-            return ordo__error(ORDO_ERR_UNAVAILABLE, API,
-                               "an earlier replay could not enqueue all its work, so the graph "
-                               "cannot be replayed any more (destroy it): %s",
-                               why);
         }
     }
     return ORDO_OK;
@@ -276,6 +274,10 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
                            : run_ops(graph, base, message, sizeof message, &broken);
     /* 3. The exit, whatever happened: what was enqueued may run. */
     finish(graph, broken, native);
+    if (ORDO_UNLIKELY(broken)) {
+        graph->spent = 1;
+        snprintf(graph->spent_why, sizeof graph->spent_why, "%s", message);
+    }
     blocks_mark(graph, ORDO_BUFFER_RELEASED);
     atomic_store_explicit(&graph->replays,
                           atomic_load_explicit(&graph->replays, memory_order_relaxed) + 1,

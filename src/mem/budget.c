@@ -216,8 +216,9 @@ static int live_release(budget_resource_t *b, uint64_t charge) {
     return 1;
 }
 
-static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                       ordo_stream_t *stream) {
+/* A free (release: an adaptor's above, passed on as one). */
+static ordo_status_t budget_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                 ordo_stream_t *stream, int release) {
     budget_resource_t *b = (budget_resource_t *)resource;
     /* Read before upstream ends the handle. */
     uint64_t charge = charge_of(block->bytes, block->alignment);
@@ -244,7 +245,7 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
     }
     ordo_status_t freed = ORDO_OK; /* the upstream's status when it freed the block */
     if (st == ORDO_OK) {
-        st = mem_deallocate(resource->upstream, block, stream);
+        st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
         if (!mem_freed_despite(st) && r) {
             (void)ordo_signal_release(timeline);
             record_put(b, r);
@@ -272,6 +273,16 @@ static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block
      * stream that cannot take the signal fails it, and the charge drops at
      * once: no more of that stream's work runs. */
     return ordo__mem_free_point_enqueue(stream, timeline, freed);
+}
+
+static ordo_status_t budget_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                       ordo_stream_t *stream) {
+    return budget_free(resource, block, stream, 0);
+}
+
+static ordo_status_t budget_release(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                    ordo_stream_t *stream) {
+    return budget_free(resource, block, stream, 1);
 }
 
 static ordo_status_t budget_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
@@ -307,6 +318,7 @@ static const mem_resource_ops_t budget_ops = {
     .kind = "budget",
     .allocate = budget_allocate,
     .deallocate = budget_deallocate,
+    .release = budget_release,
     .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
     .reap_pending = budget_reap_pending,
     .supports_use_tracking = ordo__mem_forward_supports_use_tracking,

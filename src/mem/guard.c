@@ -334,17 +334,9 @@ static void live_unlink_locked(guard_resource_t *g, guard_block_t *b) {
 
 /* --- Leaving the quarantine --- */
 
-/* Checks the poison of b (taken out of the quarantine by this thread),
- * gives its memory back upstream and retires its header. */
-static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) {
-    check_poison(b, f);
-    /* A settled free, or one on the allocating stream, whose uses need no
-     * wait (the stream runs in order): it fails only if that stream failed
-     * and the block was used on more other streams than upstream's free
-     * can order without waiting; the memory then stays with upstream,
-     * counted there as outstanding. */
-    (void)mem_deallocate(g->base.upstream, b->inner, g->release_on_stream ? b->base.stream : NULL);
-    pthread_mutex_lock(&g->lock);
+/* b's memory went upstream: its header is kept a while, so a stale handle
+ * still reads "freed", then reused. */
+static void retire_locked(guard_resource_t *g, guard_block_t *b) {
     b->inner = NULL;
     b->state = GUARD_RETIRED;
     fifo_push(&g->retired, b);
@@ -354,6 +346,22 @@ static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) 
         old->next = g->free_headers;
         g->free_headers = old;
     }
+}
+
+/* Checks the poison of b (taken out of the quarantine by this thread),
+ * gives its memory back upstream and retires its header. */
+static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) {
+    check_poison(b, f);
+    /* A settled free, or one on the allocating stream, whose uses need no
+     * wait (the stream runs in order): it fails only if that stream failed
+     * and the block was used on more other streams than upstream's free
+     * can order without waiting; the memory then stays with upstream,
+     * counted there as outstanding. */
+    /* A release: a pool whose tracker records holds it until the recording
+     * ends, which it is no part of. */
+    (void)mem_release(g->base.upstream, b->inner, g->release_on_stream ? b->base.stream : NULL);
+    pthread_mutex_lock(&g->lock);
+    retire_locked(g, b);
     pthread_mutex_unlock(&g->lock);
 }
 
@@ -494,6 +502,34 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     ordo__mem_frees_done(&g->frees_pending);
 }
 
+/* A free while the tracker below records: it goes upstream now, past the
+ * quarantine, for the recording to take (a pool makes a block allocated in
+ * it the graph's; it refuses any other, failing the recording, and the
+ * block stays the caller's). A block the graph takes is the graph's
+ * replays' memory: the guard neither poisons nor holds it, and its header
+ * retires at once. */
+static ordo_status_t free_into_recording(guard_resource_t *g, guard_block_t *b,
+                                         ordo_stream_t *stream, findings_t *f) {
+    ordo_status_t st = mem_deallocate(g->base.upstream, b->inner, stream);
+    if (!mem_freed_despite(st)) {
+        atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
+        findings_publish(g, f);
+        return st;
+    }
+    size_t bytes = b->base.bytes;
+    pthread_mutex_lock(&g->lock);
+    live_unlink_locked(g, b);
+    g->live_blocks--;
+    retire_locked(g, b);
+    pthread_mutex_unlock(&g->lock);
+    atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
+    if (f->count) {
+        st = raise_first(f, ORDO_ERR_CORRUPTED, "ordo_mem_deallocate");
+    }
+    findings_publish(g, f);
+    return st;
+}
+
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                       ordo_stream_t *stream) {
     guard_resource_t *g = (guard_resource_t *)resource;
@@ -525,6 +561,12 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         return st;
     }
     check_canaries(b, &f); /* what the host overwrote so far */
+    if (mem_records(resource->upstream)) {
+        if (timeline) {
+            (void)ordo_signal_release(timeline);
+        }
+        return free_into_recording(g, b, stream, &f);
+    }
     pthread_mutex_lock(&g->lock);
     live_unlink_locked(g, b);
     b->state = GUARD_PENDING;

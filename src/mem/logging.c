@@ -188,8 +188,9 @@ static ordo_status_t logging_allocate(ordo_mem_resource_t *resource, const mem_r
     return st;
 }
 
-static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                        ordo_stream_t *stream) {
+/* A free (release: an adaptor's above, passed on as one). */
+static ordo_status_t logging_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream, int release) {
     logging_resource_t *l = (logging_resource_t *)resource;
     size_t bytes = block->bytes;
     size_t alignment = block->alignment;
@@ -210,7 +211,7 @@ static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_bloc
         }
     } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
                                                     memory_order_relaxed, memory_order_relaxed));
-    st = mem_deallocate(resource->upstream, block, stream);
+    st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
     if (!mem_freed_despite(st)) {
         atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
     }
@@ -218,6 +219,16 @@ logged:
     log_line(l, seq, t, "deallocate", st, " stream=%p bytes=%zu align=%zu tag=%u block=%p",
              (void *)stream, bytes, alignment, tag, (void *)block);
     return st;
+}
+
+static ordo_status_t logging_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                        ordo_stream_t *stream) {
+    return logging_free(resource, block, stream, 0);
+}
+
+static ordo_status_t logging_release(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    return logging_free(resource, block, stream, 1);
 }
 
 static ordo_status_t logging_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
@@ -289,6 +300,7 @@ static const mem_resource_ops_t logging_ops = {
     .kind = "logging",
     .allocate = logging_allocate,
     .deallocate = logging_deallocate,
+    .release = logging_release,
     .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
     .reap_pending = logging_reap_pending,
     .supports_use_tracking = ordo__mem_forward_supports_use_tracking,

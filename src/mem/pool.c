@@ -613,27 +613,85 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
     return ORDO_OK;
 }
 
+static ordo_status_t refuse_bound(const pool_block_t *b, const char *api) {
+    return ordo__error(ORDO_ERR_BUSY, api,
+                       "block %p (tag %u) is bound to %u graph(s), whose replays use it: "
+                       "rebind them (ordo_graph_rebind) or destroy them first",
+                       (const void *)b, b->base.tag, b->history.graph_binds);
+}
+
+/* A free out of any recording (under the lock). */
+static ordo_status_t free_now_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream) {
+    ordo_status_t st =
+        stream ? pool_deallocate_locked(p, b, stream) : pool_deallocate_settled_locked(p, b);
+    trace_in_use(p);
+    return st;
+}
+
 static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                      ordo_stream_t *stream) {
     static const char api[] = "ordo_mem_deallocate";
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_status_t st;
-    /* Under the lock: a recording begins and ends under it. */
+    /* Under the lock: a recording begins and ends under it. A block bound
+     * to a graph is refused first, in a recording too (where another graph
+     * may have been rebound to a block allocated in it). */
     ordo_rlock_lock(&p->tracker->lock);
-    if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
+    if (ORDO_UNLIKELY(b->history.graph_binds)) {
+        st = refuse_bound(b, api);
+    } else if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
         st = stream ? graph_freed(p, b, stream) : refused_while_recording(p, api);
-    } else if (ORDO_UNLIKELY(b->history.graph_binds)) {
-        st = ordo__error(ORDO_ERR_BUSY, api,
-                         "block %p (tag %u) is bound to %u graph(s), whose replays use it: "
-                         "rebind them (ordo_graph_rebind) or destroy them first",
-                         (void *)block, b->base.tag, b->history.graph_binds);
     } else {
-        st = stream ? pool_deallocate_locked(p, b, stream) : pool_deallocate_settled_locked(p, b);
-        trace_in_use(p);
+        st = free_now_locked(p, b, stream);
     }
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
+}
+
+/* A release the recording held (ordo__graph_release_after), now that it
+ * ended. */
+static void pool_release_after(void *block, ordo_stream_t *stream) {
+    pool_block_t *b = block;
+    pool_t *p = (pool_t *)b->base.resource;
+    ordo_rlock_lock(&p->tracker->lock);
+    if (b->history.graph_binds) {
+        /* Bound meanwhile (a rebind of another graph to it): it stays
+         * handed out, as a refused release would have left it. */
+    } else if (tracker_recording(p->tracker)) {
+        /* Never taken by a recording: held for the end of this one
+         * (without memory, it stays handed out). */
+        graph_block_t again = {&b->history, b, pool_release_after, stream, b->base.bytes};
+        (void)ordo__graph_release_after(p->tracker, &again, "ordo_mem_deallocate");
+    } else {
+        (void)free_now_locked(p, b, stream);
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+}
+
+/* An adaptor's release (mem_release): in a recording, held until it ends
+ * rather than taken by it or refused (which would fail it). */
+static ordo_status_t pool_release(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream) {
+    static const char api[] = "ordo_mem_deallocate";
+    pool_t *p = (pool_t *)resource;
+    pool_block_t *b = (pool_block_t *)block;
+    ordo_status_t st;
+    ordo_rlock_lock(&p->tracker->lock);
+    if (ORDO_UNLIKELY(b->history.graph_binds)) {
+        st = refuse_bound(b, api);
+    } else if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
+        graph_block_t held = {&b->history, b, pool_release_after, stream, b->base.bytes};
+        st = ordo__graph_release_after(p->tracker, &held, api);
+    } else {
+        st = free_now_locked(p, b, stream);
+    }
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
+static int pool_records(ordo_mem_resource_t *resource) {
+    return tracker_recording(((pool_t *)resource)->tracker);
 }
 
 /* --- Use tracking --- */
@@ -826,6 +884,8 @@ static const mem_resource_ops_t pool_ops = {
     .refuses_blocks_below = 1,
     .allocate = pool_allocate,
     .deallocate = pool_deallocate,
+    .release = pool_release,
+    .records = pool_records,
     .bytes_outstanding = pool_bytes_outstanding,
     .reap_pending = pool_reap_pending,
     .supports_use_tracking = pool_supports_use_tracking,

@@ -48,6 +48,17 @@ typedef struct mem_resource_ops {
      * block (used by pools giving settled chunks back). */
     ordo_status_t (*deallocate)(ordo_mem_resource_t *resource, ordo_block_t *block,
                                 ordo_stream_t *stream);
+    /* Optional: the free of a block an adaptor kept after its caller freed
+     * it (a guard's quarantine), which no work of the program's needs any
+     * more, so no recording may take it: a pool whose tracker records holds
+     * it until the recording ends. An adaptor that passes frees on passes
+     * this one on as a release (mem_release). NULL: deallocate. */
+    ordo_status_t (*release)(ordo_mem_resource_t *resource, ordo_block_t *block,
+                             ordo_stream_t *stream);
+    /* Optional: non-zero while a free through this resource goes into a
+     * recording (a pool whose tracker records). Adaptors leave it NULL:
+     * mem_records asks the resources below them. */
+    int (*records)(ordo_mem_resource_t *resource);
     uint64_t (*bytes_outstanding)(ordo_mem_resource_t *resource);
     ordo_status_t (*reap_pending)(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
     int (*supports_use_tracking)(ordo_mem_resource_t *resource);
@@ -173,6 +184,23 @@ static inline ordo_status_t mem_allocate(ordo_mem_resource_t *r, const mem_reque
 static inline ordo_status_t mem_deallocate(ordo_mem_resource_t *r, ordo_block_t *block,
                                            ordo_stream_t *stream) {
     return r->ops->deallocate(r, block, stream);
+}
+static inline ordo_status_t mem_release(ordo_mem_resource_t *r, ordo_block_t *block,
+                                        ordo_stream_t *stream) {
+    return r->ops->release ? r->ops->release(r, block, stream)
+                           : r->ops->deallocate(r, block, stream);
+}
+
+/* Whether a free through r now goes into a recording: the first resource
+ * down r's stack that can tell says. The caller's thread owns the tracker
+ * (a recording begins and ends on it), or the answer may be stale. */
+static inline int mem_records(ordo_mem_resource_t *r) {
+    for (; r; r = r->upstream) {
+        if (r->ops->records) {
+            return r->ops->records(r);
+        }
+    }
+    return 0;
 }
 
 /* Whether a deallocation that returned st ended the block anyway: a guard

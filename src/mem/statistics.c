@@ -99,8 +99,9 @@ static ordo_status_t statistics_allocate(ordo_mem_resource_t *resource,
     return ORDO_OK;
 }
 
-static ordo_status_t statistics_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                           ordo_stream_t *stream) {
+/* A free (release: an adaptor's above, passed on as one). */
+static ordo_status_t statistics_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, int release) {
     statistics_resource_t *s = (statistics_resource_t *)resource;
     uint64_t bytes = block->bytes;
     uint32_t tag = block->tag;
@@ -113,12 +114,22 @@ static ordo_status_t statistics_deallocate(ordo_mem_resource_t *resource, ordo_b
                            (void *)block, tag, bytes);
     }
     counters_sub(&s->overall, bytes);
-    ordo_status_t st = mem_deallocate(resource->upstream, block, stream);
+    ordo_status_t st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
     if (!mem_freed_despite(st)) {
         counters_restore(&s->overall, bytes);
         counters_restore(&s->tags[tag], bytes);
     }
     return st;
+}
+
+static ordo_status_t statistics_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                           ordo_stream_t *stream) {
+    return statistics_free(resource, block, stream, 0);
+}
+
+static ordo_status_t statistics_release(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                        ordo_stream_t *stream) {
+    return statistics_free(resource, block, stream, 1);
 }
 
 static ordo_status_t statistics_destroy(ordo_mem_resource_t *resource) {
@@ -139,6 +150,7 @@ static const mem_resource_ops_t statistics_ops = {
     .kind = "statistics",
     .allocate = statistics_allocate,
     .deallocate = statistics_deallocate,
+    .release = statistics_release,
     .bytes_outstanding = ordo__mem_forward_bytes_outstanding,
     .reap_pending = ordo__mem_forward_reap_pending,
     .supports_use_tracking = ordo__mem_forward_supports_use_tracking,

@@ -16,6 +16,9 @@
  *   signal-then-hang <sig> <value>
  *       registers, advances to value, prints "ready", then blocks until it
  *       is killed (it ends itself, still registered, after 60 s).
+ *   register-after <go> <sig> <value>
+ *       waits for go to reach 1, registers on sig, advances it to value,
+ *       then hangs until killed
  *   wait <sig> <value> <timeout_ms> [<advance_to>]
  *       prints "ready", waits, prints
  *       "result <STATUS_NAME> <CLOCK_MONOTONIC ns at return> <failure message>";
@@ -204,6 +207,22 @@ static int run_signal_then_hang(int argc, char **argv) {
     return 1;
 }
 
+/* Waits for go to reach 1, then registers on the signal and advances it:
+ * the parent decides when the registration comes. */
+static int run_register_after(int argc, char **argv) {
+    need(argc, 5);
+    ordo_signal_t *go = open_argument(argv[2]);
+    ordo_signal_t *signal = open_argument(argv[3]);
+    kept[0] = go;
+    kept[1] = signal;
+    say("ready");
+    check(ordo_signal_wait(go, 1, ordo_deadline_after_ms(60000)), "ordo_signal_wait");
+    check(ordo_shared_signal_register(signal), "ordo_shared_signal_register");
+    check(ordo_signal_advance(signal, number(argv[4])), "ordo_signal_advance");
+    hang();
+    return 1;
+}
+
 static int run_wait(int argc, char **argv) {
     need(argc, 5);
     ordo_signal_t *signal = open_argument(argv[2]);
@@ -345,6 +364,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "signal-then-hang") == 0) {
         return run_signal_then_hang(argc, argv);
+    }
+    if (strcmp(command, "register-after") == 0) {
+        return run_register_after(argc, argv);
     }
     if (strcmp(command, "wait") == 0) {
         return run_wait(argc, argv);

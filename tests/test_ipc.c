@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -670,6 +671,45 @@ static void exit_while_registered_abandons(void **state) {
     }
     assert_true(ordo_time_now_ns() - opened <= abandon_bound_ns());
     assert_true(names_pid(ordo_error_message(), p->pid));
+    assert_ok(ordo_signal_release(s));
+}
+
+/* A signaller this process's reaper could not watch when it registered
+ * (no descriptor left for its pidfd: the limit lowered for the scan) is
+ * watched by a later scan, without waiting for another registration, so
+ * its death is reported within the bound once descriptors are back. */
+static void a_signaller_the_reaper_could_not_watch_is_watched_later(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0), *go = shared_make(0);
+    int fds[2] = {shared_fd(go), shared_fd(s)};
+    peer_t *p = PEER(fds, 2, "register-after", num((uint64_t)fds[0]), num((uint64_t)fds[1]), "1");
+    peer_expect(p, "ready", NULL, 0);
+    close(fds[0]);
+    close(fds[1]);
+    int probe = dup(0);
+    assert_true(probe >= 0);
+    close(probe);
+    struct rlimit old, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)probe; /* no descriptor can be made from here */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    assert_ok(ordo_signal_advance(go, 1));
+    ordo_status_t registered = ordo_signal_wait(s, 1, ordo_deadline_after_ms(PEER_WAIT_MS));
+    /* Scans after the registration, all of them short of descriptors. */
+    bool settled = ordo__ipc_engine_settle(ordo_deadline_after_ms(PEER_WAIT_MS));
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_ok(registered);
+    assert_true(settled);
+    assert_int_equal(kill(p->pid, SIGKILL), 0);
+    assert_true(peer_join(p, ordo_deadline_after_ms(PEER_WAIT_MS)));
+    const uint64_t killed = ordo_time_now_ns();
+    ordo_status_t st = ordo_signal_wait(s, 2, ordo_deadline_after_ms(PEER_WAIT_MS));
+    if (st != ORDO_ERR_ABANDONED) {
+        fail_msg("the wait got %s (%s)", ordo_status_name(st), ordo_error_message());
+    }
+    assert_true(ordo_time_now_ns() - killed <= abandon_bound_ns());
+    assert_ok(ordo_signal_release(go));
     assert_ok(ordo_signal_release(s));
 }
 
@@ -1354,6 +1394,71 @@ static void destroy_ends_only_this_handle(void **state) {
     assert_ok(ordo_signal_release(third));
 }
 
+/* ---- the last release --------------------------------------------------------- */
+
+typedef struct busy_page {
+    ordo_signal_t *signal;
+    _Atomic int stop;
+} busy_page_t;
+
+static void *busy_page_main(void *arg) {
+    busy_page_t *b = arg;
+    for (uint64_t v = 1; !atomic_load(&b->stop); ++v) {
+        (void)ordo_signal_advance(b->signal, v);
+    }
+    return NULL;
+}
+
+typedef struct end_record {
+    _Atomic int calls;
+    _Atomic int status;
+    _Atomic pid_t thread;
+} end_record_t;
+
+static void end_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    end_record_t *r = ctx;
+    atomic_store(&r->status, (int)status);
+    atomic_store(&r->thread, (pid_t)syscall(SYS_gettid));
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void nothing_fires(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)ctx, (void)status, (void)timepoint;
+}
+
+/* The program's last release of a handle destroys it before it returns,
+ * on the releasing thread (ordo/signal.h), even while a thread of the
+ * engine holds the handle for a pass (kept busy here by another page that
+ * moves all the time, with a timepoint waiting on it): a timepoint armed
+ * on the handle is cancelled by then, so its memory may go right after. */
+static void the_last_release_ends_the_handle_on_its_thread(void **state) {
+    (void)state;
+    busy_page_t busy = {shared_make(0), 0};
+    ordo_timepoint_t waiting = ORDO_TIMEPOINT_INIT;
+    assert_ok(
+        ordo_timepoint_arm(&waiting, busy.signal, ORDO_SIGNAL_VALUE_MAX, nothing_fires, NULL));
+    pthread_t mover;
+    assert_int_equal(pthread_create(&mover, NULL, busy_page_main, &busy), 0);
+    const pid_t self = (pid_t)syscall(SYS_gettid);
+    const uint64_t rounds = test_scaled(600);
+    for (uint64_t i = 0; i < rounds; ++i) {
+        ordo_signal_t *h = shared_make(0);
+        end_record_t r = {0, -1, 0};
+        ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+        assert_ok(ordo_timepoint_arm(&tp, h, 100, end_fire, &r));
+        assert_ok(ordo_signal_release(h)); /* the only reference */
+        if (atomic_load(&r.calls) != 1 || atomic_load(&r.thread) != self) {
+            fail_msg("round %" PRIu64 ": the release returned with its timepoint %s", i,
+                     atomic_load(&r.calls) ? "cancelled on another thread" : "still armed");
+        }
+        assert_int_equal(atomic_load(&r.status), ORDO_ERR_CANCELLED);
+    }
+    atomic_store(&busy.stop, 1);
+    assert_int_equal(pthread_join(mover, NULL), 0);
+    assert_ok(ordo_signal_destroy(busy.signal)); /* cancels `waiting` */
+}
+
 /* ---- named objects -------------------------------------------------------- */
 
 static char names[4][ORDO_SHARED_SIGNAL_NAME_MAX];
@@ -1499,6 +1604,72 @@ static int memfd_with(const void *bytes, size_t size, bool sealed) {
 /* The page of a live shared signal, read through its descriptor. */
 static void page_read(int fd, unsigned char *page) {
     assert_int_equal(pread(fd, page, ORDO_SHARED_SIGNAL_SIZE, 0), (ssize_t)ORDO_SHARED_SIGNAL_SIZE);
+}
+
+/* A process that sends a memfd it still holds may shrink it and seal it
+ * while the receiver opens it. The receiver looks at the seal before the
+ * size, so it either refuses the file or maps one that can no longer
+ * shrink: never a SIGBUS. A thread stands for the sender here, racing each
+ * open at a delay swept across the open's checks. */
+typedef struct shrinker {
+    _Atomic int go;   /* 1: shrink cur_fd after delay_ns */
+    _Atomic int stop; /* end the thread */
+    _Atomic int fd;
+    _Atomic long delay_ns;
+} shrinker_t;
+
+static void *shrinker_main(void *arg) {
+    shrinker_t *s = arg;
+    for (;;) {
+        while (!atomic_load(&s->go)) {
+            if (atomic_load(&s->stop)) {
+                return NULL;
+            }
+            sched_yield();
+        }
+        uint64_t until = ordo_time_now_ns() + (uint64_t)atomic_load(&s->delay_ns);
+        while (ordo_time_now_ns() < until) {
+        }
+        int fd = atomic_load(&s->fd);
+        (void)!ftruncate(fd, 0);
+        (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
+        atomic_store(&s->go, 0);
+    }
+}
+
+static void a_sender_shrinking_its_memfd_cannot_crash_the_opener(void **state) {
+    (void)state;
+    ordo_signal_t *real = shared_make(0);
+    unsigned char page[ORDO_SHARED_SIGNAL_SIZE];
+    int real_fd = shared_fd(real);
+    page_read(real_fd, page);
+    close(real_fd);
+    shrinker_t s = {0, 0, -1, 0};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, shrinker_main, &s), 0);
+    uint64_t opened = 0, refused = 0;
+    const uint64_t rounds = test_scaled(3000);
+    for (uint64_t i = 0; i < rounds; ++i) {
+        int fd = memfd_with(page, sizeof page, false);
+        atomic_store(&s.fd, fd);
+        atomic_store(&s.delay_ns, (long)(i % 4000));
+        atomic_store(&s.go, 1);
+        ordo_signal_t *opened_signal = NULL;
+        if (ordo_shared_signal_open_fd(fd, &opened_signal) == ORDO_OK) {
+            assert_ok(ordo_signal_release(opened_signal));
+            ++opened;
+        } else {
+            ++refused;
+        }
+        while (atomic_load(&s.go)) {
+            sched_yield();
+        }
+        close(fd);
+    }
+    atomic_store(&s.stop, 1);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(opened + refused, rounds);
+    assert_ok(ordo_signal_release(real));
 }
 
 /* ordo_shared_signal_open_fd refuses what is not a signal page, with the
@@ -2161,6 +2332,8 @@ int main(void) {
         cmocka_unit_test_teardown(kill_9_of_a_signaller_abandons_every_waiter, peers_end),
         cmocka_unit_test_teardown(exit_while_registered_abandons, peers_end),
         cmocka_unit_test_teardown(exit_after_unregistering_abandons_nothing, peers_end),
+        cmocka_unit_test_teardown(a_signaller_the_reaper_could_not_watch_is_watched_later,
+                                  peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),
         cmocka_unit_test_teardown(forked_child_opens_its_own_handle, peers_end),
         cmocka_unit_test_teardown(failure_and_message_cross_the_boundary, peers_end),
@@ -2171,9 +2344,11 @@ int main(void) {
         cmocka_unit_test_teardown(timepoints_links_and_waiter_on_shared_signals, peers_end),
         cmocka_unit_test_teardown(signal_fd_on_local_and_shared_signals, peers_end),
         cmocka_unit_test_teardown(destroy_ends_only_this_handle, peers_end),
+        cmocka_unit_test_teardown(the_last_release_ends_the_handle_on_its_thread, peers_end),
         cmocka_unit_test_teardown(named_signals, names_end),
         cmocka_unit_test_teardown(named_signal_descriptor_refused, names_end),
         cmocka_unit_test_teardown(open_refuses_what_is_not_a_signal_page, peers_end),
+        cmocka_unit_test_teardown(a_sender_shrinking_its_memfd_cannot_crash_the_opener, peers_end),
         cmocka_unit_test_teardown(entry_points_refuse_bad_input, peers_end),
         cmocka_unit_test_teardown(destroyed_handle_gives_no_descriptor, peers_end),
         cmocka_unit_test_teardown(hostile_page_cannot_crash_or_hang, peers_end),

@@ -107,7 +107,9 @@
  * that stream fails, so the streams waiting on it fail rather than wait
  * forever, and a best-effort failing task goes on the stream; the replay
  * returns the refusal, and every later replay of the graph returns
- * ORDO_ERR_UNAVAILABLE (destroy it).
+ * ORDO_ERR_UNAVAILABLE (destroy it) when the refusal came from a healthy
+ * stream (no memory), or the stream's failure when it came from a stream
+ * that had failed.
  *
  * Lifetimes: a graph belongs to its tracker: ordo_tracker_destroy and
  * ordo_tracker_close are refused (ORDO_ERR_BUSY) while graphs of it live,

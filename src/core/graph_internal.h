@@ -178,6 +178,9 @@ typedef struct graph_lane {
     uint64_t knows;          /* lanes its shadow frontier held a point of (not itself) */
     uint32_t entry_first;    /* its entry: entries[entry_first, + entry_count) */
     uint32_t entry_count;
+    /* An enqueue on it was refused while its stream was healthy (no
+     * memory): the graph is spent (ordo__graph_lane_broken). */
+    uint8_t spent;
 } graph_lane_t;
 
 /* A tracker buffer the graph uses, bound by its role in the recording. */
@@ -237,10 +240,8 @@ struct ordo_graph {
     /* Native graphs (graph_native.c). */
     uint8_t native_mode;  /* ordo_graph_native_t */
     uint8_t native_stale; /* a rebind since the lowering: lower again at the next replay */
-    /* A replay could not enqueue all its work (a lane broken): every later
-     * replay is refused with ORDO_ERR_UNAVAILABLE and why. */
-    uint8_t spent;
-    char spent_why[512]; /* the size of a thread's message */
+    /* Why a lane is spent (the first), for the later replays' refusal. */
+    char spent_why[512];       /* the size of a thread's message */
     _Atomic uint8_t native_on; /* native is set (read by ordo_graph_info beside a replay) */
     void *native;              /* the backend's; NULL: replayed op by op */
     uint8_t native_launched;   /* a replay launched it (its free goes on lane 0's stream) */

@@ -26,6 +26,10 @@ void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const cha
     ordo_stream_t *stream = lane->stream;
     const hal_backend_t *backend = stream->device->backend;
     if (backend->status(stream) == ORDO_OK) {
+        /* Refused on a healthy stream: the graph, not the stream, is at
+         * fault from here on (check_streams). A refusal by a failed
+         * stream is that stream's failure, which later replays report. */
+        lane->spent = 1;
         /* The stream itself goes on: best effort, its next work learns of
          * the gap as a failure. */
         (void)backend->host_task(stream, launch_failed_task, (void *)(uintptr_t)status);
@@ -33,15 +37,17 @@ void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const cha
 }
 
 /* Refuses a replay of a graph an earlier replay could not enqueue all of
- * (spent: checked first, since the failure it left on its lanes' streams
- * would read as theirs), or on a stream that has failed: nothing is
- * enqueued. */
+ * on a healthy stream (a spent lane: checked first, since the failure the
+ * refusal then left on the lanes' streams would read as theirs), or on a
+ * stream that has failed: nothing is enqueued. */
 static ordo_status_t check_streams(const ordo_graph_t *graph) {
-    if (ORDO_UNLIKELY(graph->spent)) {
-        return ordo__error(ORDO_ERR_UNAVAILABLE, API,
-                           "an earlier replay could not enqueue all its work, so the graph "
-                           "cannot be replayed any more (destroy it): %s",
-                           graph->spent_why);
+    for (uint32_t l = 0; l < graph->lane_count; ++l) {
+        if (ORDO_UNLIKELY(graph->lanes[l].spent)) {
+            return ordo__error(ORDO_ERR_UNAVAILABLE, API,
+                               "an earlier replay could not enqueue all its work, so the graph "
+                               "cannot be replayed any more (destroy it): %s",
+                               graph->spent_why);
+        }
     }
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
         ordo_stream_t *stream = graph->lanes[l].stream;
@@ -274,8 +280,7 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
                            : run_ops(graph, base, message, sizeof message, &broken);
     /* 3. The exit, whatever happened: what was enqueued may run. */
     finish(graph, broken, native);
-    if (ORDO_UNLIKELY(broken)) {
-        graph->spent = 1;
+    if (ORDO_UNLIKELY(broken) && !graph->spent_why[0]) {
         snprintf(graph->spent_why, sizeof graph->spent_why, "%s", message);
     }
     blocks_mark(graph, ORDO_BUFFER_RELEASED);

@@ -35,6 +35,10 @@
 /* When futex_waitv is missing (Linux before 5.16) or the words to watch
  * do not fit in one call, the watcher looks every this often instead. */
 #define WATCH_POLL_NS 1000000ull
+/* A reaper scan that could not look at everything (no memory for its list
+ * of handles, or for a process's record; no descriptor for a pidfd) is
+ * made again this many milliseconds later, until one is whole. */
+#define REAPER_RETRY_MS 20
 
 typedef struct waitv_entry {
     uint64_t val;
@@ -100,6 +104,7 @@ typedef struct handles_snapshot {
     shared_handle_t **list;
     size_t count;
     size_t capacity; /* of a heap list; 0 for the inline one */
+    bool whole;      /* false: no memory for the list, which holds nothing */
     shared_handle_t *inline_list[SNAPSHOT_INLINE];
 } handles_snapshot_t;
 
@@ -112,9 +117,10 @@ static void handles_snapshot(handles_snapshot_t *snap) {
         snap->list = ordo__alloc(n * sizeof *snap->list, 0);
         snap->capacity = snap->list ? n : 0;
     }
+    snap->whole = snap->list != NULL;
     if (snap->list) {
         for (shared_handle_t *h = engine.head; h; h = h->next) {
-            if (ordo__signal_try_retain(h->remote.signal)) {
+            if (!h->program_done && ordo__signal_try_retain(h->remote.signal)) {
                 ++h->pins;
                 snap->list[snap->count++] = h;
             }
@@ -200,6 +206,7 @@ static void *watcher_main(void *arg) {
         waitv_add(v, &n, &overflow, &engine.control, control, true);
         handles_snapshot_t snap;
         handles_snapshot(&snap);
+        overflow |= !snap.whole; /* polled until a pass sees every handle */
         for (size_t i = 0; i < snap.count; ++i) {
             pulled |= watch_handle(snap.list[i], v, &n, &overflow, &watching);
         }
@@ -244,7 +251,9 @@ static watched_process_t *watched_find(pid_t pid, uint64_t start_time) {
 }
 
 /* Starts watching pid; NULL (and *out_ended) when it has ended already:
- * no such process, or another one under its pid. */
+ * no such process, or another one under its pid; NULL without either when
+ * it cannot be watched now (no descriptor, no memory: looked at again by
+ * the retry of an incomplete scan). */
 static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *out_ended) {
     *out_ended = false;
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -263,7 +272,7 @@ static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *ou
     watched_process_t *w = ordo__alloc(sizeof *w, 0);
     if (!w) {
         close(pidfd);
-        return NULL; /* looked at again at the next scan */
+        return NULL;
     }
     w->pid = pid;
     w->start_time = start_time;
@@ -314,10 +323,13 @@ static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, c
 }
 
 /* Looks at every live slot of every open page: watches new signallers,
- * reports ended ones, forgets processes no slot names. */
-static void reaper_scan(void) {
+ * reports ended ones, forgets processes no slot names. False if it could
+ * not look at everything (then it forgets no process: one it did not look
+ * at may still be named). */
+static bool reaper_scan(void) {
     handles_snapshot_t snap;
     handles_snapshot(&snap);
+    bool whole = snap.whole;
     pid_t self = getpid();
     for (watched_process_t *w = engine.watched; w; w = w->next) {
         w->seen = false;
@@ -338,6 +350,7 @@ static void reaper_scan(void) {
             bool ended = false;
             if (!w) {
                 w = watch_process(pid, start, &ended);
+                whole &= w != NULL || ended;
             }
             if (w) {
                 w->seen = true;
@@ -351,7 +364,7 @@ static void reaper_scan(void) {
     handles_release(&snap);
     for (watched_process_t **link = &engine.watched; *link;) {
         watched_process_t *w = *link;
-        if (w->seen && !w->ended) {
+        if (!w->ended && (w->seen || !snap.whole)) {
             link = &w->next;
             continue;
         }
@@ -360,13 +373,15 @@ static void reaper_scan(void) {
         close(w->pidfd);
         ordo__dealloc(w, sizeof *w, 0);
     }
+    return whole;
 }
 
 static void *reaper_main(void *arg) {
     (void)arg;
     struct epoll_event events[16];
+    bool whole = true;
     for (;;) {
-        int n = epoll_wait(engine.epoll_fd, events, 16, -1);
+        int n = epoll_wait(engine.epoll_fd, events, 16, whole ? -1 : REAPER_RETRY_MS);
         if (n < 0) {
             continue; /* EINTR */
         }
@@ -379,7 +394,7 @@ static void *reaper_main(void *arg) {
                 ((watched_process_t *)events[i].data.ptr)->ended = true;
             }
         }
-        reaper_scan();
+        whole = reaper_scan();
         atomic_fetch_add_explicit(&engine.reaper_scans, 1, memory_order_release);
     }
     return NULL;

@@ -26,10 +26,11 @@
  * reference it took under the engine's lock (ordo__signal_try_retain),
  * so it never meets one being closed. Those references are counted as
  * the handle's pins: when a release leaves only pins (checked under the
- * lock, where pins are taken), the program is done with the handle, and
- * its registration ends then, not when an engine thread lets go of its
- * pin (a process that closes its handle and exits at once must not read
- * as abandoning the signal).
+ * lock, where pins are taken), the program is done with the handle: its
+ * registration ends then, not when an engine thread lets go of its pin (a
+ * process that closes its handle and exits at once must not read as
+ * abandoning the signal), that release ends (destroys) the handle on the
+ * program's thread, and no thread of the engine pins it again.
  */
 #ifndef ORDO_IPC_SHARED_HANDLE_H
 #define ORDO_IPC_SHARED_HANDLE_H
@@ -49,6 +50,7 @@ typedef struct shared_handle {
     bool detached;          /* a parent's handle copied into a forked child: in no list */
     uint32_t seen_registry; /* the watcher's: the registry_seq last looked at */
     uint32_t pins;          /* references the engine's threads hold (under the lock) */
+    bool program_done;      /* the program's last reference went: no more pins (the lock) */
     struct shared_handle *prev, *next;
 } shared_handle_t;
 

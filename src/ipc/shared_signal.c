@@ -61,20 +61,29 @@ static void handle_free(shared_handle_t *h) {
     ordo__dealloc(h, sizeof *h, 0);
 }
 
-/* Drops a reference that is not the last under the engine's lock, where
- * the engine's pins are taken and dropped too, so the count of the
- * program's references (the rest) is exact there: when it reaches zero,
- * the program is done with the handle and its registration ends. */
-static bool op_release(signal_remote_t *remote) {
+/* A release, under the engine's lock, where the engine's pins are taken
+ * and dropped too, so the count of the program's references (the rest) is
+ * exact there, and only goes down there: when the program's last goes,
+ * its registration ends, and the engine pins the handle no more. */
+static signal_release_t op_release(signal_remote_t *remote) {
     shared_handle_t *h = handle_of(remote);
     ordo__ipc_engine_lock();
-    bool dropped = ordo__signal_release_unless_last(h->remote.signal);
-    if (dropped && h->registered && ordo__signal_references(h->remote.signal) == h->pins) {
-        h->registered = false;
-        (void)ordo__shared_page_unregister(h->page, getpid());
+    signal_release_t release = SIGNAL_RELEASE_LAST; /* a pin's, after the program's last */
+    if (!h->program_done) {
+        if (ordo__signal_references(h->remote.signal) > h->pins + 1) {
+            (void)ordo__signal_release_unless_last(h->remote.signal);
+            release = SIGNAL_RELEASE_DROPPED;
+        } else {
+            h->program_done = true;
+            if (h->registered) {
+                h->registered = false;
+                (void)ordo__shared_page_unregister(h->page, getpid());
+            }
+            release = h->pins ? SIGNAL_RELEASE_END_PINNED : SIGNAL_RELEASE_LAST;
+        }
     }
     ordo__ipc_engine_unlock();
-    return dropped;
+    return release;
 }
 
 static void op_close(signal_remote_t *remote) {
@@ -131,15 +140,11 @@ static ordo_status_t handle_open(int fd, bool fresh, bool named, uint64_t initia
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "%s is not an ordo shared signal (not a memory file)", what);
     }
-    if (st.st_size != (off_t)ORDO_SHARED_SIGNAL_SIZE) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
-                           "%s is not an ordo shared signal: %lld bytes, not %u (truncated, or "
-                           "another kind of file)",
-                           what, (long long)st.st_size, ORDO_SHARED_SIGNAL_SIZE);
-    }
     /* A descriptor may come from a process that does not trust this one,
      * which could shrink the file under the mapping (SIGBUS on the next
-     * read): only a memfd sealed against shrinking is taken. Named
+     * read): only a memfd sealed against shrinking is taken, and the seal
+     * is looked at before the size (a file still unsealed at the size's
+     * look could be shrunk, then sealed, in between). Named
      * objects are opened by name, among processes that trust each other
      * (docs/IPC.md). */
     if (!named && !fresh) {
@@ -150,6 +155,15 @@ static ordo_status_t handle_open(int fd, bool fresh, bool named, uint64_t initia
                                "sealed memfd; open a named signal by its name)",
                                what);
         }
+    }
+    if (fstat(fd, &st) != 0) { /* again: its size can only grow from here */
+        return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s: fstat: %s", what, strerror(errno));
+    }
+    if (st.st_size != (off_t)ORDO_SHARED_SIGNAL_SIZE) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "%s is not an ordo shared signal: %lld bytes, not %u (truncated, or "
+                           "another kind of file)",
+                           what, (long long)st.st_size, ORDO_SHARED_SIGNAL_SIZE);
     }
     void *map = mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {

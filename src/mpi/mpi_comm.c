@@ -227,7 +227,7 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
      * pull ends, before the thread is stopped below. */
     bool observing = false;
     for (mpi_remote_t *r = mpi->remotes; r && !observing; r = r->next) {
-        observing = ordo__signal_references(r->remote.signal) > r->pins;
+        observing = !r->program_done && ordo__signal_references(r->remote.signal) > r->pins;
     }
     pthread_mutex_unlock(&mpi->lock);
     pthread_mutex_unlock(&mpi->subscribe_lock);

@@ -95,8 +95,11 @@ typedef struct mpi_remote {
     _Atomic uint32_t thread_waiters;
     _Atomic uint64_t thread_value;
     /* References the progress thread holds for a pull (under mpi->lock):
-     * the program's own are the rest (ordo_mpi_destroy counts those). */
+     * the program's own are the rest (ordo_mpi_destroy counts those). Once
+     * the program's last went (program_done, under the lock), the progress
+     * thread pins it no more. */
     uint32_t pins;
+    bool program_done;
     struct mpi_remote *prev, *next;
 } mpi_remote_t;
 

@@ -218,6 +218,26 @@ static void op_interrupt(signal_remote_t *remote) {
     wake_sleepers(remote_of(remote));
 }
 
+/* A release, under the mpi lock, where the progress thread's pins are
+ * taken and dropped too (sync/signal_remote.h): the program's last ends
+ * the handle on the program's thread, whatever pull is under way. */
+static signal_release_t op_release(signal_remote_t *remote) {
+    mpi_remote_t *r = remote_of(remote);
+    pthread_mutex_lock(&r->mpi->lock);
+    signal_release_t release = SIGNAL_RELEASE_LAST; /* a pin's, after the program's last */
+    if (!r->program_done) {
+        if (ordo__signal_references(r->remote.signal) > r->pins + 1) {
+            (void)ordo__signal_release_unless_last(r->remote.signal);
+            release = SIGNAL_RELEASE_DROPPED;
+        } else {
+            r->program_done = true;
+            release = r->pins ? SIGNAL_RELEASE_END_PINNED : SIGNAL_RELEASE_LAST;
+        }
+    }
+    pthread_mutex_unlock(&r->mpi->lock);
+    return release;
+}
+
 static void op_wanted(signal_remote_t *remote) {
     ordo__mpi_listen_soon(remote_of(remote)->mpi);
 }
@@ -261,6 +281,7 @@ static const signal_remote_ops_t remote_ops = {
     .sleep_looks = true,
     .interrupt = op_interrupt,
     .wanted = op_wanted,
+    .release = op_release,
     .close = op_close,
 };
 
@@ -483,7 +504,7 @@ static bool mirrors_pull(ordo_mpi_t *mpi) {
          * by the pull: never counted as behind, or this thread would spin. */
         bool ahead = !mirror.ended && ((truth & ORDO_SIGNAL_VALUE_MAX) > mirror.value ||
                                        (truth & ORDO__SIGNAL_FAILED_BIT));
-        if (ahead && ordo__signal_try_retain(r->remote.signal)) {
+        if (ahead && !r->program_done && ordo__signal_try_retain(r->remote.signal)) {
             ++r->pins;
             behind[n++] = r;
         }

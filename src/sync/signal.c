@@ -147,9 +147,17 @@ uint32_t ordo__signal_references(const ordo_signal_t *signal) {
 }
 
 void ordo__signal_release_internal(ordo_signal_t *signal) {
-    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->release &&
-        signal->remote->ops->release(signal->remote)) {
-        return;
+    if (ORDO_UNLIKELY(signal->remote != NULL) && signal->remote->ops->release) {
+        signal_release_t release = signal->remote->ops->release(signal->remote);
+        if (release == SIGNAL_RELEASE_DROPPED) {
+            return;
+        }
+        if (release == SIGNAL_RELEASE_END_PINNED) {
+            /* The program's last reference: ended now, while this one keeps
+             * it; the owner's pins keep the memory, and the last to go frees
+             * it (its own end finds it ended). */
+            (void)signal_end(signal);
+        }
     }
     if (atomic_fetch_sub_explicit(&signal->refs, 1, memory_order_acq_rel) != 1) {
         return;

@@ -37,6 +37,13 @@
 #include <stdint.h>
 
 #include "ordo/signal.h"
+
+/* What a remote's release hook leaves to the caller (signal_remote_ops_t). */
+typedef enum signal_release {
+    SIGNAL_RELEASE_DROPPED = 0,
+    SIGNAL_RELEASE_LAST,
+    SIGNAL_RELEASE_END_PINNED,
+} signal_release_t;
 #include "ordo/time.h"
 
 typedef struct signal_remote signal_remote_t;
@@ -73,12 +80,19 @@ typedef struct signal_remote_ops {
     void (*interrupt)(signal_remote_t *remote);
     /* A timepoint is armed on the mirror and waits. */
     void (*wanted)(signal_remote_t *remote);
-    /* Drops a reference of the handle unless it is the last (optional):
-     * returns true if it dropped it (with ordo__signal_release_unless_last,
-     * under a lock of the owner's, so an owner that holds references of its
-     * own for a moment can tell exactly when only those are left), false
-     * for the caller to drop the last one and end the handle. */
-    bool (*release)(signal_remote_t *remote);
+    /* A release of the handle (optional), for an owner whose threads hold
+     * references of their own for a moment (pins, taken under a lock of
+     * the owner's with ordo__signal_try_retain): under that lock it tells
+     * the program's references from the pins. DROPPED: it dropped a
+     * reference the program still has others beside (with
+     * ordo__signal_release_unless_last). Otherwise the program's last
+     * reference is going, and from here on the owner takes no more pins:
+     * LAST, no pin is held: the caller drops it and ends the handle;
+     * END_PINNED: the caller ends the handle now (as a destroy: its
+     * timepoints cancelled, its sleepers woken), as the program's last
+     * release must, then drops its reference, and the last pin to go
+     * frees the handle (its release then returns LAST). */
+    signal_release_t (*release)(signal_remote_t *remote);
     /* The handle's last reference went. */
     void (*close)(signal_remote_t *remote);
 } signal_remote_ops_t;

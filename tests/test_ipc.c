@@ -1552,6 +1552,48 @@ static void named_signals(void **state) {
     assert_ok(ordo_signal_release(s));
 }
 
+/* A name is visible from the creator's shm_open on, before the page is
+ * made: an opener polling for it either finds no such name or the whole
+ * signal, never "not an ordo shared signal". */
+typedef struct name_poller {
+    const char *name;
+    ordo_signal_t *opened;
+    ordo_status_t result;
+    char message[256];
+} name_poller_t;
+
+static void *name_poller_main(void *arg) {
+    name_poller_t *p = arg;
+    ordo_deadline_t deadline = ordo_deadline_after_ms(PEER_WAIT_MS);
+    do {
+        p->result = ordo_shared_signal_open_name(p->name, &p->opened);
+    } while (p->result == ORDO_ERR_NOT_FOUND && (ordo_deadline_t)ordo_time_now_ns() < deadline);
+    snprintf(p->message, sizeof p->message, "%s", ordo_error_message());
+    return NULL;
+}
+
+static void opening_a_name_while_it_is_created(void **state) {
+    (void)state;
+    const uint64_t rounds = test_scaled(200);
+    for (uint64_t i = 0; i < rounds; ++i) {
+        char name[ORDO_SHARED_SIGNAL_NAME_MAX];
+        snprintf(name, sizeof name, "/ordo-test-ipc-%d-made-%" PRIu64, (int)getpid(), i);
+        name_poller_t p = {name, NULL, ORDO_ERR_INTERNAL, ""};
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, name_poller_main, &p), 0);
+        ordo_signal_t *made = named_make(name, i);
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        assert_ok(ordo_shared_signal_unlink(name));
+        if (p.result != ORDO_OK) {
+            fail_msg("round %" PRIu64 ": the opener got %s (%s)", i, ordo_status_name(p.result),
+                     p.message);
+        }
+        assert_int_equal(query(p.opened), i);
+        assert_ok(ordo_signal_release(p.opened));
+        assert_ok(ordo_signal_release(made));
+    }
+}
+
 /* A named signal's file cannot be sealed, so its descriptor is not handed
  * out (ordo_shared_signal_open_fd would refuse it): other processes open
  * it by its name. */
@@ -2347,6 +2389,7 @@ int main(void) {
         cmocka_unit_test_teardown(the_last_release_ends_the_handle_on_its_thread, peers_end),
         cmocka_unit_test_teardown(named_signals, names_end),
         cmocka_unit_test_teardown(named_signal_descriptor_refused, names_end),
+        cmocka_unit_test_teardown(opening_a_name_while_it_is_created, names_end),
         cmocka_unit_test_teardown(open_refuses_what_is_not_a_signal_page, peers_end),
         cmocka_unit_test_teardown(a_sender_shrinking_its_memfd_cannot_crash_the_opener, peers_end),
         cmocka_unit_test_teardown(entry_points_refuse_bad_input, peers_end),

@@ -109,7 +109,10 @@ ordo_status_t ordo_shared_signal_create(const ordo_shared_signal_config_t *confi
 ordo_status_t ordo_shared_signal_open_fd(int fd, ordo_signal_t **out_signal);
 
 /** Opens a named shared signal (ORDO_ERR_NOT_FOUND when no such name
- * exists; otherwise as ordo_shared_signal_open_fd). */
+ * exists; otherwise as ordo_shared_signal_open_fd). A name being created
+ * by another process is waited for, 100 ms at most, then refused with
+ * ORDO_ERR_UNAVAILABLE (try again); never taken for a file that is not a
+ * signal. */
 ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out_signal);
 
 /** Removes a name (handles open on it stay valid). ORDO_ERR_NOT_FOUND when

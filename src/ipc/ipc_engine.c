@@ -317,6 +317,15 @@ static void report_dead(shared_handle_t *h, size_t slot, uint64_t dead_word, pid
  * not, though the reaper may have read its slot before it left). */
 static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, const char *comm) {
     if (!ordo__shared_page_slot_mark_dead(h->page, slot, word)) {
+        /* The slot moved. If another reaper marked it DEAD, it reports the
+         * death, unless it dies first: then nothing would, since a DEAD
+         * mark moves no registry_seq. Reported here too: failing a failed
+         * page and releasing a released slot change nothing. */
+        pid_t dead_pid;
+        uint64_t dead_word;
+        if (ordo__shared_page_slot_dead(h->page, slot, &dead_pid, &dead_word)) {
+            report_dead(h, slot, dead_word, dead_pid, dead_pid == pid ? comm : "");
+        }
         return;
     }
     report_dead(h, slot, (word & ~(uint64_t)0xffffffffu) | SLOT_DEAD, pid, comm);

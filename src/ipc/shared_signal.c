@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -301,6 +302,31 @@ ordo_status_t ordo_shared_signal_open_fd(int fd, ordo_signal_t **out_signal) {
     return handle_open(fd, false, false, 0, what, out_signal, __func__);
 }
 
+/* A named object is visible from its shm_open on, before its creator has
+ * sized it and written its page (magic last, released): the opener waits
+ * for both, NAMED_CREATE_WAIT_MS at most, rather than take a page being
+ * made for something that is not a signal. True once both are there, or
+ * once the file has some other size (handle_open then says what it is). */
+#define NAMED_CREATE_WAIT_MS 100u
+
+static bool named_made(int fd) {
+    ordo_deadline_t deadline = ordo_deadline_after_ms(NAMED_CREATE_WAIT_MS);
+    for (;;) {
+        struct stat st;
+        uint64_t magic = 0;
+        if (fstat(fd, &st) != 0 || (st.st_size != 0 && st.st_size != ORDO_SHARED_SIGNAL_SIZE) ||
+            (st.st_size == ORDO_SHARED_SIGNAL_SIZE &&
+             pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic != 0)) {
+            return true;
+        }
+        if ((ordo_deadline_t)ordo_time_now_ns() >= deadline) {
+            return false;
+        }
+        struct timespec pause = {0, 50000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out_signal) {
     if (!out_signal) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_signal is NULL");
@@ -315,6 +341,13 @@ ordo_status_t ordo_shared_signal_open_name(const char *name, ordo_signal_t **out
     }
     char what[ORDO_SHARED_SIGNAL_NAME_MAX + 8];
     snprintf(what, sizeof what, "\"%s\"", name);
+    if (!named_made(fd)) {
+        close(fd);
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
+                           "%s is still being created after %u ms (or its creator ended while "
+                           "creating it): try again",
+                           what, NAMED_CREATE_WAIT_MS);
+    }
     ordo_status_t st = handle_open(fd, false, true, 0, what, out_signal, __func__);
     close(fd);
     return st;

@@ -896,6 +896,37 @@ static void failure_and_message_cross_the_boundary(void **state) {
     assert_ok(ordo_signal_release(s));
 }
 
+/* A process killed between its claim of the page's failure and the
+ * failure's publication (a child that claims it raw and exits): the
+ * waiters here still get the failure, published for the dead claimer by
+ * the first sleeper that looks, not only by a later failer. */
+static void a_failure_whose_claimer_died_still_arrives(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        shared_page_t *raw =
+            mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (raw == MAP_FAILED) {
+            _exit(11);
+        }
+        uint64_t unclaimed = 0;
+        uint64_t claim = ((uint64_t)(uint32_t)ORDO_ERR_ABORTED << 32) | (uint32_t)getpid();
+        _exit(atomic_compare_exchange_strong(&raw->failure, &unclaimed, claim) ? 0 : 12);
+    }
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    close(fd);
+    assert_status(ordo_signal_wait(s, 5, ordo_deadline_after_ms(PEER_WAIT_MS)), ORDO_ERR_ABORTED);
+    assert_status(ordo_signal_advance(s, 7), ORDO_ERR_ABORTED);
+    assert_ok(ordo_signal_release(s));
+}
+
 /* Two peers and this process fail one signal at once, each with its own
  * status and message: exactly one failure is kept, whole (its status with
  * its own message), and every process reads the same one. */
@@ -2380,6 +2411,7 @@ int main(void) {
         cmocka_unit_test_teardown(forked_child_opens_its_own_handle, peers_end),
         cmocka_unit_test_teardown(failure_and_message_cross_the_boundary, peers_end),
         cmocka_unit_test_teardown(concurrent_failures_keep_one_whole, peers_end),
+        cmocka_unit_test_teardown(a_failure_whose_claimer_died_still_arrives, peers_end),
         cmocka_unit_test_teardown(streams_wait_on_and_signal_shared_signals, peers_end),
         cmocka_unit_test_teardown(stream_wait_takes_the_shared_failure, peers_end),
         cmocka_unit_test_teardown(multi_waits_mix_local_and_shared_signals, peers_end),

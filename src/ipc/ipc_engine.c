@@ -182,6 +182,7 @@ static bool watch_handle(shared_handle_t *h, waitv_entry_t *v, size_t *n, bool *
     if (!ordo__signal_wanted_value(signal, &wanted) || ordo__signal_destroyed(signal)) {
         return false;
     }
+    ordo__shared_page_rescue_failure(page);
     /* The page protocol's sleep: read wake_seq, then announce SLEEPERS. */
     uint32_t seq = ordo__shared_page_sleep_token(page);
     uint64_t truth = ordo__shared_page_announce(page);

@@ -5,13 +5,20 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/error.h"
 #include "base/futex.h"
 #include "ipc/shared_page.h"
 #include "ordo/time.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 /* How long a read-modify-write of the page may keep losing to other
  * writers before it reports the page scribbled on. Honest peers make
@@ -177,8 +184,35 @@ uint32_t ordo__shared_page_sleep_token(shared_page_t *page) {
     return atomic_load_explicit(&page->wake_seq, memory_order_seq_cst);
 }
 
+/* Whether pid has ended (a zombie included): its pidfd is readable. */
+static bool claimer_ended(pid_t pid) {
+    if (pid <= 0) {
+        return false; /* a scribbled claim: a later failer publishes it */
+    }
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) {
+        return errno == ESRCH;
+    }
+    struct pollfd ready = {.fd = fd, .events = POLLIN};
+    bool ended = poll(&ready, 1, 0) == 1;
+    close(fd);
+    return ended;
+}
+
+void ordo__shared_page_rescue_failure(shared_page_t *page) {
+    uint64_t claim = atomic_load_explicit(&page->failure, memory_order_acquire);
+    if (claim == 0 || (atomic_load_explicit(&page->state, memory_order_acquire) & PAGE_FAILED)) {
+        return;
+    }
+    if (claimer_ended((pid_t)(uint32_t)claim)) {
+        atomic_fetch_or_explicit(&page->state, PAGE_FAILED, memory_order_seq_cst);
+        ordo__shared_page_wake_all(page);
+    }
+}
+
 void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,
                              ordo_deadline_t deadline) {
+    ordo__shared_page_rescue_failure(page);
     uint64_t state = ordo__shared_page_announce(page);
     if ((state & PAGE_FAILED) || (state & PAGE_VALUE_MASK) >= value) {
         return;

@@ -148,8 +148,17 @@ uint32_t ordo__shared_page_sleep_token(shared_page_t *page);
  * bits), reached or not. */
 uint64_t ordo__shared_page_announce(shared_page_t *page);
 
+/* A failure claimed (page->failure) and never published: its claimer
+ * ended between the two (a live one publishes within microseconds, and a
+ * later failer publishes a stalled claim after 10 ms). Publishes it for
+ * the dead claimer (its status is in the claim; its message may be
+ * partial). Sleepers call it at each slice, and the watcher at each look,
+ * so the failure reaches them even when nobody fails the page again. */
+void ordo__shared_page_rescue_failure(shared_page_t *page);
+
 /* One sleep for value (the protocol above) with token, until deadline or
- * one PAGE_SLEEP_SLICE_NS slice. */
+ * one PAGE_SLEEP_SLICE_NS slice (a dead claimer's failure is published
+ * first: ordo__shared_page_rescue_failure). */
 void ordo__shared_page_sleep(shared_page_t *page, uint32_t token, uint64_t value,
                              ordo_deadline_t deadline);
 

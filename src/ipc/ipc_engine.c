@@ -393,7 +393,14 @@ static void *reaper_main(void *arg) {
     for (;;) {
         int n = epoll_wait(engine.epoll_fd, events, 16, whole ? -1 : REAPER_RETRY_MS);
         if (n < 0) {
-            continue; /* EINTR */
+            if (errno != EINTR) {
+                /* The instance is gone (a program that closed descriptors
+                 * it does not own): no spin, a look every retry instead. */
+                struct timespec pause = {0, REAPER_RETRY_MS * 1000000L};
+                nanosleep(&pause, NULL);
+                whole = reaper_scan();
+            }
+            continue;
         }
         for (int i = 0; i < n; ++i) {
             if (events[i].data.ptr == NULL) {

@@ -26,7 +26,9 @@ foreach(line IN LISTS lines)
 endforeach()
 foreach(want cuda_signal_host_wake/cuda_sync_spin cuda_signal_host_wake/seed_ring
              cuda_signal_host_wake/ordo cuda_mem/cuda_async cuda_mem/ordo_pool
-             cuda_replay/ordo_tracker cuda_replay/ordo_replay cuda_replay_end_to_end/ordo_replay)
+             cuda_replay/ordo_tracker cuda_replay/ordo_replay cuda_replay_end_to_end/ordo_replay
+             cuda_graph_refresh/cuda_instantiate cuda_graph_refresh/cuda_update
+             cuda_graph_refresh/ordo_refresh)
   if(NOT want IN_LIST seen)
     message(FATAL_ERROR "no line for ${want}: ${out}\n${err}")
   endif()

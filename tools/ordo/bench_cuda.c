@@ -14,6 +14,12 @@
  *   ordering each launch (ordo_tracker), and, as cuda_replay_end_to_end,
  *   the time per launch from the first submission until both streams are
  *   done, for both.
+ * cuda_graph_refresh: the cuda_replay graph lowered again at every step
+ *   (ordo_graph_refresh, then ordo_graph_replay: host time per launch,
+ *   ordo_refresh, every refresh an update in place) against the same
+ *   kernels captured by hand on one stream and then cuGraphExecUpdate
+ *   (cuda_update) or a new cuGraphInstantiate (cuda_instantiate), each
+ *   followed by cuGraphLaunch.
  * cuda_signal_point: how long after it is enqueued on an idle stream the
  *   host sees a point: a CUDA event polled with cuEventQuery (event_query),
  *   a word written by cuStreamWriteValue64 and read by the host
@@ -50,6 +56,7 @@ static const char *const names[] = {"cuda_event_pool",
                                     "cuda_auto_order_4streams",
                                     "cuda_replay",
                                     "cuda_replay_end_to_end",
+                                    "cuda_graph_refresh",
                                     "cuda_signal_point",
                                     "cuda_signal_point_submit",
                                     "cuda_signal_host_wake",
@@ -400,6 +407,124 @@ static void run_replay(const bench_options_t *options, ordo_device_t *device,
     }
     chain_rig_close(&rig);
     for (int i = 0; i < 4; ++i) {
+        free(samples[i]);
+    }
+}
+
+/* ---- cuda_graph_refresh -------------------------------------------------------- */
+
+/* The chain's kernels captured on one raw stream into a new CUDA graph. */
+static CUgraph raw_capture(CUstream stream, chain_t *chain, uint64_t batch) {
+    check(cu->StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+          "cuStreamBeginCapture");
+    for (uint64_t k = 0; k < batch; ++k) {
+        if (step_enqueue(chain, stream) != ORDO_OK) {
+            bench_fail("a captured launch failed");
+        }
+    }
+    CUgraph graph = NULL;
+    check(cu->StreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    return graph;
+}
+
+static void run_graph_refresh(const bench_options_t *options, ordo_device_t *device,
+                              cuda_kernels_t *kernels) {
+    if (!bench_selected(options, "cuda_graph_refresh")) {
+        return;
+    }
+    if (!cu->StreamBeginCapture || !cu->GraphExecUpdate) {
+        fprintf(stderr, "ordo bench: cuda_graph_refresh skipped: the driver has no "
+                        "cuGraphExecUpdate (CUDA 12.0)\n");
+        return;
+    }
+    bench_sizes_t sz = bench_pick(options, 20, 64);
+    const size_t warmup = 2;
+    chain_rig_t rig;
+    chain_rig_open(&rig, device, kernels, 2);
+    ordo_graph_t *graph = NULL;
+    if (ordo_tracker_record_begin_native(rig.tracker, ORDO_GRAPH_NATIVE_REQUIRE) != ORDO_OK) {
+        bench_fail("cannot record");
+    }
+    chain_rig_submit(&rig, sz.batch);
+    if (ordo_tracker_record_end(rig.tracker, &graph) != ORDO_OK) {
+        fprintf(stderr, "ordo bench: cuda_graph_refresh skipped: %s\n", ordo_error_message());
+        chain_rig_close(&rig);
+        return;
+    }
+    CUstream raw = NULL;
+    check(cu->StreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0), "cuStreamCreate");
+    CUgraphExec exec = NULL;
+    CUgraph first = raw_capture(raw, &rig.chain, sz.batch);
+    check(cu->GraphInstantiateWithFlags(&exec, first, 0), "cuGraphInstantiateWithFlags");
+    check(cu->GraphDestroy(first), "cuGraphDestroy");
+    check(cu->MemsetD8Async(rig.chain.cell, 0, sizeof(unsigned long long), raw), "cuMemsetD8Async");
+    stream_drain(raw);
+    enum { ORDO_REFRESH, CUDA_UPDATE, CUDA_INSTANTIATE, IMPLS };
+    double *samples[IMPLS];
+    for (int i = 0; i < IMPLS; ++i) {
+        samples[i] = samples_alloc(sz.samples);
+    }
+    cuda_device_t *d = device->impl;
+    uint64_t updated = atomic_load(&d->graphs_updated);
+    uint64_t runs = 0;
+    bench_pin(0);
+    for (size_t s = 0; s < sz.samples + warmup; ++s) {
+        uint64_t t0 = bench_now_ns();
+        if (ordo_graph_refresh(graph) != ORDO_OK || ordo_graph_replay(graph) != ORDO_OK) {
+            bench_fail("a refreshed replay failed");
+        }
+        uint64_t t1 = bench_now_ns();
+        chain_rig_finish(&rig);
+        uint64_t t2 = bench_now_ns();
+        CUgraph again = raw_capture(raw, &rig.chain, sz.batch);
+        CUgraphExecUpdateResultInfo info;
+        check(cu->GraphExecUpdate(exec, again, &info), "cuGraphExecUpdate");
+        check(cu->GraphDestroy(again), "cuGraphDestroy");
+        check(cu->GraphLaunch(exec, raw), "cuGraphLaunch");
+        uint64_t t3 = bench_now_ns();
+        stream_drain(raw);
+        uint64_t t4 = bench_now_ns();
+        again = raw_capture(raw, &rig.chain, sz.batch);
+        CUgraphExec fresh = NULL;
+        check(cu->GraphInstantiateWithFlags(&fresh, again, 0), "cuGraphInstantiateWithFlags");
+        check(cu->GraphDestroy(again), "cuGraphDestroy");
+        check(cu->GraphExecDestroy(exec), "cuGraphExecDestroy");
+        exec = fresh;
+        check(cu->GraphLaunch(exec, raw), "cuGraphLaunch");
+        uint64_t t5 = bench_now_ns();
+        stream_drain(raw);
+        runs += 3 * sz.batch;
+        if (s >= warmup) {
+            samples[ORDO_REFRESH][s - warmup] = (double)(t1 - t0) / (double)sz.batch;
+            samples[CUDA_UPDATE][s - warmup] = (double)(t3 - t2) / (double)sz.batch;
+            samples[CUDA_INSTANTIATE][s - warmup] = (double)(t5 - t4) / (double)sz.batch;
+        }
+    }
+    bench_unpin();
+    /* Every refresh of an idle graph was an update in place. */
+    if (atomic_load(&d->graphs_updated) - updated != sz.samples + warmup) {
+        bench_fail("a refresh was instantiated anew, not updated in place");
+    }
+    chain_rig_check(&rig, "cuda_graph_refresh", runs);
+    bench_stats_t stats[IMPLS];
+    for (int i = 0; i < IMPLS; ++i) {
+        stats[i] = bench_summarise(samples[i], sz.samples, sz.batch);
+    }
+    bench_emit("cuda_graph_refresh", "cuda_instantiate", &stats[CUDA_INSTANTIATE], NULL, 0);
+    bench_ratio_t against_instantiate = {"cuda_instantiate", stats[CUDA_UPDATE].median_ns /
+                                                                 stats[CUDA_INSTANTIATE].median_ns};
+    bench_emit("cuda_graph_refresh", "cuda_update", &stats[CUDA_UPDATE], &against_instantiate, 1);
+    bench_ratio_t ratios[2] = {
+        {"cuda_update", stats[ORDO_REFRESH].median_ns / stats[CUDA_UPDATE].median_ns},
+        {"cuda_instantiate", stats[ORDO_REFRESH].median_ns / stats[CUDA_INSTANTIATE].median_ns}};
+    bench_emit("cuda_graph_refresh", "ordo_refresh", &stats[ORDO_REFRESH], ratios, 2);
+    if (ordo_graph_destroy(graph) != ORDO_OK) {
+        bench_fail("cannot destroy the graph");
+    }
+    (void)cu->GraphExecDestroy(exec);
+    (void)cu->StreamDestroy(raw);
+    chain_rig_close(&rig);
+    for (int i = 0; i < IMPLS; ++i) {
         free(samples[i]);
     }
 }
@@ -948,7 +1073,8 @@ void bench_cuda_all(const bench_options_t *options) {
         bench_selected(options, "cuda_auto_order_3streams") ||
         bench_selected(options, "cuda_auto_order_4streams") ||
         bench_selected(options, "cuda_replay") ||
-        bench_selected(options, "cuda_replay_end_to_end")) {
+        bench_selected(options, "cuda_replay_end_to_end") ||
+        bench_selected(options, "cuda_graph_refresh")) {
         cuda_kernels_t kernels;
         char why[256];
         if (!cuda_kernels_load(cu, &kernels, why, sizeof why)) {
@@ -958,6 +1084,7 @@ void bench_cuda_all(const bench_options_t *options) {
                 run_auto_order(options, device, &kernels, n);
             }
             run_replay(options, device, &kernels);
+            run_graph_refresh(options, device, &kernels);
             (void)cu->ModuleUnload(kernels.module);
         }
     }

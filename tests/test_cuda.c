@@ -1425,6 +1425,93 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     launches_free();
 }
 
+/* A host task that fails its stream once opened (bounded). */
+typedef struct failing_gate {
+    _Atomic int open;
+} failing_gate_t;
+
+static ordo_status_t failing_gate_task(void *ctx) {
+    failing_gate_t *g = ctx;
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&g->open) && ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    return ordo_fail(ORDO_ERR_ABORTED, "the gate failed its stream on purpose");
+}
+
+/* Lane 1's launch function at the re-lowering: opens the gate of its own
+ * stream and waits (bounded) until the stream has failed, so the native
+ * replay that follows meets a failed stream on lane 1. */
+typedef struct fail_during_lowering {
+    CUdeviceptr cells;
+    ordo_stream_t *stream;
+    failing_gate_t *gate;
+    int arm;
+} fail_during_lowering_t;
+
+static ordo_status_t fail_during_lowering_launch(void *ctx, ordo_stream_t *stream) {
+    fail_during_lowering_t *f = ctx;
+    combine(stream, f->cells, 1, 1, 1, 0);
+    if (f->arm) {
+        atomic_store(&f->gate->open, 1);
+        ordo_deadline_t until = test_deadline();
+        while (ordo_stream_status(f->stream) == ORDO_OK && ordo_time_now_ns() < until) {
+            sched_yield();
+        }
+    }
+    return ORDO_OK;
+}
+
+/* A native replay refused by one lane's failed stream breaks lane 0 too
+ * (every lane's exit waits for it), but only a refusal by a healthy stream
+ * spends the graph: the next replay reports the failed stream's failure,
+ * not ORDO_ERR_UNAVAILABLE. */
+static void a_native_replay_refused_by_a_failed_stream_reports_its_failure(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(2);
+    ordo_stream_t *s0 = stream_make(), *s1 = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b0, *b1;
+    assert_ok(ordo_buffer_create(tracker, &b0));
+    assert_ok(ordo_buffer_create(tracker, &b1));
+    one_cell_t c = {cells, 0, 0, NULL, 0, 0};
+    failing_gate_t gate = {0};
+    fail_during_lowering_t f = {cells, s1, &gate, 0};
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t a0 = {b0, ORDO_ACCESS_READ_WRITE}, a1 = {b1, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit(tracker, s0, &a0, 1, one_cell_launch, &c));
+    assert_ok(ordo_tracker_submit(tracker, s1, &a1, 1, fail_during_lowering_launch, &f));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+
+    assert_ok(ordo_stream_host_task(s1, failing_gate_task, &gate));
+    f.arm = 1;
+    assert_ok(ordo_graph_refresh(graph));
+    assert_true(ordo_graph_replay(graph) != ORDO_OK); /* lane 1's stream failed under it */
+    assert_int_equal(ordo_stream_status(s0), ORDO_OK);
+    assert_status(ordo_graph_replay(graph), ORDO_ERR_ABORTED);
+    if (!strstr(ordo_error_message(), "on purpose")) {
+        fail_msg("the next replay said \"%s\", not the stream's failure", ordo_error_message());
+    }
+    (void)ordo_tracker_synchronize(tracker, test_deadline());
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_buffer_release(b0, NULL, NULL));
+    assert_ok(ordo_buffer_release(b1, NULL, NULL));
+    (void)ordo_tracker_drain(tracker, test_deadline());
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(s0));
+    assert_ok(ordo_stream_destroy(s1));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
 /* A host task that holds its stream's lane until opened (or the test's
  * deadline passes: then it fails, and so does the test). */
 typedef struct lane_latch {
@@ -2914,6 +3001,7 @@ int main(void) {
         DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
         DEVICE_TEST(a_refresh_lowers_the_graph_again),
         DEVICE_TEST(a_graph_lowered_again_is_updated_in_place_when_it_can_be),
+        DEVICE_TEST(a_native_replay_refused_by_a_failed_stream_reports_its_failure),
         DEVICE_TEST(a_destroy_without_memory_waits_for_a_held_launch),
         DEVICE_TEST(a_replay_behind_a_held_wait_goes_op_by_op),
         DEVICE_TEST(native_replays_are_ordered_among_eager_work),

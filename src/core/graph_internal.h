@@ -135,6 +135,7 @@
 #define ORDO_CORE_GRAPH_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/tracker_internal.h"
@@ -313,8 +314,11 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
 /* A lane whose replay stopped at a refused enqueue (graph_replay.c): its
  * timeline fails with status and message, so the streams waiting on it
  * fail rather than wait forever, and a best-effort host task fails its
- * stream, if the stream still runs, so its later work learns of the gap. */
-void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message);
+ * stream, if the stream still runs, so its later work learns of the gap.
+ * refused_here: its own stream refused (not another lane's, which it
+ * follows); a healthy one doing so spends the graph (lane->spent). */
+void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message,
+                             bool refused_here);
 
 /* Frees the native graph, if any. */
 void ordo__graph_native_free(ordo_graph_t *graph);

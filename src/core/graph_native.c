@@ -250,9 +250,9 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
          * wait on it fail instead of waiting forever; lane 0's too, which
          * every other lane waits on below. */
         snprintf(message, capacity, "ordo_graph_replay: %s: %s", what, ordo_error_message());
-        ordo__graph_lane_broken(&lanes[at], st, message);
+        ordo__graph_lane_broken(&lanes[at], st, message, true);
         if (at != 0) {
-            ordo__graph_lane_broken(first, st, message);
+            ordo__graph_lane_broken(first, st, message, false);
         }
         *out_broken = ((uint64_t)1 << at) | 1u;
     }
@@ -269,7 +269,7 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
                 snprintf(message, capacity, "ordo_graph_replay: %s: %s", what,
                          ordo_error_message());
             }
-            ordo__graph_lane_broken(&lanes[l], exit, message);
+            ordo__graph_lane_broken(&lanes[l], exit, message, true);
             *out_broken |= (uint64_t)1 << l;
         }
     }

@@ -21,15 +21,17 @@ static ordo_status_t launch_failed_task(void *ctx) {
                      "a launch function failed during ordo_graph_replay");
 }
 
-void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message) {
+void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message,
+                             bool refused_here) {
     (void)ordo_signal_fail(lane->timeline, status, message);
     ordo_stream_t *stream = lane->stream;
     const hal_backend_t *backend = stream->device->backend;
     if (backend->status(stream) == ORDO_OK) {
-        /* Refused on a healthy stream: the graph, not the stream, is at
-         * fault from here on (check_streams). A refusal by a failed
-         * stream is that stream's failure, which later replays report. */
-        lane->spent = 1;
+        /* Refused by this healthy stream: the graph, not a stream, is at
+         * fault from here on (check_streams). A refusal by a failed stream
+         * is that stream's failure, which later replays report; so is a
+         * lane broken only for another's refusal. */
+        lane->spent |= refused_here;
         /* The stream itself goes on: best effort, its next work learns of
          * the gap as a failure. */
         (void)backend->host_task(stream, launch_failed_task, (void *)(uintptr_t)status);
@@ -144,7 +146,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
                 first = st;
             }
             broken |= (uint64_t)1 << op->lane;
-            ordo__graph_lane_broken(lane, st, message);
+            ordo__graph_lane_broken(lane, st, message, true);
         }
     }
     *out_broken = broken;

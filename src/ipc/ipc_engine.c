@@ -252,14 +252,18 @@ static watched_process_t *watched_find(pid_t pid, uint64_t start_time) {
 }
 
 /* Starts watching pid; NULL (and *out_ended) when it has ended already:
- * no such process, or another one under its pid; NULL without either when
+ * no such process, or another one under its pid; NULL and *out_retry when
  * it cannot be watched now (no descriptor, no memory: looked at again by
- * the retry of an incomplete scan). */
-static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *out_ended) {
+ * the retry of an incomplete scan); NULL and neither on a kernel without
+ * pidfds (before Linux 5.3), where no signaller can be watched. */
+static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *out_ended,
+                                        bool *out_retry) {
     *out_ended = false;
+    *out_retry = false;
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0) {
         *out_ended = errno == ESRCH;
+        *out_retry = errno != ESRCH && errno != ENOSYS;
         return NULL;
     }
     /* The pidfd names whatever process has the pid now: it is the
@@ -273,6 +277,7 @@ static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *ou
     watched_process_t *w = ordo__alloc(sizeof *w, 0);
     if (!w) {
         close(pidfd);
+        *out_retry = true;
         return NULL;
     }
     w->pid = pid;
@@ -293,6 +298,7 @@ static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *ou
     if (epoll_ctl(engine.epoll_fd, EPOLL_CTL_ADD, pidfd, &event) != 0) {
         close(pidfd);
         ordo__dealloc(w, sizeof *w, 0);
+        *out_retry = true;
         return NULL;
     }
     w->next = engine.watched;
@@ -359,8 +365,9 @@ static bool reaper_scan(void) {
             watched_process_t *w = watched_find(pid, start);
             bool ended = false;
             if (!w) {
-                w = watch_process(pid, start, &ended);
-                whole &= w != NULL || ended;
+                bool retry = false;
+                w = watch_process(pid, start, &ended, &retry);
+                whole &= !retry;
             }
             if (w) {
                 w->seen = true;

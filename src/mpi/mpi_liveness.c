@@ -173,14 +173,6 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi) {
 bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
     uint64_t timeout = atomic_load_explicit(&mpi->peer_timeout_ns, memory_order_acquire);
     uint64_t now = ordo_time_now_ns();
-    /* Stamps what came since the last pass: every rank's, so that one
-     * becoming a peer later counts from its own mark, not an older one. */
-    for (int rank = 0; rank < mpi->size; ++rank) {
-        if (atomic_load_explicit(&mpi->heard[rank], memory_order_relaxed) &&
-            atomic_exchange_explicit(&mpi->heard[rank], 0, memory_order_relaxed)) {
-            mpi->heard_ns[rank] = now;
-        }
-    }
     /* A shorter timeout set since the last beat brings the next one in. */
     uint64_t period = timeout / HEARTBEATS_PER_TIMEOUT;
     if (mpi->next_heartbeat_ns > now + period) {
@@ -189,6 +181,17 @@ bool ordo__mpi_liveness_progress(ordo_mpi_t *mpi) {
     bool beat = now >= mpi->next_heartbeat_ns;
     bool found = false;
     pthread_mutex_lock(&mpi->lock);
+    /* Stamps what came since the last pass: every rank's, so that one
+     * becoming a peer later counts from its own mark, not an older one.
+     * Under the lock, as peers_mark: an open adds its handle and marks its
+     * owner heard under it, so this pass sees both or neither (a handle
+     * seen without its mark would judge the owner by an old stamp). */
+    for (int rank = 0; rank < mpi->size; ++rank) {
+        if (atomic_load_explicit(&mpi->heard[rank], memory_order_relaxed) &&
+            atomic_exchange_explicit(&mpi->heard[rank], 0, memory_order_relaxed)) {
+            mpi->heard_ns[rank] = now;
+        }
+    }
     peers_mark(mpi);
     for (int rank = 0; rank < mpi->size; ++rank) {
         if (!mpi->peers[rank] || ordo__mpi_rank_dead(mpi, rank)) {

@@ -69,19 +69,11 @@ static void handle_free(shared_handle_t *h) {
 static signal_release_t op_release(signal_remote_t *remote) {
     shared_handle_t *h = handle_of(remote);
     ordo__ipc_engine_lock();
-    signal_release_t release = SIGNAL_RELEASE_LAST; /* a pin's, after the program's last */
-    if (!h->program_done) {
-        if (ordo__signal_references(h->remote.signal) > h->pins + 1) {
-            (void)ordo__signal_release_unless_last(h->remote.signal);
-            release = SIGNAL_RELEASE_DROPPED;
-        } else {
-            h->program_done = true;
-            if (h->registered) {
-                h->registered = false;
-                (void)ordo__shared_page_unregister(h->page, getpid());
-            }
-            release = h->pins ? SIGNAL_RELEASE_END_PINNED : SIGNAL_RELEASE_LAST;
-        }
+    signal_release_t release =
+        ordo__signal_release_pinned(h->remote.signal, h->pins, &h->program_done);
+    if (h->program_done && h->registered) {
+        h->registered = false;
+        (void)ordo__shared_page_unregister(h->page, getpid());
     }
     ordo__ipc_engine_unlock();
     return release;

@@ -628,27 +628,6 @@ static ordo_status_t free_now_locked(pool_t *p, pool_block_t *b, ordo_stream_t *
     return st;
 }
 
-static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                     ordo_stream_t *stream) {
-    static const char api[] = "ordo_mem_deallocate";
-    pool_t *p = (pool_t *)resource;
-    pool_block_t *b = (pool_block_t *)block;
-    ordo_status_t st;
-    /* Under the lock: a recording begins and ends under it. A block bound
-     * to a graph is refused first, in a recording too (where another graph
-     * may have been rebound to a block allocated in it). */
-    ordo_rlock_lock(&p->tracker->lock);
-    if (ORDO_UNLIKELY(b->history.graph_binds)) {
-        st = refuse_bound(b, api);
-    } else if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
-        st = stream ? graph_freed(p, b, stream) : refused_while_recording(p, api);
-    } else {
-        st = free_now_locked(p, b, stream);
-    }
-    ordo_rlock_unlock(&p->tracker->lock);
-    return st;
-}
-
 /* A release the recording held (ordo__graph_release_after), now that it
  * ended. */
 static void pool_release_after(void *block, ordo_stream_t *stream) {
@@ -669,10 +648,13 @@ static void pool_release_after(void *block, ordo_stream_t *stream) {
     ordo_rlock_unlock(&p->tracker->lock);
 }
 
-/* An adaptor's release (mem_release): in a recording, held until it ends
- * rather than taken by it or refused (which would fail it). */
-static ordo_status_t pool_release(ordo_mem_resource_t *resource, ordo_block_t *block,
-                                  ordo_stream_t *stream) {
+/* A free (release: an adaptor's, mem_release), under the lock, where a
+ * recording begins and ends. A block bound to a graph is refused first,
+ * in a recording too (where another graph may have been rebound to a block
+ * allocated in it). In a recording, a free is the graph's (graph_freed)
+ * and a release waits for its end, taken by no recording. */
+static ordo_status_t pool_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                               ordo_stream_t *stream, bool release) {
     static const char api[] = "ordo_mem_deallocate";
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
@@ -681,13 +663,27 @@ static ordo_status_t pool_release(ordo_mem_resource_t *resource, ordo_block_t *b
     if (ORDO_UNLIKELY(b->history.graph_binds)) {
         st = refuse_bound(b, api);
     } else if (ORDO_UNLIKELY(tracker_recording(p->tracker))) {
-        graph_block_t held = {&b->history, b, pool_release_after, stream, b->base.bytes};
-        st = ordo__graph_release_after(p->tracker, &held, api);
+        if (release) {
+            graph_block_t held = {&b->history, b, pool_release_after, stream, b->base.bytes};
+            st = ordo__graph_release_after(p->tracker, &held, api);
+        } else {
+            st = stream ? graph_freed(p, b, stream) : refused_while_recording(p, api);
+        }
     } else {
         st = free_now_locked(p, b, stream);
     }
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
+}
+
+static ordo_status_t pool_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream) {
+    return pool_free(resource, block, stream, false);
+}
+
+static ordo_status_t pool_release(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                  ordo_stream_t *stream) {
+    return pool_free(resource, block, stream, true);
 }
 
 static int pool_records(ordo_mem_resource_t *resource) {

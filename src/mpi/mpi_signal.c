@@ -224,16 +224,8 @@ static void op_interrupt(signal_remote_t *remote) {
 static signal_release_t op_release(signal_remote_t *remote) {
     mpi_remote_t *r = remote_of(remote);
     pthread_mutex_lock(&r->mpi->lock);
-    signal_release_t release = SIGNAL_RELEASE_LAST; /* a pin's, after the program's last */
-    if (!r->program_done) {
-        if (ordo__signal_references(r->remote.signal) > r->pins + 1) {
-            (void)ordo__signal_release_unless_last(r->remote.signal);
-            release = SIGNAL_RELEASE_DROPPED;
-        } else {
-            r->program_done = true;
-            release = r->pins ? SIGNAL_RELEASE_END_PINNED : SIGNAL_RELEASE_LAST;
-        }
-    }
+    signal_release_t release =
+        ordo__signal_release_pinned(r->remote.signal, r->pins, &r->program_done);
     pthread_mutex_unlock(&r->mpi->lock);
     return release;
 }

@@ -142,6 +142,21 @@ bool ordo__signal_release_unless_last(ordo_signal_t *signal) {
     return false;
 }
 
+signal_release_t ordo__signal_release_pinned(ordo_signal_t *signal, uint32_t pins,
+                                             bool *program_done) {
+    if (*program_done) {
+        return SIGNAL_RELEASE_LAST; /* a pin's, after the program's last */
+    }
+    /* Only releases, all under the owner's lock, lower the count: the
+     * program keeps others when more than the pins and this one are left. */
+    if (ordo__signal_references(signal) > pins + 1) {
+        (void)ordo__signal_release_unless_last(signal);
+        return SIGNAL_RELEASE_DROPPED;
+    }
+    *program_done = true;
+    return pins ? SIGNAL_RELEASE_END_PINNED : SIGNAL_RELEASE_LAST;
+}
+
 uint32_t ordo__signal_references(const ordo_signal_t *signal) {
     return atomic_load_explicit(&signal->refs, memory_order_acquire);
 }

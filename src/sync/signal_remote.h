@@ -125,6 +125,13 @@ uint32_t ordo__signal_references(const ordo_signal_t *signal);
  * hook: for an owner that drops references of its own under its lock. */
 bool ordo__signal_release_unless_last(ordo_signal_t *signal);
 
+/* The release hook's decision for an owner with pins (signal_remote_ops_t
+ * .release), under the owner's lock, where its pins are taken and dropped:
+ * pins is their count now, *program_done the owner's flag for the handle
+ * (set here when the program's last reference goes). */
+signal_release_t ordo__signal_release_pinned(ordo_signal_t *signal, uint32_t pins,
+                                             bool *program_done);
+
 /* Takes a reference unless the last one is gone already (false then):
  * for an owner that finds handles in a list of its own. */
 bool ordo__signal_try_retain(ordo_signal_t *signal);

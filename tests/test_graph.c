@@ -1292,6 +1292,20 @@ static void bound_and_guarded_blocks_and_recordings(void **state) {
     }
     assert_ok(made);
 
+    /* A block a graph is bound to: its free through the guard is refused
+     * at once, not quarantined (the replays use its memory). */
+    ordo_block_t *bound;
+    assert_ok(ordo_mem_allocate(guard, 64, 0, f.a, 0, &bound, NULL));
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_access_t wb = {block_buffer(bound), ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.a, &wb, 1, noop, NULL));
+    assert_ok(ordo_tracker_record_end(f.tracker, &g1));
+    assert_status(ordo_mem_deallocate(guard, bound, f.a), ORDO_ERR_BUSY);
+    check_owner_named("graph");
+    assert_ok(ordo_graph_replay(g1));
+    assert_ok(ordo_graph_destroy(g1));
+    assert_ok(ordo_mem_deallocate(guard, bound, f.a));
+
     /* A free in the recording, through the guard: the graph's memory. */
     ordo_buffer_t *out = buffer_make(f.tracker);
     uint64_t out_value = 0;

@@ -26,6 +26,7 @@
  * and bad input.
  * TEST_MPI_CASE=<name> runs one case. */
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -1522,6 +1523,55 @@ static void destroy_ends_subscriptions(void) {
     }
 }
 
+/* A handle's last reference dropped on another thread, whose end (the
+ * callbacks it runs) is still under way: the destroy waits for its close,
+ * which touches the ordo_mpi_t, and says so at its deadline rather than
+ * freeing under it. */
+typedef struct slow_end {
+    _Atomic int entered;
+    _Atomic int open;
+} slow_end_t;
+
+static void slow_end_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    slow_end_t *e = ctx;
+    atomic_store(&e->entered, 1);
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&e->open) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+}
+
+static void *release_main(void *arg) {
+    (void)ordo_signal_release(arg);
+    return NULL;
+}
+
+static void destroy_waits_for_a_closing_handle(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *published = NULL, *observed = NULL;
+    REQUIRE_OK(ordo_signal_create(0, &published));
+    REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, published, 91));
+    ranks_meet(__LINE__);
+    REQUIRE_OK(ordo_mpi_signal_open(f.mpi, (rank + 1) % size, 91, &observed));
+    slow_end_t e = {0, 0};
+    ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+    REQUIRE_OK(ordo_timepoint_arm(&tp, observed, 5, slow_end_fire, &e));
+    pthread_t releaser;
+    CHECK(pthread_create(&releaser, NULL, release_main, observed) == 0);
+    while (!atomic_load(&e.entered)) {
+        sched_yield();
+    }
+    CHECK_STATUS(ordo_mpi_destroy(f.mpi, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
+    CHECK(strstr(ordo_error_message(), "still closing") != NULL);
+    atomic_store(&e.open, 1);
+    CHECK(pthread_join(releaser, NULL) == 0);
+    ranks_meet(__LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    CHECK_OK(ordo_signal_release(published));
+}
+
 /* ---- a stall report across ranks ----------------------------------------- */
 
 /* A deliberate cycle round the ranks: each rank's consumer stream waits
@@ -1654,6 +1704,7 @@ int main(int argc, char **argv) {
         {"liveness_timeout_shortened_later", liveness_timeout_shortened_later},
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
+        {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

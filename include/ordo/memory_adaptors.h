@@ -222,7 +222,9 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * (freeing it again is a double free); the budget, statistics and logging
  * adaptors above a guard count it as freed and pass the status on.
  *
- * A block freed while a pool below records a graph goes upstream at once,
+ * A block a graph is bound to is refused at its free (ORDO_ERR_BUSY, as a
+ * pool below would), not quarantined. A block freed while a pool below
+ * records a graph goes upstream at once,
  * past the quarantine, for the recording to take (ordo/graph.h: the
  * graph's replays use its memory, which the guard then neither poisons nor
  * checks); blocks leaving the quarantine meanwhile go back when the

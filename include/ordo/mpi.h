@@ -70,8 +70,11 @@ typedef struct ordo_mpi ordo_mpi_t;
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
                               ordo_mpi_t **out_mpi);
 
-/** Waits until every operation submitted has completed or the stream has
- * failed (the deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
+/** ORDO_ERR_BUSY while a handle of ordo_mpi_signal_open is still open.
+ * Waits for a handle released on another thread (a stream's worker
+ * dropping the last reference) to finish closing, and until every
+ * operation submitted has completed or the stream has failed (the
+ * deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
  * stops the progress thread and frees the duplicate communicators; the
  * observers of its published signals (and those waiting for signals it
  * never published) fail with ORDO_ERR_CANCELLED. Returns the

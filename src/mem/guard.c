@@ -560,6 +560,17 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         findings_publish(g, &f);
         return st;
     }
+    /* The block is this call's now. Refused here rather than after the
+     * quarantine (a graph bound to it: its replays use the memory the
+     * quarantine would poison, and the release would be refused). */
+    ordo_status_t refused = mem_free_check(resource->upstream, b->inner);
+    if (refused != ORDO_OK) {
+        atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
+        if (timeline) {
+            (void)ordo_signal_release(timeline);
+        }
+        return refused;
+    }
     check_canaries(b, &f); /* what the host overwrote so far */
     if (mem_records(resource->upstream)) {
         if (timeline) {
@@ -624,6 +635,12 @@ static ordo_status_t guard_record_use(ordo_mem_resource_t *resource, ordo_block_
         return refuse_foreign((guard_resource_t *)resource, block, "ordo_mem_record_use");
     }
     return ordo__mem_forward_record_use(resource, ((guard_block_t *)block)->inner, stream);
+}
+
+/* The guard's blocks are its own: the resources below know its inner ones. */
+static ordo_status_t guard_free_check(ordo_mem_resource_t *resource, const ordo_block_t *block) {
+    const ordo_block_t *inner = ((const guard_block_t *)block)->inner;
+    return inner ? mem_free_check(resource->upstream, inner) : ORDO_OK;
 }
 
 static ordo_buffer_t *guard_block_buffer(ordo_mem_resource_t *resource, const ordo_block_t *block) {
@@ -731,6 +748,7 @@ static const mem_resource_ops_t guard_ops = {
     .kind = "guard",
     .allocate = guard_allocate,
     .deallocate = guard_deallocate,
+    .free_check = guard_free_check,
     .bytes_outstanding = guard_bytes_outstanding,
     .reap_pending = guard_reap_pending,
     .supports_use_tracking = ordo__mem_forward_supports_use_tracking,

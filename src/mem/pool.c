@@ -686,6 +686,15 @@ static ordo_status_t pool_release(ordo_mem_resource_t *resource, ordo_block_t *b
     return pool_free(resource, block, stream, true);
 }
 
+static ordo_status_t pool_free_check(ordo_mem_resource_t *resource, const ordo_block_t *block) {
+    pool_t *p = (pool_t *)resource;
+    const pool_block_t *b = (const pool_block_t *)block;
+    ordo_rlock_lock(&p->tracker->lock);
+    ordo_status_t st = b->history.graph_binds ? refuse_bound(b, "ordo_mem_deallocate") : ORDO_OK;
+    ordo_rlock_unlock(&p->tracker->lock);
+    return st;
+}
+
 static int pool_records(ordo_mem_resource_t *resource) {
     return tracker_recording(((pool_t *)resource)->tracker);
 }
@@ -882,6 +891,7 @@ static const mem_resource_ops_t pool_ops = {
     .deallocate = pool_deallocate,
     .release = pool_release,
     .records = pool_records,
+    .free_check = pool_free_check,
     .bytes_outstanding = pool_bytes_outstanding,
     .reap_pending = pool_reap_pending,
     .supports_use_tracking = pool_supports_use_tracking,

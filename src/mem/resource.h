@@ -59,6 +59,13 @@ typedef struct mem_resource_ops {
      * recording (a pool whose tracker records). Adaptors leave it NULL:
      * mem_records asks the resources below them. */
     int (*records)(ordo_mem_resource_t *resource);
+    /* Optional: ORDO_OK if block may be freed now, else why not (a pool:
+     * a graph is bound to it, ORDO_ERR_BUSY), for an adaptor that keeps a
+     * freed block a while (a guard's quarantine): refused at its free,
+     * rather than at its release, where the refusal would leak it. NULL:
+     * mem_free_check asks the resources below (an adaptor that hands out
+     * blocks of its own, as the guard does, answers for them itself). */
+    ordo_status_t (*free_check)(ordo_mem_resource_t *resource, const ordo_block_t *block);
     uint64_t (*bytes_outstanding)(ordo_mem_resource_t *resource);
     ordo_status_t (*reap_pending)(ordo_mem_resource_t *resource, ordo_deadline_t deadline);
     int (*supports_use_tracking)(ordo_mem_resource_t *resource);
@@ -189,6 +196,17 @@ static inline ordo_status_t mem_release(ordo_mem_resource_t *r, ordo_block_t *bl
                                         ordo_stream_t *stream) {
     return r->ops->release ? r->ops->release(r, block, stream)
                            : r->ops->deallocate(r, block, stream);
+}
+
+/* Whether block may be freed through r now: the first resource down r's
+ * stack that can tell says (ORDO_OK when none can). */
+static inline ordo_status_t mem_free_check(ordo_mem_resource_t *r, const ordo_block_t *block) {
+    for (; r; r = r->upstream) {
+        if (r->ops->free_check) {
+            return r->ops->free_check(r, block);
+        }
+    }
+    return ORDO_OK;
 }
 
 /* Whether a free through r now goes into a recording: the first resource

@@ -220,21 +220,34 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
-    pthread_mutex_lock(&mpi->subscribe_lock); /* no handle's close is under way */
-    pthread_mutex_lock(&mpi->lock);
-    /* A handle only the progress thread holds (a pull under way after the
-     * program's last release) is not the program's: it closes when the
-     * pull ends, before the thread is stopped below. */
-    bool observing = false;
-    for (mpi_remote_t *r = mpi->remotes; r && !observing; r = r->next) {
-        observing = !r->program_done && ordo__signal_references(r->remote.signal) > r->pins;
-    }
-    pthread_mutex_unlock(&mpi->lock);
-    pthread_mutex_unlock(&mpi->subscribe_lock);
-    if (observing) {
-        return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "signals opened with ordo_mpi_signal_open are still open: release "
-                           "them first");
+    /* A handle the program released is still in the list until its close
+     * (after its end, which runs its callbacks, on the releasing thread:
+     * perhaps a stream's worker) or until the progress thread drops its
+     * pin; the close touches mpi, so the destroy waits for it. */
+    for (;;) {
+        pthread_mutex_lock(&mpi->subscribe_lock); /* no handle's close is under way */
+        pthread_mutex_lock(&mpi->lock);
+        bool observing = false, closing = false;
+        for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
+            observing |= !r->program_done;
+            closing |= r->program_done;
+        }
+        pthread_mutex_unlock(&mpi->lock);
+        pthread_mutex_unlock(&mpi->subscribe_lock);
+        if (observing) {
+            return ordo__error(ORDO_ERR_BUSY, __func__,
+                               "signals opened with ordo_mpi_signal_open are still open: "
+                               "release them first");
+        }
+        if (!closing) {
+            break;
+        }
+        if ((ordo_deadline_t)ordo_time_now_ns() >= deadline) {
+            return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                               "deadline passed while a released signal handle was still "
+                               "closing (nothing freed)");
+        }
+        sched_yield();
     }
     /* Every operation's point is waited for on the stream, after it: the
      * stream has run all once it is synchronized (or it failed). */

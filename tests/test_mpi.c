@@ -1528,6 +1528,8 @@ static void destroy_ends_subscriptions(void) {
  * which touches the ordo_mpi_t, and says so at its deadline rather than
  * freeing under it. */
 typedef struct slow_end {
+    ordo_mpi_t *mpi;
+    _Atomic int destroy_status; /* a destroy from inside the end's callback */
     _Atomic int entered;
     _Atomic int open;
 } slow_end_t;
@@ -1535,6 +1537,8 @@ typedef struct slow_end {
 static void slow_end_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
     (void)status, (void)timepoint;
     slow_end_t *e = ctx;
+    /* It could only wait for itself: refused. */
+    atomic_store(&e->destroy_status, (int)ordo_mpi_destroy(e->mpi, ORDO_DEADLINE_NEVER));
     atomic_store(&e->entered, 1);
     ordo_deadline_t until = test_deadline();
     while (!atomic_load(&e->open) && (ordo_deadline_t)ordo_time_now_ns() < until) {
@@ -1555,7 +1559,7 @@ static void destroy_waits_for_a_closing_handle(void) {
     REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, published, 91));
     ranks_meet(__LINE__);
     REQUIRE_OK(ordo_mpi_signal_open(f.mpi, (rank + 1) % size, 91, &observed));
-    slow_end_t e = {0, 0};
+    slow_end_t e = {f.mpi, -1, 0, 0};
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     REQUIRE_OK(ordo_timepoint_arm(&tp, observed, 5, slow_end_fire, &e));
     pthread_t releaser;
@@ -1565,6 +1569,7 @@ static void destroy_waits_for_a_closing_handle(void) {
     }
     CHECK_STATUS(ordo_mpi_destroy(f.mpi, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     CHECK(strstr(ordo_error_message(), "still closing") != NULL);
+    CHECK(atomic_load(&e.destroy_status) == (int)ORDO_ERR_BUSY);
     atomic_store(&e.open, 1);
     CHECK(pthread_join(releaser, NULL) == 0);
     ranks_meet(__LINE__);

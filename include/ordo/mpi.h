@@ -72,7 +72,8 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 /** ORDO_ERR_BUSY while a handle of ordo_mpi_signal_open is still open.
  * Waits for a handle released on another thread (a stream's worker
- * dropping the last reference) to finish closing, and until every
+ * dropping the last reference) to finish closing (from inside a callback,
+ * which that close may be waiting for, ORDO_ERR_BUSY instead), and until every
  * operation submitted has completed or the stream has failed (the
  * deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
  * stops the progress thread and frees the duplicate communicators; the

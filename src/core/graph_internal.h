@@ -182,6 +182,10 @@ typedef struct graph_lane {
     /* An enqueue on it was refused while its stream was healthy (no
      * memory): the graph is spent (ordo__graph_lane_broken). */
     uint8_t spent;
+    /* An enqueue on it was refused (its own stream's refusal, not a break
+     * for another lane's): its stream's failure is the one later replays
+     * report first. */
+    uint8_t refused;
 } graph_lane_t;
 
 /* A tracker buffer the graph uses, bound by its role in the recording. */

@@ -24,6 +24,7 @@ static ordo_status_t launch_failed_task(void *ctx) {
 void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message,
                              bool refused_here) {
     (void)ordo_signal_fail(lane->timeline, status, message);
+    lane->refused |= refused_here;
     ordo_stream_t *stream = lane->stream;
     const hal_backend_t *backend = stream->device->backend;
     if (backend->status(stream) == ORDO_OK) {
@@ -51,11 +52,18 @@ static ordo_status_t check_streams(const ordo_graph_t *graph) {
                                graph->spent_why);
         }
     }
-    for (uint32_t l = 0; l < graph->lane_count; ++l) {
-        ordo_stream_t *stream = graph->lanes[l].stream;
-        ordo_status_t st = stream->device->backend->status(stream);
-        if (ORDO_UNLIKELY(st != ORDO_OK)) {
-            return ordo__error_as(st, API);
+    /* The stream that refused first: the failures ordo then put on the
+     * other lanes' streams (a failing task in the gap) only echo it. */
+    for (int refused = 1; refused >= 0; --refused) {
+        for (uint32_t l = 0; l < graph->lane_count; ++l) {
+            if (refused && !graph->lanes[l].refused) {
+                continue;
+            }
+            ordo_stream_t *stream = graph->lanes[l].stream;
+            ordo_status_t st = stream->device->backend->status(stream);
+            if (ORDO_UNLIKELY(st != ORDO_OK)) {
+                return ordo__error_as(st, API);
+            }
         }
     }
     return ORDO_OK;

@@ -11,6 +11,7 @@
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mpi/mpi_internal.h"
+#include "sync/signal_access.h"
 
 /* How long the stream's worker tests a request it has just started before
  * it hands it to the progress thread (a hand-off costs two thread
@@ -241,6 +242,12 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
         }
         if (!closing) {
             break;
+        }
+        if (ordo__timepoints_running_here()) {
+            /* From a callback: perhaps the very end being waited for. */
+            return ordo__error(ORDO_ERR_BUSY, __func__,
+                               "a released signal handle is still closing, and a callback "
+                               "cannot wait for it: destroy from outside callbacks");
         }
         if ((ordo_deadline_t)ordo_time_now_ns() >= deadline) {
             return ordo__error(ORDO_ERR_TIMEOUT, __func__,

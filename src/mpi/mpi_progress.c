@@ -69,7 +69,9 @@ void ordo__mpi_finish(ordo_mpi_t *mpi, mpi_op_t *op, int code, char *out_message
     char text[MPI_MAX_ERROR_STRING] = "";
     ordo__mpi_error_text(code, text);
     char message[ORDO_SIGNAL_MESSAGE_MAX];
-    snprintf(message, sizeof message, "%s (operation %llu, rank %d): %s", name,
+    /* MPI's text is cut to what the message has room for (a longer one
+     * would be cut anyway; saying so keeps -Wformat-truncation quiet). */
+    snprintf(message, sizeof message, "%s (operation %llu, rank %d): %.96s", name,
              (unsigned long long)seq, mpi->rank, text);
     (void)ordo_signal_fail(mpi->done, ORDO_ERR_DEVICE, message);
     if (out_message) {

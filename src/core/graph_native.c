@@ -197,8 +197,7 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
         /* Lowered before: the backend may update that one in place. */
         st = backend->graph_remake(graph->native, w.nodes, w.node_count, &native, api);
         if (st == ORDO_OK && native == graph->native) {
-            lowering_free(&w, graph);
-            atomic_store_explicit(&graph->native_on, 1, memory_order_relaxed);
+            lowering_free(&w, graph); /* updated in place: native_on stays set */
             return ORDO_OK;
         }
     } else if (st == ORDO_OK) {

@@ -4,9 +4,9 @@
 #include <signal.h>
 #include <limits.h>
 #include <sched.h>
-#include <stdio.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -22,12 +22,11 @@
  *     final).
  * A message is stamped with the clock reading of the progress thread's
  * next liveness pass (a receiver only sets a flag: no clock read on the
- * latency path). Within the bound: a rank
- * that dies is found dead between timeout and timeout plus a heartbeat's
- * period plus two milliseconds after its last message (a pass stamps it
- * at most a millisecond late, and the next pass that finds the silence
- * comes at most a millisecond after the timeout). Every rank must use the
- * same timeout.
+ * latency path). Within the bound: a rank that dies is found dead between
+ * timeout and timeout plus a heartbeat's period plus two milliseconds
+ * after its last message (a pass stamps it at most a millisecond late, and
+ * the next pass that finds the silence comes at most a millisecond after
+ * the timeout). Every rank must use the same timeout.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "ordo/signal.h"
+#include "ordo/time.h"
 
 /* What a remote's release hook leaves to the caller (signal_remote_ops_t). */
 typedef enum signal_release {
@@ -44,7 +45,6 @@ typedef enum signal_release {
     SIGNAL_RELEASE_LAST,
     SIGNAL_RELEASE_END_PINNED,
 } signal_release_t;
-#include "ordo/time.h"
 
 typedef struct signal_remote signal_remote_t;
 

@@ -230,6 +230,16 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * checks); blocks leaving the quarantine meanwhile go back when the
  * recording ends.
  *
+ * Over a pool (an upstream that tracks uses), memory leaves the quarantine
+ * only in the guard's calls on the program's side: ordo_mem_allocate,
+ * ordo_mem_deallocate, ordo_mem_reap_pending, ordo_mem_guard_drain and
+ * the destroy, never on the stream's worker that reached a free point.
+ * Giving memory back to a pool is a free ordered on the pool's tracker,
+ * whose state the program's threads use without its lock when one thread
+ * uses the tracker (ordo/tracker.h). The quarantine may then hold more
+ * than its bounds until the guard's next such call. Over any other
+ * upstream, the thread that reached the free point gives the overflow back.
+ *
  * The checks read the block's memory from the host: the guard refuses
  * (ORDO_ERR_UNSUPPORTED) a device whose memory the host cannot read
  * (info.device_memory), so today it runs on the CPU backend. It is a debug

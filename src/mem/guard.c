@@ -366,7 +366,8 @@ static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) 
 }
 
 /* Releases quarantined blocks, oldest first, while the quarantine is over
- * its bounds (all = 1: until it is empty). */
+ * its bounds (all = 1: until it is empty). Over an upstream that tracks
+ * uses, only on the program's side (see evict_overflow). */
 static void evict(guard_resource_t *g, int all, findings_t *f) {
     for (;;) {
         pthread_mutex_lock(&g->lock);
@@ -385,6 +386,34 @@ static void evict(guard_resource_t *g, int all, findings_t *f) {
     }
 }
 
+/* The quarantine's overflow, given back by a call on the program's side
+ * (allocate, deallocate, reap): its findings are counted and reported,
+ * not raised, since they are not that call's, and the call's own status
+ * (st) keeps its message.
+ *
+ * Over a pool (an upstream that tracks uses), a release is a free ordered
+ * on the pool's tracker: it writes the tracker's state, which the
+ * program's threads read and write without its lock when one thread uses
+ * the tracker (ordo/tracker.h: externally synchronised). A free point is
+ * reached on a stream's worker, a thread the program does not know of, so
+ * there the block only enters the quarantine, and the overflow waits for
+ * the guard's next call here, made under the program's own ordering. */
+static ordo_status_t evict_overflow(guard_resource_t *g, ordo_status_t st) {
+    char message[512]; /* the size of the thread's message */
+    if (st != ORDO_OK) {
+        snprintf(message, sizeof message, "%s", ordo_error_message());
+    }
+    uint64_t messages = ordo__error_count();
+    findings_t f;
+    findings_init(&f);
+    evict(g, 0, &f);
+    findings_publish(g, &f);
+    if (st != ORDO_OK && ordo__error_count() != messages) {
+        (void)ordo__error(st, NULL, "%s", message);
+    }
+    return st;
+}
+
 /* --- Allocation --- */
 
 static size_t round_up(size_t n, size_t to) {
@@ -394,6 +423,9 @@ static size_t round_up(size_t n, size_t to) {
 static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
                                     ordo_block_t **out_block) {
     guard_resource_t *g = (guard_resource_t *)resource;
+    if (g->release_on_stream) {
+        (void)evict_overflow(g, ORDO_OK);
+    }
     size_t front = round_up(g->config.canary_bytes, request->alignment);
     size_t rear = g->config.canary_bytes;
     if (request->bytes > ORDO_MEM_MAX_BYTES - front - rear) {
@@ -497,7 +529,9 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     g->quarantined_bytes += b->inner_bytes;
     pthread_mutex_unlock(&g->lock);
     atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
-    evict(g, 0, &f);
+    if (!g->release_on_stream) {
+        evict(g, 0, &f); /* a settled free, on any thread */
+    }
     findings_publish(g, &f);
     ordo__mem_frees_done(&g->frees_pending);
 }
@@ -590,14 +624,15 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     atomic_fetch_add_explicit(&g->frees_pending, 1, memory_order_relaxed);
     if (!stream) {
         free_point_reached(b, ORDO_OK, NULL);
-        return st;
+    } else {
+        /* After the arm, b may be quarantined and reused by other threads. */
+        b->free_timeline = timeline;
+        b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+        (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
+        /* On a failed stream the block is poisoned and let go at once. */
+        st = ordo__mem_free_point_enqueue(stream, timeline, st);
     }
-    /* After the arm, b may be quarantined and reused by other threads. */
-    b->free_timeline = timeline;
-    b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
-    (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
-    /* On a failed stream the block is poisoned and let go at once. */
-    return ordo__mem_free_point_enqueue(stream, timeline, st);
+    return g->release_on_stream ? evict_overflow(g, st) : st;
 }
 
 /* --- Forwarded calls --- */
@@ -610,6 +645,9 @@ static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
 static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     guard_resource_t *g = (guard_resource_t *)resource;
     ORDO_RETURN_IF_ERROR(ordo__mem_frees_wait(&g->frees_pending, deadline));
+    if (g->release_on_stream) {
+        (void)evict_overflow(g, ORDO_OK); /* then reaped below */
+    }
     return ordo__mem_forward_reap_pending(resource, deadline);
 }
 

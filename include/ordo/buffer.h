@@ -28,7 +28,11 @@
 ORDO_BEGIN_DECLS
 
 /** Frees the real resource; runs once, never under an ordo lock, never on a
- * stream's worker or a driver thread. */
+ * stream's worker or a driver thread. It runs on the tracker's reclaimer
+ * thread (or the releasing thread) beside the program's calls on the
+ * tracker: it may call the tracker, release its buffers or free memory of
+ * a pool on it only if every thread that uses the tracker holds
+ * ordo_tracker_lock (the pool's own calls take it). */
 typedef void (*ordo_reclaim_fn)(void *ctx);
 
 /** Creates a buffer of tracker: a handle with an empty access history, to

@@ -276,7 +276,8 @@ typedef struct ordo_mem_guard_detection {
 
 /** Called once per finding, on the thread that found it (possibly a
  * stream's worker), never under a lock of ordo's. Must not block and must
- * not call into the same guard. */
+ * not call into the same guard, nor into a pool or tracker below it (a
+ * stream's worker runs beside the program's unlocked tracker calls). */
 typedef void (*ordo_mem_guard_report_fn)(void *user, const ordo_mem_guard_detection_t *detection);
 
 /** The settings of a guard (ordo_mem_guard_config_default gives the defaults). */

@@ -27,13 +27,19 @@ static void *reclaimer_main(void *arg) {
             continue;
         }
         /* User callbacks run outside every ordo lock. */
+        uint64_t done = 0;
         while (batch) {
             ordo_buffer_t *next = batch->next_reclaim;
             ordo__buffer_reclaim_now(tracker, batch);
-            atomic_fetch_sub_explicit(&tracker->reclamations_pending, 1, memory_order_release);
+            ++done;
             batch = next;
         }
+        /* Under the lock, as in ordo__reclaimer_finished: no drain sees the
+         * count reach 0 before the drains are unparked. */
+        pthread_mutex_lock(&r->lock);
+        atomic_fetch_sub_explicit(&tracker->reclamations_pending, done, memory_order_release);
         ordo__parker_unpark(&r->idle, ORDO_PARK_ANY, INT_MAX);
+        pthread_mutex_unlock(&r->lock);
     }
     return NULL;
 }

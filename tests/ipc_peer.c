@@ -42,6 +42,10 @@
  *       registers, advances, unregisters and exits with its handle open.
  *   exit-released <sig> <value>
  *       registers, advances and releases its handle (which unregisters it).
+ *   exit-registered-twice <sig> <value>
+ *       opens sig twice, registers through both handles, advances to
+ *       value, releases and unregisters the first handle and exits still
+ *       registered through the second.
  *   open-name <name> <value>
  *       opens the named signal, advances it to value.
  *   open-fails <sig>
@@ -331,6 +335,23 @@ static int run_exit(int argc, char **argv, int unregister, int release) {
     exit(0);
 }
 
+static int run_exit_registered_twice(int argc, char **argv) {
+    need(argc, 4);
+    ordo_signal_t *first = open_argument(argv[2]);
+    int fd = -1;
+    check(ordo_shared_signal_fd(first, &fd), "ordo_shared_signal_fd");
+    ordo_signal_t *second = NULL;
+    check(ordo_shared_signal_open_fd(fd, &second), "ordo_shared_signal_open_fd");
+    close(fd);
+    kept[0] = second;
+    check(ordo_shared_signal_register(first), "ordo_shared_signal_register");
+    check(ordo_shared_signal_register(second), "ordo_shared_signal_register");
+    check(ordo_signal_advance(second, number(argv[3])), "ordo_signal_advance");
+    check(ordo_shared_signal_unregister(first), "ordo_shared_signal_unregister");
+    check(ordo_signal_release(first), "ordo_signal_release");
+    exit(0);
+}
+
 static int run_open_name(int argc, char **argv) {
     need(argc, 4);
     ordo_signal_t *signal = NULL;
@@ -388,6 +409,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "exit-released") == 0) {
         return run_exit(argc, argv, 0, 1);
+    }
+    if (strcmp(command, "exit-registered-twice") == 0) {
+        return run_exit_registered_twice(argc, argv);
     }
     if (strcmp(command, "open-name") == 0) {
         return run_open_name(argc, argv);

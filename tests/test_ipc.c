@@ -674,6 +674,57 @@ static void exit_while_registered_abandons(void **state) {
     assert_ok(ordo_signal_release(s));
 }
 
+/* Whether the page behind fd lists pid as a live signaller. */
+static bool page_lists(int fd, pid_t pid) {
+    static shared_page_t page;
+    assert_int_equal(pread(fd, &page, sizeof page, 0), (ssize_t)sizeof page);
+    for (size_t i = 0; i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
+        uint64_t word = atomic_load_explicit(&page.slots[i].word, memory_order_relaxed);
+        if (word >> 32 == (uint64_t)(uint32_t)pid && (word & 0xffffffffu) == SLOT_LIVE) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A process registered through two handles of one signal stays a
+ * signaller until both let go: one handle's unregister and release leave
+ * the other's registration, and the process's exit then abandons the
+ * signal. (The first handle used to unregister the process.) */
+static void a_registration_lasts_while_any_handle_holds_it(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    peer_t *p = PEER(&fd, 1, "exit-registered-twice", num((uint64_t)fd), "3");
+    close(fd);
+    peer_join_ok(p);
+    const uint64_t exited = ordo_time_now_ns();
+    ordo_status_t st = ordo_signal_wait(s, 4, ordo_deadline_after_ms(PEER_WAIT_MS));
+    if (st != ORDO_ERR_ABANDONED) {
+        fail_msg("the wait got %s (%s)", ordo_status_name(st), ordo_error_message());
+    }
+    assert_true(ordo_time_now_ns() - exited <= abandon_bound_ns());
+    assert_true(names_pid(ordo_error_message(), p->pid));
+    assert_ok(ordo_signal_release(s));
+
+    /* Here too: two handles of one page, each registered; one's release
+     * leaves the process registered (its slot still lists this pid). */
+    s = shared_make(0);
+    fd = shared_fd(s);
+    ordo_signal_t *again = shared_open(fd);
+    assert_ok(ordo_shared_signal_register(s));
+    assert_ok(ordo_shared_signal_register(again));
+    assert_ok(ordo_shared_signal_unregister(s));
+    assert_true(page_lists(fd, getpid()));
+    assert_ok(ordo_shared_signal_register(s));
+    assert_ok(ordo_signal_release(again));
+    assert_true(page_lists(fd, getpid()));
+    assert_ok(ordo_shared_signal_unregister(s));
+    assert_false(page_lists(fd, getpid()));
+    assert_ok(ordo_signal_release(s));
+    close(fd);
+}
+
 /* A signaller this process's reaper could not watch when it registered
  * (no descriptor left for its pidfd: the limit lowered for the scan) is
  * watched by a later scan, without waiting for another registration, so
@@ -2405,6 +2456,7 @@ int main(void) {
         cmocka_unit_test_teardown(kill_9_of_a_signaller_abandons_every_waiter, peers_end),
         cmocka_unit_test_teardown(exit_while_registered_abandons, peers_end),
         cmocka_unit_test_teardown(exit_after_unregistering_abandons_nothing, peers_end),
+        cmocka_unit_test_teardown(a_registration_lasts_while_any_handle_holds_it, peers_end),
         cmocka_unit_test_teardown(a_signaller_the_reaper_could_not_watch_is_watched_later,
                                   peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),

@@ -130,14 +130,17 @@ ordo_status_t ordo_shared_signal_fd(ordo_signal_t *signal, int *out_fd);
 /** Whether signal is a shared signal's handle (*out_shared). */
 ordo_status_t ordo_signal_is_shared(ordo_signal_t *signal, bool *out_shared);
 
-/** Registers the calling process as a signaller: if it ends while
- * registered, the signal fails with ORDO_ERR_ABANDONED. Registering twice
- * is a successful no-op. ORDO_ERR_RESOURCE_EXHAUSTED when
+/** Registers the calling process as a signaller through this handle: if
+ * it ends while registered, the signal fails with ORDO_ERR_ABANDONED.
+ * Registering twice is a successful no-op. With several handles of one
+ * signal open in the process, it stays registered while any of them is
+ * (unregistered or released last). ORDO_ERR_RESOURCE_EXHAUSTED when
  * ORDO_SHARED_SIGNAL_SIGNALLERS_MAX processes are registered already. */
 ordo_status_t ordo_shared_signal_register(ordo_signal_t *signal);
 
-/** Unregisters the calling process (a successful no-op when it is not
- * registered). */
+/** Ends this handle's registration (a successful no-op when it has none);
+ * the process is no longer a signaller once no handle of the signal in it
+ * is registered. */
 ordo_status_t ordo_shared_signal_unregister(ordo_signal_t *signal);
 
 /** Sends fd over the connected UNIX socket `socket` (SCM_RIGHTS). The

@@ -578,6 +578,16 @@ void ordo__ipc_engine_add(shared_handle_t *handle) {
     ordo__ipc_engine_poke();
 }
 
+bool ordo__ipc_engine_page_registered_locked(const shared_handle_t *handle) {
+    for (const shared_handle_t *h = engine.head; h; h = h->next) {
+        if (h != handle && h->registered && h->page_dev == handle->page_dev &&
+            h->page_ino == handle->page_ino) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void ordo__ipc_engine_remove(shared_handle_t *handle) {
     pthread_mutex_lock(&engine.lock);
     if (handle->detached) {

@@ -37,6 +37,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ipc/shared_page.h"
 #include "sync/signal_remote.h"
@@ -44,7 +45,9 @@
 typedef struct shared_handle {
     signal_remote_t remote; /* first: the ops find the handle from it */
     shared_page_t *page;
-    int fd;                 /* the page's file, for ordo_shared_signal_fd */
+    int fd;         /* the page's file, for ordo_shared_signal_fd */
+    dev_t page_dev; /* the page's file (fstat at open): tells handles of one page */
+    ino_t page_ino;
     bool registered;        /* this handle registered the process (under the engine's lock) */
     bool named;             /* a named object's (its file is not sealed) */
     bool detached;          /* a parent's handle copied into a forked child: in no list */
@@ -78,5 +81,11 @@ bool ordo__ipc_engine_settle(ordo_deadline_t deadline);
 /* Serialises registrations of this process against closes. */
 void ordo__ipc_engine_lock(void);
 void ordo__ipc_engine_unlock(void);
+
+/* Under the engine's lock: whether another handle of handle's page in
+ * this process's list is registered. The page has one slot per process,
+ * so the process stays a signaller until its last registered handle of
+ * the page lets go. */
+bool ordo__ipc_engine_page_registered_locked(const shared_handle_t *handle);
 
 #endif

@@ -62,6 +62,18 @@ static void handle_free(shared_handle_t *h) {
     ordo__dealloc(h, sizeof *h, 0);
 }
 
+/* Under the engine's lock: this handle's registration ends, and the
+ * process's with it unless another handle of the page holds one. */
+static void registration_end_locked(shared_handle_t *h) {
+    if (!h->registered) {
+        return;
+    }
+    h->registered = false;
+    if (!ordo__ipc_engine_page_registered_locked(h)) {
+        (void)ordo__shared_page_unregister(h->page, getpid());
+    }
+}
+
 /* A release, under the engine's lock, where the engine's pins are taken
  * and dropped too, so the count of the program's references (the rest) is
  * exact there, and only goes down there: when the program's last goes,
@@ -71,9 +83,8 @@ static signal_release_t op_release(signal_remote_t *remote) {
     ordo__ipc_engine_lock();
     signal_release_t release =
         ordo__signal_release_pinned(h->remote.signal, h->pins, &h->program_done);
-    if (h->program_done && h->registered) {
-        h->registered = false;
-        (void)ordo__shared_page_unregister(h->page, getpid());
+    if (h->program_done) {
+        registration_end_locked(h);
     }
     ordo__ipc_engine_unlock();
     return release;
@@ -82,12 +93,8 @@ static signal_release_t op_release(signal_remote_t *remote) {
 static void op_close(signal_remote_t *remote) {
     shared_handle_t *h = handle_of(remote);
     ordo__ipc_engine_lock();
-    bool registered = h->registered;
-    h->registered = false;
+    registration_end_locked(h);
     ordo__ipc_engine_unlock();
-    if (registered) {
-        (void)ordo__shared_page_unregister(h->page, getpid());
-    }
     ordo__ipc_engine_remove(h);
     handle_free(h);
 }
@@ -193,6 +200,8 @@ static ordo_status_t handle_open(int fd, bool fresh, bool named, uint64_t initia
                  : ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a shared handle");
     }
     h->remote.ops = &shared_ops;
+    h->page_dev = st.st_dev;
+    h->page_ino = st.st_ino;
     h->named = named;
     h->page = page;
     h->fd = own_fd;
@@ -417,8 +426,7 @@ ordo_status_t ordo_shared_signal_unregister(ordo_signal_t *signal) {
     shared_handle_t *h = NULL;
     ORDO_RETURN_IF_ERROR(shared_handle(signal, &h, __func__));
     ordo__ipc_engine_lock();
-    h->registered = false;
-    (void)ordo__shared_page_unregister(h->page, getpid());
+    registration_end_locked(h);
     ordo__ipc_engine_unlock();
     return ORDO_OK;
 }

@@ -680,11 +680,62 @@ static bool page_lists(int fd, pid_t pid) {
     assert_int_equal(pread(fd, &page, sizeof page, 0), (ssize_t)sizeof page);
     for (size_t i = 0; i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
         uint64_t word = atomic_load_explicit(&page.slots[i].word, memory_order_relaxed);
-        if (word >> 32 == (uint64_t)(uint32_t)pid && (word & 0xffffffffu) == SLOT_LIVE) {
+        if (slot_pid(word) == (uint32_t)pid && slot_state(word) == SLOT_LIVE) {
             return true;
         }
     }
     return false;
+}
+
+/* A reaper reads a signaller's LIVE slot, and the signaller unregisters
+ * and exits; a process that got its pid again registers in the same slot
+ * before the reaper, which saw the first one end, marks the word it read
+ * DEAD. The slot's generation makes that word another: the mark fails,
+ * and the new signaller is not reported. (The word was pid and state
+ * only, and the mark failed the signal for a process that lives.) The
+ * interleaving is made here on the page directly. */
+static void a_slot_reused_by_the_same_pid_is_not_marked_dead(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    shared_page_t *page =
+        mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(page != MAP_FAILED);
+    const pid_t pid = 4194303; /* the largest pid: no process here has it */
+    assert_ok(ordo__shared_page_register(page, pid, 11, "test"));
+    size_t slot = ORDO_SHARED_SIGNAL_SIGNALLERS_MAX;
+    pid_t seen = 0;
+    uint64_t start = 0, read_word = 0;
+    for (size_t i = 0;
+         i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX && slot == ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
+        if (ordo__shared_page_slot_read(page, i, &seen, &start, &read_word) && seen == pid) {
+            slot = i;
+        }
+    }
+    assert_true(slot < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX);
+    assert_int_equal(start, 11);
+    assert_true(ordo__shared_page_unregister(page, pid));
+    assert_ok(ordo__shared_page_register(page, pid, 12, "test"));
+    uint64_t again = 0;
+    assert_true(ordo__shared_page_slot_read(page, slot, &seen, &start, &again));
+    assert_int_equal(seen, pid);
+    assert_int_equal(start, 12);
+    assert_false(ordo__shared_page_slot_mark_dead(page, slot, read_word));
+    assert_false(ordo__shared_page_slot_dead(page, slot, &seen, &again));
+    /* The new registration's own word is marked. */
+    assert_true(ordo__shared_page_slot_read(page, slot, &seen, &start, &again));
+    assert_true(ordo__shared_page_slot_mark_dead(page, slot, again));
+    uint64_t dead = 0;
+    assert_true(ordo__shared_page_slot_dead(page, slot, &seen, &dead));
+    assert_int_equal(seen, pid);
+    assert_true(ordo__shared_page_slot_release(page, slot, dead));
+    assert_false(ordo__shared_page_unregister(page, pid));
+    assert_int_equal(munmap(page, ORDO_SHARED_SIGNAL_SIZE), 0);
+    close(fd);
+    ordo_status_t failure = ORDO_ERR_INTERNAL;
+    assert_ok(ordo_signal_failure(s, &failure, NULL, 0));
+    assert_int_equal(failure, ORDO_OK);
+    assert_ok(ordo_signal_release(s));
 }
 
 /* A process registered through two handles of one signal stays a
@@ -2457,6 +2508,7 @@ int main(void) {
         cmocka_unit_test_teardown(exit_while_registered_abandons, peers_end),
         cmocka_unit_test_teardown(exit_after_unregistering_abandons_nothing, peers_end),
         cmocka_unit_test_teardown(a_registration_lasts_while_any_handle_holds_it, peers_end),
+        cmocka_unit_test_teardown(a_slot_reused_by_the_same_pid_is_not_marked_dead, peers_end),
         cmocka_unit_test_teardown(a_signaller_the_reaper_could_not_watch_is_watched_later,
                                   peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),

@@ -67,7 +67,7 @@ ORDO_BEGIN_DECLS
 
 /** The version of the shared page's layout; a page of another version is
  * refused with ORDO_ERR_UNSUPPORTED. */
-#define ORDO_SHARED_SIGNAL_LAYOUT_VERSION 1u
+#define ORDO_SHARED_SIGNAL_LAYOUT_VERSION 2u
 /** The size of the shared page, in bytes. */
 #define ORDO_SHARED_SIGNAL_SIZE 4096u
 /** How many processes can be registered signallers of one signal at once. */

@@ -335,7 +335,7 @@ static void abandon(shared_handle_t *h, size_t slot, uint64_t word, pid_t pid, c
         }
         return;
     }
-    report_dead(h, slot, (word & ~(uint64_t)0xffffffffu) | SLOT_DEAD, pid, comm);
+    report_dead(h, slot, (word & ~SLOT_STATE_MASK) | SLOT_DEAD, pid, comm);
 }
 
 /* Looks at every live slot of every open page: watches new signallers,

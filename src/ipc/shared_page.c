@@ -226,26 +226,31 @@ static void registry_changed(shared_page_t *page) {
     ordo__futex_wake_shared(&page->registry_seq, INT_MAX);
 }
 
-static uint64_t slot_word(pid_t pid, unsigned state) {
-    return ((uint64_t)(uint32_t)pid << 32) | state;
+static bool slot_holds(uint64_t word, pid_t pid, unsigned state) {
+    return slot_pid(word) == (uint32_t)pid && slot_state(word) == state;
 }
 
 ordo_status_t ordo__shared_page_register(shared_page_t *page, pid_t pid, uint64_t start_time,
                                          const char *api) {
     for (size_t i = 0; i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
         uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);
-        if (word == slot_word(pid, SLOT_LIVE)) {
+        if (slot_holds(word, pid, SLOT_LIVE)) {
             return ORDO_OK;
         }
     }
     for (size_t i = 0; i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
         shared_slot_t *slot = &page->slots[i];
-        uint64_t expected = SLOT_FREE;
-        if (atomic_compare_exchange_strong_explicit(&slot->word, &expected,
-                                                    slot_word(pid, SLOT_CLAIMED),
-                                                    memory_order_acq_rel, memory_order_relaxed)) {
+        uint64_t expected = atomic_load_explicit(&slot->word, memory_order_relaxed);
+        if (!slot_holds(expected, 0, SLOT_FREE)) {
+            continue;
+        }
+        uint64_t generation = slot_generation(expected) + 1;
+        if (atomic_compare_exchange_strong_explicit(
+                &slot->word, &expected, slot_word_make((uint32_t)pid, generation, SLOT_CLAIMED),
+                memory_order_acq_rel, memory_order_relaxed)) {
             atomic_store_explicit(&slot->start_time, start_time, memory_order_relaxed);
-            atomic_store_explicit(&slot->word, slot_word(pid, SLOT_LIVE), memory_order_release);
+            atomic_store_explicit(&slot->word, slot_word_make((uint32_t)pid, generation, SLOT_LIVE),
+                                  memory_order_release);
             registry_changed(page);
             return ORDO_OK;
         }
@@ -259,13 +264,17 @@ ordo_status_t ordo__shared_page_register(shared_page_t *page, pid_t pid, uint64_
 bool ordo__shared_page_unregister(shared_page_t *page, pid_t pid) {
     bool had = false;
     for (size_t i = 0; i < ORDO_SHARED_SIGNAL_SIGNALLERS_MAX; ++i) {
-        had |= ordo__shared_page_slot_release(page, i, slot_word(pid, SLOT_LIVE));
+        uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_relaxed);
+        if (slot_holds(word, pid, SLOT_LIVE)) {
+            had |= ordo__shared_page_slot_release(page, i, word);
+        }
     }
     return had;
 }
 
 bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word) {
-    if (!atomic_compare_exchange_strong_explicit(&page->slots[i].word, &word, SLOT_FREE,
+    uint64_t freed = slot_word_make(0, slot_generation(word), SLOT_FREE);
+    if (!atomic_compare_exchange_strong_explicit(&page->slots[i].word, &word, freed,
                                                  memory_order_acq_rel, memory_order_relaxed)) {
         return false;
     }
@@ -274,7 +283,7 @@ bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word
 }
 
 bool ordo__shared_page_slot_mark_dead(shared_page_t *page, size_t i, uint64_t word) {
-    uint64_t dead = (word & ~(uint64_t)0xffffffffu) | SLOT_DEAD;
+    uint64_t dead = (word & ~SLOT_STATE_MASK) | SLOT_DEAD;
     return atomic_compare_exchange_strong_explicit(&page->slots[i].word, &word, dead,
                                                    memory_order_acq_rel, memory_order_relaxed);
 }
@@ -282,7 +291,7 @@ bool ordo__shared_page_slot_mark_dead(shared_page_t *page, size_t i, uint64_t wo
 bool ordo__shared_page_slot_dead(shared_page_t *page, size_t i, pid_t *out_pid,
                                  uint64_t *out_word) {
     uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);
-    if ((word & 0xffffffffu) != SLOT_DEAD) {
+    if (slot_state(word) != SLOT_DEAD) {
         return false;
     }
     *out_pid = (pid_t)(uint32_t)(word >> 32);
@@ -297,11 +306,11 @@ bool ordo__shared_page_slot_read(shared_page_t *page, size_t i, pid_t *out_pid, 
     if (pid == 0 || pid > PID_LIMIT) {
         return false;
     }
-    if ((word & 0xffffffffu) == SLOT_CLAIMED && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+    if (slot_state(word) == SLOT_CLAIMED && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
         (void)ordo__shared_page_slot_release(page, i, word);
         return false;
     }
-    if ((word & 0xffffffffu) != SLOT_LIVE) {
+    if (slot_state(word) != SLOT_LIVE) {
         return false;
     }
     *out_pid = (pid_t)pid;

@@ -1,7 +1,7 @@
 /* Internal: the page a shared signal lives in, and its protocol.
  *
  * The page (ORDO_SHARED_SIGNAL_SIZE bytes) is mapped by every process that
- * has the signal open; no pointer is stored in it. Layout, version 1:
+ * has the signal open; no pointer is stored in it. Layout, version 2:
  *
  *   0    magic        "ORDOSGNL" (written last by the creator, release)
  *   8    version      ORDO_SHARED_SIGNAL_LAYOUT_VERSION
@@ -12,8 +12,9 @@
  *   80   failure      0, or the first failure's status << 32 | the failing pid
  *   88   message      ORDO_SIGNAL_MESSAGE_MAX bytes
  *   256  slots        ORDO_SHARED_SIGNAL_SIGNALLERS_MAX registered signallers,
- *                     each a word (pid << 32 | SLOT_*) and the process's
- *                     start time (clock ticks after boot, /proc/PID/stat)
+ *                     each a word (pid << 32 | generation << 8 | SLOT_*)
+ *                     and the process's start time (clock ticks after
+ *                     boot, /proc/PID/stat)
  *
  * Raising: a CAS of state to max(value), which also clears SLEEPERS; if it
  * cleared SLEEPERS, the raiser then moves wake_seq and wakes every sleeper
@@ -48,10 +49,15 @@
  * reader that sees FAILED (acquire) reads the status from the claim and
  * the message.
  *
- * Registering: CAS a free slot to (pid << 32 | SLOT_CLAIMED), write the
- * start time, store (pid << 32 | SLOT_LIVE) (release), then move
- * registry_seq and wake its sleepers (each process's watcher), so every
- * process watching the page looks at the new signaller.
+ * Registering: CAS a free slot's word to (pid, its generation + 1,
+ * SLOT_CLAIMED), write the start time, store (pid, that generation,
+ * SLOT_LIVE) (release), then move registry_seq and wake its sleepers
+ * (each process's watcher), so every process watching the page looks at
+ * the new signaller. Freeing a slot keeps its generation (pid 0,
+ * SLOT_FREE), so every registration of a slot has a word of its own: a
+ * reaper's CAS of a word it read earlier cannot hit a later registration
+ * of the same pid (a pid reused after the signaller unregistered and
+ * exited), which version 1's word (pid and state only) could.
  *
  * Reporting a dead signaller: CAS its slot from the LIVE word read to
  * DEAD (only one reaper wins, and a signaller that unregistered in the
@@ -90,8 +96,30 @@
 
 enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_LIVE = 2, SLOT_DEAD = 3 };
 
+/* A slot word's fields (see "Registering" above). */
+#define SLOT_STATE_MASK 0xffull
+#define SLOT_GENERATION_SHIFT 8
+#define SLOT_GENERATION_MASK 0xffffffull
+
+static inline unsigned slot_state(uint64_t word) {
+    return (unsigned)(word & SLOT_STATE_MASK);
+}
+
+static inline uint32_t slot_pid(uint64_t word) {
+    return (uint32_t)(word >> 32);
+}
+
+static inline uint64_t slot_generation(uint64_t word) {
+    return (word >> SLOT_GENERATION_SHIFT) & SLOT_GENERATION_MASK;
+}
+
+static inline uint64_t slot_word_make(uint32_t pid, uint64_t generation, unsigned state) {
+    return (uint64_t)pid << 32 | (generation & SLOT_GENERATION_MASK) << SLOT_GENERATION_SHIFT |
+           state;
+}
+
 typedef struct shared_slot {
-    _Atomic uint64_t word; /* pid << 32 | SLOT_* */
+    _Atomic uint64_t word; /* pid << 32 | generation << 8 | SLOT_* */
     _Atomic uint64_t start_time;
 } shared_slot_t;
 
@@ -109,10 +137,10 @@ typedef struct shared_page {
     shared_slot_t slots[ORDO_SHARED_SIGNAL_SIGNALLERS_MAX];
 } shared_page_t;
 
-_Static_assert(offsetof(shared_page_t, state) == 64, "layout version 1");
-_Static_assert(offsetof(shared_page_t, failure) == 80, "layout version 1");
-_Static_assert(offsetof(shared_page_t, message) == 88, "layout version 1");
-_Static_assert(offsetof(shared_page_t, slots) == 256, "layout version 1");
+_Static_assert(offsetof(shared_page_t, state) == 64, "layout version 2");
+_Static_assert(offsetof(shared_page_t, failure) == 80, "layout version 2");
+_Static_assert(offsetof(shared_page_t, message) == 88, "layout version 2");
+_Static_assert(offsetof(shared_page_t, slots) == 256, "layout version 2");
 _Static_assert(sizeof(shared_page_t) <= ORDO_SHARED_SIGNAL_SIZE, "the page holds the layout");
 
 /* Writes a fresh page at initial_value (magic last). */
@@ -173,8 +201,8 @@ ordo_status_t ordo__shared_page_register(shared_page_t *page, pid_t pid, uint64_
 /* Frees pid's slots; true if it had one. */
 bool ordo__shared_page_unregister(shared_page_t *page, pid_t pid);
 
-/* Frees the slot i if it still holds word (a dead signaller's); true if
- * this call freed it. */
+/* Frees the slot i if it still holds word (a dead signaller's), keeping
+ * its generation; true if this call freed it. */
 bool ordo__shared_page_slot_release(shared_page_t *page, size_t i, uint64_t word);
 
 /* Marks slot i, still holding the LIVE word, DEAD; true if this call did. */

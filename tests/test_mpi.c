@@ -1577,6 +1577,93 @@ static void destroy_waits_for_a_closing_handle(void) {
     CHECK_OK(ordo_signal_release(published));
 }
 
+/* ordo_mpi_destroy from a callback is refused, wherever the callback
+ * runs: on this thread, where the publication's own callback may be
+ * queued behind it (the destroy waited for that one for ever), and on the
+ * progress thread, where another rank's advance of a published signal
+ * runs it (the destroy joined its own thread and freed the ordo_mpi_t
+ * under it). */
+typedef struct destroy_in_callback {
+    ordo_mpi_t *mpi;
+    _Atomic int status;
+    _Atomic int done;
+    char message[256];
+} destroy_in_callback_t;
+
+static void destroy_in_callback_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    destroy_in_callback_t *d = ctx;
+    ordo_status_t st = ordo_mpi_destroy(d->mpi, test_deadline());
+    snprintf(d->message, sizeof d->message, "%s", ordo_error_message());
+    atomic_store(&d->status, (int)st);
+    atomic_store(&d->done, 1);
+}
+
+static void destroy_in_callback_check(destroy_in_callback_t *d, int line) {
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&d->done) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    if (!atomic_load(&d->done)) {
+        abort_job(line, "the callback did not run");
+    }
+    if (atomic_load(&d->status) != (int)ORDO_ERR_BUSY || !strstr(d->message, "callback")) {
+        check_failed(line, "the destroy in a callback returned %s (%s)",
+                     ordo_status_name((ordo_status_t)atomic_load(&d->status)), d->message);
+    }
+}
+
+static void destroy_from_a_callback_is_refused(void) {
+    fixture_t f;
+    fixture_open(&f);
+    /* Rank 0 owns two signals and holds no handle (a destroy would go
+     * ahead); rank 1 observes both. */
+    ordo_signal_t *here = NULL, *moved = NULL;
+    destroy_in_callback_t local = {.mpi = f.mpi}, remote = {.mpi = f.mpi};
+    ordo_timepoint_t tp_local = ORDO_TIMEPOINT_INIT, tp_remote = ORDO_TIMEPOINT_INIT;
+    if (rank == 0) {
+        REQUIRE_OK(ordo_signal_create(0, &here));
+        REQUIRE_OK(ordo_signal_create(0, &moved));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, here, 95));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, moved, 96));
+        REQUIRE_OK(ordo_timepoint_arm(&tp_local, here, 1, destroy_in_callback_fire, &local));
+        REQUIRE_OK(ordo_timepoint_arm(&tp_remote, moved, 1, destroy_in_callback_fire, &remote));
+    }
+    ranks_meet(__LINE__);
+    ordo_signal_t *seen = NULL, *pushed = NULL;
+    if (rank == 1) {
+        /* Observed: the publications' own timepoints are armed. */
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 95, &seen));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 96, &pushed));
+        CHECK_OK(ordo_signal_wait(seen, 0, test_deadline()));
+        CHECK_OK(ordo_signal_wait(pushed, 0, test_deadline()));
+    }
+    ranks_meet(__LINE__);
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_advance(here, 1)); /* runs the callback on this thread */
+        destroy_in_callback_check(&local, __LINE__);
+    }
+    ranks_meet(__LINE__);
+    if (rank == 1) {
+        CHECK_OK(ordo_signal_advance(pushed, 1)); /* rank 0's progress thread takes it */
+        CHECK_OK(ordo_signal_wait(seen, 1, test_deadline()));
+    }
+    if (rank == 0) {
+        destroy_in_callback_check(&remote, __LINE__);
+    }
+    ranks_meet(__LINE__);
+    if (rank == 1) {
+        CHECK_OK(ordo_signal_release(seen));
+        CHECK_OK(ordo_signal_release(pushed));
+    }
+    ranks_meet(__LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_release(here));
+        CHECK_OK(ordo_signal_release(moved));
+    }
+}
+
 /* ---- a stall report across ranks ----------------------------------------- */
 
 /* A deliberate cycle round the ranks: each rank's consumer stream waits
@@ -1710,6 +1797,7 @@ int main(int argc, char **argv) {
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
         {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
+        {"destroy_from_a_callback_is_refused", destroy_from_a_callback_is_refused},
         {"bad_input_is_refused", bad_input_is_refused},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */

@@ -4,15 +4,32 @@
  * after it; the destroy then frees the rest without calling MPI. A
  * signal is published and another rank's observed (released after the
  * finalize), so the progress thread was listening, and the idle wake-ups
- * had a chance to come. Exits 0 when every step returned what it should. */
+ * had a chance to come. A handle still open when MPI is finalized, and one
+ * opened after, fail with ORDO_ERR_UNAVAILABLE (nothing can reach them:
+ * a wait on them used to run to its deadline), and their timepoints fire;
+ * a publish or a new timeout is refused. Exits 0 when every step returned
+ * what it should. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ordo/mpi.h"
 #include "ordo/ordo.h"
 
 static int failures;
+
+typedef struct fired {
+    ordo_status_t status;
+    int count;
+} fired_t;
+
+static void on_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    fired_t *f = ctx;
+    f->status = status;
+    f->count++;
+}
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -56,9 +73,32 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rank %d: the ranks did not meet within 30 s\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    fired_t before = {ORDO_OK, 0};
+    ordo_timepoint_t tp_before = ORDO_TIMEPOINT_INIT;
+    CHECK(ordo_timepoint_arm(&tp_before, theirs, 100, on_fire, &before) == ORDO_OK);
     if (MPI_Finalize() != MPI_SUCCESS) {
         return 1;
     }
+    /* The handle open across the finalize: failed, its timepoint fired
+     * (inside MPI_Finalize, on this thread). */
+    CHECK(before.count == 1 && before.status == ORDO_ERR_UNAVAILABLE);
+    CHECK(ordo_signal_wait(theirs, 100, ordo_deadline_after_ms(30000)) == ORDO_ERR_UNAVAILABLE);
+    CHECK(strstr(ordo_error_message(), "MPI was finalized") != NULL);
+    CHECK(ordo_signal_wait(theirs, 1, ORDO_DEADLINE_NOW) == ORDO_OK); /* reached before */
+    /* One opened after: failed at once. */
+    ordo_signal_t *late = NULL;
+    CHECK(ordo_mpi_signal_open(mpi, (rank + 1) % size, 1, &late) == ORDO_OK);
+    CHECK(ordo_signal_wait(late, 1, ordo_deadline_after_ms(30000)) == ORDO_ERR_UNAVAILABLE);
+    fired_t after = {ORDO_OK, 0};
+    ordo_timepoint_t tp_after = ORDO_TIMEPOINT_INIT;
+    CHECK(ordo_timepoint_arm(&tp_after, late, 1, on_fire, &after) == ORDO_OK);
+    CHECK(after.count == 1 && after.status == ORDO_ERR_UNAVAILABLE);
+    CHECK(ordo_signal_release(late) == ORDO_OK);
+    ordo_signal_t *other = NULL;
+    CHECK(ordo_signal_create(0, &other) == ORDO_OK);
+    CHECK(ordo_mpi_signal_publish(mpi, other, 2) == ORDO_ERR_UNAVAILABLE);
+    CHECK(ordo_signal_release(other) == ORDO_OK);
+    CHECK(ordo_mpi_set_peer_timeout(mpi, 1000) == ORDO_ERR_UNAVAILABLE);
     /* After MPI_Finalize nothing of ordo's calls MPI (Open MPI aborts the
      * process if anything does): a published signal that moves sends no
      * news, a handle's release no UNSUBSCRIBE, and an operation or a stall

@@ -70,10 +70,11 @@ typedef struct ordo_mpi ordo_mpi_t;
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
                               ordo_mpi_t **out_mpi);
 
-/** ORDO_ERR_BUSY while a handle of ordo_mpi_signal_open is still open.
+/** ORDO_ERR_BUSY while a handle of ordo_mpi_signal_open is still open,
+ * and from inside a callback (a timepoint's or a link's, on any thread,
+ * the progress thread included: the destroy would wait for itself).
  * Waits for a handle released on another thread (a stream's worker
- * dropping the last reference) to finish closing (from inside a callback,
- * which that close may be waiting for, ORDO_ERR_BUSY instead), and until every
+ * dropping the last reference) to finish closing, and until every
  * operation submitted has completed or the stream has failed (the
  * deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
  * stops the progress thread and frees the duplicate communicators; the
@@ -83,10 +84,12 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
  * come after MPI_Finalize: the progress thread stops at the start of
  * MPI_Finalize (an attribute of MPI_COMM_SELF), and the destroy then frees
  * the rest without calling MPI (observers then hear nothing). From
- * MPI_Finalize on no call of ordo's calls MPI: operations and stall
- * reports are refused (ORDO_ERR_UNAVAILABLE), an operation still in
- * flight or not started fails the stream, and handles may still be
- * released (docs/MPI.md, "Teardown"). */
+ * MPI_Finalize on no call of ordo's calls MPI: operations, stall
+ * reports, publications and timeouts are refused (ORDO_ERR_UNAVAILABLE),
+ * an operation still in flight or not started fails the stream, every
+ * handle of ordo_mpi_signal_open fails with ORDO_ERR_UNAVAILABLE (inside
+ * MPI_Finalize; one opened later fails at once), and handles may still
+ * be released (docs/MPI.md, "Teardown"). */
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline);
 
 /** The communication stream. */
@@ -115,7 +118,9 @@ ordo_status_t ordo_mpi_recv(ordo_mpi_t *mpi, ordo_buffer_t *buffer, void *data, 
 
 /** All-to-all: count elements to each rank from send_data (a read of
  * send_buffer), count from each rank into recv_data (a write of
- * recv_buffer); the two buffers differ. */
+ * recv_buffer); the two buffers differ, and so must their memory: ordo
+ * buffers carry no address, so two buffers over the same memory (MPI
+ * calls such aliasing erroneous) are not ordered against each other. */
 ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, const void *send_data,
                                 ordo_buffer_t *recv_buffer, void *recv_data, int count,
                                 MPI_Datatype type);
@@ -135,7 +140,12 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
  * An advance or failure on it is sent to the owner (and taken here at
  * once). The handle's last release ends it; ordo_mpi_destroy refuses with
  * ORDO_ERR_BUSY while the program holds any. While signals are published or
- * observed, the progress thread looks for messages (at least every 1 ms). */
+ * observed, the progress thread looks for messages (at least every 1 ms).
+ * Callbacks may run on the progress thread (a timepoint or link on this
+ * handle, or on a published signal that another rank's advance moved):
+ * keep them short, since this rank sends no heartbeat while one runs, and
+ * one longer than the peer timeout gets the rank found dead by the
+ * others (ordo_mpi_set_peer_timeout). */
 ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
                                    ordo_signal_t **out_signal);
 

@@ -104,9 +104,14 @@ void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing) {
     if (in_flight) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         snprintf(message, sizeof message,
-                 "MPI was finalized with operation %llu in flight (rank %d): it never completes",
+                 "%s with operation %llu in flight (rank %d): it never "
+                 "completes",
+                 finalizing ? "MPI was finalized" : "the ordo_mpi_t was destroyed",
                  (unsigned long long)in_flight, mpi->rank);
         (void)ordo_signal_fail(mpi->done, ORDO_ERR_UNAVAILABLE, message);
+    }
+    if (finalizing) {
+        ordo__mpi_signals_finalized(mpi);
     }
 }
 
@@ -221,6 +226,16 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    /* A callback may run on the progress thread (a published signal moved
+     * by another rank), which the destroy stops and joins, or before the
+     * publication's own callback queued behind it on this thread, which
+     * the destroy waits for: either would wait for itself. */
+    if (ordo__timepoints_running_here() || ordo__mpi_on_progress_thread(mpi)) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "called from a callback (a timepoint's, a link's or one on the MPI "
+                           "progress thread), which the destroy would wait for: destroy from "
+                           "outside callbacks");
+    }
     /* A handle the program released is still in the list until its close
      * (after its end, which runs its callbacks, on the releasing thread:
      * perhaps a stream's worker) or until the progress thread drops its
@@ -242,12 +257,6 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
         }
         if (!closing) {
             break;
-        }
-        if (ordo__timepoints_running_here()) {
-            /* From a callback: perhaps the very end being waited for. */
-            return ordo__error(ORDO_ERR_BUSY, __func__,
-                               "a released signal handle is still closing, and a callback "
-                               "cannot wait for it: destroy from outside callbacks");
         }
         if ((ordo_deadline_t)ordo_time_now_ns() >= deadline) {
             return ordo__error(ORDO_ERR_TIMEOUT, __func__,

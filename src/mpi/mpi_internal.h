@@ -211,6 +211,9 @@ void ordo__mpi_update_cancel(ordo_mpi_t *mpi);
  * first, no control message is sent any more). */
 void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing);
 
+/* Whether the calling thread is mpi's progress thread. */
+bool ordo__mpi_on_progress_thread(const ordo_mpi_t *mpi);
+
 /* Sends one record of the control communicator to rank (mpi_signal.c). */
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);
 
@@ -238,6 +241,11 @@ uint64_t ordo__mpi_heartbeat_period_ns(ordo_mpi_t *mpi);
 /* Fails an observed handle's kept truth with status and message (under
  * lock), for mpi_liveness.c. */
 void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message);
+
+/* MPI_Finalize came (the progress thread stopped): every observed handle
+ * fails with ORDO_ERR_UNAVAILABLE (nothing reaches it any more), and its
+ * mirror is brought up here, since no thread of ordo's would. */
+void ordo__mpi_signals_finalized(ordo_mpi_t *mpi);
 
 /* Takes a message of tag waiting on the control communicator into buffer
  * (size bytes, zeroed first), if one is: true, with its source in

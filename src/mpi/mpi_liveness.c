@@ -94,6 +94,10 @@ bool ordo__mpi_rank_dead(ordo_mpi_t *mpi, int rank) {
 
 ordo_status_t ordo_mpi_set_peer_timeout(ordo_mpi_t *mpi, uint64_t timeout_ms) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
+                           "MPI was finalized: no rank is watched any more");
+    }
     if (timeout_ms < 100 || timeout_ms > 3600000) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
                            "timeout_ms %" PRIu64 " is outside 100 .. 3600000", timeout_ms);

@@ -136,8 +136,16 @@ bool ordo__mpi_try_complete(ordo_mpi_t *mpi, mpi_op_t *op, uint64_t budget_ns) {
     }
 }
 
+/* The ordo_mpi_t whose progress thread this is (NULL on other threads). */
+static _Thread_local const ordo_mpi_t *progress_of;
+
+bool ordo__mpi_on_progress_thread(const ordo_mpi_t *mpi) {
+    return progress_of == mpi;
+}
+
 static void *progress_main(void *arg) {
     ordo_mpi_t *mpi = arg;
+    progress_of = mpi;
     uint64_t pause = 0;
     uint64_t busy_until = 0;
     bool quick = false;     /* listening from the quickest pace (listen_soon) */

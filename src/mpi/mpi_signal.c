@@ -127,6 +127,16 @@ void ordo__mpi_remote_abandon(mpi_remote_t *r, const char *message) {
     (void)remote_apply(r, 0, ORDO_ERR_ABANDONED, message);
 }
 
+/* The failure of a handle of owner's signal id once MPI was finalized. */
+static void finalized_fail(ordo_mpi_t *mpi, mpi_remote_t *r) {
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    snprintf(message, sizeof message,
+             "MPI was finalized on rank %d: this handle of rank %d's signal %u hears nothing "
+             "more",
+             mpi->rank, r->owner, r->id);
+    (void)remote_apply(r, 0, ORDO_ERR_UNAVAILABLE, message);
+}
+
 static ordo_status_t op_advance(signal_remote_t *remote, uint64_t value, const char *api) {
     mpi_remote_t *r = remote_of(remote);
     uint64_t state = op_state(remote);
@@ -302,6 +312,12 @@ static void published_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
 ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
+    if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
+                           "MPI was finalized: no rank can observe signal id %u (destroy the "
+                           "ordo_mpi_t)",
+                           id);
+    }
     mpi_published_t *p = ordo__alloc(sizeof *p, 0);
     uint8_t *subscribers = ordo__alloc((size_t)mpi->size * sizeof *subscribers, 0);
     if (!p || !subscribers) {
@@ -369,8 +385,13 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         mpi->remotes->prev = r;
     }
     mpi->remotes = r;
-    bool dead = ordo__mpi_rank_dead(mpi, owner);
-    if (dead) {
+    /* After MPI_Finalize (the progress thread stopped), the handle fails at
+     * once, and its mirror is brought up here, as nothing else would. */
+    bool finalized = atomic_load_explicit(&mpi->finalized, memory_order_acquire);
+    bool dead = finalized || ordo__mpi_rank_dead(mpi, owner);
+    if (finalized) {
+        finalized_fail(mpi, r);
+    } else if (dead) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         snprintf(message, sizeof message, "rank %d is gone: it was found dead before", owner);
         ordo__mpi_remote_abandon(r, message);
@@ -383,7 +404,11 @@ ordo_status_t ordo_mpi_signal_open(ordo_mpi_t *mpi, int owner, uint32_t id,
         ordo__mpi_control_send(mpi, owner, &msg);
     }
     pthread_mutex_unlock(&mpi->subscribe_lock);
-    ordo__mpi_listen_soon(mpi);
+    if (finalized) {
+        ordo__signal_mirror_pull(signal);
+    } else {
+        ordo__mpi_listen_soon(mpi);
+    }
     *out_signal = signal;
     return ORDO_OK;
 }
@@ -521,6 +546,19 @@ static bool mirrors_pull(ordo_mpi_t *mpi) {
         ordo__signal_release_internal(behind[i]->remote.signal);
     }
     return n > 0;
+}
+
+void ordo__mpi_signals_finalized(ordo_mpi_t *mpi) {
+    pthread_mutex_lock(&mpi->lock);
+    for (mpi_remote_t *r = mpi->remotes; r; r = r->next) {
+        if (!r->program_done) {
+            finalized_fail(mpi, r);
+        }
+    }
+    pthread_mutex_unlock(&mpi->lock);
+    /* A failed mirror is no longer behind: this ends. */
+    while (mirrors_pull(mpi)) {
+    }
 }
 
 static void on_raise(ordo_mpi_t *mpi, const control_msg_t *msg) {

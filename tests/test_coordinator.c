@@ -4,6 +4,7 @@
  * several threads), cycles refused and listed, retirement and stale ids,
  * stream pools, registrations refused after attaching a fresh stream
  * (alone and from several threads), bad input on every entry point. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -513,6 +514,72 @@ static void failed_launch_fails_its_dependents(void **state) {
     assert_status(ordo_coord_begin(f->coord, H), ORDO_ERR_ABORTED);
     assert_int_equal(atomic_load(&sh.calls), 1);
     assert_int_equal(metrics(f).failed, 3);
+    fixture_free(f);
+}
+
+/* A launch function runs outside the coordinator's lock, and the
+ * dispatcher writes its op again after it: a destroy from inside it is
+ * refused (it freed the coordinator under the dispatcher), and a drain on
+ * another thread waits for it (it returned while the launch ran, and a
+ * destroy after it did the same). */
+typedef struct launch_gate {
+    ordo_coord_t *coord;
+    _Atomic int destroy_status;
+    _Atomic int entered;
+    ordo_signal_t *open; /* the launch returns once it reaches 1 */
+} launch_gate_t;
+
+static ordo_status_t launch_destroys(void *ctx, ordo_stream_t *stream) {
+    (void)stream;
+    launch_gate_t *g = ctx;
+    atomic_store(&g->destroy_status, (int)ordo_coord_destroy(g->coord));
+    return ORDO_OK;
+}
+
+static ordo_status_t launch_held(void *ctx, ordo_stream_t *stream) {
+    (void)stream;
+    launch_gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    return ordo_signal_wait(g->open, 1, test_deadline());
+}
+
+static void *dispatch_main(void *arg) {
+    fixture_t *f = arg;
+    size_t launched = 0;
+    (void)ordo_coord_dispatch(f->coord, 1, &launched);
+    return NULL;
+}
+
+static void launch_functions_hold_off_destroy_and_drain(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    fixture_t *f = fixture_make();
+    launch_gate_t g = {.coord = f->coord, .destroy_status = -1};
+    ordo_op_desc_t desc = {.stream = f->s[0], .launch = launch_destroys, .launch_ctx = &g};
+    ordo_op_id_t op;
+    assert_ok(ordo_coord_register(f->coord, &desc, &op));
+    size_t launched = 0;
+    assert_ok(ordo_coord_dispatch(f->coord, 1, &launched));
+    assert_int_equal(launched, 1);
+    assert_int_equal(atomic_load(&g.destroy_status), ORDO_ERR_BUSY);
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+
+    g.open = test_signal_make(0);
+    desc.launch = launch_held;
+    assert_ok(ordo_coord_register(f->coord, &desc, &op));
+    pthread_t dispatcher = test_thread_start(dispatch_main, f);
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&g.entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&g.entered));
+    assert_status(ordo_coord_drain(f->coord, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
+    assert_status(ordo_coord_destroy(f->coord), ORDO_ERR_BUSY);
+    assert_ok(ordo_signal_advance(g.open, 1));
+    test_join_bounded(dispatcher);
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    assert_int_equal(metrics(f).dispatched, 2);
+    assert_ok(ordo_signal_release(g.open));
     fixture_free(f);
 }
 
@@ -1760,6 +1827,7 @@ int main(void) {
         cmocka_unit_test(waits_are_emitted_once_and_elided_when_known),
         cmocka_unit_test(failures_reach_every_callback),
         cmocka_unit_test(failed_dependencies_without_a_wait_fail_at_begin),
+        cmocka_unit_test(launch_functions_hold_off_destroy_and_drain),
         cmocka_unit_test(failed_launch_fails_its_dependents),
         cmocka_unit_test(dispatch_goes_by_priority_then_readiness),
         cmocka_unit_test(callbacks_run_exactly_once),

@@ -221,13 +221,15 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
 
 /** Destroys the coordinator. Ops that never finished are dropped; their callbacks run with
  * ORDO_ERR_CANCELLED on this thread. Refused with ORDO_ERR_BUSY while an op
- * has completed but its point is not yet reached, or its callbacks run:
- * ordo_coord_drain waits for those. */
+ * has completed but its point is not yet reached, its callbacks run, or
+ * its launch function runs (ordo_coord_dispatch; so a launch function
+ * cannot destroy its coordinator): ordo_coord_drain waits for those. */
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord);
 
 /** Waits on the host until no completed op awaits its point and no callback
- * runs, or the deadline (ORDO_ERR_TIMEOUT). The one call that blocks; not
- * from a callback. */
+ * or launch function runs, or the deadline (ORDO_ERR_TIMEOUT). The one
+ * call that blocks; not from a callback or a launch function (it would
+ * wait for itself until the deadline). */
 ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline);
 
 /** Registers an op. Errors: ORDO_ERR_NOT_FOUND for an unknown dependency

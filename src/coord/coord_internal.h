@@ -228,6 +228,10 @@ struct ordo_coord {
     uint64_t in_flight; /* completed ops awaiting their points */
     uint32_t registers_since_poll;
     uint64_t callbacks_running; /* ops whose callbacks run unlocked */
+    /* Ops whose launch function runs (ordo_coord_dispatch, unlocked): the
+     * dispatcher writes the op again after it, so drain waits for them
+     * and destroy is refused. */
+    uint64_t launching;
     /* Ops whose own timepoint is armed or about to be, or whose firing is
      * not handled yet: it will touch the coordinator. */
     uint64_t timepoints_pending;
@@ -450,7 +454,8 @@ void ordo__coord_wake_drainers(ordo_coord_t *coord);
 
 /* Nothing in flight that will call back into the coordinator. */
 static inline int coord_quiet(const ordo_coord_t *coord) {
-    return !coord->in_flight && !coord->callbacks_running && !coord->timepoints_pending;
+    return !coord->in_flight && !coord->callbacks_running && !coord->timepoints_pending &&
+           !coord->launching;
 }
 
 static inline void work_init(coord_work_t *work) {

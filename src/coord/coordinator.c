@@ -140,12 +140,15 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     ordo__coord_poll(coord, &work); /* finishes only ops without callbacks */
     uint64_t in_flight = coord->in_flight;
     uint64_t running = coord->callbacks_running + coord->timepoints_pending;
+    uint64_t launching = coord->launching;
     if (!coord_quiet(coord)) {
         coord_unlock(coord, &work);
         return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "%llu op(s) await their completion points and %llu run callbacks "
-                           "(ordo_coord_drain waits for them)",
-                           (unsigned long long)in_flight, (unsigned long long)running);
+                           "%llu op(s) await their completion points, %llu run callbacks and "
+                           "%llu launch functions (ordo_coord_drain waits for them; a launch "
+                           "function cannot destroy its coordinator)",
+                           (unsigned long long)in_flight, (unsigned long long)running,
+                           (unsigned long long)launching);
     }
     coord->magic = ORDO_HAL_DEAD;
     coord_unlock(coord, &work);
@@ -1013,6 +1016,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
             continue;
         }
         op->state = OP_LAUNCHING;
+        coord->launching++;
         ordo_op_launch_fn launch = op->launch;
         void *ctx = op->launch_ctx;
         ordo_stream_t *stream = coord->streams[op->stream]->stream;
@@ -1021,6 +1025,8 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
         st = launch(ctx, stream);
         t0 = timing_start();
         coord_lock(coord);
+        coord->launching--;
+        ordo__coord_wake_drainers(coord);
         if (st != ORDO_OK) {
             ordo__op_fail(coord, slot, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, &work);
             continue;

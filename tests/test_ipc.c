@@ -701,7 +701,9 @@ static void a_slot_reused_by_the_same_pid_is_not_marked_dead(void **state) {
     shared_page_t *page =
         mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     assert_true(page != MAP_FAILED);
-    const pid_t pid = 4194303; /* the largest pid: no process here has it */
+    /* This process's pid: the reaper here never watches it (a pid no
+     * process has would be found dead by it, and the page failed). */
+    const pid_t pid = getpid();
     assert_ok(ordo__shared_page_register(page, pid, 11, "test"));
     size_t slot = ORDO_SHARED_SIGNAL_SIGNALLERS_MAX;
     pid_t seen = 0;
@@ -1381,6 +1383,27 @@ static bool readable(ordo_signal_fd_t *sfd, int timeout_ms) {
     return r == 1 && (pfd.revents & POLLIN);
 }
 
+/* A descriptor made inside a callback for a value reached already is
+ * readable at once too (its timepoint's callback used to be queued behind
+ * the running one, and the descriptor stayed unreadable until it ran). */
+typedef struct fd_in_callback {
+    ordo_signal_t *signal;
+    int readable;
+    ordo_status_t result;
+} fd_in_callback_t;
+
+static void fd_in_callback_fire(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    fd_in_callback_t *c = ctx;
+    ordo_signal_fd_t *sfd = NULL;
+    c->result = ordo_signal_fd_create(c->signal, 1, &sfd);
+    if (c->result == ORDO_OK) {
+        c->readable = readable(sfd, 0);
+        c->result = ordo_signal_fd_result(sfd);
+        (void)ordo_signal_fd_destroy(sfd);
+    }
+}
+
 /* Its life on one signal: not readable while pending; readable once
  * reached, failed or destroyed, with the result saying which. */
 static void signal_fd_life(ordo_signal_t *(*make)(uint64_t)) {
@@ -1391,6 +1414,18 @@ static void signal_fd_life(ordo_signal_t *(*make)(uint64_t)) {
     assert_true(readable(sfd, 0));
     assert_ok(ordo_signal_fd_result(sfd));
     assert_ok(ordo_signal_fd_destroy(sfd));
+    /* The same from inside a callback of the signal (a local one: its
+     * callback runs on this thread, in the advance). */
+    bool shared = true;
+    assert_ok(ordo_signal_is_shared(s, &shared));
+    if (!shared) {
+        fd_in_callback_t in_callback = {s, 0, ORDO_ERR_INTERNAL};
+        ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
+        assert_ok(ordo_timepoint_arm(&tp, s, 6, fd_in_callback_fire, &in_callback));
+        assert_ok(ordo_signal_advance(s, 6));
+        assert_ok(in_callback.result);
+        assert_true(in_callback.readable);
+    }
 
     /* Pending, then reached. Reading the descriptor changes nothing. */
     assert_ok(ordo_signal_fd_create(s, 7, &sfd));

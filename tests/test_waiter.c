@@ -5,6 +5,7 @@
  * producers signal. */
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/waiter_internal.h"
 #include "refusal.h"
@@ -1483,6 +1484,117 @@ static void signal_destroyed_under_an_async_wait_cancels_it(void **state) {
     refusal_fixture_free(&f);
 }
 
+/* A wait-any made of two inline waits on one signal, each callback
+ * cancelling its sibling, while another thread raises the signal. When
+ * the raise lands while the second wait arms its timepoint, the arm used
+ * to collect the first wait's timepoint too and run its callback on the
+ * registering thread, whose cancel of the second wait (not yet registered)
+ * then spun for ever on that thread. A watchdog ends the process if a
+ * round makes no progress within TEST_WAIT_MS. */
+typedef struct sibling_race {
+    ordo_waiter_t *waiter;
+    ordo_signal_t *_Atomic signal;
+    _Atomic ordo_wait_id_t ids[2];
+    _Atomic int go, raised, progress, stop;
+    pthread_t registering; /* the test's thread */
+} sibling_race_t;
+
+static sibling_race_t sibling;
+
+static void sibling_cancel(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status, (void)id;
+    int me = (int)(intptr_t)ctx;
+    /* The second id is the waiter's plain write, on the registering
+     * thread: read there only (the case that spun), not on the
+     * producer's, where it would race the write. */
+    if (me == 0 && !pthread_equal(pthread_self(), sibling.registering)) {
+        return;
+    }
+    ordo_wait_id_t other = atomic_load(&sibling.ids[1 - me]);
+    if (other) {
+        ordo_cancel_result_t result;
+        (void)ordo_waiter_cancel(sibling.waiter, other, false, &result);
+    }
+}
+
+static void *sibling_producer(void *arg) {
+    (void)arg;
+    uint64_t seed = 7;
+    for (int round = 1; !atomic_load(&sibling.stop); ++round) {
+        while (atomic_load(&sibling.go) != round) {
+            if (atomic_load(&sibling.stop)) {
+                return NULL;
+            }
+        }
+        /* A delay swept across the second wait's arm. */
+        for (uint64_t i = 0, n = test_rand(&seed) % 64; i < n; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            atomic_signal_fence(memory_order_seq_cst);
+#endif
+        }
+        (void)ordo_signal_advance(atomic_load(&sibling.signal), 1);
+        atomic_store(&sibling.raised, round);
+    }
+    return NULL;
+}
+
+static void *sibling_watchdog(void *arg) {
+    (void)arg;
+    int last = -1;
+    while (!atomic_load(&sibling.stop)) {
+        ordo_deadline_t until = ordo_deadline_after_ms(TEST_WAIT_MS);
+        while (!atomic_load(&sibling.stop) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+            test_sleep_ms(10);
+        }
+        int now = atomic_load(&sibling.progress);
+        if (!atomic_load(&sibling.stop) && now == last) {
+            fprintf(stderr, "sibling waits: no progress past round %d in %d ms\n", now,
+                    TEST_WAIT_MS);
+            _exit(3);
+        }
+        last = now;
+    }
+    return NULL;
+}
+
+static void a_callback_cancelling_a_wait_being_armed_does_not_spin(void **state) {
+    (void)state;
+    memset(&sibling, 0, sizeof sibling);
+    sibling.registering = pthread_self();
+    assert_ok(ordo_waiter_create(NULL, &sibling.waiter));
+    pthread_t producer = test_thread_start(sibling_producer, NULL);
+    pthread_t watchdog = test_thread_start(sibling_watchdog, NULL);
+    const int rounds = (int)test_scaled(20000);
+    for (int round = 1; round <= rounds; ++round) {
+        ordo_signal_t *s = test_signal_make(0);
+        atomic_store(&sibling.signal, s);
+        atomic_store(&sibling.ids[0], 0);
+        atomic_store(&sibling.ids[1], 0);
+        ordo_wait_id_t first = 0;
+        assert_ok(ordo_waiter_wait(sibling.waiter, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
+                                   sibling_cancel, (void *)0, &first));
+        atomic_store(&sibling.ids[0], first);
+        atomic_store(&sibling.go, round);
+        /* The id is written before the wait is armed (ordo/waiter.h), so
+         * the first wait's callback may cancel it from then on. */
+        assert_ok(ordo_waiter_wait(sibling.waiter, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE,
+                                   sibling_cancel, (void *)1, (ordo_wait_id_t *)&sibling.ids[1]));
+        ordo_deadline_t until = test_deadline();
+        while (atomic_load(&sibling.raised) != round &&
+               (ordo_deadline_t)ordo_time_now_ns() < until) {
+        }
+        assert_int_equal(atomic_load(&sibling.raised), round);
+        atomic_store(&sibling.progress, round);
+        assert_ok(ordo_signal_destroy(s));
+    }
+    atomic_store(&sibling.stop, 1);
+    test_join_bounded(producer);
+    test_join_bounded(watchdog);
+    assert_ok(ordo_waiter_destroy(sibling.waiter));
+}
+
 int main(void) {
     test_conformance_begin("waiter");
     const struct CMUnitTest tests[] = {
@@ -1508,6 +1620,7 @@ int main(void) {
         cmocka_unit_test(stress_waits_cancels_and_producers),
         cmocka_unit_test(waiter_entry_points_refuse_bad_input),
         cmocka_unit_test(signal_destroyed_under_an_async_wait_cancels_it),
+        cmocka_unit_test(a_callback_cancelling_a_wait_being_armed_does_not_spin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,9 +93,22 @@ ordo_status_t ordo_signal_fd_create(ordo_signal_t *signal, uint64_t value,
     export->magic = SIGNAL_FD_MAGIC;
     export->signal = signal;
     export->value = value;
+    export->timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
     atomic_init(&export->outcome, OUTCOME_PENDING);
     atomic_init(&export->owner, OWNER_PENDING);
     ordo__signal_retain_internal(signal);
+    /* Reached or failed already: resolved here, so the descriptor is
+     * readable when this returns. A timepoint armed from inside a callback
+     * would have its own queued behind that callback on this thread. */
+    uint64_t state = signal_state_now(signal);
+    if (!(state & SIGNAL_DESTROYED) &&
+        ((state & SIGNAL_VALUE_MASK) >= value || (state & SIGNAL_FAILED))) {
+        ordo_status_t outcome =
+            (state & SIGNAL_VALUE_MASK) >= value ? ORDO_OK : ordo__signal_failure_now(signal, NULL);
+        signal_fd_fired(export, outcome, NULL); /* owner: CALLBACK_DONE */
+        *out_signal_fd = export;
+        return ORDO_OK;
+    }
     ordo_status_t st = ordo__timepoint_arm_checked(
         &export->timepoint, signal, value, signal_fd_fired, export, TIMEPOINT_USER, __func__);
     if (st != ORDO_OK) {

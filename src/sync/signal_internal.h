@@ -18,8 +18,10 @@
  * No lost wake-ups: registering a timepoint and raising the value are both
  * read-modify-writes of the same word, so one is ordered before the other.
  * If the raise comes first, the registering thread's fetch_or returns the
- * raised value and it collects the timepoint itself. If the registration
- * comes first, the raise sees WAITERS. WAITERS is derived from the list (it
+ * raised value and it collects the timepoint itself (its own only: others
+ * in the list were listed with WAITERS set, so the raise that reached them
+ * sees WAITERS and dispatches them). If the registration comes first, the
+ * raise sees WAITERS. WAITERS is derived from the list (it
  * is cleared only under the lock, when the list is empty), never cleared
  * by a producer, so a second registration cannot be lost to a first wake.
  *

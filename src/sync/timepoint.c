@@ -210,10 +210,17 @@ ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal
         atomic_store_explicit(&signal->next_wake, signal->head->value_, memory_order_seq_cst);
         /* The registration half of the protocol: this read-modify-write is
          * ordered against every producer's CAS. A raise ordered first left
-         * the collection to us. */
+         * this timepoint's collection to us, and only this one's: any other
+         * listed was listed with WAITERS set, so the raise that reached it
+         * dispatches it (its collection takes the lock after us). Running
+         * others' callbacks here, inside the arm, would let one of them
+         * act on a registration not finished on this thread (a waiter's
+         * cancel of the wait being armed spun for ever). */
         state = atomic_fetch_or_explicit(&signal->state, SIGNAL_WAITERS, memory_order_seq_cst);
-        if ((state & SIGNAL_VALUE_MASK) >= signal->head->value_) {
-            ordo__signal_collect_locked(signal, state & SIGNAL_VALUE_MASK, ORDO_OK, &due);
+        if ((state & SIGNAL_VALUE_MASK) >= value) {
+            list_unlink_locked(signal, timepoint);
+            mark_due(timepoint, ORDO_OK, &due);
+            refresh_waiters_locked(signal);
         } else {
             /* Under the lock: ordo__signal_feeder_clear cannot finish meanwhile. */
             signal_feeder_t *feeder = atomic_load_explicit(&signal->feeder, memory_order_acquire);

@@ -3,6 +3,7 @@
  * from inside a callback), metrics, destroy with pending waits, bad input,
  * and a stress of many waits cancelled from several threads while
  * producers signal. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -427,6 +428,61 @@ static void heap_compaction_keeps_live_deadlines(void **state) {
     while (!heap_compaction_attempt()) {
         assert_true(++attempt < 5);
     }
+}
+
+/* While an inline timeout callback keeps the timer thread busy, waits
+ * with deadlines registered and resolved by their signals leave stale
+ * heap nodes that only the timer compacted: the heap grew with every
+ * registration. A registration now compacts a heap more than half stale,
+ * so it stays within about twice what is pending. */
+typedef struct busy_timer {
+    _Atomic int entered;
+    ordo_signal_t *gate;
+} busy_timer_t;
+
+static void busy_timer_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)status, (void)id;
+    busy_timer_t *b = ctx;
+    atomic_store(&b->entered, 1);
+    (void)ordo_signal_wait(b->gate, 1, test_deadline());
+}
+
+static void rec_nothing(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
+    (void)ctx, (void)status, (void)id;
+}
+
+static void a_busy_timer_does_not_let_the_heap_grow(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    busy_timer_t b = {0, test_signal_make(0)};
+    ordo_signal_t *never = test_signal_make(0);
+    assert_ok(ordo_waiter_wait(w, never, 1, ordo_deadline_after_ms(1), ORDO_WAIT_INLINE,
+                               busy_timer_fn, &b, NULL));
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&b.entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&b.entered));
+    uint32_t largest = 0;
+    for (int round = 0; round < 40; ++round) {
+        ordo_signal_t *s = test_signal_make(0);
+        for (int i = 0; i < 256; ++i) {
+            assert_ok(ordo_waiter_wait(w, s, 1, test_deadline(), ORDO_WAIT_INLINE, rec_nothing,
+                                       NULL, NULL));
+        }
+        assert_ok(ordo_signal_advance(s, 1)); /* resolves them: their nodes go stale */
+        assert_ok(ordo_signal_destroy(s));
+        pthread_mutex_lock(&w->timer_lock);
+        largest = w->heap.len > largest ? (uint32_t)w->heap.len : largest;
+        pthread_mutex_unlock(&w->timer_lock);
+    }
+    /* 10240 registrations, at most 256 pending at once. */
+    assert_true(largest <= 2 * WAITER_COMPACT_MIN + 2 * 256);
+    assert_ok(ordo_signal_advance(b.gate, 1));
+    wait_idle(w);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(never));
+    assert_ok(ordo_signal_destroy(b.gate));
 }
 
 /* ---- failures and destroys propagate ------------------------------------- */
@@ -1605,6 +1661,7 @@ int main(void) {
         cmocka_unit_test(deadline_fires_timeout_never_early),
         cmocka_unit_test(deadlines_fire_in_deadline_order),
         cmocka_unit_test(heap_compaction_keeps_live_deadlines),
+        cmocka_unit_test(a_busy_timer_does_not_let_the_heap_grow),
         cmocka_unit_test(failure_and_destroy_propagate),
         cmocka_unit_test(event_waits),
         cmocka_unit_test(cancel_prevents_a_pending_wait),

@@ -593,6 +593,13 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
 static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadline_t deadline) {
     int wake = 0;
     pthread_mutex_lock(&w->timer_lock);
+    /* More than half of the heap stale and the timer has not compacted it
+     * (a long inline timeout callback keeps it busy): compacted here, so
+     * the heap stays within about twice the waits pending. */
+    int64_t stale = atomic_load_explicit(&w->heap_stale, memory_order_relaxed);
+    if (stale >= WAITER_COMPACT_MIN && 2 * stale > (int64_t)w->heap.len) {
+        heap_compact_locked(w);
+    }
     /* Room first. Growing can fail; compacting then makes room, as the heap
      * holds two nodes per entry of the slab. Only claimers that have not
      * yet cleared their tag could keep it full: they are a few
@@ -606,12 +613,18 @@ static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadl
             pthread_mutex_lock(&w->timer_lock);
         }
     }
+    /* The tag before the CAS: from the CAS on, a firing may claim the wait
+     * and clear the tag (heap_note_stale), and a tag stored after that
+     * would mark the dead node live. No node of gen is in the heap yet, so
+     * the tag alone changes nothing until the push. */
+    atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
     uint64_t setup = WORD_MAKE(gen, PHASE_SETUP);
     int added = atomic_compare_exchange_strong_explicit(
         &e->word, &setup, WORD_MAKE(gen, PHASE_PENDING) | WORD_IN_HEAP, memory_order_seq_cst,
         memory_order_relaxed);
-    if (added) {
-        atomic_store_explicit(e->heap_tag, gen, memory_order_relaxed);
+    if (!added) {
+        atomic_store_explicit(e->heap_tag, 0, memory_order_relaxed);
+    } else {
         wait_heap_node_t node = {deadline, e->slot, gen};
         if (ordo__wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {
             w->timer_sleep_until = deadline; /* one wake-up is enough */

@@ -91,9 +91,10 @@ struct guard_resource {
      * as a free on the block's allocating stream (so uses on other streams
      * still order its reuse). That stream is one upstream's tracker orders
      * already, which must outlive the tracker; a stream of the guard's own
-     * would be left in the tracker when the guard destroys it. Zero: a
-     * settled free. */
-    int release_on_stream;
+     * would be left in the tracker when the guard destroys it; and it goes
+     * back only in the guard's calls on the program's side (evict_overflow).
+     * Zero: a settled free, on any thread. */
+    int upstream_tracks_uses;
     pthread_mutex_t lock; /* everything below but the atomics; a leaf */
     guard_slab_t *slabs;
     guard_block_t *free_headers;
@@ -359,7 +360,7 @@ static void release_block(guard_resource_t *g, guard_block_t *b, findings_t *f) 
      * counted there as outstanding. */
     /* A release: a pool whose tracker records holds it until the recording
      * ends, which it is no part of. */
-    (void)mem_release(g->base.upstream, b->inner, g->release_on_stream ? b->base.stream : NULL);
+    (void)mem_release(g->base.upstream, b->inner, g->upstream_tracks_uses ? b->base.stream : NULL);
     pthread_mutex_lock(&g->lock);
     retire_locked(g, b);
     pthread_mutex_unlock(&g->lock);
@@ -423,7 +424,7 @@ static size_t round_up(size_t n, size_t to) {
 static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_request_t *request,
                                     ordo_block_t **out_block) {
     guard_resource_t *g = (guard_resource_t *)resource;
-    if (g->release_on_stream) {
+    if (g->upstream_tracks_uses) {
         (void)evict_overflow(g, ORDO_OK);
     }
     size_t front = round_up(g->config.canary_bytes, request->alignment);
@@ -529,7 +530,7 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     g->quarantined_bytes += b->inner_bytes;
     pthread_mutex_unlock(&g->lock);
     atomic_fetch_sub_explicit(&g->bytes_outstanding, bytes, memory_order_relaxed);
-    if (!g->release_on_stream) {
+    if (!g->upstream_tracks_uses) {
         evict(g, 0, &f); /* a settled free, on any thread */
     }
     findings_publish(g, &f);
@@ -632,7 +633,7 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         /* On a failed stream the block is poisoned and let go at once. */
         st = ordo__mem_free_point_enqueue(stream, timeline, st);
     }
-    return g->release_on_stream ? evict_overflow(g, st) : st;
+    return g->upstream_tracks_uses ? evict_overflow(g, st) : st;
 }
 
 /* --- Forwarded calls --- */
@@ -645,7 +646,7 @@ static uint64_t guard_bytes_outstanding(ordo_mem_resource_t *resource) {
 static ordo_status_t guard_reap_pending(ordo_mem_resource_t *resource, ordo_deadline_t deadline) {
     guard_resource_t *g = (guard_resource_t *)resource;
     ORDO_RETURN_IF_ERROR(ordo__mem_frees_wait(&g->frees_pending, deadline));
-    if (g->release_on_stream) {
+    if (g->upstream_tracks_uses) {
         (void)evict_overflow(g, ORDO_OK); /* then reaped below */
     }
     return ordo__mem_forward_reap_pending(resource, deadline);
@@ -900,7 +901,7 @@ ordo_status_t ordo_mem_guard_create(ordo_mem_resource_t *upstream,
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a guard");
     }
     g->config = *config;
-    g->release_on_stream = upstream->ops->supports_use_tracking(upstream);
+    g->upstream_tracks_uses = upstream->ops->supports_use_tracking(upstream);
     pthread_mutex_init(&g->lock, NULL);
     ordo__mem_resource_init(&g->base, &guard_ops, device, upstream);
     *out_resource = &g->base;

@@ -639,6 +639,51 @@ static void event_destroyed_with_a_pending_record(void **state) {
     assert_ok(ordo_stream_destroy(stream));
 }
 
+/* Events destroyed behind their records come back to the pool on the
+ * stream's thread; they went into that thread's cache, which only it would
+ * take from (a worker never creates events), so every later create made a
+ * new event while the pool's sat there. */
+static void events_destroyed_behind_their_records_are_reused(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    enum { STREAMS = 4, PER_STREAM = 4, ROUNDS = 20 };
+    ordo_stream_t *streams[STREAMS];
+    for (int i = 0; i < STREAMS; ++i) {
+        streams[i] = stream_make();
+    }
+    ordo_event_pool_stats_t before;
+    ordo_event_pool_stats_t after;
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &before));
+    for (int round = 0; round < ROUNDS; ++round) {
+        gate_t gates[STREAMS];
+        for (int i = 0; i < STREAMS; ++i) {
+            gates[i] = (gate_t){0, 0};
+            assert_ok(ordo_stream_host_task(streams[i], gate_task, &gates[i]));
+            for (int k = 0; k < PER_STREAM; ++k) {
+                ordo_event_t *event;
+                assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &event));
+                assert_ok(ordo_event_record(event, streams[i]));
+                assert_ok(ordo_event_destroy(event)); /* back when the record is passed */
+            }
+        }
+        for (int i = 0; i < STREAMS; ++i) {
+            atomic_store(&gates[i].open, 1);
+            assert_ok(ordo_stream_synchronize(streams[i], test_deadline()));
+        }
+    }
+    assert_ok(ordo_device_event_pool_stats(device, ORDO_EVENT_PLAIN, &after));
+    assert_int_equal(after.in_use, before.in_use);
+    /* 320 creates; one round's worth of events (and a batch) suffices. */
+    uint64_t made = after.created_total - before.created_total;
+    if (made > 2 * STREAMS * PER_STREAM + 64) {
+        fail_msg("%llu events made for %d creates of at most %d at once", (unsigned long long)made,
+                 STREAMS * PER_STREAM * ROUNDS, STREAMS * PER_STREAM);
+    }
+    for (int i = 0; i < STREAMS; ++i) {
+        assert_ok(ordo_stream_destroy(streams[i]));
+    }
+}
+
 /* ---- bad input ---------------------------------------------------------- */
 
 static ordo_status_t noop_task(void *ctx) {
@@ -1190,6 +1235,7 @@ int main(void) {
         cmocka_unit_test(destroy_right_after_submission),
         cmocka_unit_test(wait_on_a_signal_destroyed_before_the_stream_reaches_it),
         cmocka_unit_test(event_destroyed_with_a_pending_record),
+        cmocka_unit_test(events_destroyed_behind_their_records_are_reused),
         cmocka_unit_test(destroy_from_the_streams_own_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(priorities_within_range),

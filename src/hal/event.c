@@ -59,13 +59,20 @@ static void stamp_unlock(ordo_event_t *event) {
     atomic_store_explicit(&event->stamp_lock, 0, memory_order_release);
 }
 
-/* Back to the pool: the destroy and every pending record are done. */
-static void event_finish_destroy(ordo_event_t *event) {
+/* Back to the pool: the destroy and every pending record are done. On
+ * the thread that passed the last record (a stream's worker, a driver
+ * thread: shared), to the pool's depot rather than that thread's cache. */
+static void event_finish_destroy(ordo_event_t *event, int shared) {
     if (event->timeline) {
         ordo__signal_release_internal(event->timeline);
         event->timeline = NULL;
     }
-    (void)ordo__event_pool_release(event->device->event_pools[event->kind], event, event->pooled);
+    event_pool_t *pool = event->device->event_pools[event->kind];
+    if (shared) {
+        (void)ordo__event_pool_release_shared(pool, event, event->pooled);
+    } else {
+        (void)ordo__event_pool_release(pool, event, event->pooled);
+    }
 }
 
 uint64_t ordo__hal_event_record_begin(ordo_event_t *event) {
@@ -96,7 +103,7 @@ void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, in
     }
     uint32_t old = atomic_fetch_sub_explicit(&event->pending_records, 1, memory_order_acq_rel);
     if (old == (EVENT_DESTROY_REQUESTED | 1u)) {
-        event_finish_destroy(event); /* destroyed while this record was pending */
+        event_finish_destroy(event, 1); /* destroyed while this record was pending */
     }
 }
 
@@ -108,7 +115,7 @@ ordo_status_t ordo_event_destroy(ordo_event_t *event) {
     uint32_t old = atomic_fetch_or_explicit(&event->pending_records, EVENT_DESTROY_REQUESTED,
                                             memory_order_acq_rel);
     if (old == 0) {
-        event_finish_destroy(event);
+        event_finish_destroy(event, 0);
     }
     return ORDO_OK;
 }

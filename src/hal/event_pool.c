@@ -902,7 +902,10 @@ ordo_status_t ordo__event_pool_acquire(event_pool_t *pool, void **out_event, int
 
 /* ---- release --------------------------------------------------------- */
 
-static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int pooled) {
+/* cached: into this thread's cache (a thread that also acquires), else
+ * straight to the depot. */
+static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int pooled,
+                                            int cached) {
     const char *api = "ordo__event_pool_release";
     ORDO_RETURN_IF_ERROR(pool_check(pool, api));
     if (!event) {
@@ -913,7 +916,7 @@ static POOL_SLOW ordo_status_t release_slow(event_pool_t *pool, void *event, int
                            "pooled is %d; pass back the 0 or 1 ordo__event_pool_acquire gave",
                            pooled);
     }
-    pool_cache_t *cache = pooled ? cache_get(pool) : NULL;
+    pool_cache_t *cache = pooled && cached ? cache_get(pool) : NULL;
     pthread_mutex_lock(&pool->lock);
     pool_slot_t *slot =
         registry_find(atomic_load_explicit(&pool->registry, memory_order_relaxed), event);
@@ -1018,7 +1021,7 @@ ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pool
                 pool_slot_t *slot;
                 uint64_t s;
                 if (!slot_of_returning(pool, cache, n, event, &slot, &s)) {
-                    return release_slow(pool, event, pooled);
+                    return release_slow(pool, event, pooled, 1);
                 }
                 /* The compare-exchange expects that generation in use: of
                  * two releases of one event exactly one succeeds. */
@@ -1032,7 +1035,11 @@ ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pool
             }
         }
     }
-    return release_slow(pool, event, pooled);
+    return release_slow(pool, event, pooled, 1);
+}
+
+ordo_status_t ordo__event_pool_release_shared(event_pool_t *pool, void *event, int pooled) {
+    return release_slow(pool, event, pooled, 0);
 }
 
 /* ---- the library's own events ----------------------------------------- */
@@ -1078,7 +1085,7 @@ void ordo__event_pool_give(event_pool_t *pool, void *event) {
             }
         }
     }
-    (void)release_slow(pool, event, 1);
+    (void)release_slow(pool, event, 1, 1);
 }
 
 /* ---- trim and statistics --------------------------------------------- */

@@ -65,6 +65,12 @@ ordo_status_t ordo__event_pool_acquire(event_pool_t *pool, void **out_event, int
  * with; an unpooled event is destroyed at once. */
 ordo_status_t ordo__event_pool_release(event_pool_t *pool, void *event, int pooled);
 
+/* The same, straight to the shared depot, past this thread's cache: for a
+ * release made on a thread that never acquires (a stream's worker passing
+ * the last record of a destroyed event), where a cache would keep the
+ * event from every thread that does until that thread ends. */
+ordo_status_t ordo__event_pool_release_shared(event_pool_t *pool, void *event, int pooled);
+
 /* For events that never leave the library (a backend's own points): the
  * same as ordo__event_pool_acquire and ordo__event_pool_release without the checks
  * that guard against a caller's misuse (a double or foreign release):

@@ -1173,6 +1173,78 @@ static void budget_pool_free(budget_pool_t *bp, ordo_stream_t *s) {
     assert_ok(ordo_mem_resource_destroy(bp->budget));
 }
 
+/* The out-of-memory retry gave a chunk back to the direct resource (under a
+ * budget) with a free on stream S, made to wait on the device for stream
+ * A's use of it, or covering that use through a wait S had made. S then
+ * failed before its wait ran, its free point fired, and the direct
+ * resource freed the memory while A's use was still to run. Now such a
+ * chunk stays in the pool until it settles; only a chunk used on one
+ * stream alone (with nothing pending it had waited for) goes back so. */
+typedef struct held_use {
+    ordo_signal_t *hold;
+    unsigned char *memory;
+    size_t bytes;
+} held_use_t;
+
+static ordo_status_t held_use_task(void *ctx) {
+    held_use_t *u = ctx;
+    ordo_status_t st = ordo_signal_wait(u->hold, 1, test_deadline());
+    memset(u->memory, 0x5a, u->bytes); /* after the chunk went back: a use after free */
+    return st;
+}
+
+static ordo_status_t failing_after_gate(void *ctx) {
+    (void)ordo_signal_wait(ctx, 1, test_deadline());
+    return ORDO_ERR_ABORTED;
+}
+
+static void out_of_memory_retry_keeps_chunks_another_stream_may_use(void **state) {
+    (void)state;
+    for (int covered_by_wait = 0; covered_by_wait < 2; ++covered_by_wait) {
+        fixture_t f;
+        fixture_make(&f, 1, ORDO_MEM_REUSE_WAIT, 64 * 1024);
+        budget_pool_t bp = budget_pool_make(&f, ORDO_MEM_REUSE_WAIT, 64 * 1024, 128 * 1024);
+        ordo_stream_t *a = f.s[0], *s = NULL;
+        assert_ok(ordo_tracker_stream_create(f.tracker, 0, &s)); /* fails; the tracker's */
+        ordo_signal_t *gate = test_signal_make(0);
+        held_use_t use = {test_signal_make(0), NULL, 64 * 1024};
+        ordo_block_t *x = NULL;
+        assert_ok(ordo_mem_allocate(bp.pool, use.bytes, 0, a, 0, &x, (void **)&use.memory));
+        ordo_buffer_t *buffer = NULL;
+        assert_ok(ordo_block_buffer(x, &buffer));
+        ordo_access_t write = {buffer, ORDO_ACCESS_WRITE};
+        assert_ok(ordo_tracker_submit_host(f.tracker, a, &write, 1, held_use_task, &use));
+        if (covered_by_wait) {
+            /* S waits for A's use, then frees: its one entry covers A's. */
+            assert_ok(ordo_stream_host_task(s, failing_after_gate, gate));
+            assert_ok(ordo_mem_prepare_use(bp.pool, x, s, ORDO_ACCESS_READ));
+            assert_ok(ordo_mem_finish_use(bp.pool, x, s, ORDO_ACCESS_READ));
+            assert_ok(ordo_mem_deallocate(bp.pool, x, s));
+        } else {
+            /* Freed on S, which never saw A's use: two entries. */
+            assert_ok(ordo_mem_deallocate(bp.pool, x, s));
+            assert_ok(ordo_stream_host_task(s, failing_after_gate, gate));
+        }
+        ordo_block_t *y = NULL;
+        ordo_status_t st = ordo_mem_allocate(bp.pool, 96 * 1024, 0, a, 0, &y, NULL);
+        assert_true(st == ORDO_ERR_OUT_OF_MEMORY);
+        assert_ok(ordo_signal_advance(gate, 1));
+        assert_status(ordo_stream_synchronize(s, test_deadline()), ORDO_ERR_ABORTED);
+        assert_ok(ordo_mem_reap_pending(f.direct, test_deadline()));
+        uint64_t out = 0;
+        assert_ok(ordo_mem_bytes_outstanding(f.direct, &out));
+        if (out == 0) {
+            fail_msg("%s: the chunk went back while stream A's use of it was still to run",
+                     covered_by_wait ? "one entry covering A's use" : "two entries");
+        }
+        assert_ok(ordo_signal_advance(use.hold, 1));
+        budget_pool_free(&bp, a);
+        assert_ok(ordo_signal_release(gate));
+        assert_ok(ordo_signal_release(use.hold));
+        fixture_free(&f);
+    }
+}
+
 /* Upstream out of memory: the pool settles what has completed, gives its
  * settled chunks back and tries once more. Blocks freed on a stream that
  * has since finished all its work are complete; the retry must find them. */
@@ -1285,6 +1357,7 @@ int main(void) {
         cmocka_unit_test(entry_points_refuse_each_bad_argument),
         cmocka_unit_test(pool_over_pool_trims_and_retries),
         cmocka_unit_test(out_of_memory_settles_trims_and_retries),
+        cmocka_unit_test(out_of_memory_retry_keeps_chunks_another_stream_may_use),
         cmocka_unit_test(out_of_memory_retry_counts_a_skipped_block_once),
         cmocka_unit_test(out_of_memory_retry_gives_back_runs),
     };

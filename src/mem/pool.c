@@ -115,8 +115,21 @@ static void trim_to(pool_t *p, uint64_t keep) {
  * when upstream is out of memory, where settling finds only what the host
  * already knows complete (a free that was a stream's last work is recorded
  * by nothing until a reap). Chunks with an entry of a failed stream are
- * left to settling. */
+ * left to settling.
+ *
+ * That stream may still fail before its waits run, and a failed stream's
+ * free point vouches for nothing of other streams. A pool below (an
+ * upstream that tracks uses) expands a failed stream's entry into the
+ * points it had waited for. Any other upstream (the direct resource,
+ * device memory) takes the memory at once when the stream fails, while
+ * another stream's use of it may still run: to those, only a chunk whose
+ * death frontier is one stream's, and whose other streams' points that
+ * stream had waited for are complete, goes back this way (that stream's
+ * own work is all that may still run, and a failed stream runs nothing
+ * more); the others wait for settling (ordo_mem_reap_pending). */
 static void trim_pending(pool_t *p) {
+    ordo_mem_resource_t *upstream = p->base.upstream;
+    const int expands_failures = upstream->ops->supports_use_tracking(upstream);
     for (pool_chunk_t *chunk = p->chunks, *next; chunk; chunk = next) {
         next = chunk->next;
         pool_block_t *whole = NULL;
@@ -132,12 +145,16 @@ static void trim_pending(pool_t *p) {
                 ordo_stream_status(frontier_stream(p->tracker, whole->death[i].stream)) == ORDO_OK;
         }
         uint32_t s = whole->death[whole->death_count - 1].stream;
+        if (healthy && !expands_failures &&
+            (whole->death_count != 1 || !frontier_others_settled(p, s))) {
+            continue;
+        }
         for (unsigned i = 0; healthy && i < whole->death_count; ++i) {
             const pool_death_t *d = &whole->death[i];
             healthy = d->stream == s ||
                       ordo__tracker_wait_for(p->tracker, s, d->stream, d->point) == ORDO_OK;
         }
-        if (!healthy || mem_deallocate(p->base.upstream, chunk->upstream_block,
+        if (!healthy || mem_deallocate(upstream, chunk->upstream_block,
                                        frontier_stream(p->tracker, s)) != ORDO_OK) {
             continue;
         }

@@ -103,6 +103,20 @@ static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *
     return 1;
 }
 
+/* Non-zero when everything of other streams that stream s had waited for
+ * (its frontier) is complete on its own: s's point then vouches for
+ * nothing of theirs, whether s goes on or fails. */
+static int frontier_others_settled(const pool_t *p, uint32_t s) {
+    uint64_t visited = (uint64_t)1 << s;
+    const uint64_t *waited = frontier_of(p->tracker, s);
+    for (uint32_t u = 0; u < frontier_stream_count(p->tracker); ++u) {
+        if (u != s && waited[u] && !point_settled(p, u, waited[u], &visited)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int death_settled(const pool_t *p, const pool_death_t *d) {
     uint64_t visited = 0;
     return point_settled(p, d->stream, d->point, &visited);

@@ -713,6 +713,29 @@ static void self_destroy_callback(void *ctx, ordo_status_t status, ordo_timepoin
     (void)self_destroy_task(ctx);
 }
 
+/* A stream's own thread cannot synchronize it (the work before the call
+ * includes the very task): refused, where it used to wait until its
+ * deadline, or for ever. */
+static ordo_status_t self_synchronize_task(void *ctx) {
+    self_destroy_t *d = ctx;
+    atomic_store(&d->status, ordo_stream_synchronize(d->stream, ORDO_DEADLINE_NEVER));
+    atomic_store(&d->ran, 1);
+    return ORDO_OK;
+}
+
+static void synchronize_from_the_streams_own_thread_is_refused(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *stream = stream_make();
+    self_destroy_t d = {stream, NULL, ORDO_OK, 0};
+    assert_ok(ordo_stream_host_task(stream, self_synchronize_task, &d));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_true(atomic_load(&d.ran));
+    assert_int_equal(atomic_load(&d.status), ORDO_ERR_BUSY);
+    assert_ok(ordo_stream_status(stream));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
 /* A stream's own thread cannot destroy it (the destroy would wait for that
  * thread): refused, and the stream goes on working. */
 static void destroy_from_the_streams_own_thread_is_refused(void **state) {
@@ -727,9 +750,7 @@ static void destroy_from_the_streams_own_thread_is_refused(void **state) {
     assert_int_equal(atomic_load(&d.status), ORDO_ERR_BUSY);
     assert_ok(ordo_stream_status(stream));
 
-    /* From a callback of a signal the stream raises. Nothing else waits on
-     * the signal: a waiter arming on it could collect the due callback and
-     * run it on its own thread, where the destroy would go through. */
+    /* From a callback of a signal the stream raises. */
     ordo_signal_t *s = test_signal_make(0);
     ordo_timepoint_t tp = ORDO_TIMEPOINT_INIT;
     self_destroy_t c = {stream, NULL, ORDO_OK, 0};
@@ -1237,6 +1258,7 @@ int main(void) {
         cmocka_unit_test(event_destroyed_with_a_pending_record),
         cmocka_unit_test(events_destroyed_behind_their_records_are_reused),
         cmocka_unit_test(destroy_from_the_streams_own_thread_is_refused),
+        cmocka_unit_test(synchronize_from_the_streams_own_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(priorities_within_range),
         cmocka_unit_test(stream_pool_honours_classes_and_priorities),

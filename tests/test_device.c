@@ -1,7 +1,11 @@
 /* Devices: names, the shared runtime singleton, owned runtimes, bad input
  * on every entry point, the references objects hold on their device. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "hal/hal.h"
 #include "refusal.h"
@@ -308,6 +312,57 @@ static void objects_keep_their_device_alive(void **state) {
     refusal_fixture_free(&f);
 }
 
+/* A priority-0 stream created from a host task of a more urgent stream
+ * runs at the main thread's nice value, not at the creating worker's
+ * (which a thread inherits). Where the process may not lower its nice
+ * value, every worker keeps the main thread's and this holds as well. */
+typedef struct nice_probe {
+    ordo_device_t *device;
+    ordo_stream_t *made;
+    int nice;
+    ordo_status_t status;
+} nice_probe_t;
+
+static ordo_status_t read_nice_task(void *ctx) {
+    nice_probe_t *p = ctx;
+    errno = 0;
+    p->nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    return errno ? ORDO_ERR_INTERNAL : ORDO_OK;
+}
+
+static ordo_status_t create_stream_task(void *ctx) {
+    nice_probe_t *p = ctx;
+    p->status = ordo_stream_create(p->device, 0, &p->made);
+    return ORDO_OK;
+}
+
+static void a_stream_made_by_an_urgent_one_keeps_the_default_priority(void **state) {
+    (void)state;
+    if (!test_device_is("cpu")) {
+        print_message("  skipped: nice values are the CPU backend's\n");
+        return;
+    }
+    ordo_device_t *device = NULL;
+    assert_ok(ordo_device_open(test_device_name(), &device));
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
+    ordo_stream_t *urgent = NULL;
+    assert_ok(ordo_stream_create(device, info.priority_greatest, &urgent));
+    nice_probe_t p = {device, NULL, 99, ORDO_ERR_INTERNAL};
+    assert_ok(ordo_stream_host_task(urgent, create_stream_task, &p));
+    assert_ok(ordo_stream_synchronize(urgent, test_deadline()));
+    assert_ok(p.status);
+    assert_ok(ordo_stream_host_task(p.made, read_nice_task, &p));
+    assert_ok(ordo_stream_synchronize(p.made, test_deadline()));
+    errno = 0;
+    int main_nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+    assert_int_equal(errno, 0);
+    assert_int_equal(p.nice, main_nice);
+    assert_ok(ordo_stream_destroy(p.made));
+    assert_ok(ordo_stream_destroy(urgent));
+    assert_ok(ordo_device_release(device));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(backends_and_devices_are_listed),
@@ -318,6 +373,7 @@ int main(void) {
         cmocka_unit_test(owned_runtime_never_aliases_the_shared_one),
         cmocka_unit_test(device_entry_points_refuse_bad_input),
         cmocka_unit_test(objects_keep_their_device_alive),
+        cmocka_unit_test(a_stream_made_by_an_urgent_one_keeps_the_default_priority),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,11 +93,15 @@ ordo_status_t ordo_stream_signal(ordo_stream_t *stream, ordo_signal_t *signal, u
 ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 
 /** Work submitted to stream after this waits for event's point (its last
- * record; ordo/event.h). ORDO_ERR_INVALID_ARGUMENT for an event never recorded. */
+ * record; ordo/event.h). ORDO_ERR_INVALID_ARGUMENT for an event never recorded.
+ * The event may be another device's: the wait goes through its timeline,
+ * a signal (as ordo_stream_wait). */
 ordo_status_t ordo_stream_wait_event(ordo_stream_t *stream, ordo_event_t *event);
 
 /** Waits until everything submitted before the call has run. Returns the
- * stream's failure if it failed, ORDO_ERR_TIMEOUT at the deadline. */
+ * stream's failure if it failed, ORDO_ERR_TIMEOUT at the deadline, and
+ * ORDO_ERR_BUSY on a thread of the stream itself (a host task, or a
+ * callback it ran), which would wait for itself. */
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 
 /** ORDO_OK while healthy, else the status the stream failed with. */

@@ -254,6 +254,13 @@ ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
 
 ordo_status_t ordo_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
+    if (ordo__hal_stream_on_own_thread(stream)) {
+        return ordo__error(ORDO_ERR_BUSY, __func__,
+                           "called on a thread of stream %p itself (from a host task or a callback "
+                           "it ran): the stream cannot reach work submitted before the call while "
+                           "this thread waits in it",
+                           (const void *)stream);
+    }
     return stream->device->backend->synchronize(stream, deadline);
 }
 

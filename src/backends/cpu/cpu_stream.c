@@ -24,6 +24,7 @@
  * recycled, so a reader may walk from the worker's head to the tail while
  * the worker keeps running; each node carries the low bits of its number.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -336,10 +337,20 @@ static void worker_idle(cpu_stream_t *s) {
 
 static void apply_priority(int priority) {
     /* Best effort: a more urgent stream runs at a lower nice value where
-     * the process is allowed to set it. */
-    if (priority != 0) {
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), priority * 5);
+     * the process is allowed to set it, relative to the process's main
+     * thread. Set for priority 0 too: a thread inherits its creator's
+     * nice value, and a stream created from another stream's host task
+     * would run at that stream's. */
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (base == -1 && errno != 0) {
+        base = 0;
     }
+    int nice = base + priority * 5;
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+                      nice < -20  ? -20
+                      : nice > 19 ? 19
+                                  : nice);
 }
 
 /* The stream whose worker this thread is (NULL elsewhere). */

@@ -1618,6 +1618,73 @@ static void guard_over_a_pool_releases_on_the_program_side(void **state) {
     env_close(&e);
 }
 
+/* Frees through a budget adaptor on failed streams, from several threads:
+ * a failed stream fails the free's timeline at once, the free point's
+ * callback puts the record back, and another thread took it and released
+ * the timeline while the first still had to look at it (a use after free
+ * AddressSanitizer reported; the plain build's heap broke). */
+typedef struct failed_frees {
+    ordo_mem_resource_t *top;
+    ordo_stream_t *stream;
+    uint64_t rounds;
+    _Atomic int failures;
+} failed_frees_t;
+
+static ordo_status_t fail_now_task(void *ctx) {
+    (void)ctx;
+    return ORDO_ERR_ABORTED;
+}
+
+static void *failed_frees_main(void *arg) {
+    failed_frees_t *w = arg;
+    for (uint64_t i = 0; i < w->rounds; ++i) {
+        ordo_block_t *block = NULL;
+        void *ptr = NULL;
+        if (ordo_mem_allocate(w->top, 64 + i % 512, 0, w->stream, 1, &block, &ptr) != ORDO_OK ||
+            ordo_mem_deallocate(w->top, block, w->stream) != ORDO_OK) {
+            atomic_fetch_add(&w->failures, 1);
+        }
+    }
+    return NULL;
+}
+
+static void frees_on_failed_streams_from_many_threads(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    env_t e;
+    env_open(&e);
+    ordo_stream_t *failed[2];
+    for (int i = 0; i < 2; ++i) {
+        assert_ok(ordo_stream_create(e.device, 0, &failed[i]));
+        assert_ok(ordo_stream_host_task(failed[i], fail_now_task, NULL));
+        assert_status(ordo_stream_synchronize(failed[i], test_deadline()), ORDO_ERR_ABORTED);
+    }
+    ordo_mem_resource_t *budget = NULL, *stats = NULL;
+    assert_ok(ordo_mem_budget_create(e.direct, NULL, &budget));
+    assert_ok(ordo_mem_statistics_create(budget, &stats));
+    failed_frees_t w[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; ++i) {
+        w[i] =
+            (failed_frees_t){stats, i < 2 ? failed[i] : e.s[i - 2], test_device_scaled(20000), 0};
+        threads[i] = test_thread_start(failed_frees_main, &w[i]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        test_join_bounded(threads[i]);
+        assert_int_equal(atomic_load(&w[i].failures), 0);
+    }
+    assert_int_equal(outstanding(stats), 0);
+    ordo_mem_budget_stats_t bs;
+    assert_ok(ordo_mem_budget_stats(e.device, &bs));
+    assert_int_equal(bs.charged, 0);
+    assert_ok(ordo_mem_resource_destroy(stats));
+    assert_ok(ordo_mem_resource_destroy(budget));
+    for (int i = 0; i < 2; ++i) {
+        assert_ok(ordo_stream_destroy(failed[i]));
+    }
+    env_close(&e);
+}
+
 /* --- Stacks under concurrency --- */
 
 /* A peak reset racing with allocations: each round, one thread allocates a
@@ -1987,6 +2054,7 @@ int main(void) {
         cmocka_unit_test(guard_catches_use_after_free_at_eviction),
         cmocka_unit_test(guard_over_a_use_tracking_upstream),
         cmocka_unit_test(guard_over_a_pool_releases_on_the_program_side),
+        cmocka_unit_test(frees_on_failed_streams_from_many_threads),
         cmocka_unit_test(stacked_adaptors_stay_exact_under_concurrency),
         cmocka_unit_test(adaptors_above_a_guard_count_a_corrupted_block_freed),
         cmocka_unit_test(a_request_at_the_maximum_is_out_of_memory),

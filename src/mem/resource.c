@@ -535,10 +535,18 @@ ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t 
         snprintf(findings, sizeof findings, "%s", ordo_error_message());
     }
     uint64_t messages = ordo__error_count();
+    /* On a failed stream the signal fails at once and the free point's
+     * callback runs now: the caller's record (and the reference on the
+     * timeline it holds) may then be reused, and the timeline released, by
+     * another thread before this call looks at it again. A reference of
+     * this call's own holds it. */
+    (void)ordo_signal_retain(timeline);
     ordo_status_t st = ordo_stream_signal(stream, timeline, 1);
-    if (st != ORDO_OK) {
+    uint64_t value = 0;
+    if (st != ORDO_OK && ordo_signal_query(timeline, &value) == ORDO_OK) {
         (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
     }
+    (void)ordo_signal_release(timeline);
     if (freed != ORDO_OK && ordo__error_count() != messages) {
         (void)ordo__error(freed, NULL, "%s", findings);
     }

@@ -597,7 +597,9 @@ static uint64_t log_replay(const log_records_t *log, ordo_mem_resource_t *target
     uint64_t held = 0;
     for (size_t i = 0; i < log->count; ++i) {
         const log_record_t *r = &log->items[i];
-        if (strcmp(r->status, "ORDO_OK") != 0) {
+        /* A deallocation a guard below found corrupted freed the block. */
+        if (strcmp(r->status, "ORDO_OK") != 0 &&
+            !(strcmp(r->op, "deallocate") == 0 && strcmp(r->status, "ORDO_ERR_CORRUPTED") == 0)) {
             continue;
         }
         ordo_stream_t *s = streams[0];
@@ -1891,13 +1893,13 @@ static void adaptors_above_a_guard_count_a_corrupted_block_freed(void **state) {
     TEST_SKIP_IF_LISTED();
     env_t e;
     env_open(&e);
-    FILE *devnull = fopen("/dev/null", "w");
-    assert_non_null(devnull);
+    FILE *log_file = tmpfile();
+    assert_non_null(log_file);
     ordo_mem_resource_t *guard, *budget, *stats, *logging;
     assert_ok(ordo_mem_guard_create(e.direct, NULL, &guard));
     assert_ok(ordo_mem_budget_create(guard, NULL, &budget));
     assert_ok(ordo_mem_statistics_create(budget, &stats));
-    assert_ok(ordo_mem_logging_create(stats, devnull, &logging));
+    assert_ok(ordo_mem_logging_create(stats, log_file, &logging));
     ordo_mem_budget_stats_t before;
     assert_ok(ordo_mem_budget_stats(e.device, &before));
     for (int i = 0; i < 2; ++i) {
@@ -1925,7 +1927,15 @@ static void adaptors_above_a_guard_count_a_corrupted_block_freed(void **state) {
     if (checked != ORDO_OK) {
         assert_ok(ordo_mem_resource_destroy(guard)); /* findings reported once */
     }
-    fclose(devnull);
+    /* Its log replays to the same end: both blocks freed. */
+    log_records_t log;
+    log_parse(log_file, &log);
+    ordo_mem_resource_t *fresh = NULL;
+    assert_ok(ordo_mem_direct_create(e.device, &fresh));
+    assert_int_equal(log_replay(&log, fresh, e.s), 0);
+    assert_ok(ordo_mem_resource_destroy(fresh));
+    free(log.items);
+    fclose(log_file);
     env_close(&e);
 }
 

@@ -79,9 +79,15 @@ static void traced_program_is_valid(void **state) {
     assert_ok(ordo_tracker_create(device, &tracker));
     assert_ok(ordo_mem_direct_create(device, &direct));
     assert_ok(ordo_mem_pool_create(tracker, direct, NULL, &pool));
+    /* The last stream at the most urgent priority: its track names it (a
+     * track's priority used to go through the durations' clamps). */
+    ordo_device_info_t info;
+    assert_ok(ordo_device_info(device, &info));
     for (int i = 0; i < 3; ++i) {
-        assert_ok(ordo_stream_create(device, 0, &s[i]));
+        assert_ok(ordo_stream_create(device, i == 2 ? info.priority_greatest : 0, &s[i]));
     }
+    char urgent[64];
+    snprintf(urgent, sizeof urgent, ", priority %d)", info.priority_greatest);
     assert_ok(ordo_trace_slice_begin("submit \"phase\" 1"));
     ordo_block_t *blocks[4];
     for (int i = 0; i < 4; ++i) {
@@ -123,6 +129,7 @@ static void traced_program_is_valid(void **state) {
     char *text = read_file(path);
     assert_non_null(strstr(text, "\"thread_name\""));
     assert_non_null(strstr(text, "stream 1 (cpu:0, priority 0)"));
+    assert_non_null(strstr(text, urgent));
     assert_non_null(strstr(text, "\"name\":\"host task\""));
     assert_non_null(strstr(text, "pool bytes in use"));
     assert_non_null(strstr(text, "submit \\\"phase\\\" 1"));

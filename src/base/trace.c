@@ -424,23 +424,33 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
             for (uint32_t i = 0; events && i < c->used; ++i) {
                 trace_event_t *e = &events[n++];
                 *e = c->events[i];
-                if ((int64_t)e->dur < 0) {
+                /* A duration, except a track's (its dur is the priority). */
+                int timed =
+                    e->kind == TRACE_SLICE || e->kind == TRACE_WAIT || e->kind == TRACE_SIGNAL;
+                if (timed && (int64_t)e->dur < 0) {
                     /* Timed across CPUs whose counters differ by a hair:
                      * the end read before the start. */
                     e->dur = 0;
                 }
-                int on_stream = e->kind == TRACE_SLICE || e->kind == TRACE_WAIT ||
-                                e->kind == TRACE_SIGNAL || e->kind == TRACE_TRACK;
+                int on_stream = timed || e->kind == TRACE_TRACK;
                 if (on_stream && e->ts < origin_ticks) {
                     /* Work that began before this trace: only its part
                      * inside the trace. */
-                    uint64_t end = e->ts + e->dur;
-                    e->dur = end > origin_ticks ? end - origin_ticks : 0;
+                    if (timed) {
+                        uint64_t end = e->ts + e->dur;
+                        e->dur = end > origin_ticks ? end - origin_ticks : 0;
+                    }
                     e->ts = origin_ticks;
                 }
                 uint64_t *last = on_stream ? &last_stream : &last_own;
                 if (e->ts < *last) {
-                    e->ts = *last; /* see by_time */
+                    /* See by_time. The end stays where it was, so slices
+                     * of one track still nest or follow each other. */
+                    uint64_t raised = *last - e->ts;
+                    if (timed) {
+                        e->dur = e->dur > raised ? e->dur - raised : 0;
+                    }
+                    e->ts = *last;
                 }
                 *last = e->ts;
             }

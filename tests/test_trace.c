@@ -399,6 +399,38 @@ static void host_task_marks_keep_slices_in_place(void **state) {
     assert_ok(ordo_stream_destroy(s));
 }
 
+/* Streams made and destroyed in turn within one trace get a track each:
+ * tracks were keyed by the stream's address, which the next stream often
+ * got again, and two streams shared one track and two names. */
+static void streams_made_in_turn_have_tracks_of_their_own(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    if (!test_device_is("cpu")) {
+        print_message("  skipped: only the CPU backend records stream tracks\n");
+        return;
+    }
+    char path[128];
+    temp_path(path, sizeof path, "turns");
+    assert_ok(ordo_trace_start(NULL));
+    enum { TURNS = 8 };
+    for (int i = 0; i < TURNS; ++i) {
+        ordo_stream_t *s = NULL;
+        assert_ok(ordo_stream_create(device, 0, &s));
+        assert_ok(ordo_stream_host_task(s, sleeping_task, NULL));
+        assert_ok(ordo_stream_synchronize(s, test_deadline()));
+        assert_ok(ordo_stream_destroy(s));
+    }
+    assert_ok(ordo_trace_stop(path, NULL));
+    char *text = read_file(path);
+    char last[32];
+    snprintf(last, sizeof last, "\"stream %d (", TURNS);
+    if (!strstr(text, last)) {
+        fail_msg("no track named %s...: streams shared tracks", last + 1);
+    }
+    free(text);
+    check_trace_file(path);
+}
+
 /* A piece of work that began in one trace and ended in the next is cut to
  * the part inside the new trace, not moved to its start. */
 static void op_across_restart_is_cut(void **state) {
@@ -1147,6 +1179,7 @@ int main(void) {
         cmocka_unit_test(write_failure_is_reported),
         cmocka_unit_test(skewed_durations_and_odd_device_names),
         cmocka_unit_test(exited_threads_records_reused),
+        cmocka_unit_test(streams_made_in_turn_have_tracks_of_their_own),
         cmocka_unit_test(thread_churn_races_stop),
         cmocka_unit_test(numbers_ignore_the_locale),
         cmocka_unit_test(trace_entry_points_refuse_bad_input),

@@ -310,7 +310,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
     if (trace_on() && !tracker->streams[origin]->capture) { /* captured: not enqueued */
         trace_event_t e = {trace_now(),
                            0,
-                           stream,
+                           (const void *)stream->trace_track,
                            NULL,
                            ordo__signal_trace_id(frontier_timeline(tracker, origin)),
                            record->point,

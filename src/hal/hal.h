@@ -108,6 +108,11 @@ struct ordo_stream {
     ordo_stream_t *registry_prev;
     ordo_stream_t *registry_next;
     uint64_t id; /* unique within the device, never reused */
+    /* The key of the stream's track in traces: unique in the process and
+     * never reused (an address is, once a stream is freed, and a stream
+     * made later in the same trace would share the track). Set before the
+     * backend starts the stream's threads. */
+    uintptr_t trace_track;
     /* Under device->streams_lock: a name for diagnostics ("" when none). */
     char name[ORDO_STREAM_NAME_MAX];
 };

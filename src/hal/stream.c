@@ -162,9 +162,11 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
     if (!stream) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a stream");
     }
+    static _Atomic uintptr_t trace_tracks;
     stream->magic = ORDO_STREAM_MAGIC;
     stream->device = device;
     stream->priority = priority;
+    stream->trace_track = atomic_fetch_add_explicit(&trace_tracks, 1, memory_order_relaxed) + 1;
     ordo_status_t st = device->backend->stream_init(stream);
     if (st != ORDO_OK) {
         stream->magic = ORDO_HAL_DEAD;

@@ -199,8 +199,14 @@ static void fail_stream(cpu_stream_t *s, ordo_status_t status, const char *what)
 static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64_t signal_id) {
     uint32_t generation = ordo__trace_generation();
     if (s->ordo__trace_generation != generation) {
-        trace_event_t track = {
-            start, (uint64_t)(int64_t)s->priority, s->shell, NULL, 0, 0, TRACE_TRACK, 0};
+        trace_event_t track = {start,
+                               (uint64_t)(int64_t)s->priority,
+                               (const void *)s->shell->trace_track,
+                               NULL,
+                               0,
+                               0,
+                               TRACE_TRACK,
+                               0};
         memcpy(&track.a, s->shell->device->info.name, 8); /* 16 bytes of the name */
         memcpy(&track.b, s->shell->device->info.name + 8, 8);
         /* Named once the name is really in this trace (a record made
@@ -209,7 +215,9 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64
             s->ordo__trace_generation = generation;
         }
     }
-    trace_event_t e = {start, trace_now() - start, s->shell, NULL, 0, 0, TRACE_SLICE, 0};
+    trace_event_t e = {
+        start, trace_now() - start, (const void *)s->shell->trace_track, NULL, 0, 0, TRACE_SLICE,
+        0};
     switch (op->kind) {
     case OP_TASK:
         e.name = "host task";

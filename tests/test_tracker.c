@@ -970,6 +970,77 @@ static ordo_status_t launch_fails_inside(void *ctx, ordo_stream_t *stream) {
     return ordo_stream_host_task(stream, NULL, NULL);
 }
 
+/* A launch function that releases a buffer its submission names: the
+ * release freed the buffer at once (no use of it was running), and the
+ * finish then wrote its use into freed memory. Refused now, and the
+ * buffer is released after the submission. */
+typedef struct release_inside {
+    ordo_buffer_t *buffer;
+    ordo_status_t status;
+} release_inside_t;
+
+static ordo_status_t launch_releases(void *ctx, ordo_stream_t *stream) {
+    (void)stream;
+    release_inside_t *r = ctx;
+    r->status = ordo_buffer_release(r->buffer, NULL, NULL);
+    return ORDO_OK;
+}
+
+static void a_launch_function_cannot_release_its_buffers(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_buffer_t *b = NULL;
+    assert_ok(ordo_buffer_create(f->tracker, &b));
+    release_inside_t r = {b, ORDO_OK};
+    ordo_access_t w = {b, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_releases, &r));
+    assert_int_equal(r.status, ORDO_ERR_BUSY);
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(f->tracker, test_deadline()));
+    fixture_free(f);
+}
+
+/* A bad stream answers before a bad access list (docs/ERRORS.md), on every
+ * entry point; and a tracker's synchronize from a host task of one of its
+ * streams is refused at once (it waited for itself, then named that
+ * stream as failed). */
+typedef struct self_sync {
+    ordo_tracker_t *tracker;
+    ordo_status_t status;
+    uint64_t took_ns;
+} self_sync_t;
+
+static ordo_status_t self_sync_task(void *ctx) {
+    self_sync_t *s = ctx;
+    uint64_t start = ordo_time_now_ns();
+    s->status = ordo_tracker_synchronize(s->tracker, test_deadline());
+    s->took_ns = ordo_time_now_ns() - start;
+    return ORDO_OK;
+}
+
+static void bad_streams_answer_first_and_self_waits_are_refused(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_stream_t *bad = (ordo_stream_t *)&f->seen; /* not a stream */
+    assert_status(ordo_tracker_submit(f->tracker, NULL, NULL, 1, launch_noop, NULL),
+                  ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_prepare(f->tracker, bad, NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    assert_status(ordo_tracker_finish(f->tracker, NULL, NULL, 2000), ORDO_ERR_INVALID_HANDLE);
+    ordo_access_t wrong = {f->b[0], (ordo_access_mode_t)99};
+    assert_status(ordo_tracker_submit_host(f->tracker, NULL, &wrong, 1, noop_task, NULL),
+                  ORDO_ERR_INVALID_HANDLE);
+    /* With a good stream, the list's own fault. */
+    assert_status(ordo_tracker_prepare(f->tracker, f->s[0], NULL, 1), ORDO_ERR_INVALID_ARGUMENT);
+
+    self_sync_t s = {f->tracker, ORDO_OK, 0};
+    ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f->tracker, f->s[0], &w, 1, self_sync_task, &s));
+    assert_ok(ordo_stream_synchronize(f->s[0], test_deadline()));
+    assert_int_equal(s.status, ORDO_ERR_BUSY);
+    assert_true(s.took_ns < 1000000000ull);
+    fixture_free(f);
+}
+
 /* A launch function's failure is returned with a message of its own (not
  * the thread's older one), and the submission records nothing. */
 static void failing_launch_is_reported(void **state) {
@@ -1195,6 +1266,8 @@ int main(void) {
         cmocka_unit_test(close_on_a_stream_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(failing_launch_is_reported),
+        cmocka_unit_test(a_launch_function_cannot_release_its_buffers),
+        cmocka_unit_test(bad_streams_answer_first_and_self_waits_are_refused),
         cmocka_unit_test(tracker_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

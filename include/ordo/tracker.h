@@ -119,7 +119,10 @@ typedef struct ordo_access {
  * means nothing was enqueued: the accesses are not recorded, and
  * ordo_tracker_submit returns that status (ORDO_ERR_ABORTED for a value that is
  * not an ordo status) with a message naming it, which wraps the message of
- * an ordo call that failed inside the function. */
+ * an ordo call that failed inside the function. ordo_buffer_release on a
+ * buffer of the tracker is refused inside it (ORDO_ERR_BUSY): the
+ * submission may name the buffer, which could then be freed before its
+ * use is recorded. */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 
 /** The counters of a tracker (ordo_tracker_metrics). */
@@ -219,8 +222,9 @@ ordo_status_t ordo_tracker_submit_host(ordo_tracker_t *tracker, ordo_stream_t *s
  * finish records the accesses as the stream's next point. Every prepare
  * must be followed by its finish, with the same stream and accesses,
  * before the next prepare on the tracker. The accesses' buffers must not
- * be released in between: finish would refuse them, and a released buffer
- * may be reclaimed while the enqueued work still uses it. */
+ * be released in between: a buffer with no use still running is freed by
+ * its release at once, and finish would then read freed memory (a buffer
+ * still in use is reclaimed once those uses complete, not this one). */
 ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    const ordo_access_t *accesses, size_t count);
 
@@ -250,9 +254,10 @@ ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadli
  * the others), else ORDO_OK. A failed stream's work never runs,
  * so it counts as done. May be called from any thread while others submit
  * under ordo_tracker_lock (it takes the lock only to read the list of
- * streams); work submitted after that read is not waited for. Not from a
- * host task on one of those streams, nor from a reclaim callback: it would
- * wait for itself until the deadline. */
+ * streams); work submitted after that read is not waited for. From a
+ * host task on one of those streams (or a callback one ran) it is refused
+ * (ORDO_ERR_BUSY): it would wait for itself. Not from a reclaim callback:
+ * it would wait for itself until the deadline. */
 ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t deadline);
 
 /** The tracker's recursive lock: a thread may take it again while it holds

@@ -439,21 +439,28 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
         *out_index = 0;
         return st;
     }
-    if (ORDO_UNLIKELY(count && !accesses)) {
+    if (ORDO_UNLIKELY((count && !accesses) || count > ORDO_TRACKER_MAX_ACCESSES)) {
+        /* A bad handle answers first (docs/ERRORS.md). */
+        if (!tracker_stream_find(tracker, stream, out_index) &&
+            (st = ordo__hal_stream_check(stream, api)) != ORDO_OK) {
+            *out_index = 0;
+            return st;
+        }
         *out_index = 0;
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "accesses is NULL but count is %zu",
-                           count);
-    }
-    if (ORDO_UNLIKELY(count > ORDO_TRACKER_MAX_ACCESSES)) {
-        *out_index = 0;
-        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
-                           ORDO_TRACKER_MAX_ACCESSES);
+        return count > ORDO_TRACKER_MAX_ACCESSES
+                   ? ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "%zu accesses; at most %u", count,
+                                 ORDO_TRACKER_MAX_ACCESSES)
+                   : ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                                 "accesses is NULL but count is %zu", count);
     }
     if (ORDO_LIKELY(tracker_stream_find(tracker, stream, out_index))) {
         return ORDO_OK;
     }
     *out_index = 0;
-    st = check_accesses(tracker, accesses, count, api);
+    st = ordo__hal_stream_check(stream, api); /* a bad handle answers first */
+    if (st == ORDO_OK) {
+        st = check_accesses(tracker, accesses, count, api);
+    }
     if (st == ORDO_OK) {
         st = ordo__tracker_stream_attach(tracker, stream, out_index, api);
     }
@@ -655,7 +662,9 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
     }
     if (st == ORDO_OK) {
         uint64_t messages = ordo__error_count();
+        tracker->launching++;
         st = launch(ctx, stream);
+        tracker->launching--;
         if (st != ORDO_OK) {
             st = ordo__tracker_launch_failed(st, ordo__error_count() != messages, __func__);
         }

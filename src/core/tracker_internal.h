@@ -150,6 +150,11 @@ struct ordo_tracker {
     /* ordo_tracker_lock; taken by the memory pools on this tracker. */
     ordo_rlock_t lock;
     _Atomic uint32_t pools; /* memory pools standing on the tracker */
+    /* Launch functions of ordo_tracker_submit running (nested ones
+     * counted; externally synchronised, like the rest). A buffer released
+     * then could be freed at once, under the finish still to record its
+     * use: ordo_buffer_release refuses meanwhile. */
+    uint32_t launching;
     /* The streams the tracker made (ordo_tracker_stream_create), in
      * creation order, under lock: destroyed with the tracker. */
     uint32_t owned_count;

@@ -8,6 +8,7 @@
 #include "core/frontier.h"
 #include "core/graph_internal.h"
 #include "core/tracker_internal.h"
+#include "hal/hal.h"
 
 #define API "ordo_tracker_synchronize"
 
@@ -47,6 +48,16 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
         }
     }
     (void)ordo_tracker_unlock(tracker);
+    /* On a thread of one of them (a host task, or a callback it ran): it
+     * would wait for itself. Refused before anything is waited for. */
+    for (uint32_t i = 0; i < count; ++i) {
+        if (ordo__hal_stream_on_own_thread(streams[i])) {
+            return ordo__error(ORDO_ERR_BUSY, API,
+                               "called on a thread of stream %p (a host task, or a callback it "
+                               "ran), which the synchronize would wait for",
+                               (void *)streams[i]);
+        }
+    }
 
     ordo_status_t failure = ORDO_OK;
     char failed_name[ORDO_STREAM_NAME_MAX] = "";

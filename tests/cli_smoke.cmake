@@ -36,6 +36,20 @@ run_refused("unknown option '--bogus'" ${ORDO} demo --bogus 1)
 run_refused("'--chunks' needs a value" ${ORDO} demo --chunks)
 run_refused("cannot use '--rows x'" ${ORDO} demo --rows x)
 run_refused("takes no arguments" ${ORDO} info extra)
+# An option's value is not the next option; no sign or blank in a count
+# (strtoull took "-1" as a huge number, wrapped); a trace that cannot be
+# written is refused before the run, not after it.
+run_refused("'--trace' needs a FILE" ${ORDO} bench --trace --quick signal_set_nowait)
+run_refused("'--trace' needs a value" ${ORDO} demo --trace --quiet)
+run_refused("cannot use '--chunks -18446744073709551615'" ${ORDO} demo --chunks
+            -18446744073709551615 --rows 1 --size 1 --quiet)
+run_refused("cannot use '--chunks \\+5'" ${ORDO} demo --chunks +5 --quiet)
+run_refused("cannot write the trace" ${ORDO} demo --trace /nonexistent-dir/x.json --quiet)
+run_refused("cannot write the trace" ${ORDO} bench --trace /nonexistent-dir/x.json signal)
+run(${ORDO} demo --help)
+if(NOT out MATCHES "usage: ordo")
+  message(FATAL_ERROR "demo --help does not print the usage: ${out}")
+endif()
 
 # The main job, small, traced; its trace validated.
 set(trace "${CMAKE_CURRENT_BINARY_DIR}/cli-smoke-demo.json")

@@ -38,6 +38,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -95,6 +96,10 @@ typedef struct page_handle {
 } page_handle_t;
 
 static ipc_page_t *page_map(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 4096) {
+        return NULL; /* a shorter file would fault (SIGBUS) when touched */
+    }
     void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     return p == MAP_FAILED ? NULL : p;
 }

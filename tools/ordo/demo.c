@@ -22,6 +22,7 @@
  * pinned host memory at the end. The submissions and the accesses they
  * declare are the same on both; the CUDA path adds the result block to
  * the reduce's accesses and one submission for the copy back. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,10 +172,25 @@ static void on_complete(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
         }                                                                                          \
     } while (0)
 
+int cli_trace_path_ok(const char *who, const char *path) {
+    FILE *f = *path ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "%s: cannot write the trace to '%s': %s\n", who, path,
+                *path ? strerror(errno) : "empty path");
+        return 0;
+    }
+    fclose(f);
+    return 1;
+}
+
 static int parse_size(const char *text, size_t *out, size_t min, size_t max) {
+    if (*text < '0' || *text > '9') { /* no sign, no blank: strtoull takes both */
+        return 0;
+    }
     char *end = NULL;
+    errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (!*text || *end || v < min || v > max) {
+    if (errno || *end || v < min || v > max) {
         return 0;
     }
     *out = (size_t)v;
@@ -195,7 +211,7 @@ static int parse_options(int argc, char **argv, demo_options_t *o) {
             fprintf(stderr, "ordo demo: unknown option '%s' (see ordo --help)\n", arg);
             return 0;
         }
-        if (!value) {
+        if (!value || (value[0] == '-' && value[1] == '-')) {
             fprintf(stderr, "ordo demo: '%s' needs a value (see ordo --help)\n", arg);
             return 0;
         }
@@ -287,6 +303,9 @@ int demo_main(int argc, char **argv) {
         return 2;
     }
     const size_t n = o->chunks * o->rows;
+    if (o->trace && !cli_trace_path_ok("ordo demo", o->trace)) {
+        return 2;
+    }
     if (o->trace) {
         CHECK(ordo_trace_start(NULL));
     }
@@ -411,8 +430,11 @@ int demo_main(int argc, char **argv) {
     CHECK(ordo_signal_create(0, &seen));
     CHECK(ordo_signal_set_name(done, "demo: all chunks reduced"));
     completion_t completion = {seen, 0, ORDO_ERR_INTERNAL};
-    CHECK(ordo_waiter_wait(waiter, done, 1, ordo_deadline_after_ms(600000), 0, on_complete,
-                           &completion, NULL));
+    /* Bounded, as every wait of ordo's: 10 minutes, and a second more per
+     * 1e8 multiply-adds for runs larger than the defaults were made for. */
+    const double macs = (double)n * (double)o->k * (double)o->m;
+    CHECK(ordo_waiter_wait(waiter, done, 1, ordo_deadline_after_ms(600000 + (uint64_t)(macs / 1e5)),
+                           0, on_complete, &completion, NULL));
     CHECK(ordo_stream_signal(red, done, 1));
 
     /* Progress while the pipeline drains (on long runs). */

@@ -9,6 +9,11 @@
 
 #include "ordo/ordo.h"
 
+/* Whether path can be written (created or truncated now), before a run
+ * that would only write it at its end; who names the command in the
+ * message printed when it cannot. */
+int cli_trace_path_ok(const char *who, const char *path);
+
 /* Runs the pipeline with the options after "demo"; the process exit code. */
 int demo_main(int argc, char **argv);
 

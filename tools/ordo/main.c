@@ -21,6 +21,8 @@ static void usage(FILE *out) {
                  "      --size N         inner and output dimension (default 256)\n"
                  "      --trace FILE     write a Chrome trace-event JSON timeline to FILE\n"
                  "      --quiet          no progress lines\n"
+                 "  demo --mpi [options] the same kind of pipeline across MPI ranks (under\n"
+                 "                       mpirun -np N; --mpi comes first; docs/MPI.md)\n"
                  "  info                 version, build configuration, backends compiled in\n"
                  "  bench [FILTER]       run the benchmarks whose name contains FILTER\n"
                  "                       (all when omitted); one JSON object per line\n"
@@ -33,7 +35,7 @@ static void usage(FILE *out) {
 
 static int command_info(void) {
     printf("ordo %s\n", ordo_version());
-    printf("build: %s\n", ordo_build_config());
+    printf("%s\n", ordo_build_config());
     const char *names[16];
     size_t count = 0;
     ordo_backend_list(names, 16, &count);
@@ -65,7 +67,7 @@ static int command_bench(int argc, char **argv) {
         if (strcmp(argv[i], "--quick") == 0) {
             options.quick = 1;
         } else if (strcmp(argv[i], "--trace") == 0) {
-            if (i + 1 == argc) {
+            if (i + 1 == argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-')) {
                 fprintf(stderr, "ordo bench: '--trace' needs a FILE (see ordo --help)\n");
                 return 2;
             }
@@ -79,6 +81,9 @@ static int command_bench(int argc, char **argv) {
             fprintf(stderr, "ordo bench: only one FILTER is accepted\n");
             return 2;
         }
+    }
+    if (trace && !cli_trace_path_ok("ordo bench", trace)) {
+        return 2;
     }
     if (trace && ordo_trace_start(NULL) != ORDO_OK) {
         fprintf(stderr, "ordo bench: cannot trace: %s\n", ordo_error_message());
@@ -128,6 +133,14 @@ int main(int argc, char **argv) {
         strcmp(command, "help") == 0) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(command, "demo") == 0 || strcmp(command, "bench") == 0) {
+        for (int i = 2; i < argc; ++i) {
+            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                usage(stdout);
+                return 0;
+            }
+        }
     }
     if (strcmp(command, "info") == 0) {
         if (argc > 2) {

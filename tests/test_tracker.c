@@ -1008,6 +1008,7 @@ typedef struct self_sync {
     ordo_tracker_t *tracker;
     ordo_status_t status;
     uint64_t took_ns;
+    char message[256];
 } self_sync_t;
 
 static ordo_status_t self_sync_task(void *ctx) {
@@ -1015,6 +1016,7 @@ static ordo_status_t self_sync_task(void *ctx) {
     uint64_t start = ordo_time_now_ns();
     s->status = ordo_tracker_synchronize(s->tracker, test_deadline());
     s->took_ns = ordo_time_now_ns() - start;
+    snprintf(s->message, sizeof s->message, "%s", ordo_error_message());
     return ORDO_OK;
 }
 
@@ -1032,12 +1034,14 @@ static void bad_streams_answer_first_and_self_waits_are_refused(void **state) {
     /* With a good stream, the list's own fault. */
     assert_status(ordo_tracker_prepare(f->tracker, f->s[0], NULL, 1), ORDO_ERR_INVALID_ARGUMENT);
 
-    self_sync_t s = {f->tracker, ORDO_OK, 0};
+    self_sync_t s = {f->tracker, ORDO_OK, 0, ""};
     ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
     assert_ok(ordo_tracker_submit_host(f->tracker, f->s[0], &w, 1, self_sync_task, &s));
     assert_ok(ordo_stream_synchronize(f->s[0], test_deadline()));
     assert_int_equal(s.status, ORDO_ERR_BUSY);
     assert_true(s.took_ns < 1000000000ull);
+    /* Refused as such, not reported as that stream's failure. */
+    assert_non_null(strstr(s.message, "ordo_tracker_synchronize: called on a thread of stream"));
     fixture_free(f);
 }
 

@@ -130,15 +130,31 @@ async def parent(lib, library_path):
     return 0 if result == ORDO_OK and returncode == 0 else 1
 
 
+def load_or_exit(path):
+    """load_ordo, or one line saying why not and exit status 2."""
+    try:
+        return load_ordo(path)
+    except (OSError, AttributeError) as error:
+        print(f"ipc_asyncio: cannot use {path} as libordo: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        return child(load_ordo(sys.argv[3]), int(sys.argv[2]))
+        if not sys.argv[2].isdigit():
+            print(f"ipc_asyncio: --child takes a descriptor number, not {sys.argv[2]!r}",
+                  file=sys.stderr)
+            return 2
+        return child(load_or_exit(sys.argv[3]), int(sys.argv[2]))
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
     library_path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("ORDO_LIBRARY")
     if not library_path:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
     library_path = os.path.abspath(library_path)
-    return asyncio.run(parent(load_ordo(library_path), library_path))
+    return asyncio.run(parent(load_or_exit(library_path), library_path))
 
 
 if __name__ == "__main__":

@@ -62,7 +62,17 @@ static pid_t spawn_child(const char *self, int fd) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
-        return child_main(atoi(argv[2]));
+        char *end = NULL;
+        long fd = strtol(argv[2], &end, 10);
+        if (!*argv[2] || *end || fd < 0 || fd > 1 << 20) {
+            fprintf(stderr, "ipc_epoll: --child takes a descriptor number, not '%s'\n", argv[2]);
+            return 2;
+        }
+        return child_main((int)fd);
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s (the --child form is the example's own)\n", argv[0]);
+        return 2;
     }
 
     /* A shared signal at 0 in anonymous shared memory, and a descriptor

@@ -1201,6 +1201,9 @@ typedef struct one_cell {
     ordo_stream_t *escape; /* also the handle of this other stream: refused */
     int calls;
     _Atomic int host_task_runs; /* by the stream's lane, while replays go on */
+    /* Also an ordo_mem_allocate from this stream-ordered resource, freed
+     * again: refused on a capturing thread. */
+    ordo_mem_resource_t *async_memory;
 } one_cell_t;
 
 static ordo_status_t count_task(void *ctx) {
@@ -1226,6 +1229,16 @@ static ordo_status_t one_cell_launch(void *ctx, ordo_stream_t *stream) {
     if (c->escape) {
         struct CUstream_st *other = NULL;
         ordo_status_t st = ordo_cuda_stream_handle(c->escape, &other);
+        if (st != ORDO_OK) {
+            return st;
+        }
+    }
+    if (c->async_memory) {
+        ordo_block_t *block = NULL;
+        ordo_status_t st = ordo_mem_allocate(c->async_memory, 64, 0, stream, 0, &block, NULL);
+        if (st == ORDO_OK) {
+            st = ordo_mem_deallocate(c->async_memory, block, stream);
+        }
         if (st != ORDO_OK) {
             return st;
         }
@@ -1269,12 +1282,12 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     ordo_graph_info_t info;
 
     /* A host task inside a launch function. */
-    one_cell_t c = {cells, 1, 0, NULL, 0, 0};
+    one_cell_t c = {cells, 1, 0, NULL, 0, 0, NULL};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
     assert_null(graph);
     assert_non_null(strstr(ordo_error_message(), "captured into a CUDA graph"));
-    c = (one_cell_t){cells, 1, 0, NULL, 0, 0};
+    c = (one_cell_t){cells, 1, 0, NULL, 0, 0, NULL};
     assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_AUTO, &graph));
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.native, 0);
@@ -1286,14 +1299,36 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
     assert_ok(ordo_graph_destroy(graph));
 
     /* An allocation: the driver invalidates the capture. */
-    c = (one_cell_t){cells, 0, 1, NULL, 0, 0};
+    c = (one_cell_t){cells, 0, 1, NULL, 0, 0, NULL};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
     assert_null(graph);
 
+    /* A stream-ordered allocation: issued at once on the real stream, it
+     * escaped the capture (the stand-in refuses it there, the real driver
+     * would make it once, outside the graph, and the free was refused,
+     * leaving the block allocated). Refused itself now, as what a captured
+     * launch function may not do. */
+    ordo_mem_resource_t *async_memory = NULL;
+    ordo_status_t made = ordo_mem_cuda_async_create(device, &async_memory);
+    if (made == ORDO_OK) {
+        c = (one_cell_t){cells, 0, 0, NULL, 0, 0, async_memory};
+        assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
+                      ORDO_ERR_UNSUPPORTED);
+        assert_null(graph);
+        assert_non_null(strstr(ordo_error_message(), "ordo_mem_allocate: a launch function"));
+        uint64_t held = 1;
+        assert_ok(ordo_mem_reap_pending(async_memory, test_deadline()));
+        assert_ok(ordo_mem_bytes_outstanding(async_memory, &held));
+        assert_int_equal(held, 0);
+        assert_ok(ordo_mem_resource_destroy(async_memory));
+    } else {
+        print_message("  the stream-ordered allocation's part skipped: %s\n", ordo_error_message());
+    }
+
     /* Another stream's handle: work on it would escape the capture. */
     ordo_stream_t *elsewhere = stream_make();
-    c = (one_cell_t){cells, 0, 0, elsewhere, 0, 0};
+    c = (one_cell_t){cells, 0, 0, elsewhere, 0, 0, NULL};
     assert_status(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph),
                   ORDO_ERR_UNSUPPORTED);
     assert_null(graph);
@@ -1317,7 +1352,7 @@ static void what_a_cuda_graph_cannot_hold_is_replayed_op_by_op(void **state) {
 
     /* Lowered: the launch function is called once, at the end of the
      * recording, and each replay runs what it enqueued then. */
-    c = (one_cell_t){cells, 0, 0, NULL, 0, 0};
+    c = (one_cell_t){cells, 0, 0, NULL, 0, 0, NULL};
     assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
     assert_ok(ordo_graph_info(graph, &info));
     assert_int_equal(info.native, 1);
@@ -1386,7 +1421,7 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_AUTO));
     ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
     assert_ok(ordo_tracker_submit(tracker, streams[0], &access, 1, fill_launch, &f));
-    one_cell_t c = {cells, 0, 0, NULL, 0, 0};
+    one_cell_t c = {cells, 0, 0, NULL, 0, 0, NULL};
     assert_ok(ordo_tracker_submit(tracker, streams[1], &access, 1, one_cell_launch, &c));
     ordo_graph_t *graph = NULL;
     assert_ok(ordo_tracker_record_end(tracker, &graph));
@@ -1476,7 +1511,7 @@ static void a_native_replay_refused_by_a_failed_stream_reports_its_failure(void 
     ordo_buffer_t *b0, *b1;
     assert_ok(ordo_buffer_create(tracker, &b0));
     assert_ok(ordo_buffer_create(tracker, &b1));
-    one_cell_t c = {cells, 0, 0, NULL, 0, 0};
+    one_cell_t c = {cells, 0, 0, NULL, 0, 0, NULL};
     failing_gate_t gate = {0};
     fail_during_lowering_t f = {cells, s1, &gate, 0};
     assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
@@ -2038,7 +2073,7 @@ static void a_destroy_without_memory_waits_for_a_held_launch(void **state) {
     assert_ok(ordo_tracker_create(device, &tracker));
     ordo_buffer_t *b;
     assert_ok(ordo_buffer_create(tracker, &b));
-    one_cell_t c = {cells, 0, 0, NULL, 0, 0};
+    one_cell_t c = {cells, 0, 0, NULL, 0, 0, NULL};
     ordo_graph_t *graph = NULL;
     assert_ok(record_one(tracker, stream, b, &c, ORDO_GRAPH_NATIVE_REQUIRE, &graph));
     ordo_signal_t *gate = test_signal_make(0);
@@ -2075,7 +2110,7 @@ static void a_replay_behind_a_held_wait_goes_op_by_op(void **state) {
     ordo_buffer_t *b0, *b1;
     assert_ok(ordo_buffer_create(tracker, &b0));
     assert_ok(ordo_buffer_create(tracker, &b1));
-    one_cell_t c0 = {cells, 0, 0, NULL, 0, 0}, c1 = {other, 0, 0, NULL, 0, 0};
+    one_cell_t c0 = {cells, 0, 0, NULL, 0, 0, NULL}, c1 = {other, 0, 0, NULL, 0, 0, NULL};
     assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
     ordo_access_t x0 = {b0, ORDO_ACCESS_READ_WRITE}, x1 = {b1, ORDO_ACCESS_READ_WRITE};
     assert_ok(ordo_tracker_submit(tracker, a, &x0, 1, one_cell_launch, &c0)); /* lane 0 */

@@ -79,6 +79,10 @@ typedef ordo_status_t (*ordo_cuda_enqueue_fn)(void *ctx, struct CUstream_st *str
  * ordo_cuda_stream_enqueue() to be ordered after everything submitted.
  * Inside a launch function being captured into a CUDA graph (ordo/graph.h,
  * "Native graphs"), on the capturing thread, it is the capture's stream.
+ * Do not begin a capture of your own on it: ordo records its points and
+ * device waits on the native stream, which a capture would take into the
+ * graph (the driver then refuses ordo's queries of those points, and the
+ * stream fails).
  *
  * @param stream a stream of a CUDA device.
  * @param[out] out_stream receives the handle; valid until the ordo stream
@@ -141,9 +145,13 @@ ordo_status_t ordo_cuda_make_current(ordo_device_t *device);
  * (`cuMemAllocAsync` / `cuMemFreeAsync` on the device's default memory
  * pool).
  *
- * Allocation and free are enqueued on the stream named in the call, in
- * the ordo stream's order (a free is held with the stream's other held
- * operations). Reuse across streams is CUDA's: a block freed on one stream
+ * Allocation and free are enqueued on the stream named in the call. An
+ * allocation is issued at once, even while the ordo stream holds work
+ * back (it only makes the memory available sooner); a free goes in the
+ * ordo stream's order (held with the stream's other held operations).
+ * Inside a launch function being captured into a CUDA graph, an
+ * allocation is refused (::ORDO_ERR_UNSUPPORTED): issued on the real
+ * stream, it would escape the graph. Reuse across streams is CUDA's: a block freed on one stream
  * is reused by another only after a dependency CUDA can see (an event
  * wait; ordo's device waits are event waits). No use tracking
  * (ordo_mem_prepare_use() and friends return ::ORDO_ERR_UNSUPPORTED).

@@ -78,6 +78,11 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
     cuda_resource_t *r = (cuda_resource_t *)resource;
     cuda_device_t *d = r->d;
     ORDO_RETURN_IF_ERROR(ordo__cuda_enter(d, api));
+    if (ORDO_UNLIKELY(ordo__cuda_capturing) && r->kind == CUDA_MEM_ASYNC) {
+        /* Issued at once on the real stream (below), it would escape the
+         * capture: made once, outside the graph, and its free refused. */
+        return ordo__cuda_capture_refuse(api);
+    }
     cuda_block_t *b = descriptor_take(r);
     if (!b) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a block descriptor");

@@ -521,6 +521,35 @@ static void failed_stream_still_reclaims(void **state) {
     fixture_free(f);
 }
 
+/* A release that succeeds leaves the thread's message alone (ordo/status.h),
+ * also when a stream that used the buffer has failed: it read that
+ * stream's failed timeline through ordo_signal_query, whose refusal wrote
+ * the message. */
+static void a_successful_release_leaves_the_message_alone(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t gate = {0};
+    assert_ok(ordo_stream_host_task(f->s[1], gate_task, &gate));
+    ordo_access_t w = {f->b[2], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[1], &w, 1, launch_noop, NULL));
+    assert_ok(ordo_stream_host_task(f->s[1], fail_task, NULL));
+    atomic_store(&gate.open, 1);
+    assert_status(ordo_stream_synchronize(f->s[1], test_deadline()), ORDO_ERR_ABORTED);
+    /* A read elsewhere records stream 1's point: on the failed stream the
+     * record fails its timeline. */
+    ordo_access_t r = {f->b[2], ORDO_ACCESS_READ};
+    ordo_status_t st = ordo_tracker_submit(f->tracker, f->s[0], &r, 1, launch_noop, NULL);
+    assert_true(st == ORDO_OK || st == ORDO_ERR_ABORTED);
+    uint64_t value = 0;
+    assert_status(ordo_signal_query(NULL, &value), ORDO_ERR_INVALID_HANDLE);
+    char before[256];
+    snprintf(before, sizeof before, "%s", ordo_error_message());
+    assert_ok(ordo_buffer_release(f->b[2], NULL, NULL));
+    assert_string_equal(ordo_error_message(), before);
+    assert_ok(ordo_buffer_create(f->tracker, &f->b[2]));
+    fixture_free(f);
+}
+
 static void failed_stream_does_not_imply_other_uses(void **state) {
     (void)state;
     fixture_t *f = fixture_make();
@@ -1272,6 +1301,7 @@ int main(void) {
         cmocka_unit_test(failing_launch_is_reported),
         cmocka_unit_test(a_launch_function_cannot_release_its_buffers),
         cmocka_unit_test(bad_streams_answer_first_and_self_waits_are_refused),
+        cmocka_unit_test(a_successful_release_leaves_the_message_alone),
         cmocka_unit_test(tracker_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -101,8 +101,10 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
     for (uint64_t mask = b->use_mask; mask; mask &= mask - 1) {
         uint32_t s = (uint32_t)__builtin_ctzll(mask);
         uint64_t point = buffer_last_point(b, s);
-        uint64_t reached = 0;
-        (void)ordo_signal_query(frontier_timeline(tracker, s), &reached);
+        /* Read without ordo_signal_query, whose refusal of a failed
+         * timeline would replace the thread's message (a release that
+         * succeeds leaves it alone). */
+        uint64_t reached = ordo__signal_reached(frontier_timeline(tracker, s));
         if (reached < point && !ordo__tracker_point_ran(tracker, s, point)) {
             pending[uses++] = (buffer_use_t){s, point};
         }

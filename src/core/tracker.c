@@ -171,8 +171,7 @@ ordo_status_t ordo__tracker_record_covering(ordo_tracker_t *tracker, uint32_t st
         uint64_t now = ts->point;
         ordo_status_t st = timeline_enqueue(ts->stream, ts, now, 0);
         if (st != ORDO_OK) {
-            uint64_t value = 0;
-            if (ordo_signal_query(ts->timeline, &value) == ORDO_OK) {
+            if (!ordo__signal_view(ts->timeline).ended) {
                 return st; /* not enqueued, timeline healthy: nothing recorded */
             }
             /* The stream has failed and so has the timeline: waiters fail

@@ -42,6 +42,7 @@
 #include "hal/hal.h"
 #include "mem/pool_internal.h"
 #include "mem/resource.h"
+#include "sync/signal_access.h"
 
 #define ORDO_POOL_UNIT 1
 #include "mem/pool_range.c"

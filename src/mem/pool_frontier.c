@@ -81,12 +81,11 @@ static inline __attribute__((always_inline)) int covered(const pool_t *p, const 
  * on the streams that ran it. *visited: failed streams already expanded. */
 static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *visited) {
     const ordo_tracker_t *tracker = p->tracker;
-    uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(frontier_timeline(tracker, s), &value);
-    if (value >= point) {
+    signal_view_t view = ordo__signal_view(frontier_timeline(tracker, s));
+    if (view.value >= point) {
         return 1; /* reached (a failed timeline keeps the value it reached) */
     }
-    if (st == ORDO_OK && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+    if (!view.ended && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
         return 0;
     }
     uint64_t bit = (uint64_t)1 << s;
@@ -134,9 +133,8 @@ static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t 
     if (ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
         return ordo__tracker_wait_for(tracker, t, s, point);
     }
-    uint64_t value = 0;
+    uint64_t value = ordo__signal_reached(frontier_timeline(tracker, s));
     uint64_t bit = (uint64_t)1 << s;
-    (void)ordo_signal_query(frontier_timeline(tracker, s), &value);
     if (value >= point || (*visited & bit)) {
         return ORDO_OK;
     }
@@ -171,12 +169,11 @@ static ordo_status_t wait_for_death(pool_t *p, uint32_t t, const pool_block_t *b
 static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *need,
                        uint64_t *visited) {
     const ordo_tracker_t *tracker = p->tracker;
-    uint64_t value = 0;
-    ordo_status_t st = ordo_signal_query(frontier_timeline(tracker, s), &value);
-    if (value >= point) {
+    signal_view_t view = ordo__signal_view(frontier_timeline(tracker, s));
+    if (view.value >= point) {
         return;
     }
-    if (st == ORDO_OK && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+    if (!view.ended && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
         if (need[s] < point) {
             need[s] = point;
         }

@@ -1,4 +1,6 @@
 /* Buffers: access histories, release and deferred reclamation. */
+#include <stdio.h>
+
 #include "base/alloc.h"
 #include "base/error.h"
 #include "core/frontier.h"
@@ -109,7 +111,16 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
             pending[uses++] = (buffer_use_t){s, point};
         }
     }
-    /* Record them first: if that fails nothing has changed. */
+    /* Record them first: if that fails nothing has changed. A record on a
+     * stream that failed meanwhile is refused by the stream, which writes
+     * the thread's message though the record (and the release) goes on:
+     * a release that succeeds puts the caller's message back. */
+    char caller_message[512]; /* the size of the thread's message */
+    uint64_t messages = 0;
+    if (uses) {
+        snprintf(caller_message, sizeof caller_message, "%s", ordo_error_message());
+        messages = ordo__error_count();
+    }
     for (uint32_t i = 0; i < uses; ++i) {
         const tracker_record_t *record;
         ordo_status_t st =
@@ -150,6 +161,9 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         /* Nothing still running: reclaim here, at once. */
         ordo__buffer_reclaim_now(tracker, b);
         ordo__reclaimer_finished(tracker);
+    }
+    if (uses && ordo__error_count() != messages) {
+        (void)ordo__error(ORDO_OK, NULL, "%s", caller_message);
     }
     return ORDO_OK;
 }

@@ -32,6 +32,23 @@ ordo_status_t ordo__error_as(ordo_status_t status, const char *api);
  * or the thread's message is an older one. */
 uint64_t ordo__error_count(void);
 
+/* The size of this thread's message, terminator included. */
+#define ORDO_ERROR_MESSAGE_MAX 512
+
+/* The thread's message, kept across internal calls whose refusals would
+ * replace it though the caller's call goes on (a record on a stream that
+ * failed meanwhile, a release the pool below refuses): the call that
+ * succeeds, or fails with a message of its own, leaves the caller's text
+ * (ordo/status.h). ordo__message_keep before those calls; after them,
+ * ordo__message_restore puts the text back if any recorded another. */
+typedef struct ordo__kept_message {
+    uint64_t count;
+    char text[ORDO_ERROR_MESSAGE_MAX];
+} ordo__kept_message_t;
+
+void ordo__message_keep(ordo__kept_message_t *kept);
+void ordo__message_restore(const ordo__kept_message_t *kept);
+
 /* Returns the status of expr (an ordo_status_t) from the calling function
  * when it is an error; the message the failing call recorded stays the
  * thread's. */

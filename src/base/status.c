@@ -6,8 +6,6 @@
 
 #include "base/error.h"
 
-#define ORDO_ERROR_MESSAGE_MAX 512
-
 /* Each thread's last message, in a buffer from the C library made at the
  * thread's first error and freed at its exit (a pthread key). It is not in
  * thread-local storage: libordo's thread-local block is taken from the
@@ -148,6 +146,17 @@ ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt
     message_set(api, fmt, args);
     va_end(args);
     return status;
+}
+
+void ordo__message_keep(ordo__kept_message_t *kept) {
+    kept->count = error_count;
+    snprintf(kept->text, sizeof kept->text, "%s", ordo_error_message());
+}
+
+void ordo__message_restore(const ordo__kept_message_t *kept) {
+    if (error_count != kept->count) {
+        (void)ordo__error(ORDO_OK, NULL, "%s", kept->text);
+    }
 }
 
 ordo_status_t ordo__error_as(ordo_status_t status, const char *api) {

@@ -1,6 +1,4 @@
 /* Buffers: access histories, release and deferred reclamation. */
-#include <stdio.h>
-
 #include "base/alloc.h"
 #include "base/error.h"
 #include "core/frontier.h"
@@ -115,11 +113,9 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
      * stream that failed meanwhile is refused by the stream, which writes
      * the thread's message though the record (and the release) goes on:
      * a release that succeeds puts the caller's message back. */
-    char caller_message[512]; /* the size of the thread's message */
-    uint64_t messages = 0;
+    ordo__kept_message_t kept;
     if (uses) {
-        snprintf(caller_message, sizeof caller_message, "%s", ordo_error_message());
-        messages = ordo__error_count();
+        ordo__message_keep(&kept);
     }
     for (uint32_t i = 0; i < uses; ++i) {
         const tracker_record_t *record;
@@ -162,8 +158,8 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         ordo__buffer_reclaim_now(tracker, b);
         ordo__reclaimer_finished(tracker);
     }
-    if (uses && ordo__error_count() != messages) {
-        (void)ordo__error(ORDO_OK, NULL, "%s", caller_message);
+    if (uses) {
+        ordo__message_restore(&kept);
     }
     return ORDO_OK;
 }

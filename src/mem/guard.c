@@ -389,8 +389,8 @@ static void evict(guard_resource_t *g, int all, findings_t *f) {
 
 /* The quarantine's overflow, given back by a call on the program's side
  * (allocate, deallocate, reap): its findings are counted and reported,
- * not raised, since they are not that call's, and the call's own status
- * (st) keeps its message.
+ * not raised, since they are not that call's: the thread's message stays
+ * the call's own (st's, or the caller's when st is ORDO_OK).
  *
  * Over a pool (an upstream that tracks uses), a release is a free ordered
  * on the pool's tracker: it writes the tracker's state, which the
@@ -400,18 +400,13 @@ static void evict(guard_resource_t *g, int all, findings_t *f) {
  * there the block only enters the quarantine, and the overflow waits for
  * the guard's next call here, made under the program's own ordering. */
 static ordo_status_t evict_overflow(guard_resource_t *g, ordo_status_t st) {
-    char message[512]; /* the size of the thread's message */
-    if (st != ORDO_OK) {
-        snprintf(message, sizeof message, "%s", ordo_error_message());
-    }
-    uint64_t messages = ordo__error_count();
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     findings_t f;
     findings_init(&f);
     evict(g, 0, &f);
     findings_publish(g, &f);
-    if (st != ORDO_OK && ordo__error_count() != messages) {
-        (void)ordo__error(st, NULL, "%s", message);
-    }
+    ordo__message_restore(&kept);
     return st;
 }
 

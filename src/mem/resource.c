@@ -530,11 +530,10 @@ void ordo__mem_free_point_uncount(_Atomic uint32_t *pending) {
 
 ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t *timeline,
                                            ordo_status_t freed) {
-    char findings[512]; /* the size of the thread's message */
-    if (freed != ORDO_OK) {
-        snprintf(findings, sizeof findings, "%s", ordo_error_message());
-    }
-    uint64_t messages = ordo__error_count();
+    /* The caller's message (a guard's findings with ORDO_ERR_CORRUPTED)
+     * outlives the stream's refusal. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     /* On a failed stream the signal fails at once and the free point's
      * callback runs now: the caller's record (and the reference on the
      * timeline it holds) may then be reused, and the timeline released, by
@@ -547,8 +546,6 @@ ordo_status_t ordo__mem_free_point_enqueue(ordo_stream_t *stream, ordo_signal_t 
         (void)ordo_signal_fail(timeline, st, "the free's stream refused its signal");
     }
     (void)ordo_signal_release(timeline);
-    if (freed != ORDO_OK && ordo__error_count() != messages) {
-        (void)ordo__error(freed, NULL, "%s", findings);
-    }
+    ordo__message_restore(&kept);
     return freed;
 }

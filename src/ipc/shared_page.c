@@ -294,7 +294,7 @@ bool ordo__shared_page_slot_dead(shared_page_t *page, size_t i, pid_t *out_pid,
     if (slot_state(word) != SLOT_DEAD) {
         return false;
     }
-    *out_pid = (pid_t)(uint32_t)(word >> 32);
+    *out_pid = (pid_t)slot_pid(word);
     *out_word = word;
     return true;
 }
@@ -302,7 +302,7 @@ bool ordo__shared_page_slot_dead(shared_page_t *page, size_t i, pid_t *out_pid,
 bool ordo__shared_page_slot_read(shared_page_t *page, size_t i, pid_t *out_pid, uint64_t *out_start,
                                  uint64_t *out_word) {
     uint64_t word = atomic_load_explicit(&page->slots[i].word, memory_order_acquire);
-    uint32_t pid = (uint32_t)(word >> 32);
+    uint32_t pid = slot_pid(word);
     if (pid == 0 || pid > PID_LIMIT) {
         return false;
     }

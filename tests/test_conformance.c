@@ -181,8 +181,12 @@ static void failing_task_fails_the_stream(void **state) {
     assert_int_equal(atomic_load(&ran), 0);
     assert_status(ordo_stream_status(stream), ORDO_ERR_ABORTED);
     bool healthy = 1;
+    /* A call that succeeds leaves the thread's message alone, though the
+     * stream it reports on has failed (ordo/status.h). */
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
     assert_ok(ordo_stream_is_healthy(stream, &healthy));
     assert_int_equal(healthy, 0);
+    assert_string_equal(ordo_error_message(), "the caller's own message");
     /* Submitting to a failed stream returns its failure; a signal point
      * submitted now fails at once. */
     assert_status(ordo_stream_host_task(stream, set_flag_task, (void *)&ran), ORDO_ERR_ABORTED);

@@ -481,7 +481,11 @@ static void failed_freeing_stream_does_not_vouch_for_its_waits(void **state) {
 
     ordo_block_t *again = NULL;
     uint32_t *words2 = NULL;
+    /* The allocation looks at the failed stream and succeeds: the thread's
+     * message stays the caller's (ordo/status.h). */
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
     assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[2], 0, &again, (void **)&words2));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
     assert_ptr_equal(words2, words);
     fill_t new_write = {words2, 1024, 2, &errors};
     assert_ok(ordo_stream_host_task(f.s[2], fill_task, &new_write));

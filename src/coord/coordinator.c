@@ -687,7 +687,7 @@ static void frontier_absorb(coord_stream_t *cs, const coord_stream_t *origin, ui
  * stream's worker keeps writing) only once the stream has failed. */
 static ordo_status_t point_failure(const coord_stream_t *origin, uint64_t point) {
     const hal_backend_t *backend = origin->stream->device->backend;
-    if (ORDO_LIKELY(backend->status(origin->stream) == ORDO_OK)) {
+    if (ORDO_LIKELY(backend->failure(origin->stream) == ORDO_OK)) {
         return ORDO_OK;
     }
     uint64_t reached = 0;

@@ -27,7 +27,7 @@ void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const cha
     lane->refused |= refused_here;
     ordo_stream_t *stream = lane->stream;
     const hal_backend_t *backend = stream->device->backend;
-    if (backend->status(stream) == ORDO_OK) {
+    if (backend->failure(stream) == ORDO_OK) {
         /* Refused by this healthy stream: the graph, not a stream, is at
          * fault from here on (check_streams). A refusal by a failed stream
          * is that stream's failure, which later replays report; so is a

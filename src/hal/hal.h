@@ -209,6 +209,9 @@ struct hal_backend {
     ordo_status_t (*wait_adopt)(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
     ordo_status_t (*synchronize)(ordo_stream_t *stream, ordo_deadline_t deadline);
     ordo_status_t (*status)(ordo_stream_t *stream);
+    /* The stream's failure status (ORDO_OK while healthy), recording no
+     * message: for internal health checks inside calls that go on. */
+    ordo_status_t (*failure)(const ordo_stream_t *stream);
     /* Records event on stream: sets event->timeline and event->point. */
     ordo_status_t (*event_record)(ordo_event_t *event, ordo_stream_t *stream);
     /* Device memory: bytes > 0, alignment a power of two. ORDO_ERR_OUT_OF_MEMORY
@@ -297,6 +300,11 @@ void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, in
 /* Handle checks raising a message for api. */
 ordo_status_t ordo__hal_device_check(const ordo_device_t *device, const char *api);
 ordo_status_t ordo__hal_stream_check(const ordo_stream_t *stream, const char *api);
+
+/* The failure status of a stream already checked (ORDO_OK while healthy),
+ * leaving the thread's message alone, unlike ordo_stream_status: for a
+ * call that only decides by it and goes on (ordo/status.h). */
+ordo_status_t ordo__hal_stream_failure(const ordo_stream_t *stream);
 ordo_status_t ordo__hal_event_check(const ordo_event_t *event, const char *api);
 /* ordo__hal_event_check, and refuses an event never recorded (it names no point). */
 ordo_status_t ordo__hal_event_check_recorded(const ordo_event_t *event, const char *api);

@@ -271,6 +271,10 @@ ordo_status_t ordo_stream_status(ordo_stream_t *stream) {
     return stream->device->backend->status(stream);
 }
 
+ordo_status_t ordo__hal_stream_failure(const ordo_stream_t *stream) {
+    return stream->device->backend->failure(stream);
+}
+
 ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, bool *out_healthy) {
     if (out_healthy) {
         *out_healthy = 0;
@@ -279,7 +283,7 @@ ordo_status_t ordo_stream_is_healthy(ordo_stream_t *stream, bool *out_healthy) {
     if (!out_healthy) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_healthy is NULL");
     }
-    *out_healthy = stream->device->backend->status(stream) == ORDO_OK;
+    *out_healthy = ordo__hal_stream_failure(stream) == ORDO_OK;
     return ORDO_OK;
 }
 

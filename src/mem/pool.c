@@ -142,8 +142,8 @@ static void trim_pending(pool_t *p) {
         }
         int healthy = 1;
         for (unsigned i = 0; i < whole->death_count; ++i) {
-            healthy &=
-                ordo_stream_status(frontier_stream(p->tracker, whole->death[i].stream)) == ORDO_OK;
+            healthy &= ordo__hal_stream_failure(
+                           frontier_stream(p->tracker, whole->death[i].stream)) == ORDO_OK;
         }
         uint32_t s = whole->death[whole->death_count - 1].stream;
         if (healthy && !expands_failures &&

@@ -85,7 +85,7 @@ static int point_settled(const pool_t *p, uint32_t s, uint64_t point, uint64_t *
     if (view.value >= point) {
         return 1; /* reached (a failed timeline keeps the value it reached) */
     }
-    if (!view.ended && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+    if (!view.ended && ordo__hal_stream_failure(frontier_stream(tracker, s)) == ORDO_OK) {
         return 0;
     }
     uint64_t bit = (uint64_t)1 << s;
@@ -130,7 +130,7 @@ static ordo_status_t wait_for_point(pool_t *p, uint32_t t, uint32_t s, uint64_t 
     if (frontier_covers(tracker, t, s, point)) {
         return ORDO_OK;
     }
-    if (ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+    if (ordo__hal_stream_failure(frontier_stream(tracker, s)) == ORDO_OK) {
         return ordo__tracker_wait_for(tracker, t, s, point);
     }
     uint64_t value = ordo__signal_reached(frontier_timeline(tracker, s));
@@ -173,7 +173,7 @@ static void need_point(const pool_t *p, uint32_t s, uint64_t point, uint64_t *ne
     if (view.value >= point) {
         return;
     }
-    if (!view.ended && ordo_stream_status(frontier_stream(tracker, s)) == ORDO_OK) {
+    if (!view.ended && ordo__hal_stream_failure(frontier_stream(tracker, s)) == ORDO_OK) {
         if (need[s] < point) {
             need[s] = point;
         }

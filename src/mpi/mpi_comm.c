@@ -416,7 +416,7 @@ static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
     ORDO_RETURN_IF_ERROR(ordo_stream_host_task(stream, op_post, op));
     launch->enqueued = true;
     ordo_status_t st = ordo_stream_wait(stream, done, seq);
-    if (st != ORDO_OK && ordo_stream_status(stream) != ORDO_OK) {
+    if (st != ORDO_OK && ordo__hal_stream_failure(stream) != ORDO_OK) {
         /* The stream failed meanwhile (this operation's own start may have
          * failed it): nothing runs after, and the failure is the stream's
          * to report. The task was enqueued: the submission stands. */

@@ -91,6 +91,7 @@ const hal_backend_t ordo__hal_cpu_backend = {
     .wait_adopt = ordo__cpu_stream_wait_adopt,
     .synchronize = ordo__cpu_stream_synchronize,
     .status = ordo__cpu_stream_status,
+    .failure = ordo__cpu_stream_failure,
     .event_record = ordo__cpu_stream_event_record,
     .stream_snapshot = ordo__cpu_stream_snapshot,
     .stream_progress = ordo__cpu_stream_progress,

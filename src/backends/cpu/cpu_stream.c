@@ -144,15 +144,23 @@ static cpu_op_t *node_take_locked(cpu_stream_t *s) {
     return &s->slab->nodes[s->slab_used++];
 }
 
-static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
+/* The stream's failure status and message; ORDO_OK while healthy. */
+static ordo_status_t failure_of(const cpu_stream_t *s, const char **out_message) {
     if (ORDO_LIKELY(!atomic_load_explicit(&s->failed, memory_order_relaxed))) {
         return ORDO_OK;
     }
     if (!ordo__signal_view(s->done).failed) {
         return ORDO_OK; /* destroyed with nothing pending */
     }
-    const char *message;
-    ordo_status_t failure = ordo__signal_failure(s->done, &message);
+    return ordo__signal_failure(s->done, out_message);
+}
+
+static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
+    const char *message = NULL;
+    ordo_status_t failure = failure_of(s, &message);
+    if (ORDO_LIKELY(failure == ORDO_OK)) {
+        return ORDO_OK;
+    }
     return ordo__error(failure, api, "the stream has failed: %s", message);
 }
 
@@ -532,6 +540,10 @@ ordo_status_t ordo__cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_
 
 ordo_status_t ordo__cpu_stream_status(ordo_stream_t *stream) {
     return stream_failure(stream->impl, "ordo_stream_status");
+}
+
+ordo_status_t ordo__cpu_stream_failure(const ordo_stream_t *stream) {
+    return failure_of(stream->impl, NULL);
 }
 
 ordo_status_t ordo__cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {

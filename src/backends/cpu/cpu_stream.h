@@ -20,6 +20,7 @@ ordo_status_t ordo__cpu_stream_wait_adopt(ordo_stream_t *stream, ordo_signal_t *
                                           uint64_t value);
 ordo_status_t ordo__cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 ordo_status_t ordo__cpu_stream_status(ordo_stream_t *stream);
+ordo_status_t ordo__cpu_stream_failure(const ordo_stream_t *stream);
 ordo_status_t ordo__cpu_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 void ordo__cpu_stream_progress(ordo_stream_t *stream, ordo_signal_t **out_progress,

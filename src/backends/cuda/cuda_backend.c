@@ -584,6 +584,7 @@ const hal_backend_t ordo__hal_cuda_backend = {
     .wait = ordo__cuda_stream_wait,
     .synchronize = ordo__cuda_stream_synchronize,
     .status = ordo__cuda_stream_status,
+    .failure = ordo__cuda_stream_failure,
     .event_record = ordo__cuda_stream_event_record,
     .stream_snapshot = ordo__cuda_stream_snapshot,
     .mem_alloc = cuda_mem_alloc,

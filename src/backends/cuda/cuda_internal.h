@@ -214,6 +214,7 @@ ordo_status_t ordo__cuda_stream_signal(ordo_stream_t *stream, ordo_signal_t *sig
 ordo_status_t ordo__cuda_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uint64_t value);
 ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline_t deadline);
 ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream);
+ordo_status_t ordo__cuda_stream_failure(const ordo_stream_t *stream);
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream);
 void ordo__cuda_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *snapshot);
 /* The lane holds anything (queued or running); for tests. */

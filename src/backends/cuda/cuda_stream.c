@@ -705,6 +705,12 @@ ordo_status_t ordo__cuda_stream_status(ordo_stream_t *stream) {
     return stream_failure(stream->impl, "ordo_stream_status");
 }
 
+ordo_status_t ordo__cuda_stream_failure(const ordo_stream_t *stream) {
+    const cuda_stream_t *s = stream->impl;
+    ordo_status_t st = ORDO_OK;
+    return ordo__hal_timeline_failed(&s->timeline, &st, NULL) ? st : ORDO_OK;
+}
+
 ordo_status_t ordo__cuda_stream_event_record(ordo_event_t *event, ordo_stream_t *stream) {
     static const char api[] = "ordo_event_record";
     if (ORDO_UNLIKELY(ordo__cuda_capturing)) {

@@ -46,6 +46,15 @@ run_refused("cannot use '--chunks -18446744073709551615'" ${ORDO} demo --chunks
 run_refused("cannot use '--chunks \\+5'" ${ORDO} demo --chunks +5 --quiet)
 run_refused("cannot write the trace" ${ORDO} demo --trace /nonexistent-dir/x.json --quiet)
 run_refused("cannot write the trace" ${ORDO} bench --trace /nonexistent-dir/x.json signal)
+# An empty FILTER is not "every benchmark"; a run that measured nothing
+# (trace_overhead cannot run under --trace) is not a success.
+# (Called directly: a function's argument list drops an empty string.)
+execute_process(COMMAND ${ORDO} bench "" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "FILTER is empty")
+  message(FATAL_ERROR "'ordo bench \"\"' exited ${rc}, not 2: ${err}")
+endif()
+run_refused("nothing was measured" ${ORDO} bench --quick trace_overhead --trace
+            "${CMAKE_CURRENT_BINARY_DIR}/cli-smoke-skipped.json")
 run(${ORDO} demo --help)
 if(NOT out MATCHES "usage: ordo")
   message(FATAL_ERROR "demo --help does not print the usage: ${out}")

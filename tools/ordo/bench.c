@@ -108,9 +108,16 @@ static void put_json_number(const char *format, double value) {
     }
 }
 
+static int lines_emitted;
+
+int bench_lines_emitted(void) {
+    return lines_emitted;
+}
+
 static void emit_line(const char *name, const char *impl, const bench_stats_t *stats,
                       const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct,
                       double max_ns) {
+    lines_emitted++;
     printf("{\"name\":");
     put_json_string(name);
     printf(",\"impl\":");

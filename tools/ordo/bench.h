@@ -104,4 +104,8 @@ int bench_selected(const bench_options_t *options, const char *name);
  * none is an error, not an empty run. */
 int bench_any_selected(void);
 
+/* How many result lines the run has printed: a run whose selected
+ * benchmarks were all skipped (each said why) measured nothing. */
+int bench_lines_emitted(void);
+
 #endif

@@ -25,7 +25,9 @@ static void usage(FILE *out) {
                  "                       mpirun -np N; --mpi comes first; docs/MPI.md)\n"
                  "  info                 version, build configuration, backends compiled in\n"
                  "  bench [FILTER]       run the benchmarks whose name contains FILTER\n"
-                 "                       (all when omitted); one JSON object per line\n"
+                 "                       (all when omitted); one JSON object per line;\n"
+                 "                       exits 2 when no name matches or every benchmark\n"
+                 "                       selected was skipped (each says why)\n"
                  "      --quick          few iterations: checks that benchmarks run, measures\n"
                  "                       nothing worth quoting\n"
                  "      --trace FILE     record a timeline of the run (trace_overhead is\n"
@@ -75,6 +77,9 @@ static int command_bench(int argc, char **argv) {
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "ordo bench: unknown option '%s'\n", argv[i]);
             return 2;
+        } else if (!argv[i][0]) {
+            fprintf(stderr, "ordo bench: FILTER is empty (leave it out to run every benchmark)\n");
+            return 2;
         } else if (!options.filter) {
             options.filter = argv[i];
         } else {
@@ -105,6 +110,13 @@ static int command_bench(int argc, char **argv) {
     if (!bench_any_selected()) {
         /* Checked after the runs: each group says which names it has. */
         fprintf(stderr, "ordo bench: no benchmark name contains '%s'\n", options.filter);
+        if (trace) {
+            (void)ordo_trace_stop(NULL, NULL);
+        }
+        return 2;
+    }
+    if (!bench_lines_emitted()) {
+        fprintf(stderr, "ordo bench: every benchmark selected was skipped, nothing was measured\n");
         if (trace) {
             (void)ordo_trace_stop(NULL, NULL);
         }

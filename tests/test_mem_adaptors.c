@@ -374,11 +374,22 @@ static void budget_charges_and_explains_refusals(void **state) {
     assert_ok(ordo_mem_budget_stats(e.device, &bs));
     assert_int_equal(bs.peak_charged, 0);
 
-    /* A block allocated below the budget is not the budget's to free. */
+    /* A block allocated below the budget is not the budget's to free, even
+     * while the budget's own live blocks would cover its charge; and a
+     * block handed out through the budget does not go back below it (the
+     * charge would stay held for good). Both refused, nothing touched. */
+    ordo_block_t *own = NULL;
+    alloc_ok(quick, 256, e.s[0], 0, &own);
     alloc_ok(e.direct, 64, e.s[0], 0, &b);
     assert_status(ordo_mem_deallocate(quick, b, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
-    assert_contains(ordo_error_message(), "not allocated through this budget");
+    assert_contains(ordo_error_message(), "was allocated from the direct resource");
+    assert_status(ordo_mem_deallocate(e.direct, own, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
+    assert_contains(ordo_error_message(), "was allocated through the budget resource");
+    assert_ok(ordo_mem_budget_stats(e.device, &bs));
+    assert_int_equal(bs.charged, 256);
     assert_ok(ordo_mem_deallocate(e.direct, b, e.s[0]));
+    assert_ok(ordo_mem_deallocate(quick, own, e.s[0]));
+    assert_int_equal(outstanding(quick), 0);
 
     assert_ok(ordo_mem_budget_set_limit(e.device, ORDO_MEM_BUDGET_UNLIMITED));
     assert_ok(ordo_mem_resource_destroy(quick));
@@ -476,13 +487,16 @@ static void statistics_count_per_tag(void **state) {
     assert_ok(ordo_mem_resource_destroy(s2));
     assert_ok(ordo_mem_resource_destroy(budget));
 
-    /* A block of the resource below, freed through the adaptor: refused
-     * when the adaptor counts less of that tag. */
+    /* A block of the resource below, freed through the adaptor: refused,
+     * though the adaptor counts more of that tag than the block holds. */
     ordo_block_t *under = NULL;
-    alloc_ok(e.direct, 64, e.s[0], 9, &under);
+    alloc_ok(e.direct, 8, e.s[0], 3, &under);
     assert_status(ordo_mem_deallocate(s, under, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
-    assert_contains(ordo_error_message(), "not allocated through this statistics adaptor");
+    assert_contains(ordo_error_message(), "was allocated from the direct resource");
     assert_ok(ordo_mem_deallocate(e.direct, under, e.s[0]));
+    /* One of the adaptor's, freed below it: refused, its counts kept. */
+    assert_status(ordo_mem_deallocate(e.direct, b[0], e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
+    assert_contains(ordo_error_message(), "was allocated through the statistics resource");
 
     assert_ok(ordo_mem_deallocate(s, b[0], e.s[0]));
     assert_ok(ordo_mem_deallocate(s, b[2], e.s[1]));
@@ -503,6 +517,7 @@ typedef struct log_record {
     char stream[32];
     char block[32];
     char status[40];
+    char refused[24];
     size_t bytes, align;
     uint32_t tag;
 } log_record_t;
@@ -564,6 +579,7 @@ static void log_parse(FILE *file, log_records_t *out) {
         assert_true(field(line, "status", r->status, sizeof r->status));
         (void)field(line, "stream", r->stream, sizeof r->stream);
         (void)field(line, "block", r->block, sizeof r->block);
+        (void)field(line, "refused", r->refused, sizeof r->refused);
         if (field(line, "bytes", text, sizeof text)) {
             r->bytes = strtoull(text, NULL, 10);
         }
@@ -871,12 +887,20 @@ static void logging_writes_whole_lines_and_replays(void **state) {
         assert_ok(ordo_mem_deallocate(l, keep[i], e.s[i & 1]));
     }
     assert_int_equal(outstanding(l), 0);
-    /* A block of the resource below is not the adaptor's to free. */
+    /* A block of the resource below is not the adaptor's to free, even
+     * while blocks of its own are live. */
+    ordo_block_t *own = NULL;
+    alloc_ok(l, 8, e.s[0], 0, &own);
     ordo_block_t *under = NULL;
     alloc_ok(e.direct, 8, e.s[0], 0, &under);
     assert_status(ordo_mem_deallocate(l, under, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
-    assert_contains(ordo_error_message(), "not allocated through this logging adaptor");
+    assert_contains(ordo_error_message(), "was allocated from the direct resource");
+    log_parse(file, &log);
+    assert_string_equal(log.items[log.count - 1].op, "deallocate");
+    assert_string_equal(log.items[log.count - 1].refused, "wrong_resource");
+    free(log.items);
     assert_ok(ordo_mem_deallocate(e.direct, under, e.s[0]));
+    assert_ok(ordo_mem_deallocate(l, own, e.s[0]));
     assert_ok(ordo_mem_resource_destroy(l));
     fclose(file);
 
@@ -1324,12 +1348,22 @@ static void guard_catches_foreign_free(void **state) {
     assert_contains(ordo_error_message(), "allocated from the direct resource below the guard");
     assert_status(ordo_mem_prepare_use(g1, under, e.s[0], ORDO_ACCESS_READ),
                   ORDO_ERR_INVALID_ARGUMENT);
+    /* One of the guard's, handed out through an adaptor above it: it goes
+     * back through the adaptor. */
+    ordo_mem_resource_t *stats = NULL;
+    assert_ok(ordo_mem_statistics_create(g1, &stats));
+    ordo_block_t *above = NULL;
+    alloc_ok(stats, 24, e.s[0], 7, &above);
+    assert_status(ordo_mem_deallocate(g1, above, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
+    assert_contains(ordo_error_message(), "allocated through the statistics resource above");
     /* Something that is no block at all. */
     uint64_t fake[8] = {0};
     assert_status(ordo_mem_deallocate(g1, (ordo_block_t *)fake, e.s[0]), ORDO_ERR_INVALID_HANDLE);
     assert_contains(ordo_error_message(), "not a live block");
     ordo_mem_guard_report_t r = guard_report(g1);
-    assert_int_equal(r.findings[ORDO_MEM_GUARD_FOREIGN_FREE], 4);
+    assert_int_equal(r.findings[ORDO_MEM_GUARD_FOREIGN_FREE], 5);
+    assert_ok(ordo_mem_deallocate(stats, above, e.s[0]));
+    assert_ok(ordo_mem_resource_destroy(stats));
     assert_int_equal(r.findings[ORDO_MEM_GUARD_DOUBLE_FREE], 0);
     /* Nothing was touched: both blocks still free normally. */
     assert_ok(ordo_mem_deallocate(g2, other, e.s[0]));

@@ -12,7 +12,8 @@
  * Resources stack: a base resource (direct, pool) at the bottom, adaptors
  * (budget, statistics, logging, guard) on top, each forwarding to the one
  * below (its upstream). Use the top of a stack for every call; a block
- * must go back to the stack it came from.
+ * must go back through the resource it was allocated through (any other
+ * is refused with ORDO_ERR_INVALID_ARGUMENT).
  *
  * Use tracking. A resource that supports it (the pool) keeps each block's
  * access history in a tracker (ordo/tracker.h): prepare_use/finish_use
@@ -92,7 +93,9 @@ ordo_status_t ordo_mem_allocate(ordo_mem_resource_t *resource, size_t bytes, siz
 
 /** Deallocates block on stream: dead after the work enqueued on stream so
  * far. The handle ends now. Freeing a block twice, a block of another
- * resource stack, or on a stream of another device is refused without
+ * resource stack, a block through another resource of its stack than the
+ * one it was allocated through, or on a stream of another device is
+ * refused without
  * touching anything (the guard adaptor also catches a handle reused after
  * its memory was handed out again). */
 ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,

@@ -52,10 +52,9 @@ ORDO_BEGIN_DECLS
  * what is held (and how much of it only waits for its streams).
  *
  * A block must come back through the adaptor it was allocated through; one
- * allocated from a resource below it is a caller error, which the adaptor
- * refuses (ORDO_ERR_INVALID_ARGUMENT, nothing touched) whenever its counts
- * show the block is not its own, not in every case (statistics and
- * logging likewise; a guard refuses it always).
+ * allocated from a resource below it, or one allocated through the adaptor
+ * and freed below it, is a caller error, refused (ORDO_ERR_INVALID_ARGUMENT,
+ * nothing touched; statistics, logging and guard likewise).
  *
  * Over a pool, the budget limits the bytes handed out to callers; under a
  * pool, the bytes the pool reserves from the device.

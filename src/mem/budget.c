@@ -156,6 +156,7 @@ static ordo_status_t budget_allocate(ordo_mem_resource_t *resource, const mem_re
         account_release(a, charge);
         return st;
     }
+    mem_hand_out(*out_block, resource);
     atomic_fetch_add_explicit(&b->blocks_live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->charged_live, charge, memory_order_relaxed);
     return ORDO_OK;
@@ -223,6 +224,7 @@ static ordo_status_t budget_free(ordo_mem_resource_t *resource, ordo_block_t *bl
     /* Read before upstream ends the handle. */
     uint64_t charge = charge_of(block->bytes, block->alignment);
     uint32_t tag = block->tag;
+    ORDO_RETURN_IF_ERROR(ordo__mem_check_holder(resource, block, "ordo_mem_deallocate"));
     if (!live_release(b, charge)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
                            "block %p (tag %u, %zu bytes) was not allocated through this budget "
@@ -245,7 +247,7 @@ static ordo_status_t budget_free(ordo_mem_resource_t *resource, ordo_block_t *bl
     }
     ordo_status_t freed = ORDO_OK; /* the upstream's status when it freed the block */
     if (st == ORDO_OK) {
-        st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
+        st = ordo__mem_forward_free(resource, block, stream, release);
         if (!mem_freed_despite(st) && r) {
             (void)ordo_signal_release(timeline);
             record_put(b, r);

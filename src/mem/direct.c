@@ -72,6 +72,7 @@ static ordo_status_t direct_allocate(ordo_mem_resource_t *resource, const mem_re
     b->base.alignment = request->alignment;
     b->base.stream = request->stream;
     b->base.resource = resource;
+    mem_hand_out(&b->base, resource);
     atomic_fetch_add_explicit(&d->blocks_live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&d->bytes_outstanding, request->bytes, memory_order_relaxed);
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);

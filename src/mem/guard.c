@@ -469,6 +469,7 @@ static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_req
     b->base.alignment = request->alignment;
     b->base.stream = request->stream;
     b->base.resource = resource;
+    mem_hand_out(&b->base, resource);
     pthread_mutex_lock(&g->lock);
     b->serial = ++g->next_serial;
     b->state = GUARD_LIVE;
@@ -692,7 +693,8 @@ static void guard_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource
     findings_t f;
     findings_init(&f);
     const char *use = strcmp(api, "ordo_mem_deallocate") == 0 ? "free" : "use";
-    if (why != MEM_REFUSED_FOREIGN && header_is_ours(g, block)) {
+    int dead = why == MEM_REFUSED_FREED || why == MEM_REFUSED_NOT_LIVE;
+    if (dead && header_is_ours(g, block)) {
         /* Our header: its memory is ours, and it says freed. */
         const guard_block_t *b = (const guard_block_t *)block;
         pthread_mutex_lock(&g->lock);
@@ -713,8 +715,7 @@ static void guard_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource
             if (r->ops != &guard_ops) {
                 continue;
             }
-            if (r != resource && why != MEM_REFUSED_FOREIGN &&
-                header_is_ours((guard_resource_t *)r, block)) {
+            if (r != resource && dead && header_is_ours((guard_resource_t *)r, block)) {
                 return; /* that guard reports its own header */
             }
         }
@@ -723,7 +724,21 @@ static void guard_block_refused(ordo_mem_resource_t *resource, ordo_mem_resource
                 return; /* a guard above reports it */
             }
         }
-        if (why == MEM_REFUSED_FOREIGN) {
+        if (why == MEM_REFUSED_HOLDER) {
+            const ordo_mem_resource_t *holder =
+                atomic_load_explicit(&block->holder, memory_order_relaxed);
+            if (ordo__mem_is_below(resource, holder)) {
+                finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, block->tag, block->bytes, block, 0,
+                        "tag %u: block %p (%zu bytes) was allocated from the %s resource below "
+                        "the guard, not through the guard",
+                        block->tag, (const void *)block, block->bytes, holder->ops->kind);
+            } else {
+                finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, block->tag, block->bytes, block, 0,
+                        "tag %u: block %p (%zu bytes) was allocated through the %s resource "
+                        "above the guard: %s it there",
+                        block->tag, (const void *)block, block->bytes, holder->ops->kind, use);
+            }
+        } else if (why == MEM_REFUSED_FOREIGN) {
             finding(&f, ORDO_MEM_GUARD_FOREIGN_FREE, block->tag, block->bytes, block, 0,
                     "tag %u: foreign %s: block %p (%zu bytes) belongs to another resource "
                     "stack (%s %p)",

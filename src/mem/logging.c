@@ -179,6 +179,7 @@ static ordo_status_t logging_allocate(ordo_mem_resource_t *resource, const mem_r
     uint64_t seq = next_seq(l);
     uint64_t t = ordo_time_now_ns();
     if (st == ORDO_OK) {
+        mem_hand_out(block, resource);
         atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
     }
     log_line(l, seq, t, "allocate", st, " stream=%p bytes=%zu align=%zu tag=%u block=%p",
@@ -198,6 +199,9 @@ static ordo_status_t logging_free(ordo_mem_resource_t *resource, ordo_block_t *b
     uint64_t seq = next_seq(l);
     uint64_t t = ordo_time_now_ns();
     ordo_status_t st;
+    if ((st = ordo__mem_check_holder(resource, block, "ordo_mem_deallocate")) != ORDO_OK) {
+        goto logged;
+    }
     uint64_t live = atomic_load_explicit(&l->blocks_live, memory_order_relaxed);
     do {
         if (!live) {
@@ -211,7 +215,7 @@ static ordo_status_t logging_free(ordo_mem_resource_t *resource, ordo_block_t *b
         }
     } while (!atomic_compare_exchange_weak_explicit(&l->blocks_live, &live, live - 1,
                                                     memory_order_relaxed, memory_order_relaxed));
-    st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
+    st = ordo__mem_forward_free(resource, block, stream, release);
     if (!mem_freed_despite(st)) {
         atomic_fetch_add_explicit(&l->blocks_live, 1, memory_order_relaxed);
     }
@@ -273,7 +277,12 @@ static void logging_block_refused(ordo_mem_resource_t *resource, ordo_mem_resour
                                   const ordo_block_t *block, mem_refusal_t why,
                                   ordo_status_t status, const char *api) {
     (void)top;
-    static const char *const reasons[] = {"freed", "not_a_block", "foreign"};
+    static const char *const reasons[] = {
+        [MEM_REFUSED_FREED] = "freed",
+        [MEM_REFUSED_NOT_LIVE] = "not_a_block",
+        [MEM_REFUSED_FOREIGN] = "foreign",
+        [MEM_REFUSED_HOLDER] = "wrong_resource",
+    };
     logging_resource_t *l = (logging_resource_t *)resource;
     const char *op = strncmp(api, "ordo_mem_", 9) == 0 ? api + 9 : api;
     uint64_t seq = next_seq(l);

@@ -429,6 +429,7 @@ static ordo_status_t pool_allocate_locked(pool_t *p, const mem_request_t *reques
     b->base.tag = request->tag;
     b->base.stream = request->stream;
     b->base.resource = &p->base;
+    mem_hand_out(&b->base, &p->base);
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_MAGIC, memory_order_release);
     p->stats.bytes_in_use += b->size;
     ++p->blocks_out;

@@ -105,6 +105,46 @@ static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo
                        (const void *)block->resource, resource->ops->kind);
 }
 
+ordo_status_t ordo__mem_check_holder(const ordo_mem_resource_t *resource, const ordo_block_t *block,
+                                     const char *api) {
+    const ordo_mem_resource_t *holder = atomic_load_explicit(&block->holder, memory_order_relaxed);
+    if (ORDO_LIKELY(holder == resource)) {
+        return ORDO_OK;
+    }
+    if (ordo__mem_is_below(resource, holder)) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "block %p (tag %u) was allocated from the %s resource %p below this %s "
+                           "resource %p, which takes back only the blocks allocated through it",
+                           (const void *)block, block->tag, holder->ops->kind, (const void *)holder,
+                           resource->ops->kind, (const void *)resource);
+    }
+    return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                       "block %p (tag %u) was allocated through the %s resource %p above this %s "
+                       "resource %p: give it back there",
+                       (const void *)block, block->tag, holder->ops->kind, (const void *)holder,
+                       resource->ops->kind, (const void *)resource);
+}
+
+int ordo__mem_is_below(const ordo_mem_resource_t *resource, const ordo_mem_resource_t *other) {
+    for (const ordo_mem_resource_t *r = resource->upstream; r; r = r->upstream) {
+        if (r == other) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+ordo_status_t ordo__mem_forward_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, int release) {
+    ordo_mem_resource_t *upstream = resource->upstream;
+    mem_hand_out(block, upstream);
+    ordo_status_t st = (release ? mem_release : mem_deallocate)(upstream, block, stream);
+    if (!mem_freed_despite(st)) {
+        mem_hand_out(block, resource);
+    }
+    return st;
+}
+
 /* Tells the checking resources of the stack that block was refused. */
 static ordo_status_t block_refused(ordo_mem_resource_t *resource, const ordo_block_t *block,
                                    mem_refusal_t why, ordo_status_t status, const char *api) {
@@ -201,6 +241,9 @@ deallocate_checked(ordo_mem_resource_t *resource, ordo_block_t *block, ordo_stre
     if ((st = check_block(resource, block, &why, api)) != ORDO_OK) {
         return block_refused(resource, block, why, st, api);
     }
+    if ((st = ordo__mem_check_holder(resource, block, api)) != ORDO_OK) {
+        return block_refused(resource, block, MEM_REFUSED_HOLDER, st, api);
+    }
     if ((st = check_stream(resource, stream, api)) != ORDO_OK) {
         return st;
     }
@@ -214,7 +257,8 @@ ordo_status_t ordo_mem_deallocate(ordo_mem_resource_t *resource, ordo_block_t *b
      * resource below, or bad input) takes the checks one by one. */
     if (ORDO_LIKELY(resource && resource->magic == ORDO_RESOURCE_MAGIC && block &&
                     atomic_load_explicit(&block->magic, memory_order_acquire) == ORDO_BLOCK_MAGIC &&
-                    block->resource == resource && stream && stream->magic == ORDO_STREAM_MAGIC &&
+                    atomic_load_explicit(&block->holder, memory_order_relaxed) == resource &&
+                    stream && stream->magic == ORDO_STREAM_MAGIC &&
                     stream->device == resource->device)) {
         return mem_deallocate(resource, block, stream);
     }

@@ -33,6 +33,8 @@ typedef enum mem_refusal {
     MEM_REFUSED_FREED = 0,    /* its header says it was deallocated */
     MEM_REFUSED_NOT_LIVE = 1, /* not a block header at all */
     MEM_REFUSED_FOREIGN = 2,  /* a live block of another stack */
+    MEM_REFUSED_HOLDER = 3,   /* a live block of this stack, freed through a resource other
+                               * than the one it was allocated through (ordo_block.holder) */
 } mem_refusal_t;
 
 typedef struct mem_resource_ops {
@@ -113,7 +115,29 @@ struct ordo_block {
     size_t alignment;
     ordo_stream_t *stream;
     ordo_mem_resource_t *resource; /* the resource that made this block */
+    /* The resource the block was handed out through, the one it must go
+     * back to: its maker, or the outermost pass-through adaptor (budget,
+     * statistics, logging), which hand out their upstream's block itself.
+     * Set at each hand-out; a pass-through adaptor sets it to its upstream
+     * as it forwards the free (ordo__mem_forward_free). Atomic only so
+     * that a racing double free (a caller error the base detects) is not a
+     * data race as well. */
+    _Atomic(ordo_mem_resource_t *) holder;
 };
+
+/* Marks block as handed out through resource (see holder). */
+static inline void mem_hand_out(ordo_block_t *block, ordo_mem_resource_t *resource) {
+    atomic_store_explicit(&block->holder, resource, memory_order_relaxed);
+}
+
+/* ORDO_OK when block was handed out through resource; otherwise
+ * ORDO_ERR_INVALID_ARGUMENT naming the resource it was handed out
+ * through, for api. */
+ordo_status_t ordo__mem_check_holder(const ordo_mem_resource_t *resource, const ordo_block_t *block,
+                                     const char *api);
+
+/* Non-zero when other is one of the resources below resource. */
+int ordo__mem_is_below(const ordo_mem_resource_t *resource, const ordo_mem_resource_t *other);
 
 /* Fills the common header; resource->upstream gains a dependent (and, on
  * a layer of the device's own stack, the device a reference, dropped by
@@ -197,6 +221,13 @@ static inline ordo_status_t mem_release(ordo_mem_resource_t *r, ordo_block_t *bl
     return r->ops->release ? r->ops->release(r, block, stream)
                            : r->ops->deallocate(r, block, stream);
 }
+
+/* A pass-through adaptor's free of block, after its own accounting: hands
+ * the block back to the upstream (as a release when release is set) and
+ * returns its status; a block the upstream did not free stays held by
+ * resource. */
+ordo_status_t ordo__mem_forward_free(ordo_mem_resource_t *resource, ordo_block_t *block,
+                                     ordo_stream_t *stream, int release);
 
 /* Whether block may be freed through r now: the first resource down r's
  * stack that can tell says (ORDO_OK when none can). */

@@ -94,6 +94,7 @@ static ordo_status_t statistics_allocate(ordo_mem_resource_t *resource,
         atomic_fetch_add_explicit(&s->failed_allocations, 1, memory_order_relaxed);
         return st;
     }
+    mem_hand_out(*out_block, resource);
     counters_add(&s->overall, request->bytes);
     counters_add(&s->tags[request->tag], request->bytes);
     return ORDO_OK;
@@ -105,6 +106,7 @@ static ordo_status_t statistics_free(ordo_mem_resource_t *resource, ordo_block_t
     statistics_resource_t *s = (statistics_resource_t *)resource;
     uint64_t bytes = block->bytes;
     uint32_t tag = block->tag;
+    ORDO_RETURN_IF_ERROR(ordo__mem_check_holder(resource, block, "ordo_mem_deallocate"));
     if (!counters_sub_checked(&s->tags[tag], bytes)) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, "ordo_mem_deallocate",
                            "block %p (tag %u, %" PRIu64
@@ -114,7 +116,7 @@ static ordo_status_t statistics_free(ordo_mem_resource_t *resource, ordo_block_t
                            (void *)block, tag, bytes);
     }
     counters_sub(&s->overall, bytes);
-    ordo_status_t st = (release ? mem_release : mem_deallocate)(resource->upstream, block, stream);
+    ordo_status_t st = ordo__mem_forward_free(resource, block, stream, release);
     if (!mem_freed_despite(st)) {
         counters_restore(&s->overall, bytes);
         counters_restore(&s->tags[tag], bytes);

@@ -164,12 +164,15 @@ static void failing_task_fails_the_stream(void **state) {
     ordo_stream_t *stream = stream_make();
     ordo_signal_t *before = test_signal_make(0);
     ordo_signal_t *after = test_signal_make(0);
+    ordo_event_t *passed = NULL;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_PLAIN, &passed));
     _Atomic int ran = 0;
     /* The gate holds the stream until everything is submitted, so no
      * submission meets the failure early. */
     gate_t gate = {0, 0};
     assert_ok(ordo_stream_host_task(stream, gate_task, &gate));
     assert_ok(ordo_stream_signal(stream, before, 1));
+    assert_ok(ordo_event_record(passed, stream));
     assert_ok(ordo_stream_host_task(stream, fail_task, NULL));
     assert_ok(ordo_stream_host_task(stream, set_flag_task, (void *)&ran));
     assert_ok(ordo_stream_signal(stream, after, 1));
@@ -187,6 +190,12 @@ static void failing_task_fails_the_stream(void **state) {
     assert_ok(ordo_stream_is_healthy(stream, &healthy));
     assert_int_equal(healthy, 0);
     assert_string_equal(ordo_error_message(), "the caller's own message");
+    /* The event recorded before the failure is complete. */
+    bool complete = 0;
+    assert_ok(ordo_event_query(passed, &complete));
+    assert_true(complete);
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    assert_ok(ordo_event_destroy(passed));
     /* Submitting to a failed stream returns its failure; a signal point
      * submitted now fails at once. */
     assert_status(ordo_stream_host_task(stream, set_flag_task, (void *)&ran), ORDO_ERR_ABORTED);

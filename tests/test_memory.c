@@ -151,7 +151,22 @@ static void direct_frees_on_a_failed_stream_concurrently(void **state) {
     assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     assert_ok(ordo_mem_bytes_outstanding(direct, &out));
     assert_int_equal(out, 0);
+    /* A free on the failed stream succeeds, and leaves the thread's
+     * message as it was (ordo/status.h), through the direct resource and
+     * through the device's stack over one; so does the stream's destroy. */
+    ordo_mem_resource_t *stack = NULL;
+    assert_ok(ordo_device_memory(device, &stack));
+    ordo_mem_resource_t *resources[] = {direct, stack};
+    for (int i = 0; i < 2; ++i) {
+        ordo_block_t *block = NULL;
+        assert_ok(ordo_mem_allocate(resources[i], 64, 0, s, 0, &block, NULL));
+        (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
+        assert_ok(ordo_mem_deallocate(resources[i], block, s));
+        assert_string_equal(ordo_error_message(), "the caller's own message");
+    }
     assert_ok(ordo_stream_destroy(s));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    assert_ok(ordo_mem_reap_pending(stack, test_deadline()));
     assert_ok(ordo_mem_resource_destroy(direct));
 }
 
@@ -220,7 +235,9 @@ static void device_memory_stack_is_configurable(void **state) {
     setenv("ORDO_MEMORY", "budget=12Q", 1);
     assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
     /* A size needs digits, and no sign or blanks. */
-    const char *bad_sizes[] = {"budget=K", "budget=-1", "budget= 5", "budget=+5M"};
+    /* Nor more than 64 bits: a limit asked for is not "unlimited". */
+    const char *bad_sizes[] = {"budget=K", "budget=-1", "budget= 5", "budget=+5M",
+                               "budget=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_sizes / sizeof *bad_sizes; ++i) {
         setenv("ORDO_MEMORY", bad_sizes[i], 1);
         assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);

@@ -295,6 +295,9 @@ static void holder_names_the_blocked_stream(void **state) {
     assert_null(holder.stream);
     assert_ok(ordo_stall_holder(device, x, 1, &holder));
     assert_int_equal(holder.hold, ORDO_STALL_HOLD_NONE);
+    assert_status(ordo_stall_holder(device, x, ORDO_SIGNAL_VALUE_MAX + 1, &holder),
+                  ORDO_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(ordo_error_message(), "above ORDO_SIGNAL_VALUE_MAX"));
     ordo_signal_t *unused = named_signal("in no queue");
     assert_ok(ordo_stall_holder(device, unused, 1, &holder));
     assert_int_equal(holder.hold, ORDO_STALL_HOLD_NONE);

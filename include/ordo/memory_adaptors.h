@@ -240,7 +240,7 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * upstream, the thread that reached the free point gives the overflow back.
  * A host task or callback that calls the guard is one more thread of the
  * program's: it and the threads that submit take ordo_tracker_lock, as for
- * any call on the tracker from several threads (ordo/tracker.h). 
+ * any call on the tracker from several threads (ordo/tracker.h).
  *
  * The checks read the block's memory from the host: the guard refuses
  * (ORDO_ERR_UNSUPPORTED) a device whose memory the host cannot read

@@ -151,7 +151,8 @@ typedef struct ordo_stall_holder {
  * snapshot and simulation as ordo_stall_report): whether enqueued work
  * raises it, and if only a blocked stream's would, which stream and what
  * it waits for. Follows a chain of waits one link at a time (a report
- * across ranks, ordo/mpi.h, follows them from rank to rank). */
+ * across ranks, ordo/mpi.h, follows them from rank to rank). A value
+ * above ORDO_SIGNAL_VALUE_MAX is ORDO_ERR_OUT_OF_RANGE. */
 ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, uint64_t value,
                                 ordo_stall_holder_t *out_holder);
 

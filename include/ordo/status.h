@@ -50,9 +50,13 @@ typedef enum ordo_status {
     /** The object is not in a state that allows the call (already armed,
      * still in use, ...). */
     ORDO_ERR_BUSY = 7,
-    /** A host or device allocation failed. */
+    /** A host or device allocation failed, or a memory budget refused
+     * one. */
     ORDO_ERR_OUT_OF_MEMORY = 8,
-    /** A configured limit was reached (budget, pool maximum, ...). */
+    /** A configured limit was reached (an event pool's maximum, a
+     * tracker's 64 streams, ...). A memory budget's limit is
+     * ORDO_ERR_OUT_OF_MEMORY instead (ordo/memory_adaptors.h): to the
+     * caller it is memory that cannot be had. */
     ORDO_ERR_RESOURCE_EXHAUSTED = 9,
     /** The request would close a cycle of waits. */
     ORDO_ERR_DEADLOCK = 10,

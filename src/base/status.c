@@ -150,7 +150,12 @@ ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt
 
 void ordo__message_keep(ordo__kept_message_t *kept) {
     kept->count = error_count;
-    snprintf(kept->text, sizeof kept->text, "%s", ordo_error_message());
+    /* A copy of the text's length, not of the buffer: kept on paths that
+     * run often (a stream-ordered free), where the text is usually short. */
+    const char *text = ordo_error_message();
+    size_t length = strnlen(text, sizeof kept->text - 1);
+    memcpy(kept->text, text, length);
+    kept->text[length] = '\0';
 }
 
 void ordo__message_restore(const ordo__kept_message_t *kept) {

@@ -215,7 +215,13 @@ ordo_status_t ordo_coord_drain(ordo_coord_t *coord, ordo_deadline_t deadline) {
         coord_unlock(coord, &work);
         int timed_out;
         if (waiting) {
+            /* The op's failure is its own to report (its callback, its
+             * point): a wait that meets it leaves the drain's caller's
+             * message as it was. */
+            ordo__kept_message_t kept;
+            ordo__message_keep(&kept);
             timed_out = ordo_signal_wait(waiting->timeline, target, deadline) == ORDO_ERR_TIMEOUT;
+            ordo__message_restore(&kept);
         } else {
             timed_out = ordo__futex_wait(&coord->drain_seq, seen, deadline) == ORDO_FUTEX_TIMED_OUT;
         }

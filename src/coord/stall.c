@@ -7,6 +7,7 @@
  * producers' lock); nothing is allocated and no user code runs under
  * either. Signal references taken by the snapshots are dropped after every
  * lock is released. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,6 +488,10 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
     ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
     if (!out_holder) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_holder is NULL");
+    }
+    if (value > ORDO_SIGNAL_VALUE_MAX) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "value %" PRIu64 " is above ORDO_SIGNAL_VALUE_MAX", value);
     }
     stall_set_t set;
     ORDO_RETURN_IF_ERROR(collect(device, &set, __func__));

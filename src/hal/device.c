@@ -420,6 +420,9 @@ ordo_status_t ordo_device_event_pool_stats(ordo_device_t *device, ordo_event_kin
     if (st != ORDO_OK) {
         return st;
     }
+    if (!out_stats) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_stats is NULL");
+    }
     return ordo__event_pool_stats(device->event_pools[kind], out_stats);
 }
 

@@ -1,6 +1,7 @@
 /* The memory part of a device's configuration: its defaults (from
  * ORDO_MEMORY) and its checks. Plain data of the public config: the stack
  * it describes is built by the memory layer (src/mem/device_memory.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,12 @@ static uint64_t parse_bytes(const char *text, size_t length, int *ok) {
     memcpy(digits, text, length);
     digits[length] = '\0';
     char *end = NULL;
+    errno = 0;
     unsigned long long value = strtoull(digits, &end, 10);
+    if (errno == ERANGE) {
+        *ok = 0; /* too many digits: not "unlimited" */
+        return 0;
+    }
     uint64_t scale = 1;
     if (end && *end && !end[1]) {
         scale = *end == 'K' || *end == 'k'   ? (uint64_t)1 << 10

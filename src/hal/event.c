@@ -154,6 +154,13 @@ ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete) {
     if (!out_complete) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_complete is NULL");
     }
+    /* Reached is complete, even on a timeline that failed later: read
+     * first, since a query of a failed timeline records its failure as the
+     * thread's message. */
+    if (ordo__signal_view(event->timeline).value >= event->point) {
+        *out_complete = 1;
+        return ORDO_OK;
+    }
     uint64_t value = 0;
     ordo_status_t st = ordo_signal_query(event->timeline, &value);
     *out_complete = value >= event->point;

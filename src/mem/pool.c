@@ -816,6 +816,10 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
     }
     ordo_rlock_unlock(&p->tracker->lock);
     ordo_status_t waited = ORDO_OK;
+    /* A wait that meets a failed stream is no failure of the reap: the
+     * caller's message stays (ordo/status.h). */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     for (size_t i = 0; i < count; ++i) {
         if (st == ORDO_OK && waited != ORDO_ERR_TIMEOUT) {
             ordo_status_t w = ordo_signal_wait(points[i].signal, points[i].value, deadline);
@@ -827,6 +831,7 @@ static ordo_status_t pool_reap_pending(ordo_mem_resource_t *resource, ordo_deadl
         }
         (void)ordo_signal_release(points[i].signal);
     }
+    ordo__message_restore(&kept);
     if (st != ORDO_OK) {
         return st;
     }

@@ -543,6 +543,10 @@ ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *s
     ordo_signal_t *timeline = point->timeline;
     point->timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
     atomic_fetch_add_explicit(pending, 1, memory_order_relaxed);
+    /* A failed stream's refusal is no failure of the free, which succeeds:
+     * the caller's message stays (ordo/status.h). */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     (void)ordo_timepoint_arm(&point->timepoint, timeline, 1, fn, ctx);
     /* On a failed stream the signal fails at once and fn runs now; the
      * descriptor (and its reference on the timeline) may then be reused by
@@ -554,6 +558,7 @@ ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *s
     uint64_t value = 0;
     if (st == ORDO_OK || ordo_signal_query(timeline, &value) != ORDO_OK) {
         (void)ordo_signal_release(timeline);
+        ordo__message_restore(&kept);
         return ORDO_OK; /* enqueued, or failed with the stream: fn has run */
     }
     /* Refused on a healthy stream: nobody else signals the timeline, so
@@ -562,6 +567,7 @@ ordo_status_t ordo__mem_free_point_arm(mem_free_point_t *point, ordo_stream_t *s
     ordo_cancel_result_t result;
     (void)ordo_timepoint_cancel(&point->timepoint, &result);
     if (result != ORDO_CANCEL_PREVENTED) {
+        ordo__message_restore(&kept);
         return ORDO_OK;
     }
     ordo__mem_free_point_close(point);

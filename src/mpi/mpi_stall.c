@@ -136,6 +136,10 @@ static void local_records(ordo_mpi_t *mpi, record_list_t *list) {
     mpi_published_t *published = mpi->published; /* freed only by the destroy */
     pthread_mutex_unlock(&mpi->lock);
 
+    /* The refusals met on the way (an ended signal) are no failure of the
+     * report: the caller's message stays. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     for (mpi_published_t *p = published; p; p = p->next) {
         uint64_t at = 0;
         if (ordo_signal_query(p->signal, &at) != ORDO_OK) {
@@ -177,6 +181,7 @@ static void local_records(ordo_mpi_t *mpi, record_list_t *list) {
         }
         pthread_mutex_unlock(&mpi->lock);
     }
+    ordo__message_restore(&kept);
 }
 
 void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial) {

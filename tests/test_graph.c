@@ -1012,6 +1012,48 @@ static void a_replay_short_of_memory_spends_the_graph(void **state) {
     assert_true(spent > 0); /* some k fell inside a replay's enqueues */
 }
 
+/* A stream's capture refused for lack of memory leaves the graph as if it
+ * was never made: no lane for that stream, which a replay would then
+ * count (and a native graph join) with nothing on it. */
+static void a_capture_short_of_memory_leaves_no_lane(void **state) {
+    (void)state;
+    int refused = 0;
+    for (int k = 0; k < 40; ++k) {
+        ordo_tracker_t *tracker;
+        assert_ok(ordo_tracker_create(device, &tracker));
+        ordo_stream_t *a = stream_make(), *b = stream_make();
+        ordo_buffer_t *x = buffer_make(tracker), *y = buffer_make(tracker);
+        assert_ok(ordo_tracker_record_begin(tracker));
+        ordo_access_t rx[] = {{x, ORDO_ACCESS_READ}, {y, ORDO_ACCESS_READ}};
+        allocations_before_refusal = k;
+        ordo_status_t st = ordo_tracker_submit_host(tracker, b, rx, 2, noop, NULL);
+        allocations_before_refusal = -1;
+        assert_ok(ordo_tracker_submit_host(tracker, a, rx, 1, noop, NULL));
+        ordo_graph_t *graph;
+        assert_ok(ordo_tracker_record_end(tracker, &graph));
+        ordo_graph_info_t info;
+        assert_ok(ordo_graph_info(graph, &info));
+        if (st != ORDO_OK) {
+            ++refused;
+            assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+            assert_int_equal(info.streams, 1);
+            assert_int_equal(info.buffers, 1);
+        }
+        assert_ok(ordo_graph_replay(graph));
+        assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+        assert_ok(ordo_graph_destroy(graph));
+        assert_ok(ordo_buffer_release(x, NULL, NULL));
+        assert_ok(ordo_buffer_release(y, NULL, NULL));
+        assert_ok(ordo_tracker_close(tracker, test_deadline()));
+        assert_ok(ordo_stream_destroy(a));
+        assert_ok(ordo_stream_destroy(b));
+        if (st == ORDO_OK) {
+            break;
+        }
+    }
+    assert_true(refused > 0);
+}
+
 static void failing_task_fails_what_follows(void **state) {
     (void)state;
     failure_propagates(0);
@@ -1124,6 +1166,77 @@ static ordo_status_t scratch_read(void *ctx) {
     }
     *s->out += sum;
     return ORDO_OK;
+}
+
+/* What a launch function called at a replay tries on its tracker. */
+typedef struct in_replay {
+    ordo_tracker_t *tracker;
+    ordo_graph_t *self, *other;
+    ordo_buffer_t *bound, *own, *plain;
+    ordo_status_t rebind, destroy, refresh, submit, release, replay;
+    int calls;
+} in_replay_t;
+
+static ordo_status_t try_from_replay(void *ctx, ordo_stream_t *stream) {
+    in_replay_t *t = ctx;
+    if (!t->self) {
+        return ORDO_OK; /* the recording's own call */
+    }
+    t->calls++;
+    t->rebind = ordo_graph_rebind(t->other, t->bound, t->own);
+    t->destroy = ordo_graph_destroy(t->self);
+    t->refresh = ordo_graph_refresh(t->other);
+    ordo_access_t w = {t->plain, ORDO_ACCESS_WRITE};
+    t->submit = ordo_tracker_submit_host(t->tracker, stream, &w, 1, noop, NULL);
+    t->release = ordo_buffer_release(t->plain, NULL, NULL);
+    t->replay = ordo_graph_replay(t->other);
+    return ORDO_OK;
+}
+
+/* A launch function called at a replay cannot submit on the tracker nor
+ * change its graphs: the replay's entry has prepared its lanes, its exit
+ * writes the histories, and its own blocks read live meanwhile (bound to
+ * another graph then, one would be freed under it). */
+static void launch_functions_of_a_replay_cannot_change_the_tracker(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    pool_fixture_t f;
+    pool_fixture_make(&f);
+    in_replay_t t = {0};
+    t.tracker = f.tracker;
+    t.plain = buffer_make(f.tracker);
+    ordo_block_t *kept;
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.a, 0, &kept, NULL));
+    t.bound = block_buffer(kept);
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_access_t wk = {t.bound, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit_host(f.tracker, f.a, &wk, 1, noop, NULL));
+    assert_ok(ordo_tracker_record_end(f.tracker, &t.other));
+    assert_ok(ordo_tracker_record_begin(f.tracker));
+    ordo_block_t *own;
+    assert_ok(ordo_mem_allocate(f.pool, 64, 0, f.a, 0, &own, NULL));
+    t.own = block_buffer(own);
+    ordo_access_t wo = {t.own, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(f.tracker, f.a, &wo, 1, try_from_replay, &t));
+    assert_ok(ordo_mem_deallocate(f.pool, own, f.a)); /* the graph's own memory */
+    assert_ok(ordo_tracker_record_end(f.tracker, &t.self));
+    assert_ok(ordo_graph_replay(t.self));
+    assert_int_equal(t.calls, 1);
+    assert_int_equal(t.rebind, ORDO_ERR_BUSY);
+    assert_int_equal(t.destroy, ORDO_ERR_BUSY);
+    assert_int_equal(t.refresh, ORDO_ERR_BUSY);
+    assert_int_equal(t.submit, ORDO_ERR_BUSY);
+    assert_int_equal(t.release, ORDO_ERR_BUSY);
+    assert_int_equal(t.replay, ORDO_ERR_BUSY);
+    /* Between replays all of them are taken again. */
+    assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    assert_ok(ordo_graph_destroy(t.self));
+    assert_ok(ordo_graph_replay(t.other));
+    assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    assert_ok(ordo_graph_destroy(t.other));
+    assert_ok(ordo_buffer_release(t.plain, NULL, NULL));
+    assert_ok(ordo_mem_deallocate(f.pool, kept, f.a));
+    pool_fixture_free(&f);
 }
 
 static void pool_blocks_freed_in_the_recording_are_the_graphs(void **state) {
@@ -1654,6 +1767,8 @@ int main(void) {
         cmocka_unit_test(failing_task_fails_what_follows),
         cmocka_unit_test(failing_launch_fails_what_follows),
         cmocka_unit_test(a_replay_short_of_memory_spends_the_graph),
+        cmocka_unit_test(a_capture_short_of_memory_leaves_no_lane),
+        cmocka_unit_test(launch_functions_of_a_replay_cannot_change_the_tracker),
         cmocka_unit_test(graph_keeps_its_tracker_and_buffers),
         cmocka_unit_test(pool_blocks_freed_in_the_recording_are_the_graphs),
         cmocka_unit_test(pool_blocks_and_recordings),

@@ -86,9 +86,9 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         /* The open submission may name it: released now, it could be freed
          * before the finish records its use. */
         return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "buffer %p: called inside a launch function of ordo_tracker_submit on "
-                           "its tracker, whose submission may name it: release it after the "
-                           "submission",
+                           "buffer %p: called inside a launch function of ordo_tracker_submit "
+                           "or ordo_graph_replay on its tracker, whose submission may name it: "
+                           "release it after the submission",
                            (void *)b);
     }
     /* Every stream's last use: a later use on another stream implies an

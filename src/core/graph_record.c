@@ -277,6 +277,15 @@ static ordo_status_t slot_of(graph_recorder_t *r, ordo_buffer_t *buffer, uint32_
     return ORDO_OK;
 }
 
+/* Undoes the slots made since there were `count` (a refused capture). */
+static void slots_drop(graph_recorder_t *r, uint32_t count) {
+    while (r->slot_count > count) {
+        record_slot_t *s = &r->slots[--r->slot_count];
+        ordo__graph_map_remove(&r->map, s->buffer);
+        ordo__buffer_reclaim_now(r->shadow, s->shadow);
+    }
+}
+
 /* Notes an access of slot by lane as exposed, merging it into the lane's
  * entry for the slot if it has one (room reserved). */
 static void expose(graph_recorder_t *r, uint32_t lane, uint32_t slot, uint8_t mode) {
@@ -329,16 +338,36 @@ static ordo_status_t capture(ordo_tracker_t *tracker, ordo_stream_t *stream,
     ORDO_RETURN_IF_ERROR(ordo__tracker_check_accesses(tracker, accesses, count, api));
     ORDO_RETURN_IF_ERROR(tracker_stream_index(tracker, stream, &t, api));
     graph_recorder_t *r = atomic_load_explicit(&tracker->recorder, memory_order_relaxed);
-    uint32_t lane;
-    ORDO_RETURN_IF_ERROR(lane_of(r, stream, t, &lane, api));
+    /* What can fail comes before the stream becomes a lane, and undoes
+     * the slots it made: a refused submission leaves no trace in the
+     * graph (no lane without work, no slot binding a buffer). */
     ORDO_RETURN_IF_ERROR(reserve(r, count, api));
-    for (size_t i = 0; i < count; ++i) {
+    const uint32_t slots_before = r->slot_count;
+    uint32_t lane;
+    if (!tracker_stream_find(r->shadow, stream, &lane)) {
+        lane = r->shadow->stream_count; /* the index lane_of will give it */
+    }
+    ordo_status_t st = ORDO_OK;
+    for (size_t i = 0; i < count && st == ORDO_OK; ++i) {
         uint32_t slot = 0;
-        ORDO_RETURN_IF_ERROR(slot_of(r, accesses[i].buffer, &slot, api));
-        r->scratch[i] = (ordo_access_t){r->slots[slot].shadow, accesses[i].mode};
+        st = slot_of(r, accesses[i].buffer, &slot, api);
+        if (st == ORDO_OK) {
+            r->scratch[i] = (ordo_access_t){r->slots[slot].shadow, accesses[i].mode};
+        }
+    }
+    for (size_t i = 0; i < count && st == ORDO_OK && lane >= BUFFER_INLINE_READERS; ++i) {
+        /* The shadow's prepare reserves these too: then it cannot fail. */
+        st = ordo__buffer_reserve_points(r->scratch[i].buffer, api);
+    }
+    if (st == ORDO_OK) {
+        st = lane_of(r, stream, t, &lane, api);
+    }
+    if (st != ORDO_OK) {
+        slots_drop(r, slots_before);
+        return st;
     }
     /* The waits (and records) go into the recording through the shadow's
-     * capture; only a reservation of a buffer's points can fail here. */
+     * capture; everything they need is reserved. */
     ORDO_RETURN_IF_ERROR(ordo__tracker_prepare_at(r->shadow, lane, r->scratch, count, api));
     work.lane = (uint8_t)lane;
     append_op(r, work);

@@ -228,8 +228,24 @@ static void blocks_mark(const ordo_graph_t *graph, uint32_t magic) {
     }
 }
 
+static ordo_status_t replay(ordo_graph_t *graph);
+
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, API));
+    ordo_tracker_t *tracker = graph->tracker;
+    if (ORDO_UNLIKELY(tracker->replaying)) {
+        return ordo__tracker_refuse_in_replay(API);
+    }
+    /* Its launch functions (at the lowering, or op by op) run inside. */
+    tracker->replaying++;
+    tracker->launching++;
+    ordo_status_t st = replay(graph);
+    tracker->launching--;
+    tracker->replaying--;
+    return st;
+}
+
+static ordo_status_t replay(ordo_graph_t *graph) {
     ordo_tracker_t *tracker = graph->tracker;
     if (ORDO_UNLIKELY(tracker_recording(tracker))) {
         ORDO_RETURN_IF_ERROR(ordo__graph_refuse(

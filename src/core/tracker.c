@@ -438,6 +438,10 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
         *out_index = 0;
         return st;
     }
+    if (ORDO_UNLIKELY(tracker->replaying)) {
+        *out_index = 0;
+        return ordo__tracker_refuse_in_replay(api);
+    }
     if (ORDO_UNLIKELY((count && !accesses) || count > ORDO_TRACKER_MAX_ACCESSES)) {
         /* A bad handle answers first (docs/ERRORS.md). */
         if (!tracker_stream_find(tracker, stream, out_index) &&
@@ -562,6 +566,13 @@ static const char split_form_refused[] =
     "the split form cannot be recorded (the work between ordo_tracker_prepare and "
     "ordo_tracker_finish is enqueued where the recording does not see it): submit it with "
     "ordo_tracker_submit";
+
+ordo_status_t ordo__tracker_refuse_in_replay(const char *api) {
+    return ordo__error(ORDO_ERR_BUSY, api,
+                       "called inside a launch function of ordo_graph_replay on its tracker: "
+                       "the replay orders its own work; submit, rebind or destroy before or "
+                       "after it");
+}
 
 ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    const ordo_access_t *accesses, size_t count) {

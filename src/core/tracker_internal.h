@@ -155,6 +155,13 @@ struct ordo_tracker {
      * then could be freed at once, under the finish still to record its
      * use: ordo_buffer_release refuses meanwhile. */
     uint32_t launching;
+    /* ordo_graph_replay running on the tracker (its launch functions
+     * included, which it also counts in launching): the replay's entry
+     * has prepared its lanes and its exit will write the histories, so
+     * calls from those launch functions that submit on the tracker, or
+     * change, rebind or destroy one of its graphs, are refused meanwhile
+     * (ordo__tracker_refuse_in_replay). */
+    uint32_t replaying;
     /* The streams the tracker made (ordo_tracker_stream_create), in
      * creation order, under lock: destroyed with the tracker. */
     uint32_t owned_count;
@@ -192,6 +199,9 @@ static inline void buffer_set_last_point(ordo_buffer_t *b, uint32_t s, uint64_t 
 
 /* Allocates b's points beyond the inline ones if it has none yet. */
 ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
+
+/* ORDO_ERR_BUSY for api, called while the tracker replays a graph. */
+ordo_status_t ordo__tracker_refuse_in_replay(const char *api);
 
 /* Non-zero while the tracker records a graph (relaxed: see recorder). */
 static inline int tracker_recording(const ordo_tracker_t *tracker) {

@@ -123,6 +123,15 @@ typedef struct reclaimer {
 
 struct ordo_tracker {
     uint32_t magic;
+    /* ordo_graph_replay running on the tracker (its launch functions
+     * included, which it also counts in launching): the replay's entry
+     * has prepared its lanes and its exit will write the histories, so
+     * calls from those launch functions that submit on the tracker, or
+     * change, rebind or destroy one of its graphs, are refused meanwhile
+     * (ordo__tracker_refuse_in_replay). Beside magic, which every
+     * submission reads first: the check costs no other cache line, and
+     * the fields after keep their places. */
+    uint32_t replaying;
     ordo_device_t *device;
     /* Non-NULL while the tracker records a graph: submissions are captured
      * (core/graph_internal.h). Set and cleared by the recording thread
@@ -155,13 +164,6 @@ struct ordo_tracker {
      * then could be freed at once, under the finish still to record its
      * use: ordo_buffer_release refuses meanwhile. */
     uint32_t launching;
-    /* ordo_graph_replay running on the tracker (its launch functions
-     * included, which it also counts in launching): the replay's entry
-     * has prepared its lanes and its exit will write the histories, so
-     * calls from those launch functions that submit on the tracker, or
-     * change, rebind or destroy one of its graphs, are refused meanwhile
-     * (ordo__tracker_refuse_in_replay). */
-    uint32_t replaying;
     /* The streams the tracker made (ordo_tracker_stream_create), in
      * creation order, under lock: destroyed with the tracker. */
     uint32_t owned_count;

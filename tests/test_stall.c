@@ -757,6 +757,86 @@ static void reports_while_streams_churn(void **state) {
     assert_ok(ordo_signal_destroy(x));
 }
 
+static ordo_status_t noop_task(void *ctx) {
+    (void)ctx;
+    return ORDO_OK;
+}
+
+typedef struct reporter {
+    _Atomic int stop;
+    _Atomic int reports;
+} reporter_t;
+
+static void *reporter_main(void *arg) {
+    reporter_t *r = arg;
+    ordo_stall_entry_t entries[8];
+    while (!atomic_load(&r->stop)) {
+        size_t count = 0;
+        if (ordo_stall_report(device, entries, 8, &count) != ORDO_OK) {
+            return (void *)1;
+        }
+        atomic_fetch_add(&r->reports, 1);
+    }
+    return NULL;
+}
+
+/* The queued signal op holds the last reference to its signal: a report
+ * walking the queue while the worker runs that op must not retain the
+ * signal after the worker let it go (AddressSanitizer saw a use after
+ * free here within a fraction of a second). */
+static void reports_while_queued_signals_are_let_go(void **state) {
+    (void)state;
+    ordo_stream_t *stream = stream_make(0);
+    reporter_t r = {0, 0};
+    pthread_t thread = test_thread_start(reporter_main, &r);
+    const uint64_t ops = test_scaled(40000);
+    ordo_deadline_t deadline = test_deadline();
+    uint64_t n = 0;
+    for (; (n < ops || atomic_load(&r.reports) < 50) && ordo_time_now_ns() < deadline; ++n) {
+        ordo_signal_t *signal = NULL;
+        assert_ok(ordo_signal_create(0, &signal));
+        assert_ok(ordo_stream_signal(stream, signal, 1));
+        assert_ok(ordo_signal_release(signal)); /* the op's is the last reference */
+        if ((n & 63) == 63) {
+            assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+        }
+    }
+    atomic_store(&r.stop, 1);
+    void *result = NULL;
+    pthread_join(thread, &result);
+    assert_null(result);
+    assert_true(atomic_load(&r.reports) >= 50);
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_stream_destroy(stream));
+}
+
+/* A queue longer than a snapshot walks under the producers' lock shows
+ * its wait (first) and leaves the rest unseen: the holder of a signal
+ * raised beyond it is unknown, not "nobody". */
+static void a_long_queue_is_walked_in_part(void **state) {
+    (void)state;
+    ordo_stream_t *stream = stream_make(0);
+    ordo_signal_t *gate = named_signal("gate");
+    ordo_signal_t *late = named_signal("late");
+    assert_ok(ordo_stream_wait(stream, gate, 1));
+    const int tasks = 40000; /* more than the CPU backend walks */
+    for (int i = 0; i < tasks; ++i) {
+        assert_ok(ordo_stream_host_task(stream, noop_task, NULL));
+    }
+    assert_ok(ordo_stream_signal(stream, late, 1));
+    ordo_stall_entry_t entries[4];
+    assert_int_equal(report_until(entries, 4, 1), 1);
+    assert_ptr_equal(entries[0].stream, stream);
+    ordo_stall_holder_t holder;
+    assert_ok(ordo_stall_holder(device, late, 1, &holder));
+    assert_int_not_equal(holder.hold, ORDO_STALL_HOLD_NONE);
+    assert_ok(ordo_signal_advance(gate, 1));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_signal_destroy(gate));
+    assert_ok(ordo_signal_destroy(late));
+}
+
 /* ---- bad input: stall.h (tests/refusal.h) */
 
 static void stall_entry_points_refuse_bad_input(void **state) {
@@ -802,6 +882,8 @@ int main(void) {
         cmocka_unit_test(reports_show_an_unnamed_signal_by_its_address),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
+        cmocka_unit_test(reports_while_queued_signals_are_let_go),
+        cmocka_unit_test(a_long_queue_is_walked_in_part),
         cmocka_unit_test(stall_entry_points_refuse_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -324,8 +324,9 @@ static int advance(stall_set_t *set, size_t i) {
     if (t->progress != NONE) {
         sim_signal_t *g = &set->signals[t->progress];
         uint64_t reached = t->pos < snap->count ? snap->ops[t->pos].seq - 1
-                           : snap->truncated    ? snap->ops[snap->count - 1].seq
-                                                : snap->submitted;
+                           : !snap->truncated   ? snap->submitted
+                           : snap->count        ? snap->ops[snap->count - 1].seq
+                                                : snap->completed;
         moved |= raise_to(g, t->failed ? ORDO_SIGNAL_VALUE_MAX : reached, i, t->failed);
     }
     return moved;
@@ -341,12 +342,15 @@ static void simulate(stall_set_t *set) {
     }
 }
 
-/* Whether a truncated queue was run past everything it showed: its unseen
- * work might release anything. */
+/* Whether a queue was seen in part: its unseen work might release
+ * anything, whether the simulation ran past everything it showed or
+ * stopped at a wait before (which unseen work elsewhere might release, or
+ * behind which the signal asked about may be raised: that stream would be
+ * its holder, and nothing shows it). */
 static int unseen_work_pending(const stall_set_t *set) {
     for (size_t i = 0; i < set->count; ++i) {
         const sim_stream_t *t = &set->streams[i];
-        if (t->seen && t->snap.truncated && t->pos == t->snap.count) {
+        if (t->seen && t->snap.truncated) {
             return 1;
         }
     }

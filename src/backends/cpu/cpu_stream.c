@@ -47,6 +47,8 @@
  * masking: a 64-byte header and 510 nodes of 32 bytes. */
 #define SLAB_BYTES 16384u
 #define SLAB_NODES 510
+/* The most queued nodes a stall snapshot walks under the producers' lock. */
+#define SNAPSHOT_WALK_MAX 16384u
 
 typedef enum op_kind { OP_TASK, OP_SIGNAL, OP_WAIT, OP_RECORD } op_kind_t;
 
@@ -94,13 +96,19 @@ typedef struct cpu_stream {
     cpu_slab_t *spare;          /* locked: finished slabs to reuse */
     cpu_slab_t *all;            /* locked: every slab, for destroy */
     _Atomic uint64_t submitted; /* written locked */
-    /* Set once the stream has failed (or is being destroyed). Producers
-     * read this, not `done`, whose line the worker writes after every op. */
+    /* Set once the stream has failed (fail_stream: just before `done`
+     * fails). Producers read this, not `done`, whose line the worker
+     * writes after every op. */
     _Atomic int failed;
     /* The last node the worker ran. Only the worker writes it; it is
-     * atomic (relaxed: a plain move) so a snapshot may read it under the
-     * producers' lock, where no node can be recycled. */
+     * atomic so a snapshot may read it under the producers' lock, where no
+     * node can be recycled. */
     _Alignas(64) _Atomic(cpu_op_t *) head;
+    /* Snapshots walking the queue now. A snapshot retains the signals of
+     * the nodes it finds past head, and the worker drops an op's reference
+     * to its signal only after it has moved head past the node and seen
+     * no snapshot, or waited one out (see ordo__cpu_stream_snapshot). */
+    _Atomic uint32_t snapshots;
     _Atomic(cpu_slab_t *) returned; /* slabs the worker has finished */
     ordo_signal_t *done;
     ordo_signal_t *cancel;
@@ -150,7 +158,7 @@ static ordo_status_t failure_of(const cpu_stream_t *s, const char **out_message)
         return ORDO_OK;
     }
     if (!ordo__signal_view(s->done).failed) {
-        return ORDO_OK; /* destroyed with nothing pending */
+        return ORDO_OK; /* failing: fail_stream has not failed `done` yet */
     }
     return ordo__signal_failure(s->done, out_message);
 }
@@ -247,13 +255,16 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64
     ordo__trace_record(&e);
 }
 
-static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
+/* Runs op; returns the signal whose reference it held (a signal or wait
+ * op), for the worker to release once head is past the node (NULL: none). */
+static ordo_signal_t *run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
     uint64_t trace_start = trace_on() ? trace_now() : 0;
     /* The op may hold the last reference to its signal: read it first. */
     uint64_t trace_signal = trace_start && (op->kind == OP_SIGNAL || op->kind == OP_WAIT)
                                 ? ordo__signal_trace_id(op->u.point.signal)
                                 : 0;
     bool failed = ordo__signal_view(s->done).failed;
+    ordo_signal_t *held = NULL;
     switch (op->kind) {
     case OP_TASK:
         if (!failed) {
@@ -282,7 +293,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
         } else {
             (void)ordo_signal_advance(op->u.point.signal, op->u.point.value);
         }
-        ordo__signal_release_internal(op->u.point.signal);
+        held = op->u.point.signal;
         break;
     case OP_WAIT:
         if (!failed) {
@@ -306,7 +317,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
                             what);
             }
         }
-        ordo__signal_release_internal(op->u.point.signal);
+        held = op->u.point.signal;
         break;
     case OP_RECORD:
         ordo__hal_event_record_reached(op->u.record.event, op->u.record.generation, !failed);
@@ -317,6 +328,7 @@ static void run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
         trace_op(s, op, trace_start, trace_signal);
     }
     (void)ordo_signal_advance(s->done, seq);
+    return held;
 }
 
 /* Only the worker writes head, so its own loads need no ordering. */
@@ -394,11 +406,25 @@ static void *worker_main(void *arg) {
             worker_idle(s);
             continue;
         }
-        run_op(s, next, ++seq);
+        ordo_signal_t *held = run_op(s, next, ++seq);
         cpu_slab_t *left = slab_of(worker_head(s));
         /* Before the slab goes back: a snapshot that finds a recycled slab
          * (through the producers' lock) also sees head past it. */
-        atomic_store_explicit(&s->head, next, memory_order_relaxed);
+        if (held) {
+            /* The snapshot's side of a store-then-load handshake (Dekker):
+             * head past the node, then a look for snapshots. Either this
+             * load sees a snapshot's count, and the lock is taken (and
+             * given back) once that snapshot has let it go, so its retain
+             * came first; or the snapshot's seq_cst load of head, after
+             * its count, sees this store and never reaches the node. */
+            atomic_store_explicit(&s->head, next, memory_order_seq_cst);
+            if (atomic_load_explicit(&s->snapshots, memory_order_seq_cst)) {
+                lock_release(s, lock_acquire(s));
+            }
+            ordo__signal_release_internal(held);
+        } else {
+            atomic_store_explicit(&s->head, next, memory_order_relaxed);
+        }
         if (slab_of(next) != left) {
             return_slab(s, left); /* every node of it has run */
         }
@@ -574,17 +600,28 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
     snapshot->in_wait = 0;
     ordo__signal_retain_internal(s->done);
     snapshot->progress = s->done;
+    /* Counted first: the worker then keeps the reference of every node it
+     * has not moved head past (the handshake in worker_main). */
+    atomic_fetch_add_explicit(&s->snapshots, 1, memory_order_seq_cst);
     /* The producers' lock: while it is held no slab is recycled, so the
      * walk from the worker's head to the tail reads stable nodes (the
      * worker never writes one). The worker keeps running meanwhile. */
     uint64_t seen = lock_acquire(s);
     uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_relaxed);
-    cpu_op_t *node = atomic_load_explicit(&s->head, memory_order_relaxed);
+    cpu_op_t *node = atomic_load_explicit(&s->head, memory_order_seq_cst);
     /* Read after head: anything run since head was read is skipped by
      * number, so a stale head only lengthens the walk. */
     signal_view_t done = ordo__signal_view(s->done);
     uint64_t completed = done.value;
+    /* Bounded: producers wait for the lock meanwhile, and a queue of a
+     * million host tasks would hold them for milliseconds. What lies
+     * beyond is reported unseen (truncated). */
+    uint32_t walked = 0;
     while ((node = atomic_load_explicit(&node->next, memory_order_acquire)) != NULL) {
+        if (++walked > SNAPSHOT_WALK_MAX) {
+            snapshot->truncated = 1;
+            break;
+        }
         uint64_t seq = submitted - (uint32_t)((uint32_t)submitted - node->seq32);
         if (seq <= completed || (node->kind != OP_WAIT && node->kind != OP_SIGNAL)) {
             continue;
@@ -598,11 +635,13 @@ void ordo__cpu_stream_snapshot(ordo_stream_t *stream, hal_stream_snapshot_t *sna
         op->signal = node->u.point.signal;
         op->value = node->u.point.value;
         op->seq = seq;
-        /* The op holds a reference until it has run; this one keeps the
-         * signal alive for the snapshot's reader. */
+        /* The node's own reference lasts until the worker has moved past
+         * it and seen this snapshot gone; this one keeps the signal alive
+         * for the snapshot's reader. */
         ordo__signal_retain_internal(op->signal);
     }
     lock_release(s, seen);
+    atomic_fetch_sub_explicit(&s->snapshots, 1, memory_order_release);
     snapshot->completed = completed;
     snapshot->submitted = submitted;
     snapshot->status = done.failed ? ordo__signal_failure(s->done, NULL) : ORDO_OK;

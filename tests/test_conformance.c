@@ -424,6 +424,61 @@ static void timing_events_measure_elapsed_time(void **state) {
     assert_ok(ordo_stream_destroy(stream));
 }
 
+/* A record of a timing event held back on one stream (behind a wait) and
+ * issued after the event was recorded again on another stream does not
+ * move the event: its time stays the newer record's. */
+static void a_late_older_record_does_not_move_a_timing_event(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_stream_t *held = stream_make(), *other = stream_make();
+    ordo_signal_t *gate = test_signal_make(0);
+    ordo_event_t *start, *end;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &start));
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &end));
+    assert_ok(ordo_stream_wait(held, gate, 1));
+    assert_ok(ordo_event_record(end, held)); /* the older record, held back */
+    assert_ok(ordo_event_record(start, other));
+    assert_ok(ordo_event_record(end, other)); /* end now stands for this one */
+    assert_ok(ordo_event_synchronize(end, test_deadline()));
+    int64_t before = 0, after = 0;
+    assert_ok(ordo_event_elapsed_ns(start, end, &before));
+    sleep_20ms_task(NULL);
+    sleep_20ms_task(NULL);
+    assert_ok(ordo_signal_advance(gate, 1)); /* the held record is issued now */
+    assert_ok(ordo_stream_synchronize(held, test_deadline()));
+    assert_ok(ordo_event_elapsed_ns(start, end, &after));
+    assert_true(after - before < 20000000 && before - after < 20000000);
+    assert_ok(ordo_event_destroy(start));
+    assert_ok(ordo_event_destroy(end));
+    assert_ok(ordo_stream_destroy(held));
+    assert_ok(ordo_stream_destroy(other));
+    assert_ok(ordo_signal_destroy(gate));
+}
+
+/* A newer record refused after an older one was passed keeps the older
+ * one's stamp: the event stands for it again (hal.h, generation). */
+static void a_refused_record_keeps_the_older_stamp(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    ordo_event_t *event;
+    assert_ok(ordo_event_create(device, ORDO_EVENT_TIMING, &event));
+    uint64_t older = ordo__hal_event_record_begin(event);
+    uint64_t newer = ordo__hal_event_record_begin(event);
+    ordo__hal_event_record_reached(event, older, 1); /* passed meanwhile */
+    ordo__hal_event_record_abort(event, newer);      /* the newer one refused */
+    assert_true(atomic_load(&event->reached_ns) != 0);
+    assert_int_equal(event->stamped_generation, event->generation);
+    /* And an older record passed after a newer one does not stamp. */
+    older = ordo__hal_event_record_begin(event);
+    newer = ordo__hal_event_record_begin(event);
+    ordo__hal_event_record_reached(event, newer, 1);
+    uint64_t stamp = atomic_load(&event->reached_ns);
+    ordo__hal_event_record_reached(event, older, 1);
+    assert_int_equal(atomic_load(&event->reached_ns), stamp);
+    assert_int_equal(event->stamped_generation, newer);
+    assert_ok(ordo_event_destroy(event));
+}
+
 static void unrecorded_events_are_refused(void **state) {
     (void)state;
     SKIP_IF_LISTED();
@@ -1261,6 +1316,8 @@ int main(void) {
         cmocka_unit_test(event_record_query_synchronize),
         cmocka_unit_test(stream_waits_on_an_event),
         cmocka_unit_test(timing_events_measure_elapsed_time),
+        cmocka_unit_test(a_late_older_record_does_not_move_a_timing_event),
+        cmocka_unit_test(a_refused_record_keeps_the_older_stamp),
         cmocka_unit_test(unrecorded_events_are_refused),
         cmocka_unit_test(event_pool_reuses_events),
         cmocka_unit_test(concurrent_submission),

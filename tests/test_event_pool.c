@@ -554,10 +554,13 @@ static void backend_failure_leaves_nothing_behind(void **state) {
     assert_int_equal(s.created_total, 0);
     assert_int_equal(s.acquires, 0);
     assert_int_equal(s.in_use, 0);
-    /* A growth cut short keeps what was made. */
+    /* A growth cut short keeps what was made, and the acquire that
+     * succeeds with it leaves the caller's message (ordo/status.h). */
     atomic_store(&fake.fail_after, 2);
     void *held[6];
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
     held[0] = acquire_one(pool, 1);
+    assert_string_equal(ordo_error_message(), "the caller's own message");
     s = stats_of(pool);
     assert_int_equal(s.created_total, 2);
     assert_int_equal(s.available, 1);

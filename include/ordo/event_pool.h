@@ -11,11 +11,12 @@
  *
  * Statistics are exact when read while no thread is acquiring or
  * releasing; read during such calls, the per-thread parts they are summed
- * from may be a moment apart (in_use is never negative). high_water is
- * exact while only one thread uses the pool; while several do, it is
- * sampled (whenever a thread's cache trades with the pool's shared store,
- * and at every statistics read) and never exceeds a value in_use really
- * took.
+ * from may be a moment apart (in_use is never negative, nor above
+ * high_water). high_water is exact while one thread alone has used
+ * the pool (a thread that used it keeps a cache of it until it exits);
+ * otherwise it is sampled (whenever a thread's cache trades with the
+ * pool's shared store, and at every statistics read) and never exceeds a
+ * value in_use really took.
  *
  * Thread-safety: a pool may be used from any number of threads at once;
  * only its destruction must not race with other calls on it.

@@ -44,6 +44,7 @@ ordo_status_t ordo_event_create(ordo_device_t *device, ordo_event_kind_t kind,
     event->timeline = NULL;
     event->point = 0;
     atomic_store_explicit(&event->reached_ns, 0, memory_order_relaxed);
+    event->stamped_generation = event->generation; /* nothing stamped in this life */
     atomic_store_explicit(&event->pending_records, 0, memory_order_relaxed);
     *out_event = event;
     return ORDO_OK;
@@ -96,8 +97,9 @@ void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, in
     if (stamp && event->kind == ORDO_EVENT_TIMING) {
         uint64_t now = ordo_time_now_ns();
         stamp_lock(event);
-        if (event->generation == generation) {
+        if (generation >= event->stamped_generation) {
             atomic_store_explicit(&event->reached_ns, now, memory_order_release);
+            event->stamped_generation = generation;
         }
         stamp_unlock(event);
     }
@@ -105,6 +107,29 @@ void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, in
     if (old == (EVENT_DESTROY_REQUESTED | 1u)) {
         event_finish_destroy(event, 1); /* destroyed while this record was pending */
     }
+}
+
+int ordo__hal_event_lock_if_current(ordo_event_t *event, uint64_t generation) {
+    stamp_lock(event);
+    if (event->generation == generation) {
+        return 1;
+    }
+    stamp_unlock(event);
+    return 0;
+}
+
+void ordo__hal_event_unlock(ordo_event_t *event) {
+    stamp_unlock(event);
+}
+
+/* Whether event's stamp is its newest record's (the record the event
+ * stands for): the stamp of a record its stream did not really reach (it
+ * had failed) is missing. */
+static int stamped_current(ordo_event_t *event) {
+    stamp_lock(event);
+    int current = event->stamped_generation == event->generation;
+    stamp_unlock(event);
+    return current;
 }
 
 ordo_status_t ordo_event_destroy(ordo_event_t *event) {
@@ -221,6 +246,10 @@ ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int6
                                start->device->info.name, end->device->info.name);
         }
         return start->device->backend->event_elapsed_ns(start, end, out_ns);
+    }
+    if (!stamped_current(start) || !stamped_current(end)) {
+        return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
+                           "an event's newest record has no time (its stream did not run it)");
     }
     uint64_t a = atomic_load_explicit(&start->reached_ns, memory_order_acquire);
     uint64_t b = atomic_load_explicit(&end->reached_ns, memory_order_acquire);

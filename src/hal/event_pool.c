@@ -842,6 +842,10 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
         }
         size_t want = pool->config.growth < room ? pool->config.growth : room;
         ordo_status_t st = ORDO_OK;
+        /* A growth cut short still hands out what it made: the refusal's
+         * message is then not the caller's (ordo/status.h). */
+        ordo__kept_message_t kept;
+        ordo__message_keep(&kept);
         for (size_t made = 0; made < want; ++made) {
             pool_slot_t *slot;
             st = slot_create(pool, SLOT_AVAILABLE, &slot, api);
@@ -858,6 +862,7 @@ static POOL_SLOW ordo_status_t acquire_slow(event_pool_t *pool, void **out_event
             *out_pooled = 0;
             return st;
         }
+        ordo__message_restore(&kept);
     }
     if (cache) {
         uint32_t want = cache->capacity > 1 ? cache->capacity / 2 : 1;
@@ -1151,8 +1156,13 @@ ordo_status_t ordo__event_pool_stats(event_pool_t *pool, ordo_event_pool_stats_t
     pool_sample(pool);
     uint64_t in_use = acquires > releases ? acquires - releases : 0;
     out_stats->available = available;
-    out_stats->in_use = (size_t)in_use;
-    out_stats->high_water = (size_t)(in_use > pool->high_water ? in_use : pool->high_water);
+    /* high_water is not raised to in_use: summed releases first, in_use
+     * may count an acquire whose release the sum missed, a value it never
+     * took. pool_sample (acquires first) has raised high_water to a value
+     * in_use did take just now, so in_use is cut to high_water instead,
+     * which keeps it between that value and its own over-count. */
+    out_stats->high_water = (size_t)pool->high_water;
+    out_stats->in_use = (size_t)(in_use < pool->high_water ? in_use : pool->high_water);
     out_stats->created_total = pool->created_total;
     out_stats->destroyed_total = pool->destroyed_total;
     out_stats->unpooled_created = pool->unpooled_created;

@@ -135,7 +135,8 @@ typedef struct hal_stream_snapshot {
     hal_pending_op_t *ops; /* in: room for capacity entries */
     size_t capacity;
     size_t count;            /* waits and signals not yet run, in stream order */
-    int truncated;           /* more were queued than capacity */
+    int truncated;           /* more were queued than capacity, or than the backend
+                              * walks (count may then be 0) */
     int in_wait;             /* ops[0] is the wait the stream is running now */
     ordo_status_t status;    /* the stream's failure, or ORDO_OK */
     ordo_signal_t *progress; /* retained: the timeline that reaches an op's seq
@@ -156,9 +157,13 @@ struct ordo_event {
     uint64_t point;
     /* Timing events: CLOCK_MONOTONIC ns when the point was reached. */
     _Atomic uint64_t reached_ns;
-    /* Bumped by every record; a stream stamps reached_ns only for the
-     * recording it was given. Both change under stamp_lock. */
+    /* Bumped by every record (and put back by a refused one). A stream
+     * stamps reached_ns for a record at least as new as the one stamped
+     * last (stamped_generation), so neither an older record passed late
+     * nor a newer record's refusal loses the stamp of the record that
+     * counts. All three change under stamp_lock. */
     uint64_t generation;
+    uint64_t stamped_generation;
     _Atomic uint32_t stamp_lock;
     /* Records submitted and not yet passed by their stream, plus
      * EVENT_DESTROY_REQUESTED once destroyed: the last of the two to finish
@@ -296,6 +301,14 @@ extern const hal_backend_t ordo__hal_cuda_backend;
 uint64_t ordo__hal_event_record_begin(ordo_event_t *event);
 void ordo__hal_event_record_abort(ordo_event_t *event, uint64_t generation);
 void ordo__hal_event_record_reached(ordo_event_t *event, uint64_t generation, int stamp);
+
+/* For a backend that records the event's own object (a CUDA timing event)
+ * when a held record is issued later: non-zero, with the event's stamp
+ * lock held (ordo__hal_event_unlock), while generation is still the
+ * event's newest record; 0 when the event was recorded again since (the
+ * older record must then not move the event's object). */
+int ordo__hal_event_lock_if_current(ordo_event_t *event, uint64_t generation);
+void ordo__hal_event_unlock(ordo_event_t *event);
 
 /* Handle checks raising a message for api. */
 ordo_status_t ordo__hal_device_check(const ordo_device_t *device, const char *api);

@@ -66,8 +66,11 @@ static ordo_status_t issue_point(cuda_stream_t *s, uint64_t seq, ordo_signal_t *
     }
     CUresult r = CUDA_SUCCESS;
     const char *what = "cuEventRecord";
-    if (event && event->impl) {
-        r = d->cu->EventRecord((CUevent)event->impl, s->cu); /* the timing event itself */
+    if (event && event->impl && ordo__hal_event_lock_if_current(event, generation)) {
+        /* The timing event itself, unless it was recorded again since
+         * this record was held back: its object stands for the newest. */
+        r = d->cu->EventRecord((CUevent)event->impl, s->cu);
+        ordo__hal_event_unlock(event);
     }
     if (r == CUDA_SUCCESS) {
         r = d->cu->EventRecord((CUevent)point, s->cu);

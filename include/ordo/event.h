@@ -54,7 +54,10 @@ ordo_status_t ordo_event_query(ordo_event_t *event, bool *out_complete);
  * if it failed before the point, ORDO_ERR_TIMEOUT at the deadline. */
 ordo_status_t ordo_event_synchronize(ordo_event_t *event, ordo_deadline_t deadline);
 
-/** Nanoseconds from start's point to end's; both timing events, complete. */
+/** Nanoseconds from start's point to end's; both timing events, complete
+ * (ORDO_ERR_BUSY before). Each event's time is that of its newest record:
+ * an older record of it that its stream passes later moves nothing.
+ * ORDO_ERR_UNAVAILABLE when an event's newest record has no time. */
 ordo_status_t ordo_event_elapsed_ns(ordo_event_t *start, ordo_event_t *end, int64_t *out_ns);
 
 ORDO_END_DECLS

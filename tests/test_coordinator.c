@@ -1310,6 +1310,15 @@ static void ops_without_a_stream_take_one_from_the_pool(void **state) {
     }
     assert_ok(ordo_coord_drain(coord, test_deadline()));
     assert_ok(ordo_coord_destroy(coord));
+    /* A pool of another device (here an owned runtime of the same name)
+     * is refused: none of its streams could take the coordinator's ops. */
+    ordo_device_t *owned = NULL;
+    assert_ok(ordo_device_create_owned(test_device_name(), NULL, &owned));
+    coord = NULL;
+    assert_status(ordo_coord_create(owned, &config, &coord), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "owned runtime"));
+    assert_null(coord);
+    assert_ok(ordo_device_release(owned));
     assert_ok(ordo_stream_pool_destroy(pool));
 }
 

@@ -235,13 +235,36 @@ static void device_memory_stack_is_configurable(void **state) {
     setenv("ORDO_MEMORY", "budget=12Q", 1);
     assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
     /* A size needs digits, and no sign or blanks. */
-    /* Nor more than 64 bits: a limit asked for is not "unlimited". */
-    const char *bad_sizes[] = {"budget=K", "budget=-1", "budget= 5", "budget=+5M",
-                               "budget=99999999999999999999"};
+    /* Nor more than 64 bits: a limit asked for is not "unlimited". No
+     * empty item, and "direct" (the base, no adaptor yet) only first. A
+     * refusal leaves
+     * the whole config zero. */
+    const char *bad_sizes[] = {"budget=K",
+                               "budget=-1",
+                               "budget= 5",
+                               "budget=+5M",
+                               "budget=99999999999999999999",
+                               "statistics,",
+                               ",statistics",
+                               "statistics,,guard",
+                               "statistics,direct",
+                               "guard,direct"};
     for (size_t i = 0; i < sizeof bad_sizes / sizeof *bad_sizes; ++i) {
         setenv("ORDO_MEMORY", bad_sizes[i], 1);
+        memset(&config, 0xab, sizeof config);
         assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+        ordo_device_config_t zero;
+        memset(&zero, 0, sizeof zero);
+        assert_memory_equal(&config, &zero, sizeof config);
     }
+    /* Set but empty: as if unset. */
+    setenv("ORDO_MEMORY", "", 1);
+    assert_ok(ordo_device_config_default(&config));
+    assert_int_equal(config.memory.adaptors,
+                     ORDO_DEVICE_MEMORY_BUDGET | ORDO_DEVICE_MEMORY_STATISTICS);
+    setenv("ORDO_MEMORY", "direct", 1);
+    assert_ok(ordo_device_config_default(&config));
+    assert_int_equal(config.memory.adaptors, 0);
     unsetenv("ORDO_MEMORY");
     config.memory.adaptors = 0x100;
     assert_status(ordo_device_create_owned(test_device_name(), &config, &owned),

@@ -276,6 +276,33 @@ static void link_source_cancelled_passes_its_message(void **state) {
     assert_ok(ordo_signal_destroy(b));
 }
 
+/* A link that fires into a target failed (or destroyed) first is refused
+ * there: nobody's error. The call that fired it succeeds and leaves the
+ * thread's message as it was (ordo/status.h). */
+static void a_link_into_an_ended_target_leaves_the_message(void **state) {
+    (void)state;
+    ordo_signal_t *a = test_signal_make(0);
+    ordo_signal_t *b = test_signal_make(0);
+    ordo_link_t link = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&link, a, 1, b, 5));
+    assert_ok(ordo_signal_fail(b, ORDO_ERR_ABORTED, "target failed"));
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
+    assert_ok(ordo_signal_advance(a, 1));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    /* Armed on a reached source: it fires inside the arm. */
+    ordo_link_t again = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&again, a, 1, b, 6));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    /* A destroyed source fails the target: refused there too. */
+    ordo_signal_t *c = test_signal_make(0);
+    ordo_link_t third = {ORDO_TIMEPOINT_INIT, NULL, 0};
+    assert_ok(ordo_link_arm(&third, c, 1, b, 7));
+    assert_ok(ordo_signal_destroy(c));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    assert_ok(ordo_signal_destroy(a));
+    assert_ok(ordo_signal_destroy(b));
+}
+
 static void link_cancel_releases_its_signals(void **state) {
     (void)state;
     ordo_signal_t *a = test_signal_make(0);
@@ -562,6 +589,7 @@ int main(void) {
         cmocka_unit_test(link_chain_carries_values_and_failures),
         cmocka_unit_test(link_source_destroyed_fails_target),
         cmocka_unit_test(link_source_cancelled_passes_its_message),
+        cmocka_unit_test(a_link_into_an_ended_target_leaves_the_message),
         cmocka_unit_test(link_cancel_releases_its_signals),
         cmocka_unit_test(long_link_chain_does_not_recurse),
         cmocka_unit_test(due_timepoint_cannot_be_rearmed),

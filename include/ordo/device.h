@@ -95,8 +95,10 @@ typedef struct ordo_device_config {
  * budget (unlimited) and statistics; the environment variable ORDO_MEMORY
  * replaces that choice with a comma-separated list of "budget[=BYTES]"
  * (K, M, G suffixes), "statistics", "guard", "log=PATH", or "direct" for
- * none (the plain direct resource, the mode for memory checkers). An
- * unparsable ORDO_MEMORY is refused with its reason. */
+ * none (the plain direct resource, the mode for memory checkers; only
+ * first, adaptors may follow). An unparsable ORDO_MEMORY (an empty item among them) is refused
+ * with its reason, and *out_config is left zero; set but empty, it counts
+ * as unset. */
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);
 
 /** The backends compiled in, in order ("cpu" first). *out_count is the

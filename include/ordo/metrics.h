@@ -54,7 +54,8 @@ ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
 /** Writes the snapshot as readable text, one line per component, into
  * text (always terminated when capacity > 0). *out_length is the length
  * the whole text needs (without the terminator), so a caller can retry
- * with a larger buffer; ORDO_ERR_OUT_OF_RANGE when it was cut. */
+ * with a larger buffer; ORDO_ERR_OUT_OF_RANGE when it was cut. Capacity
+ * 0 (text may then be NULL) asks the length alone: ORDO_OK. */
 ordo_status_t ordo_metrics_format(const ordo_metrics_t *metrics, char *text, size_t capacity,
                                   size_t *out_length);
 

@@ -86,6 +86,15 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
         if (st != ORDO_OK) {
             return ordo__error(st, __func__, "config.stream_pool is not a live stream pool");
         }
+        ordo_device_t *of = ordo__stream_pool_device(cfg.stream_pool);
+        if (of != device) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                               "config.stream_pool's streams are of %s (%s runtime %p), the "
+                               "coordinator's device is %s (%s runtime %p)",
+                               of->info.name, of->shared ? "shared" : "owned", (void *)of,
+                               device->info.name, device->shared ? "shared" : "owned",
+                               (void *)device);
+        }
     }
     ordo_coord_t *coord = ordo__alloc(sizeof *coord, 64);
     if (!coord) {

@@ -97,7 +97,7 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
         st = ordo_stream_create(device, priority, &streams[i]);
         if (st != ORDO_OK) {
             pool_free(pool, i);
-            return st;
+            return ordo__error_as(st, __func__); /* named for this call */
         }
         streams[i]->owner = pool;
         streams[i]->owner_kind = HAL_STREAM_OWNER_POOL;
@@ -126,6 +126,10 @@ ordo_status_t ordo_stream_pool_destroy(ordo_stream_pool_t *pool) {
     }
     pool_free(pool, total);
     return ORDO_OK;
+}
+
+ordo_device_t *ordo__stream_pool_device(const ordo_stream_pool_t *pool) {
+    return pool->streams[0]->device; /* a pool has a stream at least */
 }
 
 void ordo__stream_pool_use(ordo_stream_pool_t *pool) {

@@ -9,4 +9,7 @@
 void ordo__stream_pool_use(ordo_stream_pool_t *pool);
 void ordo__stream_pool_unuse(ordo_stream_pool_t *pool);
 
+/* The device of a live pool's streams. */
+ordo_device_t *ordo__stream_pool_device(const ordo_stream_pool_t *pool);
+
 #endif

@@ -47,7 +47,11 @@ ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
     out_config->flags = 0;
     (void)ordo_event_pool_config_default(&out_config->plain_events);
     (void)ordo_event_pool_config_default(&out_config->timing_events);
-    return ordo__device_memory_config_default(&out_config->memory, __func__);
+    ordo_status_t st = ordo__device_memory_config_default(&out_config->memory, __func__);
+    if (st != ORDO_OK) {
+        memset(out_config, 0, sizeof *out_config); /* all or nothing (docs/ERRORS.md) */
+    }
+    return st;
 }
 
 ordo_status_t ordo_backend_list(const char **out_names, size_t capacity, size_t *out_count) {
@@ -197,7 +201,19 @@ static void pool_event_destroy(void *user, void *object) {
     ordo__dealloc(event, sizeof *event, 0);
 }
 
+static void device_teardown(ordo_device_t *device);
+
+/* The last release's teardown: what it meets (a memory stack still in
+ * use, left as it is) is no failure of the call that released, whose
+ * thread keeps its message (ordo/status.h). */
 static void device_free(ordo_device_t *device) {
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
+    device_teardown(device);
+    ordo__message_restore(&kept);
+}
+
+static void device_teardown(ordo_device_t *device) {
     /* Events do not hold device references (that would cost two atomic
      * operations per event on the hot path). A device released while its
      * events live is kept, so they stay safe to use and destroy: a leak
@@ -306,7 +322,15 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
          * when first used (ordo_device_memory), so a bad value does not
          * stop the device from opening. */
         ordo_device_config_t config;
-        (void)ordo_device_config_default(&config);
+        ordo__kept_message_t kept;
+        ordo__message_keep(&kept);
+        if (ordo_device_config_default(&config) != ORDO_OK) {
+            /* A bad ORDO_MEMORY: ordo_device_memory reads it again and
+             * says so; the rest of the defaults stand. */
+            (void)ordo_event_pool_config_default(&config.plain_events);
+            (void)ordo_event_pool_config_default(&config.timing_events);
+        }
+        ordo__message_restore(&kept);
         st = device_build(b, ordinal, 1, &config, &device, __func__);
         if (st == ORDO_OK) {
             shared_devices[b][ordinal] = device;

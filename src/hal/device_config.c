@@ -45,13 +45,18 @@ static uint64_t parse_bytes(const char *text, size_t length, int *ok) {
 static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *config,
                                const char *api) {
     memset(config, 0, sizeof *config);
-    for (const char *item = env; *item;) {
+    /* No item empty (a stray comma is a mistake to show, not to skip);
+     * "direct", the base with no adaptor yet, only first: after adaptors
+     * it would drop them unseen. */
+    for (const char *item = env;; ++item) {
         size_t length = strcspn(item, ",");
         const char *eq = memchr(item, '=', length);
         size_t key = eq ? (size_t)(eq - item) : length;
         int ok = 1;
-        if (key == 6 && !strncmp(item, "direct", 6) && !eq) {
-            config->adaptors = 0;
+        if (length == 0) {
+            ok = 0;
+        } else if (key == 6 && !strncmp(item, "direct", 6) && !eq) {
+            ok = item == env;
         } else if (key == 10 && !strncmp(item, "statistics", 10) && !eq) {
             config->adaptors |= ORDO_DEVICE_MEMORY_STATISTICS;
         } else if (key == 5 && !strncmp(item, "guard", 5) && !eq) {
@@ -70,23 +75,24 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
             ok = 0;
         }
         if (!ok) {
+            memset(config, 0, sizeof *config);
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
-                               "ORDO_MEMORY=\"%s\": cannot use \"%.*s\" (expected direct, "
-                               "statistics, guard, budget[=BYTES] or log=PATH, comma-separated)",
-                               env, (int)length, item);
+                               "ORDO_MEMORY=\"%s\": cannot use \"%.*s\"%s (expected direct "
+                               "first if at all, then statistics, guard, budget[=BYTES] or "
+                               "log=PATH, comma-separated)",
+                               env, (int)length, item, length ? "" : ", an empty item");
         }
         item += length;
-        if (*item == ',') {
-            ++item;
+        if (!*item) {
+            return ORDO_OK;
         }
     }
-    return ORDO_OK;
 }
 
 ordo_status_t ordo__device_memory_config_default(ordo_device_memory_config_t *out_config,
                                                  const char *api) {
     const char *env = getenv("ORDO_MEMORY");
-    if (env) {
+    if (env && *env) { /* set but empty: as if unset */
         return parse_env(env, out_config, api);
     }
     memset(out_config, 0, sizeof *out_config);

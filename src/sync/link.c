@@ -13,6 +13,11 @@ void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_
      * that sees the target reached may reuse the link at once. The
      * references the link held are this call's until its end. */
     __atomic_store_n(&timepoint->state_, TIMEPOINT_FIRED, __ATOMIC_RELEASE);
+    /* The target's refusal (it failed or was destroyed first) is nobody's
+     * error: the call that fired the link (an advance, an arm, a destroy)
+     * goes on, and its thread's message stays (ordo/status.h). */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     if (status == ORDO_OK) {
         (void)ordo_signal_advance(target, target_value);
     } else if (!signal_failed_outcome(source)) {
@@ -29,6 +34,7 @@ void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_
         message[sizeof prefix - 1 + len] = '\0';
         (void)ordo_signal_fail(target, status, message);
     }
+    ordo__message_restore(&kept);
     ordo__signal_release_internal(target);
     ordo__signal_release_internal(source);
 }
@@ -76,6 +82,8 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
         return ordo__error(ORDO_ERR_BUSY, __func__, "link %p is armed, or due and not yet run",
                            (void *)link);
     }
+    ordo_signal_t *const old_target = link->target_;
+    const uint64_t old_target_value = link->target_value_;
     link->target_ = target;
     link->target_value_ = target_value;
     /* Both references last until the link fires or is cancelled: the
@@ -84,12 +92,15 @@ ordo_status_t ordo_link_arm(ordo_link_t *link, ordo_signal_t *source, uint64_t s
      * failure message. */
     ordo__signal_retain_internal(target);
     ordo__signal_retain_internal(source);
-    ordo_status_t st = ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
-                                                   ordo__link_timepoint_fired, link, TIMEPOINT_LINK,
-                                                   "ordo_timepoint_arm");
+    ordo_status_t st =
+        ordo__timepoint_arm_checked(&link->timepoint_, source, source_value,
+                                    ordo__link_timepoint_fired, link, TIMEPOINT_LINK, __func__);
     if (st != ORDO_OK) {
+        /* The source destroyed since its check, by another thread. */
         ordo__signal_release_internal(source);
         ordo__signal_release_internal(target);
+        link->target_ = old_target;
+        link->target_value_ = old_target_value;
     }
     return st;
 }

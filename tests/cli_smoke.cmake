@@ -55,6 +55,8 @@ if(NOT rc EQUAL 2 OR NOT err MATCHES "FILTER is empty")
 endif()
 run_refused("nothing was measured" ${ORDO} bench --quick trace_overhead --trace
             "${CMAKE_CURRENT_BINARY_DIR}/cli-smoke-skipped.json")
+# A benchmark whose one line has fields of its own counts as measured.
+run(${ORDO} bench --quick mem_fragmentation)
 run(${ORDO} demo --help)
 if(NOT out MATCHES "usage: ordo")
   message(FATAL_ERROR "demo --help does not print the usage: ${out}")

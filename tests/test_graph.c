@@ -1173,7 +1173,7 @@ typedef struct in_replay {
     ordo_tracker_t *tracker;
     ordo_graph_t *self, *other;
     ordo_buffer_t *bound, *own, *plain;
-    ordo_status_t rebind, destroy, refresh, submit, release, replay;
+    ordo_status_t rebind, destroy, refresh, submit, release, replay, record;
     int calls;
 } in_replay_t;
 
@@ -1190,6 +1190,8 @@ static ordo_status_t try_from_replay(void *ctx, ordo_stream_t *stream) {
     t->submit = ordo_tracker_submit_host(t->tracker, stream, &w, 1, noop, NULL);
     t->release = ordo_buffer_release(t->plain, NULL, NULL);
     t->replay = ordo_graph_replay(t->other);
+    /* A recording would capture its submissions, not refuse them. */
+    t->record = ordo_tracker_record_begin(t->tracker);
     return ORDO_OK;
 }
 
@@ -1228,6 +1230,7 @@ static void launch_functions_of_a_replay_cannot_change_the_tracker(void **state)
     assert_int_equal(t.submit, ORDO_ERR_BUSY);
     assert_int_equal(t.release, ORDO_ERR_BUSY);
     assert_int_equal(t.replay, ORDO_ERR_BUSY);
+    assert_int_equal(t.record, ORDO_ERR_BUSY);
     /* Between replays all of them are taken again. */
     assert_ok(ordo_tracker_synchronize(f.tracker, test_deadline()));
     assert_ok(ordo_graph_destroy(t.self));

@@ -25,8 +25,10 @@
  * task that itself blocks is not seen. A stream running a host task, an
  * idle stream and a failed stream are not blocked and are not listed.
  * When one stream has more than ORDO_STALL_MAX_PENDING waits and signals
- * queued, the report sees only the first ones: a wait the seen work does
- * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE.
+ * queued (or, on the CPU backend, more than about a million operations of
+ * any kind), the report sees only the first ones: a wait the seen work does
+ * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE,
+ * and a holder the seen work does not show as ORDO_STALL_HOLD_UNKNOWN.
  *
  * Cost and safety: the snapshot holds the device's registry of live streams
  * (stream create, destroy and naming on the device wait meanwhile) and, for each

@@ -342,15 +342,25 @@ static void simulate(stall_set_t *set) {
     }
 }
 
-/* Whether a queue was seen in part: its unseen work might release
- * anything, whether the simulation ran past everything it showed or
- * stopped at a wait before (which unseen work elsewhere might release, or
- * behind which the signal asked about may be raised: that stream would be
- * its holder, and nothing shows it). */
+/* Whether a queue seen in part was run past everything it showed: its
+ * unseen work might release anything. Work behind a wait the simulation
+ * stopped at cannot run, so it releases nothing: exact for a report. */
 static int unseen_work_pending(const stall_set_t *set) {
     for (size_t i = 0; i < set->count; ++i) {
         const sim_stream_t *t = &set->streams[i];
-        if (t->seen && t->snap.truncated) {
+        if (t->seen && t->snap.truncated && t->pos == t->snap.count) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether any queue was seen in part. A holder asks who would raise a
+ * signal: it may be raised behind a wait a stream stopped at, out of
+ * sight, and that stream would be its holder. */
+static int any_queue_unseen(const stall_set_t *set) {
+    for (size_t i = 0; i < set->count; ++i) {
+        if (set->streams[i].seen && set->streams[i].snap.truncated) {
             return 1;
         }
     }
@@ -480,7 +490,7 @@ static void holder_find(const stall_set_t *set, size_t g, uint64_t value,
             return;
         }
     }
-    out->hold = unseen_work_pending(set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+    out->hold = any_queue_unseen(set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
 }
 
 ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, uint64_t value,
@@ -509,7 +519,7 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
             out_holder->hold = ORDO_STALL_HOLD_RAISED; /* there already */
         } else {                                       /* in no queue */
             out_holder->hold =
-                unseen_work_pending(&set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+                any_queue_unseen(&set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
         }
     }
     set_release(&set);

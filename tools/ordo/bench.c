@@ -114,6 +114,10 @@ int bench_lines_emitted(void) {
     return lines_emitted;
 }
 
+void bench_line_printed(void) {
+    lines_emitted++;
+}
+
 static void emit_line(const char *name, const char *impl, const bench_stats_t *stats,
                       const bench_ratio_t *ratios, size_t ratio_count, double cpu_pct,
                       double max_ns) {

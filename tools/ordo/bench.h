@@ -108,4 +108,8 @@ int bench_any_selected(void);
  * benchmarks were all skipped (each said why) measured nothing. */
 int bench_lines_emitted(void);
 
+/* Counts a result line a benchmark printed itself (not through
+ * bench_emit*: a line of other fields). */
+void bench_line_printed(void);
+
 #endif

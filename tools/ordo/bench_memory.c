@@ -417,6 +417,7 @@ static void bench_mem_fragmentation(const bench_options_t *options) {
            steps, (unsigned long long)r.peak_live, (unsigned long long)r.peak_reserved,
            r.peak_live ? (double)r.peak_reserved / (double)r.peak_live : 0.0, per_step);
     fflush(stdout);
+    bench_line_printed();
     env_close(&env);
 }
 

@@ -47,8 +47,10 @@
  * masking: a 64-byte header and 510 nodes of 32 bytes. */
 #define SLAB_BYTES 16384u
 #define SLAB_NODES 510
-/* The most queued nodes a stall snapshot walks under the producers' lock. */
-#define SNAPSHOT_WALK_MAX 16384u
+/* The most queued nodes a stall snapshot walks under the producers' lock
+ * (a few milliseconds of the producers' time): a queue longer than that
+ * is seen in part (ordo/stall.h). */
+#define SNAPSHOT_WALK_MAX (1u << 20)
 
 typedef enum op_kind { OP_TASK, OP_SIGNAL, OP_WAIT, OP_RECORD } op_kind_t;
 

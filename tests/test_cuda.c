@@ -1255,6 +1255,46 @@ static ordo_status_t one_cell_launch(void *ctx, ordo_stream_t *stream) {
     return ORDO_OK;
 }
 
+/* A launch function that leaves another context current (or none: user
+ * code working with another device) does not stop the lowering: the graph
+ * calls after it get the device's context again. */
+static ordo_status_t combine_then_unbind(void *ctx, ordo_stream_t *stream) {
+    combine(stream, *(CUdeviceptr *)ctx, 0, 0, 0, 0);
+    return cu->CtxSetCurrent(NULL) == CUDA_SUCCESS ? ORDO_OK : ORDO_ERR_DEVICE;
+}
+
+static void a_launch_function_that_unbinds_the_context_is_still_lowered(void **state) {
+    (void)state;
+    REQUIRE_KERNELS();
+    CUdeviceptr cells = cells_alloc(1);
+    ordo_stream_t *stream = stream_make();
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    assert_ok(ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_REQUIRE));
+    ordo_access_t access = {b, ORDO_ACCESS_READ_WRITE};
+    for (int i = 0; i < 2; ++i) {
+        assert_ok(ordo_tracker_submit(tracker, stream, &access, 1, combine_then_unbind, &cells));
+    }
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    ordo_graph_info_t info;
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(combined(0, 0, 0), combined(0, 0, 0), 0));
+    assert_ok(ordo__cuda_enter(device->impl, "test")); /* for the test's own calls */
+    assert_ok(ordo_graph_destroy(graph));
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_cu(cu->MemFree(cells));
+    launches_free();
+}
+
 /* Records one launch of c on stream; the graph (or NULL) and the status of
  * the end. */
 static ordo_status_t record_one(ordo_tracker_t *tracker, ordo_stream_t *stream, ordo_buffer_t *b,
@@ -1805,6 +1845,17 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
     assert_ok(ordo_mem_deallocate(direct, block, stream));
     assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     counter_reach(&d->frees_done, done + 1);
+    /* Page-locked memory, and a stream (which may take a page-locked word
+     * for its progress), made beside the capture: relaxed as well. */
+    ordo_mem_resource_t *pinned;
+    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
+    ordo_block_t *host_block;
+    assert_ok(ordo_mem_allocate(pinned, 4096, 0, stream, 0, &host_block, NULL));
+    ordo_stream_t *another = stream_make();
+    assert_ok(ordo_stream_destroy(another));
+    assert_ok(ordo_mem_deallocate(pinned, host_block, stream));
+    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
+    counter_reach(&d->frees_done, done + 2);
     program_capture_end(&pc, capturer);
     assert_int_equal(pc.ended, CUDA_SUCCESS);
     /* Program code on ordo's threads keeps the default mode. */
@@ -1812,6 +1863,7 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
 
     assert_true(cell_read(cells, 0) == combined(0, 0, 0));
     assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_mem_resource_destroy(pinned));
     assert_ok(ordo_mem_resource_destroy(direct));
     assert_ok(ordo_signal_destroy(s));
     assert_cu(cu->MemFree(cells));
@@ -3039,6 +3091,7 @@ int main(void) {
         DEVICE_TEST(random_program_with_waits_before_signals),
         DEVICE_TEST(a_recording_replays_as_one_cuda_graph),
         DEVICE_TEST(what_a_cuda_graph_cannot_hold_is_replayed_op_by_op),
+        DEVICE_TEST(a_launch_function_that_unbinds_the_context_is_still_lowered),
         DEVICE_TEST(a_refresh_lowers_the_graph_again),
         DEVICE_TEST(a_graph_lowered_again_is_updated_in_place_when_it_can_be),
         DEVICE_TEST(a_native_replay_refused_by_a_failed_stream_reports_its_failure),

@@ -75,9 +75,10 @@ static int has_graphs(const cuda_api_t *cu) {
 }
 
 /* Captures node's work into *out_child (NULL when it enqueued nothing). */
-static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
+static ordo_status_t capture_node(const cuda_device_t *d, CUstream capture,
                                   const hal_graph_node_t *node, CUgraph *out_child,
                                   const char *api) {
+    const cuda_api_t *cu = d->cu;
     *out_child = NULL;
     CUresult r = cu->StreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
@@ -90,6 +91,17 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
     char launch_message[256] = ""; /* its failure's, kept before a message of ours */
     if (st != ORDO_OK) {
         snprintf(launch_message, sizeof launch_message, "%s", ordo_error_message());
+    }
+    /* User code may have made another context current (another device's):
+     * the graph calls that follow need the device's, as the enqueues of
+     * an op-by-op replay get theirs. */
+    ordo_status_t entered = ordo__cuda_enter(d, api);
+    if (entered != ORDO_OK) {
+        CUgraph dropped = NULL;
+        if (cu->StreamEndCapture(capture, &dropped) == CUDA_SUCCESS && dropped) {
+            (void)cu->GraphDestroy(dropped);
+        }
+        return entered;
     }
     CUgraph child = NULL;
     r = cu->StreamEndCapture(capture, &child);
@@ -133,8 +145,9 @@ static ordo_status_t capture_node(const cuda_api_t *cu, CUstream capture,
 }
 
 /* Builds the graph's template; the caller destroys it. */
-static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_graph_node_t *nodes,
+static ordo_status_t build(const cuda_device_t *d, CUstream capture, const hal_graph_node_t *nodes,
                            uint32_t count, CUgraph graph, const char *api) {
+    const cuda_api_t *cu = d->cu;
     CUgraphNode *made = ordo__alloc((size_t)count * sizeof *made, 0);
     uint32_t deps_max = 0;
     for (uint32_t i = 0; i < count; ++i) {
@@ -146,11 +159,11 @@ static ordo_status_t build(const cuda_api_t *cu, CUstream capture, const hal_gra
         st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a CUDA graph's nodes");
     }
     for (uint32_t i = 0; st == ORDO_OK && i < count; ++i) {
-        for (uint32_t d = 0; d < nodes[i].dep_count; ++d) {
-            deps[d] = made[nodes[i].deps[d]];
+        for (uint32_t k = 0; k < nodes[i].dep_count; ++k) {
+            deps[k] = made[nodes[i].deps[k]];
         }
         CUgraph child = NULL;
-        st = capture_node(cu, capture, &nodes[i], &child, api);
+        st = capture_node(d, capture, &nodes[i], &child, api);
         if (st != ORDO_OK) {
             break;
         }
@@ -206,7 +219,7 @@ static ordo_status_t lower(cuda_device_t *d, const hal_graph_node_t *nodes, uint
     if (st == ORDO_OK) {
         /* No drain of the context while the nodes are captured. */
         ordo__cuda_lowering_enter(d);
-        st = build(cu, capture, nodes, count, graph, api);
+        st = build(d, capture, nodes, count, graph, api);
         ordo__cuda_lowering_exit(d);
     }
     if (capture) {
@@ -273,6 +286,9 @@ typedef struct graph_update {
 static ordo_status_t update_fn(void *ctx, struct CUstream_st *stream) {
     (void)stream;
     graph_update_t *u = ctx;
+    if (ordo__cuda_enter(u->g->dev, "ordo_graph_refresh") != ORDO_OK) {
+        return ORDO_OK; /* u->result stays a refusal: instantiated anew */
+    }
     CUgraphExecUpdateResultInfo info;
     u->result = u->g->dev->cu->GraphExecUpdate(u->g->exec, u->graph, &info);
     return ORDO_OK;

@@ -1845,17 +1845,6 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
     assert_ok(ordo_mem_deallocate(direct, block, stream));
     assert_ok(ordo_mem_reap_pending(direct, test_deadline()));
     counter_reach(&d->frees_done, done + 1);
-    /* Page-locked memory, and a stream (which may take a page-locked word
-     * for its progress), made beside the capture: relaxed as well. */
-    ordo_mem_resource_t *pinned;
-    assert_ok(ordo_mem_host_pinned_create(device, &pinned));
-    ordo_block_t *host_block;
-    assert_ok(ordo_mem_allocate(pinned, 4096, 0, stream, 0, &host_block, NULL));
-    ordo_stream_t *another = stream_make();
-    assert_ok(ordo_stream_destroy(another));
-    assert_ok(ordo_mem_deallocate(pinned, host_block, stream));
-    assert_ok(ordo_mem_reap_pending(pinned, test_deadline()));
-    counter_reach(&d->frees_done, done + 2);
     program_capture_end(&pc, capturer);
     assert_int_equal(pc.ended, CUDA_SUCCESS);
     /* Program code on ordo's threads keeps the default mode. */
@@ -1863,7 +1852,6 @@ static void ordo_runs_beside_a_global_capture_of_the_program(void **state) {
 
     assert_true(cell_read(cells, 0) == combined(0, 0, 0));
     assert_ok(ordo_stream_destroy(stream));
-    assert_ok(ordo_mem_resource_destroy(pinned));
     assert_ok(ordo_mem_resource_destroy(direct));
     assert_ok(ordo_signal_destroy(s));
     assert_cu(cu->MemFree(cells));

@@ -104,11 +104,7 @@ static ordo_status_t cuda_res_allocate(ordo_mem_resource_t *resource, const mem_
         raw = (void *)(uintptr_t)ptr;
     } else {
         what = "cuMemHostAlloc";
-        /* Relaxed, as the free (cuda_free.c): a potentially unsafe call
-         * would break a program's global capture on another thread. */
-        CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
         result = d->cu->MemHostAlloc(&raw, request->bytes + extra, CU_MEMHOSTALLOC_PORTABLE);
-        ordo__cuda_restore_captures(d, mode);
     }
     if (result != CUDA_SUCCESS) {
         descriptor_put(r, b);

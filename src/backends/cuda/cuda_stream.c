@@ -472,16 +472,6 @@ static void lane_thread_start(void *user) {
     (void)ordo__cuda_enter(user, "the CUDA host lane");
 }
 
-/* Frees a progress word. Relaxed, as the free thread's frees
- * (cuda_free.c): a potentially unsafe call on this thread (a stream's
- * destroy runs on the program's) would break a global capture of the
- * program's on another. */
-static void word_free(const cuda_device_t *d, void *word) {
-    CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
-    (void)d->cu->MemFreeHost(word);
-    ordo__cuda_restore_captures(d, mode);
-}
-
 ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream) {
     static const char api[] = "ordo_stream_create";
     cuda_device_t *d = stream->device->impl;
@@ -502,10 +492,7 @@ ordo_status_t ordo__cuda_stream_init(ordo_stream_t *stream) {
     }
     if (d->observe_memops) {
         void *word = NULL;
-        /* Relaxed: see cuda_memory.c's pinned allocation. */
-        CUstreamCaptureMode mode = ordo__cuda_relax_captures_for_now(d);
         r = d->cu->MemHostAlloc(&word, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-        ordo__cuda_restore_captures(d, mode);
         if (r == CUDA_SUCCESS) {
             s->word = word;
             atomic_init(s->word, 0);
@@ -534,7 +521,7 @@ fail:
         ordo__hal_timeline_fini(&s->timeline, ORDO_DEADLINE_NOW, 0, ORDO_ERR_CANCELLED, "");
     }
     if (s->word) {
-        word_free(d, (void *)s->word);
+        (void)d->cu->MemFreeHost((void *)s->word);
     }
     (void)d->cu->StreamDestroy(s->cu);
     ordo__dealloc(s, sizeof *s, 64);
@@ -555,7 +542,7 @@ int ordo__cuda_stream_on_own_thread(const ordo_stream_t *stream) {
  * the device is released. */
 static void word_release(cuda_device_t *d, cuda_stream_t *s) {
     if (atomic_load_explicit(s->word, memory_order_acquire) >= s->word_last) {
-        word_free(d, (void *)s->word);
+        (void)d->cu->MemFreeHost((void *)s->word);
         return;
     }
     cuda_orphan_word_t *orphan = ordo__alloc(sizeof *orphan, 0);

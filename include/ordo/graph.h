@@ -188,10 +188,10 @@ ordo_status_t ordo_tracker_record_end(ordo_tracker_t *tracker, ordo_graph_t **ou
  * history updated as one submission per stream would. ORDO_ERR_BUSY while
  * the tracker records (and that recording fails). A stream that has failed
  * returns its failure, nothing enqueued. The launch functions it calls run
- * inside it: from them, a submission on the tracker, ordo_buffer_release,
- * and ordo_graph_replay, ordo_graph_rebind, ordo_graph_refresh or
- * ordo_graph_destroy of any graph of the tracker are refused with
- * ORDO_ERR_BUSY. */
+ * inside it: from them, a submission on the tracker, a recording's begin,
+ * ordo_buffer_release, and ordo_graph_replay, ordo_graph_rebind,
+ * ordo_graph_refresh or ordo_graph_destroy of any graph of the tracker are
+ * refused with ORDO_ERR_BUSY. */
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph);
 
 /** Binds the slot now bound to `bound` to `buffer` instead, a live buffer of

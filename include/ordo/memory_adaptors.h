@@ -5,7 +5,8 @@
  * resource: a base resource or another adaptor. It forwards every call to
  * its upstream and adds one thing: a device-wide budget, statistics, a log
  * line per call, or debug checks. Adaptors stack in any order; call the top
- * of the stack, and give each block back to the stack it came from.
+ * of the stack, and give each block back through the resource it was
+ * allocated through.
  *
  * The budget, statistics and logging adaptors hand out their upstream's
  * blocks unchanged. The guard makes blocks of its own (a larger upstream
@@ -207,8 +208,9 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  *   at the free point and in ordo_mem_guard_check;
  * - writes to a freed block, when it leaves the quarantine and in
  *   ordo_mem_guard_check;
- * - double frees and foreign frees (a block of another stack, or of a
- *   resource below the guard): the guard keeps its block headers, so a
+ * - double frees and foreign frees (a block of another stack, of a
+ *   resource below the guard, or allocated through an adaptor above it):
+ *   the guard keeps its block headers, so a
  *   stale handle reads a header the guard still owns; a header is reused
  *   only after at least retired_headers later frees (plus those the
  *   quarantine still holds).

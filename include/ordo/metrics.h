@@ -51,7 +51,8 @@ typedef struct ordo_metrics {
 ordo_status_t ordo_metrics_snapshot(const ordo_metrics_sources_t *sources,
                                     ordo_metrics_t *out_metrics);
 
-/** Writes the snapshot as readable text, one line per component, into
+/** Writes the snapshot as readable text, one line per component (two for
+ * the device's plain and timing events), into
  * text (always terminated when capacity > 0). *out_length is the length
  * the whole text needs (without the terminator), so a caller can retry
  * with a larger buffer; ORDO_ERR_OUT_OF_RANGE when it was cut. Capacity

@@ -27,8 +27,10 @@
  * When one stream has more than ORDO_STALL_MAX_PENDING waits and signals
  * queued (or, on the CPU backend, more than about a million operations of
  * any kind), the report sees only the first ones: a wait the seen work does
- * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE,
- * and a holder the seen work does not show as ORDO_STALL_HOLD_UNKNOWN.
+ * not reach is then reported as ORDO_STALL_UNKNOWN instead of UNREACHABLE
+ * when such a queue was run past all it showed (work behind a wait the
+ * simulation stopped at cannot run), and a holder the seen work does not
+ * show is ORDO_STALL_HOLD_UNKNOWN whenever a queue was seen in part.
  *
  * Cost and safety: the snapshot holds the device's registry of live streams
  * (stream create, destroy and naming on the device wait meanwhile) and, for each

@@ -53,8 +53,8 @@ typedef enum ordo_status {
     /** A host or device allocation failed, or a memory budget refused
      * one. */
     ORDO_ERR_OUT_OF_MEMORY = 8,
-    /** A configured limit was reached (an event pool's maximum, a
-     * tracker's 64 streams, ...). A memory budget's limit is
+    /** A configured limit was reached (a tracker's or a coordinator's 64
+     * streams, ...). A memory budget's limit is
      * ORDO_ERR_OUT_OF_MEMORY instead (ordo/memory_adaptors.h): to the
      * caller it is memory that cannot be had. */
     ORDO_ERR_RESOURCE_EXHAUSTED = 9,

@@ -1364,6 +1364,13 @@ static void guard_catches_foreign_free(void **state) {
     assert_int_equal(r.findings[ORDO_MEM_GUARD_FOREIGN_FREE], 5);
     assert_ok(ordo_mem_deallocate(stats, above, e.s[0]));
     assert_ok(ordo_mem_resource_destroy(stats));
+    /* One of the guard's, freed below it: the wrong resource of the same
+     * stack, not another stack's block. */
+    ordo_block_t *own = NULL;
+    alloc_ok(g1, 16, e.s[0], 8, &own);
+    assert_status(ordo_mem_deallocate(e.direct, own, e.s[0]), ORDO_ERR_INVALID_ARGUMENT);
+    assert_contains(ordo_error_message(), "was allocated through the guard resource");
+    assert_ok(ordo_mem_deallocate(g1, own, e.s[0]));
     assert_int_equal(r.findings[ORDO_MEM_GUARD_DOUBLE_FREE], 0);
     /* Nothing was touched: both blocks still free normally. */
     assert_ok(ordo_mem_deallocate(g2, other, e.s[0]));

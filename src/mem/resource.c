@@ -88,6 +88,12 @@ static ordo_status_t check_block(const ordo_mem_resource_t *resource, const ordo
             break;
         }
     }
+    if (ordo__mem_is_below(block->resource, resource)) {
+        /* Made above this resource, in its stack: the wrong resource, not
+         * another stack. */
+        *out_why = MEM_REFUSED_HOLDER;
+        return ordo__mem_check_holder(resource, block, api);
+    }
     *out_why = MEM_REFUSED_FOREIGN;
     for (const ordo_mem_resource_t *r = stop ? stop->upstream : NULL; r; r = r->upstream) {
         if (block->resource == r) {

@@ -342,25 +342,16 @@ static void simulate(stall_set_t *set) {
     }
 }
 
-/* Whether a queue seen in part was run past everything it showed: its
- * unseen work might release anything. Work behind a wait the simulation
- * stopped at cannot run, so it releases nothing: exact for a report. */
-static int unseen_work_pending(const stall_set_t *set) {
+/* Whether a queue was seen in part; with run_past, only one the
+ * simulation ran past everything it showed. A report asks run_past: work
+ * behind a wait the simulation stopped at cannot run, so it releases
+ * nothing, and the report stays exact. A holder asks about any: a signal
+ * may be raised behind such a wait, out of sight, and that stream would be
+ * its holder. */
+static int queue_unseen(const stall_set_t *set, int run_past) {
     for (size_t i = 0; i < set->count; ++i) {
         const sim_stream_t *t = &set->streams[i];
-        if (t->seen && t->snap.truncated && t->pos == t->snap.count) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Whether any queue was seen in part. A holder asks who would raise a
- * signal: it may be raised behind a wait a stream stopped at, out of
- * sight, and that stream would be its holder. */
-static int any_queue_unseen(const stall_set_t *set) {
-    for (size_t i = 0; i < set->count; ++i) {
-        if (set->streams[i].seen && set->streams[i].snap.truncated) {
+        if (t->seen && t->snap.truncated && (!run_past || t->pos == t->snap.count)) {
             return 1;
         }
     }
@@ -389,7 +380,7 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
         return st;
     }
     simulate(&set);
-    int unseen = unseen_work_pending(&set);
+    int unseen = queue_unseen(&set, 1);
     size_t n = 0;
     for (size_t i = 0; i < set.count; ++i) {
         const sim_stream_t *t = &set.streams[i];
@@ -490,7 +481,7 @@ static void holder_find(const stall_set_t *set, size_t g, uint64_t value,
             return;
         }
     }
-    out->hold = any_queue_unseen(set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+    out->hold = queue_unseen(set, 0) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
 }
 
 ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, uint64_t value,
@@ -519,7 +510,7 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
             out_holder->hold = ORDO_STALL_HOLD_RAISED; /* there already */
         } else {                                       /* in no queue */
             out_holder->hold =
-                any_queue_unseen(&set) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
+                queue_unseen(&set, 0) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
         }
     }
     set_release(&set);

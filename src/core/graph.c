@@ -142,9 +142,7 @@ void ordo__graph_free(ordo_graph_t *graph) {
 
 ordo_status_t ordo_graph_destroy(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    if (ORDO_UNLIKELY(graph->tracker->replaying)) {
-        return ordo__tracker_refuse_in_replay(__func__);
-    }
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
     ordo_tracker_t *tracker = graph->tracker;
     ordo__graph_free(graph);
     atomic_fetch_sub_explicit(&tracker->graphs, 1, memory_order_relaxed);
@@ -172,9 +170,7 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
 
 ordo_status_t ordo_graph_refresh(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    if (ORDO_UNLIKELY(graph->tracker->replaying)) {
-        return ordo__tracker_refuse_in_replay(__func__);
-    }
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
     if (graph->native || graph->native_stale) {
         graph->native_stale = 1; /* lowered again at the next replay */
     }
@@ -228,11 +224,9 @@ static ordo_status_t bindable(const ordo_graph_t *graph, const ordo_buffer_t *bu
 
 ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_buffer_t *buffer) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    if (ORDO_UNLIKELY(graph->tracker->replaying)) {
-        /* A graph's own blocks read live during its replay: bound to
-         * another graph now, they would be freed under it. */
-        return ordo__tracker_refuse_in_replay(__func__);
-    }
+    /* A graph's own blocks read live during its replay: bound to another
+     * graph now, they would be freed under it. */
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
     for (uint32_t i = 0; bound && i < graph->block_count; ++i) {
         if (graph->blocks[i].buffer == bound) {
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,

@@ -136,11 +136,9 @@ ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
 ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
                                                ordo_graph_native_t native) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
-    if (ORDO_UNLIKELY(tracker->replaying)) {
-        /* Its submissions would be captured, not refused: a graph made in
-         * a replay could name the replaying graph's own blocks. */
-        return ordo__tracker_refuse_in_replay(__func__);
-    }
+    /* Its submissions would be captured, not refused: a graph made in a
+     * replay could name the replaying graph's own blocks. */
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, __func__));
     if (native != ORDO_GRAPH_NATIVE_AUTO && native != ORDO_GRAPH_NATIVE_OFF &&
         native != ORDO_GRAPH_NATIVE_REQUIRE) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
@@ -328,9 +326,7 @@ static ordo_status_t capture(ordo_tracker_t *tracker, ordo_stream_t *stream,
                              const ordo_access_t *accesses, size_t count, graph_op_t work,
                              const char *api) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, api));
-    if (ORDO_UNLIKELY(tracker->replaying)) {
-        return ordo__tracker_refuse_in_replay(api); /* as every submission then */
-    }
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, api)); /* as every submission then */
     uint32_t t;
     if (!tracker_stream_find(tracker, stream, &t)) {
         ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));

@@ -233,9 +233,7 @@ static ordo_status_t replay(ordo_graph_t *graph);
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, API));
     ordo_tracker_t *tracker = graph->tracker;
-    if (ORDO_UNLIKELY(tracker->replaying)) {
-        return ordo__tracker_refuse_in_replay(API);
-    }
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, API));
     /* Its launch functions (at the lowering, or op by op) run inside. */
     tracker->replaying++;
     tracker->launching++;

@@ -438,9 +438,9 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
         *out_index = 0;
         return st;
     }
-    if (ORDO_UNLIKELY(tracker->replaying)) {
+    if (ORDO_UNLIKELY((st = tracker_not_replaying(tracker, api)) != ORDO_OK)) {
         *out_index = 0;
-        return ordo__tracker_refuse_in_replay(api);
+        return st;
     }
     if (ORDO_UNLIKELY((count && !accesses) || count > ORDO_TRACKER_MAX_ACCESSES)) {
         /* A bad handle answers first (docs/ERRORS.md). */

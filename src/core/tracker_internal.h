@@ -205,6 +205,13 @@ ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
 /* ORDO_ERR_BUSY for api, called while the tracker replays a graph. */
 ordo_status_t ordo__tracker_refuse_in_replay(const char *api);
 
+/* ORDO_OK unless the tracker replays a graph (its replaying count): then
+ * ordo__tracker_refuse_in_replay's refusal, for a call a launch function
+ * of the replay must not make. */
+static inline ordo_status_t tracker_not_replaying(const ordo_tracker_t *tracker, const char *api) {
+    return ORDO_LIKELY(!tracker->replaying) ? ORDO_OK : ordo__tracker_refuse_in_replay(api);
+}
+
 /* Non-zero while the tracker records a graph (relaxed: see recorder). */
 static inline int tracker_recording(const ordo_tracker_t *tracker) {
     return atomic_load_explicit(&tracker->recorder, memory_order_relaxed) != NULL;

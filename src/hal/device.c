@@ -40,13 +40,19 @@ ordo_status_t ordo__hal_device_check(const ordo_device_t *device, const char *ap
     return ORDO_OK;
 }
 
+/* The defaults of everything but the memory stack (which ORDO_MEMORY may
+ * choose); the memory part is left as it is. */
+static void config_defaults_but_memory(ordo_device_config_t *config) {
+    config->flags = 0;
+    (void)ordo_event_pool_config_default(&config->plain_events);
+    (void)ordo_event_pool_config_default(&config->timing_events);
+}
+
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config) {
     if (!out_config) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_config is NULL");
     }
-    out_config->flags = 0;
-    (void)ordo_event_pool_config_default(&out_config->plain_events);
-    (void)ordo_event_pool_config_default(&out_config->timing_events);
+    config_defaults_but_memory(out_config);
     ordo_status_t st = ordo__device_memory_config_default(&out_config->memory, __func__);
     if (st != ORDO_OK) {
         memset(out_config, 0, sizeof *out_config); /* all or nothing (docs/ERRORS.md) */
@@ -325,10 +331,9 @@ ordo_status_t ordo_device_open(const char *name, ordo_device_t **out_device) {
         ordo__kept_message_t kept;
         ordo__message_keep(&kept);
         if (ordo_device_config_default(&config) != ORDO_OK) {
-            /* A bad ORDO_MEMORY: ordo_device_memory reads it again and
-             * says so; the rest of the defaults stand. */
-            (void)ordo_event_pool_config_default(&config.plain_events);
-            (void)ordo_event_pool_config_default(&config.timing_events);
+            /* A bad ORDO_MEMORY (the config is left zero): ordo_device_memory
+             * reads it again and says so; the rest of the defaults stand. */
+            config_defaults_but_memory(&config);
         }
         ordo__message_restore(&kept);
         st = device_build(b, ordinal, 1, &config, &device, __func__);

@@ -134,6 +134,28 @@ static void pool_cross_stream_reuse_follows_frontiers(void **state) {
     pool_fixture_free(&f);
 }
 
+/* A block held by ordo_mem_prepare_use until its ordo_mem_finish_use
+ * (ordo/tracker.h's split form, on the block's buffer): its free is
+ * refused meanwhile (its memory could be handed out
+ * again before the use it prepared has run), and so is a second prepare;
+ * after the finish the free is accepted. */
+static void pool_block_prepared_for_a_use_is_not_freed(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_WAIT, 0);
+    ordo_block_t *b = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 0, &b, NULL));
+    assert_ok(ordo_mem_prepare_use(f.pool, b, f.s[1], ORDO_ACCESS_WRITE));
+    assert_status(ordo_mem_deallocate(f.pool, b, f.s[1]), ORDO_ERR_BUSY);
+    assert_non_null(strstr(ordo_error_message(), "ordo_mem_deallocate"));
+    assert_status(ordo_mem_prepare_use(f.pool, b, f.s[2], ORDO_ACCESS_READ), ORDO_ERR_BUSY);
+    assert_status(ordo_mem_finish_use(f.pool, b, f.s[2], ORDO_ACCESS_WRITE),
+                  ORDO_ERR_INVALID_ARGUMENT);
+    assert_ok(ordo_mem_finish_use(f.pool, b, f.s[1], ORDO_ACCESS_WRITE));
+    assert_ok(ordo_mem_deallocate(f.pool, b, f.s[1]));
+    pool_fixture_free(&f);
+}
+
 static void pool_other_block_policy_does_not_wait(void **state) {
     (void)state;
     pool_fixture_t f;
@@ -746,6 +768,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_reuses_on_the_freeing_stream_at_once),
         cmocka_unit_test(pool_cross_stream_reuse_follows_frontiers),
+        cmocka_unit_test(pool_block_prepared_for_a_use_is_not_freed),
         cmocka_unit_test(pool_other_block_policy_does_not_wait),
         cmocka_unit_test(pool_splits_coalesces_and_trims),
         cmocka_unit_test(pool_release_threshold_gives_memory_back),

@@ -252,6 +252,47 @@ static void split_prepare_finish(void **state) {
     fixture_free(f);
 }
 
+/* ordo/tracker.h: a prepare holds its buffers for its finish. Until then
+ * nothing else names them (a submission or a second prepare would order
+ * against a history the finish is still to change; a release would free
+ * what the finish reads), and the finish must match: same stream, no
+ * write that was prepared as a read. A refused finish leaves the prepare
+ * open; buffers the prepare did not name are not held. */
+static void a_prepare_holds_its_buffers_for_its_finish(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    ordo_tracker_t *tracker = f->tracker;
+    ordo_access_t held[2] = {{f->b[0], ORDO_ACCESS_READ}, {f->b[1], ORDO_ACCESS_WRITE}};
+    ordo_access_t w0 = {f->b[0], ORDO_ACCESS_WRITE};
+    ordo_access_t r1 = {f->b[1], ORDO_ACCESS_READ};
+    ordo_access_t other = {f->b[2], ORDO_ACCESS_WRITE};
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[0], held, 2);
+    assert_ok(ordo_tracker_prepare(tracker, f->s[0], held, 2));
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_submit, tracker, f->s[1], &r1, 1, launch_noop, NULL);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_submit_host, tracker, f->s[0], &w0, 1, noop_task, NULL);
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_prepare, tracker, f->s[0], &r1, 1);
+    REFUSED(ORDO_ERR_BUSY, ordo_buffer_release, f->b[1], NULL, NULL);
+    assert_ok(ordo_tracker_submit(tracker, f->s[1], &other, 1, launch_noop, NULL));
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[1], held, 2);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[0], &w0, 1);
+    assert_ptr_not_equal(strstr(ordo_error_message(), "prepared as a read"), NULL);
+    assert_ok(ordo_stream_host_task(f->s[0], noop_task, NULL));
+    /* A write prepared may be finished as a read; each buffer is let go by
+     * its own finish. */
+    assert_ok(ordo_tracker_finish(tracker, f->s[0], &r1, 1));
+    assert_ok(ordo_tracker_submit(tracker, f->s[1], &r1, 1, launch_noop, NULL));
+    REFUSED(ORDO_ERR_BUSY, ordo_tracker_submit, tracker, f->s[1], &w0, 1, launch_noop, NULL);
+    assert_ok(ordo_tracker_finish(tracker, f->s[0], &held[0], 1));
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[0], &held[0], 1);
+    assert_ok(ordo_tracker_submit(tracker, f->s[1], &w0, 1, launch_noop, NULL));
+    /* A buffer named twice in one prepare keeps both modes. */
+    ordo_access_t twice[2] = {{f->b[3], ORDO_ACCESS_READ}, {f->b[3], ORDO_ACCESS_WRITE}};
+    assert_ok(ordo_tracker_prepare(tracker, f->s[2], twice, 2));
+    ordo_access_t w3 = {f->b[3], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_finish(tracker, f->s[2], &w3, 1));
+    fixture_free(f); /* every buffer released: none is held */
+}
+
 static void many_streams_read_then_one_writes(void **state) {
     (void)state;
     enum { N = 10 }; /* beyond the readers a buffer keeps inline */
@@ -1274,6 +1315,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hazards_across_streams_get_waits),
         cmocka_unit_test(waits_on_one_origin_collapse),
+        cmocka_unit_test(a_prepare_holds_its_buffers_for_its_finish),
         cmocka_unit_test(a_wait_another_covers_is_not_emitted),
         cmocka_unit_test(known_orderings_are_elided),
         cmocka_unit_test(transitive_knowledge_is_used),

@@ -57,6 +57,10 @@ static void use_completed(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
 }
 
 ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, void *ctx) {
+    if (b && b->magic == ORDO_BUFFER_PREPARED) {
+        /* Freed now, it would be read by the finish still to come. */
+        return ordo__buffer_refuse_prepared(b, __func__);
+    }
     if (!b || b->magic != ORDO_BUFFER_MAGIC) {
         return ordo__error(b && b->magic == ORDO_BUFFER_RELEASED ? ORDO_ERR_DESTROYED
                                                                  : ORDO_ERR_INVALID_HANDLE,

@@ -210,6 +210,9 @@ static ordo_status_t bindable(const ordo_graph_t *graph, const ordo_buffer_t *bu
         return ordo__error(ORDO_ERR_DESTROYED, api, "%s %p was released", what,
                            (const void *)buffer);
     }
+    if (buffer->magic == ORDO_BUFFER_PREPARED) {
+        return ordo__buffer_refuse_prepared(buffer, api);
+    }
     if (buffer->magic != ORDO_BUFFER_MAGIC) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s %p is not a live buffer", what,
                            (const void *)buffer);

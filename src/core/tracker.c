@@ -110,13 +110,16 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
         return ordo__error(ORDO_ERR_DESTROYED, api, "access %zu: buffer %p was released", i,
                            (const void *)b);
     }
-    if (b->magic != ORDO_BUFFER_MAGIC) {
+    if (b->magic != ORDO_BUFFER_MAGIC && b->magic != ORDO_BUFFER_PREPARED) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: %p is not a live buffer", i,
                            (const void *)b);
     }
     if (b->tracker != tracker) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "access %zu: buffer %p belongs to another tracker", i, (const void *)b);
+    }
+    if (b->magic == ORDO_BUFFER_PREPARED) {
+        return ordo__buffer_refuse_prepared(b, api);
     }
     return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
                        (int)access->mode);
@@ -131,6 +134,20 @@ check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses, siz
         /* One test for the common case; the reason only on refusal. */
         if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
                           (unsigned)accesses[i].mode - 1u > 2u)) {
+            return access_refused(tracker, &accesses[i], i, api);
+        }
+    }
+    return ORDO_OK;
+}
+
+/* check_accesses for a finish: buffers held by a prepare are good too. */
+static ordo_status_t check_accesses_held(const ordo_tracker_t *tracker,
+                                         const ordo_access_t *accesses, size_t count,
+                                         const char *api) {
+    for (size_t i = 0; i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        if (!b || (b->magic != ORDO_BUFFER_PREPARED && b->magic != ORDO_BUFFER_MAGIC) ||
+            b->tracker != tracker || (unsigned)accesses[i].mode - 1u > 2u) {
             return access_refused(tracker, &accesses[i], i, api);
         }
     }
@@ -432,7 +449,7 @@ uint64_t ordo__tracker_point_finished(ordo_tracker_t *tracker, uint32_t t) {
  * warned that the callers' index may be used uninitialised. */
 static inline __attribute__((always_inline)) ordo_status_t
 enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses, size_t count,
-      uint32_t *out_index, const char *api) {
+      uint32_t *out_index, int finishing, const char *api) {
     ordo_status_t st = ordo__tracker_check(tracker, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         *out_index = 0;
@@ -462,7 +479,8 @@ enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *acces
     *out_index = 0;
     st = ordo__hal_stream_check(stream, api); /* a bad handle answers first */
     if (st == ORDO_OK) {
-        st = check_accesses(tracker, accesses, count, api);
+        st = finishing ? check_accesses_held(tracker, accesses, count, api)
+                       : check_accesses(tracker, accesses, count, api);
     }
     if (st == ORDO_OK) {
         st = ordo__tracker_stream_attach(tracker, stream, out_index, api);
@@ -574,14 +592,37 @@ ordo_status_t ordo__tracker_refuse_in_replay(const char *api) {
                        "after it");
 }
 
+ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *api) {
+    return ordo__error(ORDO_ERR_BUSY, api,
+                       "buffer %p is named by an ordo_tracker_prepare (or ordo_mem_prepare_use) "
+                       "on stream %p whose finish has not come: until then only that finish "
+                       "may name it",
+                       (const void *)b, (void *)b->tracker->streams[b->prepared_on]->stream);
+}
+
 ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    const ordo_access_t *accesses, size_t count) {
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, __func__);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
         st = ordo__graph_refuse(tracker, __func__, split_form_refused);
     }
-    return st == ORDO_OK ? prepare_locked(tracker, t, accesses, count, __func__) : st;
+    if (st == ORDO_OK) {
+        /* Refuses a buffer prepared already: its finish is still to come. */
+        st = prepare_locked(tracker, t, accesses, count, __func__);
+    }
+    if (st != ORDO_OK) {
+        return st;
+    }
+    /* Held for the finish (a buffer named twice keeps both modes). */
+    for (size_t i = 0; i < count; ++i) {
+        ordo_buffer_t *b = accesses[i].buffer;
+        const uint8_t mode = (uint8_t)accesses[i].mode;
+        b->prepared_modes = b->magic == ORDO_BUFFER_PREPARED ? b->prepared_modes | mode : mode;
+        b->prepared_on = (uint8_t)t;
+        b->magic = ORDO_BUFFER_PREPARED;
+    }
+    return ORDO_OK;
 }
 
 ordo_status_t ordo__tracker_prepare_at(ordo_tracker_t *tracker, uint32_t t,
@@ -601,24 +642,64 @@ ordo_status_t ordo__tracker_check_accesses(const ordo_tracker_t *tracker,
     return check_accesses(tracker, accesses, count, api);
 }
 
+/* Why the good access i cannot end a prepare on stream t, or ORDO_OK. */
+static ordo_status_t unprepared(const ordo_tracker_t *tracker, uint32_t t,
+                                const ordo_access_t *access, size_t i, const char *api) {
+    const ordo_buffer_t *b = access->buffer;
+    const unsigned mode = (unsigned)access->mode;
+    if (b->magic != ORDO_BUFFER_PREPARED) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "access %zu: buffer %p was not prepared: ordo_tracker_finish ends an "
+                           "ordo_tracker_prepare of the same accesses",
+                           i, (const void *)b);
+    }
+    if (b->prepared_on != t) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "access %zu: buffer %p was prepared on stream %p, not on this one", i,
+                           (const void *)b, (void *)tracker->streams[b->prepared_on]->stream);
+    }
+    if ((mode & ORDO_ACCESS_WRITE) && !(b->prepared_modes & ORDO_ACCESS_WRITE)) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "access %zu: buffer %p is finished as a %s but was prepared as a "
+                           "read (its prepare waited for no reads)",
+                           i, (const void *)b, mode == ORDO_ACCESS_WRITE ? "write" : "read-write");
+    }
+    return ORDO_OK;
+}
+/* Why access i cannot end a prepare on stream t, or ORDO_OK: its buffer
+ * must be held by a prepare on t that named at least its mode. Bad
+ * accesses are refused first, as every submission refuses them. */
+static ordo_status_t finish_refused(const ordo_tracker_t *tracker, uint32_t t,
+                                    const ordo_access_t *accesses, size_t count, const char *api) {
+    ORDO_RETURN_IF_ERROR(check_accesses_held(tracker, accesses, count, api));
+    for (size_t i = 0; i < count; ++i) {
+        ORDO_RETURN_IF_ERROR(unprepared(tracker, t, &accesses[i], i, api));
+    }
+    return ORDO_OK;
+}
+
 ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                   const ordo_access_t *accesses, size_t count) {
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 1, __func__);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
         st = ordo__graph_refuse(tracker, __func__, split_form_refused);
     }
     if (st == ORDO_OK) {
         /* Every access is checked before any is recorded. */
-        st = check_accesses(tracker, accesses, count, __func__);
+        st = finish_refused(tracker, t, accesses, count, __func__);
     }
     if (st == ORDO_OK) {
         st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
     }
-    if (st == ORDO_OK) {
-        finish_locked(tracker, t, accesses, count);
+    if (st != ORDO_OK) {
+        return st; /* the prepare stays open */
     }
-    return st;
+    finish_locked(tracker, t, accesses, count);
+    for (size_t i = 0; i < count; ++i) {
+        accesses[i].buffer->magic = ORDO_BUFFER_MAGIC;
+    }
+    return ORDO_OK;
 }
 
 ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -662,7 +743,7 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
                              : ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
     }
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, __func__);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
         /* Recorded, not run: launch runs at each replay. */
         return ordo__graph_capture_launch(tracker, stream, accesses, count, launch, ctx);

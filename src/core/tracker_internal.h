@@ -20,6 +20,12 @@
 #define ORDO_TRACKER_MAGIC 0x5452434bu /* "TRCK" */
 #define ORDO_BUFFER_MAGIC 0x42554646u  /* "BUFF" */
 #define ORDO_BUFFER_RELEASED 0x52454c53u
+/* Named by an ordo_tracker_prepare whose ordo_tracker_finish has not come
+ * yet: every other call that names it (a submission, a second prepare, its
+ * release, a rebind, a block's free) fails the common magic check and is
+ * refused on its slow path; only that finish, on the prepare's stream,
+ * accepts it and makes it live again. */
+#define ORDO_BUFFER_PREPARED 0x50524550u /* "PREP" */
 #define ORDO_BUFFER_DEAD 0xdeadb0ffu
 /* Recorded points each stream remembers, with the frontier it had then. */
 #define TRACKER_RECORDS 8
@@ -81,6 +87,10 @@ typedef struct buffer_use {
 
 struct ordo_buffer {
     uint32_t magic;
+    /* While magic is ORDO_BUFFER_PREPARED: the stream index the prepare
+     * was made on, and the modes it named (a finish may name no more). */
+    uint8_t prepared_on;
+    uint8_t prepared_modes;
     ordo_tracker_t *tracker;
     /* Non-zero for a buffer embedded in a pool's block: the pool owns its
      * life, ordo_buffer_release refuses it. */
@@ -201,6 +211,10 @@ static inline void buffer_set_last_point(ordo_buffer_t *b, uint32_t s, uint64_t 
 
 /* Allocates b's points beyond the inline ones if it has none yet. */
 ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
+
+/* ORDO_ERR_BUSY for api, which names b while b is held by a prepare
+ * (ORDO_BUFFER_PREPARED). */
+ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *api);
 
 /* ORDO_ERR_BUSY for api, called while the tracker replays a graph. */
 ordo_status_t ordo__tracker_refuse_in_replay(const char *api);

@@ -481,6 +481,11 @@ POOL_HOT ordo_status_t free_checked(pool_t *p, const pool_block_t *b, ordo_strea
                            "block %p (tag %u) was already deallocated", (const void *)b,
                            b->base.tag);
     }
+    if (ORDO_UNLIKELY(b->history.magic == ORDO_BUFFER_PREPARED)) {
+        /* Its use is still to be recorded: freed now, the memory could be
+         * handed out again before that use has run. */
+        return ordo__buffer_refuse_prepared(&b->history, api);
+    }
     return ORDO_OK;
 }
 
@@ -613,6 +618,9 @@ static ordo_status_t pool_deallocate_settled_locked(pool_t *p, pool_block_t *b) 
         return ordo__error(ORDO_ERR_INVALID_HANDLE, "ordo_mem_deallocate",
                            "block %p (tag %u) was already deallocated", (void *)b, b->base.tag);
     }
+    if (b->history.magic == ORDO_BUFFER_PREPARED) {
+        return ordo__buffer_refuse_prepared(&b->history, "ordo_mem_deallocate");
+    }
     atomic_store_explicit(&b->base.magic, ORDO_BLOCK_FREED, memory_order_relaxed);
     b->history.magic = ORDO_BUFFER_RELEASED;
     b->is_free = 1;
@@ -709,7 +717,10 @@ static ordo_status_t pool_free_check(ordo_mem_resource_t *resource, const ordo_b
     pool_t *p = (pool_t *)resource;
     const pool_block_t *b = (const pool_block_t *)block;
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = b->history.graph_binds ? refuse_bound(b, "ordo_mem_deallocate") : ORDO_OK;
+    ordo_status_t st = b->history.graph_binds ? refuse_bound(b, "ordo_mem_deallocate")
+                       : b->history.magic == ORDO_BUFFER_PREPARED
+                           ? ordo__buffer_refuse_prepared(&b->history, "ordo_mem_deallocate")
+                           : ORDO_OK;
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }

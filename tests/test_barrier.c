@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "hal/hal.h"
 #include "test_rescue.h"
 #include "refusal.h"
 #include "test_util.h"
@@ -359,6 +360,66 @@ static void failure_propagates(void **state) {
     }
 }
 
+/* Fails its stream with ORDO_ERR_UNAVAILABLE once an op is queued behind
+ * it (the barrier's, enqueued by the call the test is in). */
+typedef struct fail_when_followed {
+    const _Atomic uint64_t *submitted; /* the stream's count of ops */
+    uint64_t mine;                     /* the task's own number */
+    _Atomic int followed;
+} fail_when_followed_t;
+
+static ordo_status_t fail_when_followed(void *ctx) {
+    fail_when_followed_t *f = ctx;
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(f->submitted) == f->mine && ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+    atomic_store(&f->followed, atomic_load(f->submitted) != f->mine);
+    return ORDO_ERR_UNAVAILABLE;
+}
+
+/* barrier.h: the host synchronize returns the failure of the first failed
+ * member in set order. Member 2 failed before the call (its point is
+ * refused while the call enqueues); member 1 fails only after its point
+ * was enqueued, while the host waits: member 1's failure is the answer. */
+static void synchronize_answers_the_first_member_in_set_order(void **state) {
+    (void)state;
+    enum { N = 3 };
+    if (!device->backend->stream_progress) {
+        print_message("skipped: the backend does not number a stream's ops\n");
+        skip();
+    }
+    for (int one_shot = 0; one_shot < 2; ++one_shot) {
+        ordo_stream_t *streams[N];
+        streams_make(streams, N);
+        assert_ok(ordo_stream_host_task(streams[2], fail_task, NULL));
+        assert_status(ordo_stream_synchronize(streams[2], test_deadline()), ORDO_ERR_ABORTED);
+        ordo_barrier_t *barrier = NULL;
+        if (!one_shot) {
+            assert_ok(ordo_barrier_create(streams, N, ORDO_BARRIER_SCHEME_AUTO, &barrier));
+        }
+        fail_when_followed_t f = {NULL, 0, 0};
+        ordo_signal_t *progress = NULL;
+        device->backend->stream_progress(streams[1], &progress, &f.submitted);
+        f.mine = atomic_load(f.submitted) + 1; /* the task's number */
+        assert_ok(ordo_stream_host_task(streams[1], fail_when_followed, &f));
+        ordo_status_t st = one_shot
+                               ? ordo_barrier_synchronize_streams(streams, N, test_deadline(), NULL)
+                               : ordo_barrier_synchronize(barrier, test_deadline(), NULL);
+        assert_true(atomic_load(&f.followed));
+        if (st != ORDO_ERR_UNAVAILABLE) {
+            fail_msg("%s: %s (%s), expected member 1's ORDO_ERR_UNAVAILABLE",
+                     one_shot ? "ordo_barrier_synchronize_streams" : "ordo_barrier_synchronize",
+                     ordo_status_name(st), ordo_error_message());
+        }
+        assert_non_null(strstr(ordo_error_message(), "member 1"));
+        if (barrier) {
+            assert_ok(ordo_barrier_destroy(barrier));
+        }
+        streams_destroy(streams, N);
+    }
+}
+
 /* Sleeps 20 ms, then counts itself done. */
 static ordo_status_t sleep_20ms_then_count(void *ctx) {
     test_sleep_ms(20);
@@ -681,6 +742,7 @@ int main(void) {
         cmocka_unit_test(synchronize_reports_its_time),
         cmocka_unit_test(failure_propagates),
         cmocka_unit_test(synchronize_waits_for_healthy_streams),
+        cmocka_unit_test(synchronize_answers_the_first_member_in_set_order),
         cmocka_unit_test(duplicates_merge),
         cmocka_unit_test(many_streams),
         cmocka_unit_test(bad_input_is_refused),

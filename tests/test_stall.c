@@ -403,6 +403,19 @@ static void failures_release_as_failures(void **state) {
     char *text = report_text();
     assert_non_null(strstr(text, "failure propagating"));
     free(text);
+    /* The holder agrees: C's queued work fails Y, and B's fails X. */
+    ordo_stall_holder_t holder;
+    assert_ok(ordo_stall_holder(device, y, 1, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_FAILS);
+    assert_ptr_equal(holder.stream, c);
+    assert_ok(ordo_stall_holder(device, x, 1, &holder));
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_FAILS);
+    assert_ptr_equal(holder.stream, b);
+    assert_ok(ordo_stall_holder(device, f, 1, &holder)); /* failed already */
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_FAILS);
+    assert_null(holder.stream);
+    assert_ok(ordo_stall_holder(device, f, 0, &holder)); /* reached before it failed */
+    assert_int_equal(holder.hold, ORDO_STALL_HOLD_RAISED);
     atomic_store(&gate.open, 1);
     assert_status(ordo_stream_synchronize(a, test_deadline()), ORDO_ERR_DEVICE);
     assert_ok(ordo_stall_report(device, entries, 3, &count));

@@ -119,7 +119,12 @@ ordo_status_t ordo_mem_reap_pending(ordo_mem_resource_t *resource, ordo_deadline
 ordo_status_t ordo_mem_supports_use_tracking(ordo_mem_resource_t *resource, bool *out_supported);
 
 /** Before enqueuing work on stream that accesses block: emits the device
- * waits the access needs. Then enqueue the work, then finish_use. */
+ * waits the access needs. Then enqueue the work, then finish_use (with the
+ * same stream; a write prepared may finish as a read). Until that finish
+ * the block is held, as ordo_tracker_prepare holds a buffer
+ * (ordo/tracker.h): its free, another prepare of it and its finish on
+ * another stream are refused. Name the strongest access once for work
+ * that both reads and writes the block. */
 ordo_status_t ordo_mem_prepare_use(ordo_mem_resource_t *resource, ordo_block_t *block,
                                    ordo_stream_t *stream, ordo_access_mode_t mode);
 

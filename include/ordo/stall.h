@@ -133,13 +133,20 @@ typedef enum ordo_stall_hold {
     ORDO_STALL_HOLD_BLOCKED = 2,
     /** A queue was too long to see whole, and the seen work does not. */
     ORDO_STALL_HOLD_UNKNOWN = 3,
+    /** It has failed or was destroyed below the value, or enqueued work
+     * fails it (a failure that reaches a stream, through a wait on a
+     * failed signal, fails the signals it would raise): a wait for the
+     * value ends with that failure, it does not hang. */
+    ORDO_STALL_HOLD_FAILS = 4,
 } ordo_stall_hold_t;
 
 /** ordo_stall_holder's answer. For ORDO_STALL_HOLD_BLOCKED: stream is the
  * first stream (in creation order) whose queued signal would raise the
  * signal to the value, and the rest says what that stream is blocked on,
  * as in ordo_stall_entry_t (waits_for NULL and progress_of set for a wait
- * on an event). Other answers leave them NULL, 0 and "". */
+ * on an event). For ORDO_STALL_HOLD_FAILS: stream (and stream_name) is the
+ * stream whose queued work fails it, NULL where it has ended already.
+ * Other answers leave them NULL, 0 and "". */
 typedef struct ordo_stall_holder {
     ordo_stall_hold_t hold;                 /**< the answer */
     ordo_stream_t *stream;                  /**< the blocked stream that would raise it */

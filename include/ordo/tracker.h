@@ -219,12 +219,25 @@ ordo_status_t ordo_tracker_submit_host(ordo_tracker_t *tracker, ordo_stream_t *s
 
 /** The split form, for callers who enqueue the work themselves: prepare
  * emits the waits the accesses need on stream; enqueue the work; then
- * finish records the accesses as the stream's next point. Every prepare
- * must be followed by its finish, with the same stream and accesses,
- * before the next prepare on the tracker. The accesses' buffers must not
- * be released in between: a buffer with no use still running is freed by
- * its release at once, and finish would then read freed memory (a buffer
- * still in use is reclaimed once those uses complete, not this one). */
+ * finish records the accesses as the stream's next point.
+ *
+ * A prepare holds the buffers it names until a finish on the same stream
+ * names them. Meanwhile every other call that names one is refused with
+ * ORDO_ERR_BUSY: a submission or a second prepare (it would be ordered
+ * against a history the finish is still to change), ordo_buffer_release
+ * (the finish reads the buffer), ordo_graph_rebind, a recording's capture,
+ * and the free of a pool block prepared by ordo_mem_prepare_use. Buffers
+ * the prepare does not name are not held, so other work goes on. A finish
+ * is refused with ORDO_ERR_INVALID_ARGUMENT, and the prepare stays open,
+ * when it names a buffer no prepare holds, a buffer prepared on another
+ * stream, or a write of a buffer prepared only for reading (a prepared
+ * write may finish as a read). A finish may end part of a prepare's
+ * buffers; each is let go by the finish that names it.
+ *
+ * If the work cannot be enqueued, finish all the same: the point it
+ * records covers nothing more than the waits the prepare emitted, and on
+ * a stream that has failed, later users of the buffers are ordered after
+ * that failure as after any work that stream dropped. */
 ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                    const ordo_access_t *accesses, size_t count);
 

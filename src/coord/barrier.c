@@ -174,8 +174,11 @@ typedef struct first_error {
     char message[256];
 } first_error_t;
 
+/* Keeps the failure of the first member in set order, whichever was seen
+ * first: a member that fails while the host waits is seen only after the
+ * enqueues a later member refused. */
 static void note(first_error_t *e, ordo_status_t st, size_t member) {
-    if (st != ORDO_OK && e->status == ORDO_OK) {
+    if (st != ORDO_OK && (e->status == ORDO_OK || member < e->member)) {
         e->status = st;
         e->member = member;
         snprintf(e->message, sizeof e->message, "%s", ordo_error_message());

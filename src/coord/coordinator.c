@@ -1012,6 +1012,11 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     }
     size_t launched = 0;
     coord_work_t work;
+    /* An op that cannot begin, launch or complete fails (its callbacks and
+     * the metrics say why) and the dispatch goes on: the refusals met
+     * inside, launch functions' included, are not this call's. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     uint64_t t0 = timing_start();
     coord_enter(coord, &work);
     for (size_t taken = 0; taken < max; ++taken) {
@@ -1057,6 +1062,7 @@ ordo_status_t ordo_coord_dispatch(ordo_coord_t *coord, size_t max, size_t *out_l
     }
     account(coord, t0);
     coord_unlock(coord, &work);
+    ordo__message_restore(&kept);
     *out_launched = launched;
     return ORDO_OK;
 }

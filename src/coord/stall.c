@@ -455,6 +455,16 @@ static void holder_find(const stall_set_t *set, size_t g, uint64_t value,
         out->hold = ORDO_STALL_HOLD_RAISED;
         return;
     }
+    if (target->ended) {
+        /* Already, or by a failure the simulation carried to it. */
+        out->hold = ORDO_STALL_HOLD_FAILS;
+        if (!target->actual_ended && target->raiser != NONE) {
+            const sim_stream_t *t = &set->streams[target->raiser];
+            out->stream = t->stream;
+            memcpy(out->stream_name, t->name, sizeof out->stream_name);
+        }
+        return;
+    }
     for (size_t i = 0; i < set->count; ++i) {
         const sim_stream_t *t = &set->streams[i];
         if (!t->seen || t->failed || t->pos >= t->snap.count) {
@@ -508,7 +518,9 @@ ordo_status_t ordo_stall_holder(ordo_device_t *device, ordo_signal_t *signal, ui
             holder_find(&set, g, value, out_holder);
         } else if (ordo__signal_view(signal).value >= value) {
             out_holder->hold = ORDO_STALL_HOLD_RAISED; /* there already */
-        } else {                                       /* in no queue */
+        } else if (ordo__signal_view(signal).ended) {
+            out_holder->hold = ORDO_STALL_HOLD_FAILS;
+        } else { /* in no queue */
             out_holder->hold =
                 queue_unseen(&set, 0) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
         }

@@ -147,8 +147,8 @@ static void local_records(ordo_mpi_t *mpi, record_list_t *list) {
         }
         ordo_stall_holder_t holder;
         if (ordo_stall_holder(device, p->signal, at + 1, &holder) != ORDO_OK ||
-            holder.hold == ORDO_STALL_HOLD_RAISED) {
-            continue;
+            holder.hold == ORDO_STALL_HOLD_RAISED || holder.hold == ORDO_STALL_HOLD_FAILS) {
+            continue; /* a failure reaches the observers too: nothing hangs */
         }
         stall_record_t *rec = record_add(list);
         if (!rec) {

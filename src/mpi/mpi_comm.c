@@ -91,10 +91,13 @@ void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing) {
          * counts itself in, then looks: one of the two sees the other). */
         atomic_store_explicit(&mpi->finalized, true, memory_order_seq_cst);
         while (atomic_load_explicit(&mpi->sends, memory_order_seq_cst) != 0) {
-            sched_yield(); /* a small eager send returns at once */
+            sched_yield(); /* a send never waits for its receiver */
         }
     }
     ordo__mpi_progress_stop(mpi);
+    if (finalizing) {
+        ordo__mpi_outbox_close(mpi, true); /* MPI still works in the hook */
+    }
     ordo__mpi_update_cancel(mpi);
     /* An operation started and not completed never will be now: its point
      * fails, so the stream's wait fails instead of waiting for ever. */
@@ -189,6 +192,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         pthread_mutex_init(&mpi->update_lock, NULL);
         pthread_mutex_init(&mpi->stall_lock, NULL);
         pthread_mutex_init(&mpi->subscribe_lock, NULL);
+        pthread_mutex_init(&mpi->outbox_lock, NULL);
         st = ordo__mpi_update_post(mpi);
         if (st == ORDO_OK) {
             st = ordo__mpi_progress_start(mpi, __func__);
@@ -203,6 +207,8 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
             }
         }
         if (st != ORDO_OK) {
+            ordo__mpi_outbox_close(mpi, true);
+            pthread_mutex_destroy(&mpi->outbox_lock);
             pthread_mutex_destroy(&mpi->subscribe_lock);
             pthread_mutex_destroy(&mpi->stall_lock);
             pthread_mutex_destroy(&mpi->update_lock);
@@ -295,12 +301,14 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
         ordo__mpi_op_free(mpi->all);
     }
     ordo__mpi_signals_free(mpi, !finalized);
+    ordo__mpi_outbox_close(mpi, !finalized); /* its last sends were made above */
     if (!finalized) {
         MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);
     ordo__mpi_liveness_free(mpi);
+    pthread_mutex_destroy(&mpi->outbox_lock);
     pthread_mutex_destroy(&mpi->subscribe_lock);
     pthread_mutex_destroy(&mpi->stall_lock);
     pthread_mutex_destroy(&mpi->update_lock);

@@ -129,6 +129,10 @@ typedef struct control_msg {
     char message[ORDO_SIGNAL_MESSAGE_MAX]; /* sent only with a failure */
 } control_msg_t;
 
+/* A control message whose send was not complete when its sender looked
+ * (mpi_outbox.c). */
+typedef struct mpi_outgoing mpi_outgoing_t;
+
 /* A subscription that came before its publication. */
 typedef struct mpi_pending {
     int rank;
@@ -186,6 +190,13 @@ struct ordo_mpi {
     pthread_mutex_t update_lock;
     MPI_Request update_request; /* MPI_REQUEST_NULL if posting failed */
     control_msg_t update_buffer;
+    /* Control sends in flight, and spare nodes (mpi_outbox.c); under
+     * outbox_lock. outbox_busy: the outbox is not empty. */
+    pthread_mutex_t outbox_lock;
+    mpi_outgoing_t *outbox;
+    mpi_outgoing_t *outbox_spares;
+    uint32_t outbox_spare_count;
+    _Atomic bool outbox_busy;
 };
 
 /* Validates a handle for api. */
@@ -214,8 +225,23 @@ void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing);
 /* Whether the calling thread is mpi's progress thread. */
 bool ordo__mpi_on_progress_thread(const ordo_mpi_t *mpi);
 
-/* Sends one record of the control communicator to rank (mpi_signal.c). */
+/* Sends one record of the control communicator to rank, without waiting
+ * for the receiver: a send not complete at once is left to the progress
+ * thread (mpi_outbox.c). Nothing goes to a rank found dead, nor after
+ * MPI_Finalize. */
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);
+
+/* Whether control sends are in flight (the progress thread polls). */
+bool ordo__mpi_outbox_busy(ordo_mpi_t *mpi);
+
+/* The progress thread's part: tests the sends in flight, lets go of those
+ * to ranks found dead. True if any ended. */
+bool ordo__mpi_outbox_progress(ordo_mpi_t *mpi);
+
+/* Ends the outbox once no thread sends any more: with MPI usable, sends
+ * not over are let go (MPI finishes them on its own); the spares are
+ * freed. */
+void ordo__mpi_outbox_close(ordo_mpi_t *mpi, bool mpi_usable);
 
 /* Liveness (mpi_liveness.c): the arrays, by rank; their release. */
 ordo_status_t ordo__mpi_liveness_init(ordo_mpi_t *mpi, const char *api);

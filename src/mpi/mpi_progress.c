@@ -162,7 +162,8 @@ static void *progress_main(void *arg) {
         pthread_mutex_unlock(&mpi->lock);
         bool listening = live || idle_look;
         idle_look = false;
-        bool moved = false;
+        bool moved = ordo__mpi_outbox_progress(mpi);
+        const bool sending = ordo__mpi_outbox_busy(mpi);
         if (op) {
             int flag = 0;
             MPI_Status status;
@@ -183,7 +184,7 @@ static void *progress_main(void *arg) {
         if (!op) {
             busy_until = 0; /* the next request starts a busy spell of its own */
         }
-        if (!op && !live) {
+        if (!op && !live && !sending) {
             /* Idle. It still looks for messages now and then: another rank
              * may subscribe to a signal this one will publish, and takes
              * this one for dead unless it hears from it (mpi_liveness.c). */
@@ -205,13 +206,14 @@ static void *progress_main(void *arg) {
         }
         /* Polling: a request in flight, or signals other ranks may move. A
          * post, a wanted timepoint or a sleeping wait unparks at once. */
-        uint64_t most = op ? PAUSE_MAX_NS : LISTEN_MAX_NS;
+        uint64_t most = op || sending ? PAUSE_MAX_NS : LISTEN_MAX_NS;
         if (atomic_exchange_explicit(&mpi->listen_soon, false, memory_order_acquire)) {
             pause = 0;
             quick = true;
         }
         pause = pause == 0 ? PAUSE_MIN_NS : (pause * 2 > most ? most : pause * 2);
-        if (!op && (!quick || atomic_load_explicit(&mpi->helpers, memory_order_relaxed) > 0)) {
+        if (!op && !sending &&
+            (!quick || atomic_load_explicit(&mpi->helpers, memory_order_relaxed) > 0)) {
             /* Signals alone: a waiting thread receives its updates itself,
              * and a sleeper, a wanted mirror or news asked for `quick`. */
             pause = most;

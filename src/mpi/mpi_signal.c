@@ -12,7 +12,8 @@
  * itself, as MPI_Recv would, and the progress thread otherwise; the others
  * are taken by the progress thread with MPI_Improbe/MPI_Mrecv. An owner
  * sends UPDATEs from the thread that moved the publication (a timepoint at
- * the next value), or the progress thread. Values only grow at the owner,
+ * the next value), or the progress thread; no send blocks its thread
+ * (mpi_outbox.c). Values only grow at the owner,
  * and an UPDATE raises an observer's state to max(state, value), so
  * observers stay monotonic whatever the messages' order.
  */
@@ -39,31 +40,6 @@
 /* Looks between two reads of the clock while helping (a look is an
  * MPI_Test: about a hundred nanoseconds). */
 #define HELP_CLOCK_LOOKS 16u
-
-void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
-    /* Small and eager: returns once copied out. An error here (the peer is
-     * gone) leaves that peer's handles as they are. Without a failure the
-     * message is left off: the shortest messages travel the quickest. */
-    if (ordo__mpi_rank_dead(mpi, rank)) {
-        return; /* found dead: nothing more goes to it */
-    }
-    /* Counted in, then a look at finalized (ordo__mpi_quiesce stores it,
-     * then waits for the count): no send after MPI_Finalize. */
-    atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
-        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
-        return;
-    }
-    int length = msg->status == ORDO_OK && msg->kind != MSG_FAIL
-                     ? (int)offsetof(control_msg_t, message)
-                     : (int)sizeof *msg;
-    control_msg_t out;
-    memcpy(&out, msg, (size_t)length);
-    out.epoch = mpi->epoch;
-    (void)MPI_Send(&out, length, MPI_BYTE, rank, out.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG,
-                   mpi->control);
-    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
-}
 
 /* Receives and applies the updates waiting (see below). */
 static bool receive_updates(ordo_mpi_t *mpi, bool one_only);

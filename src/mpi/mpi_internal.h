@@ -197,6 +197,7 @@ struct ordo_mpi {
     mpi_outgoing_t *outbox_spares;
     uint32_t outbox_spare_count;
     _Atomic bool outbox_busy;
+    _Atomic(mpi_outgoing_t *) outbox_quick; /* a spare taken without the lock */
 };
 
 /* Validates a handle for api. */

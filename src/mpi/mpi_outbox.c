@@ -46,7 +46,14 @@ static void abandon(mpi_outgoing_t *node) {
     pthread_mutex_unlock(&abandoned_lock);
 }
 
+/* One spare is kept apart, taken and given back with one atomic step
+ * each: a send that completes at once (nearly all) takes no lock. */
 static mpi_outgoing_t *node_take(ordo_mpi_t *mpi) {
+    mpi_outgoing_t *quick =
+        atomic_exchange_explicit(&mpi->outbox_quick, NULL, memory_order_acquire);
+    if (quick) {
+        return quick;
+    }
     pthread_mutex_lock(&mpi->outbox_lock);
     mpi_outgoing_t *node = mpi->outbox_spares;
     if (node) {
@@ -58,6 +65,11 @@ static mpi_outgoing_t *node_take(ordo_mpi_t *mpi) {
 }
 
 static void node_give(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
+    mpi_outgoing_t *empty = NULL;
+    if (atomic_compare_exchange_strong_explicit(&mpi->outbox_quick, &empty, node,
+                                                memory_order_release, memory_order_relaxed)) {
+        return;
+    }
     pthread_mutex_lock(&mpi->outbox_lock);
     if (mpi->outbox_spare_count < OUTBOX_SPARES_MAX) {
         node->next = mpi->outbox_spares;
@@ -179,6 +191,11 @@ void ordo__mpi_outbox_close(ordo_mpi_t *mpi, bool mpi_usable) {
             mpi->outbox = node->next;
             abandon(node);
         }
+    }
+    mpi_outgoing_t *quick =
+        atomic_exchange_explicit(&mpi->outbox_quick, NULL, memory_order_acquire);
+    if (quick) {
+        ordo__dealloc(quick, sizeof *quick, 0);
     }
     while (mpi->outbox_spares) {
         mpi_outgoing_t *node = mpi->outbox_spares;

@@ -485,6 +485,97 @@ static void a_busy_timer_does_not_let_the_heap_grow(void **state) {
     assert_ok(ordo_signal_destroy(b.gate));
 }
 
+/* A registration with a deadline whose wait is resolved and recycled on
+ * its way to the timer, its slot then taken by a later wait with a
+ * deadline, used to overwrite the later wait's heap tag (with its own
+ * generation, then 0): the next compaction dropped the later wait's node
+ * and its deadline never fired. The hook runs that interleaving on this
+ * thread, between the first registration's look at the signal and the
+ * timer's lock. */
+typedef struct slot_reuse {
+    ordo_signal_t *first;  /* the first wait's signal, reached in the hook */
+    ordo_signal_t *second; /* the later wait's, never reached */
+    rec_t *later;
+    ordo_wait_id_t first_id;
+    ordo_wait_id_t later_id;
+} slot_reuse_t;
+
+static void resolve_and_reuse_the_slot(void *ctx, ordo_waiter_t *w, ordo_wait_id_t id) {
+    slot_reuse_t *r = ctx;
+    ordo__waiter_set_timer_add_hook(NULL, NULL); /* the later registration passes */
+    r->first_id = id;
+    /* The first wait is inline: it runs here, and its entry is recycled. */
+    assert_ok(ordo_signal_advance(r->first, 1));
+    assert_ok(ordo_waiter_wait(w, r->second, 1, ordo_deadline_after_ms(1), 0, rec_fn, r->later,
+                               &r->later_id));
+}
+
+static void a_wait_resolved_on_its_way_to_the_timer_leaves_its_slot_alone(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    /* The timer stays in an inline timeout callback: it neither pops nor
+     * compacts until the gate opens, so only a registration compacts. */
+    busy_timer_t b = {0, test_signal_make(0)};
+    ordo_signal_t *never = test_signal_make(0);
+    assert_ok(ordo_waiter_wait(w, never, 1, ordo_deadline_after_ms(1), ORDO_WAIT_INLINE,
+                               busy_timer_fn, &b, NULL));
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&b.entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&b.entered));
+
+    ordo_signal_t *done = test_signal_make(0);
+    rec_t first, later;
+    rec_init(&first, NULL, NULL);
+    rec_init(&later, done, NULL);
+    slot_reuse_t r = {test_signal_make(0), test_signal_make(0), &later, 0, 0};
+    ordo__waiter_set_timer_add_hook(resolve_and_reuse_the_slot, &r);
+    ordo_wait_id_t id = 0;
+    assert_ok(
+        ordo_waiter_wait(w, r.first, 1, test_deadline(), ORDO_WAIT_INLINE, rec_fn, &first, &id));
+    assert_int_equal(id, r.first_id);
+    assert_int_equal(atomic_load(&first.calls), 1);
+    assert_int_equal(atomic_load(&first.status), ORDO_OK);
+    /* The later wait holds the same slot under the next generation, and
+     * the slot's tag names its node. */
+    uint32_t slot = (uint32_t)id;
+    assert_int_equal((uint32_t)r.later_id, slot);
+    assert_true(r.later_id != id);
+    assert_true(slot < WAITER_BUCKET0);
+    assert_int_equal(atomic_load(&atomic_load(&w->tags[0])[slot]), (uint32_t)(r.later_id >> 32));
+
+    /* More than half of the heap stale: the next registration compacts. */
+    enum { N = 2 * WAITER_COMPACT_MIN };
+    static ordo_wait_id_t ids[N];
+    for (uint32_t i = 0; i < N; ++i) {
+        assert_ok(ordo_waiter_wait(w, never, 1, test_deadline(), 0, rec_nothing, NULL, &ids[i]));
+    }
+    for (uint32_t i = 0; i < N; ++i) {
+        ordo_cancel_result_t result = ORDO_CANCEL_TOO_LATE;
+        assert_ok(ordo_waiter_cancel(w, ids[i], 0, &result));
+        assert_int_equal(result, ORDO_CANCEL_PREVENTED);
+    }
+    ordo_wait_id_t extra = 0;
+    assert_ok(ordo_waiter_wait(w, never, 1, test_deadline(), 0, rec_nothing, NULL, &extra));
+    assert_int_equal(heap_len(w), 2); /* the later wait's node and extra's */
+
+    /* The timer free again: the later wait's deadline (passed) fires. */
+    assert_ok(ordo_signal_advance(b.gate, 1));
+    assert_ok(ordo_signal_wait(done, 1, test_deadline()));
+    assert_int_equal(atomic_load(&later.status), ORDO_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&later.id), r.later_id);
+    ordo_cancel_result_t result;
+    assert_ok(ordo_waiter_cancel(w, extra, 0, &result));
+    wait_idle(w);
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(r.first));
+    assert_ok(ordo_signal_destroy(r.second));
+    assert_ok(ordo_signal_destroy(done));
+    assert_ok(ordo_signal_destroy(never));
+    assert_ok(ordo_signal_destroy(b.gate));
+}
+
 /* ---- failures and destroys propagate ------------------------------------- */
 
 static void failure_and_destroy_propagate(void **state) {
@@ -1662,6 +1753,7 @@ int main(void) {
         cmocka_unit_test(deadlines_fire_in_deadline_order),
         cmocka_unit_test(heap_compaction_keeps_live_deadlines),
         cmocka_unit_test(a_busy_timer_does_not_let_the_heap_grow),
+        cmocka_unit_test(a_wait_resolved_on_its_way_to_the_timer_leaves_its_slot_alone),
         cmocka_unit_test(failure_and_destroy_propagate),
         cmocka_unit_test(event_waits),
         cmocka_unit_test(cancel_prevents_a_pending_wait),

@@ -586,13 +586,34 @@ ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter) {
 
 /* ---- registering ------------------------------------------------------------ */
 
+static _Atomic(ordo__waiter_timer_add_hook_fn) timer_add_hook;
+static void *timer_add_hook_ctx;
+
+void ordo__waiter_set_timer_add_hook(ordo__waiter_timer_add_hook_fn hook, void *ctx) {
+    timer_add_hook_ctx = ctx;
+    atomic_store_explicit(&timer_add_hook, hook, memory_order_release);
+}
+
 /* Moves the wait (e, gen) from SETUP to PENDING with its heap node, under
  * the timer's lock so that the timer never sees the one without the other;
  * wakes the timer if the node is the new earliest deadline. 0 if the
  * wait's timepoint resolved it first. */
 static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadline_t deadline) {
+    ordo__waiter_timer_add_hook_fn hook =
+        atomic_load_explicit(&timer_add_hook, memory_order_acquire);
+    if (ORDO_UNLIKELY(hook != NULL)) {
+        hook(timer_add_hook_ctx, w, entry_id(e, gen));
+    }
     int wake = 0;
     pthread_mutex_lock(&w->timer_lock);
+    /* Resolved since the caller looked, the entry may be recycled, and a
+     * registration of a later generation may own the slot's tag and heap
+     * node: nothing of it is touched. (A registration of the slot takes
+     * this lock to set the tag, so none can while the lock is held.) */
+    if (atomic_load_explicit(&e->word, memory_order_seq_cst) != WORD_MAKE(gen, PHASE_SETUP)) {
+        pthread_mutex_unlock(&w->timer_lock);
+        return 0;
+    }
     /* More than half of the heap stale and the timer has not compacted it
      * (a long inline timeout callback keeps it busy): compacted here, so
      * the heap stays within about twice the waits pending. */
@@ -623,7 +644,11 @@ static int timer_add(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_deadl
         &e->word, &setup, WORD_MAKE(gen, PHASE_PENDING) | WORD_IN_HEAP, memory_order_seq_cst,
         memory_order_relaxed);
     if (!added) {
-        atomic_store_explicit(e->heap_tag, 0, memory_order_relaxed);
+        /* Resolved between the load above and the CAS: only this
+         * generation's tag is taken back. */
+        uint32_t mine = gen;
+        atomic_compare_exchange_strong_explicit(e->heap_tag, &mine, 0, memory_order_relaxed,
+                                                memory_order_relaxed);
     } else {
         wait_heap_node_t node = {deadline, e->slot, gen};
         if (ordo__wait_heap_push(&w->heap, node) == 0 && deadline < w->timer_sleep_until) {

@@ -37,7 +37,10 @@
  * of the generation each slot's live node carries), and the timer thread
  * drops stale nodes when they reach the top, before it sleeps, and
  * compacts the heap in O(n), reading only the tags, once more than half of
- * it is stale.
+ * it is stale. A registration sets its slot's tag under timer_lock, and
+ * only while its entry is still in SETUP of its generation: one resolved
+ * (and perhaps recycled, its slot taken by a later wait) on its way there
+ * leaves the tag to the later wait.
  *
  * Locks, all leaves with respect to each other except slab_lock before
  * timer_lock (growing the heap with the slab); none is held while calling
@@ -161,5 +164,13 @@ struct ordo_waiter {
     _Atomic uint64_t completed;
     _Alignas(64) _Atomic uint64_t cancelled;
 };
+
+/* Tests only: called by a registration with a deadline on its way to the
+ * timer, after its timepoint is armed and before the timer's lock, with
+ * the wait's id; the hook may resolve the wait and register others there,
+ * as another thread may meanwhile. NULL (the default): nothing is called.
+ * Set it while no registration runs. */
+typedef void (*ordo__waiter_timer_add_hook_fn)(void *ctx, ordo_waiter_t *waiter, ordo_wait_id_t id);
+void ordo__waiter_set_timer_add_hook(ordo__waiter_timer_add_hook_fn hook, void *ctx);
 
 #endif

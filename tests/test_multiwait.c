@@ -140,6 +140,50 @@ static void wait_any_reports_a_failure_with_its_index(void **state) {
     set_free(set);
 }
 
+/* Fails the signal with ORDO_ERR_TIMEOUT once a blocking wait has armed
+ * a timepoint on it (it sleeps, or is about to). */
+static void *fail_with_timeout_once_armed(void *arg) {
+    if (test_signal_armed(arg)) {
+        (void)ordo_signal_fail(arg, ORDO_ERR_TIMEOUT, "device watchdog");
+    }
+    return NULL;
+}
+
+/* A signal failed with ORDO_ERR_TIMEOUT while the wait sleeps decides it
+ * as that failure, as it does when seen before sleeping: the entry's
+ * index and its message, not count and "deadline passed". */
+static void a_timeout_failure_during_the_sleep_is_a_failure(void **state) {
+    (void)state;
+    for (int kind = 0; kind < 3; ++kind) { /* single, wait-any, wait-all */
+        set_t *set = set_make(2, 1);
+        pthread_t t = test_thread_start(fail_with_timeout_once_armed, set->signals[1]);
+        size_t index = 99;
+        ordo_status_t st;
+        if (kind == 0) {
+            st = ordo_signal_wait(set->signals[1], 1, test_deadline());
+        } else if (kind == 1) {
+            st = ordo_signal_wait_any(set->points, 2, test_deadline(), &index);
+        } else {
+            st = ordo_signal_wait_all(set->points, 2, test_deadline());
+        }
+        assert_status(st, ORDO_ERR_TIMEOUT);
+        assert_null(strstr(ordo_error_message(), "deadline passed"));
+        assert_non_null(strstr(ordo_error_message(), "device watchdog"));
+        if (kind == 1) {
+            assert_int_equal(index, 1);
+        }
+        if (kind != 0) {
+            assert_non_null(strstr(ordo_error_message(), "entry 1"));
+        }
+        pthread_join(t, NULL);
+        /* Seen before sleeping: the same answer. */
+        assert_status(ordo_signal_wait_any(set->points, 2, test_deadline(), &index),
+                      ORDO_ERR_TIMEOUT);
+        assert_int_equal(index, 1);
+        set_free(set);
+    }
+}
+
 static void largest_waits_work(void **state) {
     (void)state;
     set_t *set = set_make(ORDO_SIGNAL_WAIT_MAX, 2);
@@ -218,6 +262,7 @@ int main(void) {
         cmocka_unit_test(wait_all_with_repeated_signals),
         cmocka_unit_test(wait_all_returns_a_failure_at_once),
         cmocka_unit_test(wait_any_reports_a_failure_with_its_index),
+        cmocka_unit_test(a_timeout_failure_during_the_sleep_is_a_failure),
         cmocka_unit_test(largest_waits_work),
         cmocka_unit_test(destroy_during_wait_any_cancels_it),
         cmocka_unit_test(bad_input_is_refused),

@@ -133,7 +133,8 @@ ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t cou
  * that decided the wait: reached (ORDO_OK) or failed (its failure status).
  * When several are reached already, the lowest index is reported.
  * ORDO_ERR_TIMEOUT at the deadline (*out_index is then count, as it is
- * when the call is refused). */
+ * when the call is refused); an entry whose signal failed with
+ * ORDO_ERR_TIMEOUT is named by its index like any failure. */
 ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline, size_t *out_index);
 

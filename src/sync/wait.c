@@ -330,8 +330,11 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
 
     /* The outcome: the first firing that decided, else the signals as they
      * are now (a value may have been raised just before the deadline with
-     * its collection still in flight), else the deadline. */
+     * its collection still in flight), else the deadline. A signal failed
+     * with ORDO_ERR_TIMEOUT decides the wait as any failure does: only the
+     * deadline reports count and "deadline passed". */
     ordo_status_t status = ORDO_ERR_TIMEOUT;
+    int deadline_passed = 0;
     uint64_t decided = atomic_load_explicit(&waiter.decided, memory_order_acquire);
     if (decided != 0) {
         *out_index = (size_t)(decided >> 32) - 1;
@@ -339,9 +342,10 @@ static ordo_status_t wait_blocking(const ordo_signal_point_t *points, size_t cou
     } else {
         scan_t scan = scan_entries(points, count, any);
         *out_index = scan.index;
+        deadline_passed = !scan.decided;
         status = scan.decided ? scan.status : ORDO_ERR_TIMEOUT;
     }
-    if (status == ORDO_ERR_TIMEOUT) {
+    if (deadline_passed) {
         uint64_t at = atomic_load_explicit(&points[0].signal->state, memory_order_relaxed);
         *out_index = count;
         if (count == 1) {

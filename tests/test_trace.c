@@ -934,6 +934,71 @@ static void write_failure_is_reported(void **state) {
     assert_ok(ordo_trace_stop(NULL, NULL));
 }
 
+/* An export that cannot allocate still writes what it can, a valid trace,
+ * and says what it left out: ORDO_ERR_OUT_OF_MEMORY, not ORDO_OK. */
+static void export_out_of_memory_is_reported(void **state) {
+    (void)state;
+    char path[128];
+    temp_path(path, sizeof path, "oom");
+    /* The table of open slices: its first block, or its second once the
+     * first has grown. */
+    const unsigned table_sites[] = {TRACE_EXPORT_ALLOC_SLICES, TRACE_EXPORT_ALLOC_SLICE_DEPTHS};
+    for (size_t i = 0; i < sizeof table_sites / sizeof table_sites[0]; ++i) {
+        assert_ok(ordo_trace_start(NULL));
+        assert_ok(ordo_trace_slice_begin("my phase"));
+        assert_ok(ordo_trace_instant("inside"));
+        assert_ok(ordo_trace_slice_end());
+        ordo__trace_export_fail_allocs(table_sites[i]);
+        ordo_trace_stats_t stats;
+        ordo_status_t st = ordo_trace_stop(path, &stats);
+        ordo__trace_export_fail_allocs(0);
+        assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+        assert_non_null(strstr(ordo_error_message(), "1 slice(s) of program threads"));
+        assert_non_null(strstr(ordo_error_message(), path));
+        assert_int_equal(stats.events, 3);
+        char *text = read_file(path);
+        assert_null(strstr(text, "my phase"));
+        assert_non_null(strstr(text, "inside"));
+        free(text);
+        check_trace_file(path);
+    }
+    /* The flow arrows. */
+    TEST_SKIP_IF_LISTED();
+    assert_ok(ordo_trace_start(NULL));
+    ordo_tracker_t *tracker = NULL;
+    ordo_stream_t *a = NULL, *b = NULL;
+    ordo_buffer_t *buffer = NULL;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_stream_create(device, 0, &a));
+    assert_ok(ordo_stream_create(device, 0, &b));
+    assert_ok(ordo_buffer_create(tracker, &buffer));
+    ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_submit(tracker, a, &write, 1, launch, NULL));
+    assert_ok(ordo_tracker_submit(tracker, b, &read, 1, launch, NULL));
+    assert_ok(ordo_stream_synchronize(a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    assert_ok(ordo_trace_slice_begin("kept"));
+    assert_ok(ordo_trace_slice_end());
+    ordo__trace_export_fail_allocs(TRACE_EXPORT_ALLOC_FLOWS);
+    ordo_trace_stats_t stats;
+    ordo_status_t st = ordo_trace_stop(path, &stats);
+    ordo__trace_export_fail_allocs(0);
+    assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+    assert_non_null(strstr(ordo_error_message(), "every flow arrow"));
+    assert_null(strstr(ordo_error_message(), "slice"));
+    assert_int_equal(stats.flows, 0);
+    char *text = read_file(path);
+    assert_null(strstr(text, "inserted wait"));
+    assert_non_null(strstr(text, "kept"));
+    free(text);
+    check_trace_file(path);
+    assert_ok(ordo_buffer_release(buffer, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(a));
+    assert_ok(ordo_stream_destroy(b));
+}
+
 /* The largest "dur" in a trace's text, in microseconds. */
 static double longest_duration(const char *text) {
     double longest = 0;
@@ -1177,6 +1242,7 @@ int main(void) {
         cmocka_unit_test(trace_in_forked_child),
         cmocka_unit_test(names_stay_valid_json),
         cmocka_unit_test(write_failure_is_reported),
+        cmocka_unit_test(export_out_of_memory_is_reported),
         cmocka_unit_test(skewed_durations_and_odd_device_names),
         cmocka_unit_test(exited_threads_records_reused),
         cmocka_unit_test(streams_made_in_turn_have_tracks_of_their_own),

@@ -72,7 +72,10 @@ ordo_status_t ordo_trace_start(const ordo_trace_config_t *config);
  * ORDO_ERR_INVALID_ARGUMENT if tracing is off or path cannot be opened;
  * ORDO_ERR_INTERNAL if the trace could not be written in full (a full
  * disk: the file is left cut short); ORDO_ERR_OUT_OF_MEMORY if the export
- * cannot allocate. Tracing is off after every one of these. */
+ * cannot allocate (short of room for the events themselves, the file is
+ * still written, valid, without what needed the memory: program threads'
+ * slices, or the flow arrows, as the message says). Tracing is off after
+ * every one of these. */
 ordo_status_t ordo_trace_stop(const char *path, ordo_trace_stats_t *out_stats);
 
 /** Non-zero in *out_on while recording. */

@@ -77,4 +77,13 @@ ordo_status_t ordo__trace_write_json(const char *path, trace_event_t *events, si
                                      uint64_t origin_ticks, double ns_per_tick,
                                      uint64_t *out_flows);
 
+/* Tests only: the export's allocations at these sites fail as out of
+ * memory until cleared (0). */
+enum {
+    TRACE_EXPORT_ALLOC_SLICES = 1,       /* the table of threads with open slices */
+    TRACE_EXPORT_ALLOC_SLICE_DEPTHS = 2, /* its second block, after the first grew */
+    TRACE_EXPORT_ALLOC_FLOWS = 4,        /* the indexes the flow arrows are found by */
+};
+void ordo__trace_export_fail_allocs(unsigned sites);
+
 #endif

@@ -4,6 +4,7 @@
  * flow arrows from each signal to the waits it released. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +27,28 @@ typedef struct export_state {
     uint32_t *open_tids;
     uint32_t *open_depth;
     size_t open_count, open_capacity;
+    /* What running out of memory left out: the export still writes the
+     * rest, then reports ORDO_ERR_OUT_OF_MEMORY. */
+    uint64_t slices_dropped;
+    int flows_dropped;
 } export_state_t;
 
+static _Atomic unsigned failing_allocs;
+
+void ordo__trace_export_fail_allocs(unsigned sites) {
+    atomic_store_explicit(&failing_allocs, sites, memory_order_relaxed);
+}
+
+static void *export_realloc(void *block, size_t size, unsigned site) {
+    if (atomic_load_explicit(&failing_allocs, memory_order_relaxed) & site) {
+        return NULL;
+    }
+    return realloc(block, size);
+}
+
 /* Counts a program thread's open slices. Zero for an end with nothing open,
- * and for a begin that cannot be counted (out of memory): neither is
- * written, so every thread's slices balance. */
+ * and for a begin that cannot be counted (out of memory, counted in
+ * slices_dropped): neither is written, so every thread's slices balance. */
 static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
     size_t i = 0;
     while (i < x->open_count && x->open_tids[i] != tid) {
@@ -42,13 +60,19 @@ static int open_slices_add(export_state_t *x, uint32_t tid, int delta) {
         }
         if (x->open_count == x->open_capacity) {
             size_t capacity = x->open_capacity ? 2 * x->open_capacity : 64;
-            uint32_t *tids = realloc(x->open_tids, capacity * sizeof *tids);
+            /* Each block is kept as soon as it grew: the table stays at the
+             * smaller capacity of the two, and both are freed at the end. */
+            uint32_t *tids =
+                export_realloc(x->open_tids, capacity * sizeof *tids, TRACE_EXPORT_ALLOC_SLICES);
             if (!tids) {
+                ++x->slices_dropped;
                 return 0;
             }
             x->open_tids = tids;
-            uint32_t *depth = realloc(x->open_depth, capacity * sizeof *depth);
+            uint32_t *depth = export_realloc(x->open_depth, capacity * sizeof *depth,
+                                             TRACE_EXPORT_ALLOC_SLICE_DEPTHS);
             if (!depth) {
+                ++x->slices_dropped;
                 return 0;
             }
             x->open_depth = depth;
@@ -262,12 +286,15 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
 /* A flow arrow per tracker-inserted wait whose both ends were recorded: from
  * the origin stream's signal slice to the end of the waiting stream's wait. */
 static void write_flows(export_state_t *x) {
-    trace_event_t **signals = malloc(x->count * sizeof *signals);
-    trace_event_t **waits = malloc(x->count * sizeof *waits);
+    trace_event_t **signals =
+        export_realloc(NULL, (x->count ? x->count : 1) * sizeof *signals, TRACE_EXPORT_ALLOC_FLOWS);
+    trace_event_t **waits =
+        export_realloc(NULL, (x->count ? x->count : 1) * sizeof *waits, TRACE_EXPORT_ALLOC_FLOWS);
     size_t ns = 0, nw = 0;
     if (!signals || !waits) {
         free(signals);
         free(waits);
+        x->flows_dropped = 1;
         return;
     }
     for (size_t i = 0; i < x->count; ++i) {
@@ -391,6 +418,17 @@ ordo_status_t ordo__trace_write_json(const char *path, trace_event_t *events, si
     if (failed) {
         return ordo__error(ORDO_ERR_INTERNAL, "ordo_trace_stop", "cannot write %s: %s", path,
                            strerror(errno ? errno : EIO));
+    }
+    if (x.slices_dropped || x.flows_dropped) {
+        char slices[64] = "";
+        if (x.slices_dropped) {
+            snprintf(slices, sizeof slices, "%llu slice(s) of program threads",
+                     (unsigned long long)x.slices_dropped);
+        }
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_trace_stop",
+                           "out of memory exporting %s: left out %s%s%s", path, slices,
+                           x.slices_dropped && x.flows_dropped ? " and " : "",
+                           x.flows_dropped ? "every flow arrow (inserted waits)" : "");
     }
     return ORDO_OK;
 }

@@ -503,8 +503,8 @@ static void ring(size_t n, uint64_t rounds, bool over_socket) {
         size_t next = (i + 1) % n;
         if (over_socket) {
             p[i] = PEER(&sv[1], 1, "pingpong", sock_arg(sv[1]), sock_arg(sv[1]), num(rounds));
-            assert_ok(ordo_fd_send(sv[0], fds[i]));
-            assert_ok(ordo_fd_send(sv[0], fds[next]));
+            assert_ok(ordo_fd_send(sv[0], fds[i], test_deadline()));
+            assert_ok(ordo_fd_send(sv[0], fds[next], test_deadline()));
         } else {
             int pass[2] = {fds[i], fds[next]};
             p[i] = PEER(pass, 2, "pingpong", num((uint64_t)fds[i]), num((uint64_t)fds[next]),
@@ -2123,7 +2123,7 @@ static void entry_points_refuse_bad_input(void **state) {
     /* Descriptors over a socket. */
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    assert_ok(ordo_fd_send(sv[0], fd));
+    assert_ok(ordo_fd_send(sv[0], fd, test_deadline()));
     int got = -1;
     assert_ok(ordo_fd_receive(sv[1], test_deadline(), &got));
     assert_true(got >= 0 && got != fd);
@@ -2152,15 +2152,15 @@ static void entry_points_refuse_bad_input(void **state) {
     close(sv[1]);
     int pipefd[2];
     assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
-    REFUSED_SOME(ordo_fd_send, pipefd[1], fd);
+    REFUSED_SOME(ordo_fd_send, pipefd[1], fd, test_deadline());
     out_fd = 12345;
     REFUSED_SOME(ordo_fd_receive, pipefd[0], ORDO_DEADLINE_NOW, &out_fd);
     FD_CLEARED(out_fd);
     close(pipefd[0]);
     close(pipefd[1]);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    REFUSED_SOME(ordo_fd_send, sv[0], -1);
-    REFUSED_SOME(ordo_fd_send, -1, fd);
+    REFUSED_SOME(ordo_fd_send, sv[0], -1, test_deadline());
+    REFUSED_SOME(ordo_fd_send, -1, fd, test_deadline());
     close(sv[0]);
     close(sv[1]);
 
@@ -2198,6 +2198,50 @@ static void entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_device_release(device));
     assert_true(ordo__ipc_engine_settle(test_deadline()));
     assert_int_equal(refusal_live_blocks(), before);
+}
+
+/* A send to a peer that does not read waits for room until its deadline,
+ * on a blocking socket too, and sends nothing; once the peer has read, the
+ * descriptor goes through. */
+static void a_send_to_a_peer_that_does_not_read_ends_at_its_deadline(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    /* The socket stays blocking; only the filling does not block. */
+    int flags = fcntl(sv[0], F_GETFL);
+    assert_true(flags >= 0);
+    char filler[4096];
+    memset(filler, 'f', sizeof filler);
+    while (send(sv[0], filler, sizeof filler, MSG_DONTWAIT) > 0) {
+    }
+    assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+    assert_int_equal(fcntl(sv[0], F_GETFL), flags);
+    assert_false(flags & O_NONBLOCK);
+
+    const uint64_t start = ordo_time_now_ns();
+    REFUSED(ORDO_ERR_TIMEOUT, ordo_fd_send, sv[0], fd, ordo_deadline_after_ms(50));
+    assert_true(ordo_time_now_ns() - start >= 50000000u);
+    assert_non_null(strstr(ordo_error_message(), "not reading"));
+    REFUSED(ORDO_ERR_TIMEOUT, ordo_fd_send, sv[0], fd, ORDO_DEADLINE_NOW);
+
+    /* The peer reads everything: nothing of the refused sends was sent. */
+    while (recv(sv[1], filler, sizeof filler, MSG_DONTWAIT) > 0) {
+    }
+    assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+    assert_ok(ordo_fd_send(sv[0], fd, test_deadline()));
+    int got = -1;
+    assert_ok(ordo_fd_receive(sv[1], test_deadline(), &got));
+    ordo_signal_t *received = shared_open(got);
+    close(got);
+    assert_ok(ordo_signal_advance(received, 3));
+    assert_int_equal(query(s), 3);
+    assert_ok(ordo_signal_release(received));
+    close(sv[0]);
+    close(sv[1]);
+    close(fd);
+    assert_ok(ordo_signal_release(s));
 }
 
 /* A destroyed handle hands out no descriptor (ordo/signal.h: calls on a
@@ -2564,6 +2608,8 @@ int main(void) {
         cmocka_unit_test_teardown(open_refuses_what_is_not_a_signal_page, peers_end),
         cmocka_unit_test_teardown(a_sender_shrinking_its_memfd_cannot_crash_the_opener, peers_end),
         cmocka_unit_test_teardown(entry_points_refuse_bad_input, peers_end),
+        cmocka_unit_test_teardown(a_send_to_a_peer_that_does_not_read_ends_at_its_deadline,
+                                  peers_end),
         cmocka_unit_test_teardown(destroyed_handle_gives_no_descriptor, peers_end),
         cmocka_unit_test_teardown(hostile_page_cannot_crash_or_hang, peers_end),
     };

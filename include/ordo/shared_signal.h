@@ -144,8 +144,10 @@ ordo_status_t ordo_shared_signal_register(ordo_signal_t *signal);
 ordo_status_t ordo_shared_signal_unregister(ordo_signal_t *signal);
 
 /** Sends fd over the connected UNIX socket `socket` (SCM_RIGHTS). The
- * caller keeps its fd. */
-ordo_status_t ordo_fd_send(int socket, int fd);
+ * caller keeps its fd. While the socket has no room (its peer does not
+ * read), waits until the deadline (ORDO_ERR_TIMEOUT, nothing sent), on a
+ * blocking socket as on a non-blocking one. */
+ordo_status_t ordo_fd_send(int socket, int fd, ordo_deadline_t deadline);
 
 /** Receives a file descriptor sent with ordo_fd_send on `socket`, waiting
  * until the deadline (ORDO_ERR_TIMEOUT); the caller owns *out_fd

@@ -18,7 +18,19 @@ static ordo_status_t socket_check(int socket, const char *api) {
     return ORDO_OK;
 }
 
-ordo_status_t ordo_fd_send(int socket, int fd) {
+/* The poll timeout, in milliseconds, left until deadline (-1: none); a
+ * day at most, so a longer deadline is waited for a day a poll. */
+static int poll_timeout_ms(ordo_deadline_t deadline) {
+    if (deadline == ORDO_DEADLINE_NEVER) {
+        return -1;
+    }
+    uint64_t now = ordo_time_now_ns();
+    uint64_t left = deadline > now ? deadline - now : 0;
+    uint64_t ms = (left + 999999u) / 1000000u;
+    return ms > 86400000u ? 86400000 : (int)ms;
+}
+
+ordo_status_t ordo_fd_send(int socket, int fd, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(socket_check(socket, __func__));
     if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, __func__, "fd %d is not an open descriptor",
@@ -41,9 +53,38 @@ ordo_status_t ordo_fd_send(int socket, int fd) {
     cmsg->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
     ssize_t sent;
-    do {
-        sent = sendmsg(socket, &msg, MSG_NOSIGNAL);
-    } while (sent < 0 && errno == EINTR);
+    for (;;) {
+        /* Not blocking, whatever the socket's mode: a peer that does not
+         * read fills the buffer, and the wait for room is the poll's,
+         * bounded by the deadline. */
+        sent = sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            break;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        for (;;) {
+            struct pollfd p = {.fd = socket, .events = POLLOUT};
+            int ready = poll(&p, 1, poll_timeout_ms(deadline));
+            if (ready < 0 && errno == EINTR) {
+                continue;
+            }
+            if (ready < 0) {
+                return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "poll on socket %d: %s",
+                                   socket, strerror(errno));
+            }
+            if (ready > 0) {
+                break; /* room, or an error the next sendmsg reports */
+            }
+            if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+                return ordo__error(ORDO_ERR_TIMEOUT, __func__,
+                                   "deadline passed before socket %d had room for the "
+                                   "descriptor (its peer is not reading)",
+                                   socket);
+            }
+        }
+    }
     if (sent != 1) {
         int err = errno;
         return ordo__error(err == ENOTSOCK ? ORDO_ERR_INVALID_ARGUMENT : ORDO_ERR_UNAVAILABLE,
@@ -72,15 +113,8 @@ ordo_status_t ordo_fd_receive(int socket, ordo_deadline_t deadline, int *out_fd)
                          .msg_controllen = sizeof control.space};
     ssize_t got;
     for (;;) {
-        int timeout_ms = -1;
-        if (deadline != ORDO_DEADLINE_NEVER) {
-            uint64_t now = ordo_time_now_ns();
-            uint64_t left = deadline > now ? deadline - now : 0;
-            uint64_t ms = (left + 999999u) / 1000000u;
-            timeout_ms = ms > 86400000u ? 86400000 : (int)ms; /* a day a poll, looping */
-        }
         struct pollfd p = {.fd = socket, .events = POLLIN};
-        int ready = poll(&p, 1, timeout_ms);
+        int ready = poll(&p, 1, poll_timeout_ms(deadline));
         if (ready < 0 && errno == EINTR) {
             continue;
         }

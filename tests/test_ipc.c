@@ -2019,7 +2019,7 @@ static void bad_names_are_refused(void) {
     too_long[0] = '/';
     memset(too_long + 1, 'n', sizeof too_long - 2);
     too_long[sizeof too_long - 1] = '\0';
-    const char *bad[] = {"", "no-slash", "/", "/a/b", "//x", "/x/", "x/y"};
+    const char *bad[] = {"", "no-slash", "/", "/a/b", "//x", "/x/", "x/y", "/.", "/.."};
     ordo_shared_signal_config_t config = ordo_shared_signal_config_default();
     ordo_signal_t *out = NULL;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {

@@ -85,7 +85,8 @@ typedef struct ordo_shared_signal_config {
     /** NULL: anonymous shared memory (a memfd), passed on as a file
      * descriptor (ordo_shared_signal_fd). Otherwise the name of a POSIX
      * shared-memory object to create ("/name": one slash, then up to
-     * ORDO_SHARED_SIGNAL_NAME_MAX - 2 bytes, no other slash); creating a
+     * ORDO_SHARED_SIGNAL_NAME_MAX - 2 bytes, no other slash, not "/." or
+     * "/.."); creating a
      * name that exists is refused with ORDO_ERR_BUSY. */
     const char *name;
     /** Reserved: 0. */

@@ -221,7 +221,9 @@ ordo_shared_signal_config_t ordo_shared_signal_config_default(void) {
 }
 
 /* A POSIX shared-memory name as ordo takes it: "/" then 1 to
- * ORDO_SHARED_SIGNAL_NAME_MAX - 2 bytes, no other "/". */
+ * ORDO_SHARED_SIGNAL_NAME_MAX - 2 bytes, no other "/", and not "/." or
+ * "/.." (they name the shared-memory directory and its parent, not a file
+ * in it). */
 static ordo_status_t name_check(const char *name, const char *api) {
     if (!name) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "name is NULL");
@@ -231,6 +233,10 @@ static ordo_status_t name_check(const char *name, const char *api) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "name \"%.40s\" is not \"/\" followed by 1 to %u bytes without \"/\"",
                            name, ORDO_SHARED_SIGNAL_NAME_MAX - 2);
+    }
+    if (strcmp(name, "/.") == 0 || strcmp(name, "/..") == 0) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                           "name \"%s\" names a directory, not a shared-memory object", name);
     }
     return ORDO_OK;
 }

@@ -11,6 +11,8 @@
  * peer (a line on its stdout, its exit) has a deadline. Where a test needs
  * a waiter to be asleep before it acts, it watches the waiting thread's
  * state in /proc (asleep in a futex wait) instead of sleeping. */
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1512,6 +1514,97 @@ static void signal_fd_on_local_and_shared_signals(void **state) {
 
 /* ---- handles -------------------------------------------------------------- */
 
+/* Waits (bounded) until every thread of this process but the caller is
+ * asleep (state S): the engine's watcher then is not in a pass, and takes
+ * no handle without the engine's lock. */
+static void await_other_threads_asleep(void) {
+    const ordo_deadline_t deadline = test_deadline();
+    const pid_t self = (pid_t)syscall(SYS_gettid);
+    for (;;) {
+        bool all = true;
+        DIR *dir = opendir("/proc/self/task");
+        assert_non_null(dir);
+        for (struct dirent *e; all && (e = readdir(dir));) {
+            pid_t tid = (pid_t)atoi(e->d_name);
+            if (tid > 0 && tid != self) {
+                char path[96];
+                char text[512];
+                snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+                FILE *f = fopen(path, "r");
+                if (!f) {
+                    continue; /* ended */
+                }
+                size_t n = fread(text, 1, sizeof text - 1, f);
+                fclose(f);
+                text[n] = '\0';
+                const char *paren = strrchr(text, ')');
+                all = paren && paren[1] == ' ' && paren[2] == 'S';
+            }
+        }
+        closedir(dir);
+        if (all) {
+            return;
+        }
+        if (ordo_time_now_ns() >= deadline) {
+            fail_msg("the other threads did not go to sleep in %d ms", TEST_WAIT_MS);
+        }
+        sched_yield();
+    }
+}
+
+typedef struct destroy_on_reach {
+    ordo_signal_t *signal;
+    ordo_status_t destroyed;
+    bool ran;
+} destroy_on_reach_t;
+
+/* Lets the engine go (the destroy's release takes its lock), then ends the
+ * handle, inside the fail's pull of the mirror. */
+static void destroy_on_reach(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status;
+    (void)timepoint;
+    destroy_on_reach_t *d = ctx;
+    d->ran = true;
+    ordo__ipc_engine_unlock();
+    d->destroyed = ordo_signal_destroy(d->signal);
+}
+
+/* A fail that succeeds leaves the thread's message alone, even when the
+ * handle is destroyed while the fail brings its mirror up to the page (a
+ * timepoint reached by the pull destroys it here; another thread's
+ * destroy at that moment is the same). The engine's lock keeps the
+ * watcher from pulling the mirror first. */
+static void a_fail_that_succeeds_keeps_the_message_while_a_destroy_races(void **state) {
+    (void)state;
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    ordo_signal_t *other = shared_open(fd);
+    close(fd);
+    assert_ok(ordo_signal_retain(s)); /* this thread's own, across the destroy */
+    destroy_on_reach_t d = {.signal = s, .destroyed = ORDO_ERR_INTERNAL};
+    ordo_timepoint_t tp;
+    memset(&tp, 0, sizeof tp);
+    assert_ok(ordo_timepoint_arm(&tp, s, 1, destroy_on_reach, &d));
+    ordo__ipc_engine_lock();
+    await_other_threads_asleep();
+    assert_ok(ordo_signal_advance(other, 1)); /* the page, not this handle's mirror */
+    assert_int_equal(ordo_fail(ORDO_ERR_INTERNAL, "before the fail"), ORDO_ERR_INTERNAL);
+    ordo_status_t st = ordo_signal_fail(s, ORDO_ERR_ABORTED, "boom");
+    const bool ran = d.ran;
+    if (!ran) {
+        ordo__ipc_engine_unlock();
+    }
+    assert_ok(st);
+    assert_string_equal(ordo_error_message(), "before the fail");
+    assert_true(ran);
+    assert_ok(d.destroyed);
+    ordo_status_t failure = ORDO_OK;
+    assert_ok(ordo_signal_failure(other, &failure, NULL, 0));
+    assert_int_equal(failure, ORDO_ERR_ABORTED);
+    assert_ok(ordo_signal_release(s));
+    assert_ok(ordo_signal_release(other));
+}
+
 /* Destroying this process's handle cancels its waits and timepoints only:
  * another handle here and the peer's handle keep working on the same
  * timeline. */
@@ -2601,6 +2694,8 @@ int main(void) {
         cmocka_unit_test_teardown(timepoints_links_and_waiter_on_shared_signals, peers_end),
         cmocka_unit_test_teardown(signal_fd_on_local_and_shared_signals, peers_end),
         cmocka_unit_test_teardown(destroy_ends_only_this_handle, peers_end),
+        cmocka_unit_test_teardown(a_fail_that_succeeds_keeps_the_message_while_a_destroy_races,
+                                  peers_end),
         cmocka_unit_test_teardown(the_last_release_ends_the_handle_on_its_thread, peers_end),
         cmocka_unit_test_teardown(named_signals, names_end),
         cmocka_unit_test_teardown(named_signal_descriptor_refused, names_end),

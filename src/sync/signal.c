@@ -266,7 +266,8 @@ static inline ordo_status_t signal_raise(ordo_signal_t *signal, uint64_t value, 
 }
 
 /* Fails the handle's own word (a remote one's mirror: with the truth's
- * failure). */
+ * failure; api NULL: a destroyed handle is left with no message, as the
+ * mirror's end is its own news, not the caller's). */
 static ordo_status_t signal_fail_here(ordo_signal_t *signal, ordo_status_t status,
                                       const char *message, const char *api) {
     due_list_t due = {0};
@@ -274,7 +275,8 @@ static ordo_status_t signal_fail_here(ordo_signal_t *signal, ordo_status_t statu
     uint64_t current = atomic_load_explicit(&signal->state, memory_order_relaxed);
     if (current & SIGNAL_DESTROYED) {
         pthread_mutex_unlock(&signal->lock);
-        return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
+        return api ? ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal)
+                   : ORDO_ERR_DESTROYED;
     }
     if (current & SIGNAL_FAILED) {
         pthread_mutex_unlock(&signal->lock);
@@ -303,7 +305,7 @@ void ordo__signal_mirror_pull(ordo_signal_t *signal) {
     if (truth & SIGNAL_FAILED) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         ordo_status_t failure = signal->remote->ops->failure(signal->remote, message);
-        (void)signal_fail_here(signal, failure, message, "ordo__signal_mirror_pull");
+        (void)signal_fail_here(signal, failure, message, NULL);
     }
 }
 

@@ -113,7 +113,8 @@ signal_remote_t *ordo__signal_remote(const ordo_signal_t *signal);
 
 /* Brings the mirror up to the truth: raises it, or fails it with the
  * truth's failure; due callbacks run on the calling thread. A destroyed
- * handle is left alone. */
+ * handle is left alone. Records no message: a pull within a successful
+ * call leaves the thread's message as it was. */
 void ordo__signal_mirror_pull(ordo_signal_t *signal);
 
 /* The handle's references now (acquire): a hint, exact only while the

@@ -1855,6 +1855,70 @@ static void opening_a_name_while_it_is_created(void **state) {
     }
 }
 
+/* A seam for the sizing of a new page: this program's ftruncate comes
+ * before the C library's (ordo is linked in statically). Armed, its next
+ * call fails as a full /dev/shm would (ENOSPC); with a name set, it first
+ * plays another process that removes that name and creates its own signal
+ * under it, as may happen between a create's shm_open and its sizing. */
+static _Atomic int ftruncate_fails;
+static const char *ftruncate_replaces;
+static ordo_signal_t *ftruncate_replacement;
+
+int ftruncate(int fd, off_t length) {
+    static int (*real)(int, off_t);
+    if (!real) {
+        *(void **)&real = dlsym(RTLD_NEXT, "ftruncate");
+    }
+    if (!atomic_exchange(&ftruncate_fails, 0)) {
+        return real(fd, length);
+    }
+    if (ftruncate_replaces) {
+        (void)shm_unlink(ftruncate_replaces);
+        ordo_shared_signal_config_t config = ordo_shared_signal_config_default();
+        config.name = ftruncate_replaces;
+        config.initial_value = 5;
+        if (ordo_shared_signal_create(&config, &ftruncate_replacement) != ORDO_OK) {
+            ftruncate_replacement = NULL;
+        }
+    }
+    errno = ENOSPC;
+    return -1;
+}
+
+/* A create whose sizing fails removes its name, unless the name no longer
+ * refers to its file: a live signal another process made under the name
+ * meanwhile stays. */
+static void a_failed_create_removes_only_its_own_name(void **state) {
+    (void)state;
+    const char *name = test_name("failed");
+    ordo_shared_signal_config_t config = ordo_shared_signal_config_default();
+    config.name = name;
+    ordo_signal_t *out = NULL;
+
+    /* Its own name: removed. */
+    ftruncate_replaces = NULL;
+    atomic_store(&ftruncate_fails, 1);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_MEMORY, out, ordo_shared_signal_create, &config, &out);
+    assert_non_null(strstr(ordo_error_message(), "No space left"));
+    REFUSED_CLEARS(ORDO_ERR_NOT_FOUND, out, ordo_shared_signal_open_name, name, &out);
+
+    /* Another's, made under the name while the create sized its file: kept. */
+    ftruncate_replaces = name;
+    atomic_store(&ftruncate_fails, 1);
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_MEMORY, out, ordo_shared_signal_create, &config, &out);
+    ftruncate_replaces = NULL;
+    assert_non_null(ftruncate_replacement);
+    ordo_signal_t *by_name = NULL;
+    assert_ok(ordo_shared_signal_open_name(name, &by_name));
+    assert_int_equal(query(by_name), 5);
+    assert_ok(ordo_signal_advance(by_name, 6));
+    assert_int_equal(query(ftruncate_replacement), 6);
+    assert_ok(ordo_signal_release(by_name));
+    assert_ok(ordo_signal_release(ftruncate_replacement));
+    ftruncate_replacement = NULL;
+    assert_ok(ordo_shared_signal_unlink(name));
+}
+
 /* A named signal's file cannot be sealed, so its descriptor is not handed
  * out (ordo_shared_signal_open_fd would refuse it): other processes open
  * it by its name. */
@@ -2699,6 +2763,7 @@ int main(void) {
         cmocka_unit_test_teardown(the_last_release_ends_the_handle_on_its_thread, peers_end),
         cmocka_unit_test_teardown(named_signals, names_end),
         cmocka_unit_test_teardown(named_signal_descriptor_refused, names_end),
+        cmocka_unit_test_teardown(a_failed_create_removes_only_its_own_name, names_end),
         cmocka_unit_test_teardown(opening_a_name_while_it_is_created, names_end),
         cmocka_unit_test_teardown(open_refuses_what_is_not_a_signal_page, peers_end),
         cmocka_unit_test_teardown(a_sender_shrinking_its_memfd_cannot_crash_the_opener, peers_end),

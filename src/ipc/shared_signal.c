@@ -241,6 +241,25 @@ static ordo_status_t name_check(const char *name, const char *api) {
     return ORDO_OK;
 }
 
+/* Where glibc keeps POSIX shared-memory objects (shm_open). */
+#define SHM_DIRECTORY "/dev/shm"
+
+/* Removes the name of a create that failed after its shm_open, only if the
+ * name still refers to this create's file (fd): meanwhile another process
+ * may have removed it and created its own, live signal under it. A window
+ * remains between the look and the unlink (POSIX has no unlink of a name
+ * only if it names a given file), as short as two system calls; outside
+ * it, a name another process made is never removed. */
+static void name_unlink_if_ours(const char *name, int fd) {
+    struct stat mine, named;
+    char path[sizeof SHM_DIRECTORY + ORDO_SHARED_SIGNAL_NAME_MAX];
+    snprintf(path, sizeof path, "%s%s", SHM_DIRECTORY, name);
+    if (fstat(fd, &mine) == 0 && stat(path, &named) == 0 && mine.st_dev == named.st_dev &&
+        mine.st_ino == named.st_ino) {
+        shm_unlink(name);
+    }
+}
+
 ordo_status_t ordo_shared_signal_create(const ordo_shared_signal_config_t *config,
                                         ordo_signal_t **out_signal) {
     if (!out_signal) {
@@ -292,10 +311,10 @@ ordo_status_t ordo_shared_signal_create(const ordo_shared_signal_config_t *confi
         st = handle_open(fd, true, config->name != NULL, config->initial_value, what, out_signal,
                          __func__);
     }
-    close(fd);
     if (st != ORDO_OK && config->name) {
-        shm_unlink(config->name);
+        name_unlink_if_ours(config->name, fd);
     }
+    close(fd);
     return st;
 }
 

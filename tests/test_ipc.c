@@ -780,6 +780,59 @@ static void a_registration_lasts_while_any_handle_holds_it(void **state) {
     close(fd);
 }
 
+typedef struct tid_holder {
+    _Atomic pid_t tid;
+    ordo_signal_t *stop;
+} tid_holder_t;
+
+static void *tid_holder_main(void *arg) {
+    tid_holder_t *h = arg;
+    atomic_store(&h->tid, (pid_t)syscall(SYS_gettid));
+    (void)ordo_signal_wait(h->stop, 1, test_deadline());
+    return NULL;
+}
+
+/* A slot naming a thread that is not a process (pidfd_open refuses it) is
+ * reported as a signaller that ended, as a pid no process has is: the
+ * signal fails as abandoned, within the bound, and no reaper keeps looking
+ * at the slot again. */
+static void a_slot_naming_a_thread_is_reported_ended(void **state) {
+    (void)state;
+    tid_holder_t holder = {.stop = test_signal_make(0)};
+    atomic_init(&holder.tid, 0);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, tid_holder_main, &holder), 0);
+    const ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&holder.tid) == 0) {
+        assert_true(ordo_time_now_ns() < deadline);
+        sched_yield();
+    }
+    const pid_t tid = atomic_load(&holder.tid);
+    assert_true(tid != getpid());
+    /* Refused (EINVAL, or ENOENT on newer kernels). */
+    assert_true(syscall(SYS_pidfd_open, tid, 0) < 0 && (errno == EINVAL || errno == ENOENT));
+
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    shared_page_t *page =
+        mmap(NULL, ORDO_SHARED_SIGNAL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(page != MAP_FAILED);
+    const uint64_t start = ordo_time_now_ns();
+    assert_ok(ordo__shared_page_register(page, tid, 1, "test")); /* moves registry_seq */
+    ordo_status_t st = ordo_signal_wait(s, 1, ordo_deadline_after_ns(abandon_bound_ns()));
+    if (st != ORDO_ERR_ABANDONED) {
+        fail_msg("the wait got %s (%s)", ordo_status_name(st), ordo_error_message());
+    }
+    assert_true(ordo_time_now_ns() - start < abandon_bound_ns());
+    assert_true(names_pid(ordo_error_message(), tid));
+    assert_int_equal(munmap(page, ORDO_SHARED_SIGNAL_SIZE), 0);
+    close(fd);
+    assert_ok(ordo_signal_release(s));
+    assert_ok(ordo_signal_advance(holder.stop, 1));
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(ordo_signal_release(holder.stop));
+}
+
 /* A signaller this process's reaper could not watch when it registered
  * (no descriptor left for its pidfd: the limit lowered for the scan) is
  * watched by a later scan, without waiting for another registration, so
@@ -2747,6 +2800,7 @@ int main(void) {
         cmocka_unit_test_teardown(a_slot_reused_by_the_same_pid_is_not_marked_dead, peers_end),
         cmocka_unit_test_teardown(a_signaller_the_reaper_could_not_watch_is_watched_later,
                                   peers_end),
+        cmocka_unit_test_teardown(a_slot_naming_a_thread_is_reported_ended, peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),
         cmocka_unit_test_teardown(forked_child_opens_its_own_handle, peers_end),
         cmocka_unit_test_teardown(failure_and_message_cross_the_boundary, peers_end),

@@ -252,18 +252,23 @@ static watched_process_t *watched_find(pid_t pid, uint64_t start_time) {
 }
 
 /* Starts watching pid; NULL (and *out_ended) when it has ended already:
- * no such process, or another one under its pid; NULL and *out_retry when
- * it cannot be watched now (no descriptor, no memory: looked at again by
- * the retry of an incomplete scan); NULL and neither on a kernel without
- * pidfds (before Linux 5.3), where no signaller can be watched. */
+ * no such process, another one under its pid, or a pid that names a thread
+ * and not a process (a scribbled slot: no signaller registers so); NULL and
+ * *out_retry when it cannot be watched now (no descriptor, no memory:
+ * looked at again by the retry of an incomplete scan); NULL and neither on
+ * a kernel without pidfds (before Linux 5.3), where no signaller can be
+ * watched, and on any other refusal, which a retry would meet again. */
 static watched_process_t *watch_process(pid_t pid, uint64_t start_time, bool *out_ended,
                                         bool *out_retry) {
     *out_ended = false;
     *out_retry = false;
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0) {
-        *out_ended = errno == ESRCH;
-        *out_retry = errno != ESRCH && errno != ENOSYS;
+        int err = errno;
+        /* A thread that is not a process's leader is refused with EINVAL,
+         * or ENOENT on newer kernels. */
+        *out_ended = err == ESRCH || err == EINVAL || err == ENOENT;
+        *out_retry = err == EMFILE || err == ENFILE || err == ENOMEM;
         return NULL;
     }
     /* The pidfd names whatever process has the pid now: it is the

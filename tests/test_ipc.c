@@ -982,6 +982,117 @@ static void forked_child_opens_its_own_handle(void **state) {
 #endif
 }
 
+#ifndef TEST_UNDER_TSAN
+static void child_tp_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)ctx;
+    (void)status;
+    (void)timepoint;
+}
+
+/* Whether the last call was refused as the parent's handle, naming api. */
+static bool refused_as_parents(ordo_status_t st, const char *api) {
+    return st == ORDO_ERR_INVALID_HANDLE && strstr(ordo_error_message(), api) &&
+           strstr(ordo_error_message(), "fork") && strstr(ordo_error_message(), "its own");
+}
+
+/* A forked child's exit at a failed step: it fails `ready` first (the
+ * page itself: the copied handle still reaches it), so the parent's wait
+ * ends at once. */
+static void child_gives_up(ordo_signal_t *ready, int code) {
+    (void)ordo_signal_fail(ready, ORDO_ERR_ABORTED, "the child gave up");
+    _exit(code);
+}
+#endif
+
+/* A forked child given its parent's handle (copied by fork, fed by no
+ * engine of the child's) is refused where it would arm a wait that never
+ * ends or register a signaller nobody watches, with a message telling it
+ * to open its own; the handle it opens itself works, fed by its own
+ * engine. */
+static void forked_child_is_refused_its_parents_handle(void **state) {
+    (void)state;
+#ifdef TEST_UNDER_TSAN
+    print_message("  skipped under ThreadSanitizer: it does not support threads started in a "
+                  "child forked from a threaded process\n");
+    skip();
+#else
+    ordo_signal_t *s = shared_make(0);
+    int fd = shared_fd(s);
+    ordo_signal_t *ready = shared_make(0);
+    int ready_fd = shared_fd(ready);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ordo_signal_fd_t *sfd = NULL;
+        if (!refused_as_parents(ordo_signal_fd_create(s, 1, &sfd), "ordo_signal_fd_create") ||
+            sfd) {
+            child_gives_up(ready, 11);
+        }
+        if (!refused_as_parents(ordo_shared_signal_register(s), "ordo_shared_signal_register")) {
+            child_gives_up(ready, 12);
+        }
+        ordo_timepoint_t tp;
+        memset(&tp, 0, sizeof tp);
+        if (!refused_as_parents(ordo_timepoint_arm(&tp, s, 1, child_tp_fired, NULL),
+                                "ordo_timepoint_arm")) {
+            child_gives_up(ready, 13);
+        }
+        ordo_signal_point_t points[1] = {{s, 1}};
+        size_t index = 0;
+        if (!refused_as_parents(ordo_signal_wait_any(points, 1, ORDO_DEADLINE_NOW, &index),
+                                "ordo_signal_wait_any") ||
+            !refused_as_parents(ordo_signal_wait_all(points, 1, ORDO_DEADLINE_NOW),
+                                "ordo_signal_wait_all")) {
+            child_gives_up(ready, 14);
+        }
+        /* Its own handles, opened from the inherited descriptors. */
+        ordo_signal_t *mine = NULL;
+        ordo_signal_t *my_ready = NULL;
+        if (ordo_shared_signal_open_fd(fd, &mine) != ORDO_OK ||
+            ordo_shared_signal_open_fd(ready_fd, &my_ready) != ORDO_OK) {
+            child_gives_up(ready, 15);
+        }
+        if (ordo_signal_fd_create(mine, 1, &sfd) != ORDO_OK ||
+            ordo_signal_advance(my_ready, 1) != ORDO_OK) {
+            child_gives_up(ready, 16);
+        }
+        int readable = -1;
+        if (ordo_signal_fd_get(sfd, &readable) != ORDO_OK) {
+            child_gives_up(ready, 17);
+        }
+        struct pollfd p = {.fd = readable, .events = POLLIN};
+        if (poll(&p, 1, (int)PEER_WAIT_MS) != 1 || ordo_signal_fd_result(sfd) != ORDO_OK) {
+            child_gives_up(ready, 18);
+        }
+        /* The parent's copies are the child's to release. */
+        if (ordo_signal_fd_destroy(sfd) != ORDO_OK || ordo_signal_release(mine) != ORDO_OK ||
+            ordo_signal_release(my_ready) != ORDO_OK || ordo_signal_release(s) != ORDO_OK ||
+            ordo_signal_release(ready) != ORDO_OK) {
+            _exit(19);
+        }
+        _exit(0);
+    }
+    /* The child's signal fd is armed before it says it is ready (or it
+     * fails `ready` as it gives up). */
+    ordo_status_t st = ordo_signal_wait(ready, 1, ordo_deadline_after_ms(PEER_WAIT_MS));
+    if (st == ORDO_OK) {
+        assert_ok(ordo_signal_advance(s, 1));
+    }
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    assert_true(WIFEXITED(wstatus));
+    if (st != ORDO_OK || WEXITSTATUS(wstatus) != 0) {
+        fail_msg("the child exited with %d (the wait for it got %s)", WEXITSTATUS(wstatus),
+                 ordo_status_name(st));
+    }
+    close(fd);
+    close(ready_fd);
+    assert_ok(ordo_signal_release(ready));
+    assert_ok(ordo_signal_release(s));
+#endif
+}
+
 /* ---- failures across the boundary ----------------------------------------- */
 
 /* A peer fails the signal with a status and a message: the waits here (a
@@ -2803,6 +2914,7 @@ int main(void) {
         cmocka_unit_test_teardown(a_slot_naming_a_thread_is_reported_ended, peers_end),
         cmocka_unit_test_teardown(signallers_are_limited, peers_end),
         cmocka_unit_test_teardown(forked_child_opens_its_own_handle, peers_end),
+        cmocka_unit_test_teardown(forked_child_is_refused_its_parents_handle, peers_end),
         cmocka_unit_test_teardown(failure_and_message_cross_the_boundary, peers_end),
         cmocka_unit_test_teardown(concurrent_failures_keep_one_whole, peers_end),
         cmocka_unit_test_teardown(a_failure_whose_claimer_died_still_arrives, peers_end),

@@ -48,7 +48,13 @@
  * docs/IPC.md) or wait past its deadline.
  *
  * Processes share signals within one PID namespace on one machine; a
- * forked child uses handles it opens itself, not its parent's.
+ * forked child uses handles it opens itself, not its parent's: nothing in
+ * the child feeds the copies fork made of its parent's handles, so the
+ * calls that would need it refuse them with ORDO_ERR_INVALID_HANDLE
+ * (timepoints, links, signal fds, multi-waits, async waits, stream waits,
+ * ordo_shared_signal_register). The child may release those copies, and
+ * opens its own handle from an inherited descriptor (ordo_shared_signal_fd
+ * gives one from a copy too) or by name.
  *
  * Thread-safety: as for ordo/signal.h.
  */

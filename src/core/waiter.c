@@ -754,6 +754,9 @@ ordo_status_t ordo_waiter_wait(ordo_waiter_t *waiter, ordo_signal_t *signal, uin
         st = ordo__signal_check(signal, __func__);
     }
     if (st == ORDO_OK) {
+        st = ordo__signal_armable(signal, __func__);
+    }
+    if (st == ORDO_OK) {
         st = check_wait_args(flags, fn, __func__);
     }
     if (st != ORDO_OK) {

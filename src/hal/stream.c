@@ -248,6 +248,9 @@ ordo_status_t ordo_stream_wait(ordo_stream_t *stream, ordo_signal_t *signal, uin
     if (st == ORDO_OK) {
         st = check_point(signal, value, __func__);
     }
+    if (st == ORDO_OK) {
+        st = ordo__signal_armable(signal, __func__); /* the stream's wait arms on it */
+    }
     if (st != ORDO_OK) {
         return st;
     }

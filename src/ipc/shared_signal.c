@@ -56,6 +56,26 @@ static void op_wanted(signal_remote_t *remote) {
     ordo__ipc_engine_poke();
 }
 
+/* The parent's handle copied into a forked child is in no engine's list:
+ * nothing here feeds its mirror, nor watches its signallers. */
+static ordo_status_t detached_refused(const shared_handle_t *h, const char *api) {
+    if (!h->detached) {
+        return ORDO_OK;
+    }
+    if (!api) {
+        return ORDO_ERR_INVALID_HANDLE;
+    }
+    return ordo__error(ORDO_ERR_INVALID_HANDLE, api,
+                       "signal %p is the parent's handle, copied into this process by fork: the "
+                       "child must open its own (ordo_shared_signal_open_fd on the page's "
+                       "descriptor, or ordo_shared_signal_open_name)",
+                       (void *)h->remote.signal);
+}
+
+static ordo_status_t op_armable(signal_remote_t *remote, const char *api) {
+    return detached_refused(handle_of(remote), api);
+}
+
 static void handle_free(shared_handle_t *h) {
     munmap(h->page, ORDO_SHARED_SIGNAL_SIZE);
     close(h->fd);
@@ -108,6 +128,7 @@ static const signal_remote_ops_t shared_ops = {
     .sleep = op_sleep,
     .interrupt = op_interrupt,
     .wanted = op_wanted,
+    .armable = op_armable,
     .release = op_release,
     .close = op_close,
 };
@@ -436,6 +457,7 @@ ordo_status_t ordo_shared_signal_register(ordo_signal_t *signal) {
     if (ordo__signal_destroyed(signal)) {
         return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed", (void *)signal);
     }
+    ORDO_RETURN_IF_ERROR(detached_refused(h, __func__));
     uint64_t start_time = 0; /* 0: unknown (no /proc); pids are then not told apart */
     (void)ordo__process_start_time(0, &start_time);
     ordo__ipc_engine_lock();

@@ -75,6 +75,13 @@ signal_remote_t *ordo__signal_remote(const ordo_signal_t *signal) {
     return signal->remote;
 }
 
+ordo_status_t ordo__signal_armable(const ordo_signal_t *signal, const char *api) {
+    if (ORDO_LIKELY(!signal->remote) || !signal->remote->ops->armable) {
+        return ORDO_OK;
+    }
+    return signal->remote->ops->armable(signal->remote, api);
+}
+
 bool ordo__signal_try_retain(ordo_signal_t *signal) {
     uint32_t refs = atomic_load_explicit(&signal->refs, memory_order_relaxed);
     while (refs != 0) {

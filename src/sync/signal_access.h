@@ -130,8 +130,14 @@ typedef struct timepoint_sink {
  * returns the one it replaces. */
 timepoint_sink_t *ordo__timepoints_divert(timepoint_sink_t *sink);
 
+/* ORDO_OK, or the status (and message, naming api) refusing timepoints on
+ * a remote handle whose mirror its owner does not feed (a shared signal's
+ * handle copied into a forked child): every wait that arms one checks it
+ * first. */
+ordo_status_t ordo__signal_armable(const ordo_signal_t *signal, const char *api);
+
 /* Arms a validated timepoint of kind (TIMEPOINT_*); no error message on
- * failure (the only one is ORDO_ERR_DESTROYED). */
+ * failure (ORDO_ERR_DESTROYED, or ordo__signal_armable's status). */
 ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,
                                         uint64_t value, ordo_timepoint_fn fn, void *ctx, int kind);
 

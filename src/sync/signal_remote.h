@@ -80,6 +80,11 @@ typedef struct signal_remote_ops {
     void (*interrupt)(signal_remote_t *remote);
     /* A timepoint is armed on the mirror and waits. */
     void (*wanted)(signal_remote_t *remote);
+    /* Optional: ORDO_OK when the owner feeds this handle's mirror, else
+     * the status refusing timepoints on it (their waits would never end),
+     * with a message naming api (NULL: none). Must not block or take
+     * locks. */
+    ordo_status_t (*armable)(signal_remote_t *remote, const char *api);
     /* A release of the handle (optional), for an owner whose threads hold
      * references of their own for a moment (pins, taken under a lock of
      * the owner's with ordo__signal_try_retain): under that lock it tells

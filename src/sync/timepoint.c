@@ -190,6 +190,9 @@ ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal
     timepoint->fn_ = fn;
     timepoint->ctx_ = ctx;
     timepoint->kind_ = (uint16_t)kind;
+    if (ORDO_UNLIKELY(signal->remote != NULL)) {
+        ORDO_RETURN_IF_ERROR(ordo__signal_armable(signal, NULL));
+    }
 
     due_list_t due = {0};
     pthread_mutex_lock(&signal->lock);
@@ -256,6 +259,7 @@ ordo_status_t ordo__timepoint_arm_checked(ordo_timepoint_t *timepoint, ordo_sign
                            state == TIMEPOINT_ARMED ? "armed already"
                                                     : "due, its callback not yet run");
     }
+    ORDO_RETURN_IF_ERROR(ordo__signal_armable(signal, api));
     ordo_status_t st = ordo__timepoint_arm_quiet(timepoint, signal, value, fn, ctx, kind);
     if (st != ORDO_OK) {
         return ordo__error(st, api, "signal %p was destroyed", (void *)signal);

@@ -447,6 +447,17 @@ static ordo_status_t check_points(const ordo_signal_point_t *points, size_t coun
     return ORDO_OK;
 }
 
+/* A multi-wait arms a timepoint on each point: a remote handle whose
+ * mirror nobody feeds is refused. (A single wait on a remote signal sleeps
+ * on its truth, and needs no feeding.) */
+static ordo_status_t check_points_armable(const ordo_signal_point_t *points, size_t count,
+                                          const char *api) {
+    for (size_t i = 0; i < count; ++i) {
+        ORDO_RETURN_IF_ERROR(ordo__signal_armable(points[i].signal, api));
+    }
+    return ORDO_OK;
+}
+
 /* A single wait on a remote signal: after the spin, it sleeps on the truth
  * itself (ops->sleep), woken by the party that moves it, with no hop
  * through the remote's owner. A reference keeps the handle (and the
@@ -508,6 +519,7 @@ ordo_status_t ordo_signal_wait(ordo_signal_t *signal, uint64_t value, ordo_deadl
 ordo_status_t ordo_signal_wait_all(const ordo_signal_point_t *points, size_t count,
                                    ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(check_points(points, count, __func__));
+    ORDO_RETURN_IF_ERROR(check_points_armable(points, count, __func__));
     size_t index;
     return wait_points(points, count, 0, deadline, &index, __func__);
 }
@@ -519,5 +531,6 @@ ordo_status_t ordo_signal_wait_any(const ordo_signal_point_t *points, size_t cou
     }
     *out_index = count;
     ORDO_RETURN_IF_ERROR(check_points(points, count, __func__));
+    ORDO_RETURN_IF_ERROR(check_points_armable(points, count, __func__));
     return wait_points(points, count, 1, deadline, out_index, __func__);
 }

@@ -418,13 +418,20 @@ static inline __attribute__((always_inline)) uint64_t point_finished(ordo_tracke
 }
 
 /* Records the accesses as stream t's next point; cannot fail once
- * reserve_locked has succeeded for them. */
-static inline __attribute__((always_inline)) void
-finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
+ * reserve_locked has succeeded for them. With let_go (a constant at each
+ * call), each buffer is let go by the prepare that held it, in the same
+ * pass. */
+static inline __attribute__((always_inline)) void finish_recording(ordo_tracker_t *tracker,
+                                                                   uint32_t t,
+                                                                   const ordo_access_t *accesses,
+                                                                   size_t count, int let_go) {
     uint64_t point = point_finished(tracker, t);
     uint64_t bit = (uint64_t)1 << t;
     for (size_t i = 0; i < count; ++i) {
         ordo_buffer_t *b = accesses[i].buffer;
+        if (let_go) {
+            b->magic = ORDO_BUFFER_MAGIC;
+        }
         buffer_set_last_point(b, t, point);
         b->use_mask |= bit;
         if (accesses[i].mode & ORDO_ACCESS_WRITE) {
@@ -434,6 +441,11 @@ finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses
             b->reader_mask |= bit;
         }
     }
+}
+
+static inline __attribute__((always_inline)) void
+finish_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesses, size_t count) {
+    finish_recording(tracker, t, accesses, count, 0);
 }
 
 uint64_t ordo__tracker_point_finished(ordo_tracker_t *tracker, uint32_t t) {
@@ -685,9 +697,16 @@ ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
         st = ordo__graph_refuse(tracker, __func__, split_form_refused);
     }
-    if (st == ORDO_OK) {
-        /* Every access is checked before any is recorded. */
-        st = finish_refused(tracker, t, accesses, count, __func__);
+    /* Every access is checked before any is recorded: one test each for
+     * the common case, the reason only on refusal. */
+    for (size_t i = 0; st == ORDO_OK && i < count; ++i) {
+        const ordo_buffer_t *b = accesses[i].buffer;
+        const unsigned mode = (unsigned)accesses[i].mode;
+        if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_PREPARED || b->tracker != tracker ||
+                          mode - 1u > 2u || b->prepared_on != t ||
+                          (mode & ~(unsigned)b->prepared_modes & ORDO_ACCESS_WRITE))) {
+            st = finish_refused(tracker, t, accesses, count, __func__);
+        }
     }
     if (st == ORDO_OK) {
         st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
@@ -695,10 +714,7 @@ ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream
     if (st != ORDO_OK) {
         return st; /* the prepare stays open */
     }
-    finish_locked(tracker, t, accesses, count);
-    for (size_t i = 0; i < count; ++i) {
-        accesses[i].buffer->magic = ORDO_BUFFER_MAGIC;
-    }
+    finish_recording(tracker, t, accesses, count, 1);
     return ORDO_OK;
 }
 

@@ -17,6 +17,16 @@
  * nothing more is sent there (ordo__mpi_control_send). The order of the
  * messages to a rank is the order of their MPI_Isend calls, as it was of
  * their MPI_Send calls.
+ *
+ * Updates are merged: while an UPDATE of a publication to a rank is in
+ * flight, a newer one for that rank waits in the outbox, unsent, and a
+ * newer one still takes its place (an UPDATE carries the whole state, and
+ * observers keep the greatest value, so the latest says all). A rank that
+ * stops draining thus holds at most one pending update per publication,
+ * not one per move: MPI retries every pending send on each call it makes,
+ * and thousands of them to a dead rank starved the sender's progress
+ * thread, whose heartbeats then stopped, and live ranks took the sender
+ * for dead.
  */
 #include <stddef.h>
 #include <string.h>
@@ -31,6 +41,8 @@ struct mpi_outgoing {
     struct mpi_outgoing *next;
     MPI_Request request;
     int rank;
+    int length;  /* of msg sent */
+    bool posted; /* MPI_Isend made (else an update waiting its turn) */
     control_msg_t msg;
 };
 
@@ -91,6 +103,52 @@ static bool send_over(mpi_outgoing_t *node) {
     return MPI_Test(&node->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag;
 }
 
+/* Posts node's send; whether it is over at once (or failed to start). */
+static bool post(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
+    node->posted = true;
+    int tag = node->msg.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG;
+    return MPI_Isend(&node->msg, node->length, MPI_BYTE, node->rank, tag, mpi->control,
+                     &node->request) != MPI_SUCCESS ||
+           send_over(node);
+}
+
+/* An update of the same publication to the same rank in list, posted or
+ * waiting, or NULL. */
+static mpi_outgoing_t *update_find(mpi_outgoing_t *list, const mpi_outgoing_t *like, bool posted) {
+    for (mpi_outgoing_t *n = list; n; n = n->next) {
+        if (n->posted == posted && n->msg.kind == MSG_UPDATE && n->rank == like->rank &&
+            n->msg.id == like->msg.id) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+static void outbox_push(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
+    node->next = mpi->outbox;
+    mpi->outbox = node;
+    atomic_store_explicit(&mpi->outbox_busy, true, memory_order_release);
+}
+
+/* Under outbox_lock: an update like node waiting its turn takes node's
+ * state (then *out_copied: node is not kept); else, while one is in
+ * flight, node waits its turn. Whether either happened. */
+static bool update_merged(ordo_mpi_t *mpi, mpi_outgoing_t *node, bool *out_copied) {
+    mpi_outgoing_t *waiting = update_find(mpi->outbox, node, false);
+    *out_copied = waiting != NULL;
+    if (waiting) {
+        memcpy(&waiting->msg, &node->msg, (size_t)node->length);
+        waiting->length = node->length;
+        return true;
+    }
+    if (!update_find(mpi->outbox, node, true)) {
+        return false;
+    }
+    node->posted = false;
+    outbox_push(mpi, node);
+    return true;
+}
+
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
     if (ordo__mpi_rank_dead(mpi, rank)) {
         return; /* found dead: nothing more goes to it */
@@ -115,16 +173,25 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     memcpy(&node->msg, msg, (size_t)length);
     node->msg.epoch = mpi->epoch;
     node->rank = rank;
-    int tag = node->msg.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG;
-    if (MPI_Isend(&node->msg, length, MPI_BYTE, rank, tag, mpi->control, &node->request) !=
-            MPI_SUCCESS ||
-        send_over(node)) {
+    node->length = length;
+    if (msg->kind == MSG_UPDATE && ordo__mpi_outbox_busy(mpi)) {
+        pthread_mutex_lock(&mpi->outbox_lock);
+        bool copied = false;
+        bool merged = update_merged(mpi, node, &copied);
+        pthread_mutex_unlock(&mpi->outbox_lock);
+        if (merged) {
+            if (copied) {
+                node_give(mpi, node); /* its state went into the one waiting */
+            }
+            atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+            return;
+        }
+    }
+    if (post(mpi, node)) {
         node_give(mpi, node);
     } else {
         pthread_mutex_lock(&mpi->outbox_lock);
-        node->next = mpi->outbox;
-        mpi->outbox = node;
-        atomic_store_explicit(&mpi->outbox_busy, true, memory_order_release);
+        outbox_push(mpi, node);
         pthread_mutex_unlock(&mpi->outbox_lock);
         ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1); /* to test it */
     }
@@ -135,45 +202,66 @@ bool ordo__mpi_outbox_busy(ordo_mpi_t *mpi) {
     return atomic_load_explicit(&mpi->outbox_busy, memory_order_acquire);
 }
 
-/* Tests each send of the outbox (taken off it meanwhile: only one thread
- * tests a request), lets go of those to dead ranks if drop_dead, or of
- * every one not over if drop_all; puts the others back. Whether any
- * ended. */
+/* One pass over the outbox, under outbox_lock (a sender waits the pass
+ * out: only one thread tests a request, and a new update sees the ones in
+ * flight). Tests each send posted: lets go of those over, and of those
+ * to dead ranks, or of every one if drop_all. Then posts each waiting
+ * update whose predecessor is over, or drops it (drop_all, a dead rank).
+ * Whether any ended or was posted. */
 static bool outbox_pass(ordo_mpi_t *mpi, bool drop_all) {
     pthread_mutex_lock(&mpi->outbox_lock);
-    mpi_outgoing_t *list = mpi->outbox;
-    mpi->outbox = NULL;
-    pthread_mutex_unlock(&mpi->outbox_lock);
-    bool ended = false;
-    mpi_outgoing_t *kept = NULL, *kept_tail = NULL;
-    while (list) {
-        mpi_outgoing_t *node = list;
-        list = node->next;
-        if (send_over(node)) {
-            node_give(mpi, node);
-            ended = true;
-        } else if (drop_all || ordo__mpi_rank_dead(mpi, node->rank)) {
+    bool moved = false;
+    mpi_outgoing_t **link = &mpi->outbox;
+    mpi_outgoing_t *ended = NULL; /* given back after the lock */
+    while (*link) {
+        mpi_outgoing_t *node = *link;
+        if (!node->posted) {
+            link = &node->next;
+            continue;
+        }
+        bool over = send_over(node);
+        if (!over && !drop_all && !ordo__mpi_rank_dead(mpi, node->rank)) {
+            link = &node->next;
+            continue;
+        }
+        *link = node->next;
+        moved = true;
+        if (over) {
+            node->next = ended;
+            ended = node;
+        } else {
             MPI_Request_free(&node->request);
             abandon(node);
-            ended = true;
-        } else {
-            node->next = NULL;
-            if (kept_tail) {
-                kept_tail->next = node;
-            } else {
-                kept = node;
-            }
-            kept_tail = node;
         }
     }
-    pthread_mutex_lock(&mpi->outbox_lock);
-    if (kept) {
-        kept_tail->next = mpi->outbox;
-        mpi->outbox = kept;
+    for (link = &mpi->outbox; *link;) {
+        mpi_outgoing_t *node = *link;
+        if (node->posted) {
+            link = &node->next;
+            continue;
+        }
+        bool drop = drop_all || ordo__mpi_rank_dead(mpi, node->rank);
+        if (!drop && update_find(mpi->outbox, node, true)) {
+            link = &node->next; /* its turn has not come */
+            continue;
+        }
+        moved = true;
+        if (drop || post(mpi, node)) {
+            *link = node->next;
+            node->next = ended;
+            ended = node;
+        } else {
+            link = &node->next; /* posted: tested from the next pass */
+        }
     }
     atomic_store_explicit(&mpi->outbox_busy, mpi->outbox != NULL, memory_order_release);
     pthread_mutex_unlock(&mpi->outbox_lock);
-    return ended;
+    while (ended) {
+        mpi_outgoing_t *node = ended;
+        ended = node->next;
+        node_give(mpi, node);
+    }
+    return moved;
 }
 
 bool ordo__mpi_outbox_progress(ordo_mpi_t *mpi) {

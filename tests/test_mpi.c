@@ -1224,6 +1224,24 @@ static void bad_input_is_refused(void) {
     CHECK_REFUSED(ordo_mpi_create(f.tracker, spare, MPI_COMM_NULL, &mpi), "ordo_mpi_create",
                   ARGUMENT, HANDLE);
     CHECK(mpi == NULL);
+    /* An intercommunicator (the even ranks' group and the odd ones'). */
+    MPI_Comm half = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+    REQUIRE_OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half) == MPI_SUCCESS
+                   ? ORDO_OK
+                   : ORDO_ERR_DEVICE);
+    REQUIRE_OK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 17, &inter) ==
+                       MPI_SUCCESS
+                   ? ORDO_OK
+                   : ORDO_ERR_DEVICE);
+    mpi = (ordo_mpi_t *)&data;
+    CHECK_REFUSED(ordo_mpi_create(f.tracker, spare, inter, &mpi), "ordo_mpi_create", ARGUMENT,
+                  ARGUMENT);
+    CHECK(mpi == NULL);
+    if (mpi && mpi != (ordo_mpi_t *)&data) {
+        CHECK_OK(ordo_mpi_destroy(mpi, test_deadline()));
+    }
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
     CHECK_OK(ordo_stream_destroy(spare)); /* the refusals left nothing on it */
     CHECK_REFUSED(ordo_mpi_destroy(NULL, test_deadline()), "ordo_mpi_destroy", HANDLE, HANDLE);
 

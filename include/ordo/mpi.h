@@ -64,9 +64,10 @@ typedef struct ordo_mpi ordo_mpi_t;
 
 /** Creates the communication of comm, submitted through tracker on stream
  * (a stream of the tracker's device, which only this ordo_mpi_t submits
- * to): a duplicate of comm and a progress thread. The tracker and the
- * stream must outlive it (the stream outlives the tracker anyway:
- * ordo/tracker.h). */
+ * to): a duplicate of comm and a progress thread. comm must be an
+ * intracommunicator (an intercommunicator: ORDO_ERR_INVALID_ARGUMENT).
+ * The tracker and the stream must outlive it (the stream outlives the
+ * tracker anyway: ordo/tracker.h). */
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
                               ordo_mpi_t **out_mpi);
 

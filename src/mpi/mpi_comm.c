@@ -153,11 +153,23 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     if (comm == MPI_COMM_NULL) {
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "comm is MPI_COMM_NULL");
     }
+    /* An intercommunicator's collectives reduce across its two groups, and
+     * its ranks are those of the local group: nothing here means that. */
+    int inter = 0;
+    int code = MPI_Comm_test_inter(comm, &inter);
+    if (code != MPI_SUCCESS) {
+        return mpi_error(code, "MPI_Comm_test_inter", __func__);
+    }
+    if (inter) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "comm is an intercommunicator: pass an intracommunicator (one "
+                           "MPI_Intercomm_merge makes)");
+    }
     ordo_mpi_t *mpi = ordo__alloc(sizeof *mpi, 0);
     if (!mpi) {
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an ordo_mpi_t");
     }
-    int code = MPI_Comm_dup(comm, &mpi->comm);
+    code = MPI_Comm_dup(comm, &mpi->comm);
     if (code != MPI_SUCCESS) {
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Comm_dup", __func__);
@@ -168,8 +180,18 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Comm_dup", __func__);
     }
-    MPI_Comm_set_errhandler(mpi->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
+    /* Without MPI_ERRORS_RETURN an MPI error would abort the job rather
+     * than fail a stream. */
+    code = MPI_Comm_set_errhandler(mpi->comm, MPI_ERRORS_RETURN);
+    if (code == MPI_SUCCESS) {
+        code = MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
+    }
+    if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&mpi->control);
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Comm_set_errhandler", __func__);
+    }
     MPI_Comm_rank(mpi->comm, &mpi->rank);
     MPI_Comm_size(mpi->comm, &mpi->size);
     code = epoch_agree(mpi);

@@ -128,6 +128,13 @@ static int world_sum(int value) {
     return total;
 }
 
+/* Every rank gets here (a barrier of the program's own, bounded). */
+static void ranks_meet(int line) {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, line);
+}
+
 /* Whether the last ordo error message starts with "api: ". */
 static int message_names(const char *api) {
     const char *message = ordo_error_message();
@@ -903,6 +910,21 @@ static int message_has(const char *message, const char *part) {
     return strcasestr(message, part) != NULL;
 }
 
+/* Leaves a known refusal as the thread's message, and a copy of it in
+ * mark: a call that succeeds must leave it there. */
+static void message_mark(char *mark, size_t capacity) {
+    (void)ordo_signal_query(NULL, NULL);
+    snprintf(mark, capacity, "%s", ordo_error_message());
+}
+
+#define CHECK_MESSAGE_KEPT(mark)                                                                   \
+    do {                                                                                           \
+        if (strcmp(ordo_error_message(), (mark)) != 0) {                                           \
+            check_failed(__LINE__, "the thread's message became \"%s\" (was \"%s\")",              \
+                         ordo_error_message(), (mark));                                            \
+        }                                                                                          \
+    } while (0)
+
 /* The sender sends 16 elements, the receiver receives into 8: the receive
  * completes with MPI_ERR_TRUNCATE, which fails its point, the
  * communication stream and the stream whose work waits on the received
@@ -1003,11 +1025,17 @@ static void start_error_fails_the_stream(void) {
     ordo_buffer_t *buffer = buffer_make(&f);
     /* The submission may already see the failure: the request starts on
      * the stream's worker, which may fail the stream before the submission
-     * has enqueued its wait. */
+     * has enqueued its wait. Accepted (its wait then refused), it leaves
+     * the thread's message alone. */
+    char mark[512];
+    message_mark(mark, sizeof mark);
     ordo_status_t st = ordo_mpi_send(f.mpi, buffer, values, 2, uncommitted, (rank + 1) % size, 3);
     if (st != ORDO_OK && (st != ORDO_ERR_DEVICE || !message_has(ordo_error_message(), mpi_text))) {
         check_failed(__LINE__, "the send returned %s (%s)", ordo_status_name(st),
                      ordo_error_message());
+    }
+    if (st == ORDO_OK) {
+        CHECK_MESSAGE_KEPT(mark);
     }
     st = ordo_stream_synchronize(f.comm, test_deadline());
     CHECK(st == ORDO_ERR_DEVICE);
@@ -1021,6 +1049,96 @@ static void start_error_fails_the_stream(void) {
     CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
     fixture_close(&f, ORDO_ERR_DEVICE, ORDO_ERR_DEVICE);
     MPI_Type_free(&uncommitted);
+}
+
+/* The same start error, many times over: the submission is accepted when
+ * its wait is enqueued before the worker failed the stream, or when the
+ * wait is refused on the stream that failed meanwhile; either way the
+ * thread's message stays. Which one happens is a race between the
+ * submitting thread and the stream's worker (no hook orders them), so
+ * this repeats it, each time on its own stream and an ordo_mpi_t of
+ * MPI_COMM_SELF (no other rank involved). */
+static void accepted_send_keeps_the_message(void) {
+    enum { TRIES = 128 };
+    MPI_Datatype uncommitted;
+    MPI_Type_contiguous(2, MPI_INT32_T, &uncommitted);
+    int32_t values[4] = {1, 2, 3, 4};
+    for (int i = 0; i < TRIES; ++i) {
+        ordo_tracker_t *tracker = NULL;
+        ordo_stream_t *comm = NULL;
+        ordo_mpi_t *mpi = NULL;
+        ordo_buffer_t *buffer = NULL;
+        REQUIRE_OK(ordo_tracker_create(device, &tracker));
+        REQUIRE_OK(ordo_stream_create(device, 0, &comm));
+        REQUIRE_OK(ordo_mpi_create(tracker, comm, MPI_COMM_SELF, &mpi));
+        REQUIRE_OK(ordo_buffer_create(tracker, &buffer));
+        char mark[512];
+        message_mark(mark, sizeof mark);
+        ordo_status_t st = ordo_mpi_send(mpi, buffer, values, 2, uncommitted, 0, 3);
+        if (st == ORDO_OK) {
+            CHECK_MESSAGE_KEPT(mark);
+        } else {
+            CHECK(st == ORDO_ERR_DEVICE);
+        }
+        CHECK_OK(ordo_buffer_release(buffer, NULL, NULL));
+        CHECK_STATUS(ordo_tracker_synchronize(tracker, test_deadline()), ORDO_ERR_DEVICE);
+        CHECK_STATUS(ordo_mpi_destroy(mpi, test_deadline()), ORDO_ERR_DEVICE);
+        CHECK_OK(ordo_tracker_drain(tracker, test_deadline()));
+        CHECK_OK(ordo_tracker_destroy(tracker));
+        CHECK_OK(ordo_stream_destroy(comm));
+    }
+    MPI_Type_free(&uncommitted);
+}
+
+/* Calls that succeed on published signals leave the thread's message
+ * alone, though the publication's news runs inline in them and finds the
+ * signal ended: a failure, a destroy, and ordo_mpi_destroy with a failed
+ * publication. The publication's timepoint is armed once rank 1 saw the
+ * first news (it is armed right after that news is sent). */
+static void published_calls_keep_the_message(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *failing = NULL, *destroyed = NULL, *seen_failing = NULL, *seen_destroyed = NULL;
+    if (rank == 0) {
+        REQUIRE_OK(ordo_signal_create(0, &failing));
+        REQUIRE_OK(ordo_signal_create(0, &destroyed));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, failing, 85));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, destroyed, 86));
+        CHECK_OK(ordo_signal_advance(failing, 1));
+        CHECK_OK(ordo_signal_advance(destroyed, 1));
+    } else if (rank == 1) {
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 85, &seen_failing));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 86, &seen_destroyed));
+        CHECK_OK(ordo_signal_wait(seen_failing, 1, test_deadline()));
+        CHECK_OK(ordo_signal_wait(seen_destroyed, 1, test_deadline()));
+    }
+    ranks_meet(__LINE__);
+    char mark[512];
+    if (rank == 0) {
+        message_mark(mark, sizeof mark);
+        CHECK_OK(ordo_signal_fail(failing, ORDO_ERR_ABORTED, "the producer gave up"));
+        CHECK_MESSAGE_KEPT(mark);
+        CHECK_OK(ordo_signal_destroy(destroyed));
+        CHECK_MESSAGE_KEPT(mark);
+    } else if (rank == 1) {
+        CHECK_STATUS(ordo_signal_wait(seen_failing, 2, test_deadline()), ORDO_ERR_ABORTED);
+        CHECK(strstr(ordo_error_message(), "the producer gave up") != NULL);
+        CHECK_STATUS(ordo_signal_wait(seen_destroyed, 2, test_deadline()), ORDO_ERR_CANCELLED);
+        CHECK_OK(ordo_signal_release(seen_failing));
+        CHECK_OK(ordo_signal_release(seen_destroyed));
+    }
+    ranks_meet(__LINE__);
+    CHECK_OK(ordo_tracker_synchronize(f.tracker, test_deadline()));
+    message_mark(mark, sizeof mark);
+    CHECK_OK(ordo_mpi_destroy(f.mpi, test_deadline()));
+    CHECK_MESSAGE_KEPT(mark);
+    CHECK_OK(ordo_tracker_destroy(f.tracker));
+    CHECK_OK(ordo_stream_destroy(f.compute));
+    CHECK_OK(ordo_stream_destroy(f.consumer));
+    CHECK_OK(ordo_stream_destroy(f.comm));
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_release(failing)); /* the destroy let `destroyed` go */
+    }
 }
 
 /* ---- many small operations ------------------------------------------------ */
@@ -1417,13 +1535,6 @@ static void bad_input_is_refused(void) {
 
 /* ---- liveness: no false alarm --------------------------------------------- */
 
-/* Every rank gets here (a barrier of the program's own, bounded). */
-static void ranks_meet(int line) {
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    mpi_wait_bounded(&request, MPI_STATUS_IGNORE, line);
-}
-
 #define LIVENESS_TIMEOUT_MS 400u
 
 /* Lets time pass on this rank (a wait that must time out). */
@@ -1808,6 +1919,8 @@ int main(int argc, char **argv) {
         {"destroy_past_deadline", destroy_past_deadline},
         {"truncation_fails_the_stream", truncation_fails_the_stream},
         {"start_error_fails_the_stream", start_error_fails_the_stream},
+        {"accepted_send_keeps_the_message", accepted_send_keeps_the_message},
+        {"published_calls_keep_the_message", published_calls_keep_the_message},
         {"many_small_operations", many_small_operations},
         {"signals_across_ranks", signals_across_ranks},
         {"liveness_no_false_alarm", liveness_no_false_alarm},

@@ -254,6 +254,11 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
 
 ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
+    /* The teardown applies and answers what other ranks sent last (a
+     * raise of an ended publication is refused, a stall answer queries
+     * one): none of it is this call's message. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     /* A callback may run on the progress thread (a published signal moved
      * by another rank), which the destroy stops and joins, or before the
      * publication's own callback queued behind it on this thread, which
@@ -339,6 +344,7 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     if (st != ORDO_OK) {
         return ordo__error(st, __func__, "the communication failed: %s", failure);
     }
+    ordo__message_restore(&kept);
     return ORDO_OK;
 }
 
@@ -445,11 +451,15 @@ static ordo_status_t op_launch(void *ctx, ordo_stream_t *stream) {
     uint64_t seq = op->seq;
     ORDO_RETURN_IF_ERROR(ordo_stream_host_task(stream, op_post, op));
     launch->enqueued = true;
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     ordo_status_t st = ordo_stream_wait(stream, done, seq);
     if (st != ORDO_OK && ordo__hal_stream_failure(stream) != ORDO_OK) {
         /* The stream failed meanwhile (this operation's own start may have
          * failed it): nothing runs after, and the failure is the stream's
-         * to report. The task was enqueued: the submission stands. */
+         * to report. The task was enqueued: the submission stands, and
+         * the wait's refusal is not the thread's message. */
+        ordo__message_restore(&kept);
         return ORDO_OK;
     }
     return st;

@@ -564,6 +564,11 @@ static void on_raise(ordo_mpi_t *mpi, const control_msg_t *msg) {
  * destroyed: CANCELLED). */
 static bool news_of(ordo_mpi_t *mpi, mpi_published_t *p, control_msg_t *msg) {
     uint64_t value = 0;
+    /* Runs inline in the program's calls (the advance or failure that
+     * moved the publication, ordo_mpi_destroy): a query's refusal of an
+     * ended signal is no message of theirs. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
     ordo_status_t status = ordo_signal_query(p->signal, &value);
     msg->kind = MSG_UPDATE;
     msg->id = p->id;
@@ -576,6 +581,7 @@ static bool news_of(ordo_mpi_t *mpi, mpi_published_t *p, control_msg_t *msg) {
     }
     ordo_status_t failure = ORDO_OK;
     (void)ordo_signal_failure(p->signal, &failure, msg->message, sizeof msg->message);
+    ordo__message_restore(&kept);
     if (failure == ORDO_OK) { /* destroyed, not failed */
         failure = ORDO_ERR_CANCELLED;
         snprintf(msg->message, sizeof msg->message, "the published signal was destroyed on rank %d",

@@ -1652,6 +1652,36 @@ static void destroy_ends_subscriptions(void) {
     }
 }
 
+/* Only a signal of the publishing rank can be published: a handle of
+ * another rank's signal is refused (its publication's reference would
+ * keep the ordo_mpi_t from ever being destroyed), a shared signal is
+ * accepted like a local one, and both ordo_mpi_t are destroyed. */
+static void publish_refuses_a_handle(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *local = NULL, *shared = NULL, *observed = NULL;
+    if (rank == 0) {
+        REQUIRE_OK(ordo_signal_create(0, &local));
+        ordo_shared_signal_config_t config = ordo_shared_signal_config_default();
+        REQUIRE_OK(ordo_shared_signal_create(&config, &shared));
+        CHECK_OK(ordo_mpi_signal_publish(f.mpi, local, 81));
+        CHECK_OK(ordo_mpi_signal_publish(f.mpi, shared, 82));
+    } else if (rank == 1) {
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 81, &observed));
+        CHECK_REFUSED(ordo_mpi_signal_publish(f.mpi, observed, 83), "ordo_mpi_signal_publish",
+                      ORDO_ERR_INVALID_ARGUMENT, ORDO_ERR_INVALID_ARGUMENT);
+        CHECK(strstr(ordo_error_message(), "ordo_mpi_signal_open") != NULL);
+        CHECK(strstr(ordo_error_message(), "rank 0's signal 81") != NULL);
+        CHECK_OK(ordo_signal_release(observed));
+    }
+    ranks_meet(__LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_release(local));
+        CHECK_OK(ordo_signal_release(shared));
+    }
+}
+
 /* A handle's last reference dropped on another thread, whose end (the
  * callbacks it runs) is still under way: the destroy waits for its close,
  * which touches the ordo_mpi_t, and says so at its deadline rather than
@@ -1927,6 +1957,7 @@ int main(int argc, char **argv) {
         {"liveness_timeout_shortened_later", liveness_timeout_shortened_later},
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
+        {"publish_refuses_a_handle", publish_refuses_a_handle},
         {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
         {"destroy_from_a_callback_is_refused", destroy_from_a_callback_is_refused},
         {"bad_input_is_refused", bad_input_is_refused},

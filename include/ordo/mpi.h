@@ -129,7 +129,8 @@ ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, con
 /** Publishes signal (a signal of this rank: local or shared) under id, so
  * other ranks can observe it with ordo_mpi_signal_open; mpi holds a
  * reference until it is destroyed. ORDO_ERR_BUSY if id is published
- * already. */
+ * already; ORDO_ERR_INVALID_ARGUMENT for a handle from
+ * ordo_mpi_signal_open. */
 ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id);
 
 /** A handle on this rank of the signal rank owner published (or will

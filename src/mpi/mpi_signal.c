@@ -288,6 +288,16 @@ static void published_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
 ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
+    signal_remote_t *remote = ordo__signal_remote(signal);
+    if (remote && remote->ops == &remote_ops) {
+        /* The publication's reference would count as the program's: the
+         * handle's ordo_mpi_t could never be destroyed. */
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+                           "signal is a handle of rank %d's signal %u (from "
+                           "ordo_mpi_signal_open): only a signal of this rank, local or shared, "
+                           "can be published",
+                           remote_of(remote)->owner, remote_of(remote)->id);
+    }
     if (atomic_load_explicit(&mpi->finalized, memory_order_acquire)) {
         return ordo__error(ORDO_ERR_UNAVAILABLE, __func__,
                            "MPI was finalized: no rank can observe signal id %u (destroy the "

@@ -1825,6 +1825,73 @@ static void destroy_from_a_callback_is_refused(void) {
 
 /* ---- a stall report across ranks ----------------------------------------- */
 
+/* An observer's advance or failure that reaches the owner before the
+ * owner published the id (the handle took it at once) is applied at the
+ * publish: owner and observer agree. Rank 1's control messages reach rank
+ * 0 in the order sent, so once rank 0's published `ticker` moved, the
+ * raises sent before it were received. A raise of an id never published
+ * is freed with the ordo_mpi_t. */
+static void early_raise_applied_at_publish(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *ticker = NULL, *advanced = NULL, *failed = NULL;
+    ordo_signal_t *t = NULL, *a = NULL, *x = NULL, *never = NULL;
+    if (rank == 0) {
+        REQUIRE_OK(ordo_signal_create(0, &ticker));
+        REQUIRE_OK(ordo_signal_create(0, &advanced));
+        REQUIRE_OK(ordo_signal_create(0, &failed));
+        REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, ticker, 90));
+    }
+    ranks_meet(__LINE__);
+    if (rank == 1) {
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 90, &t));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 91, &a));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 92, &x));
+        REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 93, &never));
+        CHECK_OK(ordo_signal_advance(a, 5));
+        CHECK_OK(ordo_signal_advance(a, 3)); /* the highest counts */
+        CHECK_OK(ordo_signal_advance(x, 4));
+        CHECK_OK(ordo_signal_fail(x, ORDO_ERR_ABORTED, "the observer gave up"));
+        CHECK_OK(ordo_signal_advance(never, 7));
+        CHECK_OK(ordo_signal_advance(t, 1));
+    } else if (rank == 0) {
+        CHECK_OK(ordo_signal_wait(ticker, 1, test_deadline()));
+        char mark[512];
+        message_mark(mark, sizeof mark);
+        CHECK_OK(ordo_mpi_signal_publish(f.mpi, advanced, 91));
+        CHECK_OK(ordo_mpi_signal_publish(f.mpi, failed, 92));
+        CHECK_MESSAGE_KEPT(mark);
+        uint64_t value = 0;
+        CHECK_OK(ordo_signal_query(advanced, &value));
+        CHECK(value == 5);
+        CHECK_STATUS(ordo_signal_query(failed, &value), ORDO_ERR_ABORTED);
+        CHECK(value == 4);
+        ordo_status_t failure = ORDO_OK;
+        char text[ORDO_SIGNAL_MESSAGE_MAX] = "";
+        CHECK_OK(ordo_signal_failure(failed, &failure, text, sizeof text));
+        CHECK(failure == ORDO_ERR_ABORTED);
+        CHECK(strcmp(text, "the observer gave up") == 0);
+    }
+    if (rank == 1) { /* the owner's news agrees with what the handles took */
+        CHECK_OK(ordo_signal_wait(a, 5, test_deadline()));
+        CHECK_STATUS(ordo_signal_wait(x, 5, test_deadline()), ORDO_ERR_ABORTED);
+    }
+    ranks_meet(__LINE__);
+    if (rank == 1) {
+        CHECK_OK(ordo_signal_release(t));
+        CHECK_OK(ordo_signal_release(a));
+        CHECK_OK(ordo_signal_release(x));
+        CHECK_OK(ordo_signal_release(never));
+    }
+    ranks_meet(__LINE__);
+    fixture_close(&f, ORDO_OK, ORDO_OK);
+    if (rank == 0) {
+        CHECK_OK(ordo_signal_release(ticker));
+        CHECK_OK(ordo_signal_release(advanced));
+        CHECK_OK(ordo_signal_release(failed));
+    }
+}
+
 /* A deliberate cycle round the ranks: each rank's consumer stream waits
  * for the previous rank's published signal, then raises its own; nothing
  * else raises them. Rank 0's stall report names every rank's wait, every
@@ -1961,6 +2028,7 @@ int main(int argc, char **argv) {
         {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
         {"destroy_from_a_callback_is_refused", destroy_from_a_callback_is_refused},
         {"bad_input_is_refused", bad_input_is_refused},
+        {"early_raise_applied_at_publish", early_raise_applied_at_publish},
     };
     const char *only = getenv("TEST_MPI_CASE"); /* runs one case (the same on every rank) */
     int failed_cases = 0, ran = 0;

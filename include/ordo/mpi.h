@@ -130,7 +130,10 @@ ordo_status_t ordo_mpi_alltoall(ordo_mpi_t *mpi, ordo_buffer_t *send_buffer, con
  * other ranks can observe it with ordo_mpi_signal_open; mpi holds a
  * reference until it is destroyed. ORDO_ERR_BUSY if id is published
  * already; ORDO_ERR_INVALID_ARGUMENT for a handle from
- * ordo_mpi_signal_open. */
+ * ordo_mpi_signal_open. Advances and failures that observers' handles
+ * sent for id before this call are applied here, on this thread: the
+ * signal is raised to the highest such value, then failed with the first
+ * such failure. */
 ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id);
 
 /** A handle on this rank of the signal rank owner published (or will
@@ -140,7 +143,8 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
  * going back); a failure at the owner reaches it with its status and
  * message; a destroy of the owner's signal reaches it as ORDO_ERR_CANCELLED.
  * An advance or failure on it is sent to the owner (and taken here at
- * once). The handle's last release ends it; ordo_mpi_destroy refuses with
+ * once; the owner applies one that comes before its publish at the
+ * publish). The handle's last release ends it; ordo_mpi_destroy refuses with
  * ORDO_ERR_BUSY while the program holds any. While signals are published or
  * observed, the progress thread looks for messages (at least every 1 ms).
  * Callbacks may run on the progress thread (a timepoint or link on this

@@ -140,6 +140,18 @@ typedef struct mpi_pending {
     struct mpi_pending *next;
 } mpi_pending_t;
 
+/* The advances and failures of an id that came before its publication
+ * (an observer's handle took them at once): the publish applies them, so
+ * owner and observers agree. One per id: the highest value, the first
+ * failure. */
+typedef struct mpi_early_raise {
+    uint32_t id;
+    uint64_t value;
+    ordo_status_t failure; /* ORDO_OK: none came */
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    struct mpi_early_raise *next;
+} mpi_early_raise_t;
+
 struct ordo_mpi {
     uint32_t magic;
     ordo_tracker_t *tracker;
@@ -166,6 +178,7 @@ struct ordo_mpi {
     mpi_published_t *published; /* under lock */
     mpi_remote_t *remotes;      /* under lock */
     mpi_pending_t *pending;     /* under lock */
+    mpi_early_raise_t *early;   /* under lock */
     /* Liveness (mpi_liveness.c): the ranks this one exchanges signals'
      * messages with (its peers) send each other heartbeats; a peer heard
      * from for none of peer_timeout_ns is found dead, for good. */
@@ -287,9 +300,10 @@ void ordo__mpi_pending_take(ordo_mpi_t *mpi, int rank, int64_t id, uint8_t *subs
 /* Answers a stall report's query of asker (the progress thread's). */
 void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial);
 
-/* Frees the publications and pending subscriptions (after the progress
- * thread stopped); tell: MPI is still there, and their subscribers hear
- * the end (the subscriptions that came meanwhile included). */
+/* Frees the publications, pending subscriptions and early raises (after
+ * the progress thread stopped); tell: MPI is still there, and their
+ * subscribers hear the end (the subscriptions that came meanwhile
+ * included). */
 void ordo__mpi_signals_free(ordo_mpi_t *mpi, bool tell);
 
 /* The name of an operation's kind, for messages ("MPI_Iallreduce"). */

@@ -6,7 +6,8 @@
  *   UPDATE id state     the owner's publication reached value (or failed,
  *                       with status and message)
  *   ADVANCE id value    raise the receiver's publication id
- *   FAIL id status msg  fail it
+ *   FAIL id status msg  fail it (both kept until the publish when the
+ *                       receiver has not published id yet)
  * UPDATEs, the latency-bound kind, land in a standing receive (posted
  * again once taken) that a thread waiting on an observed signal tests
  * itself, as MPI_Recv would, and the progress thread otherwise; the others
@@ -285,6 +286,59 @@ static void published_fired(void *ctx, ordo_status_t status, ordo_timepoint_t *t
     atomic_fetch_add_explicit(&p->fired, 1, memory_order_release);
 }
 
+/* Raises signal to value, then fails it with failure (unless ORDO_OK), as
+ * another rank asked. A refusal (the signal ended here first) is no error
+ * of the calling thread's: its message is left alone. */
+static void raise_apply(ordo_signal_t *signal, uint64_t value, ordo_status_t failure,
+                        const char *message) {
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
+    if (value > 0) {
+        (void)ordo_signal_advance(signal, value);
+    }
+    if (failure != ORDO_OK) {
+        (void)ordo_signal_fail(signal, failure, message);
+    }
+    ordo__message_restore(&kept);
+}
+
+/* Unlinks the early raises of id, under lock; NULL if none came. */
+static mpi_early_raise_t *early_take(ordo_mpi_t *mpi, uint32_t id) {
+    for (mpi_early_raise_t **link = &mpi->early; *link; link = &(*link)->next) {
+        mpi_early_raise_t *e = *link;
+        if (e->id == id) {
+            *link = e->next;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Keeps a raise of an id not published yet, under lock. */
+static void early_keep(ordo_mpi_t *mpi, uint32_t id, uint64_t value, ordo_status_t failure,
+                       const char *message) {
+    mpi_early_raise_t *e = mpi->early;
+    while (e && e->id != id) {
+        e = e->next;
+    }
+    if (!e) {
+        e = ordo__alloc(sizeof *e, 0);
+        if (!e) {
+            return; /* without memory it is lost, as a message to a dead rank would be */
+        }
+        e->id = id;
+        e->next = mpi->early;
+        mpi->early = e;
+    }
+    if (value > e->value) {
+        e->value = value;
+    }
+    if (failure != ORDO_OK && e->failure == ORDO_OK) { /* the first failure wins */
+        e->failure = failure;
+        snprintf(e->message, sizeof e->message, "%s", message);
+    }
+}
+
 ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, uint32_t id) {
     ORDO_RETURN_IF_ERROR(ordo__mpi_check(mpi, __func__));
     ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
@@ -333,7 +387,14 @@ ordo_status_t ordo_mpi_signal_publish(ordo_mpi_t *mpi, ordo_signal_t *signal, ui
     p->next = mpi->published;
     mpi->published = p;
     ordo__mpi_pending_take(mpi, -1, id, p->subscribers);
+    mpi_early_raise_t *early = early_take(mpi, id);
     pthread_mutex_unlock(&mpi->lock);
+    if (early) {
+        /* Outside the lock: callbacks on the signal may run here. An
+         * ADVANCE or FAIL received from now on is applied directly. */
+        raise_apply(signal, early->value, early->failure, early->message);
+        ordo__dealloc(early, sizeof *early, 0);
+    }
     ordo__mpi_listen_soon(mpi);
     return ORDO_OK;
 }
@@ -548,23 +609,29 @@ void ordo__mpi_signals_finalized(ordo_mpi_t *mpi) {
 }
 
 static void on_raise(ordo_mpi_t *mpi, const control_msg_t *msg) {
+    uint64_t value = 0;
+    ordo_status_t failure = ORDO_OK;
+    if (msg->kind == MSG_ADVANCE) {
+        value = msg->value & ORDO_SIGNAL_VALUE_MAX;
+    } else {
+        ordo_status_t status = (ordo_status_t)msg->status;
+        failure = ordo_status_is_error(status) ? status : ORDO_ERR_CORRUPTED;
+    }
     pthread_mutex_lock(&mpi->lock);
     mpi_published_t *p = published_find(mpi, msg->id);
     ordo_signal_t *signal = p ? p->signal : NULL;
     if (signal) {
         ordo__signal_retain_internal(signal);
+    } else {
+        /* The sender's handle took it already: kept for the publish, under
+         * the lock the publish takes its list under. */
+        early_keep(mpi, msg->id, value, failure, msg->message);
     }
     pthread_mutex_unlock(&mpi->lock);
     if (!signal) {
         return;
     }
-    if (msg->kind == MSG_ADVANCE) {
-        (void)ordo_signal_advance(signal, msg->value & ORDO_SIGNAL_VALUE_MAX);
-    } else {
-        ordo_status_t status = (ordo_status_t)msg->status;
-        (void)ordo_signal_fail(signal, ordo_status_is_error(status) ? status : ORDO_ERR_CORRUPTED,
-                               msg->message);
-    }
+    raise_apply(signal, value, failure, msg->message);
     ordo__signal_release_internal(signal);
 }
 
@@ -845,5 +912,10 @@ void ordo__mpi_signals_free(ordo_mpi_t *mpi, bool tell) {
             pending_end(mpi, q);
         }
         ordo__dealloc(q, sizeof *q, 0);
+    }
+    while (mpi->early) { /* never published: nobody to apply them to */
+        mpi_early_raise_t *e = mpi->early;
+        mpi->early = e->next;
+        ordo__dealloc(e, sizeof *e, 0);
     }
 }

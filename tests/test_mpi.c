@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "ordo/mpi.h"
 #include "ordo/ordo.h"
@@ -1652,6 +1654,87 @@ static void destroy_ends_subscriptions(void) {
     }
 }
 
+/* Whether process pid is stopped (state T in /proc/pid/stat). */
+static int process_stopped(int pid) {
+    char path[64], text[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    if (!file) {
+        return 0;
+    }
+    size_t n = fread(text, 1, sizeof text - 1, file);
+    fclose(file);
+    text[n] = '\0';
+    const char *end = strrchr(text, ')'); /* after the command's name */
+    return end && end[1] == ' ' && (end[2] == 'T' || end[2] == 't');
+}
+
+/* ordo/mpi.h: an observer's handle takes each value the owner sends, and
+ * a destroy of the owner's ordo_mpi_t reaches it as ORDO_ERR_CANCELLED.
+ * Rank 1 is stopped (SIGSTOP) while rank 0 moves its SIGNALS signals
+ * twice, more news than rank 1's queue takes, so updates wait in rank
+ * 0's outbox, merged; then rank 0 destroys its ordo_mpi_t and continues
+ * rank 1. Every observed signal still reaches its last value. */
+#define SIGNALS 300
+static void destroy_sends_the_last_state(void) {
+    fixture_t f;
+    fixture_open(&f);
+    ordo_signal_t *s[SIGNALS] = {0};
+    if (rank == 0) {
+        for (int i = 0; i < SIGNALS; ++i) {
+            REQUIRE_OK(ordo_signal_create(0, &s[i]));
+            REQUIRE_OK(ordo_mpi_signal_publish(f.mpi, s[i], 1000u + (uint32_t)i));
+            CHECK_OK(ordo_signal_advance(s[i], 1));
+        }
+    } else if (rank == 1) {
+        for (int i = 0; i < SIGNALS; ++i) {
+            REQUIRE_OK(ordo_mpi_signal_open(f.mpi, 0, 1000u + (uint32_t)i, &s[i]));
+            CHECK_OK(ordo_signal_wait(s[i], 1, test_deadline()));
+        }
+    }
+    ranks_meet(__LINE__);
+    int pid = (int)getpid();
+    MPI_Request request;
+    if (rank == 0) {
+        MPI_Irecv(&pid, 1, MPI_INT, 1, 71, MPI_COMM_WORLD, &request);
+        mpi_wait_bounded(&request, NULL, __LINE__);
+        REQUIRE_OK(kill(pid, SIGSTOP) == 0 ? ORDO_OK : ORDO_ERR_INTERNAL);
+        ordo_deadline_t deadline = test_deadline();
+        while (!process_stopped(pid)) {
+            if (ordo_time_now_ns() >= deadline) {
+                (void)kill(pid, SIGCONT);
+                abort_job(__LINE__, "rank 1 did not stop");
+            }
+            sched_yield();
+        }
+        for (uint64_t v = 2; v <= 3; ++v) {
+            for (int i = 0; i < SIGNALS; ++i) {
+                CHECK_OK(ordo_signal_advance(s[i], v));
+            }
+        }
+        fixture_close(&f, ORDO_OK, ORDO_OK);
+        (void)kill(pid, SIGCONT);
+        for (int i = 0; i < SIGNALS; ++i) {
+            CHECK_OK(ordo_signal_release(s[i]));
+        }
+    } else if (rank == 1) {
+        MPI_Isend(&pid, 1, MPI_INT, 0, 71, MPI_COMM_WORLD, &request);
+        mpi_wait_bounded(&request, NULL, __LINE__);
+        int short_of = 0;
+        for (int i = 0; i < SIGNALS; ++i) {
+            /* The last value, then the end (its failure comes after). */
+            ordo_status_t st = ordo_signal_wait(s[i], 3, test_deadline());
+            short_of += st != ORDO_OK;
+            CHECK_OK(ordo_signal_release(s[i]));
+        }
+        CHECK(short_of == 0);
+    }
+    ranks_meet(__LINE__);
+    if (rank != 0) {
+        fixture_close(&f, ORDO_OK, ORDO_OK);
+    }
+}
+
 /* Only a signal of the publishing rank can be published: a handle of
  * another rank's signal is refused (its publication's reference would
  * keep the ordo_mpi_t from ever being destroyed), a shared signal is
@@ -2024,6 +2107,7 @@ int main(int argc, char **argv) {
         {"liveness_timeout_shortened_later", liveness_timeout_shortened_later},
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
+        {"destroy_sends_the_last_state", destroy_sends_the_last_state},
         {"publish_refuses_a_handle", publish_refuses_a_handle},
         {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
         {"destroy_from_a_callback_is_refused", destroy_from_a_callback_is_refused},

@@ -149,6 +149,9 @@ static void pool_block_prepared_for_a_use_is_not_freed(void **state) {
     assert_status(ordo_mem_deallocate(f.pool, b, f.s[1]), ORDO_ERR_BUSY);
     assert_non_null(strstr(ordo_error_message(), "ordo_mem_deallocate"));
     assert_status(ordo_mem_prepare_use(f.pool, b, f.s[2], ORDO_ACCESS_READ), ORDO_ERR_BUSY);
+    ordo_buffer_t *buffer = NULL; /* the pool's own: its release is refused for that first */
+    assert_ok(ordo_block_buffer(b, &buffer));
+    assert_status(ordo_buffer_release(buffer, NULL, NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_mem_finish_use(f.pool, b, f.s[2], ORDO_ACCESS_WRITE),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_ok(ordo_mem_finish_use(f.pool, b, f.s[1], ORDO_ACCESS_WRITE));

@@ -272,6 +272,13 @@ static void a_prepare_holds_its_buffers_for_its_finish(void **state) {
     REFUSED(ORDO_ERR_BUSY, ordo_tracker_submit_host, tracker, f->s[0], &w0, 1, noop_task, NULL);
     REFUSED(ORDO_ERR_BUSY, ordo_tracker_prepare, tracker, f->s[0], &r1, 1);
     REFUSED(ORDO_ERR_BUSY, ordo_buffer_release, f->b[1], NULL, NULL);
+    /* A fault of a handle or an argument in any access answers first
+     * (docs/ERRORS.md: the objects' state comes last). */
+    ordo_access_t then_null[2] = {{f->b[1], ORDO_ACCESS_READ}, {NULL, ORDO_ACCESS_READ}};
+    ordo_access_t then_bad[2] = {{f->b[1], ORDO_ACCESS_READ}, {f->b[2], (ordo_access_mode_t)7}};
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_tracker_submit, tracker, f->s[1], then_null, 2,
+            launch_noop, NULL);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_prepare, tracker, f->s[1], then_bad, 2);
     assert_ok(ordo_tracker_submit(tracker, f->s[1], &other, 1, launch_noop, NULL));
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[1], held, 2);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_tracker_finish, tracker, f->s[0], &w0, 1);

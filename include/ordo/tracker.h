@@ -223,10 +223,11 @@ ordo_status_t ordo_tracker_submit_host(ordo_tracker_t *tracker, ordo_stream_t *s
  *
  * A prepare holds the buffers it names until a finish on the same stream
  * names them. Meanwhile every other call that names one is refused with
- * ORDO_ERR_BUSY: a submission or a second prepare (it would be ordered
- * against a history the finish is still to change), ordo_buffer_release
- * (the finish reads the buffer), ordo_graph_rebind, a recording's capture,
- * and the free of a pool block prepared by ordo_mem_prepare_use. Buffers
+ * ORDO_ERR_BUSY, after any fault of a handle or an argument: a submission
+ * or a second prepare (it would be ordered against a history the finish
+ * is still to change), a graph's replay, a recording's capture,
+ * ordo_buffer_release (the finish reads the buffer), and the free of a
+ * pool block prepared by ordo_mem_prepare_use. Buffers
  * the prepare does not name are not held, so other work goes on. A finish
  * is refused with ORDO_ERR_INVALID_ARGUMENT, and the prepare stays open,
  * when it names a buffer no prepare holds, a buffer prepared on another

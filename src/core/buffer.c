@@ -57,11 +57,7 @@ static void use_completed(void *ctx, ordo_status_t status, ordo_timepoint_t *tim
 }
 
 ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, void *ctx) {
-    if (b && b->magic == ORDO_BUFFER_PREPARED) {
-        /* Freed now, it would be read by the finish still to come. */
-        return ordo__buffer_refuse_prepared(b, __func__);
-    }
-    if (!b || b->magic != ORDO_BUFFER_MAGIC) {
+    if (!b || (b->magic != ORDO_BUFFER_MAGIC && b->magic != ORDO_BUFFER_PREPARED)) {
         return ordo__error(b && b->magic == ORDO_BUFFER_RELEASED ? ORDO_ERR_DESTROYED
                                                                  : ORDO_ERR_INVALID_HANDLE,
                            __func__, "%p is not a live buffer%s", (void *)b,
@@ -72,6 +68,10 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                            "buffer %p belongs to a memory pool's block: deallocate the block "
                            "instead",
                            (void *)b);
+    }
+    if (b->magic == ORDO_BUFFER_PREPARED) {
+        /* Freed now, it would be read by the finish still to come. */
+        return ordo__buffer_refuse_prepared(b, __func__);
     }
     ordo_tracker_t *tracker = b->tracker;
     if (ORDO_UNLIKELY(tracker_recording(tracker))) {

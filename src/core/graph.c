@@ -200,7 +200,8 @@ ordo_status_t ordo_graph_buffer(ordo_graph_t *graph, uint32_t index, ordo_buffer
 }
 
 /* Why buffer cannot be bound to a slot of graph (a live buffer of its
- * tracker), or ORDO_OK. */
+ * tracker; one held by a prepare may be: a replay that names it before
+ * the finish is refused), or ORDO_OK. */
 static ordo_status_t bindable(const ordo_graph_t *graph, const ordo_buffer_t *buffer,
                               const char *what, const char *api) {
     if (!buffer) {
@@ -210,10 +211,7 @@ static ordo_status_t bindable(const ordo_graph_t *graph, const ordo_buffer_t *bu
         return ordo__error(ORDO_ERR_DESTROYED, api, "%s %p was released", what,
                            (const void *)buffer);
     }
-    if (buffer->magic == ORDO_BUFFER_PREPARED) {
-        return ordo__buffer_refuse_prepared(buffer, api);
-    }
-    if (buffer->magic != ORDO_BUFFER_MAGIC) {
+    if (buffer->magic != ORDO_BUFFER_MAGIC && buffer->magic != ORDO_BUFFER_PREPARED) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "%s %p is not a live buffer", what,
                            (const void *)buffer);
     }

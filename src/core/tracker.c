@@ -99,9 +99,10 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
     return ORDO_OK;
 }
 
-/* Explains why access i is refused (the slow path of check_accesses). */
-static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_access_t *access,
-                                    size_t i, const char *api) {
+/* Why access i is refused as a handle or an argument, or ORDO_OK (a
+ * buffer held by a prepare counts as live here). */
+static ordo_status_t access_fault(const ordo_tracker_t *tracker, const ordo_access_t *access,
+                                  size_t i, const char *api) {
     const ordo_buffer_t *b = access->buffer;
     if (!b) {
         return ordo__error(ORDO_ERR_INVALID_HANDLE, api, "access %zu: buffer is NULL", i);
@@ -118,11 +119,28 @@ static ordo_status_t access_refused(const ordo_tracker_t *tracker, const ordo_ac
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "access %zu: buffer %p belongs to another tracker", i, (const void *)b);
     }
-    if (b->magic == ORDO_BUFFER_PREPARED) {
-        return ordo__buffer_refuse_prepared(b, api);
+    if ((unsigned)access->mode - 1u > 2u) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
+                           (int)access->mode);
     }
-    return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "access %zu: mode %d is not a mode", i,
-                       (int)access->mode);
+    return ORDO_OK;
+}
+
+/* Explains why a list of accesses is refused (the slow path of the
+ * checks): a fault of a handle or an argument in any access answers
+ * before a buffer held by a prepare (docs/ERRORS.md: the state of the
+ * objects comes last). */
+static ordo_status_t accesses_refused(const ordo_tracker_t *tracker, const ordo_access_t *accesses,
+                                      size_t count, const char *api) {
+    for (size_t i = 0; i < count; ++i) {
+        ORDO_RETURN_IF_ERROR(access_fault(tracker, &accesses[i], i, api));
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (accesses[i].buffer->magic == ORDO_BUFFER_PREPARED) {
+            return ordo__buffer_refuse_prepared(accesses[i].buffer, api);
+        }
+    }
+    return ordo__error(ORDO_ERR_INTERNAL, api, "accesses refused for no reason found");
 }
 
 /* Checks each access (the list and its count were checked by enter). */
@@ -134,7 +152,7 @@ check_accesses(const ordo_tracker_t *tracker, const ordo_access_t *accesses, siz
         /* One test for the common case; the reason only on refusal. */
         if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
                           (unsigned)accesses[i].mode - 1u > 2u)) {
-            return access_refused(tracker, &accesses[i], i, api);
+            return accesses_refused(tracker, accesses, count, api);
         }
     }
     return ORDO_OK;
@@ -145,11 +163,7 @@ static ordo_status_t check_accesses_held(const ordo_tracker_t *tracker,
                                          const ordo_access_t *accesses, size_t count,
                                          const char *api) {
     for (size_t i = 0; i < count; ++i) {
-        const ordo_buffer_t *b = accesses[i].buffer;
-        if (!b || (b->magic != ORDO_BUFFER_PREPARED && b->magic != ORDO_BUFFER_MAGIC) ||
-            b->tracker != tracker || (unsigned)accesses[i].mode - 1u > 2u) {
-            return access_refused(tracker, &accesses[i], i, api);
-        }
+        ORDO_RETURN_IF_ERROR(access_fault(tracker, &accesses[i], i, api));
     }
     return ORDO_OK;
 }
@@ -541,7 +555,7 @@ prepare_locked(ordo_tracker_t *tracker, uint32_t t, const ordo_access_t *accesse
         /* One test for the common case; the reason only on refusal. */
         if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_MAGIC || b->tracker != tracker ||
                           mode - 1u > 2u)) {
-            return access_refused(tracker, &accesses[i], i, api);
+            return accesses_refused(tracker, accesses, count, api);
         }
         /* After a write: every access waits for it (RAW, WAW); a buffer
          * never written has writer point 0, which needs nothing. */

@@ -204,11 +204,13 @@ bool ordo__mpi_outbox_busy(ordo_mpi_t *mpi) {
 
 /* One pass over the outbox, under outbox_lock (a sender waits the pass
  * out: only one thread tests a request, and a new update sees the ones in
- * flight). Tests each send posted: lets go of those over, and of those
- * to dead ranks, or of every one if drop_all. Then posts each waiting
- * update whose predecessor is over, or drops it (drop_all, a dead rank).
- * Whether any ended or was posted. */
-static bool outbox_pass(ordo_mpi_t *mpi, bool drop_all) {
+ * flight). Tests each send posted: lets go of those over and of those to
+ * dead ranks. Then posts each waiting update whose predecessor is over,
+ * or drops it if its rank is dead. When closing, every send is let go
+ * (MPI finishes those in flight on its own) and every waiting update to a
+ * live rank is posted first: observers still get the last state. Whether
+ * any ended or was posted. */
+static bool outbox_pass(ordo_mpi_t *mpi, bool closing) {
     pthread_mutex_lock(&mpi->outbox_lock);
     bool moved = false;
     mpi_outgoing_t **link = &mpi->outbox;
@@ -220,7 +222,7 @@ static bool outbox_pass(ordo_mpi_t *mpi, bool drop_all) {
             continue;
         }
         bool over = send_over(node);
-        if (!over && !drop_all && !ordo__mpi_rank_dead(mpi, node->rank)) {
+        if (!over && !closing && !ordo__mpi_rank_dead(mpi, node->rank)) {
             link = &node->next;
             continue;
         }
@@ -240,16 +242,23 @@ static bool outbox_pass(ordo_mpi_t *mpi, bool drop_all) {
             link = &node->next;
             continue;
         }
-        bool drop = drop_all || ordo__mpi_rank_dead(mpi, node->rank);
-        if (!drop && update_find(mpi->outbox, node, true)) {
+        bool dead = ordo__mpi_rank_dead(mpi, node->rank);
+        if (!dead && !closing && update_find(mpi->outbox, node, true)) {
             link = &node->next; /* its turn has not come */
             continue;
         }
         moved = true;
-        if (drop || post(mpi, node)) {
+        if (dead || post(mpi, node)) {
             *link = node->next;
             node->next = ended;
             ended = node;
+        } else if (closing) {
+            /* The last state of a live rank's observers still goes out,
+             * after the one in flight (posted in this order): MPI finishes
+             * it on its own. */
+            *link = node->next;
+            MPI_Request_free(&node->request);
+            abandon(node);
         } else {
             link = &node->next; /* posted: tested from the next pass */
         }

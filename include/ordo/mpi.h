@@ -67,7 +67,11 @@ typedef struct ordo_mpi ordo_mpi_t;
  * to): a duplicate of comm and a progress thread. comm must be an
  * intracommunicator (an intercommunicator: ORDO_ERR_INVALID_ARGUMENT).
  * The tracker and the stream must outlive it (the stream outlives the
- * tracker anyway: ordo/tracker.h). */
+ * tracker anyway: ordo/tracker.h). Collective over comm. Signals'
+ * messages use a second duplicate that is kept for the process and taken
+ * again by a later ordo_mpi_t on the same processes (MPI frees it at
+ * MPI_Finalize): creates on communicators of the same processes must not
+ * run at once from several threads of a rank. */
 ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MPI_Comm comm,
                               ordo_mpi_t **out_mpi);
 
@@ -78,7 +82,8 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
  * dropping the last reference) to finish closing, and until every
  * operation submitted has completed or the stream has failed (the
  * deadline: ORDO_ERR_TIMEOUT, and nothing is freed), then
- * stops the progress thread and frees the duplicate communicators; the
+ * stops the progress thread, frees the duplicate communicator and gives
+ * back the one of signals' messages (kept, see ordo_mpi_create); the
  * observers of its published signals (and those waiting for signals it
  * never published) fail with ORDO_ERR_CANCELLED. Returns the
  * communication's failure, if an operation failed, after freeing. It may

@@ -174,20 +174,10 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Comm_dup", __func__);
     }
-    code = MPI_Comm_dup(comm, &mpi->control);
-    if (code != MPI_SUCCESS) {
-        MPI_Comm_free(&mpi->comm);
-        ordo__dealloc(mpi, sizeof *mpi, 0);
-        return mpi_error(code, "MPI_Comm_dup", __func__);
-    }
     /* Without MPI_ERRORS_RETURN an MPI error would abort the job rather
      * than fail a stream. */
     code = MPI_Comm_set_errhandler(mpi->comm, MPI_ERRORS_RETURN);
-    if (code == MPI_SUCCESS) {
-        code = MPI_Comm_set_errhandler(mpi->control, MPI_ERRORS_RETURN);
-    }
     if (code != MPI_SUCCESS) {
-        MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Comm_set_errhandler", __func__);
@@ -196,10 +186,15 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
     MPI_Comm_size(mpi->comm, &mpi->size);
     code = epoch_agree(mpi);
     if (code != MPI_SUCCESS) {
-        MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Allreduce", __func__);
+    }
+    code = ordo__mpi_control_take(mpi->comm, &mpi->control, &mpi->control_number);
+    if (code != MPI_SUCCESS) {
+        MPI_Comm_free(&mpi->comm);
+        ordo__dealloc(mpi, sizeof *mpi, 0);
+        return mpi_error(code, "MPI_Comm_dup", __func__);
     }
     ordo_status_t st = ordo__mpi_liveness_init(mpi, __func__);
     if (st == ORDO_OK) {
@@ -240,7 +235,7 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         }
     }
     if (st != ORDO_OK) {
-        MPI_Comm_free(&mpi->control);
+        ordo__mpi_control_give(&mpi->control, mpi->control_number, true);
         MPI_Comm_free(&mpi->comm);
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return st;
@@ -329,8 +324,8 @@ ordo_status_t ordo_mpi_destroy(ordo_mpi_t *mpi, ordo_deadline_t deadline) {
     }
     ordo__mpi_signals_free(mpi, !finalized);
     ordo__mpi_outbox_close(mpi, !finalized); /* its last sends were made above */
+    ordo__mpi_control_give(&mpi->control, mpi->control_number, !finalized);
     if (!finalized) {
-        MPI_Comm_free(&mpi->control);
         MPI_Comm_free(&mpi->comm);
     }
     ordo_signal_release(mpi->done);

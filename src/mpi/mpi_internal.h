@@ -174,7 +174,8 @@ struct ordo_mpi {
     _Atomic bool stop;
     _Atomic bool listen_soon;   /* the progress thread polls from its quickest pace */
     _Atomic uint32_t helpers;   /* threads receiving their signals' updates themselves */
-    MPI_Comm control;           /* a second duplicate: signals' messages */
+    MPI_Comm control;           /* signals' messages (mpi_control.c) */
+    int control_number;         /* its number among those kept, or -1 */
     mpi_published_t *published; /* under lock */
     mpi_remote_t *remotes;      /* under lock */
     mpi_pending_t *pending;     /* under lock */
@@ -238,6 +239,16 @@ void ordo__mpi_quiesce(ordo_mpi_t *mpi, bool finalizing);
 
 /* Whether the calling thread is mpi's progress thread. */
 bool ordo__mpi_on_progress_thread(const ordo_mpi_t *mpi);
+
+/* The control communicator for an ordo_mpi_t on comm (collective over
+ * comm): one kept for the process, free on every rank, or a new duplicate
+ * (MPI_ERRORS_RETURN); its number among those kept, -1 for one not kept
+ * (mpi_control.c). An MPI error code. */
+int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number);
+
+/* Gives it back at the destroy: kept, or freed if not kept (and MPI is
+ * usable). */
+void ordo__mpi_control_give(MPI_Comm *control, int number, bool mpi_usable);
 
 /* Sends one record of the control communicator to rank, without waiting
  * for the receiver: a send not complete at once is left to the progress

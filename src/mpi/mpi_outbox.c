@@ -21,7 +21,8 @@
  * Updates are merged: while an UPDATE of a publication to a rank is in
  * flight, a newer one for that rank waits in the outbox, unsent, and a
  * newer one still takes its place (an UPDATE carries the whole state, and
- * observers keep the greatest value, so the latest says all). A rank that
+ * observers keep the greatest value, so the newest says all: the value
+ * greater, or the failure). A rank that
  * stops draining thus holds at most one pending update per publication,
  * not one per move: MPI retries every pending send on each call it makes,
  * and thousands of them to a dead rank starved the sender's progress
@@ -137,8 +138,14 @@ static bool update_merged(ordo_mpi_t *mpi, mpi_outgoing_t *node, bool *out_copie
     mpi_outgoing_t *waiting = update_find(mpi->outbox, node, false);
     *out_copied = waiting != NULL;
     if (waiting) {
-        memcpy(&waiting->msg, &node->msg, (size_t)node->length);
-        waiting->length = node->length;
+        /* The newer state stays: two threads send a publication's news
+         * (the one that moved it, the progress thread), each with the
+         * state it read, in either order. A failure is final. */
+        const control_msg_t *old = &waiting->msg, *new = &node->msg;
+        if (old->status == ORDO_OK && (new->status != ORDO_OK || new->value > old->value)) {
+            memcpy(&waiting->msg, &node->msg, (size_t)node->length);
+            waiting->length = node->length;
+        }
         return true;
     }
     if (!update_find(mpi->outbox, node, true)) {

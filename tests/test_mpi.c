@@ -1654,6 +1654,70 @@ static void destroy_ends_subscriptions(void) {
     }
 }
 
+/* Armed by a case: MPI_Comm_set_errhandler fails at its armed_at-th
+ * call on rank 1 (the profiling interface: the test's definition takes
+ * the place of MPI's, which it calls). */
+static int errhandler_calls = -1, errhandler_fails_at;
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
+    int code = PMPI_Comm_set_errhandler(comm, handler);
+    if (errhandler_calls >= 0 && ++errhandler_calls == errhandler_fails_at && rank == 1) {
+        return MPI_ERR_OTHER;
+    }
+    return code;
+}
+
+/* A control communicator that one rank cannot set up fails the create on
+ * every rank (mpi_control.c), and the ranks still agree on the ones they
+ * keep: later creates on the same processes work, signals included. The
+ * record of the kept ones is outside the allocator hooks: as many blocks
+ * are live after as before (so ordo_allocator_set stays possible). The
+ * only case that uses these processes in this order: the first create
+ * makes a new duplicate. */
+static void a_control_setup_failing_on_one_rank_fails_every_rank(void) {
+    MPI_Comm reversed; /* processes in an order no other case uses */
+    if (MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &reversed) != MPI_SUCCESS) {
+        abort_job(__LINE__, "MPI_Comm_split failed");
+    }
+    ordo_tracker_t *tracker;
+    ordo_stream_t *comm;
+    REQUIRE_OK(ordo_tracker_create(device, &tracker));
+    REQUIRE_OK(ordo_stream_create(device, 0, &comm));
+    size_t before = 0, after = 0;
+    CHECK_OK(ordo_allocator_live_blocks(&before));
+    ordo_mpi_t *mpi = NULL;
+    errhandler_fails_at = 2; /* the data duplicate's, then the control one's */
+    errhandler_calls = 0;
+    ordo_status_t st = ordo_mpi_create(tracker, comm, reversed, &mpi);
+    errhandler_calls = -1;
+    CHECK_STATUS(st, ORDO_ERR_DEVICE);
+    CHECK(strstr(ordo_error_message(), "MPI_Comm_set_errhandler") != NULL);
+    if (st == ORDO_OK) {
+        CHECK_OK(ordo_mpi_destroy(mpi, test_deadline()));
+    }
+    for (int round = 0; round < 2; ++round) {
+        REQUIRE_OK(ordo_mpi_create(tracker, comm, reversed, &mpi));
+        int me = -1, all = 0;
+        CHECK_OK(ordo_mpi_rank(mpi, &me, &all));
+        int next = (me + 1) % size;
+        ordo_signal_t *mine = NULL, *theirs = NULL;
+        REQUIRE_OK(ordo_signal_create(0, &mine));
+        REQUIRE_OK(ordo_mpi_signal_publish(mpi, mine, 61));
+        REQUIRE_OK(ordo_mpi_signal_open(mpi, next, 61, &theirs));
+        CHECK_OK(ordo_signal_advance(mine, 1));
+        CHECK_OK(ordo_signal_wait(theirs, 1, test_deadline()));
+        ranks_meet(__LINE__);
+        CHECK_OK(ordo_signal_release(theirs));
+        CHECK_OK(ordo_mpi_destroy(mpi, test_deadline()));
+        CHECK_OK(ordo_signal_release(mine));
+        ranks_meet(__LINE__);
+    }
+    CHECK_OK(ordo_allocator_live_blocks(&after));
+    CHECK(after == before);
+    CHECK_OK(ordo_tracker_destroy(tracker));
+    CHECK_OK(ordo_stream_destroy(comm));
+    MPI_Comm_free(&reversed);
+}
+
 /* Whether process pid is stopped (state T in /proc/pid/stat). */
 static int process_stopped(int pid) {
     char path[64], text[256];
@@ -2108,6 +2172,8 @@ int main(int argc, char **argv) {
         {"stall_report_names_a_cycle", stall_report_names_a_cycle},
         {"destroy_ends_subscriptions", destroy_ends_subscriptions},
         {"destroy_sends_the_last_state", destroy_sends_the_last_state},
+        {"a_control_setup_failing_on_one_rank_fails_every_rank",
+         a_control_setup_failing_on_one_rank_fails_every_rank},
         {"publish_refuses_a_handle", publish_refuses_a_handle},
         {"destroy_waits_for_a_closing_handle", destroy_waits_for_a_closing_handle},
         {"destroy_from_a_callback_is_refused", destroy_from_a_callback_is_refused},

@@ -190,11 +190,12 @@ ordo_status_t ordo_mpi_create(ordo_tracker_t *tracker, ordo_stream_t *stream, MP
         ordo__dealloc(mpi, sizeof *mpi, 0);
         return mpi_error(code, "MPI_Allreduce", __func__);
     }
-    code = ordo__mpi_control_take(mpi->comm, &mpi->control, &mpi->control_number);
+    const char *failed_call = NULL;
+    code = ordo__mpi_control_take(mpi->comm, &mpi->control, &mpi->control_number, &failed_call);
     if (code != MPI_SUCCESS) {
         MPI_Comm_free(&mpi->comm);
         ordo__dealloc(mpi, sizeof *mpi, 0);
-        return mpi_error(code, "MPI_Comm_dup", __func__);
+        return mpi_error(code, failed_call, __func__);
     }
     ordo_status_t st = ordo__mpi_liveness_init(mpi, __func__);
     if (st == ORDO_OK) {

@@ -17,12 +17,15 @@
  * has the same number on every rank of its group (they are made together,
  * by a collective duplicate, and numbered in the order made), and the
  * create takes the lowest number free on every rank (an MPI_BAND of the
- * ranks' masks of free ones), or makes a new one when none is. MPI frees
- * them all at MPI_Finalize.
+ * ranks' masks of free ones), or makes a new one when none is: kept by
+ * every rank under the same number, or by none (an MPI_LAND of whether
+ * each could), and if one rank cannot set it up, the create fails on
+ * every rank. MPI frees them all at MPI_Finalize; the records of them are
+ * plain memory, kept until the process ends.
  */
-#include "mpi/mpi_internal.h"
+#include <stdlib.h>
 
-#include "base/alloc.h"
+#include "mpi/mpi_internal.h"
 
 /* The communicators kept per group; a create beyond them makes one of
  * its own, freed at its destroy. */
@@ -50,7 +53,8 @@ static control_group_t *group_of(MPI_Comm comm) {
     return NULL;
 }
 
-int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number) {
+int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number,
+                           const char **out_call) {
     pthread_mutex_lock(&groups_lock);
     control_group_t *g = group_of(comm);
     uint64_t free_here = 0;
@@ -60,6 +64,7 @@ int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number
     }
     pthread_mutex_unlock(&groups_lock);
     uint64_t free_everywhere = 0;
+    *out_call = "MPI_Allreduce";
     int code = MPI_Allreduce(&free_here, &free_everywhere, 1, MPI_UINT64_T, MPI_BAND, comm);
     if (code != MPI_SUCCESS) {
         return code;
@@ -74,33 +79,52 @@ int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number
         return MPI_SUCCESS;
     }
     MPI_Comm control;
+    *out_call = "MPI_Comm_dup";
     code = MPI_Comm_dup(comm, &control);
     if (code != MPI_SUCCESS) {
         return code;
     }
     /* Without MPI_ERRORS_RETURN an MPI error would abort the job. */
-    code = MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
-    if (code != MPI_SUCCESS) {
-        MPI_Comm_free(&control);
-        return code;
-    }
-    /* Every rank of the group made it: each numbers it the same. */
-    int number = -1;
+    int handler = MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
+    /* Room to keep it: its group's record (plain memory, kept until the
+     * process ends, outside the allocator hooks' count of live blocks). */
     pthread_mutex_lock(&groups_lock);
     g = group_of(comm);
-    if (!g) {
-        g = ordo__alloc(sizeof *g, 0);
-        if (g) {
-            g->next = groups;
-            groups = g;
+    pthread_mutex_unlock(&groups_lock);
+    control_group_t *made = g ? NULL : calloc(1, sizeof *made);
+    int here[2] = {handler == MPI_SUCCESS, g ? g->count < CONTROL_KEPT_MAX : made != NULL};
+    int everywhere[2] = {0, 0};
+    /* Every rank keeps it under the same number, or none does; every rank
+     * fails the create, or none does. */
+    code = MPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_LAND, comm);
+    if (code != MPI_SUCCESS || !everywhere[0]) {
+        MPI_Comm_free(&control);
+        free(made);
+        if (handler != MPI_SUCCESS) {
+            *out_call = "MPI_Comm_set_errhandler";
+            return handler;
         }
+        if (code != MPI_SUCCESS) {
+            return code; /* MPI_Allreduce's */
+        }
+        *out_call = "MPI_Comm_set_errhandler (on another rank)";
+        return MPI_ERR_OTHER;
     }
-    if (g && g->count < CONTROL_KEPT_MAX) {
+    int number = -1;
+    if (everywhere[1]) {
+        pthread_mutex_lock(&groups_lock);
+        if (made) {
+            made->next = groups;
+            groups = made;
+            g = made;
+        }
         number = (int)g->count++;
         g->comms[number] = control;
         g->in_use |= (uint64_t)1 << number;
+        pthread_mutex_unlock(&groups_lock);
+    } else {
+        free(made); /* not kept anywhere: freed at the destroy */
     }
-    pthread_mutex_unlock(&groups_lock);
     *out_control = control;
     *out_number = number;
     return MPI_SUCCESS;

@@ -243,8 +243,10 @@ bool ordo__mpi_on_progress_thread(const ordo_mpi_t *mpi);
 /* The control communicator for an ordo_mpi_t on comm (collective over
  * comm): one kept for the process, free on every rank, or a new duplicate
  * (MPI_ERRORS_RETURN); its number among those kept, -1 for one not kept
- * (mpi_control.c). An MPI error code. */
-int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number);
+ * (mpi_control.c). An MPI error code, and the call that failed in
+ * *out_call. */
+int ordo__mpi_control_take(MPI_Comm comm, MPI_Comm *out_control, int *out_number,
+                           const char **out_call);
 
 /* Gives it back at the destroy: kept, or freed if not kept (and MPI is
  * usable). */

@@ -258,6 +258,11 @@ void ordo__mpi_control_give(MPI_Comm *control, int number, bool mpi_usable);
  * MPI_Finalize. */
 void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg);
 
+/* Sends length bytes of data to rank with tag on the control
+ * communicator as ordo__mpi_control_send does (a copy, never waiting for
+ * the receiver): a stall report's answers. */
+void ordo__mpi_bulk_send(ordo_mpi_t *mpi, int rank, int tag, const void *data, int length);
+
 /* Whether control sends are in flight (the progress thread polls). */
 bool ordo__mpi_outbox_busy(ordo_mpi_t *mpi);
 

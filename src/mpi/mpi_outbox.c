@@ -42,8 +42,10 @@ struct mpi_outgoing {
     struct mpi_outgoing *next;
     MPI_Request request;
     int rank;
-    int length;  /* of msg sent */
+    int tag;
+    int length;  /* of what is sent */
     bool posted; /* MPI_Isend made (else an update waiting its turn) */
+    void *bulk;  /* a larger message sent instead of msg (a stall answer), or NULL */
     control_msg_t msg;
 };
 
@@ -78,6 +80,10 @@ static mpi_outgoing_t *node_take(ordo_mpi_t *mpi) {
 }
 
 static void node_give(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
+    if (node->bulk) {
+        ordo__dealloc(node->bulk, (size_t)node->length, 0);
+        node->bulk = NULL;
+    }
     mpi_outgoing_t *empty = NULL;
     if (atomic_compare_exchange_strong_explicit(&mpi->outbox_quick, &empty, node,
                                                 memory_order_release, memory_order_relaxed)) {
@@ -107,9 +113,8 @@ static bool send_over(mpi_outgoing_t *node) {
 /* Posts node's send; whether it is over at once (or failed to start). */
 static bool post(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
     node->posted = true;
-    int tag = node->msg.kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG;
-    return MPI_Isend(&node->msg, node->length, MPI_BYTE, node->rank, tag, mpi->control,
-                     &node->request) != MPI_SUCCESS ||
+    return MPI_Isend(node->bulk ? node->bulk : &node->msg, node->length, MPI_BYTE, node->rank,
+                     node->tag, mpi->control, &node->request) != MPI_SUCCESS ||
            send_over(node);
 }
 
@@ -180,6 +185,7 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     memcpy(&node->msg, msg, (size_t)length);
     node->msg.epoch = mpi->epoch;
     node->rank = rank;
+    node->tag = msg->kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG;
     node->length = length;
     if (msg->kind == MSG_UPDATE && ordo__mpi_outbox_busy(mpi)) {
         pthread_mutex_lock(&mpi->outbox_lock);
@@ -201,6 +207,41 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
         outbox_push(mpi, node);
         pthread_mutex_unlock(&mpi->outbox_lock);
         ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1); /* to test it */
+    }
+    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+}
+
+void ordo__mpi_bulk_send(ordo_mpi_t *mpi, int rank, int tag, const void *data, int length) {
+    if (ordo__mpi_rank_dead(mpi, rank)) {
+        return;
+    }
+    atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst); /* as above */
+    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
+        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+        return;
+    }
+    mpi_outgoing_t *node = node_take(mpi);
+    void *bulk = node ? ordo__alloc((size_t)length, 0) : NULL;
+    if (!bulk) { /* out of memory: as a send that failed */
+        if (node) {
+            node_give(mpi, node);
+        }
+        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+        return;
+    }
+    memcpy(bulk, data, (size_t)length);
+    node->bulk = bulk;
+    node->msg.kind = 0; /* never an update to merge */
+    node->rank = rank;
+    node->tag = tag;
+    node->length = length;
+    if (post(mpi, node)) {
+        node_give(mpi, node);
+    } else {
+        pthread_mutex_lock(&mpi->outbox_lock);
+        outbox_push(mpi, node);
+        pthread_mutex_unlock(&mpi->outbox_lock);
+        ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
     }
     atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
 }

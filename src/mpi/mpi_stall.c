@@ -204,9 +204,9 @@ void ordo__mpi_stall_answer(ordo_mpi_t *mpi, int asker, uint64_t serial) {
         }
         sent += msg.count;
         int length = (int)(offsetof(stall_message_t, records) + msg.count * sizeof *msg.records);
-        if (MPI_Send(&msg, length, MPI_BYTE, asker, STALL_TAG, mpi->control) != MPI_SUCCESS) {
-            break;
-        }
+        /* Never waiting for the asker: one that died since it asked would
+         * hold the progress thread (mpi_outbox.c). */
+        ordo__mpi_bulk_send(mpi, asker, STALL_TAG, &msg, length);
     } while (sent < list.count);
     if (records) {
         ordo__dealloc(records, STALL_RECORDS_MAX * sizeof *records, 0);

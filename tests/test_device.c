@@ -70,6 +70,12 @@ static void bad_names_are_refused(void **state) {
     assert_status(ordo_device_open("cpu: 0", &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu:0x", &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu:99999999999", &d), ORDO_ERR_OUT_OF_RANGE);
+    /* Leading zeros do not count against the bound: cpu:00000 is cpu:0. */
+    assert_status(ordo_device_open("cpu:00000000001", &d), ORDO_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(ordo_error_message(), "has 1 device"));
+    assert_ok(ordo_device_open("cpu:00000", &d));
+    assert_ok(ordo_device_release(d));
+    d = (ordo_device_t *)1;
     assert_status(ordo_device_open(NULL, &d), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_open("cpu", NULL), ORDO_ERR_INVALID_ARGUMENT);
     assert_status(ordo_device_create_owned("cpu:3", NULL, &d), ORDO_ERR_OUT_OF_RANGE);
@@ -235,6 +241,9 @@ static void device_entry_points_refuse_bad_input(void **state) {
     assert_ok(ordo_device_config_default(&config));
     config.timing_events.growth = 0;
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, d, ordo_device_create_owned, "cpu", &config, &d);
+    /* The message names the field, and no internal function. */
+    assert_non_null(strstr(ordo_error_message(), "timing_events"));
+    assert_null(strstr(ordo_error_message(), "ordo__"));
     assert_ok(ordo_device_config_default(&config));
     config.timing_events.growth = SIZE_MAX;
     REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, d, ordo_device_create_owned, "cpu", &config, &d);

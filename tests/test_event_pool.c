@@ -92,7 +92,7 @@ static event_pool_t *pool_make(fake_backend_t *fake, size_t initial, size_t grow
     event_pool_backend_t backend = fake_ops(fake);
     ordo_event_pool_config_t config = {initial, growth, maximum};
     event_pool_t *pool = NULL;
-    assert_ok(ordo__event_pool_create(&backend, fake->kind, &config, &pool));
+    assert_ok(ordo__event_pool_create(&backend, fake->kind, &config, &pool, "test"));
     assert_non_null(pool);
     return pool;
 }
@@ -188,7 +188,7 @@ static void the_default_config_is_used_for_null(void **state) {
     fake_init(&fake, ORDO_EVENT_PLAIN);
     event_pool_backend_t backend = fake_ops(&fake);
     event_pool_t *pool = NULL;
-    assert_ok(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, NULL, &pool));
+    assert_ok(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, NULL, &pool, "test"));
     ordo_event_pool_config_t defaults;
     assert_ok(ordo_event_pool_config_default(&defaults));
     ordo_event_pool_stats_t s = stats_of(pool);
@@ -414,32 +414,32 @@ static void bad_input_to_create_is_refused(void **state) {
     event_pool_backend_t backend = fake_ops(&fake);
     ordo_event_pool_config_t config = {2, 2, 0};
     event_pool_t *pool = (event_pool_t *)&fake; /* must be overwritten */
-    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, NULL),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, NULL, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("out_pool");
-    assert_status(ordo__event_pool_create(NULL, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(NULL, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_null(pool);
     event_pool_backend_t half = {fake_create, NULL, &fake};
-    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     half = (event_pool_backend_t){NULL, fake_destroy, &fake};
-    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&half, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
-    assert_status(ordo__event_pool_create(&backend, (ordo_event_kind_t)7, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, (ordo_event_kind_t)7, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("kind");
     config.growth = 0;
-    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("growth");
     config = (ordo_event_pool_config_t){6, 2, 5};
-    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_INVALID_ARGUMENT);
     assert_message_mentions("maximum");
     /* A count above its maximum is out of range (status.h). */
     config = (ordo_event_pool_config_t){SIZE_MAX, 2, 0};
-    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_OUT_OF_RANGE);
     assert_null(pool);
     assert_int_equal(atomic_load(&fake.created), 0);
@@ -535,7 +535,7 @@ static void backend_failure_leaves_nothing_behind(void **state) {
     ordo_event_pool_config_t config = {5, 2, 0};
     atomic_store(&fake.fail_after, 2);
     event_pool_t *pool = (event_pool_t *)&fake;
-    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool),
+    assert_status(ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &pool, "test"),
                   ORDO_ERR_DEVICE);
     assert_message_mentions("backend");
     assert_null(pool);
@@ -690,7 +690,7 @@ static void *use_then_linger(void *arg) {
     event_pool_backend_t backend = fake_ops(l->fake2);
     ordo_event_pool_config_t config = {1, 1, 0};
     event_pool_t *fresh;
-    if (ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &fresh) != ORDO_OK) {
+    if (ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &fresh, "test") != ORDO_OK) {
         atomic_fetch_add(&l->errors, 1);
         return NULL;
     }

@@ -162,11 +162,17 @@ static ordo_status_t parse_name(const char *name, size_t *out_backend, int *out_
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                                "'%s': the ordinal must be a non-negative decimal integer", name);
         }
-        if (n > 4 || strtol(digits, NULL, 10) >= MAX_ORDINALS) {
+        /* Leading zeros are accepted, so only the digits after them
+         * count against the bound (strtol never sees more than four). */
+        size_t zeros = strspn(digits, "0");
+        if (zeros == n) {
+            zeros = n - 1; /* "0", "000": the ordinal 0 */
+        }
+        if (n - zeros > 4 || strtol(digits + zeros, NULL, 10) >= MAX_ORDINALS) {
             return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "'%s': ordinal beyond %d", name,
                                MAX_ORDINALS - 1);
         }
-        *out_ordinal = (int)strtol(digits, NULL, 10);
+        *out_ordinal = (int)strtol(digits + zeros, NULL, 10);
     }
     size_t present = b->device_count();
     if ((size_t)*out_ordinal >= present) {
@@ -290,13 +296,16 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
     event_pool_backend_t pool_backend = {pool_event_create, pool_event_destroy, device};
     const ordo_event_pool_config_t *configs[2] = {&config->plain_events, &config->timing_events};
     for (int k = 0; k < 2; ++k) {
+        char who[128]; /* the call, and the pool's part of the config */
+        snprintf(who, sizeof who, "%s, %s", api, k ? "timing_events" : "plain_events");
         st = ordo__event_pool_create(&pool_backend, (ordo_event_kind_t)k, configs[k],
-                                     &device->event_pools[k]);
+                                     &device->event_pools[k], who);
         if (st != ORDO_OK) {
-            char detail[256];
-            snprintf(detail, sizeof detail, "%s", ordo_error_message());
+            ordo__kept_message_t kept;
+            ordo__message_keep(&kept); /* the pool's refusal, not the teardown's */
             device_free(device);
-            return ordo__error(st, api, "cannot build the event pool: %s", detail);
+            ordo__message_restore(&kept);
+            return st;
         }
     }
     *out = device;

@@ -667,18 +667,18 @@ ordo_status_t ordo_event_pool_config_default(ordo_event_pool_config_t *out_confi
 
 ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
                                       const ordo_event_pool_config_t *config,
-                                      event_pool_t **out_pool) {
+                                      event_pool_t **out_pool, const char *api) {
     if (!out_pool) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_pool is NULL");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "out_pool is NULL");
     }
     *out_pool = NULL;
     if (!backend || !backend->create || !backend->destroy) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            backend ? "the backend's create and destroy must both be set"
                                    : "backend is NULL");
     }
     if (kind != ORDO_EVENT_PLAIN && kind != ORDO_EVENT_TIMING) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "event kind %d is not a kind",
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "event kind %d is not a kind",
                            (int)kind);
     }
     ordo_event_pool_config_t cfg;
@@ -687,19 +687,19 @@ ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_
         cfg = *config;
     }
     if (cfg.growth == 0) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "growth is 0; it must be >= 1");
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "growth is 0; it must be >= 1");
     }
     if (cfg.initial > COUNT_LIMIT || cfg.growth > COUNT_LIMIT) {
-        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "initial %zu or growth %zu exceeds %u",
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, api, "initial %zu or growth %zu exceeds %u",
                            cfg.initial, cfg.growth, COUNT_LIMIT);
     }
     if (cfg.maximum && cfg.initial > cfg.maximum) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "initial %zu exceeds maximum %zu",
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "initial %zu exceeds maximum %zu",
                            cfg.initial, cfg.maximum);
     }
     event_pool_t *pool = ordo__alloc(sizeof *pool, CACHE_LINE);
     if (!pool) {
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an event pool");
     }
     size_t cells = REGISTRY_MIN;
     while (cells < 2 * (cfg.initial + cfg.growth)) {
@@ -711,7 +711,7 @@ ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_
             ordo__dealloc(registry, registry_bytes(cells), 0);
         }
         ordo__dealloc(pool, sizeof *pool, CACHE_LINE);
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate an event pool");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate an event pool");
     }
     pool->magic = EVENT_POOL_MAGIC;
     pool->id = atomic_fetch_add_explicit(&last_pool_id, 1, memory_order_relaxed) + 1;
@@ -729,7 +729,7 @@ ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_
     atomic_init(&pool->registry, registry);
     for (size_t i = 0; i < cfg.initial; ++i) {
         pool_slot_t *slot;
-        ordo_status_t st = slot_create(pool, SLOT_AVAILABLE, &slot, __func__);
+        ordo_status_t st = slot_create(pool, SLOT_AVAILABLE, &slot, api);
         if (st != ORDO_OK) {
             pool_free(pool);
             return st;

@@ -48,10 +48,11 @@ typedef struct event_pool_backend {
 
 /* Makes a pool of events of kind, creating config->initial of them (config
  * NULL: ordo_event_pool_config_default). If the backend fails, every event
- * already created is destroyed and its status is returned. */
+ * already created is destroyed and its status is returned. Refusals name
+ * api (the public call that builds the pool). */
 ordo_status_t ordo__event_pool_create(const event_pool_backend_t *backend, ordo_event_kind_t kind,
                                       const ordo_event_pool_config_t *config,
-                                      event_pool_t **out_pool);
+                                      event_pool_t **out_pool, const char *api);
 
 /* Destroys every event and the pool; ORDO_ERR_BUSY (and nothing changes)
  * while any event, pooled or not, is acquired and not released. */

@@ -35,7 +35,8 @@ static const event_pool_backend_t host_backend = {host_event_create, host_event_
 
 static event_pool_t *pool_open(void) {
     event_pool_t *pool;
-    if (ordo__event_pool_create(&host_backend, ORDO_EVENT_PLAIN, NULL, &pool) != ORDO_OK) {
+    if (ordo__event_pool_create(&host_backend, ORDO_EVENT_PLAIN, NULL, &pool, "ordo bench") !=
+        ORDO_OK) {
         bench_fail("cannot create an event pool");
     }
     return pool;

@@ -347,7 +347,8 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     d->observe_memops = d->memops && mode && strcmp(mode, "memops") == 0;
     event_pool_backend_t backend = {point_create, point_destroy, d};
     ordo_event_pool_config_t config = {POINT_POOL_INITIAL, POINT_POOL_GROWTH, 0};
-    st = ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points);
+    st = ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points,
+                                 "ordo_device_open (the CUDA points' pool)");
     if (st != ORDO_OK) {
         d->points = NULL;
         device_release_parts(d);

@@ -287,7 +287,9 @@ static ordo_status_t device_build(size_t backend_index, int ordinal, int shared,
     device->shared = shared;
     backend->device_info(ordinal, &device->info);
     /* The backend first: the event pools create events through it. */
+    device->building_api = api;
     ordo_status_t st = backend->device_init(device);
+    device->building_api = NULL;
     if (st != ORDO_OK) {
         device->impl = NULL;
         device_free(device);

@@ -54,6 +54,9 @@ struct ordo_device {
     size_t backend_index; /* in the registry's table */
     int shared;
     ordo_device_info_t info;
+    /* The public call building the device, for the refusals of the
+     * backend's device_init (which has no api of its own); NULL after. */
+    const char *building_api;
     event_pool_t *event_pools[2]; /* indexed by ordo_event_kind_t */
     /* The memory budget account of the device (src/mem/budget.c). */
     _Atomic(hal_device_attachment_t *) mem_budget;

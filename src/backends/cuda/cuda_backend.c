@@ -303,7 +303,7 @@ static void watcher_config_from_env(hal_watcher_config_t *out_config) {
 }
 
 static ordo_status_t cuda_device_init(ordo_device_t *device) {
-    static const char api[] = "ordo_device_open";
+    const char *api = device->building_api ? device->building_api : "ordo_device_open";
     const cuda_api_t *cu = ordo__cuda_api();
     if (!cu) {
         return ordo__error(ORDO_ERR_UNAVAILABLE, api, "the CUDA driver is not loaded");
@@ -347,8 +347,9 @@ static ordo_status_t cuda_device_init(ordo_device_t *device) {
     d->observe_memops = d->memops && mode && strcmp(mode, "memops") == 0;
     event_pool_backend_t backend = {point_create, point_destroy, d};
     ordo_event_pool_config_t config = {POINT_POOL_INITIAL, POINT_POOL_GROWTH, 0};
-    st = ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points,
-                                 "ordo_device_open (the CUDA points' pool)");
+    char who[128];
+    snprintf(who, sizeof who, "%s (the CUDA points' pool)", api);
+    st = ordo__event_pool_create(&backend, ORDO_EVENT_PLAIN, &config, &d->points, who);
     if (st != ORDO_OK) {
         d->points = NULL;
         device_release_parts(d);

@@ -8,8 +8,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "coord/coord_internal.h"
 #include "ordo/coordinator.h"
 #include "refusal.h"
+#include "signal_probe.h"
 #include "test_util.h"
 
 static ordo_device_t *device;
@@ -806,6 +808,56 @@ static void drain_waits_for_a_callback_run_at_once(void **state) {
     fixture_free(f);
     gate_fini(&b.release);
     assert_ok(ordo_signal_destroy(b.entered));
+}
+
+/* ordo/status.h: a drain that succeeds leaves the caller's message alone,
+ * also when an op's stream fails while the drain sleeps on its timeline
+ * (the wait meets the failure, which is the op's to report, through its
+ * callback). The gate opens once the drain holds the timeline, as a
+ * sleeping wait does. */
+typedef struct drain_opener {
+    ordo_signal_t *timeline;
+    uint32_t refs; /* the timeline's before the drain */
+    gate_t *gate;
+    _Atomic int saw_the_drain;
+} drain_opener_t;
+
+static void *open_once_the_drain_sleeps(void *arg) {
+    drain_opener_t *o = arg;
+    atomic_store(&o->saw_the_drain, test_signal_refs_reach(o->timeline, o->refs + 1));
+    (void)ordo_signal_advance(o->gate->signal, 1); /* checked by the test's thread */
+    return NULL;
+}
+
+static void a_drain_that_meets_a_failure_keeps_the_message(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    gate_t gate;
+    gate_init(&gate, ORDO_ERR_ABORTED);
+    ordo_op_id_t a = reg(f, f->s[0], NULL, 0, "a");
+    seen_t seen = {0};
+    assert_ok(ordo_coord_on_complete(f->coord, a, on_done, &seen));
+    assert_ok(ordo_coord_begin(f->coord, a));
+    assert_ok(ordo_stream_host_task(f->s[0], gate_task, &gate));
+    assert_ok(ordo_coord_complete(f->coord, a));
+    ordo_signal_t *timeline = NULL;
+    for (uint32_t i = 0; i < ORDO_COORD_MAX_STREAMS && !timeline; ++i) {
+        coord_stream_t *cs = f->coord->streams[i];
+        timeline = cs && cs->stream == f->s[0] ? cs->timeline : NULL;
+    }
+    assert_non_null(timeline);
+    drain_opener_t o = {timeline, atomic_load(&timeline->refs), &gate, 0};
+    pthread_t opener = test_thread_start(open_once_the_drain_sleeps, &o);
+    (void)ordo_coord_begin(f->coord, 987654); /* a message of the caller's */
+    char before[512];
+    snprintf(before, sizeof before, "%s", ordo_error_message());
+    assert_ok(ordo_coord_drain(f->coord, test_deadline()));
+    assert_string_equal(ordo_error_message(), before);
+    pthread_join(opener, NULL);
+    assert_true(atomic_load(&o.saw_the_drain));
+    assert_int_equal(atomic_load(&seen.status), ORDO_ERR_ABORTED);
+    fixture_free(f);
+    gate_fini(&gate);
 }
 
 /* Several threads register, begin and complete ops on their own streams,
@@ -1846,6 +1898,7 @@ int main(void) {
         cmocka_unit_test(dispatch_goes_by_priority_then_readiness),
         cmocka_unit_test(callbacks_run_exactly_once),
         cmocka_unit_test(drain_waits_for_a_callback_run_at_once),
+        cmocka_unit_test(a_drain_that_meets_a_failure_keeps_the_message),
         cmocka_unit_test(callbacks_once_under_concurrency),
         cmocka_unit_test(cycles_are_refused_with_the_cycle_named),
         cmocka_unit_test(unchecked_graphs_list_their_cycles),

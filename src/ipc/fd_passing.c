@@ -30,6 +30,32 @@ static int poll_timeout_ms(ordo_deadline_t deadline) {
     return ms > 86400000u ? 86400000 : (int)ms;
 }
 
+/* Waits until socket is ready for events (or has an error, which the
+ * next call on it reports), bounded by deadline: then ORDO_ERR_TIMEOUT
+ * for api, whose message says what did not come (late, with the socket's
+ * number for its %d). */
+static ordo_status_t socket_ready(int socket, short events, ordo_deadline_t deadline,
+                                  const char *late, const char *api) {
+    for (;;) {
+        struct pollfd p = {.fd = socket, .events = events};
+        int ready = poll(&p, 1, poll_timeout_ms(deadline));
+        if (ready > 0) {
+            return ORDO_OK;
+        }
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        if (ready < 0) {
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "poll on socket %d: %s", socket,
+                               strerror(errno));
+        }
+        if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
+            return ordo__error(ORDO_ERR_TIMEOUT, api, late, socket);
+        }
+        /* else a day's slice of a longer deadline */
+    }
+}
+
 ordo_status_t ordo_fd_send(int socket, int fd, ordo_deadline_t deadline) {
     ORDO_RETURN_IF_ERROR(socket_check(socket, __func__));
     if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
@@ -61,28 +87,11 @@ ordo_status_t ordo_fd_send(int socket, int fd, ordo_deadline_t deadline) {
         if (sent >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
             break;
         }
-        if (errno == EINTR) {
-            continue;
-        }
-        for (;;) {
-            struct pollfd p = {.fd = socket, .events = POLLOUT};
-            int ready = poll(&p, 1, poll_timeout_ms(deadline));
-            if (ready < 0 && errno == EINTR) {
-                continue;
-            }
-            if (ready < 0) {
-                return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "poll on socket %d: %s",
-                                   socket, strerror(errno));
-            }
-            if (ready > 0) {
-                break; /* room, or an error the next sendmsg reports */
-            }
-            if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
-                return ordo__error(ORDO_ERR_TIMEOUT, __func__,
-                                   "deadline passed before socket %d had room for the "
-                                   "descriptor (its peer is not reading)",
-                                   socket);
-            }
+        if (errno != EINTR) {
+            ORDO_RETURN_IF_ERROR(socket_ready(socket, POLLOUT, deadline,
+                                              "deadline passed before socket %d had room for the "
+                                              "descriptor (its peer is not reading)",
+                                              __func__));
         }
     }
     if (sent != 1) {
@@ -113,23 +122,10 @@ ordo_status_t ordo_fd_receive(int socket, ordo_deadline_t deadline, int *out_fd)
                          .msg_controllen = sizeof control.space};
     ssize_t got;
     for (;;) {
-        struct pollfd p = {.fd = socket, .events = POLLIN};
-        int ready = poll(&p, 1, poll_timeout_ms(deadline));
-        if (ready < 0 && errno == EINTR) {
-            continue;
-        }
-        if (ready < 0) {
-            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "poll on socket %d: %s", socket,
-                               strerror(errno));
-        }
-        if (ready == 0) {
-            if (deadline != ORDO_DEADLINE_NEVER && ordo_time_now_ns() >= deadline) {
-                return ordo__error(ORDO_ERR_TIMEOUT, __func__,
-                                   "deadline passed before a descriptor arrived on socket %d",
-                                   socket);
-            }
-            continue; /* a day's slice of a longer deadline */
-        }
+        ORDO_RETURN_IF_ERROR(socket_ready(socket, POLLIN, deadline,
+                                          "deadline passed before a descriptor arrived on "
+                                          "socket %d",
+                                          __func__));
         /* Not blocking: another thread may have taken the message since
          * the poll; then poll again, within the deadline. */
         msg.msg_controllen = sizeof control.space;

@@ -161,20 +161,44 @@ static bool update_merged(ordo_mpi_t *mpi, mpi_outgoing_t *node, bool *out_copie
     return true;
 }
 
-void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
+/* Counts a send in, and takes its node: NULL, counted out again, if
+ * nothing goes (the rank was found dead, MPI was finalized, or there is
+ * no memory: as a send that failed). The count, then a look at finalized
+ * (ordo__mpi_quiesce stores it, then waits for the count): no MPI call
+ * after MPI_Finalize. */
+static mpi_outgoing_t *send_begin(ordo_mpi_t *mpi, int rank) {
     if (ordo__mpi_rank_dead(mpi, rank)) {
-        return; /* found dead: nothing more goes to it */
+        return NULL; /* found dead: nothing more goes to it */
     }
-    /* Counted in, then a look at finalized (ordo__mpi_quiesce stores it,
-     * then waits for the count): no MPI call after MPI_Finalize. */
     atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
+    mpi_outgoing_t *node =
+        atomic_load_explicit(&mpi->finalized, memory_order_seq_cst) ? NULL : node_take(mpi);
+    if (!node) {
         atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    }
+    return node;
+}
+
+static void send_end(ordo_mpi_t *mpi) {
+    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+}
+
+/* Posts node's send; one not over at once goes to the outbox, which the
+ * progress thread tests. */
+static void send_post(ordo_mpi_t *mpi, mpi_outgoing_t *node) {
+    if (post(mpi, node)) {
+        node_give(mpi, node);
         return;
     }
-    mpi_outgoing_t *node = node_take(mpi);
-    if (!node) { /* out of memory: as a send that failed */
-        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    pthread_mutex_lock(&mpi->outbox_lock);
+    outbox_push(mpi, node);
+    pthread_mutex_unlock(&mpi->outbox_lock);
+    ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1); /* to test it */
+}
+
+void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg) {
+    mpi_outgoing_t *node = send_begin(mpi, rank);
+    if (!node) {
         return;
     }
     /* Without a failure the message is left off: the shortest messages
@@ -187,63 +211,40 @@ void ordo__mpi_control_send(ordo_mpi_t *mpi, int rank, const control_msg_t *msg)
     node->rank = rank;
     node->tag = msg->kind == MSG_UPDATE ? UPDATE_TAG : CONTROL_TAG;
     node->length = length;
+    bool merged = false;
     if (msg->kind == MSG_UPDATE && ordo__mpi_outbox_busy(mpi)) {
         pthread_mutex_lock(&mpi->outbox_lock);
         bool copied = false;
-        bool merged = update_merged(mpi, node, &copied);
+        merged = update_merged(mpi, node, &copied);
         pthread_mutex_unlock(&mpi->outbox_lock);
-        if (merged) {
-            if (copied) {
-                node_give(mpi, node); /* its state went into the one waiting */
-            }
-            atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
-            return;
+        if (copied) {
+            node_give(mpi, node); /* its state went into the one waiting */
         }
     }
-    if (post(mpi, node)) {
-        node_give(mpi, node);
-    } else {
-        pthread_mutex_lock(&mpi->outbox_lock);
-        outbox_push(mpi, node);
-        pthread_mutex_unlock(&mpi->outbox_lock);
-        ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1); /* to test it */
+    if (!merged) {
+        send_post(mpi, node);
     }
-    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    send_end(mpi);
 }
 
 void ordo__mpi_bulk_send(ordo_mpi_t *mpi, int rank, int tag, const void *data, int length) {
-    if (ordo__mpi_rank_dead(mpi, rank)) {
+    mpi_outgoing_t *node = send_begin(mpi, rank);
+    if (!node) {
         return;
     }
-    atomic_fetch_add_explicit(&mpi->sends, 1, memory_order_seq_cst); /* as above */
-    if (atomic_load_explicit(&mpi->finalized, memory_order_seq_cst)) {
-        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    node->bulk = ordo__alloc((size_t)length, 0);
+    if (!node->bulk) { /* out of memory: as a send that failed */
+        node_give(mpi, node);
+        send_end(mpi);
         return;
     }
-    mpi_outgoing_t *node = node_take(mpi);
-    void *bulk = node ? ordo__alloc((size_t)length, 0) : NULL;
-    if (!bulk) { /* out of memory: as a send that failed */
-        if (node) {
-            node_give(mpi, node);
-        }
-        atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
-        return;
-    }
-    memcpy(bulk, data, (size_t)length);
-    node->bulk = bulk;
+    memcpy(node->bulk, data, (size_t)length);
     node->msg.kind = 0; /* never an update to merge */
     node->rank = rank;
     node->tag = tag;
     node->length = length;
-    if (post(mpi, node)) {
-        node_give(mpi, node);
-    } else {
-        pthread_mutex_lock(&mpi->outbox_lock);
-        outbox_push(mpi, node);
-        pthread_mutex_unlock(&mpi->outbox_lock);
-        ordo__parker_unpark(&mpi->parker, ORDO_PARK_ANY, 1);
-    }
-    atomic_fetch_sub_explicit(&mpi->sends, 1, memory_order_release);
+    send_post(mpi, node);
+    send_end(mpi);
 }
 
 bool ordo__mpi_outbox_busy(ordo_mpi_t *mpi) {

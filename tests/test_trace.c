@@ -517,6 +517,35 @@ static size_t read_flows(const char *path, flow_t *flows, size_t capacity) {
     return count;
 }
 
+/* A tracker and two streams that ran one ordering across them: a write
+ * on a, then a read on b (an inserted wait: one flow arrow in a trace). */
+typedef struct hop {
+    ordo_tracker_t *tracker;
+    ordo_stream_t *a, *b;
+    ordo_buffer_t *buffer;
+} hop_t;
+
+static void hop_run(hop_t *h) {
+    assert_ok(ordo_tracker_create(device, &h->tracker));
+    assert_ok(ordo_stream_create(device, 0, &h->a));
+    assert_ok(ordo_stream_create(device, 0, &h->b));
+    assert_ok(ordo_buffer_create(h->tracker, &h->buffer));
+    ordo_access_t write = {h->buffer, ORDO_ACCESS_WRITE}, read = {h->buffer, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_submit(h->tracker, h->a, &write, 1, launch, NULL));
+    assert_ok(ordo_tracker_submit(h->tracker, h->b, &read, 1, launch, NULL));
+    assert_ok(ordo_stream_synchronize(h->a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(h->b, test_deadline()));
+}
+
+static void hop_free(hop_t *h) {
+    assert_ok(ordo_buffer_release(h->buffer, NULL, NULL));
+    /* The release may defer its reclamation to the reclaimer thread. */
+    assert_ok(ordo_tracker_drain(h->tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(h->tracker)); /* before its streams */
+    assert_ok(ordo_stream_destroy(h->a));
+    assert_ok(ordo_stream_destroy(h->b));
+}
+
 /* Streams, trackers and signals made and destroyed within one trace reuse
  * addresses: each arrow still joins its own round's signal and wait. */
 static void flows_join_their_own_round(void **state) {
@@ -527,24 +556,9 @@ static void flows_join_their_own_round(void **state) {
     enum { ROUNDS = 4 };
     assert_ok(ordo_trace_start(NULL));
     for (int round = 0; round < ROUNDS; ++round) {
-        ordo_tracker_t *tracker = NULL;
-        ordo_stream_t *a = NULL, *b = NULL;
-        ordo_buffer_t *buffer = NULL;
-        assert_ok(ordo_tracker_create(device, &tracker));
-        assert_ok(ordo_stream_create(device, 0, &a));
-        assert_ok(ordo_stream_create(device, 0, &b));
-        assert_ok(ordo_buffer_create(tracker, &buffer));
-        ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
-        assert_ok(ordo_tracker_submit(tracker, a, &write, 1, launch, NULL));
-        assert_ok(ordo_tracker_submit(tracker, b, &read, 1, launch, NULL));
-        assert_ok(ordo_stream_synchronize(a, test_deadline()));
-        assert_ok(ordo_stream_synchronize(b, test_deadline()));
-        assert_ok(ordo_buffer_release(buffer, NULL, NULL));
-        /* The release may defer its reclamation to the reclaimer thread. */
-        assert_ok(ordo_tracker_drain(tracker, test_deadline()));
-        assert_ok(ordo_tracker_destroy(tracker)); /* before its streams */
-        assert_ok(ordo_stream_destroy(a));
-        assert_ok(ordo_stream_destroy(b));
+        hop_t hop;
+        hop_run(&hop);
+        hop_free(&hop);
         test_sleep_ms(1);
     }
     ordo_trace_stats_t stats;
@@ -965,18 +979,8 @@ static void export_out_of_memory_is_reported(void **state) {
     /* The flow arrows. */
     TEST_SKIP_IF_LISTED();
     assert_ok(ordo_trace_start(NULL));
-    ordo_tracker_t *tracker = NULL;
-    ordo_stream_t *a = NULL, *b = NULL;
-    ordo_buffer_t *buffer = NULL;
-    assert_ok(ordo_tracker_create(device, &tracker));
-    assert_ok(ordo_stream_create(device, 0, &a));
-    assert_ok(ordo_stream_create(device, 0, &b));
-    assert_ok(ordo_buffer_create(tracker, &buffer));
-    ordo_access_t write = {buffer, ORDO_ACCESS_WRITE}, read = {buffer, ORDO_ACCESS_READ};
-    assert_ok(ordo_tracker_submit(tracker, a, &write, 1, launch, NULL));
-    assert_ok(ordo_tracker_submit(tracker, b, &read, 1, launch, NULL));
-    assert_ok(ordo_stream_synchronize(a, test_deadline()));
-    assert_ok(ordo_stream_synchronize(b, test_deadline()));
+    hop_t hop;
+    hop_run(&hop);
     assert_ok(ordo_trace_slice_begin("kept"));
     assert_ok(ordo_trace_slice_end());
     ordo__trace_export_fail_allocs(TRACE_EXPORT_ALLOC_FLOWS);
@@ -992,11 +996,7 @@ static void export_out_of_memory_is_reported(void **state) {
     assert_non_null(strstr(text, "kept"));
     free(text);
     check_trace_file(path);
-    assert_ok(ordo_buffer_release(buffer, NULL, NULL));
-    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
-    assert_ok(ordo_tracker_destroy(tracker));
-    assert_ok(ordo_stream_destroy(a));
-    assert_ok(ordo_stream_destroy(b));
+    hop_free(&hop);
 }
 
 /* The largest "dur" in a trace's text, in microseconds. */

@@ -451,18 +451,25 @@ static void rec_nothing(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     (void)ctx, (void)status, (void)id;
 }
 
+/* Puts w's timer into busy_timer_fn, an inline timeout callback of a
+ * wait on never, and waits (bounded) until it is there: it then neither
+ * pops nor compacts until b's gate opens. */
+static void busy_timer_hold(ordo_waiter_t *w, busy_timer_t *b, ordo_signal_t *never) {
+    assert_ok(ordo_waiter_wait(w, never, 1, ordo_deadline_after_ms(1), ORDO_WAIT_INLINE,
+                               busy_timer_fn, b, NULL));
+    ordo_deadline_t until = test_deadline();
+    while (!atomic_load(&b->entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
+        sched_yield();
+    }
+    assert_true(atomic_load(&b->entered));
+}
+
 static void a_busy_timer_does_not_let_the_heap_grow(void **state) {
     (void)state;
     ordo_waiter_t *w = waiter_make(1);
     busy_timer_t b = {0, test_signal_make(0)};
     ordo_signal_t *never = test_signal_make(0);
-    assert_ok(ordo_waiter_wait(w, never, 1, ordo_deadline_after_ms(1), ORDO_WAIT_INLINE,
-                               busy_timer_fn, &b, NULL));
-    ordo_deadline_t until = test_deadline();
-    while (!atomic_load(&b.entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
-        sched_yield();
-    }
-    assert_true(atomic_load(&b.entered));
+    busy_timer_hold(w, &b, never);
     uint32_t largest = 0;
     for (int round = 0; round < 40; ++round) {
         ordo_signal_t *s = test_signal_make(0);
@@ -517,13 +524,7 @@ static void a_wait_resolved_on_its_way_to_the_timer_leaves_its_slot_alone(void *
      * compacts until the gate opens, so only a registration compacts. */
     busy_timer_t b = {0, test_signal_make(0)};
     ordo_signal_t *never = test_signal_make(0);
-    assert_ok(ordo_waiter_wait(w, never, 1, ordo_deadline_after_ms(1), ORDO_WAIT_INLINE,
-                               busy_timer_fn, &b, NULL));
-    ordo_deadline_t until = test_deadline();
-    while (!atomic_load(&b.entered) && (ordo_deadline_t)ordo_time_now_ns() < until) {
-        sched_yield();
-    }
-    assert_true(atomic_load(&b.entered));
+    busy_timer_hold(w, &b, never);
 
     ordo_signal_t *done = test_signal_make(0);
     rec_t first, later;

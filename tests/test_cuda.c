@@ -178,11 +178,22 @@ static void cuda_entry_points_on_cpu(void **state) {
 /* Made to fail on demand: ordo's host blocks (installed before any ordo
  * object, see main). */
 static _Atomic int allocations_fail;
+/* Allocations that still succeed before every later one fails; < 0: all. */
+static _Atomic long allocations_left = -1;
 
 static void *test_allocate(void *user, size_t size, size_t alignment) {
     (void)user;
     if (atomic_load(&allocations_fail)) {
         return NULL;
+    }
+    long left = atomic_load(&allocations_left);
+    while (left >= 0) {
+        if (left == 0) {
+            return NULL;
+        }
+        if (atomic_compare_exchange_weak(&allocations_left, &left, left - 1)) {
+            break;
+        }
     }
     return aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
 }
@@ -2100,6 +2111,41 @@ static void a_draining_free_waits_out_captures(void **state) {
     assert_int_equal(atomic_load(&d->drains_parked), 0);
 }
 
+/* A CUDA device's build refused at each of its host allocations in turn:
+ * each refusal is ORDO_ERR_OUT_OF_MEMORY naming the call that built it
+ * (not another entry point's name), and leaves no block behind. */
+static void a_refused_device_build_names_its_call(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    size_t before = 0, after = 0;
+    ordo_device_t *owned = NULL;
+    long k = 0;
+    for (;; ++k) {
+        assert_ok(ordo_allocator_live_blocks(&before));
+        atomic_store(&allocations_left, k);
+        ordo_status_t st = ordo_device_create_owned("cuda:0", NULL, &owned);
+        atomic_store(&allocations_left, -1);
+        if (st == ORDO_OK) {
+            break;
+        }
+        assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
+        assert_null(owned);
+        const char *api = "ordo_device_create_owned";
+        if (strncmp(ordo_error_message(), api, strlen(api)) != 0) {
+            fail_msg("refused at allocation %ld: \"%s\"", k, ordo_error_message());
+        }
+        assert_ok(ordo_allocator_live_blocks(&after));
+        assert_int_equal(after, before);
+    }
+    assert_true(k > 1); /* the sweep passed through the backend's own */
+    ordo_stream_t *stream = NULL;
+    assert_ok(ordo_stream_create(owned, 0, &stream));
+    assert_ok(ordo_stream_synchronize(stream, test_deadline()));
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_device_release(owned));
+    print_message("  %ld allocations swept\n", k);
+}
+
 /* A graph destroyed while a launch of it is held on its stream's lane,
  * with no memory to be had then: the executable graph is given back after
  * the launch, which runs (its place in the stream was reserved when the
@@ -3067,6 +3113,7 @@ int main(void) {
 #ifdef ORDO_HAVE_CUDA_H
         DEVICE_TEST(the_device_is_listed_with_its_capabilities),
         DEVICE_TEST(driver_entries_are_bound_with_their_prototypes),
+        DEVICE_TEST(a_refused_device_build_names_its_call),
         DEVICE_TEST(a_kernel_then_a_signal_reaches_the_host),
         DEVICE_TEST(device_waits_stay_on_the_device),
         DEVICE_TEST(a_wait_before_its_signal_binds_on_the_device),

@@ -2111,39 +2111,60 @@ static void a_draining_free_waits_out_captures(void **state) {
     assert_int_equal(atomic_load(&d->drains_parked), 0);
 }
 
-/* A CUDA device's build refused at each of its host allocations in turn:
- * each refusal is ORDO_ERR_OUT_OF_MEMORY naming the call that built it
- * (not another entry point's name), and leaves no block behind. */
-static void a_refused_device_build_names_its_call(void **state) {
+/* Runs call with host allocation k failing, for k = 0, 1, ... until it
+ * succeeds: each refusal is ORDO_ERR_OUT_OF_MEMORY naming api, and leaves
+ * no block behind where exact is set. */
+#define SWEEP_ALLOCATIONS(call, api, exact)                                                        \
+    do {                                                                                           \
+        long k_ = 0;                                                                               \
+        for (;; ++k_) {                                                                            \
+            size_t sweep_before_ = 0, sweep_after_ = 0;                                            \
+            assert_ok(ordo_allocator_live_blocks(&sweep_before_));                                 \
+            atomic_store(&allocations_left, k_);                                                   \
+            ordo_status_t sweep_st_ = (call);                                                      \
+            atomic_store(&allocations_left, -1);                                                   \
+            if (sweep_st_ == ORDO_OK) {                                                            \
+                break;                                                                             \
+            }                                                                                      \
+            assert_int_equal(sweep_st_, ORDO_ERR_OUT_OF_MEMORY);                                   \
+            if (strncmp(ordo_error_message(), (api), strlen(api)) != 0) {                          \
+                fail_msg("refused at allocation %ld: \"%s\"", k_, ordo_error_message());           \
+            }                                                                                      \
+            assert_ok(ordo_allocator_live_blocks(&sweep_after_));                                  \
+            if (exact) {                                                                           \
+                assert_int_equal(sweep_after_, sweep_before_);                                     \
+            }                                                                                      \
+        }                                                                                          \
+        print_message("  %s: %ld allocation(s) swept\n", (api), k_);                               \
+    } while (0)
+
+/* A CUDA device's build refused at each of its host allocations in turn
+ * names the call that built it (not another entry point), and leaves no
+ * block behind; then the same for a stream of it, its memory stack (the
+ * device's budget record may stay, made on the way: it is the device's,
+ * counted at the end), a block and its stream-ordered free (a refused free
+ * leaves the block the caller's, to free again). */
+static void each_refused_host_allocation_names_its_call(void **state) {
     (void)state;
     REQUIRE_DEVICE();
-    size_t before = 0, after = 0;
+    size_t at_start = 0, at_end = 0;
+    assert_ok(ordo_allocator_live_blocks(&at_start));
     ordo_device_t *owned = NULL;
-    long k = 0;
-    for (;; ++k) {
-        assert_ok(ordo_allocator_live_blocks(&before));
-        atomic_store(&allocations_left, k);
-        ordo_status_t st = ordo_device_create_owned("cuda:0", NULL, &owned);
-        atomic_store(&allocations_left, -1);
-        if (st == ORDO_OK) {
-            break;
-        }
-        assert_int_equal(st, ORDO_ERR_OUT_OF_MEMORY);
-        assert_null(owned);
-        const char *api = "ordo_device_create_owned";
-        if (strncmp(ordo_error_message(), api, strlen(api)) != 0) {
-            fail_msg("refused at allocation %ld: \"%s\"", k, ordo_error_message());
-        }
-        assert_ok(ordo_allocator_live_blocks(&after));
-        assert_int_equal(after, before);
-    }
-    assert_true(k > 1); /* the sweep passed through the backend's own */
+    SWEEP_ALLOCATIONS(ordo_device_create_owned("cuda:0", NULL, &owned), "ordo_device_create_owned",
+                      1);
     ordo_stream_t *stream = NULL;
-    assert_ok(ordo_stream_create(owned, 0, &stream));
+    SWEEP_ALLOCATIONS(ordo_stream_create(owned, 0, &stream), "ordo_stream_create", 1);
+    ordo_mem_resource_t *memory = NULL;
+    SWEEP_ALLOCATIONS(ordo_device_memory(owned, &memory), "ordo_device_memory", 0);
+    ordo_block_t *block = NULL;
+    SWEEP_ALLOCATIONS(ordo_mem_allocate(memory, 4096, 0, stream, 0, &block, NULL),
+                      "ordo_mem_allocate", 1);
+    SWEEP_ALLOCATIONS(ordo_mem_deallocate(memory, block, stream), "ordo_mem_deallocate", 0);
     assert_ok(ordo_stream_synchronize(stream, test_deadline()));
     assert_ok(ordo_stream_destroy(stream));
     assert_ok(ordo_device_release(owned));
-    print_message("  %ld allocations swept\n", k);
+    assert_ok(ordo_allocator_live_blocks(&at_end));
+    assert_int_equal(at_end, at_start);
 }
 
 /* A graph destroyed while a launch of it is held on its stream's lane,
@@ -3113,7 +3134,7 @@ int main(void) {
 #ifdef ORDO_HAVE_CUDA_H
         DEVICE_TEST(the_device_is_listed_with_its_capabilities),
         DEVICE_TEST(driver_entries_are_bound_with_their_prototypes),
-        DEVICE_TEST(a_refused_device_build_names_its_call),
+        DEVICE_TEST(each_refused_host_allocation_names_its_call),
         DEVICE_TEST(a_kernel_then_a_signal_reaches_the_host),
         DEVICE_TEST(device_waits_stay_on_the_device),
         DEVICE_TEST(a_wait_before_its_signal_binds_on_the_device),

@@ -241,7 +241,8 @@ static ordo_status_t budget_free(ordo_mem_resource_t *resource, ordo_block_t *bl
         if (!r) {
             st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_deallocate",
                              "cannot allocate a pending-free record");
-        } else if ((st = ordo_signal_create(0, &timeline)) != ORDO_OK) {
+        } else if ((st = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate")) !=
+                   ORDO_OK) {
             record_put(b, r);
         }
     }

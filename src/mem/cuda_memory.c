@@ -212,7 +212,7 @@ static ordo_status_t cuda_res_deallocate(ordo_mem_resource_t *resource, ordo_blo
         release_memory(r, b, 0, 0);
         return ORDO_OK;
     }
-    ordo_status_t st = ordo__mem_free_point_open(&b->free);
+    ordo_status_t st = ordo__mem_free_point_open(&b->free, api);
     if (st != ORDO_OK) {
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
         return st;

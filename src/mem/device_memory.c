@@ -25,10 +25,7 @@ static ordo_status_t stack_build(ordo_device_t *device, const ordo_device_memory
                                  ordo_mem_resource_t **out_top) {
     ordo_mem_resource_t *top = NULL;
     ordo_status_t st = ordo__mem_direct_create_unreferenced(device, &top);
-    if (st != ORDO_OK) {
-        return st;
-    }
-    if (config->adaptors & ORDO_DEVICE_MEMORY_BUDGET) {
+    if (st == ORDO_OK && (config->adaptors & ORDO_DEVICE_MEMORY_BUDGET)) {
         ordo_mem_resource_t *next = NULL;
         if (config->budget_bytes) {
             st = ordo_mem_budget_set_limit(device, config->budget_bytes);

@@ -114,7 +114,7 @@ static ordo_status_t direct_deallocate(ordo_mem_resource_t *resource, ordo_block
         free_now(d, b);
         return ORDO_OK;
     }
-    ordo_status_t st = ordo__mem_free_point_open(&b->free);
+    ordo_status_t st = ordo__mem_free_point_open(&b->free, "ordo_mem_deallocate");
     if (st != ORDO_OK) {
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
         return st;

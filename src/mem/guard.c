@@ -570,7 +570,7 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     guard_block_t *b = (guard_block_t *)block;
     ordo_signal_t *timeline = NULL;
     if (stream) {
-        ordo_status_t st = ordo_signal_create(0, &timeline);
+        ordo_status_t st = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate");
         if (st != ORDO_OK) {
             return st;
         }

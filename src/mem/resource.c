@@ -532,9 +532,17 @@ ordo_status_t ordo__mem_adaptor_create_check(ordo_mem_resource_t *upstream,
     return st;
 }
 
-ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point) {
+ordo_status_t ordo__mem_free_timeline_create(ordo_signal_t **out_timeline, const char *api) {
+    if (ordo_signal_create(0, out_timeline) != ORDO_OK) {
+        *out_timeline = NULL;
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the free's timeline");
+    }
+    return ORDO_OK;
+}
+
+ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point, const char *api) {
     ordo__mem_free_point_close(point);
-    return ordo_signal_create(0, &point->timeline);
+    return ordo__mem_free_timeline_create(&point->timeline, api);
 }
 
 void ordo__mem_free_point_close(mem_free_point_t *point) {

@@ -183,9 +183,13 @@ typedef struct mem_free_point {
     ordo_timepoint_t timepoint;
 } mem_free_point_t;
 
+/* A stream-ordered free's timeline; a refusal (out of memory) names api,
+ * the free's public call, not the signal's create. */
+ordo_status_t ordo__mem_free_timeline_create(ordo_signal_t **out_timeline, const char *api);
+
 /* Makes the timeline of a free (dropping one an earlier free left). On an
  * error nothing is armed and the block is still the caller's. */
-ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point);
+ordo_status_t ordo__mem_free_point_open(mem_free_point_t *point, const char *api);
 
 /* Drops the timeline (on reuse or destroy of the descriptor, or to give up
  * a free opened and not armed). */

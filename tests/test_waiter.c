@@ -1106,6 +1106,69 @@ static void destroy_cancels_pending_waits(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* A destroy that meets a wait whose signal was raised before it, while the
+ * raising thread has not run the due timepoints that far (held here by a
+ * timepoint armed before the waits, whose callback returns only once both
+ * waits' callbacks ran): the wait was decided, not pending, so the
+ * callbacks get the raise's outcome, not ORDO_ERR_CANCELLED. */
+typedef struct due_gate {
+    ordo_signal_t *signal;
+    int fail; /* the raise is a failure */
+    _Atomic int entered;
+    rec_t *recs[2];
+} due_gate_t;
+
+static void due_gate_fn(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    due_gate_t *g = ctx;
+    atomic_store(&g->entered, 1);
+    ordo_deadline_t deadline = test_deadline();
+    while ((atomic_load(&g->recs[0]->calls) == 0 || atomic_load(&g->recs[1]->calls) == 0) &&
+           ordo_time_now_ns() < deadline) {
+        test_sleep_ms(1);
+    }
+}
+
+static void *due_gate_raise(void *arg) {
+    due_gate_t *g = arg;
+    if (g->fail) {
+        assert_ok(ordo_signal_fail(g->signal, ORDO_ERR_ABORTED, "raised before the destroy"));
+    } else {
+        assert_ok(ordo_signal_advance(g->signal, 1));
+    }
+    return NULL;
+}
+
+static void a_destroy_delivers_what_a_due_wait_met(void **state) {
+    (void)state;
+    for (int fail = 0; fail < 2; ++fail) {
+        ordo_waiter_t *w = waiter_make(1);
+        rec_t inline_rec, worker_rec;
+        rec_init(&inline_rec, NULL, NULL);
+        rec_init(&worker_rec, NULL, NULL);
+        due_gate_t g = {test_signal_make(0), fail, 0, {&inline_rec, &worker_rec}};
+        ordo_timepoint_t gate = ORDO_TIMEPOINT_INIT;
+        assert_ok(ordo_timepoint_arm(&gate, g.signal, 1, due_gate_fn, &g));
+        assert_ok(ordo_waiter_wait(w, g.signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn,
+                                   &inline_rec, NULL));
+        assert_ok(ordo_waiter_wait(w, g.signal, 1, test_deadline(), 0, rec_fn, &worker_rec, NULL));
+        pthread_t raiser = test_thread_start(due_gate_raise, &g);
+        ordo_deadline_t deadline = test_deadline();
+        while (!atomic_load(&g.entered)) {
+            assert_true(ordo_time_now_ns() < deadline);
+            test_sleep_ms(1);
+        }
+        assert_ok(ordo_waiter_destroy(w)); /* returns once the raiser let go */
+        pthread_join(raiser, NULL);
+        int expected = fail ? ORDO_ERR_ABORTED : ORDO_OK;
+        assert_int_equal(atomic_load(&inline_rec.calls), 1);
+        assert_int_equal(atomic_load(&inline_rec.status), expected);
+        assert_int_equal(atomic_load(&worker_rec.calls), 1);
+        assert_int_equal(atomic_load(&worker_rec.status), expected);
+        assert_ok(ordo_signal_destroy(g.signal));
+    }
+}
+
 /* ---- metrics -------------------------------------------------------------- */
 
 static void metrics_are_exact(void **state) {
@@ -1763,6 +1826,7 @@ int main(void) {
         cmocka_unit_test(cancel_from_inside_a_callback),
         cmocka_unit_test(cancel_from_a_timer_callback_prevents_the_next),
         cmocka_unit_test(destroy_cancels_pending_waits),
+        cmocka_unit_test(a_destroy_delivers_what_a_due_wait_met),
         cmocka_unit_test(destroy_from_a_timepoint_callback_is_refused),
         cmocka_unit_test(metrics_are_exact),
         cmocka_unit_test(bad_input_is_refused),

@@ -12,7 +12,9 @@
  * - ORDO_OK when the signal reaches the value (at once if it already has);
  * - the signal's failure status when it fails before reaching the value;
  * - ORDO_ERR_CANCELLED when the signal is destroyed before reaching it, or
- *   when the waiter is destroyed with the wait still pending;
+ *   when the waiter is destroyed with the wait still pending (a wait whose
+ *   signal reached the value or failed before the destroy gets that
+ *   outcome, even if the raising thread had not run its callback yet);
  * - ORDO_ERR_TIMEOUT when the deadline passes first (never before it; a
  *   value reached at registration wins over a deadline already past).
  *

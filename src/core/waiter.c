@@ -235,15 +235,25 @@ static void heap_note_stale(ordo_waiter_t *w, wait_entry_t *e) {
  * heap node stale (stale_node: the word it claimed had IN_HEAP, and the
  * caller is not the timer that popped the node), then run the callback
  * here (inline) or hand it to the workers. by_timepoint: the caller's
- * timepoint reference is dropped here too. */
+ * timepoint reference is dropped here too.
+ *
+ * A waiter's destroy (outcome ABORTED) that finds the timepoint due
+ * already delivers the timepoint's outcome instead: the signal reached the
+ * value, or failed, before the destroy, and the thread that raised it
+ * only had not run the due list that far yet (a host thread woken by the
+ * raise may destroy the waiter meanwhile). The wait was not pending. */
 static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_status_t status,
                            uint32_t outcome, int by_timepoint, int stale_node) {
     uint32_t drop = by_timepoint ? 1 : 0;
     if (!by_timepoint) {
         ordo_cancel_result_t result;
-        if (ordo_timepoint_cancel(&e->timepoint, &result) == ORDO_OK &&
-            result == ORDO_CANCEL_PREVENTED) {
-            ++drop; /* otherwise its callback is due: it finds the entry taken */
+        if (ordo_timepoint_cancel(&e->timepoint, &result) == ORDO_OK) {
+            if (result == ORDO_CANCEL_PREVENTED) {
+                ++drop; /* otherwise its callback is due: it finds the entry taken */
+            } else if (outcome == OUTCOME_ABORTED) {
+                status = ordo__timepoint_due_status(&e->timepoint);
+                outcome = OUTCOME_FIRED;
+            }
         }
     }
     if (stale_node) {

@@ -136,6 +136,10 @@ timepoint_sink_t *ordo__timepoints_divert(timepoint_sink_t *sink);
  * first. */
 ordo_status_t ordo__signal_armable(const ordo_signal_t *signal, const char *api);
 
+/* The outcome of a timepoint a cancel found due or fired (too late): set
+ * under its signal's lock when it became due, read under it here. */
+ordo_status_t ordo__timepoint_due_status(ordo_timepoint_t *timepoint);
+
 /* Arms a validated timepoint of kind (TIMEPOINT_*); no error message on
  * failure (ORDO_ERR_DESTROYED, or ordo__signal_armable's status). */
 ordo_status_t ordo__timepoint_arm_quiet(ordo_timepoint_t *timepoint, ordo_signal_t *signal,

@@ -272,6 +272,14 @@ ordo_status_t ordo_timepoint_arm(ordo_timepoint_t *timepoint, ordo_signal_t *sig
     return ordo__timepoint_arm_checked(timepoint, signal, value, fn, ctx, TIMEPOINT_USER, __func__);
 }
 
+ordo_status_t ordo__timepoint_due_status(ordo_timepoint_t *timepoint) {
+    ordo_signal_t *signal = timepoint->signal_;
+    pthread_mutex_lock(&signal->lock);
+    ordo_status_t status = timepoint->status_;
+    pthread_mutex_unlock(&signal->lock);
+    return status;
+}
+
 ordo_status_t ordo_timepoint_cancel(ordo_timepoint_t *timepoint, ordo_cancel_result_t *out_result) {
     if (out_result) {
         *out_result = ORDO_CANCEL_PREVENTED;

@@ -628,6 +628,47 @@ static void reports_name_streams(void **state) {
     assert_ok(ordo_signal_destroy(y));
 }
 
+/* A wait a tracker inserted is shown with its timeline's name: the
+ * stream it orders after, as that stream was named when the tracker first
+ * used it. */
+static ordo_status_t gated_launch(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, gate_task, ctx);
+}
+
+static ordo_status_t no_launch(void *ctx, ordo_stream_t *stream) {
+    (void)ctx, (void)stream;
+    return ORDO_OK;
+}
+
+static void reports_name_a_trackers_timelines(void **state) {
+    (void)state;
+    ordo_stream_t *writer = stream_make(0), *reader = stream_make(0);
+    assert_ok(ordo_stream_set_name(writer, "writer"));
+    ordo_tracker_t *tracker = NULL;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_buffer_t *b = NULL;
+    assert_ok(ordo_buffer_create(tracker, &b));
+    gate_t gate = {0, 0};
+    ordo_access_t write = {b, ORDO_ACCESS_WRITE}, read = {b, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_submit(tracker, writer, &write, 1, gated_launch, &gate));
+    assert_ok(ordo_tracker_submit(tracker, reader, &read, 1, no_launch, NULL));
+    gate_wait_entered(&gate);
+    ordo_stall_entry_t entries[2];
+    assert_int_equal(report_until(entries, 2, 1), 1);
+    assert_ptr_equal(entries[0].stream, reader);
+    assert_string_equal(entries[0].signal_name, "tracker timeline of stream writer");
+    char *text = report_text();
+    assert_non_null(strstr(text, "waits for signal \"tracker timeline of stream writer\""));
+    print_message("%s", text);
+    free(text);
+    atomic_store(&gate.open, 1);
+    assert_ok(ordo_buffer_release(b, NULL, NULL));
+    assert_ok(ordo_tracker_drain(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(writer));
+    assert_ok(ordo_stream_destroy(reader));
+}
+
 /* An unnamed signal is shown as an unnamed stream is: by its address,
  * unquoted, so that it is not taken for a signal named like an address. */
 static void reports_show_an_unnamed_signal_by_its_address(void **state) {
@@ -892,6 +933,7 @@ int main(void) {
         cmocka_unit_test(stream_names),
         cmocka_unit_test(reports_name_streams),
         cmocka_unit_test(reports_show_an_unnamed_signal_by_its_address),
+        cmocka_unit_test(reports_name_a_trackers_timelines),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
         cmocka_unit_test(reports_while_queued_signals_are_let_go),

@@ -324,6 +324,10 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
 void ordo__graph_lane_broken(graph_lane_t *lane, ordo_status_t status, const char *message,
                              bool refused_here);
 
+/* Makes the lane's timeline unless it has one, named after its stream for
+ * stall reports; ORDO_ERR_OUT_OF_MEMORY naming api. */
+ordo_status_t ordo__graph_lane_timeline(graph_lane_t *lane, const char *api);
+
 /* Frees the native graph, if any. */
 void ordo__graph_native_free(ordo_graph_t *graph);
 

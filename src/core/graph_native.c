@@ -187,10 +187,7 @@ ordo_status_t ordo__graph_lower(ordo_graph_t *graph, const char *api) {
         st = plan(&w, graph, api);
     }
     for (uint32_t l = 0; st == ORDO_OK && l < graph->lane_count; ++l) {
-        if (!graph->lanes[l].timeline &&
-            ordo_signal_create(0, &graph->lanes[l].timeline) != ORDO_OK) {
-            st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a graph's timeline");
-        }
+        st = ordo__graph_lane_timeline(&graph->lanes[l], api);
     }
     void *native = NULL;
     if (st == ORDO_OK && graph->native && backend->graph_remake) {

@@ -438,6 +438,21 @@ static ordo_status_t make_lanes(graph_recorder_t *r, ordo_graph_t *g, const char
     return ORDO_OK;
 }
 
+ordo_status_t ordo__graph_lane_timeline(graph_lane_t *lane, const char *api) {
+    if (lane->timeline) {
+        return ORDO_OK;
+    }
+    if (ordo_signal_create(0, &lane->timeline) != ORDO_OK) {
+        lane->timeline = NULL;
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a graph's timeline");
+    }
+    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
+    (void)ordo_stream_name(lane->stream, stream_name, sizeof stream_name);
+    snprintf(name, sizeof name, "graph timeline of stream %s", stream_name);
+    (void)ordo_signal_set_name(lane->timeline, name);
+    return ORDO_OK;
+}
+
 static ordo_status_t make_ops(graph_recorder_t *r, ordo_graph_t *g, const char *api) {
     g->op_count = r->op_count;
     if (!g->op_count) {
@@ -452,10 +467,7 @@ static ordo_status_t make_ops(graph_recorder_t *r, ordo_graph_t *g, const char *
         const graph_op_t *op = &g->ops[i];
         if (op->kind == GRAPH_OP_RECORD) {
             ++g->records;
-            graph_lane_t *lane = &g->lanes[op->lane];
-            if (!lane->timeline && ordo_signal_create(0, &lane->timeline) != ORDO_OK) {
-                return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a graph's timeline");
-            }
+            ORDO_RETURN_IF_ERROR(ordo__graph_lane_timeline(&g->lanes[op->lane], api));
         } else if (op->kind == GRAPH_OP_WAIT) {
             ++g->waits;
         }

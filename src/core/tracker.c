@@ -1,4 +1,5 @@
 /* Trackers: per-stream frontiers, hazard analysis, minimal device waits. */
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -82,6 +83,12 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
         ordo__dealloc(ts, sizeof *ts, 64);
         return st;
     }
+    /* Stall reports show the waits the tracker inserted by this name (the
+     * stream's as it is now: its address when it has none). */
+    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
+    (void)ordo_stream_name(stream, stream_name, sizeof stream_name);
+    snprintf(name, sizeof name, "tracker timeline of stream %s", stream_name);
+    (void)ordo_signal_set_name(ts->timeline, name);
     ts->stream = stream;
     ordo__hal_stream_use(stream, HAL_STREAM_TRACKER); /* its destroy is refused until ours */
     if (stream->device->backend->stream_progress) {

@@ -81,7 +81,7 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
     ordo_status_t st = ordo_signal_create(0, &ts->timeline);
     if (st != ORDO_OK) {
         ordo__dealloc(ts, sizeof *ts, 64);
-        return st;
+        return ordo__error_as(st, api);
     }
     /* Stall reports show the waits the tracker inserted by this name (the
      * stream's as it is now: its address when it has none). */

@@ -285,8 +285,15 @@ static void scenario_waiter(void) {
     ordo_waiter_config_t config;
     MUST(ordo_waiter_config_default, &config);
     config.worker_threads = 2;
+    ordo_device_t *device = NULL;
+    ordo_stream_t *stream = NULL;
+    ordo_event_t *event = NULL;
     TRY(ordo_waiter_create, &config, &waiter);
     TRY(ordo_signal_create, 0, &s);
+    if (TRY(ordo_device_open, "cpu:0", &device)) {
+        TRY(ordo_stream_create, device, 0, &stream);
+        TRY(ordo_event_create, device, ORDO_EVENT_PLAIN, &event);
+    }
     wait_count_t count = {0};
     long registered = 0, cancelled = 0, want_ok = 0, want_timeout = 0;
     if (waiter && s) {
@@ -322,6 +329,17 @@ static void scenario_waiter(void) {
         }
         assert_int_equal(atomic_load(&count.ok), want_ok);
         assert_int_equal(atomic_load(&count.timed_out), want_timeout);
+        /* A stream's point, through an event. */
+        if (stream && event && TRY(ordo_event_record, event, stream) &&
+            TRY(ordo_waiter_wait_event, waiter, event, test_deadline(), 0, on_wait, &count, &id)) {
+            ++registered;
+            ++want_ok;
+            if (!counter_reaches(&count.calls, registered)) {
+                fail_msg("waiter, allocation %ld (mode %d): the event's callback did not run",
+                         current_k, atomic_load(&fault_mode));
+            }
+            assert_int_equal(atomic_load(&count.ok), want_ok);
+        }
         /* Pending at destroy: cancelled by it. */
         TRY(ordo_waiter_wait, waiter, s, 300, ORDO_DEADLINE_NEVER, 0, on_wait, &count, NULL);
     }
@@ -332,6 +350,15 @@ static void scenario_waiter(void) {
     }
     if (s) {
         MUST(ordo_signal_release, s);
+    }
+    if (event) {
+        MUST(ordo_event_destroy, event);
+    }
+    if (stream) {
+        MUST(ordo_stream_destroy, stream);
+    }
+    if (device) {
+        MUST(ordo_device_release, device);
     }
 }
 
@@ -680,8 +707,15 @@ static void scenario_barrier(void) {
         TRY(ordo_barrier_create, s, 3, ORDO_BARRIER_SCHEME_AUTO, &barrier);
     }
     if (barrier) {
-        TRY(ordo_barrier_arrive, barrier);
+        /* A refused arrival leaves nothing behind that a later one, or
+         * the streams' own work, would wait on forever. */
+        for (int i = 0; i < 3; ++i) {
+            TRY(ordo_barrier_arrive, barrier);
+        }
         MUST(ordo_barrier_synchronize, barrier, test_deadline(), NULL);
+        for (int i = 0; i < 3; ++i) {
+            MUST(ordo_stream_synchronize, s[i], test_deadline());
+        }
     }
     if (all) {
         TRY(ordo_barrier_streams, s, 3);

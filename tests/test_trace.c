@@ -88,6 +88,10 @@ static void traced_program_is_valid(void **state) {
     }
     char urgent[64];
     snprintf(urgent, sizeof urgent, ", priority %d)", info.priority_greatest);
+    /* The second stream's track carries its name (cut to 47 bytes, escaped
+     * as JSON). */
+    assert_ok(ordo_stream_set_name(
+        s[1], "decode \"B\" with a name long enough to be cut at forty-seven bytes"));
     assert_ok(ordo_trace_slice_begin("submit \"phase\" 1"));
     ordo_block_t *blocks[4];
     for (int i = 0; i < 4; ++i) {
@@ -128,7 +132,12 @@ static void traced_program_is_valid(void **state) {
     assert_int_equal(stats.flows, metrics.waits_emitted);
     char *text = read_file(path);
     assert_non_null(strstr(text, "\"thread_name\""));
-    assert_non_null(strstr(text, "stream 1 (cpu:0, priority 0)"));
+    assert_non_null(strstr(text, " (cpu:0, priority 0)\""));
+    const char *named =
+        strstr(text, "\"decode \\\"B\\\" with a name long enough to be cut at (stream ");
+    if (!named || !strstr(named, ", cpu:0, priority 0)\"")) {
+        fail_msg("the named stream's track is not named: %s", text);
+    }
     assert_non_null(strstr(text, urgent));
     assert_non_null(strstr(text, "\"name\":\"host task\""));
     assert_non_null(strstr(text, "pool bytes in use"));

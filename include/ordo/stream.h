@@ -116,7 +116,8 @@ ordo_status_t ordo_stream_priority(ordo_stream_t *stream, int *out_priority);
 /** The stream's device (no reference is added: the stream holds one). */
 ordo_status_t ordo_stream_device(ordo_stream_t *stream, ordo_device_t **out_device);
 
-/** Names the stream for diagnostics (stall reports, ordo/stall.h): name is
+/** Names the stream for diagnostics (stall reports, ordo/stall.h; trace
+ * tracks, ordo/trace.h; the timelines a tracker makes for it): name is
  * copied, truncated to ORDO_STREAM_NAME_MAX - 1 bytes; NULL or "" clears
  * it. Costs nothing on submission. The name is kept under the device's
  * registry of streams, so this and ordo_stream_name wait while a stall

@@ -4,7 +4,8 @@
  * While tracing is on, ordo records what its streams run and what it
  * inserts between them, and ordo_trace_stop writes it as Chrome trace-event
  * JSON (open it in https://ui.perfetto.dev or chrome://tracing):
- * - one track per stream (named after the stream and its device), with a
+ * - one track per stream (named after the stream, with its
+ *   ordo_stream_set_name name if it has one, and its device), with a
  *   slice for each piece of work it ran (host tasks, waits);
  * - a flow arrow for every cross-stream wait a tracker inserted, from the
  *   point the origin stream signalled to the point the waiting stream

@@ -432,7 +432,7 @@ static ordo_status_t trace_stop_locked(const char *path, ordo_trace_stats_t *out
                      * the end read before the start. */
                     e->dur = 0;
                 }
-                int on_stream = timed || e->kind == TRACE_TRACK;
+                int on_stream = timed || e->kind == TRACE_TRACK || e->kind == TRACE_TRACK_NAME;
                 if (on_stream && e->ts < origin_ticks) {
                     /* Work that began before this trace: only its part
                      * inside the trace. */

@@ -25,7 +25,14 @@ typedef enum trace_kind {
     TRACE_THREAD_END,
     TRACE_INSTANT, /* name */
     TRACE_COUNTER, /* name, a: owner (0: none), b: value */
+    /* 16 bytes (a, b) of the name of a stream's track at offset dur,
+     * recorded right before its TRACE_TRACK, on the stream's timeline: the
+     * export finds them just before it (same time, recording order). */
+    TRACE_TRACK_NAME,
 } trace_kind_t;
+
+/* A stream track's name, terminator included (ORDO_STREAM_NAME_MAX). */
+#define TRACE_TRACK_NAME_BYTES 48u
 
 /* Event times are trace ticks (trace_now), converted to nanoseconds at
  * export against CLOCK_MONOTONIC readings taken at start and stop. */

@@ -31,6 +31,9 @@ typedef struct export_state {
      * rest, then reports ORDO_ERR_OUT_OF_MEMORY. */
     uint64_t slices_dropped;
     int flows_dropped;
+    /* The name of the stream track about to be named (TRACE_TRACK_NAME). */
+    const void *name_track;
+    char name[TRACE_TRACK_NAME_BYTES];
 } export_state_t;
 
 static _Atomic unsigned failing_allocs;
@@ -237,12 +240,33 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
              "%llu\",\"args\":{\"signal\":%llu}}",
              track, micros_of(x, e->ts), (unsigned long long)e->b, (unsigned long long)e->a);
         break;
+    case TRACE_TRACK_NAME:
+        if (x->name_track != e->track) {
+            x->name_track = e->track;
+            memset(x->name, 0, sizeof x->name);
+        }
+        if (e->dur <= sizeof x->name - 16) {
+            memcpy(x->name + e->dur, &e->a, 8);
+            memcpy(x->name + e->dur + 8, &e->b, 8);
+        }
+        break;
     case TRACE_TRACK: {
-        char raw[17], device[16 * 6 + 1];
+        char raw[17], device[16 * 6 + 1], own[TRACE_TRACK_NAME_BYTES * 6 + 1];
         memcpy(raw, &e->a, 8);
         memcpy(raw + 8, &e->b, 8);
         raw[16] = '\0';
         json_text(raw, device, sizeof device);
+        int named = x->name_track == e->track && x->name[0];
+        x->name_track = NULL;
+        if (named) {
+            x->name[sizeof x->name - 1] = '\0';
+            emit(x,
+                 "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{"
+                 "\"name\":\"%s (stream %zu, %s, priority %lld)\"}}",
+                 track, json_text(x->name, own, sizeof own), track, device,
+                 (long long)(int64_t)e->dur);
+            break;
+        }
         emit(x,
              "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{\"name\":"
              "\"stream %zu (%s, priority %lld)\"}}",

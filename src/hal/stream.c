@@ -321,6 +321,13 @@ void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t
     name_or_address(stream->name, stream, out, capacity);
 }
 
+void ordo__hal_stream_own_name(ordo_stream_t *stream, char out[ORDO_STREAM_NAME_MAX]) {
+    memset(out, 0, ORDO_STREAM_NAME_MAX);
+    pthread_mutex_lock(&stream->device->streams_lock);
+    memcpy(out, stream->name, strnlen(stream->name, ORDO_STREAM_NAME_MAX - 1));
+    pthread_mutex_unlock(&stream->device->streams_lock);
+}
+
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     pthread_mutex_lock(&stream->device->streams_lock);

@@ -227,6 +227,18 @@ static void trace_op(cpu_stream_t *s, const cpu_op_t *op, uint64_t start, uint64
                                0};
         memcpy(&track.a, s->shell->device->info.name, 8); /* 16 bytes of the name */
         memcpy(&track.b, s->shell->device->info.name + 8, 8);
+        /* The stream's own name, if any, in parts before the track. */
+        _Static_assert(TRACE_TRACK_NAME_BYTES == ORDO_STREAM_NAME_MAX, "a track's name");
+        char name[ORDO_STREAM_NAME_MAX];
+        ordo__hal_stream_own_name(s->shell, name);
+        for (uint64_t at = 0; name[0] && at < sizeof name; at += 16) {
+            trace_event_t part = track;
+            part.kind = TRACE_TRACK_NAME;
+            part.dur = at;
+            memcpy(&part.a, name + at, 8);
+            memcpy(&part.b, name + at + 8, 8);
+            (void)ordo__trace_record(&part);
+        }
         /* Named once the name is really in this trace (a record made
          * while a start is half done is dropped). */
         if (ordo__trace_record(&track)) {

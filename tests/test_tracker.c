@@ -814,6 +814,39 @@ static void close_after_a_failure_then_destroy(void **state) {
     assert_int_equal(refusal_live_blocks(), blocks);
 }
 
+/* A failure that propagated: the stream the tracker used first (the
+ * consumer) failed only by waiting for the producer's failed work. Close
+ * names the producer, where the failure began, with its text. */
+static void close_names_the_stream_a_failure_began_on(void **state) {
+    (void)state;
+    ordo_tracker_t *tracker;
+    ordo_stream_t *consumer, *producer;
+    assert_ok(ordo_tracker_open(test_device_name(), &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &consumer));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &producer));
+    assert_ok(ordo_stream_set_name(consumer, "consumer"));
+    assert_ok(ordo_stream_set_name(producer, "producer"));
+    ordo_buffer_t *first, *data;
+    assert_ok(ordo_buffer_create(tracker, &first));
+    assert_ok(ordo_buffer_create(tracker, &data));
+    ordo_access_t r_first = {first, ORDO_ACCESS_READ}, w_data = {data, ORDO_ACCESS_WRITE},
+                  r_data = {data, ORDO_ACCESS_READ};
+    _Atomic int ran = 0;
+    assert_ok(ordo_tracker_submit_host(tracker, consumer, &r_first, 1, count_task, (void *)&ran));
+    assert_ok(ordo_tracker_submit_host(tracker, producer, &w_data, 1, fail_with_text, NULL));
+    assert_ok(ordo_tracker_submit_host(tracker, consumer, &r_data, 1, count_task, (void *)&ran));
+    assert_ok(ordo_buffer_release(first, NULL, NULL));
+    assert_ok(ordo_buffer_release(data, NULL, NULL));
+    assert_status(ordo_tracker_synchronize(tracker, test_deadline()), ORDO_ERR_ABORTED);
+    assert_message_has("ordo_tracker_synchronize: stream producer: ");
+    assert_message_has("decoder: bad frame 7");
+    assert_status(ordo_tracker_close(tracker, test_deadline()), ORDO_ERR_ABORTED);
+    assert_message_has("ordo_tracker_close: stream producer: ");
+    assert_status(ordo_stream_status(consumer), ORDO_ERR_ABORTED); /* it failed too */
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_ok(ordo_tracker_destroy(tracker));
+}
+
 /* Live buffers: close refuses at once (it does not wait for the deadline,
  * nor release or leak them), and closes once they are released. */
 static void close_refuses_live_buffers(void **state) {
@@ -1341,6 +1374,7 @@ int main(void) {
         cmocka_unit_test(close_waits_for_pending_work),
         cmocka_unit_test(close_that_times_out_leaves_all_intact),
         cmocka_unit_test(close_after_a_failure_then_destroy),
+        cmocka_unit_test(close_names_the_stream_a_failure_began_on),
         cmocka_unit_test(close_refuses_live_buffers),
         cmocka_unit_test(a_created_tracker_closes_what_it_owns),
         cmocka_unit_test(destroying_an_owned_stream_is_refused),

@@ -263,9 +263,11 @@ ordo_status_t ordo_tracker_drain(ordo_tracker_t *tracker, ordo_deadline_t deadli
  * the stream then has to pass). Returns ORDO_ERR_TIMEOUT
  * at the deadline while a stream still has work pending (even if another
  * failed), else the failure of the first stream, in the order the tracker
- * first used them, that failed (the message names the stream and carries
- * its failure's message; the streams it owns and has not ordered come after
- * the others), else ORDO_OK. A failed stream's work never runs,
+ * first used them, that failed on its own: a task or launch of its own
+ * failed, where a stream that only waited for failed work fails too (the
+ * first of those if no stream failed on its own). The message names the
+ * stream and carries its failure's message; the streams it owns and has
+ * not ordered come after the others. Else ORDO_OK. A failed stream's work never runs,
  * so it counts as done. May be called from any thread while others submit
  * under ordo_tracker_lock (it takes the lock only to read the list of
  * streams); work submitted after that read is not waited for. From a

@@ -9,6 +9,7 @@
 #include "core/graph_internal.h"
 #include "core/tracker_internal.h"
 #include "hal/hal.h"
+#include "sync/signal_access.h"
 
 #define API "ordo_tracker_synchronize"
 
@@ -17,6 +18,13 @@ static const char *detail_of(const char *message, const char *api) {
     size_t n = strlen(api);
     return strncmp(message, api, n) == 0 && strncmp(message + n, ": ", 2) == 0 ? message + n + 2
                                                                                : message;
+}
+
+/* Whether a stream's synchronize refusal (its detail) is a failure that
+ * began elsewhere: the stream only waited for failed work. */
+static int failed_by_a_wait(const char *detail) {
+    static const char text[] = HAL_STREAM_FAILED_TEXT ORDO__WAIT_ENDED_TEXT;
+    return strncmp(detail, text, sizeof text - 1) == 0;
 }
 
 ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t deadline) {
@@ -59,7 +67,10 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
         }
     }
 
+    /* The failure reported: the first stream's (in first-use order) that
+     * failed on its own, else the first that failed by a wait. */
     ordo_status_t failure = ORDO_OK;
+    int failure_own = 0;
     char failed_name[ORDO_STREAM_NAME_MAX] = "";
     char failed_message[ORDO_SIGNAL_MESSAGE_MAX + 64] = "";
     for (uint32_t i = 0; i < count; ++i) {
@@ -76,11 +87,13 @@ ordo_status_t ordo_tracker_synchronize(ordo_tracker_t *tracker, ordo_deadline_t 
              * safe, whatever other streams failed with. */
             return ordo__error(st, API, "stream %s still had work pending at the deadline", name);
         }
-        if (failure == ORDO_OK) {
+        const char *detail = detail_of(ordo_error_message(), "ordo_stream_synchronize");
+        int own = !failed_by_a_wait(detail);
+        if (failure == ORDO_OK || (own && !failure_own)) {
             failure = st;
+            failure_own = own;
             snprintf(failed_name, sizeof failed_name, "%s", name);
-            snprintf(failed_message, sizeof failed_message, "%s",
-                     detail_of(ordo_error_message(), "ordo_stream_synchronize"));
+            snprintf(failed_message, sizeof failed_message, "%s", detail);
         }
     }
     st = ordo_tracker_drain(tracker, deadline);

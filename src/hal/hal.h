@@ -370,6 +370,10 @@ size_t ordo__hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const
  * (capacity > 0). The caller holds the device's streams_lock. */
 void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity);
 
+/* How a backend's refusal on a failed stream describes it, before the
+ * failure's own message. */
+#define HAL_STREAM_FAILED_TEXT "the stream has failed: "
+
 /* The name ordo_stream_set_name gave the stream (taking the device's
  * streams_lock), zero-filled after it: "" when it has none. */
 void ordo__hal_stream_own_name(ordo_stream_t *stream, char out[ORDO_STREAM_NAME_MAX]);

@@ -404,11 +404,11 @@ ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, s
     if (signal_state_now(signal) & SIGNAL_FAILED) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         ordo_status_t failure = ordo__signal_failure_now(signal, message);
-        snprintf(what, capacity, "waited-on signal failed: %s: %.100s", ordo_status_name(failure),
-                 message);
+        snprintf(what, capacity, ORDO__WAIT_ENDED_TEXT "failed: %s: %.100s",
+                 ordo_status_name(failure), message);
         return failure;
     }
-    snprintf(what, capacity, "waited-on signal was destroyed: %s",
+    snprintf(what, capacity, ORDO__WAIT_ENDED_TEXT "was destroyed: %s",
              ordo_status_name(ORDO_ERR_CANCELLED));
     return ORDO_ERR_CANCELLED;
 }

@@ -171,7 +171,7 @@ static ordo_status_t stream_failure(cpu_stream_t *s, const char *api) {
     if (ORDO_LIKELY(failure == ORDO_OK)) {
         return ORDO_OK;
     }
-    return ordo__error(failure, api, "the stream has failed: %s", message);
+    return ordo__error(failure, api, HAL_STREAM_FAILED_TEXT "%s", message);
 }
 
 /* Appends op to the stream; for a record, also publishes the event's
@@ -573,7 +573,7 @@ ordo_status_t ordo__cpu_stream_synchronize(ordo_stream_t *stream, ordo_deadline_
     uint64_t target = atomic_load_explicit(&s->submitted, memory_order_acquire);
     ordo_status_t st = ordo_signal_wait(s->done, target, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
-        return ordo__error(st, "ordo_stream_synchronize", "the stream has failed: %s",
+        return ordo__error(st, "ordo_stream_synchronize", HAL_STREAM_FAILED_TEXT "%s",
                            ordo__signal_failure_message(s->done));
     }
     return st == ORDO_OK ? st : ordo__error_as(st, "ordo_stream_synchronize");

@@ -33,7 +33,7 @@ static ordo_status_t stream_failure(cuda_stream_t *s, const char *api) {
     if (ORDO_LIKELY(!ordo__hal_timeline_failed(&s->timeline, &st, &message))) {
         return ORDO_OK;
     }
-    return ordo__error(st, api, "the stream has failed: %s", message);
+    return ordo__error(st, api, HAL_STREAM_FAILED_TEXT "%s", message);
 }
 
 /* A signal point the stream will never reach fails at once (unless the
@@ -698,7 +698,7 @@ ordo_status_t ordo__cuda_stream_synchronize(ordo_stream_t *stream, ordo_deadline
     }
     st = ordo_signal_wait(s->timeline.progress, seq, deadline);
     if (st != ORDO_OK && st != ORDO_ERR_TIMEOUT) {
-        return ordo__error(st, api, "the stream has failed: %s",
+        return ordo__error(st, api, HAL_STREAM_FAILED_TEXT "%s",
                            ordo__signal_failure_message(s->timeline.progress));
     }
     return st == ORDO_OK ? st : ordo__error_as(st, api);

@@ -25,11 +25,13 @@ typedef struct rec {
     _Atomic int finished;
     ordo_signal_t *done;
     _Atomic uint64_t *counter;
+    char message[160]; /* ordo_error_message() inside the callback */
 } rec_t;
 
 static void rec_fn(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     rec_t *r = ctx;
     r->thread = pthread_self();
+    snprintf(r->message, sizeof r->message, "%s", ordo_error_message());
     atomic_store(&r->at_ns, ordo_time_now_ns());
     atomic_store(&r->status, (int)status);
     atomic_store(&r->id, id);
@@ -629,6 +631,50 @@ static void failure_and_destroy_propagate(void **state) {
     assert_ok(ordo_signal_destroy(done));
 }
 
+/* A callback whose status is not ORDO_OK reads why in ordo_error_message():
+ * the failure's own text, a destroy, a deadline. An inline one leaves the
+ * message of the call it ran in (here a successful ordo_signal_fail, after
+ * a refused call) alone. */
+static void callbacks_read_why_their_wait_ended(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0), *t = test_signal_make(0), *u = test_signal_make(0);
+    rec_t failed, inline_failed, timed_out, gone, aborted;
+    rec_t *all[] = {&failed, &inline_failed, &timed_out, &gone, &aborted};
+    for (size_t i = 0; i < 5; ++i) {
+        rec_init(all[i], NULL, NULL);
+    }
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &failed, NULL));
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn,
+                               &inline_failed, NULL));
+    assert_ok(ordo_waiter_wait(w, t, 1, ordo_deadline_after_ms(1), 0, rec_fn, &timed_out, NULL));
+    assert_ok(ordo_waiter_wait(w, u, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &gone, NULL));
+    assert_status(ordo_signal_advance(NULL, 1), ORDO_ERR_INVALID_HANDLE);
+    char before[160];
+    snprintf(before, sizeof before, "%s", ordo_error_message());
+    assert_ok(ordo_signal_fail(s, ORDO_ERR_ABORTED, "decoder: bad frame 7"));
+    assert_string_equal(ordo_error_message(), before);
+    assert_string_equal(inline_failed.message, "decoder: bad frame 7");
+    assert_ok(ordo_signal_destroy(u));
+    ordo_deadline_t deadline = test_deadline();
+    while (atomic_load(&failed.calls) + atomic_load(&timed_out.calls) + atomic_load(&gone.calls) <
+           3) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    assert_string_equal(failed.message, "decoder: bad frame 7");
+    assert_int_equal(atomic_load(&timed_out.status), ORDO_ERR_TIMEOUT);
+    assert_non_null(strstr(timed_out.message, "deadline passed"));
+    assert_int_equal(atomic_load(&gone.status), ORDO_ERR_CANCELLED);
+    assert_non_null(strstr(gone.message, "signal was destroyed"));
+    assert_ok(ordo_waiter_wait(w, t, 1, ORDO_DEADLINE_NEVER, 0, rec_fn, &aborted, NULL));
+    assert_ok(ordo_waiter_destroy(w));
+    assert_int_equal(atomic_load(&aborted.status), ORDO_ERR_CANCELLED);
+    assert_non_null(strstr(aborted.message, "waiter was destroyed"));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(t));
+}
+
 /* ---- events -------------------------------------------------------------- */
 
 static ordo_status_t fail_task(void *ctx) {
@@ -676,6 +722,7 @@ static void event_waits(void **state) {
     assert_ok(ordo_signal_advance(gate, 2));
     assert_ok(ordo_signal_wait(done, 2, test_deadline()));
     assert_int_equal(atomic_load(&f.status), ORDO_ERR_ABORTED);
+    assert_non_null(strstr(f.message, "ORDO_ERR_ABORTED")); /* the stream's failure */
     assert_ok(ordo_event_destroy(event));
     assert_ok(ordo_waiter_destroy(w));
     assert_ok(ordo_stream_destroy(stream));
@@ -1819,6 +1866,7 @@ int main(void) {
         cmocka_unit_test(a_busy_timer_does_not_let_the_heap_grow),
         cmocka_unit_test(a_wait_resolved_on_its_way_to_the_timer_leaves_its_slot_alone),
         cmocka_unit_test(failure_and_destroy_propagate),
+        cmocka_unit_test(callbacks_read_why_their_wait_ended),
         cmocka_unit_test(event_waits),
         cmocka_unit_test(cancel_prevents_a_pending_wait),
         cmocka_unit_test(stale_ids_are_not_found),

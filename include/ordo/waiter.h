@@ -17,6 +17,12 @@
  *   outcome, even if the raising thread had not run its callback yet);
  * - ORDO_ERR_TIMEOUT when the deadline passes first (never before it; a
  *   value reached at registration wins over a deadline already past).
+ * Inside a callback whose status is not ORDO_OK, ordo_error_message() says
+ * why: the signal's failure message (the failed work's own text, for an
+ * event wait its stream's), or that the signal or the waiter was destroyed
+ * or the deadline passed. The thread's message is put back when the
+ * callback returns (an inline callback leaves the message of the call it
+ * ran in alone).
  *
  * Where callbacks run. By default on one of the waiter's worker threads;
  * with ORDO_WAIT_INLINE, on the thread that resolved the wait: the thread

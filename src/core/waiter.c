@@ -164,6 +164,26 @@ static inline void entry_release(ordo_waiter_t *w, wait_entry_t *e, uint32_t cou
 
 /* Runs the callback of an entry its caller moved to RUNNING, then marks it
  * DONE and wakes cancellers waiting for it. */
+/* Why a wait ended other than with its value, as the thread's message for
+ * its callback (waiter.h): the signal's failure text, or what ended it. */
+static void tell_outcome(const wait_entry_t *e, ordo_status_t status) {
+    const char *why = "";
+    switch (e->outcome) {
+    case OUTCOME_TIMED_OUT:
+        why = "the deadline passed before the signal reached its value";
+        break;
+    case OUTCOME_ABORTED:
+        why = "the waiter was destroyed with the wait pending";
+        break;
+    default:
+        why = ordo__signal_view(e->signal).failed ? ordo__signal_failure_message(e->signal)
+                                                  : "the signal was destroyed before reaching "
+                                                    "its value";
+        break;
+    }
+    (void)ordo__error(status, NULL, "%s", why);
+}
+
 static void run_callback(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
     ordo_status_t status = e->status;
     switch (e->outcome) {
@@ -183,7 +203,17 @@ static void run_callback(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
     ordo_wait_id_t id = entry_id(e, gen);
     callback_frame_t frame = {w, id, tls_frames};
     tls_frames = &frame;
-    e->fn(e->ctx, status, id);
+    if (ORDO_LIKELY(status == ORDO_OK)) {
+        e->fn(e->ctx, status, id);
+    } else {
+        /* The thread's own message comes back after: an inline callback
+         * runs inside another call (a failing signal's, a destroy's). */
+        ordo__kept_message_t kept;
+        ordo__message_keep(&kept);
+        tell_outcome(e, status);
+        e->fn(e->ctx, status, id);
+        ordo__message_restore(&kept);
+    }
     tls_frames = frame.outer;
     atomic_fetch_add_explicit(&w->completed, 1, memory_order_relaxed);
     uint64_t old =

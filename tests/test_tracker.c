@@ -832,9 +832,14 @@ static void close_names_the_stream_a_failure_began_on(void **state) {
     ordo_access_t r_first = {first, ORDO_ACCESS_READ}, w_data = {data, ORDO_ACCESS_WRITE},
                   r_data = {data, ORDO_ACCESS_READ};
     _Atomic int ran = 0;
+    /* The producer fails only once the consumer's wait for it is queued
+     * (a submission waiting on a stream failed already is refused). */
+    ordo_signal_t *gate = test_signal_make(0);
+    assert_ok(ordo_stream_wait(producer, gate, 1));
     assert_ok(ordo_tracker_submit_host(tracker, consumer, &r_first, 1, count_task, (void *)&ran));
     assert_ok(ordo_tracker_submit_host(tracker, producer, &w_data, 1, fail_with_text, NULL));
     assert_ok(ordo_tracker_submit_host(tracker, consumer, &r_data, 1, count_task, (void *)&ran));
+    assert_ok(ordo_signal_advance(gate, 1));
     assert_ok(ordo_buffer_release(first, NULL, NULL));
     assert_ok(ordo_buffer_release(data, NULL, NULL));
     assert_status(ordo_tracker_synchronize(tracker, test_deadline()), ORDO_ERR_ABORTED);
@@ -845,6 +850,7 @@ static void close_names_the_stream_a_failure_began_on(void **state) {
     assert_status(ordo_stream_status(consumer), ORDO_ERR_ABORTED); /* it failed too */
     assert_int_equal(atomic_load(&ran), 1);
     assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_signal_destroy(gate));
 }
 
 /* Live buffers: close refuses at once (it does not wait for the deadline,

@@ -563,6 +563,9 @@ static void scenario_graph(void) {
                 want += tasks;
             }
         }
+        if (tasks > 0) { /* the same context: its index is built on the way */
+            TRY(ordo_graph_set_task_context, graph, (uint64_t)tasks - 1, (void *)&runs);
+        }
         bool rebound = TRY(ordo_graph_rebind, graph, x, z);
         if (TRY(ordo_graph_replay, graph)) {
             want += tasks;

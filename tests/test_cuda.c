@@ -1457,7 +1457,8 @@ static ordo_status_t fill_launch(void *ctx, ordo_stream_t *stream) {
 }
 
 /* A lowered graph runs what its launch function enqueued when it was
- * lowered; ordo_graph_refresh has it called again. Under AUTO, a refresh
+ * lowered; ordo_graph_refresh, or a new context for the launch function
+ * (ordo_graph_set_task_context), has it called again. Under AUTO, a refresh
  * whose capture fails leaves the graph replayed op by op, in order with
  * its native replays before. */
 static void a_refresh_lowers_the_graph_again(void **state) {
@@ -1488,6 +1489,15 @@ static void a_refresh_lowers_the_graph_again(void **state) {
     assert_ok(ordo_graph_replay(graph));
     assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
     assert_int_equal(cell_read(cells, 0), combined(200, 200, 0));
+    /* A launch function's context set: lowered again with it, natively. */
+    fill_ctx_t g = {cells, 250, 0, 0};
+    assert_ok(ordo_graph_set_task_context(graph, 0, &g));
+    assert_ok(ordo_graph_replay(graph));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(cell_read(cells, 0), combined(250, 250, 0));
+    assert_ok(ordo_graph_info(graph, &info));
+    assert_int_equal(info.native, 1);
+    assert_ok(ordo_graph_set_task_context(graph, 0, &f));
     /* A refresh that cannot be captured: op by op from then on. */
     f.value = 300;
     f.use_host_task = 1;

@@ -222,6 +222,55 @@ static void recording_runs_nothing_replays_run_it(void **state) {
     assert_ok(ordo_stream_destroy(b));
 }
 
+/* A launch function that enqueues copy_add with its own context. */
+static ordo_status_t launch_copy_add(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, copy_add, ctx);
+}
+
+/* Each task's context set between replays: the replays after it run with
+ * the new one (a host task and a launch function alike), a replay made
+ * before it, still held on its stream, keeps the old one. */
+static void a_task_context_set_between_replays(void **state) {
+    (void)state;
+    ordo_tracker_t *tracker;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    ordo_stream_t *a = stream_make();
+    ordo_buffer_t *x = buffer_make(tracker);
+    uint64_t xv = 0, yv = 0;
+    copy_task_t first = {&xv, &xv, 1, 0}, then = {&xv, &yv, 10, 0}; /* x += 1; y = x + 10 */
+    copy_task_t first2 = {&xv, &xv, 100, 0}, then2 = {&xv, &yv, 1000, 0};
+    assert_ok(ordo_tracker_record_begin(tracker));
+    ordo_access_t w = {x, ORDO_ACCESS_READ_WRITE};
+    assert_ok(ordo_tracker_submit_host(tracker, a, &w, 1, copy_add, &first));
+    assert_ok(ordo_tracker_submit(tracker, a, &w, 1, launch_copy_add, &then));
+    ordo_graph_t *graph;
+    assert_ok(ordo_tracker_record_end(tracker, &graph));
+    _Atomic int gate = 0;
+    assert_ok(ordo_stream_host_task(a, wait_gate, (void *)&gate));
+    assert_ok(ordo_graph_replay(graph)); /* held behind the gate */
+    assert_ok(ordo_graph_set_task_context(graph, 0, &first2));
+    assert_ok(ordo_graph_set_task_context(graph, 1, &then2));
+    assert_ok(ordo_graph_replay(graph));
+    atomic_store(&gate, 1);
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&first.runs), 1);
+    assert_int_equal(atomic_load(&then.runs), 1);
+    assert_int_equal(atomic_load(&first2.runs), 1);
+    assert_int_equal(atomic_load(&then2.runs), 1);
+    assert_int_equal(xv, 101);        /* 0 + 1, then + 100 */
+    assert_int_equal(yv, 101 + 1000); /* the second replay's */
+
+    /* Bad input: the task's index past the last, a graph destroyed. */
+    REFUSED(ORDO_ERR_OUT_OF_RANGE, ordo_graph_set_task_context, graph, 2, &first);
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_graph_set_task_context, NULL, 0, &first);
+    assert_ok(ordo_graph_destroy(graph));
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_graph_set_task_context, graph, 0, &first);
+    assert_ok(ordo_buffer_release(x, NULL, NULL));
+    assert_ok(ordo_tracker_synchronize(tracker, test_deadline()));
+    assert_ok(ordo_tracker_destroy(tracker));
+    assert_ok(ordo_stream_destroy(a));
+}
+
 static void empty_recording_makes_an_empty_graph(void **state) {
     (void)state;
     ordo_tracker_t *tracker;
@@ -1173,7 +1222,7 @@ typedef struct in_replay {
     ordo_tracker_t *tracker;
     ordo_graph_t *self, *other;
     ordo_buffer_t *bound, *own, *plain;
-    ordo_status_t rebind, destroy, refresh, submit, release, replay, record;
+    ordo_status_t rebind, destroy, refresh, submit, release, replay, record, set_context;
     int calls;
 } in_replay_t;
 
@@ -1186,6 +1235,7 @@ static ordo_status_t try_from_replay(void *ctx, ordo_stream_t *stream) {
     t->rebind = ordo_graph_rebind(t->other, t->bound, t->own);
     t->destroy = ordo_graph_destroy(t->self);
     t->refresh = ordo_graph_refresh(t->other);
+    t->set_context = ordo_graph_set_task_context(t->other, 0, NULL);
     ordo_access_t w = {t->plain, ORDO_ACCESS_WRITE};
     t->submit = ordo_tracker_submit_host(t->tracker, stream, &w, 1, noop, NULL);
     t->release = ordo_buffer_release(t->plain, NULL, NULL);
@@ -1227,6 +1277,7 @@ static void launch_functions_of_a_replay_cannot_change_the_tracker(void **state)
     assert_int_equal(t.rebind, ORDO_ERR_BUSY);
     assert_int_equal(t.destroy, ORDO_ERR_BUSY);
     assert_int_equal(t.refresh, ORDO_ERR_BUSY);
+    assert_int_equal(t.set_context, ORDO_ERR_BUSY);
     assert_int_equal(t.submit, ORDO_ERR_BUSY);
     assert_int_equal(t.release, ORDO_ERR_BUSY);
     assert_int_equal(t.replay, ORDO_ERR_BUSY);
@@ -1762,6 +1813,7 @@ int main(void) {
     test_conformance_begin("graph");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(recording_runs_nothing_replays_run_it),
+        cmocka_unit_test(a_task_context_set_between_replays),
         cmocka_unit_test(empty_recording_makes_an_empty_graph),
         cmocka_unit_test(replay_equals_eager),
         cmocka_unit_test(replay_is_ordered_against_outside_work),

@@ -21,7 +21,7 @@
  * are kept with it. A launch function is called at each replay (so it can
  * read what it enqueues from its context then), except in a native graph
  * (below); a host task runs at each replay with the context it was
- * recorded with.
+ * recorded with (or the one ordo_graph_set_task_context gave it).
  *
  * Native graphs. Asked for (ordo_tracker_record_begin_native), on a device
  * that has them (CUDA), ordo_tracker_record_end lowers the recording to
@@ -119,10 +119,10 @@
  * until then, as for any host task).
  *
  * Thread-safety: a graph is its tracker's: recording, replay, rebind,
- * refresh and destroy follow the tracker's rules (externally synchronised, or each
- * under ordo_tracker_lock); ordo_graph_info and ordo_graph_buffer read the
+ * refresh, setting a task's context and destroy follow the tracker's rules (externally
+ * synchronised, or each under ordo_tracker_lock); ordo_graph_info and ordo_graph_buffer read the
  * graph and may run beside one another and beside a replay, not beside a
- * rebind, refresh or destroy.
+ * rebind, refresh, a context set or destroy.
  */
 #ifndef ORDO_GRAPH_H
 #define ORDO_GRAPH_H
@@ -211,6 +211,18 @@ ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_
  * scalar, without a rebind). Nothing for a graph replayed op by op (its
  * launch functions are called at every replay anyway). */
 ordo_status_t ordo_graph_refresh(ordo_graph_t *graph);
+
+/** Gives task `index` of the graph (its host tasks and launch functions,
+ * numbered in recording order, below ordo_graph_info's tasks; else
+ * ORDO_ERR_OUT_OF_RANGE) the context ctx from the next replay on, as a CUDA
+ * graph's node parameters are set: a host task runs with ctx, a launch
+ * function is called with it (in a native graph at the next replay, which
+ * lowers the graph again, as after ordo_graph_refresh). Replays made before
+ * keep the context they were made with, which must live until their work
+ * has run. For data that changes from replay to replay (a step number, a
+ * pointer after a rebind) without a launch function that builds it.
+ * Refused with ORDO_ERR_BUSY from a launch function a replay runs. */
+ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, void *ctx);
 
 /** The buffer bound to slot `index` (below ordo_graph_info's buffers,
  * numbered as the recording first used them; else ORDO_ERR_OUT_OF_RANGE)

@@ -130,6 +130,7 @@ void ordo__graph_free(ordo_graph_t *graph) {
     ordo__dealloc(graph->blocks, graph->block_count * sizeof *graph->blocks, 0);
     ordo__dealloc(graph->lanes, graph->lane_count * sizeof *graph->lanes, 0);
     ordo__dealloc(graph->ops, graph->op_count * sizeof *graph->ops, 0);
+    ordo__dealloc(graph->task_ops, graph->tasks * sizeof *graph->task_ops, 0);
     ordo__dealloc(graph->slots, graph->slot_count * sizeof *graph->slots, 0);
     ordo__dealloc(graph->entries, graph->entry_count * sizeof *graph->entries, 0);
     ordo__dealloc(graph->entry_next, graph->entry_count * sizeof *graph->entry_next, 0);
@@ -165,6 +166,41 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     out_info->replays = atomic_load_explicit(&graph->replays, memory_order_relaxed);
     out_info->memory_bytes = graph->memory_bytes;
     out_info->native = atomic_load_explicit(&graph->native_on, memory_order_relaxed);
+    return ORDO_OK;
+}
+
+ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, void *ctx) {
+    ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
+    if (index >= graph->tasks) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "task %llu; the graph has %llu task(s)",
+                           (unsigned long long)index, (unsigned long long)graph->tasks);
+    }
+    if (!graph->task_ops) {
+        /* Built once: a caller may set many tasks before every replay. */
+        uint64_t *task_ops = ordo__alloc(graph->tasks * sizeof *task_ops, 0);
+        if (!task_ops) {
+            return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__,
+                               "cannot allocate the index of %llu task(s)",
+                               (unsigned long long)graph->tasks);
+        }
+        for (uint64_t i = 0, t = 0; i < graph->op_count; ++i) {
+            uint8_t kind = graph->ops[i].kind;
+            if (kind == GRAPH_OP_HOST || kind == GRAPH_OP_LAUNCH) {
+                task_ops[t++] = i;
+            }
+        }
+        graph->task_ops = task_ops;
+    }
+    graph_op_t *op = &graph->ops[graph->task_ops[index]];
+    if (op->kind == GRAPH_OP_HOST) {
+        op->u.host.ctx = ctx;
+    } else {
+        op->u.launch.ctx = ctx;
+        if (graph->native || graph->native_stale) {
+            graph->native_stale = 1; /* its launch functions are called again */
+        }
+    }
     return ORDO_OK;
 }
 

@@ -239,6 +239,9 @@ struct ordo_graph {
     graph_block_t *blocks; /* the memory the graph holds (freed in its recording) */
     uint64_t memory_bytes;
     uint64_t tasks; /* HOST and LAUNCH ops */
+    /* Task i's index in ops, built by the first ordo_graph_set_task_context
+     * (NULL until then). */
+    uint64_t *task_ops;
     uint64_t waits;
     uint64_t records;
     _Atomic uint64_t replays; /* relaxed: ordo_graph_info may read it beside a replay */

@@ -675,6 +675,45 @@ static void callbacks_read_why_their_wait_ended(void **state) {
     assert_ok(ordo_signal_destroy(t));
 }
 
+/* A host task whose successful call ran an inline callback (which reads
+ * its own message, the thread's put back after) and that then fails with
+ * no message of its own: its stream's failure reads the plain text, not
+ * the text the callback's message was kept from. */
+static ordo_status_t fail_a_signal_then_fail_bare(void *ctx) {
+    assert_ok(ordo_signal_fail(ctx, ORDO_ERR_ABORTED, "the task's signal"));
+    return ORDO_ERR_ABORTED;
+}
+
+static void a_callback_inside_a_task_leaves_no_message_of_the_task(void **state) {
+    (void)state;
+    ordo_waiter_t *w = waiter_make(1);
+    ordo_signal_t *s = test_signal_make(0), *done = test_signal_make(0);
+    rec_t r;
+    rec_init(&r, NULL, NULL);
+    assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn, &r, NULL));
+    ordo_device_t *device = NULL;
+    assert_ok(ordo_device_open("cpu:0", &device));
+    ordo_stream_t *stream = NULL;
+    assert_ok(ordo_stream_create(device, 0, &stream));
+    assert_ok(ordo_stream_host_task(stream, fail_a_signal_then_fail_bare, s));
+    assert_ok(ordo_stream_signal(stream, done, 1));
+    assert_status(ordo_signal_wait(done, 1, test_deadline()), ORDO_ERR_ABORTED);
+    assert_string_equal(r.message, "the task's signal");
+    ordo_status_t failure = ORDO_OK;
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(done, &failure, message, sizeof message));
+    const char *tail = "returned ORDO_ERR_ABORTED";
+    if (strlen(message) < strlen(tail) ||
+        strcmp(message + strlen(message) - strlen(tail), tail) != 0) {
+        fail_msg("the stream's failure reads \"%s\"", message);
+    }
+    assert_ok(ordo_stream_destroy(stream));
+    assert_ok(ordo_device_release(device));
+    assert_ok(ordo_waiter_destroy(w));
+    assert_ok(ordo_signal_destroy(s));
+    assert_ok(ordo_signal_destroy(done));
+}
+
 /* ---- events -------------------------------------------------------------- */
 
 static ordo_status_t fail_task(void *ctx) {
@@ -1867,6 +1906,7 @@ int main(void) {
         cmocka_unit_test(a_wait_resolved_on_its_way_to_the_timer_leaves_its_slot_alone),
         cmocka_unit_test(failure_and_destroy_propagate),
         cmocka_unit_test(callbacks_read_why_their_wait_ended),
+        cmocka_unit_test(a_callback_inside_a_task_leaves_no_message_of_the_task),
         cmocka_unit_test(event_waits),
         cmocka_unit_test(cancel_prevents_a_pending_wait),
         cmocka_unit_test(stale_ids_are_not_found),

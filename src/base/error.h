@@ -40,7 +40,8 @@ uint64_t ordo__error_count(void);
  * failed meanwhile, a release the pool below refuses): the call that
  * succeeds, or fails with a message of its own, leaves the caller's text
  * (ordo/status.h). ordo__message_keep before those calls; after them,
- * ordo__message_restore puts the text back if any recorded another. */
+ * ordo__message_restore puts the text back if any recorded another, and
+ * the count (ordo__error_count) with it. */
 typedef struct ordo__kept_message {
     uint64_t count;
     char text[ORDO_ERROR_MESSAGE_MAX];

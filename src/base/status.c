@@ -161,6 +161,11 @@ void ordo__message_keep(ordo__kept_message_t *kept) {
 void ordo__message_restore(const ordo__kept_message_t *kept) {
     if (error_count != kept->count) {
         (void)ordo__error(ORDO_OK, NULL, "%s", kept->text);
+        /* As if nothing was recorded: a caller that compares the count
+         * around a call (did user code leave a message?) must not take the
+         * kept text for a new one. Keeps and restores nest with the calls
+         * that make them, so no such comparison straddles a restore. */
+        error_count = kept->count;
     }
 }
 

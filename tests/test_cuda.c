@@ -3030,6 +3030,59 @@ static fail_records_fn stand_in_record_failures(void) {
     return fn;
 }
 
+/* On CUDA too, the tracker names the stream a failure began on: the
+ * consumer, used first, waited on the device for the producer's point and
+ * failed only because the producer failed (on its own: a device error
+ * issuing a point), and its failure says so as every failure a wait passes
+ * on does. */
+static ordo_status_t launch_nothing(void *ctx, ordo_stream_t *stream) {
+    (void)ctx, (void)stream;
+    return ORDO_OK;
+}
+
+static void the_tracker_names_the_stream_a_device_failure_began_on(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    fail_records_fn fail_records = stand_in_record_failures();
+    if (!fail_records) {
+        SKIP_FOR_WANT_OF("%s", "the stand-in driver (a record made to fail on demand)");
+    }
+    ordo_tracker_t *tracker;
+    ordo_stream_t *consumer, *producer;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &consumer));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &producer));
+    assert_ok(ordo_stream_set_name(consumer, "consumer"));
+    assert_ok(ordo_stream_set_name(producer, "producer"));
+    ordo_buffer_t *first, *data;
+    assert_ok(ordo_buffer_create(tracker, &first));
+    assert_ok(ordo_buffer_create(tracker, &data));
+    ordo_access_t r_first = {first, ORDO_ACCESS_READ}, w_data = {data, ORDO_ACCESS_WRITE},
+                  r_data = {data, ORDO_ACCESS_READ};
+    gate_t gate;
+    gate_make(&gate);
+    assert_ok(ordo_tracker_submit(tracker, consumer, &r_first, 1, launch_nothing, NULL));
+    gate_hold(producer, &gate); /* the producer's device work waits */
+    assert_ok(ordo_tracker_submit(tracker, producer, &w_data, 1, launch_nothing, NULL));
+    assert_ok(ordo_tracker_submit(tracker, consumer, &r_data, 1, launch_nothing, NULL));
+    ordo_signal_t *sig = test_signal_make(0);
+    fail_records(1, CUDA_ERROR_LAUNCH_FAILED);
+    (void)ordo_stream_signal(producer, sig, 1); /* fails the producer now */
+    gate_open(&gate);
+    assert_ok(ordo_buffer_release(first, NULL, NULL));
+    assert_ok(ordo_buffer_release(data, NULL, NULL));
+    assert_status(ordo_tracker_synchronize(tracker, test_deadline()), ORDO_ERR_DEVICE);
+    if (!strstr(ordo_error_message(), "stream producer: ")) {
+        fail_msg("the failure names another stream: %s", ordo_error_message());
+    }
+    assert_status(ordo_stream_synchronize(consumer, test_deadline()), ORDO_ERR_DEVICE);
+    assert_non_null(strstr(ordo_error_message(), "was not reached: its stream failed"));
+    (void)ordo_tracker_close(tracker, test_deadline());
+    assert_ok(ordo_tracker_destroy(tracker));
+    gate_free(&gate);
+    assert_ok(ordo_signal_destroy(sig));
+}
+
 /* A free whose point a healthy stream refuses (out of memory) must not
  * leave the free pending for ever: a page-locked block stays the caller's
  * (the stream may still use it), a stream-ordered one (its free already in
@@ -3266,6 +3319,7 @@ int main(void) {
         DEVICE_TEST(a_destroyed_streams_word_outlives_its_pending_writes),
         DEVICE_TEST(a_pinned_block_freed_on_a_failed_stream_outlives_its_use),
         DEVICE_TEST(an_async_free_held_on_a_failed_stream_frees_its_own_block),
+        DEVICE_TEST(the_tracker_names_the_stream_a_device_failure_began_on),
         DEVICE_TEST(a_free_point_refused_on_a_healthy_stream_leaves_nothing_pending),
         DEVICE_TEST(a_device_fault_fails_every_signal),
 #endif

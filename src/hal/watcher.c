@@ -232,8 +232,10 @@ static void check_verdict(hal_watch_t *h) {
             const char *message = "it was destroyed";
             ordo_status_t status =
                 after.failed ? ordo__signal_failure(h->after, &message) : ORDO_ERR_CANCELLED;
-            snprintf(what, sizeof what, "the stream producing the waited-on value failed: %.100s",
-                     message);
+            /* Told as every failure a wait passes on (tracker_sync.c
+             * tells them from a stream's own by it). */
+            snprintf(what, sizeof what,
+                     ORDO__WAIT_ENDED_TEXT "was not reached: its stream failed: %.100s", message);
             ordo__hal_timeline_fail(h->timeline, status, what);
             return;
         }

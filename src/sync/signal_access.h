@@ -161,8 +161,10 @@ void ordo__signal_release_internal(ordo_signal_t *signal);
  * (capacity > 0) the message, with the failure's own message. */
 ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity);
 
-/* How ordo__signal_wait_ended's text begins: a stream whose failure reads
- * so failed only by waiting for work that failed elsewhere. */
+/* How ordo__signal_wait_ended's text begins, and every other text of a
+ * failure a wait passes on (the CUDA watcher's, when the stream producing
+ * a device-side wait's value failed): a stream whose failure reads so
+ * failed only by waiting for work that failed elsewhere. */
 #define ORDO__WAIT_ENDED_TEXT "waited-on signal "
 
 /* Hangs feeder on the signal (replacing another one, which then hears of

@@ -1221,33 +1221,59 @@ static void *due_gate_raise(void *arg) {
     return NULL;
 }
 
+/* by_timer: no destroy; the waits' deadline passes while the raiser is
+ * held, and the timer takes them (the gate opens once both ran). */
+static void due_wait_decided(int fail, int by_timer) {
+    ordo_waiter_t *w = waiter_make(1);
+    rec_t inline_rec, worker_rec;
+    rec_init(&inline_rec, NULL, NULL);
+    rec_init(&worker_rec, NULL, NULL);
+    due_gate_t g = {test_signal_make(0), fail, 0, {&inline_rec, &worker_rec}};
+    ordo_timepoint_t gate = ORDO_TIMEPOINT_INIT;
+    assert_ok(ordo_timepoint_arm(&gate, g.signal, 1, due_gate_fn, &g));
+    ordo_deadline_t soon = by_timer ? ordo_deadline_after_ms(20) : ORDO_DEADLINE_NEVER;
+    assert_ok(ordo_waiter_wait(w, g.signal, 1, soon, ORDO_WAIT_INLINE, rec_fn, &inline_rec, NULL));
+    assert_ok(ordo_waiter_wait(w, g.signal, 1, by_timer ? soon : test_deadline(), 0, rec_fn,
+                               &worker_rec, NULL));
+    pthread_t raiser = test_thread_start(due_gate_raise, &g);
+    ordo_deadline_t deadline = test_deadline();
+    while (!atomic_load(&g.entered)) {
+        assert_true(ordo_time_now_ns() < deadline);
+        test_sleep_ms(1);
+    }
+    if (!by_timer) {
+        assert_ok(ordo_waiter_destroy(w)); /* returns once the raiser let go */
+    }
+    pthread_join(raiser, NULL);
+    int expected = fail ? ORDO_ERR_ABORTED : ORDO_OK;
+    assert_int_equal(atomic_load(&inline_rec.calls), 1);
+    assert_int_equal(atomic_load(&inline_rec.status), expected);
+    assert_int_equal(atomic_load(&worker_rec.calls), 1);
+    assert_int_equal(atomic_load(&worker_rec.status), expected);
+    if (by_timer) {
+        ordo_waiter_metrics_t m;
+        assert_ok(ordo_waiter_metrics(w, &m));
+        assert_int_equal(m.timed_out, 0);
+        assert_int_equal(m.fired, 2);
+        assert_ok(ordo_waiter_destroy(w));
+    }
+    assert_ok(ordo_signal_destroy(g.signal));
+}
+
 static void a_destroy_delivers_what_a_due_wait_met(void **state) {
     (void)state;
     for (int fail = 0; fail < 2; ++fail) {
-        ordo_waiter_t *w = waiter_make(1);
-        rec_t inline_rec, worker_rec;
-        rec_init(&inline_rec, NULL, NULL);
-        rec_init(&worker_rec, NULL, NULL);
-        due_gate_t g = {test_signal_make(0), fail, 0, {&inline_rec, &worker_rec}};
-        ordo_timepoint_t gate = ORDO_TIMEPOINT_INIT;
-        assert_ok(ordo_timepoint_arm(&gate, g.signal, 1, due_gate_fn, &g));
-        assert_ok(ordo_waiter_wait(w, g.signal, 1, ORDO_DEADLINE_NEVER, ORDO_WAIT_INLINE, rec_fn,
-                                   &inline_rec, NULL));
-        assert_ok(ordo_waiter_wait(w, g.signal, 1, test_deadline(), 0, rec_fn, &worker_rec, NULL));
-        pthread_t raiser = test_thread_start(due_gate_raise, &g);
-        ordo_deadline_t deadline = test_deadline();
-        while (!atomic_load(&g.entered)) {
-            assert_true(ordo_time_now_ns() < deadline);
-            test_sleep_ms(1);
-        }
-        assert_ok(ordo_waiter_destroy(w)); /* returns once the raiser let go */
-        pthread_join(raiser, NULL);
-        int expected = fail ? ORDO_ERR_ABORTED : ORDO_OK;
-        assert_int_equal(atomic_load(&inline_rec.calls), 1);
-        assert_int_equal(atomic_load(&inline_rec.status), expected);
-        assert_int_equal(atomic_load(&worker_rec.calls), 1);
-        assert_int_equal(atomic_load(&worker_rec.status), expected);
-        assert_ok(ordo_signal_destroy(g.signal));
+        due_wait_decided(fail, 0);
+    }
+}
+
+/* The same for the timer: a deadline that passes after the raise, while
+ * the raising thread has not run the waits' timepoints yet, is not the
+ * deadline passing first. */
+static void a_deadline_after_the_raise_delivers_what_the_wait_met(void **state) {
+    (void)state;
+    for (int fail = 0; fail < 2; ++fail) {
+        due_wait_decided(fail, 1);
     }
 }
 
@@ -1911,6 +1937,7 @@ int main(void) {
         cmocka_unit_test(cancel_from_a_timer_callback_prevents_the_next),
         cmocka_unit_test(destroy_cancels_pending_waits),
         cmocka_unit_test(a_destroy_delivers_what_a_due_wait_met),
+        cmocka_unit_test(a_deadline_after_the_raise_delivers_what_the_wait_met),
         cmocka_unit_test(destroy_from_a_timepoint_callback_is_refused),
         cmocka_unit_test(metrics_are_exact),
         cmocka_unit_test(bad_input_is_refused),

@@ -16,7 +16,9 @@
  *   signal reached the value or failed before the destroy gets that
  *   outcome, even if the raising thread had not run its callback yet);
  * - ORDO_ERR_TIMEOUT when the deadline passes first (never before it; a
- *   value reached at registration wins over a deadline already past).
+ *   value reached at registration wins over a deadline already past, and
+ *   so does one reached before the timer takes the wait, even if the
+ *   raising thread had not run its callback yet).
  * Inside a callback whose status is not ORDO_OK, ordo_error_message() says
  * why: the signal's failure message (the failed work's own text, for an
  * event wait its stream's), or that the signal or the waiter was destroyed

@@ -267,11 +267,12 @@ static void heap_note_stale(ordo_waiter_t *w, wait_entry_t *e) {
  * here (inline) or hand it to the workers. by_timepoint: the caller's
  * timepoint reference is dropped here too.
  *
- * A waiter's destroy (outcome ABORTED) that finds the timepoint due
- * already delivers the timepoint's outcome instead: the signal reached the
- * value, or failed, before the destroy, and the thread that raised it
- * only had not run the due list that far yet (a host thread woken by the
- * raise may destroy the waiter meanwhile). The wait was not pending. */
+ * A waiter's destroy (outcome ABORTED) or the timer (TIMED_OUT) that
+ * finds the timepoint due already delivers the timepoint's outcome
+ * instead: the signal reached the value, or failed, before the claim, and
+ * the thread that raised it only had not run the due list that far yet (a
+ * host thread woken by the raise may destroy the waiter meanwhile; a
+ * callback earlier in that list may run long). The wait was decided. */
 static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo_status_t status,
                            uint32_t outcome, int by_timepoint, int stale_node) {
     uint32_t drop = by_timepoint ? 1 : 0;
@@ -280,7 +281,7 @@ static void entry_resolved(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen, ordo
         if (ordo_timepoint_cancel(&e->timepoint, &result) == ORDO_OK) {
             if (result == ORDO_CANCEL_PREVENTED) {
                 ++drop; /* otherwise its callback is due: it finds the entry taken */
-            } else if (outcome == OUTCOME_ABORTED) {
+            } else if (outcome != OUTCOME_FIRED) {
                 status = ordo__timepoint_due_status(&e->timepoint);
                 outcome = OUTCOME_FIRED;
             }

@@ -25,8 +25,20 @@ import subprocess
 import sys
 
 
+class RunFailed(Exception):
+    """A run of the benchmark program that did not end well (its own
+    message has gone to stderr already)."""
+
+
 def run_once(ordo, filt):
-    out = subprocess.run([ordo, "bench", filt], capture_output=True, text=True, check=True)
+    # stderr goes through: ordo says there why a run fails or a benchmark
+    # was skipped.
+    try:
+        out = subprocess.run([ordo, "bench", filt], stdout=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise RunFailed(f"cannot run {ordo}: {e}") from e
+    if out.returncode != 0:
+        raise RunFailed(f"`{ordo} bench {filt}` exited {out.returncode}")
     lines = []
     for line in out.stdout.splitlines():
         try:
@@ -36,9 +48,19 @@ def run_once(ordo, filt):
     return lines
 
 
+def positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of runs (1 or more)")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=positive, default=5)
     parser.add_argument("--ordo", default="build/bin/ordo")
     parser.add_argument("--against", help="an ordo built from other code, compared side by side")
     parser.add_argument("filters", nargs="+")
@@ -140,4 +162,8 @@ def compare(args):
     return 0
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RunFailed as e:
+        print(f"bench_repeat: {e}; nothing summarised", file=sys.stderr)
+        sys.exit(1)

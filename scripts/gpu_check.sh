@@ -21,7 +21,9 @@
 # telling first (the CUDA tests and the conformance suites, then one demo
 # and the benchmarks, then the sanitizers and the other demos), so that a
 # run cut short by its machine's time still reports the first. The exit
-# status is the number of failed steps (0: all passed). About 3 minutes on
+# status is the number of failed steps (0: all passed); bad usage (an
+# unknown argument, a DIR missing, not writable, or without packages)
+# exits 64 before any step. About 3 minutes on
 # an H100 with 16 cores without the sanitizers, build included.
 #
 # usage: scripts/gpu_check.sh [--out DIR] [--debs DIR] [--build DIR]
@@ -38,19 +40,27 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
+# Bad usage exits 64, apart from the count of failed steps.
+usage_error() { echo "gpu_check: $*" >&2; exit 64; }
 out="" build="build-gpu" fetch="" debs=""
 while (($#)); do
   case "$1" in
-  --out) out=$2; shift 2 ;;
-  --build) build=$2; shift 2 ;;
-  --fetch) fetch=$2; shift 2 ;;
-  --debs) debs=$2; shift 2 ;;
-  *) echo "gpu_check: unknown argument '$1'" >&2; exit 64 ;;
+  --out | --build | --fetch | --debs)
+    (($# >= 2)) && [ -n "$2" ] || usage_error "'$1' needs a DIR"
+    case "$1" in
+    --out) out=$2 ;;
+    --build) build=$2 ;;
+    --fetch) fetch=$2 ;;
+    --debs) debs=$2 ;;
+    esac
+    shift 2
+    ;;
+  *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
 if [ -n "$fetch" ]; then
-  mkdir -p "$fetch"
+  mkdir -p "$fetch" || usage_error "cannot create '$fetch'"
   (cd "$fetch" && apt-get download libcmocka0 libcmocka-dev pkgconf pkgconf-bin libpkgconf3) ||
     { echo "gpu_check: could not download the packages" >&2; exit 1; }
   ls "$fetch"
@@ -60,7 +70,7 @@ fi
 # The CUDA toolkit's usual place, for nvcc and compute-sanitizer.
 export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
 out=${out:-$build/gpu-check}
-mkdir -p "$out"
+mkdir -p "$out" && [ -w "$out" ] || usage_error "cannot write the logs to '$out'"
 failed=0
 summary="$out/summary.txt"
 : >"$summary"
@@ -82,8 +92,15 @@ step() {
 }
 
 if [ -n "$debs" ]; then
-  prefix=$(mktemp -d)
-  for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+  shopt -s nullglob
+  packages=("$debs"/*.deb)
+  shopt -u nullglob
+  ((${#packages[@]})) || usage_error "no .deb in '$debs' (fetch them with --fetch)"
+  prefix=$(mktemp -d) || exit 1
+  trap 'rm -rf "$prefix"' EXIT
+  for f in "${packages[@]}"; do
+    dpkg -x "$f" "$prefix" || usage_error "cannot unpack '$f'"
+  done
   multiarch=""
   for d in "$prefix"/usr/lib/*-linux-gnu; do
     [ -d "$d" ] && { multiarch=$(basename "$d"); break; }

@@ -34,16 +34,17 @@ run_refused("unknown option '--bogus'" ${ORDO} bench --bogus)
 run_refused("unknown option '--bogus'" ${ORDO} demo --bogus)
 run_refused("unknown option '--bogus'" ${ORDO} demo --bogus 1)
 run_refused("'--chunks' needs a value" ${ORDO} demo --chunks)
-run_refused("cannot use '--rows x'" ${ORDO} demo --rows x)
+run_refused("'--rows' needs a number from 1 to 65536, not 'x'" ${ORDO} demo --rows x)
 run_refused("takes no arguments" ${ORDO} info extra)
 # An option's value is not the next option; no sign or blank in a count
 # (strtoull took "-1" as a huge number, wrapped); a trace that cannot be
 # written is refused before the run, not after it.
 run_refused("'--trace' needs a FILE" ${ORDO} bench --trace --quick signal_set_nowait)
 run_refused("'--trace' needs a value" ${ORDO} demo --trace --quiet)
-run_refused("cannot use '--chunks -18446744073709551615'" ${ORDO} demo --chunks
-            -18446744073709551615 --rows 1 --size 1 --quiet)
-run_refused("cannot use '--chunks \\+5'" ${ORDO} demo --chunks +5 --quiet)
+run_refused("'--chunks' needs a number from 1 to 1048576, not '-18446744073709551615'" ${ORDO}
+            demo --chunks -18446744073709551615 --rows 1 --size 1 --quiet)
+run_refused("'--chunks' needs a number from 1 to 1048576, not '\\+5'" ${ORDO} demo --chunks +5
+            --quiet)
 run_refused("cannot write the trace" ${ORDO} demo --trace /nonexistent-dir/x.json --quiet)
 run_refused("cannot write the trace" ${ORDO} bench --trace /nonexistent-dir/x.json signal)
 # An empty FILTER is not "every benchmark"; a run that measured nothing
@@ -72,6 +73,23 @@ run(${TRACE_CHECK} "${trace}")
 execute_process(COMMAND ${ORDO} demo --chunks 0 RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(rc EQUAL 0)
   message(FATAL_ERROR "demo accepted --chunks 0")
+endif()
+# A run that fails before it writes its trace leaves an existing file as it
+# was (the writability check does not truncate it).
+file(WRITE "${trace}" "kept")
+execute_process(COMMAND ${ORDO} bench --trace "${trace}" no-such-benchmark RESULT_VARIABLE rc
+                OUTPUT_QUIET ERROR_QUIET)
+file(READ "${trace}" kept)
+if(NOT rc EQUAL 2 OR NOT kept STREQUAL "kept")
+  message(FATAL_ERROR "a refused run exited ${rc} and left '${kept}' in its trace file")
+endif()
+# Output that cannot be written is a failure, not a silent success.
+if(EXISTS /dev/full)
+  execute_process(COMMAND ${ORDO} info OUTPUT_FILE /dev/full RESULT_VARIABLE rc
+                  ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "cannot write the output")
+    message(FATAL_ERROR "'ordo info > /dev/full' exited ${rc}: ${err}")
+  endif()
 endif()
 execute_process(COMMAND ${ORDO} demo --backend nosuch RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT rc EQUAL 2)

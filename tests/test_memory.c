@@ -257,6 +257,13 @@ static void device_memory_stack_is_configurable(void **state) {
         memset(&zero, 0, sizeof zero);
         assert_memory_equal(&config, &zero, sizeof config);
     }
+    /* A log path too long is refused saying so (a valid path on Linux). */
+    char long_log[320] = "log=/tmp/";
+    memset(long_log + 9, 'x', 300);
+    long_log[309] = '\0';
+    setenv("ORDO_MEMORY", long_log, 1);
+    assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ordo_error_message(), "the log path is 305 bytes, at most 255"));
     /* Set but empty: as if unset. */
     setenv("ORDO_MEMORY", "", 1);
     assert_ok(ordo_device_config_default(&config));

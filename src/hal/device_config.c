@@ -67,7 +67,12 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
                 config->budget_bytes = parse_bytes(eq + 1, length - key - 1, &ok);
             }
         } else if (key == 3 && !strncmp(item, "log", 3) && eq &&
-                   length - key - 1 < sizeof config->log_path && length > key + 1) {
+                   length - key - 1 >= sizeof config->log_path) {
+            memset(config, 0, sizeof *config);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "ORDO_MEMORY: the log path is %zu bytes, at most %zu",
+                               length - key - 1, sizeof config->log_path - 1);
+        } else if (key == 3 && !strncmp(item, "log", 3) && eq && length > key + 1) {
             config->adaptors |= ORDO_DEVICE_MEMORY_LOGGING;
             memcpy(config->log_path, eq + 1, length - key - 1);
             config->log_path[length - key - 1] = '\0';
@@ -77,10 +82,11 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
         if (!ok) {
             memset(config, 0, sizeof *config);
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
-                               "ORDO_MEMORY=\"%s\": cannot use \"%.*s\"%s (expected direct "
-                               "first if at all, then statistics, guard, budget[=BYTES] or "
-                               "log=PATH, comma-separated)",
-                               env, (int)length, item, length ? "" : ", an empty item");
+                               "ORDO_MEMORY=\"%.96s%s\": cannot use \"%.*s%s\"%s (expected "
+                               "direct first if at all, then statistics, guard, budget[=BYTES] "
+                               "or log=PATH, comma-separated)",
+                               env, strlen(env) > 96 ? "..." : "", length > 96 ? 96 : (int)length,
+                               item, length > 96 ? "..." : "", length ? "" : ", an empty item");
         }
         item += length;
         if (!*item) {

@@ -23,6 +23,7 @@
  * declare are the same on both; the CUDA path adds the result block to
  * the reduce's accesses and one submission for the copy back. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,13 +174,22 @@ static void on_complete(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     } while (0)
 
 int cli_trace_path_ok(const char *who, const char *path) {
-    FILE *f = *path ? fopen(path, "w") : NULL;
-    if (!f) {
+    /* Opened without truncating: a run that fails before it writes the
+     * trace leaves an older file as it was (a file made here goes again). */
+    int fd = *path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
+    int made = fd >= 0;
+    if (fd < 0 && *path && errno == EEXIST) {
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    }
+    if (fd < 0) {
         fprintf(stderr, "%s: cannot write the trace to '%s': %s\n", who, path,
                 *path ? strerror(errno) : "empty path");
         return 0;
     }
-    fclose(f);
+    close(fd);
+    if (made) {
+        (void)unlink(path);
+    }
     return 1;
 }
 
@@ -220,13 +230,17 @@ static int parse_options(int argc, char **argv, demo_options_t *o) {
             o->backend = value;
         } else if (!strcmp(arg, "--trace")) {
             o->trace = value;
-        } else if (!strcmp(arg, "--chunks") && parse_size(value, &o->chunks, 1, 1 << 20)) {
-        } else if (!strcmp(arg, "--rows") && parse_size(value, &o->rows, 1, 1 << 16)) {
-        } else if (!strcmp(arg, "--size") && parse_size(value, &o->k, 1, 1 << 14)) {
-            o->m = o->k;
         } else {
-            fprintf(stderr, "ordo demo: cannot use '%s %s' (see ordo --help)\n", arg, value);
-            return 0;
+            size_t *field = !strcmp(arg, "--chunks") ? &o->chunks
+                            : !strcmp(arg, "--rows") ? &o->rows
+                                                     : &o->k;
+            size_t most = field == &o->chunks ? 1 << 20 : field == &o->rows ? 1 << 16 : 1 << 14;
+            if (!parse_size(value, field, 1, most)) {
+                fprintf(stderr, "ordo demo: '%s' needs a number from 1 to %zu, not '%s'\n", arg,
+                        most, value);
+                return 0;
+            }
+            o->m = o->k;
         }
     }
     return 1;

@@ -9,9 +9,9 @@
 
 #include "ordo/ordo.h"
 
-/* Whether path can be written (created or truncated now), before a run
- * that would only write it at its end; who names the command in the
- * message printed when it cannot. */
+/* Whether path can be written, checked before a run that would only
+ * write it at its end (an existing file is left as it is until then);
+ * who names the command in the message printed when it cannot. */
 int cli_trace_path_ok(const char *who, const char *path);
 
 /* Runs the pipeline with the options after "demo"; the process exit code. */

@@ -73,13 +73,19 @@ static int parse(int argc, char **argv, mpi_demo_t *d) {
                      : !strcmp(argv[i], "--len")        ? &d->len
                      : !strcmp(argv[i], "--iterations") ? &d->steps
                                                         : NULL;
-        char *end = NULL;
-        long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-        if (!field || i + 1 >= argc || *end || v < 1 || v > (1 << 20)) {
+        if (!field) {
             fprintf(stderr,
-                    "ordo demo --mpi: cannot use '%s' (--blocks N, --len N, "
+                    "ordo demo --mpi: unknown option '%s' (--blocks N, --len N, "
                     "--iterations N, --quiet)\n",
                     argv[i]);
+            return 0;
+        }
+        const char *text = i + 1 < argc ? argv[i + 1] : "";
+        char *end = NULL;
+        long v = *text >= '0' && *text <= '9' ? strtol(text, &end, 10) : 0; /* no sign, no blank */
+        if (!end || *end || v < 1 || v > (1 << 20)) {
+            fprintf(stderr, "ordo demo --mpi: '%s' needs a number from 1 to %d%s%s%s\n", argv[i],
+                    1 << 20, i + 1 < argc ? ", not '" : "", text, i + 1 < argc ? "'" : "");
             return 0;
         }
         *field = (int)v;
@@ -225,8 +231,8 @@ int demo_mpi_main(int argc, char **argv) {
             printf("  MISMATCH: %ld parameters differ from the serial computation\n",
                    all_mismatches);
         } else if (!d.quiet) {
-            printf("  verified: every rank's %d parameters equal the serial computation\n",
-                   d.blocks * d.len);
+            printf("  verified: every rank's %lld parameters equal the serial computation\n",
+                   (long long)d.blocks * d.len);
         }
     }
     for (int k = 0; k < d.blocks; ++k) {

@@ -1,4 +1,5 @@
 /* ordo - the command-line face of the library: demo, info, bench. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,10 @@ static void usage(FILE *out) {
                  "      --quiet          no progress lines\n"
                  "  demo --mpi [options] the same kind of pipeline across MPI ranks (under\n"
                  "                       mpirun -np N; --mpi comes first; docs/MPI.md)\n"
+                 "      --blocks N       gradient blocks per rank (default 16)\n"
+                 "      --len N          values per block (default 16384)\n"
+                 "      --iterations N   steps (default 8)\n"
+                 "      --quiet          nothing printed unless the check fails\n"
                  "  info                 version, build configuration, backends compiled in\n"
                  "  bench [FILTER]       run the benchmarks whose name contains FILTER\n"
                  "                       (all when omitted); one JSON object per line;\n"
@@ -135,7 +140,20 @@ static int command_bench(int argc, char **argv) {
     return 0;
 }
 
+static int run(int argc, char **argv);
+
+/* What was printed must have reached its file: a full disk or a closed
+ * output is a failure, not a silent success with nothing written. */
 int main(int argc, char **argv) {
+    int rc = run(argc, argv);
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "ordo: cannot write the output: %s\n", strerror(errno ? errno : EIO));
+        return 1;
+    }
+    return rc;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;

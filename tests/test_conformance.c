@@ -273,6 +273,47 @@ static void failing_task_message_reaches_waiters(void **state) {
     assert_ok(ordo_signal_destroy(plain));
 }
 
+/* A failure passed along a pipeline of streams keeps its own words: each
+ * stream that failed by waiting reads one wait prefix before the failing
+ * task's text (not before the previous stream's, which cut the text short
+ * after two or three hops). */
+static void a_failure_keeps_its_text_along_a_pipeline(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    enum { N = 5 };
+    ordo_stream_t *s[N];
+    ordo_signal_t *out[N];
+    for (int i = 0; i < N; ++i) {
+        s[i] = stream_make();
+        out[i] = test_signal_make(0);
+    }
+    int frame = 7;
+    gate_t gate = {0, 0}; /* every wait queued before the failure */
+    assert_ok(ordo_stream_host_task(s[0], gate_task, &gate));
+    assert_ok(ordo_stream_host_task(s[0], fail_with_message_task, &frame));
+    assert_ok(ordo_stream_signal(s[0], out[0], 1));
+    for (int i = 1; i < N; ++i) {
+        assert_ok(ordo_stream_wait(s[i], out[i - 1], 1));
+        assert_ok(ordo_stream_signal(s[i], out[i], 1));
+    }
+    atomic_store(&gate.open, 1);
+    for (int i = 0; i < N; ++i) {
+        assert_status(ordo_stream_synchronize(s[i], test_deadline()), ORDO_ERR_ABORTED);
+        const char *message = ordo_error_message();
+        if (!strstr(message, "decoder: bad frame 7")) {
+            fail_msg("stream %d lost the failure's text: %s", i, message);
+        }
+        const char *wait = strstr(message, "waited-on signal");
+        if (i == 0 ? wait != NULL : !wait || strstr(wait + 1, "waited-on signal")) {
+            fail_msg("stream %d: not one wait prefix: %s", i, message);
+        }
+    }
+    for (int i = 0; i < N; ++i) {
+        assert_ok(ordo_stream_destroy(s[i]));
+        assert_ok(ordo_signal_destroy(out[i]));
+    }
+}
+
 static void failure_propagates_to_other_streams(void **state) {
     (void)state;
     SKIP_IF_LISTED();
@@ -1311,6 +1352,7 @@ int main(void) {
         cmocka_unit_test(failing_task_fails_the_stream),
         cmocka_unit_test(failing_task_message_reaches_waiters),
         cmocka_unit_test(failure_propagates_to_other_streams),
+        cmocka_unit_test(a_failure_keeps_its_text_along_a_pipeline),
         cmocka_unit_test(host_failure_fails_a_waiting_stream),
         cmocka_unit_test(cancelled_failure_reaches_a_waiting_stream_with_its_message),
         cmocka_unit_test(event_record_query_synchronize),

@@ -234,8 +234,9 @@ static void check_verdict(hal_watch_t *h) {
                 after.failed ? ordo__signal_failure(h->after, &message) : ORDO_ERR_CANCELLED;
             /* Told as every failure a wait passes on (tracker_sync.c
              * tells them from a stream's own by it). */
-            snprintf(what, sizeof what,
-                     ORDO__WAIT_ENDED_TEXT "was not reached: its stream failed: %.100s", message);
+            const char *origin = ordo__failure_origin(message);
+            snprintf(what, sizeof what, ORDO__WAIT_UNREACHED_TEXT "%.*s", (int)strlen(origin),
+                     origin);
             ordo__hal_timeline_fail(h->timeline, status, what);
             return;
         }

@@ -25,12 +25,13 @@ void ordo__link_timepoint_fired(void *ctx, ordo_status_t status, ordo_timepoint_
         (void)ordo_signal_fail(target, ORDO_ERR_CANCELLED,
                                "linked source signal was destroyed before reaching its value");
     } else {
-        static const char prefix[] = "linked source failed: ";
+        static const char prefix[] = ORDO__LINK_FAILED_TEXT;
         char message[ORDO_SIGNAL_MESSAGE_MAX];
+        const char *origin = ordo__failure_origin(source->message);
         size_t room = sizeof message - sizeof prefix; /* keeps the terminator */
-        size_t len = strnlen(source->message, room);
+        size_t len = strnlen(origin, room);
         memcpy(message, prefix, sizeof prefix - 1);
-        memcpy(message + sizeof prefix - 1, source->message, len);
+        memcpy(message + sizeof prefix - 1, origin, len);
         message[sizeof prefix - 1 + len] = '\0';
         (void)ordo_signal_fail(target, status, message);
     }

@@ -398,14 +398,38 @@ ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_stat
     return ORDO_OK;
 }
 
+static const char *past(const char *text, const char *prefix) {
+    size_t n = strlen(prefix);
+    return strncmp(text, prefix, n) == 0 ? text + n : NULL;
+}
+
+const char *ordo__failure_origin(const char *message) {
+    for (;;) {
+        const char *rest = past(message, ORDO__LINK_FAILED_TEXT);
+        if (!rest) {
+            rest = past(message, ORDO__WAIT_UNREACHED_TEXT);
+        }
+        if (!rest && (rest = past(message, ORDO__WAIT_FAILED_TEXT)) != NULL) {
+            /* Then the status's name and ": " (ordo__signal_wait_ended). */
+            const char *end = past(rest, "ORDO_") ? strstr(rest, ": ") : NULL;
+            rest = end ? end + 2 : NULL;
+        }
+        if (!rest) {
+            return message;
+        }
+        message = rest;
+    }
+}
+
 ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, size_t capacity) {
     /* The truth, not the mirror: a remote signal's wait may have ended on a
      * failure its mirror has not taken yet. */
     if (signal_state_now(signal) & SIGNAL_FAILED) {
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         ordo_status_t failure = ordo__signal_failure_now(signal, message);
-        snprintf(what, capacity, ORDO__WAIT_ENDED_TEXT "failed: %s: %.100s",
-                 ordo_status_name(failure), message);
+        const char *origin = ordo__failure_origin(message);
+        snprintf(what, capacity, ORDO__WAIT_FAILED_TEXT "%s: %.*s", ordo_status_name(failure),
+                 (int)strlen(origin), origin);
         return failure;
     }
     snprintf(what, capacity, ORDO__WAIT_ENDED_TEXT "was destroyed: %s",

@@ -166,6 +166,19 @@ ordo_status_t ordo__signal_wait_ended(const ordo_signal_t *signal, char *what, s
  * a device-side wait's value failed): a stream whose failure reads so
  * failed only by waiting for work that failed elsewhere. */
 #define ORDO__WAIT_ENDED_TEXT "waited-on signal "
+/* The failures a wait passes on: a signal that failed (then its status),
+ * a device-side wait whose value's stream failed. */
+#define ORDO__WAIT_FAILED_TEXT ORDO__WAIT_ENDED_TEXT "failed: "
+#define ORDO__WAIT_UNREACHED_TEXT ORDO__WAIT_ENDED_TEXT "was not reached: its stream failed: "
+/* How a link's target failed by its source reads. */
+#define ORDO__LINK_FAILED_TEXT "linked source failed: "
+
+/* The text of the failure where it began, inside message: past the
+ * prefixes each hop that passed it on put before it (a wait's, a
+ * link's). Each hop puts one prefix before this origin, not before the
+ * last hop's text, so a failure keeps its own words across a pipeline of
+ * any length. */
+const char *ordo__failure_origin(const char *message);
 
 /* Hangs feeder on the signal (replacing another one, which then hears of
  * no more waits). */

@@ -123,13 +123,34 @@ static int model_outcome(int slot, uint64_t value, ordo_status_t *out) {
     return 0;
 }
 
+/* The rule of docs/ERRORS.md, stated again: a failure passed on keeps the
+ * text where it began, past the prefixes hops put before it (a link's, a
+ * wait's with its status). */
+static const char *model_origin(const char *m) {
+    static const char link[] = "linked source failed: ";
+    static const char unreached[] = "waited-on signal was not reached: its stream failed: ";
+    static const char failed[] = "waited-on signal failed: ORDO_";
+    for (;;) {
+        if (!strncmp(m, link, sizeof link - 1)) {
+            m += sizeof link - 1;
+        } else if (!strncmp(m, unreached, sizeof unreached - 1)) {
+            m += sizeof unreached - 1;
+        } else if (!strncmp(m, failed, sizeof failed - 1) && strstr(m + sizeof failed - 1, ": ")) {
+            m = strstr(m + sizeof failed - 1, ": ") + 2;
+        } else {
+            return m;
+        }
+    }
+}
+
 static void link_fire(model_link_t *l, ordo_status_t outcome) {
     l->state = TP_FIRED;
     if (outcome == ORDO_OK) {
         model_raise(l->target, l->target_value);
     } else if (sig[l->source].failure != ORDO_OK) {
         char text[ORDO_SIGNAL_MESSAGE_MAX + 32];
-        snprintf(text, sizeof text, "linked source failed: %s", sig[l->source].message);
+        snprintf(text, sizeof text, "linked source failed: %s",
+                 model_origin(sig[l->source].message));
         text[ORDO_SIGNAL_MESSAGE_MAX - 1] = '\0';
         model_fail(l->target, outcome, text);
     } else {

@@ -42,6 +42,10 @@
  *       registers, advances, unregisters and exits with its handle open.
  *   exit-released <sig> <value>
  *       registers, advances and releases its handle (which unregisters it).
+ *   exit-destroyed-held <sig> <value>
+ *       registers, takes a second reference to its handle, advances,
+ *       destroys the handle (which unregisters it) and exits holding the
+ *       second reference.
  *   exit-registered-twice <sig> <value>
  *       opens sig twice, registers through both handles, advances to
  *       value, releases and unregisters the first handle and exits still
@@ -319,18 +323,27 @@ static int run_stream_stage(int argc, char **argv) {
     return 0;
 }
 
-static int run_exit(int argc, char **argv, int unregister, int release) {
+/* How run_exit ends its registration. */
+enum { EXIT_REGISTERED, EXIT_UNREGISTERED, EXIT_RELEASED, EXIT_DESTROYED_HELD };
+
+static int run_exit(int argc, char **argv, int how) {
     need(argc, 4);
     ordo_signal_t *signal = open_argument(argv[2]);
     kept[0] = signal;
     check(ordo_shared_signal_register(signal), "ordo_shared_signal_register");
+    if (how == EXIT_DESTROYED_HELD) {
+        check(ordo_signal_retain(signal), "ordo_signal_retain"); /* never released */
+    }
     check(ordo_signal_advance(signal, number(argv[3])), "ordo_signal_advance");
-    if (unregister) {
+    if (how == EXIT_UNREGISTERED) {
         check(ordo_shared_signal_unregister(signal), "ordo_shared_signal_unregister");
     }
-    if (release) {
+    if (how == EXIT_RELEASED) {
         check(ordo_signal_release(signal), "ordo_signal_release");
         kept[0] = NULL;
+    }
+    if (how == EXIT_DESTROYED_HELD) {
+        check(ordo_signal_destroy(signal), "ordo_signal_destroy");
     }
     exit(0);
 }
@@ -402,13 +415,16 @@ int main(int argc, char **argv) {
         return run_stream_stage(argc, argv);
     }
     if (strcmp(command, "exit-registered") == 0) {
-        return run_exit(argc, argv, 0, 0);
+        return run_exit(argc, argv, EXIT_REGISTERED);
     }
     if (strcmp(command, "exit-unregistered") == 0) {
-        return run_exit(argc, argv, 1, 0);
+        return run_exit(argc, argv, EXIT_UNREGISTERED);
     }
     if (strcmp(command, "exit-released") == 0) {
-        return run_exit(argc, argv, 0, 1);
+        return run_exit(argc, argv, EXIT_RELEASED);
+    }
+    if (strcmp(command, "exit-destroyed-held") == 0) {
+        return run_exit(argc, argv, EXIT_DESTROYED_HELD);
     }
     if (strcmp(command, "exit-registered-twice") == 0) {
         return run_exit_registered_twice(argc, argv);

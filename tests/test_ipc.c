@@ -872,15 +872,16 @@ static void a_signaller_the_reaper_could_not_watch_is_watched_later(void **state
     assert_ok(ordo_signal_release(s));
 }
 
-/* A signaller that unregistered, or released its handle (which
- * unregisters it), then exits abandons nothing: a wait well past the
- * bound times out instead. */
+/* A signaller that unregistered, released its handle, or destroyed it
+ * while another reference to it remains (each of which unregisters it),
+ * then exits abandons nothing: a wait well past the bound times out
+ * instead. */
 static void exit_after_unregistering_abandons_nothing(void **state) {
     (void)state;
     ordo_signal_t *s = shared_make(0);
     int fd = shared_fd(s);
-    const char *commands[2] = {"exit-unregistered", "exit-released"};
-    for (uint64_t i = 0; i < 2; ++i) {
+    const char *commands[3] = {"exit-unregistered", "exit-released", "exit-destroyed-held"};
+    for (uint64_t i = 0; i < 3; ++i) {
         peer_t *p = PEER(&fd, 1, commands[i], num((uint64_t)fd), num(5 + i));
         peer_join_ok(p);
         assert_ok(ordo_signal_wait(s, 5 + i, ORDO_DEADLINE_NOW));

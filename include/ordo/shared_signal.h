@@ -30,8 +30,10 @@
  * process wake with it. Each process that has a shared signal open watches
  * the registered signallers through pidfds (Linux 5.3 or later), so any
  * surviving process reports the death. A signaller that is done
- * unregisters, or closes its handle (the last ordo_signal_release or
- * ordo_signal_destroy of its handle), which unregisters it. A registration
+ * unregisters, destroys its handle (ordo_signal_destroy: the handle can
+ * signal no more, even while references to it remain, a signal fd's
+ * among them) or releases its last reference to it, each of which
+ * unregisters it. A registration
  * survives exec (the process is the same): a program that execs while
  * registered is reported when the new image ends.
  *

@@ -110,6 +110,16 @@ static signal_release_t op_release(signal_remote_t *remote) {
     return release;
 }
 
+/* A handle destroyed can advance the signal no more, so it is no
+ * signaller now: its registration ends with it, not with its last
+ * reference (a signal fd, a retain elsewhere may keep the handle). */
+static void op_ended(signal_remote_t *remote) {
+    shared_handle_t *h = handle_of(remote);
+    ordo__ipc_engine_lock();
+    registration_end_locked(h);
+    ordo__ipc_engine_unlock();
+}
+
 static void op_close(signal_remote_t *remote) {
     shared_handle_t *h = handle_of(remote);
     ordo__ipc_engine_lock();
@@ -130,6 +140,7 @@ static const signal_remote_ops_t shared_ops = {
     .wanted = op_wanted,
     .armable = op_armable,
     .release = op_release,
+    .ended = op_ended,
     .close = op_close,
 };
 

@@ -133,6 +133,9 @@ static ordo_status_t signal_end(ordo_signal_t *signal) {
     pthread_mutex_unlock(&signal->lock);
     if (signal->remote) {
         signal->remote->ops->interrupt(signal->remote); /* its sleeps see DESTROYED */
+        if (signal->remote->ops->ended) {
+            signal->remote->ops->ended(signal->remote);
+        }
     }
     ordo__timepoints_run(&due);
     return ORDO_OK;

@@ -98,6 +98,10 @@ typedef struct signal_remote_ops {
      * release must, then drops its reference, and the last pin to go
      * frees the handle (its release then returns LAST). */
     signal_release_t (*release)(signal_remote_t *remote);
+    /* Optional: the handle was ended (ordo_signal_destroy, or the
+     * program's last release): it moves the truth no more. Called once,
+     * with no lock of the signal held. */
+    void (*ended)(signal_remote_t *remote);
     /* The handle's last reference went. */
     void (*close)(signal_remote_t *remote);
 } signal_remote_ops_t;

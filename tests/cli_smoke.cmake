@@ -83,6 +83,14 @@ file(READ "${trace}" kept)
 if(NOT rc EQUAL 2 OR NOT kept STREQUAL "kept")
   message(FATAL_ERROR "a refused run exited ${rc} and left '${kept}' in its trace file")
 endif()
+# A trace goes to a regular file: a FIFO would block the run's end.
+set(fifo "${CMAKE_CURRENT_BINARY_DIR}/cli-smoke-fifo")
+file(REMOVE "${fifo}")
+execute_process(COMMAND mkfifo "${fifo}" RESULT_VARIABLE rc)
+if(rc EQUAL 0)
+  run_refused("not a regular file" ${ORDO} demo --quiet --trace "${fifo}")
+  file(REMOVE "${fifo}")
+endif()
 # Output that cannot be written is a failure, not a silent success.
 if(EXISTS /dev/full)
   execute_process(COMMAND ${ORDO} info OUTPUT_FILE /dev/full RESULT_VARIABLE rc

@@ -279,6 +279,18 @@ static void link_source_cancelled_passes_its_message(void **state) {
     check_failure(b, ORDO_ERR_CANCELLED, "linked source failed: decoder crashed");
     assert_ok(ordo_signal_destroy(a));
     assert_ok(ordo_signal_destroy(b));
+    /* A program's text that begins like a wait's prefix, but with no
+     * status's name in it, is the failure's own: kept whole. */
+    a = test_signal_make(0);
+    b = test_signal_make(0);
+    assert_ok(ordo_link_arm(&link, a, 1, b, 1));
+    const char *own = "waited-on signal failed: ORDO_probe: the sensor said: overheated";
+    assert_ok(ordo_signal_fail(a, ORDO_ERR_ABORTED, own));
+    char expected[ORDO_SIGNAL_MESSAGE_MAX];
+    snprintf(expected, sizeof expected, "linked source failed: %s", own);
+    check_failure(b, ORDO_ERR_ABORTED, expected);
+    assert_ok(ordo_signal_destroy(a));
+    assert_ok(ordo_signal_destroy(b));
 }
 
 /* A link that fires into a target failed (or destroyed) first is refused

@@ -32,7 +32,8 @@
  * if the value was reached already (before ordo_waiter_wait returns; when
  * registering from inside an inline or timepoint callback, right after
  * that callback returns, as timepoints queue their callbacks), the
- * waiter's timer thread for a timeout, the destroying thread for a waiter
+ * waiter's timer thread for a wait it takes at its deadline (a timeout, or
+ * an outcome met just before it took it), the destroying thread for a waiter
  * destroy. Inline callbacks must be short and must not block: they run
  * inside the signalling call. Either way a callback never runs under a lock
  * of ordo's; ordo's backends never raise a signal from a driver's thread,

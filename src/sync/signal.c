@@ -406,6 +406,19 @@ static const char *past(const char *text, const char *prefix) {
     return strncmp(text, prefix, n) == 0 ? text + n : NULL;
 }
 
+/* The length of a status's name and ": " at the start of text, or 0
+ * (ordo_status_name's text for a status not of ordo's counts too). */
+static size_t status_name_at(const char *text) {
+    for (int status = 0; status <= ORDO_STATUS_COUNT_; ++status) {
+        const char *name = ordo_status_name((ordo_status_t)status);
+        size_t n = strlen(name);
+        if (strncmp(text, name, n) == 0 && text[n] == ':' && text[n + 1] == ' ') {
+            return n + 2;
+        }
+    }
+    return 0;
+}
+
 const char *ordo__failure_origin(const char *message) {
     for (;;) {
         const char *rest = past(message, ORDO__LINK_FAILED_TEXT);
@@ -413,9 +426,10 @@ const char *ordo__failure_origin(const char *message) {
             rest = past(message, ORDO__WAIT_UNREACHED_TEXT);
         }
         if (!rest && (rest = past(message, ORDO__WAIT_FAILED_TEXT)) != NULL) {
-            /* Then the status's name and ": " (ordo__signal_wait_ended). */
-            const char *end = past(rest, "ORDO_") ? strstr(rest, ": ") : NULL;
-            rest = end ? end + 2 : NULL;
+            /* Then a status's name and ": " (ordo__signal_wait_ended's
+             * form, which a program's own text rarely has whole). */
+            size_t name = status_name_at(rest);
+            rest = name ? rest + name : NULL;
         }
         if (!rest) {
             return message;

@@ -129,14 +129,24 @@ static int model_outcome(int slot, uint64_t value, ordo_status_t *out) {
 static const char *model_origin(const char *m) {
     static const char link[] = "linked source failed: ";
     static const char unreached[] = "waited-on signal was not reached: its stream failed: ";
-    static const char failed[] = "waited-on signal failed: ORDO_";
+    static const char failed[] = "waited-on signal failed: ";
     for (;;) {
+        size_t status = 0;
+        if (!strncmp(m, failed, sizeof failed - 1)) {
+            /* A status's name then ": " (any name ordo_status_name gives). */
+            for (int st = 0; !status && st <= ORDO_STATUS_COUNT_; ++st) {
+                const char *name = ordo_status_name((ordo_status_t)st);
+                size_t n = strlen(name);
+                const char *at = m + sizeof failed - 1;
+                status = !strncmp(at, name, n) && at[n] == ':' && at[n + 1] == ' ' ? n + 2 : 0;
+            }
+        }
         if (!strncmp(m, link, sizeof link - 1)) {
             m += sizeof link - 1;
         } else if (!strncmp(m, unreached, sizeof unreached - 1)) {
             m += sizeof unreached - 1;
-        } else if (!strncmp(m, failed, sizeof failed - 1) && strstr(m + sizeof failed - 1, ": ")) {
-            m = strstr(m + sizeof failed - 1, ": ") + 2;
+        } else if (status) {
+            m += sizeof failed - 1 + status;
         } else {
             return m;
         }

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -174,20 +175,28 @@ static void on_complete(void *ctx, ordo_status_t status, ordo_wait_id_t id) {
     } while (0)
 
 int cli_trace_path_ok(const char *who, const char *path) {
-    /* Opened without truncating: a run that fails before it writes the
-     * trace leaves an older file as it was (a file made here goes again). */
-    int fd = *path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
-    int made = fd >= 0;
-    if (fd < 0 && *path && errno == EEXIST) {
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (!*path) {
+        fprintf(stderr, "%s: cannot write the trace to '': empty path\n", who);
+        return 0;
     }
+    /* The trace is written at the end of the run, into a regular file: a
+     * FIFO or a device would block or take a partial write then. An
+     * existing file is opened without truncating (a run that fails first
+     * leaves it as it was); a new one (through a dangling link too) is
+     * created, and removed again where no link leads to it. */
+    struct stat st, link;
+    int exists = stat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "%s: cannot write the trace to '%s': not a regular file\n", who, path);
+        return 0;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
     if (fd < 0) {
-        fprintf(stderr, "%s: cannot write the trace to '%s': %s\n", who, path,
-                *path ? strerror(errno) : "empty path");
+        fprintf(stderr, "%s: cannot write the trace to '%s': %s\n", who, path, strerror(errno));
         return 0;
     }
     close(fd);
-    if (made) {
+    if (!exists && lstat(path, &link) == 0 && S_ISREG(link.st_mode)) {
         (void)unlink(path);
     }
     return 1;

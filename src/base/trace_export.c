@@ -256,21 +256,20 @@ static void write_event(export_state_t *x, const trace_event_t *e) {
         memcpy(raw + 8, &e->b, 8);
         raw[16] = '\0';
         json_text(raw, device, sizeof device);
-        int named = x->name_track == e->track && x->name[0];
-        x->name_track = NULL;
-        if (named) {
+        /* "NAME (stream N, ...)" for a named stream, "stream N (...)" else. */
+        char head[sizeof own + 32];
+        if (x->name_track == e->track && x->name[0]) {
             x->name[sizeof x->name - 1] = '\0';
-            emit(x,
-                 "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{"
-                 "\"name\":\"%s (stream %zu, %s, priority %lld)\"}}",
-                 track, json_text(x->name, own, sizeof own), track, device,
-                 (long long)(int64_t)e->dur);
-            break;
+            snprintf(head, sizeof head, "%s (stream %zu, ", json_text(x->name, own, sizeof own),
+                     track);
+        } else {
+            snprintf(head, sizeof head, "stream %zu (", track);
         }
+        x->name_track = NULL;
         emit(x,
              "{\"ph\":\"M\",\"pid\":1,\"tid\":%zu,\"name\":\"thread_name\",\"args\":{\"name\":"
-             "\"stream %zu (%s, priority %lld)\"}}",
-             track, track, device, (long long)(int64_t)e->dur);
+             "\"%s%s, priority %lld)\"}}",
+             track, head, device, (long long)(int64_t)e->dur);
         break;
     }
     case TRACE_THREAD_BEGIN:

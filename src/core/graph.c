@@ -169,6 +169,14 @@ ordo_status_t ordo_graph_info(ordo_graph_t *graph, ordo_graph_info_t *out_info) 
     return ORDO_OK;
 }
 
+/* A native graph is lowered again at the next replay (its launch
+ * functions called again); nothing for one replayed op by op. */
+static void lower_again(ordo_graph_t *graph) {
+    if (graph->native || graph->native_stale) {
+        graph->native_stale = 1;
+    }
+}
+
 ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, void *ctx) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
     ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
@@ -197,9 +205,7 @@ ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, v
         op->u.host.ctx = ctx;
     } else {
         op->u.launch.ctx = ctx;
-        if (graph->native || graph->native_stale) {
-            graph->native_stale = 1; /* its launch functions are called again */
-        }
+        lower_again(graph);
     }
     return ORDO_OK;
 }
@@ -207,9 +213,7 @@ ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, v
 ordo_status_t ordo_graph_refresh(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
     ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
-    if (graph->native || graph->native_stale) {
-        graph->native_stale = 1; /* lowered again at the next replay */
-    }
+    lower_again(graph);
     return ORDO_OK;
 }
 
@@ -314,8 +318,6 @@ ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_
     --bound->graph_binds;
     ++buffer->graph_binds;
     s->buffer = buffer;
-    if (graph->native || graph->native_stale) {
-        graph->native_stale = 1; /* lowered again, for the new buffer, at the next replay */
-    }
+    lower_again(graph); /* for the new buffer */
     return ORDO_OK;
 }

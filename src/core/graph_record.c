@@ -446,10 +446,7 @@ ordo_status_t ordo__graph_lane_timeline(graph_lane_t *lane, const char *api) {
         lane->timeline = NULL;
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a graph's timeline");
     }
-    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
-    (void)ordo_stream_name(lane->stream, stream_name, sizeof stream_name);
-    snprintf(name, sizeof name, "graph timeline of stream %s", stream_name);
-    (void)ordo_signal_set_name(lane->timeline, name);
+    ordo__timeline_name_after(lane->timeline, "graph", lane->stream);
     return ORDO_OK;
 }
 

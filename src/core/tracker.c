@@ -63,6 +63,13 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo__tracker_teardown(tracker, __func__);
 }
 
+void ordo__timeline_name_after(ordo_signal_t *timeline, const char *whose, ordo_stream_t *stream) {
+    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
+    (void)ordo_stream_name(stream, stream_name, sizeof stream_name);
+    snprintf(name, sizeof name, "%s timeline of stream %s", whose, stream_name);
+    (void)ordo_signal_set_name(timeline, name);
+}
+
 ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                           uint32_t *out_index, const char *api) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));
@@ -83,12 +90,7 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
         ordo__dealloc(ts, sizeof *ts, 64);
         return ordo__error_as(st, api);
     }
-    /* Stall reports show the waits the tracker inserted by this name (the
-     * stream's as it is now: its address when it has none). */
-    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
-    (void)ordo_stream_name(stream, stream_name, sizeof stream_name);
-    snprintf(name, sizeof name, "tracker timeline of stream %s", stream_name);
-    (void)ordo_signal_set_name(ts->timeline, name);
+    ordo__timeline_name_after(ts->timeline, "tracker", stream);
     ts->stream = stream;
     ordo__hal_stream_use(stream, HAL_STREAM_TRACKER); /* its destroy is refused until ours */
     if (stream->device->backend->stream_progress) {

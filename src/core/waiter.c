@@ -162,12 +162,10 @@ static inline void entry_release(ordo_waiter_t *w, wait_entry_t *e, uint32_t cou
 
 /* ---- running callbacks ----------------------------------------------------- */
 
-/* Runs the callback of an entry its caller moved to RUNNING, then marks it
- * DONE and wakes cancellers waiting for it. */
 /* Why a wait ended other than with its value, as the thread's message for
  * its callback (waiter.h): the signal's failure text, or what ended it. */
 static void tell_outcome(const wait_entry_t *e, ordo_status_t status) {
-    const char *why = "";
+    const char *why;
     switch (e->outcome) {
     case OUTCOME_TIMED_OUT:
         why = "the deadline passed before the signal reached its value";
@@ -184,6 +182,8 @@ static void tell_outcome(const wait_entry_t *e, ordo_status_t status) {
     (void)ordo__error(status, NULL, "%s", why);
 }
 
+/* Runs the callback of an entry its caller moved to RUNNING, then marks it
+ * DONE and wakes cancellers waiting for it. */
 static void run_callback(ordo_waiter_t *w, wait_entry_t *e, uint32_t gen) {
     ordo_status_t status = e->status;
     switch (e->outcome) {

@@ -66,13 +66,13 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
             if (eq) {
                 config->budget_bytes = parse_bytes(eq + 1, length - key - 1, &ok);
             }
-        } else if (key == 3 && !strncmp(item, "log", 3) && eq &&
-                   length - key - 1 >= sizeof config->log_path) {
-            memset(config, 0, sizeof *config);
-            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
-                               "ORDO_MEMORY: the log path is %zu bytes, at most %zu",
-                               length - key - 1, sizeof config->log_path - 1);
         } else if (key == 3 && !strncmp(item, "log", 3) && eq && length > key + 1) {
+            if (length - key - 1 >= sizeof config->log_path) {
+                memset(config, 0, sizeof *config);
+                return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                                   "ORDO_MEMORY: the log path is %zu bytes, at most %zu",
+                                   length - key - 1, sizeof config->log_path - 1);
+            }
             config->adaptors |= ORDO_DEVICE_MEMORY_LOGGING;
             memcpy(config->log_path, eq + 1, length - key - 1);
             config->log_path[length - key - 1] = '\0';

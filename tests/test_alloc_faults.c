@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "ordo/barrier.h"
+#include "ordo/coordinator.h"
 #include "ordo/memory.h"
+#include "ordo/memory_adaptors.h"
 #include "ordo/shared_signal.h"
 #include "ordo/signal_fd.h"
 #include "ordo/stall.h"
@@ -857,6 +859,192 @@ static void named_shared_signals(void **state) {
     sweep("shared", scenario_shared);
 }
 
+/* ---- (10) a stack of memory adaptors under a budget ------------------------------------ */
+
+static void scenario_adaptors(void) {
+    ordo_device_t *device = NULL;
+    ordo_stream_t *s[2] = {NULL, NULL};
+    ordo_mem_resource_t *direct = NULL, *guard = NULL, *budget = NULL, *stats = NULL;
+    bool limited = false;
+    if (TRY(ordo_device_open, "cpu:0", &device)) {
+        TRY(ordo_stream_create, device, 0, &s[0]);
+        TRY(ordo_stream_create, device, 0, &s[1]);
+        TRY(ordo_mem_direct_create, device, &direct);
+        limited = TRY(ordo_mem_budget_set_limit, device, 1u << 20);
+    }
+    if (direct) {
+        ordo_mem_guard_config_t config;
+        MUST(ordo_mem_guard_config_default, &config);
+        config.quarantine_blocks = 2;
+        TRY(ordo_mem_guard_create, direct, &config, &guard);
+    }
+    if (guard) {
+        TRY(ordo_mem_budget_create, guard, NULL, &budget);
+    }
+    if (budget) {
+        TRY(ordo_mem_statistics_create, budget, &stats);
+    }
+    if (stats && s[0] && s[1]) {
+        ordo_block_t *blocks[3] = {NULL, NULL, NULL};
+        void *ptr = NULL;
+        for (int i = 0; i < 3; ++i) {
+            if (TRY(ordo_mem_allocate, stats, 1000u * (unsigned)(i + 1), 0, s[i % 2], (uint32_t)i,
+                    &blocks[i], &ptr)) {
+                memset(ptr, i, 1000u * (unsigned)(i + 1));
+            }
+        }
+        /* Over the budget's limit: refused with the exhausted status. */
+        ordo_block_t *big = NULL;
+        ordo_status_t st = ordo_mem_allocate(stats, 2u << 20, 0, s[0], 7, &big, &ptr);
+        if (check_call(st, "ordo_mem_allocate", __LINE__) && limited) {
+            fail_msg("%s, allocation %ld: 2 MiB under a 1 MiB budget was handed out",
+                     current_scenario, current_k);
+        }
+        if (big) {
+            WITHOUT_FAULTS(ordo_mem_deallocate, stats, big, s[0]);
+        }
+        /* Freed on the other stream, and on the own stream. */
+        ordo_stream_t *free_on[3] = {s[1], s[1], s[0]};
+        for (int i = 0; i < 3; ++i) {
+            if (blocks[i] && !TRY(ordo_mem_deallocate, stats, blocks[i], free_on[i])) {
+                WITHOUT_FAULTS(ordo_mem_deallocate, stats, blocks[i], free_on[i]);
+            }
+        }
+        MUST(ordo_stream_synchronize, s[0], test_deadline());
+        MUST(ordo_stream_synchronize, s[1], test_deadline());
+        MUST(ordo_mem_reap_pending, stats, test_deadline());
+        uint64_t outstanding = 1;
+        MUST(ordo_mem_bytes_outstanding, stats, &outstanding);
+        assert_int_equal(outstanding, 0);
+        ordo_mem_statistics_t counts;
+        MUST(ordo_mem_statistics_get, stats, &counts);
+        assert_int_equal(counts.overall.current_blocks, 0);
+        ordo_mem_guard_report_t report;
+        MUST(ordo_mem_guard_check, guard, &report);
+        assert_int_equal(report.total, 0);
+        assert_int_equal(report.live_blocks, 0);
+        ordo_mem_budget_stats_t account;
+        MUST(ordo_mem_budget_stats, device, &account);
+        assert_int_equal(account.charged, 0);
+    }
+    teardown_begin();
+    ordo_mem_resource_t *stack[4] = {stats, budget, guard, direct};
+    for (int i = 0; i < 4; ++i) {
+        if (stack[i]) {
+            MUST(ordo_mem_reap_pending, stack[i], test_deadline());
+            MUST(ordo_mem_resource_destroy, stack[i]);
+        }
+    }
+    for (int i = 0; i < 2; ++i) {
+        if (s[i]) {
+            MUST(ordo_stream_destroy, s[i]);
+        }
+    }
+    if (device) {
+        MUST(ordo_device_release, device);
+    }
+}
+
+static void memory_adaptors_under_a_budget(void **state) {
+    (void)state;
+    sweep("adaptors", scenario_adaptors);
+}
+
+/* ---- (11) a coordinator over a stream pool --------------------------------------------- */
+
+static ordo_status_t launch_count_task(void *ctx, ordo_stream_t *stream) {
+    return ordo_stream_host_task(stream, count_task, ctx);
+}
+
+static void on_op_finished(void *ctx, ordo_op_id_t op, ordo_status_t status) {
+    (void)op;
+    (void)status;
+    atomic_fetch_add((_Atomic long *)ctx, 1);
+}
+
+static void scenario_coordinator(void) {
+    ordo_device_t *device = NULL;
+    ordo_stream_pool_t *pool = NULL;
+    ordo_coord_t *coord = NULL;
+    if (TRY(ordo_device_open, "cpu:0", &device)) {
+        ordo_stream_pool_config_t config;
+        MUST(ordo_stream_pool_config_default, &config);
+        config.compute_streams = 2;
+        config.transfer_streams = 1;
+        TRY(ordo_stream_pool_create, device, &config, &pool);
+    }
+    if (pool) {
+        ordo_coord_config_t config;
+        MUST(ordo_coord_config_default, &config);
+        config.stream_pool = pool;
+        TRY(ordo_coord_create, device, &config, &coord);
+    }
+    _Atomic long ran = 0, finished = 0;
+    long callbacks = 0;
+    if (coord) {
+        /* a; b (a transfer) after a; c after both; then c before a is refused. */
+        ordo_op_id_t ops[3] = {0, 0, 0};
+        ordo_op_type_t types[3] = {ORDO_OP_KERNEL, ORDO_OP_TRANSFER, ORDO_OP_REDUCTION};
+        for (int i = 0; i < 3; ++i) {
+            ordo_op_desc_t desc = {.type = types[i],
+                                   .deps = ops,
+                                   .dep_count = (size_t)i,
+                                   .description = "step",
+                                   .launch = launch_count_task,
+                                   .launch_ctx = (void *)&ran};
+            if (!TRY(ordo_coord_register, coord, &desc, &ops[i])) {
+                break;
+            }
+            if (TRY(ordo_coord_on_complete, coord, ops[i], on_op_finished, (void *)&finished)) {
+                ++callbacks;
+            }
+        }
+        if (ops[2]) {
+            ordo_status_t st = ordo_coord_add_dependency(coord, ops[0], ops[2]);
+            if (st != ORDO_ERR_DEADLOCK) {
+                check_call(st, "ordo_coord_add_dependency", __LINE__);
+            }
+        }
+        /* Each dispatch launches what became ready; a refused one is made again. */
+        for (int round = 0; round < 6; ++round) {
+            size_t launched = 0;
+            TRY(ordo_coord_dispatch, coord, 8, &launched);
+            MUST(ordo_coord_drain, coord, test_deadline());
+        }
+        /* An op driven by hand on a stream of the pool. */
+        ordo_op_id_t by_hand = 0;
+        ordo_op_desc_t desc = {.type = ORDO_OP_SYNCHRONIZATION, .deps = ops, .dep_count = 1};
+        if (ops[0] && TRY(ordo_coord_register, coord, &desc, &by_hand)) {
+            ordo_stream_t *stream = NULL;
+            MUST(ordo_coord_op_stream, coord, by_hand, &stream);
+            if (TRY(ordo_coord_begin, coord, by_hand)) {
+                host_task_retried(stream, &ran);
+                TRY(ordo_coord_complete, coord, by_hand);
+            }
+        }
+        MUST(ordo_coord_drain, coord, test_deadline());
+        ordo_coord_metrics_t metrics;
+        MUST(ordo_coord_metrics, coord, &metrics);
+    }
+    teardown_begin();
+    if (coord) {
+        MUST(ordo_coord_destroy, coord);
+        /* Every callback added ran once: when its op finished, or cancelled. */
+        assert_int_equal(atomic_load(&finished), callbacks);
+    }
+    if (pool) {
+        MUST(ordo_stream_pool_destroy, pool);
+    }
+    if (device) {
+        MUST(ordo_device_release, device);
+    }
+}
+
+static void coordinator_over_a_stream_pool(void **state) {
+    (void)state;
+    sweep("coordinator", scenario_coordinator);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(signals_timepoints_links_fds),
@@ -868,6 +1056,8 @@ int main(void) {
         cmocka_unit_test(barriers_and_stall_reports),
         cmocka_unit_test(trace_start_and_export),
         cmocka_unit_test(named_shared_signals),
+        cmocka_unit_test(memory_adaptors_under_a_budget),
+        cmocka_unit_test(coordinator_over_a_stream_pool),
     };
     return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
 }

@@ -568,22 +568,12 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         return refuse_foreign(g, block, "ordo_mem_deallocate");
     }
     guard_block_t *b = (guard_block_t *)block;
-    ordo_signal_t *timeline = NULL;
-    if (stream) {
-        ordo_status_t st = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate");
-        if (st != ORDO_OK) {
-            return st;
-        }
-    }
     findings_t f;
     findings_init(&f);
     uint32_t expected = ORDO_BLOCK_MAGIC;
     if (!atomic_compare_exchange_strong_explicit(&block->magic, &expected, ORDO_BLOCK_FREED,
                                                  memory_order_acq_rel, memory_order_acquire)) {
         /* Another thread freed it between validation and here. */
-        if (timeline) {
-            (void)ordo_signal_release(timeline);
-        }
         finding(&f, ORDO_MEM_GUARD_DOUBLE_FREE, block->tag, block->bytes, block, b->serial,
                 "tag %u: double free of a %zu-byte block (block #%" PRIu64 " %p)", block->tag,
                 block->bytes, b->serial, (void *)block);
@@ -595,18 +585,17 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
      * quarantine (a graph bound to it: its replays use the memory the
      * quarantine would poison, and the release would be refused). */
     ordo_status_t refused = mem_free_check(resource->upstream, b->inner);
+    ordo_signal_t *timeline = NULL;
+    bool recording = mem_records(resource->upstream);
+    if (refused == ORDO_OK && stream && !recording) {
+        refused = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate");
+    }
     if (refused != ORDO_OK) {
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
-        if (timeline) {
-            (void)ordo_signal_release(timeline);
-        }
         return refused;
     }
     check_canaries(b, &f); /* what the host overwrote so far */
-    if (mem_records(resource->upstream)) {
-        if (timeline) {
-            (void)ordo_signal_release(timeline);
-        }
+    if (recording) {
         return free_into_recording(g, b, stream, &f);
     }
     pthread_mutex_lock(&g->lock);

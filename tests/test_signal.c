@@ -153,6 +153,39 @@ static void failure_of_a_healthy_signal_reads_ok(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+static void a_formatted_failure_reads_its_text(void **state) {
+    (void)state;
+    ordo_signal_t *s = test_signal_make(0);
+    assert_ok(ordo_signal_failf(s, ORDO_ERR_ABORTED, "frame %d of %s: bad header", 7, "cam0"));
+    ordo_status_t failure = ORDO_OK;
+    char got[ORDO_SIGNAL_MESSAGE_MAX];
+    assert_ok(ordo_signal_failure(s, &failure, got, sizeof got));
+    assert_int_equal(failure, ORDO_ERR_ABORTED);
+    assert_string_equal(got, "frame 7 of cam0: bad header");
+    assert_status(ordo_signal_wait(s, 1, test_deadline()), ORDO_ERR_ABORTED);
+    /* The first failure stays, as with ordo_signal_fail. */
+    assert_ok(ordo_signal_failf(s, ORDO_ERR_DEVICE, "later %d", 2));
+    assert_ok(ordo_signal_failure(s, &failure, got, sizeof got));
+    assert_int_equal(failure, ORDO_ERR_ABORTED);
+    assert_string_equal(got, "frame 7 of cam0: bad header");
+    assert_ok(ordo_signal_destroy(s));
+
+    /* A long text is cut to the message size; NULL gives none. */
+    s = test_signal_make(0);
+    char longer[ORDO_SIGNAL_MESSAGE_MAX * 2];
+    memset(longer, 'm', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_ok(ordo_signal_failf(s, ORDO_ERR_ABORTED, "%s!", longer));
+    assert_ok(ordo_signal_failure(s, &failure, got, sizeof got));
+    assert_int_equal(strlen(got), ORDO_SIGNAL_MESSAGE_MAX - 1);
+    assert_ok(ordo_signal_destroy(s));
+    s = test_signal_make(0);
+    assert_ok(ordo_signal_failf(s, ORDO_ERR_ABORTED, NULL));
+    assert_ok(ordo_signal_failure(s, &failure, got, sizeof got));
+    assert_string_equal(got, "");
+    assert_ok(ordo_signal_destroy(s));
+}
+
 static void deadline_exceeded_and_not_early(void **state) {
     (void)state;
     ordo_signal_t *s = test_signal_make(0);
@@ -462,6 +495,8 @@ static void signal_entry_points_refuse_bad_input(void **state) {
     /* Not a status at all is not an error to fail with. */
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, ORDO_STATUS_COUNT_, "x");
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_fail, t, (ordo_status_t)-1, "x");
+    REFUSED(ORDO_ERR_INVALID_HANDLE, ordo_signal_failf, wrong, ORDO_ERR_ABORTED, "%d", 1);
+    REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_signal_failf, t, ORDO_OK, "%d", 1);
     ordo_status_t failure = ORDO_ERR_INTERNAL;
     assert_ok(ordo_signal_failure(t, &failure, NULL, 0));
     assert_int_equal(failure, ORDO_OK);
@@ -559,6 +594,7 @@ int main(void) {
         cmocka_unit_test(wait_then_fail_wakes_with_the_failure),
         cmocka_unit_test(double_failure_keeps_the_first),
         cmocka_unit_test(failure_of_a_healthy_signal_reads_ok),
+        cmocka_unit_test(a_formatted_failure_reads_its_text),
         cmocka_unit_test(deadline_exceeded_and_not_early),
         cmocka_unit_test(destroy_cancels_sleeping_waits),
         cmocka_unit_test_teardown(destroy_during_a_spinning_wait, spin_restore),

@@ -108,6 +108,12 @@ ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value);
  * the two apart); prefer ORDO_ERR_ABORTED for work that failed. */
 ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message);
 
+/** ordo_signal_fail with the printf-style message fmt (NULL: none),
+ * truncated to ORDO_SIGNAL_MESSAGE_MAX bytes including the terminator:
+ * `ordo_signal_failf(done, ORDO_ERR_ABORTED, "frame %d: bad header", n)`. */
+ordo_status_t ordo_signal_failf(ordo_signal_t *signal, ordo_status_t status, const char *fmt, ...)
+    ORDO_FORMAT_(3, 4);
+
 /** Reads the failure: *out_status is ORDO_OK while the signal has not failed.
  * out_message (may be NULL) receives the message, truncated to
  * message_capacity bytes including the terminator. Works on a destroyed

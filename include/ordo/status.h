@@ -102,8 +102,8 @@ bool ordo_status_is_error(ordo_status_t status);
 const char *ordo_error_message(void);
 
 /** @def ORDO_FORMAT_
- * Lets GCC and Clang check ordo_fail's format string against its
- * arguments (nothing elsewhere). */
+ * Lets GCC and Clang check the format strings of ordo_fail and
+ * ordo_signal_failf against their arguments (nothing elsewhere). */
 #if defined(__GNUC__)
 #define ORDO_FORMAT_(f, a) __attribute__((format(printf, f, a)))
 #else

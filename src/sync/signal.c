@@ -1,5 +1,6 @@
 #include <limits.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -357,23 +358,38 @@ ordo_status_t ordo_signal_advance(ordo_signal_t *signal, uint64_t value) {
     return signal_raise(signal, value, __func__);
 }
 
-ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
-    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, __func__));
+static ordo_status_t signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message,
+                                 const char *api) {
+    ORDO_RETURN_IF_ERROR(ordo__signal_check(signal, api));
     if (!ordo_status_is_error(status)) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
-                           "status %d is not an ordo error status", (int)status);
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "status %d is not an ordo error status",
+                           (int)status);
     }
     if (signal->remote) {
         if (atomic_load_explicit(&signal->state, memory_order_relaxed) & SIGNAL_DESTROYED) {
-            return ordo__error(ORDO_ERR_DESTROYED, __func__, "signal %p was destroyed",
-                               (void *)signal);
+            return ordo__error(ORDO_ERR_DESTROYED, api, "signal %p was destroyed", (void *)signal);
         }
         /* The first failure anywhere wins; the mirror takes the truth's. */
-        ORDO_RETURN_IF_ERROR(signal->remote->ops->fail(signal->remote, status, message, __func__));
+        ORDO_RETURN_IF_ERROR(signal->remote->ops->fail(signal->remote, status, message, api));
         ordo__signal_mirror_pull(signal);
         return ORDO_OK;
     }
-    return signal_fail_here(signal, status, message, __func__);
+    return signal_fail_here(signal, status, message, api);
+}
+
+ordo_status_t ordo_signal_fail(ordo_signal_t *signal, ordo_status_t status, const char *message) {
+    return signal_fail(signal, status, message, __func__);
+}
+
+ordo_status_t ordo_signal_failf(ordo_signal_t *signal, ordo_status_t status, const char *fmt, ...) {
+    char message[ORDO_SIGNAL_MESSAGE_MAX];
+    if (fmt) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(message, sizeof message, fmt, args);
+        va_end(args);
+    }
+    return signal_fail(signal, status, fmt ? message : NULL, __func__);
 }
 
 ordo_status_t ordo_signal_failure(ordo_signal_t *signal, ordo_status_t *out_status,

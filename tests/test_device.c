@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hal/hal.h"
+#include "ordo/memory.h"
 #include "refusal.h"
 #include "test_util.h"
 
@@ -165,6 +166,36 @@ static void failed_build_leaves_nothing_and_retries(void **state) {
     assert_ok(ordo_allocator_live_blocks(&live));
     assert_int_equal(live, live_before);
     assert_ok(ordo_device_open("cpu", &d));
+    assert_ok(ordo_device_release(d));
+}
+
+/* A bad ORDO_MEMORY does not stop the shared runtime from opening (its
+ * streams work); the memory is what is refused, saying why, and once the
+ * setting is fixed the stack is made. */
+static void a_bad_memory_setting_refuses_the_memory_not_the_device(void **state) {
+    (void)state;
+    ordo_device_t *d = NULL;
+    setenv("ORDO_MEMORY", "statistics,bogus", 1);
+    (void)ordo_fail(ORDO_ERR_ABORTED, "before the open");
+    assert_ok(ordo_device_open("cpu:0", &d));
+    assert_string_equal(ordo_error_message(), "before the open");
+    ordo_stream_t *s = NULL;
+    assert_ok(ordo_stream_create(d, 0, &s));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    ordo_mem_resource_t *memory = NULL;
+    assert_status(ordo_device_memory(d, &memory), ORDO_ERR_INVALID_ARGUMENT);
+    assert_null(memory);
+    assert_non_null(strstr(ordo_error_message(), "ordo_device_memory"));
+    assert_non_null(strstr(ordo_error_message(), "ORDO_MEMORY"));
+    assert_non_null(strstr(ordo_error_message(), "bogus"));
+    setenv("ORDO_MEMORY", "direct", 1);
+    assert_ok(ordo_device_memory(d, &memory));
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(memory, 64, 0, s, 0, &block, NULL));
+    assert_ok(ordo_mem_deallocate(memory, block, s));
+    unsetenv("ORDO_MEMORY");
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_stream_destroy(s));
     assert_ok(ordo_device_release(d));
 }
 
@@ -379,6 +410,7 @@ int main(void) {
         cmocka_unit_test(bad_names_are_refused),
         cmocka_unit_test(first_callers_race_safely),
         cmocka_unit_test(failed_build_leaves_nothing_and_retries),
+        cmocka_unit_test(a_bad_memory_setting_refuses_the_memory_not_the_device),
         cmocka_unit_test(owned_runtime_never_aliases_the_shared_one),
         cmocka_unit_test(device_entry_points_refuse_bad_input),
         cmocka_unit_test(objects_keep_their_device_alive),

@@ -491,6 +491,28 @@ static uint32_t *free_on_stream_that_fails(pool_fixture_t *f, ordo_signal_t *gat
     return words;
 }
 
+/* A reap whose wait meets a stream that failed succeeds (the block is
+ * settled) and leaves the caller's message alone. */
+static void a_reap_that_meets_a_failed_stream_keeps_the_message(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 4096);
+    ordo_signal_t *fail_gate = test_signal_make(0);
+    ordo_block_t *block = NULL;
+    assert_ok(ordo_mem_allocate(f.pool, 4096, 0, f.s[0], 0, &block, NULL));
+    assert_ok(ordo_stream_host_task(f.s[0], fail_after_gate_task, fail_gate));
+    assert_ok(ordo_mem_deallocate(f.pool, block, f.s[0]));
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
+    assert_ok(ordo_signal_advance(fail_gate, 1));
+    assert_ok(ordo_mem_reap_pending(f.pool, test_deadline()));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    uint64_t out = 1;
+    assert_ok(ordo_mem_bytes_outstanding(f.pool, &out));
+    assert_int_equal(out, 0);
+    assert_ok(ordo_signal_release(fail_gate));
+    pool_fixture_free_failed(&f, 0);
+}
+
 /* The reuse of a block freed on a stream that then failed is still
  * ordered after the uses that stream had waited for: its wait never ran. */
 static void failed_freeing_stream_does_not_vouch_for_its_waits(void **state) {
@@ -781,6 +803,7 @@ int main(void) {
         cmocka_unit_test(reuse_orders_third_streams_after_old_uses),
         cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),
         cmocka_unit_test(failed_freeing_stream_does_not_settle_its_waits),
+        cmocka_unit_test(a_reap_that_meets_a_failed_stream_keeps_the_message),
         cmocka_unit_test(null_handles_and_outputs_are_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),

@@ -13,6 +13,7 @@
 
 #include "hal/hal.h"
 #include "mem/resource.h"
+#include "ordo/stall.h"
 #include "refusal.h"
 #include "test_util.h"
 
@@ -1569,15 +1570,31 @@ static ordo_status_t touch_task(void *ctx) {
     return ORDO_OK;
 }
 
+/* env_open, a tracker, a pool over the direct resource and a guard over
+ * the pool; false (all closed again, the reason printed) where the guard
+ * cannot read the device's memory. */
+static bool guard_over_a_pool_open(env_t *e, const ordo_mem_guard_config_t *config,
+                                   ordo_tracker_t **tracker, ordo_mem_resource_t **pool,
+                                   ordo_mem_resource_t **g) {
+    env_open(e);
+    assert_ok(ordo_tracker_create(e->device, tracker));
+    assert_ok(ordo_mem_pool_create(*tracker, e->direct, NULL, pool));
+    ordo_status_t made = ordo_mem_guard_create(*pool, config, g);
+    if (made == ORDO_ERR_UNSUPPORTED) { /* device memory the host cannot read */
+        fprintf(stderr, "  skipped: %s\n", ordo_error_message());
+        assert_ok(ordo_mem_resource_destroy(*pool));
+        assert_ok(ordo_tracker_destroy(*tracker));
+        env_close(e);
+        return false;
+    }
+    assert_ok(made);
+    return true;
+}
+
 static void guard_over_a_pool_releases_on_the_program_side(void **state) {
     (void)state;
     TEST_SKIP_IF_LISTED();
     env_t e;
-    env_open(&e);
-    ordo_tracker_t *tracker = NULL;
-    assert_ok(ordo_tracker_create(e.device, &tracker));
-    ordo_mem_resource_t *pool = NULL;
-    assert_ok(ordo_mem_pool_create(tracker, e.direct, NULL, &pool));
     collected_t c;
     memset(&c, 0, sizeof c);
     pthread_mutex_init(&c.lock, NULL);
@@ -1586,16 +1603,12 @@ static void guard_over_a_pool_releases_on_the_program_side(void **state) {
     config.report = collect;
     config.report_user = &c;
     config.quarantine_blocks = 0; /* every block is over the bound at once */
-    ordo_mem_resource_t *g = NULL;
-    ordo_status_t made = ordo_mem_guard_create(pool, &config, &g);
-    if (made == ORDO_ERR_UNSUPPORTED) { /* device memory the host cannot read */
-        fprintf(stderr, "  skipped: %s\n", ordo_error_message());
-        assert_ok(ordo_mem_resource_destroy(pool));
-        assert_ok(ordo_tracker_destroy(tracker));
-        env_close(&e);
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *pool = NULL, *g = NULL;
+    if (!guard_over_a_pool_open(&e, &config, &tracker, &pool, &g)) {
+        pthread_mutex_destroy(&c.lock);
         return;
     }
-    assert_ok(made);
 
     /* The free point is reached on s[0]'s worker once the gate opens,
      * after the free returned; the task behind it returns after the
@@ -1658,6 +1671,114 @@ static void guard_over_a_pool_releases_on_the_program_side(void **state) {
     assert_ok(ordo_signal_release(behind));
     assert_ok(ordo_signal_release(gate));
     pthread_mutex_destroy(&c.lock);
+    env_close(&e);
+}
+
+/* Over a pool, the guard's poison is one more use of the block: a free on
+ * one stream while another still uses the block (a use recorded through
+ * the guard) poisons it only once that use has run; a free on a stream
+ * that has failed poisons nothing (the stream's point stands for none of
+ * the other stream's uses), and the memory still goes back ordered after
+ * them. Before, the poison overwrote data the other stream still read. */
+static ordo_status_t fail_now_task(void *ctx);
+
+typedef struct held_use {
+    uint8_t *p;
+    size_t bytes;
+    uint8_t value;
+    ordo_signal_t *gate;
+    _Atomic size_t wrong;
+} held_use_t;
+
+static ordo_status_t held_fill_task(void *ctx) {
+    held_use_t *u = ctx;
+    memset(u->p, u->value, u->bytes);
+    return ORDO_OK;
+}
+
+static ordo_status_t held_verify_task(void *ctx) {
+    held_use_t *u = ctx;
+    ordo_status_t st = ordo_signal_wait(u->gate, 1, test_deadline());
+    size_t wrong = 0;
+    for (size_t i = 0; i < u->bytes; ++i) {
+        wrong += u->p[i] != u->value;
+    }
+    atomic_store(&u->wrong, wrong);
+    return st;
+}
+
+/* A use of the block on s: filled, then read back once the gate opens. */
+static void held_use_begin(held_use_t *u, ordo_mem_resource_t *g, ordo_block_t *b, uint8_t *p,
+                           ordo_stream_t *s) {
+    *u = (held_use_t){p, 256, 0x5a, test_signal_make(0), 0};
+    assert_ok(ordo_mem_prepare_use(g, b, s, ORDO_ACCESS_READ_WRITE));
+    assert_ok(ordo_stream_host_task(s, held_fill_task, u));
+    assert_ok(ordo_stream_host_task(s, held_verify_task, u));
+    assert_ok(ordo_mem_finish_use(g, b, s, ORDO_ACCESS_READ_WRITE));
+}
+
+static void held_use_end(held_use_t *u, ordo_stream_t *s) {
+    assert_ok(ordo_signal_advance(u->gate, 1));
+    assert_ok(ordo_stream_synchronize(s, test_deadline()));
+    assert_ok(ordo_signal_release(u->gate));
+    assert_int_equal(atomic_load(&u->wrong), 0);
+}
+
+static void guard_over_a_pool_poisons_after_every_use(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    env_t e;
+    ordo_tracker_t *tracker = NULL;
+    ordo_mem_resource_t *pool = NULL, *g = NULL;
+    if (!guard_over_a_pool_open(&e, NULL, &tracker, &pool, &g)) {
+        return;
+    }
+
+    /* Freed on the idle s[1] while s[0] still reads: s[1] waits for the
+     * use before its free point (the stall report shows the wait). */
+    ordo_block_t *b = NULL;
+    uint8_t *p = alloc_ok(g, 256, e.s[0], 1, &b);
+    held_use_t use;
+    held_use_begin(&use, g, b, p, e.s[0]);
+    assert_ok(ordo_mem_deallocate(g, b, e.s[1]));
+    ordo_stall_entry_t entries[4];
+    size_t count = 0;
+    bool waits = false;
+    ordo_deadline_t deadline = test_deadline();
+    while (!waits) {
+        assert_true(ordo_deadline_remaining_ns(deadline) > 0);
+        assert_ok(ordo_stall_report(e.device, entries, 4, &count));
+        for (size_t i = 0; i < count && i < 4; ++i) {
+            waits |= entries[i].stream == e.s[1];
+        }
+    }
+    assert_int_equal(guard_report(g).pending_blocks, 1);
+    held_use_end(&use, e.s[0]);
+    assert_ok(ordo_stream_synchronize(e.s[1], test_deadline()));
+    assert_ok(ordo_mem_guard_drain(g));
+    assert_int_equal(guard_report(g).total, 0);
+
+    /* Freed on a stream that has failed, while s[0] still reads: the
+     * free succeeds, leaves the caller's message alone, and poisons
+     * nothing. */
+    p = alloc_ok(g, 256, e.s[0], 2, &b);
+    held_use_begin(&use, g, b, p, e.s[0]);
+    assert_ok(ordo_stream_host_task(e.s[1], fail_now_task, NULL));
+    ordo_status_t failed = ordo_stream_synchronize(e.s[1], test_deadline());
+    assert_int_not_equal(failed, ORDO_OK);
+    assert_int_not_equal(failed, ORDO_ERR_TIMEOUT);
+    (void)ordo_fail(ORDO_ERR_ABORTED, "the caller's own message");
+    assert_ok(ordo_mem_deallocate(g, b, e.s[1]));
+    assert_string_equal(ordo_error_message(), "the caller's own message");
+    held_use_end(&use, e.s[0]);
+    assert_ok(ordo_mem_guard_drain(g));
+    assert_int_equal(guard_report(g).total, 0);
+
+    assert_int_equal(outstanding(g), 0);
+    assert_ok(ordo_mem_resource_destroy(g));
+    assert_int_equal(outstanding(pool), 0);
+    assert_ok(ordo_mem_resource_destroy(pool));
+    assert_ok(ordo_tracker_destroy(tracker));
     env_close(&e);
 }
 
@@ -2105,6 +2226,7 @@ int main(void) {
         cmocka_unit_test(guard_catches_use_after_free_at_eviction),
         cmocka_unit_test(guard_over_a_use_tracking_upstream),
         cmocka_unit_test(guard_over_a_pool_releases_on_the_program_side),
+        cmocka_unit_test(guard_over_a_pool_poisons_after_every_use),
         cmocka_unit_test(frees_on_failed_streams_from_many_threads),
         cmocka_unit_test(stacked_adaptors_stay_exact_under_concurrency),
         cmocka_unit_test(adaptors_above_a_guard_count_a_corrupted_block_freed),

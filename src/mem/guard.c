@@ -50,6 +50,7 @@ typedef struct guard_block {
     size_t inner_bytes;  /* front canary + bytes + rear canary */
     uint64_t serial;     /* allocation number, names the block in reports */
     uint32_t state;      /* enum guard_state, under the lock */
+    bool poisoned;       /* quarantined with the poison written (checked on leaving) */
     /* Bit per finding already reported for this block (each once). */
     _Atomic uint32_t reported;
     ordo_signal_t *free_timeline;
@@ -235,6 +236,9 @@ static void check_canaries(guard_block_t *b, findings_t *f) {
 
 /* Reports a write to quarantined b (its poison changed), once. */
 static void check_poison(guard_block_t *b, findings_t *f) {
+    if (!b->poisoned) {
+        return;
+    }
     const uint8_t *p = inner_ptr(b);
     size_t first = SIZE_MAX, last = 0, changed = 0;
     for (size_t i = 0; i < b->inner_bytes; ++i) {
@@ -460,6 +464,7 @@ static ordo_status_t guard_allocate(ordo_mem_resource_t *resource, const mem_req
     memset(p + front, ORDO_MEM_GUARD_FRESH, request->bytes);
     memset(p + front + request->bytes, ORDO_MEM_GUARD_CANARY, rear);
     b->inner = inner;
+    b->poisoned = false;
     b->front = front;
     b->inner_bytes = inner_request.bytes;
     atomic_store_explicit(&b->reported, 0, memory_order_relaxed);
@@ -509,15 +514,25 @@ static ordo_status_t refuse_foreign(guard_resource_t *g, ordo_block_t *block, co
 
 /* The stream reached b's free (or failed, or was destroyed: then nothing
  * of it runs any more either): check, poison, quarantine. frees_pending
- * drops last: after it the guard may be destroyed. */
+ * drops last: after it the guard may be destroyed.
+ *
+ * Over an upstream that tracks uses, a free point reached stands for every
+ * use on every stream (the freeing stream waited for them: guard_deallocate).
+ * One that failed stands for none of the other streams' uses (its waits may
+ * never have run), so the block is quarantined unpoisoned: nothing writes
+ * memory another stream may still use, and its release upstream is ordered
+ * after those uses by upstream itself. */
 static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
-    (void)status, (void)timepoint;
+    (void)timepoint;
     guard_block_t *b = ctx;
     guard_resource_t *g = b->owner;
     findings_t f;
     findings_init(&f);
     check_canaries(b, &f); /* what the stream's own work overwrote */
-    memset(inner_ptr(b), ORDO_MEM_GUARD_POISON, b->inner_bytes);
+    b->poisoned = status == ORDO_OK || !g->upstream_tracks_uses;
+    if (b->poisoned) {
+        memset(inner_ptr(b), ORDO_MEM_GUARD_POISON, b->inner_bytes);
+    }
     size_t bytes = b->base.bytes;
     pthread_mutex_lock(&g->lock);
     b->state = GUARD_QUARANTINED;
@@ -561,6 +576,25 @@ static ordo_status_t free_into_recording(guard_resource_t *g, guard_block_t *b,
     return st;
 }
 
+/* Over an upstream that tracks uses, the free's stream first waits for
+ * the block's uses on other streams (a prepared write, through upstream),
+ * so that its free point stands for them all. A stream that has failed
+ * cannot wait: its free point will fail, and nothing is poisoned (see
+ * free_point_reached); the deallocate goes on, with the caller's message
+ * left alone. Any other refusal (no memory for a wait) refuses the free. */
+static ordo_status_t free_point_after_uses(ordo_mem_resource_t *resource, guard_block_t *b,
+                                           ordo_stream_t *stream, bool *out_prepared) {
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
+    ordo_status_t st = ordo__mem_forward_prepare_use(resource, b->inner, stream, ORDO_ACCESS_WRITE);
+    *out_prepared = st == ORDO_OK;
+    if (st == ORDO_OK || ordo__hal_stream_failure(stream) != ORDO_OK) {
+        ordo__message_restore(&kept);
+        return ORDO_OK;
+    }
+    return ordo__error_as(st, "ordo_mem_deallocate");
+}
+
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                       ordo_stream_t *stream) {
     guard_resource_t *g = (guard_resource_t *)resource;
@@ -590,7 +624,14 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     if (refused == ORDO_OK && stream && !recording) {
         refused = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate");
     }
+    bool prepared = false;
+    if (refused == ORDO_OK && timeline && g->upstream_tracks_uses) {
+        refused = free_point_after_uses(resource, b, stream, &prepared);
+    }
     if (refused != ORDO_OK) {
+        if (timeline) {
+            (void)ordo_signal_release(timeline);
+        }
         atomic_store_explicit(&block->magic, ORDO_BLOCK_MAGIC, memory_order_release);
         return refused;
     }
@@ -615,8 +656,17 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         b->free_timeline = timeline;
         b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
         (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
-        /* On a failed stream the block is poisoned and let go at once. */
+        /* On a failed stream the free point fails at once. */
         st = ordo__mem_free_point_enqueue(stream, timeline, st);
+        if (prepared) {
+            /* The poison is the stream's write, recorded after the point:
+             * upstream orders the reuse after it too. A failed stream's
+             * finish records all the same (ordo/tracker.h). */
+            ordo__kept_message_t kept;
+            ordo__message_keep(&kept);
+            (void)ordo__mem_forward_finish_use(resource, b->inner, stream, ORDO_ACCESS_WRITE);
+            ordo__message_restore(&kept);
+        }
     }
     return g->upstream_tracks_uses ? evict_overflow(g, st) : st;
 }

@@ -491,6 +491,58 @@ static uint32_t *free_on_stream_that_fails(pool_fixture_t *f, ordo_signal_t *gat
     return words;
 }
 
+/* Inside a launch function of ordo_tracker_submit, the submission's use
+ * of a block is recorded only after the launch: a free of that block
+ * there handed its memory out again under the pending use (and the
+ * finish then wrote the freed block's history), and a prepare of it went
+ * unordered against it. Both are refused; a scratch block the launch
+ * allocates, uses and frees is not. */
+typedef struct launch_frees {
+    pool_fixture_t *f;
+    ordo_block_t *named;
+    ordo_status_t freed_named, prepared_named, scratch;
+    char message[320];
+} launch_frees_t;
+
+static ordo_status_t launch_frees_blocks(void *ctx, ordo_stream_t *stream) {
+    launch_frees_t *l = ctx;
+    l->freed_named = ordo_mem_deallocate(l->f->pool, l->named, stream);
+    snprintf(l->message, sizeof l->message, "%s", ordo_error_message());
+    l->prepared_named = ordo_mem_prepare_use(l->f->pool, l->named, stream, ORDO_ACCESS_READ);
+    ordo_block_t *scratch = NULL;
+    l->scratch = ordo_mem_allocate(l->f->pool, 512, 0, stream, 0, &scratch, NULL);
+    if (l->scratch == ORDO_OK) {
+        l->scratch = ordo_mem_prepare_use(l->f->pool, scratch, stream, ORDO_ACCESS_WRITE);
+    }
+    if (l->scratch == ORDO_OK) {
+        l->scratch = ordo_mem_finish_use(l->f->pool, scratch, stream, ORDO_ACCESS_WRITE);
+    }
+    if (l->scratch == ORDO_OK) {
+        l->scratch = ordo_mem_deallocate(l->f->pool, scratch, stream);
+    }
+    return ORDO_OK;
+}
+
+static void a_launch_function_cannot_free_a_block_its_submission_names(void **state) {
+    (void)state;
+    pool_fixture_t f;
+    pool_fixture_make(&f, ORDO_MEM_REUSE_OTHER_BLOCK, 4096);
+    launch_frees_t l = {.f = &f};
+    assert_ok(ordo_mem_allocate(f.pool, 256, 0, f.s[1], 0, &l.named, NULL));
+    ordo_buffer_t *named = NULL;
+    assert_ok(ordo_block_buffer(l.named, &named));
+    ordo_access_t write = {named, ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(f.tracker, f.s[0], &write, 1, launch_frees_blocks, &l));
+    assert_status(l.freed_named, ORDO_ERR_BUSY);
+    assert_non_null(strstr(l.message, "ordo_mem_deallocate: block "));
+    assert_non_null(strstr(l.message, "named by the ordo_tracker_submit whose launch function"));
+    assert_status(l.prepared_named, ORDO_ERR_BUSY);
+    assert_ok(l.scratch);
+    /* Freed after the submission, on another stream: ordered after its use. */
+    assert_ok(ordo_mem_deallocate(f.pool, l.named, f.s[1]));
+    pool_fixture_free(&f);
+}
+
 /* A reap whose wait meets a stream that failed succeeds (the block is
  * settled) and leaves the caller's message alone. */
 static void a_reap_that_meets_a_failed_stream_keeps_the_message(void **state) {
@@ -804,6 +856,7 @@ int main(void) {
         cmocka_unit_test(failed_freeing_stream_does_not_vouch_for_its_waits),
         cmocka_unit_test(failed_freeing_stream_does_not_settle_its_waits),
         cmocka_unit_test(a_reap_that_meets_a_failed_stream_keeps_the_message),
+        cmocka_unit_test(a_launch_function_cannot_free_a_block_its_submission_names),
         cmocka_unit_test(null_handles_and_outputs_are_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(random_cross_stream_reuse_is_safe),

@@ -1116,6 +1116,65 @@ static void a_launch_function_cannot_release_its_buffers(void **state) {
     fixture_free(f);
 }
 
+/* A launch function of ordo_tracker_submit runs between the submission's
+ * waits and the record of its accesses: a submission, a prepare or
+ * finish, a replay, a recording or the tracker's teardown made there was
+ * taken (a nested write went unordered against the open one; a destroy
+ * freed the tracker under the finish). Each is refused with a message
+ * naming the launch, and works once the submission has returned. */
+typedef struct calls_inside {
+    fixture_t *f;
+    ordo_status_t status[7];
+    char message[7][320];
+} calls_inside_t;
+
+static ordo_status_t launch_calls_the_tracker(void *ctx, ordo_stream_t *stream) {
+    calls_inside_t *c = ctx;
+    ordo_tracker_t *tracker = c->f->tracker;
+    ordo_access_t same = {c->f->b[0], ORDO_ACCESS_WRITE};
+    ordo_access_t other = {c->f->b[1], ORDO_ACCESS_WRITE};
+    ordo_status_t *st = c->status;
+    st[0] = ordo_tracker_submit_host(tracker, c->f->s[1], &same, 1, noop_task, NULL);
+    snprintf(c->message[0], sizeof c->message[0], "%s", ordo_error_message());
+    st[1] = ordo_tracker_submit(tracker, c->f->s[1], &other, 1, launch_noop, NULL);
+    snprintf(c->message[1], sizeof c->message[1], "%s", ordo_error_message());
+    st[2] = ordo_tracker_prepare(tracker, c->f->s[1], &other, 1);
+    snprintf(c->message[2], sizeof c->message[2], "%s", ordo_error_message());
+    st[3] = ordo_tracker_finish(tracker, c->f->s[1], &other, 1);
+    snprintf(c->message[3], sizeof c->message[3], "%s", ordo_error_message());
+    st[4] = ordo_tracker_record_begin(tracker);
+    snprintf(c->message[4], sizeof c->message[4], "%s", ordo_error_message());
+    st[5] = ordo_tracker_destroy(tracker);
+    snprintf(c->message[5], sizeof c->message[5], "%s", ordo_error_message());
+    st[6] = ordo_tracker_close(tracker, test_deadline());
+    snprintf(c->message[6], sizeof c->message[6], "%s", ordo_error_message());
+    return ordo_stream_host_task(stream, noop_task, NULL);
+}
+
+static void a_launch_function_cannot_submit_or_tear_down(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    calls_inside_t c = {.f = f};
+    ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
+    assert_ok(ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_calls_the_tracker, &c));
+    const char *calls[7] = {"ordo_tracker_submit_host",  "ordo_tracker_submit",
+                            "ordo_tracker_prepare",      "ordo_tracker_finish",
+                            "ordo_tracker_record_begin", "ordo_tracker_destroy",
+                            "ordo_tracker_close"};
+    for (int i = 0; i < 7; ++i) {
+        if (c.status[i] != ORDO_ERR_BUSY || strncmp(c.message[i], calls[i], strlen(calls[i])) ||
+            c.message[i][strlen(calls[i])] != ':' ||
+            !strstr(c.message[i], "inside a launch function of ordo_tracker_submit")) {
+            fail_msg("%s inside a launch function: %s (%s)", calls[i],
+                     ordo_status_name(c.status[i]), c.message[i]);
+        }
+    }
+    /* Nothing was taken: the tracker orders the next submissions. */
+    assert_ok(ordo_tracker_submit_host(f->tracker, f->s[1], &w, 1, noop_task, NULL));
+    assert_int_equal(metrics(f).submissions, 2);
+    fixture_free(f);
+}
+
 /* A bad stream answers before a bad access list (docs/ERRORS.md), on every
  * entry point; and a tracker's synchronize from a host task of one of its
  * streams is refused at once (it waited for itself, then named that
@@ -1389,6 +1448,7 @@ int main(void) {
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(failing_launch_is_reported),
         cmocka_unit_test(a_launch_function_cannot_release_its_buffers),
+        cmocka_unit_test(a_launch_function_cannot_submit_or_tear_down),
         cmocka_unit_test(bad_streams_answer_first_and_self_waits_are_refused),
         cmocka_unit_test(a_successful_release_leaves_the_message_alone),
         cmocka_unit_test(tracker_entry_points_refuse_bad_input),

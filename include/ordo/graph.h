@@ -189,9 +189,11 @@ ordo_status_t ordo_tracker_record_end(ordo_tracker_t *tracker, ordo_graph_t **ou
  * the tracker records (and that recording fails). A stream that has failed
  * returns its failure, nothing enqueued. The launch functions it calls run
  * inside it: from them, a submission on the tracker, a recording's begin,
- * ordo_buffer_release, and ordo_graph_replay, ordo_graph_rebind,
- * ordo_graph_refresh or ordo_graph_destroy of any graph of the tracker are
- * refused with ORDO_ERR_BUSY. */
+ * ordo_buffer_release, a pool's ordo_mem_prepare_use / _finish_use,
+ * ordo_tracker_destroy or _close, and ordo_graph_replay, ordo_graph_rebind,
+ * ordo_graph_refresh, ordo_graph_set_task_context or ordo_graph_destroy of
+ * any graph of the tracker are refused with ORDO_ERR_BUSY. So are these
+ * from a launch function of ordo_tracker_submit (ordo/tracker.h). */
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph);
 
 /** Binds the slot now bound to `bound` to `buffer` instead, a live buffer of
@@ -221,7 +223,8 @@ ordo_status_t ordo_graph_refresh(ordo_graph_t *graph);
  * keep the context they were made with, which must live until their work
  * has run. For data that changes from replay to replay (a step number, a
  * pointer after a rebind) without a launch function that builds it.
- * Refused with ORDO_ERR_BUSY from a launch function a replay runs. */
+ * Refused with ORDO_ERR_BUSY from a launch function of the tracker's
+ * (a replay's, or ordo_tracker_submit's). */
 ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, void *ctx);
 
 /** The buffer bound to slot `index` (below ordo_graph_info's buffers,

@@ -119,10 +119,19 @@ typedef struct ordo_access {
  * means nothing was enqueued: the accesses are not recorded, and
  * ordo_tracker_submit returns that status (ORDO_ERR_ABORTED for a value that is
  * not an ordo status) with a message naming it, which wraps the message of
- * an ordo call that failed inside the function. ordo_buffer_release on a
- * buffer of the tracker is refused inside it (ORDO_ERR_BUSY): the
- * submission may name the buffer, which could then be freed before its
- * use is recorded. */
+ * an ordo call that failed inside the function.
+ *
+ * It runs between the submission's waits and the record of its accesses,
+ * so from it (on its thread) the calls that would change what the
+ * submission was ordered against, or tear the tracker down, are refused
+ * with ORDO_ERR_BUSY and a message naming the launch: a submission on the
+ * tracker (ordo_tracker_submit, _submit_host, prepare, finish),
+ * ordo_graph_replay and the other changes to a graph of the tracker,
+ * ordo_tracker_record_begin, ordo_tracker_destroy and ordo_tracker_close,
+ * ordo_buffer_release of any buffer of the tracker, and a pool's
+ * ordo_mem_deallocate or ordo_mem_prepare_use / _finish_use of a block the
+ * submission names. A pool's other blocks may be allocated, used and freed
+ * there (scratch memory of the work it enqueues). */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 
 /** The counters of a tracker (ordo_tracker_metrics). */

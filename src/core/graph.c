@@ -143,7 +143,7 @@ void ordo__graph_free(ordo_graph_t *graph) {
 
 ordo_status_t ordo_graph_destroy(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(graph->tracker, __func__));
     ordo_tracker_t *tracker = graph->tracker;
     ordo__graph_free(graph);
     atomic_fetch_sub_explicit(&tracker->graphs, 1, memory_order_relaxed);
@@ -179,7 +179,7 @@ static void lower_again(ordo_graph_t *graph) {
 
 ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, void *ctx) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(graph->tracker, __func__));
     if (index >= graph->tasks) {
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__, "task %llu; the graph has %llu task(s)",
                            (unsigned long long)index, (unsigned long long)graph->tasks);
@@ -212,7 +212,7 @@ ordo_status_t ordo_graph_set_task_context(ordo_graph_t *graph, uint64_t index, v
 
 ordo_status_t ordo_graph_refresh(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(graph->tracker, __func__));
     lower_again(graph);
     return ORDO_OK;
 }
@@ -267,7 +267,7 @@ ordo_status_t ordo_graph_rebind(ordo_graph_t *graph, ordo_buffer_t *bound, ordo_
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, __func__));
     /* A graph's own blocks read live during its replay: bound to another
      * graph now, they would be freed under it. */
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(graph->tracker, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(graph->tracker, __func__));
     for (uint32_t i = 0; bound && i < graph->block_count; ++i) {
         if (graph->blocks[i].buffer == bound) {
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,

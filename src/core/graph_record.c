@@ -129,23 +129,19 @@ static void recorder_free(graph_recorder_t *r) {
     ordo__dealloc(r, sizeof *r, 64);
 }
 
-ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
-    return ordo_tracker_record_begin_native(tracker, ORDO_GRAPH_NATIVE_OFF);
-}
-
-ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
-                                               ordo_graph_native_t native) {
-    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, __func__));
+static ordo_status_t record_begin(ordo_tracker_t *tracker, ordo_graph_native_t native,
+                                  const char *api) {
+    ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, api));
     /* Its submissions would be captured, not refused: a graph made in a
      * replay could name the replaying graph's own blocks. */
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, __func__));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(tracker, api));
     if (native != ORDO_GRAPH_NATIVE_AUTO && native != ORDO_GRAPH_NATIVE_OFF &&
         native != ORDO_GRAPH_NATIVE_REQUIRE) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__,
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
                            "native is %d, not an ordo_graph_native_t", (int)native);
     }
     if (tracker_recording(tracker)) {
-        return ordo__error(ORDO_ERR_BUSY, __func__,
+        return ordo__error(ORDO_ERR_BUSY, api,
                            "the tracker records already (ordo_tracker_record_end ends it)");
     }
     graph_recorder_t *r = ordo__alloc(sizeof *r, 64);
@@ -153,7 +149,7 @@ ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
     if (!r || !shadow) {
         ordo__dealloc(r, sizeof *r, 64);
         ordo__dealloc(shadow, sizeof *shadow, 64);
-        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, __func__, "cannot allocate a recording");
+        return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate a recording");
     }
     /* Never a live tracker (magic 0): only the analysis runs on it. */
     shadow->device = tracker->device;
@@ -164,6 +160,15 @@ ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
     atomic_store_explicit(&tracker->recorder, r, memory_order_relaxed);
     ordo_rlock_unlock(&tracker->lock);
     return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_record_begin(ordo_tracker_t *tracker) {
+    return record_begin(tracker, ORDO_GRAPH_NATIVE_OFF, __func__);
+}
+
+ordo_status_t ordo_tracker_record_begin_native(ordo_tracker_t *tracker,
+                                               ordo_graph_native_t native) {
+    return record_begin(tracker, native, __func__);
 }
 
 ordo_status_t ordo__graph_refuse(ordo_tracker_t *tracker, const char *api, const char *why) {
@@ -326,7 +331,7 @@ static ordo_status_t capture(ordo_tracker_t *tracker, ordo_stream_t *stream,
                              const ordo_access_t *accesses, size_t count, graph_op_t work,
                              const char *api) {
     ORDO_RETURN_IF_ERROR(ordo__tracker_check(tracker, api));
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, api)); /* as every submission then */
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(tracker, api)); /* as every submission then */
     uint32_t t;
     if (!tracker_stream_find(tracker, stream, &t)) {
         ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));

@@ -233,13 +233,13 @@ static ordo_status_t replay(ordo_graph_t *graph);
 ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ORDO_RETURN_IF_ERROR(ordo__graph_check(graph, API));
     ordo_tracker_t *tracker = graph->tracker;
-    ORDO_RETURN_IF_ERROR(tracker_not_replaying(tracker, API));
+    ORDO_RETURN_IF_ERROR(tracker_not_launching(tracker, API));
     /* Its launch functions (at the lowering, or op by op) run inside. */
+    const ordo_tracker_t *outer = tracker_launch_begin(tracker);
     tracker->replaying++;
-    tracker->launching++;
     ordo_status_t st = replay(graph);
-    tracker->launching--;
     tracker->replaying--;
+    tracker_launch_end(tracker, outer);
     return st;
 }
 

@@ -484,13 +484,13 @@ uint64_t ordo__tracker_point_finished(ordo_tracker_t *tracker, uint32_t t) {
  * warned that the callers' index may be used uninitialised. */
 static inline __attribute__((always_inline)) ordo_status_t
 enter(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses, size_t count,
-      uint32_t *out_index, int finishing, const char *api) {
+      uint32_t *out_index, int finishing, int launch_ok, const char *api) {
     ordo_status_t st = ordo__tracker_check(tracker, api);
     if (ORDO_UNLIKELY(st != ORDO_OK)) {
         *out_index = 0;
         return st;
     }
-    if (ORDO_UNLIKELY((st = tracker_not_replaying(tracker, api)) != ORDO_OK)) {
+    if (ORDO_UNLIKELY(!launch_ok && (st = tracker_not_launching(tracker, api)) != ORDO_OK)) {
         *out_index = 0;
         return st;
     }
@@ -620,11 +620,36 @@ static const char split_form_refused[] =
     "ordo_tracker_finish is enqueued where the recording does not see it): submit it with "
     "ordo_tracker_submit";
 
-ordo_status_t ordo__tracker_refuse_in_replay(const char *api) {
+_Thread_local const ordo_tracker_t *ordo__tracker_launching_here
+    __attribute__((tls_model("initial-exec")));
+
+ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, const char *api) {
+    if (ordo__tracker_launching_here != tracker) {
+        return ORDO_OK;
+    }
+    if (tracker->replaying) {
+        return ordo__error(ORDO_ERR_BUSY, api,
+                           "called inside a launch function of ordo_graph_replay on its tracker: "
+                           "the replay orders its own work; submit, rebind or destroy before or "
+                           "after it");
+    }
     return ordo__error(ORDO_ERR_BUSY, api,
-                       "called inside a launch function of ordo_graph_replay on its tracker: "
-                       "the replay orders its own work; submit, rebind or destroy before or "
-                       "after it");
+                       "called inside a launch function of ordo_tracker_submit on its tracker: "
+                       "the submission's waits were emitted before the launch and its accesses "
+                       "are recorded after it; submit, replay or tear down after "
+                       "ordo_tracker_submit returns");
+}
+
+int ordo__tracker_launch_names(const ordo_tracker_t *tracker, const ordo_buffer_t *b) {
+    if (ordo__tracker_launching_here != tracker) {
+        return 0;
+    }
+    for (size_t i = 0; i < tracker->launch_access_count; ++i) {
+        if (tracker->launch_accesses[i].buffer == b) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *api) {
@@ -635,16 +660,17 @@ ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *a
                        (const void *)b, (void *)b->tracker->streams[b->prepared_on]->stream);
 }
 
-ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                   const ordo_access_t *accesses, size_t count) {
+static inline __attribute__((always_inline)) ordo_status_t
+split_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses,
+              size_t count, int launch_ok, const char *api) {
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, launch_ok, api);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
-        st = ordo__graph_refuse(tracker, __func__, split_form_refused);
+        st = ordo__graph_refuse(tracker, api, split_form_refused);
     }
     if (st == ORDO_OK) {
         /* Refuses a buffer prepared already: its finish is still to come. */
-        st = prepare_locked(tracker, t, accesses, count, __func__);
+        st = prepare_locked(tracker, t, accesses, count, api);
     }
     if (st != ORDO_OK) {
         return st;
@@ -658,6 +684,11 @@ ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *strea
         b->magic = ORDO_BUFFER_PREPARED;
     }
     return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_prepare(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                   const ordo_access_t *accesses, size_t count) {
+    return split_prepare(tracker, stream, accesses, count, 0, __func__);
 }
 
 ordo_status_t ordo__tracker_prepare_at(ordo_tracker_t *tracker, uint32_t t,
@@ -713,12 +744,13 @@ static ordo_status_t finish_refused(const ordo_tracker_t *tracker, uint32_t t,
     return ORDO_OK;
 }
 
-ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
-                                  const ordo_access_t *accesses, size_t count) {
+static inline __attribute__((always_inline)) ordo_status_t
+split_finish(ordo_tracker_t *tracker, ordo_stream_t *stream, const ordo_access_t *accesses,
+             size_t count, int launch_ok, const char *api) {
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 1, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 1, launch_ok, api);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
-        st = ordo__graph_refuse(tracker, __func__, split_form_refused);
+        st = ordo__graph_refuse(tracker, api, split_form_refused);
     }
     /* Every access is checked before any is recorded: one test each for
      * the common case, the reason only on refusal. */
@@ -728,17 +760,28 @@ ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream
         if (ORDO_UNLIKELY(!b || b->magic != ORDO_BUFFER_PREPARED || b->tracker != tracker ||
                           mode - 1u > 2u || b->prepared_on != t ||
                           (mode & ~(unsigned)b->prepared_modes & ORDO_ACCESS_WRITE))) {
-            st = finish_refused(tracker, t, accesses, count, __func__);
+            st = finish_refused(tracker, t, accesses, count, api);
         }
     }
     if (st == ORDO_OK) {
-        st = reserve_locked(t, accesses, count, __func__); /* done by prepare, normally */
+        st = reserve_locked(t, accesses, count, api); /* done by prepare, normally */
     }
     if (st != ORDO_OK) {
         return st; /* the prepare stays open */
     }
     finish_recording(tracker, t, accesses, count, 1);
     return ORDO_OK;
+}
+
+ordo_status_t ordo_tracker_finish(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                  const ordo_access_t *accesses, size_t count) {
+    return split_finish(tracker, stream, accesses, count, 0, __func__);
+}
+
+ordo_status_t ordo__tracker_block_use(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                      const ordo_access_t *access, int finish, const char *api) {
+    return finish ? split_finish(tracker, stream, access, 1, 1, api)
+                  : split_prepare(tracker, stream, access, 1, 1, api);
 }
 
 ordo_status_t ordo__tracker_submit_refusal(ordo_tracker_t *tracker, ordo_stream_t *stream,
@@ -782,7 +825,7 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
                              : ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "launch is NULL");
     }
     uint32_t t;
-    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, __func__);
+    ordo_status_t st = enter(tracker, stream, accesses, count, &t, 0, 0, __func__);
     if (ORDO_UNLIKELY(st == ORDO_OK && tracker_recording(tracker))) {
         /* Recorded, not run: launch runs at each replay. */
         return ordo__graph_capture_launch(tracker, stream, accesses, count, launch, ctx);
@@ -792,9 +835,12 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
     }
     if (st == ORDO_OK) {
         uint64_t messages = ordo__error_count();
-        tracker->launching++;
+        const ordo_tracker_t *outer = tracker_launch_begin(tracker);
+        tracker->launch_accesses = accesses;
+        tracker->launch_access_count = count;
         st = launch(ctx, stream);
-        tracker->launching--;
+        tracker->launch_access_count = 0;
+        tracker_launch_end(tracker, outer);
         if (st != ORDO_OK) {
             st = ordo__tracker_launch_failed(st, ordo__error_count() != messages, __func__);
         }

@@ -133,15 +133,21 @@ typedef struct reclaimer {
 
 struct ordo_tracker {
     uint32_t magic;
-    /* ordo_graph_replay running on the tracker (its launch functions
-     * included, which it also counts in launching): the replay's entry
-     * has prepared its lanes and its exit will write the histories, so
-     * calls from those launch functions that submit on the tracker, or
-     * change, rebind or destroy one of its graphs, are refused meanwhile
-     * (ordo__tracker_refuse_in_replay). Beside magic, which every
-     * submission reads first: the check costs no other cache line, and
-     * the fields after keep their places. */
-    uint32_t replaying;
+    /* Launch functions running on the tracker: ordo_tracker_submit's (its
+     * prepare has emitted the waits, its finish will record the accesses)
+     * or a whole ordo_graph_replay (its entry has prepared its lanes and
+     * its exit will write the histories). Calls from those functions that
+     * would change what the open submission was ordered against, or tear
+     * it down, are refused meanwhile (tracker_not_launching): a submission,
+     * a prepare or finish, a replay, a recording, a change to a graph, a
+     * buffer's release, the tracker's destroy, a pool's free of a block
+     * the submission names. Beside magic, which every submission reads
+     * first: the check costs no other cache line, and the fields after
+     * keep their places. Written by the launching thread only (a load and
+     * a store, no read-modify-write); read by others in the refusals they
+     * make of their own (a tracker's close on a stream's thread), hence
+     * atomic. Which thread launches is ordo__tracker_launching_here's. */
+    _Atomic uint32_t launching;
     ordo_device_t *device;
     /* Non-NULL while the tracker records a graph: submissions are captured
      * (core/graph_internal.h). Set and cleared by the recording thread
@@ -169,11 +175,12 @@ struct ordo_tracker {
     /* ordo_tracker_lock; taken by the memory pools on this tracker. */
     ordo_rlock_t lock;
     _Atomic uint32_t pools; /* memory pools standing on the tracker */
-    /* Launch functions of ordo_tracker_submit running (nested ones
-     * counted; externally synchronised, like the rest). A buffer released
-     * then could be freed at once, under the finish still to record its
-     * use: ordo_buffer_release refuses meanwhile. */
-    uint32_t launching;
+    /* Of launching: a replay's (the refusals name it). */
+    uint32_t replaying;
+    /* The accesses of the ordo_tracker_submit whose launch function runs
+     * (count 0 otherwise): a pool refuses to free a block they name. */
+    const ordo_access_t *launch_accesses;
+    size_t launch_access_count;
     /* The streams the tracker made (ordo_tracker_stream_create), in
      * creation order, under lock: destroyed with the tracker. */
     uint32_t owned_count;
@@ -216,15 +223,52 @@ ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
  * (ORDO_BUFFER_PREPARED). */
 ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *api);
 
-/* ORDO_ERR_BUSY for api, called while the tracker replays a graph. */
-ordo_status_t ordo__tracker_refuse_in_replay(const char *api);
+/* ORDO_ERR_BUSY for api, called inside a launch function of the tracker's
+ * (ordo_tracker_submit's, or a replay's), on its thread; else ORDO_OK. */
+ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, const char *api);
 
-/* ORDO_OK unless the tracker replays a graph (its replaying count): then
- * ordo__tracker_refuse_in_replay's refusal, for a call a launch function
- * of the replay must not make. */
-static inline ordo_status_t tracker_not_replaying(const ordo_tracker_t *tracker, const char *api) {
-    return ORDO_LIKELY(!tracker->replaying) ? ORDO_OK : ordo__tracker_refuse_in_replay(api);
+/* The tracker whose launch functions this thread runs (NULL: none). The
+ * refusals are for the calls those functions make: a call from another
+ * thread meanwhile (a host task the launch started, which may run before
+ * the submission returns) is the tracker's external synchronisation's to
+ * order, not a launch function's. Initial-exec: read on every submission. */
+extern _Thread_local const ordo_tracker_t *ordo__tracker_launching_here
+    __attribute__((tls_model("initial-exec")));
+
+/* Marks the launch functions of a submission or a replay running on this
+ * thread; returns what tracker_launch_end puts back. */
+static inline const ordo_tracker_t *tracker_launch_begin(ordo_tracker_t *tracker) {
+    const ordo_tracker_t *outer = ordo__tracker_launching_here;
+    ordo__tracker_launching_here = tracker;
+    uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
+    atomic_store_explicit(&tracker->launching, n + 1, memory_order_relaxed);
+    return outer;
 }
+
+static inline void tracker_launch_end(ordo_tracker_t *tracker, const ordo_tracker_t *outer) {
+    uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
+    atomic_store_explicit(&tracker->launching, n - 1, memory_order_relaxed);
+    ordo__tracker_launching_here = outer;
+}
+
+/* ORDO_OK unless a launch function of the tracker runs on this thread:
+ * then ordo__tracker_refuse_in_launch's refusal, for a call it must not
+ * make. */
+static inline ordo_status_t tracker_not_launching(const ordo_tracker_t *tracker, const char *api) {
+    return ORDO_LIKELY(!atomic_load_explicit(&tracker->launching, memory_order_relaxed))
+               ? ORDO_OK
+               : ordo__tracker_refuse_in_launch(tracker, api);
+}
+
+/* The split form (prepare, or finish) of one access to a pool's block,
+ * named api: allowed inside a launch function, where the pool refuses a
+ * block the open submission names (a use of another block is ordered by
+ * waits and a point of its own, beside the submission's). */
+ordo_status_t ordo__tracker_block_use(ordo_tracker_t *tracker, ordo_stream_t *stream,
+                                      const ordo_access_t *access, int finish, const char *api);
+
+/* Non-zero when the submission whose launch function runs names b. */
+int ordo__tracker_launch_names(const ordo_tracker_t *tracker, const ordo_buffer_t *b);
 
 /* Non-zero while the tracker records a graph (relaxed: see recorder). */
 static inline int tracker_recording(const ordo_tracker_t *tracker) {

@@ -469,6 +469,22 @@ static ordo_status_t refused_while_recording(const pool_t *p, const char *api) {
 
 static ordo_status_t pool_deallocate_locked(pool_t *p, pool_block_t *b, ordo_stream_t *stream);
 
+/* A block that the submission whose launch function runs names: its use
+ * is recorded only after the launch, so freed now, the memory could be
+ * handed out again before that use has run. Other blocks may be freed in
+ * a launch function (scratch memory of the work it enqueues). */
+static ordo_status_t refuse_named_by_launch(const pool_t *p, const pool_block_t *b,
+                                            const char *api) {
+    if (!ordo__tracker_launch_names(p->tracker, &b->history)) {
+        return ORDO_OK;
+    }
+    return ordo__error(ORDO_ERR_BUSY, api,
+                       "block %p (tag %u) is named by the ordo_tracker_submit whose launch "
+                       "function is running, which records its use after the launch: free it "
+                       "after the submission",
+                       (const void *)b, b->base.tag);
+}
+
 /* What a free checks first, under the lock: its stream (attached, its
  * index in *out_s), the stream's bins, and a block not freed already (a
  * racing second free of it sees FREED). */
@@ -485,6 +501,9 @@ POOL_HOT ordo_status_t free_checked(pool_t *p, const pool_block_t *b, ordo_strea
         /* Its use is still to be recorded: freed now, the memory could be
          * handed out again before that use has run. */
         return ordo__buffer_refuse_prepared(&b->history, api);
+    }
+    if (ORDO_UNLIKELY(atomic_load_explicit(&p->tracker->launching, memory_order_relaxed))) {
+        return refuse_named_by_launch(p, b, api);
     }
     return ORDO_OK;
 }
@@ -720,7 +739,7 @@ static ordo_status_t pool_free_check(ordo_mem_resource_t *resource, const ordo_b
     ordo_status_t st = b->history.graph_binds ? refuse_bound(b, "ordo_mem_deallocate")
                        : b->history.magic == ORDO_BUFFER_PREPARED
                            ? ordo__buffer_refuse_prepared(&b->history, "ordo_mem_deallocate")
-                           : ORDO_OK;
+                           : refuse_named_by_launch(p, b, "ordo_mem_deallocate");
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }
@@ -736,11 +755,19 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     pool_t *p = (pool_t *)resource;
     pool_block_t *b = (pool_block_t *)block;
     ordo_access_t access = {&b->history, mode};
-    ORDO_RETURN_IF_ERROR(
-        refused_while_recording(p, finish ? "ordo_mem_finish_use" : "ordo_mem_prepare_use"));
+    const char *api = finish ? "ordo_mem_finish_use" : "ordo_mem_prepare_use";
+    ORDO_RETURN_IF_ERROR(refused_while_recording(p, api));
     ordo_rlock_lock(&p->tracker->lock);
-    ordo_status_t st = finish ? ordo_tracker_finish(p->tracker, stream, &access, 1)
-                              : ordo_tracker_prepare(p->tracker, stream, &access, 1);
+    ordo_status_t st = ORDO_OK;
+    if (ORDO_UNLIKELY(atomic_load_explicit(&p->tracker->launching, memory_order_relaxed))) {
+        /* A replay's launch function may use no block: the replay writes
+         * the histories of its lanes once it returns. */
+        st = p->tracker->replaying ? ordo__tracker_refuse_in_launch(p->tracker, api)
+                                   : refuse_named_by_launch(p, b, api);
+    }
+    if (st == ORDO_OK) {
+        st = ordo__tracker_block_use(p->tracker, stream, &access, finish, api);
+    }
     ordo_rlock_unlock(&p->tracker->lock);
     return st;
 }

@@ -71,7 +71,13 @@ ordo_status_t ordo_stream_create(ordo_device_t *device, int priority, ordo_strea
  * coordinator still keeps in its table
  * (one it ordered work on: destroy that first). A barrier does not keep
  * its members: it reports a member destroyed since with ORDO_ERR_DESTROYED
- * (ordo/barrier.h). */
+ * (ordo/barrier.h).
+ *
+ * The wait for the running task has no deadline. From a host task of
+ * another stream it is allowed, but two streams whose tasks destroy each
+ * other (or a longer ring of them) wait for one another forever: destroy
+ * streams from threads of the program's own, not from tasks that another
+ * destroy may be waiting for. */
 ordo_status_t ordo_stream_destroy(ordo_stream_t *stream);
 
 /** Enqueues fn(ctx) as a host task. ctx must stay valid until the task

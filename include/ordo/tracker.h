@@ -68,7 +68,11 @@
  * So may synchronize, while other threads submit under ordo_tracker_lock,
  * and ordo_tracker_stream_create (it takes the lock itself). Destroy and
  * close must not race any other call on the tracker, nor on the streams
- * it owns.
+ * it owns. A host task runs on its stream's thread and may start before
+ * the submission that enqueued it returns: a call it makes on the tracker
+ * is another thread's call, which races that submission unless both hold
+ * ordo_tracker_lock (a destroy from a host task races it whatever it
+ * holds).
  *
  * Streams used with a tracker must outlive it: a stream the tracker has
  * ordered work on (a submission, or a memory pool's call on the tracker,

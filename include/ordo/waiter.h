@@ -130,7 +130,12 @@ ordo_status_t ordo_waiter_create(const ordo_waiter_config_t *config, ordo_waiter
  * callbacks, or from any callback a signal runs (an inline wait callback of
  * another waiter, a timepoint or coordinator callback): a timepoint of this
  * waiter may be queued behind that callback on the same thread, and destroy
- * would wait for it forever. The handle is invalid afterwards. */
+ * would wait for it forever. The handle is invalid afterwards.
+ *
+ * The wait for running callbacks has no deadline. From a worker callback
+ * of another waiter it is allowed, but two waiters whose worker callbacks
+ * destroy each other (or a longer ring of them) wait for one another
+ * forever: destroy waiters from threads of the program's own. */
 ordo_status_t ordo_waiter_destroy(ordo_waiter_t *waiter);
 
 /** Registers a wait for signal to reach value, with a deadline

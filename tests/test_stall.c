@@ -223,10 +223,102 @@ static void self_wait_is_unreachable(void **state) {
     ordo_stall_entry_t entries[2];
     assert_int_equal(report_until(entries, 2, 1), 1);
     assert_int_equal(entries[0].reach, ORDO_STALL_UNREACHABLE);
+    char *text = report_text();
+    char expected[128];
+    snprintf(expected, sizeof expected, "UNREACHABLE by enqueued work - held by stream %p: a cycle",
+             (void *)a);
+    assert_non_null(strstr(text, expected));
+    free(text);
     assert_ok(ordo_signal_advance(x, 1));
     assert_ok(ordo_stream_synchronize(a, test_deadline()));
     assert_ok(ordo_stream_destroy(a));
     assert_ok(ordo_signal_destroy(x));
+}
+
+/* An unreachable wait held by a blocked stream names that stream and what
+ * it waits for, down to the wait nothing enqueued releases: "loader" waits
+ * for a host gate before it signals "batch", which "front" waits for;
+ * "back" waits for an event recorded on "front" after its wait. */
+static void unreachable_lines_follow_their_holders(void **state) {
+    (void)state;
+    ordo_stream_t *loader = stream_make(0), *front = stream_make(0), *back = stream_make(0);
+    assert_ok(ordo_stream_set_name(loader, "loader"));
+    assert_ok(ordo_stream_set_name(front, "front"));
+    assert_ok(ordo_stream_set_name(back, "back"));
+    ordo_signal_t *disk = named_signal("disk read"), *batch = named_signal("batch");
+    assert_ok(ordo_stream_wait(loader, disk, 1));
+    assert_ok(ordo_stream_signal(loader, batch, 1));
+    assert_ok(ordo_stream_wait(front, batch, 1));
+    ordo_event_t *event = wait_for_event_of(back, front);
+    ordo_stall_entry_t entries[4];
+    size_t count = report_until(entries, 4, 3);
+    assert_int_equal(count, 3);
+    for (size_t i = 0; i < count; ++i) {
+        assert_int_equal(entries[i].reach, ORDO_STALL_UNREACHABLE);
+    }
+    char *text = report_text();
+    print_message("%s", text);
+    assert_int_equal(lines_of(text), 3);
+    assert_non_null(strstr(text, "stream \"loader\" (priority 0) waits for signal \"disk read\" to "
+                                 "reach 1 (now 0): UNREACHABLE by enqueued work - only a host "
+                                 "signal, a link or a failure can release it (a deadlock if none "
+                                 "comes)\n"));
+    const char *holders =
+        "held by stream \"loader\", which waits for signal \"disk read\" to reach "
+        "1 (now 0) - only a host signal, a link or a failure can release that "
+        "(a deadlock if none comes)\n";
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "stream \"front\" (priority 0) waits for signal \"batch\" to reach 1 (now 0): "
+             "UNREACHABLE by enqueued work - %s",
+             holders);
+    assert_non_null(strstr(text, expected));
+    /* The point is the recording's number, which backends count apart. */
+    snprintf(expected, sizeof expected,
+             "stream \"back\" (priority 0) waits for stream \"front\" to reach point %llu (now "
+             "0; an event wait): UNREACHABLE by enqueued work - held by stream \"front\", which "
+             "waits for signal \"batch\" to reach 1 (now 0), %s",
+             (unsigned long long)entry_of(entries, count, back)->waited_value, holders);
+    assert_non_null(strstr(text, expected));
+    free(text);
+    assert_ok(ordo_signal_advance(disk, 1));
+    ordo_stream_t *all[3] = {loader, front, back};
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_synchronize(all[i], test_deadline()));
+    }
+    assert_ok(ordo_event_destroy(event));
+    for (int i = 0; i < 3; ++i) {
+        assert_ok(ordo_stream_destroy(all[i]));
+    }
+    assert_ok(ordo_signal_destroy(disk));
+    assert_ok(ordo_signal_destroy(batch));
+}
+
+/* Two streams each waiting for a signal the other raises only after its
+ * own wait: each line names the cycle. */
+static void unreachable_lines_name_a_cycle(void **state) {
+    (void)state;
+    cycle_t c = cycle_make();
+    assert_ok(ordo_stream_set_name(c.a, "A"));
+    assert_ok(ordo_stream_set_name(c.b, "B"));
+    cycle_check_reported(&c);
+    char *text = report_text();
+    print_message("%s", text);
+    assert_non_null(strstr(
+        text, "stream \"A\" (priority 0) waits for signal \"X\" to reach 1 (now 0): UNREACHABLE by "
+              "enqueued work - held by stream \"B\", which waits for signal \"Y\" to reach 1 (now "
+              "0), held by stream \"A\": a cycle - only a host signal, a link or a failure can "
+              "release a wait in it (a deadlock if none comes)\n"));
+    assert_non_null(strstr(
+        text, "stream \"B\" (priority -1) waits for signal \"Y\" to reach 1 (now 0): UNREACHABLE "
+              "by enqueued work - held by stream \"A\", which waits for signal \"X\" to reach 1 "
+              "(now 0), held by stream \"B\": a cycle - only a host signal, a link or a failure "
+              "can release a wait in it (a deadlock if none comes)\n"));
+    free(text);
+    assert_ok(ordo_signal_advance(c.x, 1));
+    assert_ok(ordo_stream_synchronize(c.a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(c.b, test_deadline()));
+    cycle_destroy(&c);
 }
 
 /* ---- reachable waits -------------------------------------------------------- */
@@ -923,6 +1015,8 @@ int main(void) {
         cmocka_unit_test(cycle_released_by_host_signal),
         cmocka_unit_test(cycle_survives_deadlines),
         cmocka_unit_test(self_wait_is_unreachable),
+        cmocka_unit_test(unreachable_lines_follow_their_holders),
+        cmocka_unit_test(unreachable_lines_name_a_cycle),
         cmocka_unit_test(reachable_wait_names_its_releaser),
         cmocka_unit_test(chains_and_event_waits),
         cmocka_unit_test(holder_names_the_blocked_stream),

@@ -113,7 +113,12 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
  * @endcode
  * (on one line; names are quoted, with quotes, backslashes and control
  * characters escaped as `\"`, `\\` and `\xHH`; a stream or signal without
- * a name shows its address, unquoted, as the stream above does). The text
+ * a name shows its address, unquoted, as the stream above does). An
+ * UNREACHABLE wait that the queued work of a blocked stream would release
+ * is followed to its root instead, link after link (at most 8): held by
+ * stream B, which waits for signal Y to reach 1 (now 0) - only a host
+ * signal, a link or a failure can release that; a chain that comes back to
+ * a stream already on it ends with that stream: a cycle. The text
  * is truncated to capacity - 1 bytes and always terminated when
  * capacity > 0; *out_len receives the full length (without the
  * terminator) even when truncated, so a caller may size a buffer with

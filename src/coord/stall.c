@@ -358,24 +358,139 @@ static int queue_unseen(const stall_set_t *set, int run_past) {
     return 0;
 }
 
+/* The first stream (in creation order) whose queued signal, not yet
+ * passed in the simulation, would raise signal index g to value, or NONE.
+ * It is stopped at its first unpassed op, a wait. */
+static size_t holder_of(const stall_set_t *set, size_t g, uint64_t value) {
+    for (size_t i = 0; i < set->count; ++i) {
+        const sim_stream_t *t = &set->streams[i];
+        if (!t->seen || t->failed || t->pos >= t->snap.count) {
+            continue;
+        }
+        for (size_t k = t->pos; k < t->snap.count; ++k) {
+            const hal_pending_op_t *op = &t->snap.ops[k];
+            if (op->kind != HAL_PENDING_WAIT && t->sig[k] == g && op->value >= value) {
+                return i;
+            }
+        }
+    }
+    return NONE;
+}
+
+/* A report line follows an unreachable wait through the blocked streams
+ * that hold it, so that it names the wait at the root (or the cycle), not
+ * only the first link; bounded, as a line must stay readable. */
+#define CHAIN_MAX 8u
+
+typedef struct chain_link {
+    ordo_stream_t *stream; /* the holder, stopped at the wait below */
+    char stream_name[ORDO_STREAM_NAME_MAX];
+    ordo_signal_t *signal;      /* what it waits for; NULL for an event wait */
+    ordo_stream_t *progress_of; /* for an event wait: the recording stream */
+    char progress_of_name[ORDO_STREAM_NAME_MAX];
+    char signal_name[ORDO_SIGNAL_NAME_MAX];
+    uint64_t waited_value;
+    uint64_t current_value;
+} chain_link_t;
+
+typedef enum chain_end {
+    CHAIN_ROOT,  /* the last wait has no holder in the queues */
+    CHAIN_CYCLE, /* the last wait is held by a stream already on the chain */
+    CHAIN_LONG,  /* longer than CHAIN_MAX links */
+} chain_end_t;
+
+typedef struct chain {
+    size_t count;
+    chain_end_t end;
+    size_t again; /* CHAIN_CYCLE: 0 for the blocked stream, k for links[k - 1] */
+    chain_link_t links[CHAIN_MAX];
+} chain_t;
+
+/* The blocked stream that holds stream index s's stopped wait: the holder
+ * of its signal, or, for an event wait, the recording stream while it is
+ * stopped itself. NONE when no enqueued work holds it. */
+static size_t wait_holder(const stall_set_t *set, size_t s) {
+    const sim_stream_t *t = &set->streams[s];
+    size_t g = t->sig[t->pos];
+    size_t recorder = set->signals[g].progress_of;
+    if (recorder != NONE) {
+        const sim_stream_t *r = &set->streams[recorder];
+        return r->seen && !r->failed && r->pos < r->snap.count ? recorder : NONE;
+    }
+    return holder_of(set, g, t->snap.ops[t->pos].value);
+}
+
+static void chain_follow(const stall_set_t *set, size_t start, chain_t *chain) {
+    size_t on[CHAIN_MAX + 1] = {start}; /* the streams on the chain */
+    chain->count = 0;
+    size_t s = start;
+    for (;;) {
+        size_t h = wait_holder(set, s);
+        if (h == NONE) {
+            chain->end = CHAIN_ROOT;
+            return;
+        }
+        for (size_t j = 0; j <= chain->count; ++j) {
+            if (on[j] == h) {
+                chain->end = CHAIN_CYCLE;
+                chain->again = j;
+                return;
+            }
+        }
+        if (chain->count == CHAIN_MAX) {
+            chain->end = CHAIN_LONG;
+            return;
+        }
+        const sim_stream_t *t = &set->streams[h];
+        const sim_signal_t *w = &set->signals[t->sig[t->pos]];
+        chain_link_t *link = &chain->links[chain->count];
+        memset(link, 0, sizeof *link);
+        link->stream = t->stream;
+        memcpy(link->stream_name, t->name, sizeof link->stream_name);
+        if (w->progress_of != NONE) {
+            link->progress_of = set->streams[w->progress_of].stream;
+            memcpy(link->progress_of_name, set->streams[w->progress_of].name,
+                   sizeof link->progress_of_name);
+        } else {
+            link->signal = w->signal;
+        }
+        ordo__signal_name_get_internal(w->signal, link->signal_name, sizeof link->signal_name);
+        link->waited_value = t->snap.ops[t->pos].value;
+        link->current_value = w->actual;
+        on[++chain->count] = h;
+        s = h;
+    }
+}
+
 /* The whole report into a fresh array of *out_slots entries (array_free
- * it). */
+ * it); with chains, also each UNREACHABLE entry's chain of holders into a
+ * fresh array of as many (array_free it too). */
 static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out_entries,
-                                 size_t *out_count, size_t *out_slots, const char *api) {
+                                 size_t *out_count, size_t *out_slots, chain_t **out_chains,
+                                 const char *api) {
     *out_entries = NULL;
     *out_count = 0;
     *out_slots = 0;
+    if (out_chains) {
+        *out_chains = NULL;
+    }
     stall_set_t set;
     ORDO_RETURN_IF_ERROR(collect(device, &set, api));
     ordo_status_t st = build_signals(&set, api);
     ordo_stall_entry_t *entries = NULL;
+    chain_t *chains = NULL;
     if (st == ORDO_OK) {
         entries = array_alloc(set.count, sizeof *entries);
-        if (!entries) {
+        if (out_chains) {
+            chains = array_alloc(set.count, sizeof *chains);
+        }
+        if (!entries || (out_chains && !chains)) {
             st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot allocate the report");
         }
     }
     if (st != ORDO_OK) {
+        array_free(entries, set.count, sizeof *entries);
+        array_free(chains, set.count, sizeof *chains);
         set_release(&set);
         return st;
     }
@@ -417,7 +532,13 @@ static ordo_status_t stall_build(ordo_device_t *device, ordo_stall_entry_t **out
             e->release_fails = t->release_fails;
         } else {
             e->reach = unseen ? ORDO_STALL_UNKNOWN : ORDO_STALL_UNREACHABLE;
+            if (chains && e->reach == ORDO_STALL_UNREACHABLE) {
+                chain_follow(&set, i, &chains[n - 1]);
+            }
         }
+    }
+    if (out_chains) {
+        *out_chains = chains;
     }
     *out_entries = entries;
     *out_count = n;
@@ -438,7 +559,7 @@ ordo_status_t ordo_stall_report(ordo_device_t *device, ordo_stall_entry_t *out_e
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
-    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, __func__));
+    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, NULL, __func__));
     for (size_t i = 0; i < count && i < capacity; ++i) {
         out_entries[i] = entries[i];
     }
@@ -465,31 +586,22 @@ static void holder_find(const stall_set_t *set, size_t g, uint64_t value,
         }
         return;
     }
-    for (size_t i = 0; i < set->count; ++i) {
+    size_t i = holder_of(set, g, value);
+    if (i != NONE) {
         const sim_stream_t *t = &set->streams[i];
-        if (!t->seen || t->failed || t->pos >= t->snap.count) {
-            continue;
+        const sim_signal_t *w = &set->signals[t->sig[t->pos]];
+        out->hold = ORDO_STALL_HOLD_BLOCKED;
+        out->stream = t->stream;
+        memcpy(out->stream_name, t->name, sizeof out->stream_name);
+        if (w->progress_of != NONE) {
+            out->progress_of = set->streams[w->progress_of].stream;
+        } else {
+            out->waits_for = w->signal;
         }
-        for (size_t k = t->pos; k < t->snap.count; ++k) {
-            const hal_pending_op_t *op = &t->snap.ops[k];
-            if (op->kind == HAL_PENDING_WAIT || t->sig[k] != g || op->value < value) {
-                continue;
-            }
-            /* Stopped at its first unpassed op, a wait. */
-            const sim_signal_t *w = &set->signals[t->sig[t->pos]];
-            out->hold = ORDO_STALL_HOLD_BLOCKED;
-            out->stream = t->stream;
-            memcpy(out->stream_name, t->name, sizeof out->stream_name);
-            if (w->progress_of != NONE) {
-                out->progress_of = set->streams[w->progress_of].stream;
-            } else {
-                out->waits_for = w->signal;
-            }
-            ordo__signal_name_get_internal(w->signal, out->signal_name, sizeof out->signal_name);
-            out->waited_value = t->snap.ops[t->pos].value;
-            out->current_value = w->actual;
-            return;
-        }
+        ordo__signal_name_get_internal(w->signal, out->signal_name, sizeof out->signal_name);
+        out->waited_value = t->snap.ops[t->pos].value;
+        out->current_value = w->actual;
+        return;
     }
     out->hold = queue_unseen(set, 0) ? ORDO_STALL_HOLD_UNKNOWN : ORDO_STALL_HOLD_NONE;
 }
@@ -572,20 +684,69 @@ void ordo__stall_shown(const void *object, const char *name, char *out, size_t c
     snprintf(out, capacity, "%s", shown(object, name).text);
 }
 
-static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacity, size_t *len) {
+/* What a stream waits for, as a report line shows it. */
+static void wait_append(char *text, size_t capacity, size_t *len, const void *signal,
+                        const void *progress_of, const char *progress_of_name,
+                        const char *signal_name, uint64_t waited, uint64_t current) {
+    if (progress_of) {
+        ordo__text_append(text, capacity, len,
+                          "stream %s to reach point %llu (now %llu; an event wait)",
+                          shown(progress_of, progress_of_name).text, (unsigned long long)waited,
+                          (unsigned long long)current);
+    } else {
+        ordo__text_append(text, capacity, len, "signal %s to reach %llu (now %llu)",
+                          shown(signal, signal_name).text, (unsigned long long)waited,
+                          (unsigned long long)current);
+    }
+}
+
+/* An unreachable wait: the blocked streams that hold it, link by link,
+ * then what releases the last one. */
+static void unreachable_append(const ordo_stall_entry_t *e, const chain_t *chain, char *text,
+                               size_t capacity, size_t *len) {
+    static const char release[] = "only a host signal, a link or a failure can release";
+    if (chain->count == 0 && chain->end == CHAIN_ROOT) {
+        ordo__text_append(text, capacity, len,
+                          "UNREACHABLE by enqueued work - %s it (a deadlock if none comes)",
+                          release);
+        return;
+    }
+    ordo__text_append(text, capacity, len, "UNREACHABLE by enqueued work - ");
+    for (size_t k = 0; k < chain->count; ++k) {
+        const chain_link_t *link = &chain->links[k];
+        ordo__text_append(text, capacity, len, "%sheld by stream %s, which waits for ",
+                          k ? ", " : "", shown(link->stream, link->stream_name).text);
+        wait_append(text, capacity, len, link->signal, link->progress_of, link->progress_of_name,
+                    link->signal_name, link->waited_value, link->current_value);
+    }
+    switch (chain->end) {
+    case CHAIN_CYCLE: {
+        shown_t again = chain->again == 0 ? shown(e->stream, e->stream_name)
+                                          : shown(chain->links[chain->again - 1].stream,
+                                                  chain->links[chain->again - 1].stream_name);
+        ordo__text_append(text, capacity, len,
+                          "%sheld by stream %s: a cycle - %s a wait in it "
+                          "(a deadlock if none comes)",
+                          chain->count ? ", " : "", again.text, release);
+        break;
+    }
+    case CHAIN_LONG:
+        ordo__text_append(text, capacity, len,
+                          ", and so on (a chain of more than %u blocked streams)", CHAIN_MAX);
+        break;
+    default:
+        ordo__text_append(text, capacity, len, " - %s that (a deadlock if none comes)", release);
+        break;
+    }
+}
+
+static void format_entry(const ordo_stall_entry_t *e, const chain_t *chain, char *text,
+                         size_t capacity, size_t *len) {
     ordo__text_append(text, capacity, len, "stream %s (priority %d) waits for ",
                       shown(e->stream, e->stream_name).text, e->stream_priority);
-    if (e->progress_of) {
-        ordo__text_append(
-            text, capacity, len, "stream %s to reach point %llu (now %llu; an event wait): ",
-            shown(e->progress_of, e->progress_of_name).text, (unsigned long long)e->waited_value,
-            (unsigned long long)e->current_value);
-    } else {
-        ordo__text_append(
-            text, capacity, len,
-            "signal %s to reach %llu (now %llu): ", shown(e->signal, e->signal_name).text,
-            (unsigned long long)e->waited_value, (unsigned long long)e->current_value);
-    }
+    wait_append(text, capacity, len, e->signal, e->progress_of, e->progress_of_name, e->signal_name,
+                e->waited_value, e->current_value);
+    ordo__text_append(text, capacity, len, ": ");
     switch (e->reach) {
     case ORDO_STALL_REACHABLE: {
         shown_t releaser = shown(e->releasing_stream, e->releasing_stream_name);
@@ -604,10 +765,7 @@ static void format_entry(const ordo_stall_entry_t *e, char *text, size_t capacit
         break;
     }
     case ORDO_STALL_UNREACHABLE:
-        ordo__text_append(
-            text, capacity, len,
-            "UNREACHABLE by enqueued work - only a host signal, a link or a failure can "
-            "release it (a deadlock if none comes)");
+        unreachable_append(e, chain, text, capacity, len);
         break;
     default:
         ordo__text_append(
@@ -632,15 +790,17 @@ ordo_status_t ordo_stall_report_format(ordo_device_t *device, char *out_text, si
     }
     ordo_stall_entry_t *entries;
     size_t count, slots;
-    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, __func__));
+    chain_t *chains;
+    ORDO_RETURN_IF_ERROR(stall_build(device, &entries, &count, &slots, &chains, __func__));
     size_t len = 0;
     if (capacity) {
         out_text[0] = '\0';
     }
     for (size_t i = 0; i < count; ++i) {
-        format_entry(&entries[i], out_text, capacity, &len);
+        format_entry(&entries[i], &chains[i], out_text, capacity, &len);
     }
     array_free(entries, slots, sizeof *entries);
+    array_free(chains, slots, sizeof *chains);
     *out_len = len;
     if (capacity && len >= capacity) { /* as ordo_metrics_format: a sizing query is capacity 0 */
         return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,

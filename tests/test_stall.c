@@ -761,6 +761,46 @@ static void reports_name_a_trackers_timelines(void **state) {
     assert_ok(ordo_stream_destroy(reader));
 }
 
+/* A wait the coordinator inserted shows its timeline's name too, and the
+ * line follows it to what holds the stream it orders after. */
+static void reports_name_a_coordinators_timelines(void **state) {
+    (void)state;
+    ordo_stream_t *loader = stream_make(0), *compute = stream_make(0);
+    assert_ok(ordo_stream_set_name(loader, "loader"));
+    assert_ok(ordo_stream_set_name(compute, "compute"));
+    ordo_signal_t *disk = named_signal("disk read");
+    ordo_coord_t *coord = NULL;
+    assert_ok(ordo_coord_create(device, NULL, &coord));
+    ordo_op_desc_t load = {.type = ORDO_OP_TRANSFER, .stream = loader, .description = "load"};
+    ordo_op_id_t a, b;
+    assert_ok(ordo_coord_register(coord, &load, &a));
+    ordo_op_desc_t forward = {
+        .type = ORDO_OP_KERNEL, .stream = compute, .deps = &a, .dep_count = 1};
+    assert_ok(ordo_coord_register(coord, &forward, &b));
+    assert_ok(ordo_coord_begin(coord, a));
+    assert_ok(ordo_stream_wait(loader, disk, 1));
+    assert_ok(ordo_coord_complete(coord, a));
+    assert_ok(ordo_coord_begin(coord, b));
+    assert_ok(ordo_coord_complete(coord, b));
+    ordo_stall_entry_t entries[2];
+    assert_int_equal(report_until(entries, 2, 2), 2);
+    const ordo_stall_entry_t *e = entry_of(entries, 2, compute);
+    assert_string_equal(e->signal_name, "coordinator timeline of stream loader");
+    char *text = report_text();
+    print_message("%s", text);
+    assert_non_null(strstr(text, "stream \"compute\" (priority 0) waits for signal \"coordinator "
+                                 "timeline of stream loader\" to reach 1 (now 0): UNREACHABLE by "
+                                 "enqueued work - held by stream \"loader\", which waits for "
+                                 "signal \"disk read\" to reach 1 (now 0) - only"));
+    free(text);
+    assert_ok(ordo_signal_advance(disk, 1));
+    assert_ok(ordo_coord_drain(coord, test_deadline()));
+    assert_ok(ordo_coord_destroy(coord));
+    assert_ok(ordo_stream_destroy(loader));
+    assert_ok(ordo_stream_destroy(compute));
+    assert_ok(ordo_signal_destroy(disk));
+}
+
 /* An unnamed signal is shown as an unnamed stream is: by its address,
  * unquoted, so that it is not taken for a signal named like an address. */
 static void reports_show_an_unnamed_signal_by_its_address(void **state) {
@@ -1028,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(reports_name_streams),
         cmocka_unit_test(reports_show_an_unnamed_signal_by_its_address),
         cmocka_unit_test(reports_name_a_trackers_timelines),
+        cmocka_unit_test(reports_name_a_coordinators_timelines),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(reports_while_streams_churn),
         cmocka_unit_test(reports_while_queued_signals_are_let_go),

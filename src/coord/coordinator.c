@@ -283,6 +283,7 @@ static ordo_status_t stream_index(ordo_coord_t *coord, ordo_stream_t *stream, ui
         ordo__dealloc(cs, sizeof *cs, 64);
         return ordo__error(ORDO_ERR_OUT_OF_MEMORY, api, "cannot create a stream timeline");
     }
+    ordo__timeline_name_after(cs->timeline, "coordinator", stream);
     cs->coord = coord;
     cs->stream = stream;
     ordo__hal_stream_use(stream, HAL_STREAM_COORDINATOR);

@@ -63,13 +63,6 @@ ordo_status_t ordo_tracker_destroy(ordo_tracker_t *tracker) {
     return ordo__tracker_teardown(tracker, __func__);
 }
 
-void ordo__timeline_name_after(ordo_signal_t *timeline, const char *whose, ordo_stream_t *stream) {
-    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
-    (void)ordo_stream_name(stream, stream_name, sizeof stream_name);
-    snprintf(name, sizeof name, "%s timeline of stream %s", whose, stream_name);
-    (void)ordo_signal_set_name(timeline, name);
-}
-
 ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,
                                           uint32_t *out_index, const char *api) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, api));

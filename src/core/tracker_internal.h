@@ -298,11 +298,6 @@ static inline int tracker_stream_find(const ordo_tracker_t *tracker, const ordo_
     }
 }
 
-/* Names a timeline ordo made for itself after the stream it orders, for
- * stall reports: "<whose> timeline of stream <name or address>" (the
- * stream's name as it is now). */
-void ordo__timeline_name_after(ordo_signal_t *timeline, const char *whose, ordo_stream_t *stream);
-
 /* Attaches a stream not attached yet (checks the handle and its device)
  * and gives its index. */
 ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t *stream,

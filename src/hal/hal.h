@@ -370,6 +370,12 @@ size_t ordo__hal_device_find_missing(ordo_device_t *device, ordo_stream_t *const
  * (capacity > 0). The caller holds the device's streams_lock. */
 void ordo__hal_stream_name_locked(const ordo_stream_t *stream, char *out, size_t capacity);
 
+/* Names a timeline ordo made for itself after the stream it orders, for
+ * stall reports: "<whose> timeline of stream <name or address>" (the
+ * stream's name as it is now). Here, below the tracker, graphs and the
+ * coordinator, which all name theirs so. */
+void ordo__timeline_name_after(ordo_signal_t *timeline, const char *whose, ordo_stream_t *stream);
+
 /* How a backend's refusal on a failed stream describes it, before the
  * failure's own message. */
 #define HAL_STREAM_FAILED_TEXT "the stream has failed: "

@@ -328,6 +328,13 @@ void ordo__hal_stream_own_name(ordo_stream_t *stream, char out[ORDO_STREAM_NAME_
     pthread_mutex_unlock(&stream->device->streams_lock);
 }
 
+void ordo__timeline_name_after(ordo_signal_t *timeline, const char *whose, ordo_stream_t *stream) {
+    char stream_name[ORDO_STREAM_NAME_MAX], name[ORDO_STREAM_NAME_MAX + 32]; /* truncated as set */
+    (void)ordo_stream_name(stream, stream_name, sizeof stream_name);
+    snprintf(name, sizeof name, "%s timeline of stream %s", whose, stream_name);
+    (void)ordo_signal_set_name(timeline, name);
+}
+
 ordo_status_t ordo_stream_set_name(ordo_stream_t *stream, const char *name) {
     ORDO_RETURN_IF_ERROR(ordo__hal_stream_check(stream, __func__));
     pthread_mutex_lock(&stream->device->streams_lock);

@@ -2146,6 +2146,16 @@ static void adaptor_entry_points_refuse_bad_input(void **state) {
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, NULL, NULL, &r);
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_budget_create, wrong, NULL, &r);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_mem_budget_create, direct, NULL, NULL);
+    ordo_mem_budget_config_t budget_config;
+    assert_ok(ordo_mem_budget_config_default(&budget_config));
+    budget_config.reap_wait_ns = ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS + 1;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_budget_create, direct, &budget_config, &r);
+    budget_config.reap_wait_ns = UINT64_MAX;
+    REFUSED_CLEARS(ORDO_ERR_OUT_OF_RANGE, r, ordo_mem_budget_create, direct, &budget_config, &r);
+    assert_contains(ordo_error_message(), "reap_wait_ns 18446744073709551615");
+    budget_config.reap_wait_ns = ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS;
+    assert_ok(ordo_mem_budget_create(direct, &budget_config, &r));
+    assert_ok(ordo_mem_resource_destroy(r));
 
     /* Statistics. */
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, r, ordo_mem_statistics_create, NULL, &r);

@@ -70,11 +70,16 @@ ORDO_BEGIN_DECLS
 #define ORDO_MEM_BUDGET_GRANULE 256u
 /** The default bound on the wait for pending frees of an over-limit call. */
 #define ORDO_MEM_BUDGET_REAP_WAIT_NS 10000000ull
+/** The longest reap_wait_ns a budget adaptor takes (60 s): an over-limit
+ * allocation whose awaited free never comes still returns. */
+#define ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS 60000000000ull
 
 /** The settings of a budget adaptor. */
 typedef struct ordo_mem_budget_config {
     /** How long an allocation over the limit waits for pending frees to
-     * complete before it fails (0: only frees already reached count). */
+     * complete before it fails (0: only frees already reached count; above
+     * ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS, ordo_mem_budget_create refuses it:
+     * ORDO_ERR_OUT_OF_RANGE). */
     uint64_t reap_wait_ns;
     /** No flags are defined yet: 0 (others are refused), so later behaviour
      * can be asked for here without a new function. */

@@ -397,6 +397,13 @@ ordo_status_t ordo_mem_budget_create(ordo_mem_resource_t *upstream,
     if ((st = ordo__flags_check(config->flags, 0, __func__)) != ORDO_OK) {
         return st;
     }
+    if (config->reap_wait_ns > ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS) {
+        return ordo__error(ORDO_ERR_OUT_OF_RANGE, __func__,
+                           "reap_wait_ns %" PRIu64
+                           " is above ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS (%llu ns): every wait is "
+                           "bounded",
+                           config->reap_wait_ns, ORDO_MEM_BUDGET_REAP_WAIT_MAX_NS);
+    }
     budget_account_t *a = account_get(upstream->device, 1);
     budget_resource_t *b = a ? ordo__alloc(sizeof *b, 0) : NULL;
     if (!b) {

@@ -264,6 +264,26 @@ static void device_memory_stack_is_configurable(void **state) {
     setenv("ORDO_MEMORY", long_log, 1);
     assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(ordo_error_message(), "the log path is 305 bytes, at most 255"));
+    /* Each item at most once: a second would replace the first's settings
+     * unseen. A refusal names the item and leaves the config zero. */
+    const struct {
+        const char *env, *item;
+    } repeated[] = {{"log=/tmp/a,log=/tmp/b", "\"log\" is given twice"},
+                    {"guard,guard", "\"guard\" is given twice"},
+                    {"statistics,guard,statistics", "\"statistics\" is given twice"},
+                    {"budget=1K,budget=2K", "\"budget\" is given twice"},
+                    {"direct,budget,budget", "\"budget\" is given twice"},
+                    {"direct,direct", "cannot use \"direct\""}};
+    for (size_t i = 0; i < sizeof repeated / sizeof *repeated; ++i) {
+        setenv("ORDO_MEMORY", repeated[i].env, 1);
+        memset(&config, 0xab, sizeof config);
+        assert_status(ordo_device_config_default(&config), ORDO_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(ordo_error_message(), "ordo_device_config_default"));
+        assert_non_null(strstr(ordo_error_message(), repeated[i].item));
+        ordo_device_config_t zero;
+        memset(&zero, 0, sizeof zero);
+        assert_memory_equal(&config, &zero, sizeof config);
+    }
     /* Set but empty: as if unset. */
     setenv("ORDO_MEMORY", "", 1);
     assert_ok(ordo_device_config_default(&config));

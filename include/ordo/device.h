@@ -96,7 +96,8 @@ typedef struct ordo_device_config {
  * replaces that choice with a comma-separated list of "budget[=BYTES]"
  * (K, M, G suffixes), "statistics", "guard", "log=PATH", or "direct" for
  * none (the plain direct resource, the mode for memory checkers; only
- * first, adaptors may follow). An unparsable ORDO_MEMORY (an empty item among them) is refused
+ * first, adaptors may follow), each item at most once. An unparsable
+ * ORDO_MEMORY (an empty or a repeated item among them) is refused
  * with its reason, and *out_config is left zero; set but empty, it counts
  * as unset. */
 ordo_status_t ordo_device_config_default(ordo_device_config_t *out_config);

@@ -47,22 +47,24 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
     memset(config, 0, sizeof *config);
     /* No item empty (a stray comma is a mistake to show, not to skip);
      * "direct", the base with no adaptor yet, only first: after adaptors
-     * it would drop them unseen. */
+     * it would drop them unseen; each adaptor at most once: a second would
+     * replace the first's settings unseen, or stack nothing. */
     for (const char *item = env;; ++item) {
         size_t length = strcspn(item, ",");
         const char *eq = memchr(item, '=', length);
         size_t key = eq ? (size_t)(eq - item) : length;
         int ok = 1;
+        uint32_t adaptor = 0;
         if (length == 0) {
             ok = 0;
         } else if (key == 6 && !strncmp(item, "direct", 6) && !eq) {
             ok = item == env;
         } else if (key == 10 && !strncmp(item, "statistics", 10) && !eq) {
-            config->adaptors |= ORDO_DEVICE_MEMORY_STATISTICS;
+            adaptor = ORDO_DEVICE_MEMORY_STATISTICS;
         } else if (key == 5 && !strncmp(item, "guard", 5) && !eq) {
-            config->adaptors |= ORDO_DEVICE_MEMORY_GUARD;
+            adaptor = ORDO_DEVICE_MEMORY_GUARD;
         } else if (key == 6 && !strncmp(item, "budget", 6)) {
-            config->adaptors |= ORDO_DEVICE_MEMORY_BUDGET;
+            adaptor = ORDO_DEVICE_MEMORY_BUDGET;
             if (eq) {
                 config->budget_bytes = parse_bytes(eq + 1, length - key - 1, &ok);
             }
@@ -73,12 +75,20 @@ static ordo_status_t parse_env(const char *env, ordo_device_memory_config_t *con
                                    "ORDO_MEMORY: the log path is %zu bytes, at most %zu",
                                    length - key - 1, sizeof config->log_path - 1);
             }
-            config->adaptors |= ORDO_DEVICE_MEMORY_LOGGING;
+            adaptor = ORDO_DEVICE_MEMORY_LOGGING;
             memcpy(config->log_path, eq + 1, length - key - 1);
             config->log_path[length - key - 1] = '\0';
         } else {
             ok = 0;
         }
+        if (ok && (config->adaptors & adaptor)) {
+            memset(config, 0, sizeof *config);
+            return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,
+                               "ORDO_MEMORY=\"%.96s%s\": \"%.*s\" is given twice (each item at "
+                               "most once)",
+                               env, strlen(env) > 96 ? "..." : "", (int)key, item);
+        }
+        config->adaptors |= adaptor;
         if (!ok) {
             memset(config, 0, sizeof *config);
             return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api,

@@ -582,6 +582,10 @@ static void launch_functions_hold_off_destroy_and_drain(void **state) {
     assert_true(atomic_load(&g.entered));
     assert_status(ordo_coord_drain(f->coord, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     assert_status(ordo_coord_destroy(f->coord), ORDO_ERR_BUSY);
+    /* The message says what holds it, and nothing else. */
+    assert_string_equal(ordo_error_message(),
+                        "ordo_coord_destroy: 1 launch function(s) run (ordo_coord_drain waits for "
+                        "them; a launch function cannot destroy its coordinator)");
     assert_ok(ordo_signal_advance(g.open, 1));
     test_join_bounded(dispatcher);
     assert_ok(ordo_coord_drain(f->coord, test_deadline()));
@@ -799,6 +803,9 @@ static void drain_waits_for_a_callback_run_at_once(void **state) {
     assert_ok(ordo_signal_wait(b.entered, 1, test_deadline()));
     assert_status(ordo_coord_drain(f->coord, ordo_deadline_after_ms(50)), ORDO_ERR_TIMEOUT);
     assert_status(ordo_coord_destroy(f->coord), ORDO_ERR_BUSY);
+    assert_string_equal(ordo_error_message(),
+                        "ordo_coord_destroy: 1 op(s) run their callbacks (ordo_coord_drain waits "
+                        "for them; a launch function cannot destroy its coordinator)");
     assert_int_equal(atomic_load(&b.seen.calls), 0);
     gate_open(&b.release);
     assert_ok(ordo_coord_drain(f->coord, test_deadline()));
@@ -1663,18 +1670,29 @@ static void bad_input_on_every_entry_point(void **state) {
     assert_ok(ordo_coord_dispatch(coord, 10, &count)); /* runs the failing one */
     assert_int_equal(count, 0);
 
-    /* drain times out and destroy refuses while a point is pending */
+    /* drain times out and destroy refuses while a point is pending (the
+     * op's callback waits for it: its timepoint is armed, it runs no
+     * callback yet) */
     gate_t gate;
     gate_init(&gate, ORDO_OK);
     ordo_op_id_t g = reg(f, f->s[2], NULL, 0, "gated");
+    seen_t gated = {0};
+    assert_ok(ordo_coord_on_complete(coord, g, on_done, &gated));
     assert_ok(ordo_coord_begin(coord, g));
     assert_ok(ordo_stream_host_task(f->s[2], gate_task, &gate));
     assert_ok(ordo_coord_complete(coord, g));
     assert_status(ordo_coord_drain(coord, ORDO_DEADLINE_NOW), ORDO_ERR_TIMEOUT);
     assert_status(ordo_coord_drain(coord, ordo_deadline_after_ms(20)), ORDO_ERR_TIMEOUT);
     assert_status(ordo_coord_destroy(coord), ORDO_ERR_BUSY);
+    /* No callback runs: the message says the op awaits its point. */
+    assert_string_equal(ordo_error_message(),
+                        "ordo_coord_destroy: 1 op(s) await their completion points, 1 op "
+                        "timepoint(s) are armed or firing (ordo_coord_drain waits for them; a "
+                        "launch function cannot destroy its coordinator)");
+    assert_int_equal(atomic_load(&gated.calls), 0);
     gate_open(&gate);
     assert_ok(ordo_coord_drain(coord, test_deadline()));
+    assert_int_equal(atomic_load(&gated.calls), 1);
 
     /* a refused registration leaves no stream attached: refusals on as
      * many fresh streams (all kept alive, so none shares an address) as the

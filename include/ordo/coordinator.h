@@ -223,7 +223,10 @@ ordo_status_t ordo_coord_create(ordo_device_t *device, const ordo_coord_config_t
  * ORDO_ERR_CANCELLED on this thread. Refused with ORDO_ERR_BUSY while an op
  * has completed but its point is not yet reached, its callbacks run, or
  * its launch function runs (ordo_coord_dispatch; so a launch function
- * cannot destroy its coordinator): ordo_coord_drain waits for those. */
+ * cannot destroy its coordinator): ordo_coord_drain waits for those. The
+ * refusal's message counts each kind apart, and only those present (ops
+ * awaiting their points, of which timepoints armed or firing; callbacks
+ * running; launch functions running). */
 ordo_status_t ordo_coord_destroy(ordo_coord_t *coord);
 
 /** Waits on the host until no completed op awaits its point and no callback

@@ -147,17 +147,31 @@ ordo_status_t ordo_coord_destroy(ordo_coord_t *coord) {
     coord_work_t work;
     ORDO_RETURN_IF_ERROR(coord_open(coord, &work, __func__));
     ordo__coord_poll(coord, &work); /* finishes only ops without callbacks */
-    uint64_t in_flight = coord->in_flight;
-    uint64_t running = coord->callbacks_running + coord->timepoints_pending;
-    uint64_t launching = coord->launching;
     if (!coord_quiet(coord)) {
+        /* Each kind apart, and only those present: an armed timepoint is
+         * no callback running. */
+        const struct {
+            uint64_t count;
+            const char *what;
+        } busy[] = {
+            {coord->in_flight, "op(s) await their completion points"},
+            {coord->timepoints_pending, "op timepoint(s) are armed or firing"},
+            {coord->callbacks_running, "op(s) run their callbacks"},
+            {coord->launching, "launch function(s) run"},
+        };
         coord_unlock(coord, &work);
+        char what[256] = "";
+        size_t len = 0;
+        for (size_t i = 0; i < sizeof busy / sizeof *busy; ++i) {
+            if (busy[i].count) {
+                ordo__text_append(what, sizeof what, &len, "%s%llu %s", len ? ", " : "",
+                                  (unsigned long long)busy[i].count, busy[i].what);
+            }
+        }
         return ordo__error(ORDO_ERR_BUSY, __func__,
-                           "%llu op(s) await their completion points, %llu run callbacks and "
-                           "%llu launch functions (ordo_coord_drain waits for them; a launch "
-                           "function cannot destroy its coordinator)",
-                           (unsigned long long)in_flight, (unsigned long long)running,
-                           (unsigned long long)launching);
+                           "%s (ordo_coord_drain waits for them; a launch function cannot "
+                           "destroy its coordinator)",
+                           what);
     }
     coord->magic = ORDO_HAL_DEAD;
     coord_unlock(coord, &work);

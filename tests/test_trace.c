@@ -592,6 +592,47 @@ static void flows_join_their_own_round(void **state) {
     remove(path);
 }
 
+/* A graph's replays enqueue its recorded waits: each is one of the
+ * tracker's waits_emitted and draws its arrow, as an eager submission's. */
+static void graph_replays_draw_their_waits(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    char path[128];
+    temp_path(path, sizeof path, "replays");
+    enum { REPLAYS = 5 };
+    assert_ok(ordo_trace_start(NULL));
+    hop_t h;
+    hop_run(&h); /* one eager wait */
+    ordo_access_t write = {h.buffer, ORDO_ACCESS_WRITE}, read = {h.buffer, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_record_begin(h.tracker));
+    assert_ok(ordo_tracker_submit(h.tracker, h.a, &write, 1, launch, NULL));
+    assert_ok(ordo_tracker_submit(h.tracker, h.b, &read, 1, launch, NULL));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(h.tracker, &graph));
+    ordo_tracker_metrics_t before;
+    assert_ok(ordo_tracker_metrics(h.tracker, &before));
+    for (int i = 0; i < REPLAYS; ++i) {
+        assert_ok(ordo_graph_replay(graph));
+    }
+    assert_ok(ordo_stream_synchronize(h.a, test_deadline()));
+    assert_ok(ordo_stream_synchronize(h.b, test_deadline()));
+    ordo_tracker_metrics_t metrics;
+    assert_ok(ordo_tracker_metrics(h.tracker, &metrics));
+    /* At least the recorded read's wait on a at every replay. */
+    assert_true(metrics.waits_emitted - before.waits_emitted >= REPLAYS);
+    assert_ok(ordo_graph_destroy(graph));
+    hop_free(&h);
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    char summary[256];
+    if (!check(path, summary, sizeof summary)) {
+        fail_msg("invalid trace %s: %s", path, summary);
+    }
+    assert_int_equal(stats.dropped, 0);
+    assert_int_equal(stats.flows, metrics.waits_emitted);
+    remove(path);
+}
+
 /* The virtual size of this process, in KiB (from /proc/self/status). */
 static unsigned long long vm_size_kib(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -1243,6 +1284,7 @@ int main(void) {
         cmocka_unit_test(op_across_restart_is_cut),
         cmocka_unit_test(many_threads_balance),
         cmocka_unit_test(flows_join_their_own_round),
+        cmocka_unit_test(graph_replays_draw_their_waits),
         cmocka_unit_test(max_events_edges),
         cmocka_unit_test(huge_max_events),
         cmocka_unit_test(threads_exhaust_room_together),

@@ -7,9 +7,11 @@
  * - one track per stream (named after the stream, with its
  *   ordo_stream_set_name name if it has one, and its device), with a
  *   slice for each piece of work it ran (host tasks, waits);
- * - a flow arrow for every cross-stream wait a tracker inserted, from the
- *   point the origin stream signalled to the point the waiting stream
- *   passed its wait;
+ * - a flow arrow for every cross-stream wait a tracker inserted (each wait
+ *   its waits_emitted metric counts, a graph replay's included; a native
+ *   replay's recorded waits are edges inside the device's graph, not
+ *   waits), from the point the origin stream signalled to the point the
+ *   waiting stream passed its wait, where both ends were drawn;
  * - an instant for every signal a stream reached;
  * - counters of memory in use, per pool;
  * - slices and instants the program adds itself (ordo_trace_slice_begin
@@ -56,7 +58,7 @@ typedef struct ordo_trace_config {
 typedef struct ordo_trace_stats {
     uint64_t events;  /**< recorded */
     uint64_t dropped; /**< beyond max_events */
-    uint64_t flows;   /**< tracker waits written as flow arrows */
+    uint64_t flows;   /**< tracker waits (waits_emitted) written as flow arrows */
 } ordo_trace_stats_t;
 
 /** The defaults: max_events 4 Mi, flags 0. */

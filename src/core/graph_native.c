@@ -230,6 +230,9 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
             at = 0;
             st =
                 timeline_op(first->stream, lanes[l].timeline, &lanes[l].spare_refs, base[l] + 1, 1);
+            if (st == ORDO_OK) { /* the joins are the replay's waits_emitted */
+                timeline_trace_wait(first->stream, lanes[l].timeline, base[l] + 1);
+            }
         }
     }
     if (st == ORDO_OK) {
@@ -267,6 +270,8 @@ ordo_status_t ordo__graph_run_native(ordo_graph_t *graph, const uint64_t *base, 
             }
             ordo__graph_lane_broken(&lanes[l], exit, message, true);
             *out_broken |= (uint64_t)1 << l;
+        } else {
+            timeline_trace_wait(lanes[l].stream, first->timeline, base[0] + 1);
         }
     }
     return st;

@@ -137,8 +137,11 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
             break;
         default: {
             graph_lane_t *origin = &lanes[op->timeline_lane];
-            st = timeline_op(lane->stream, origin->timeline, &origin->spare_refs,
-                             base[op->timeline_lane] + op->offset, 1);
+            const uint64_t value = base[op->timeline_lane] + op->offset;
+            st = timeline_op(lane->stream, origin->timeline, &origin->spare_refs, value, 1);
+            if (st == ORDO_OK) { /* counted in waits_emitted (finish), drawn as the tracker's */
+                timeline_trace_wait(lane->stream, origin->timeline, value);
+            }
             break;
         }
         }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/trace.h"
 #include "hal/hal.h"
 #include "sync/signal_access.h"
 
@@ -45,6 +46,24 @@ static inline ordo_status_t timeline_op(ordo_stream_t *stream, ordo_signal_t *ti
         --*spare_refs; /* the op's now */
     }
     return st;
+}
+
+/* Tells the trace that the core made stream wait for timeline's value (a
+ * tracker's inserted wait, a graph replay's recorded one): the export draws
+ * it as a flow arrow (ordo/trace.h). */
+static inline void timeline_trace_wait(const ordo_stream_t *stream, const ordo_signal_t *timeline,
+                                       uint64_t value) {
+    if (trace_on()) {
+        trace_event_t e = {trace_now(),
+                           0,
+                           (const void *)stream->trace_track,
+                           NULL,
+                           ordo__signal_trace_id(timeline),
+                           value,
+                           TRACE_WAIT_EMITTED,
+                           0};
+        ordo__trace_record(&e);
+    }
 }
 
 /* Drops the owner's references on timeline: the spare ones, then its own. */

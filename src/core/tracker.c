@@ -340,15 +340,7 @@ static ordo_status_t wait_through(ordo_tracker_t *tracker, uint32_t t, uint32_t 
     frontier_learn(tracker, t, origin, record);
     counter_add(&tracker->waits_emitted, 1);
     if (trace_on() && !tracker->streams[origin]->capture) { /* captured: not enqueued */
-        trace_event_t e = {trace_now(),
-                           0,
-                           (const void *)stream->trace_track,
-                           NULL,
-                           ordo__signal_trace_id(frontier_timeline(tracker, origin)),
-                           record->point,
-                           TRACE_WAIT_EMITTED,
-                           0};
-        ordo__trace_record(&e);
+        timeline_trace_wait(stream, frontier_timeline(tracker, origin), record->point);
     }
     if (tracker->observer) {
         tracker->observer(tracker->observer_ctx, stream, frontier_stream(tracker, origin),

@@ -969,6 +969,44 @@ static void an_owned_stream_in_another_table_keeps_the_owner(void **state) {
     assert_int_equal(refusal_live_blocks(), blocks);
 }
 
+/* A stream the tracker owns has its place among the streams it orders:
+ * the caller's streams cannot take it, and it is made only where there is
+ * one, so every owned stream can be ordered. */
+static void a_tracker_keeps_a_place_for_each_stream_it_owns(void **state) {
+    (void)state;
+    enum { MAX = ORDO_TRACKER_MAX_STREAMS };
+    ordo_tracker_t *tracker;
+    ordo_stream_t *owned, *theirs[MAX];
+    _Atomic int ran = 0;
+    assert_ok(ordo_tracker_create(device, &tracker));
+    assert_ok(ordo_tracker_stream_create(tracker, 0, &owned));
+    for (int i = 0; i < MAX; ++i) {
+        assert_ok(ordo_stream_create(device, 0, &theirs[i]));
+    }
+    for (int i = 0; i < MAX - 1; ++i) {
+        assert_ok(ordo_tracker_submit_host(tracker, theirs[i], NULL, 0, count_task, (void *)&ran));
+    }
+    /* The last place is the owned stream's. */
+    assert_status(
+        ordo_tracker_submit_host(tracker, theirs[MAX - 1], NULL, 0, count_task, (void *)&ran),
+        ORDO_ERR_RESOURCE_EXHAUSTED);
+    assert_message_has("ordo_tracker_submit_host: a tracker orders at most 64 streams: it orders "
+                       "63 and keeps a place for the 1 it owns and has not ordered yet");
+    ordo_stream_t *more = (ordo_stream_t *)1;
+    assert_status(ordo_tracker_stream_create(tracker, 0, &more), ORDO_ERR_RESOURCE_EXHAUSTED);
+    assert_null(more);
+    assert_message_has("ordo_tracker_stream_create: the tracker orders 63 streams and owns 1 "
+                       "more it has not ordered yet: at most 64 in all");
+    assert_ok(ordo_tracker_submit_host(tracker, owned, NULL, 0, count_task, (void *)&ran));
+    assert_status(ordo_tracker_stream_create(tracker, 0, &more), ORDO_ERR_RESOURCE_EXHAUSTED);
+    assert_message_has("the tracker orders 64 streams and owns 0 more");
+    assert_ok(ordo_tracker_close(tracker, test_deadline()));
+    assert_int_equal(atomic_load(&ran), MAX);
+    for (int i = 0; i < MAX; ++i) {
+        assert_ok(ordo_stream_destroy(theirs[i]));
+    }
+}
+
 typedef struct closer {
     ordo_tracker_t *tracker;
     _Atomic ordo_status_t status;
@@ -1444,6 +1482,7 @@ int main(void) {
         cmocka_unit_test(a_created_tracker_closes_what_it_owns),
         cmocka_unit_test(destroying_an_owned_stream_is_refused),
         cmocka_unit_test(an_owned_stream_in_another_table_keeps_the_owner),
+        cmocka_unit_test(a_tracker_keeps_a_place_for_each_stream_it_owns),
         cmocka_unit_test(close_on_a_stream_thread_is_refused),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(failing_launch_is_reported),

@@ -93,7 +93,9 @@
 
 ORDO_BEGIN_DECLS
 
-/** The most streams one tracker orders. */
+/** The most streams one tracker orders, the streams it owns
+ * (ordo_tracker_stream_create) counted from their creation: a submission
+ * on a stream beyond them is refused with ORDO_ERR_RESOURCE_EXHAUSTED. */
 #define ORDO_TRACKER_MAX_STREAMS 64u
 /** The most accesses one submission declares. */
 #define ORDO_TRACKER_MAX_ACCESSES 1024u
@@ -172,10 +174,14 @@ ordo_status_t ordo_tracker_open(const char *device_name, ordo_tracker_t **out_tr
  * urgent, 0 the default) that the tracker owns: it is destroyed with the
  * tracker (ordo_tracker_close, ordo_tracker_destroy), and
  * ordo_stream_destroy refuses it with ORDO_ERR_BUSY. It is used like any
- * stream otherwise, with this tracker or others. ORDO_ERR_RESOURCE_EXHAUSTED
- * beyond ORDO_TRACKER_MAX_STREAMS streams owned. May be called from any
- * thread while others use the tracker (it takes ordo_tracker_lock), not
- * while it is destroyed or closed. */
+ * stream otherwise, with this tracker or others: the tracker keeps it a
+ * place among the streams it orders, so its first submission on the
+ * tracker is never refused for want of one (the caller's streams cannot
+ * take that place). ORDO_ERR_RESOURCE_EXHAUSTED, nothing made, where the
+ * streams the tracker orders and those it owns and has not ordered yet
+ * number ORDO_TRACKER_MAX_STREAMS already (the message gives both counts).
+ * May be called from any thread while others use the tracker (it takes
+ * ordo_tracker_lock), not while it is destroyed or closed. */
 ordo_status_t ordo_tracker_stream_create(ordo_tracker_t *tracker, int priority,
                                          ordo_stream_t **out_stream);
 

@@ -70,9 +70,15 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
         return ordo__error(ORDO_ERR_INVALID_ARGUMENT, api, "stream of %s used with a tracker of %s",
                            stream->device->info.name, tracker->device->info.name);
     }
-    if (tracker->stream_count == ORDO_TRACKER_MAX_STREAMS) {
-        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api, "a tracker orders at most %u streams",
-                           ORDO_TRACKER_MAX_STREAMS);
+    /* A stream the tracker owns has its place kept; any other may not
+     * take the place of one it owns and has not ordered yet. */
+    const int owned = stream->owner == tracker && stream->owner_kind == HAL_STREAM_OWNER_TRACKER;
+    if (!owned && tracker->stream_count + tracker->owned_unordered == ORDO_TRACKER_MAX_STREAMS) {
+        return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, api,
+                           "a tracker orders at most %u streams: it orders %u and keeps a "
+                           "place for the %u it owns and has not ordered yet",
+                           ORDO_TRACKER_MAX_STREAMS, tracker->stream_count,
+                           tracker->owned_unordered);
     }
     tracker_stream_t *ts = ordo__alloc(sizeof *ts, 64);
     if (!ts) {
@@ -98,6 +104,7 @@ ordo_status_t ordo__tracker_stream_attach(ordo_tracker_t *tracker, ordo_stream_t
     tracker->lookup_stream[slot] = stream;
     tracker->lookup_index[slot] = (uint8_t)tracker->stream_count;
     *out_index = tracker->stream_count++;
+    tracker->owned_unordered -= owned ? 1u : 0u;
     return ORDO_OK;
 }
 

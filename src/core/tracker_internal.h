@@ -185,6 +185,10 @@ struct ordo_tracker {
      * creation order, under lock: destroyed with the tracker. */
     uint32_t owned_count;
     ordo_stream_t *owned[ORDO_TRACKER_MAX_STREAMS];
+    /* Of those, the ones not yet in streams: each keeps a place there, so
+     * stream_count + owned_unordered <= ORDO_TRACKER_MAX_STREAMS (under
+     * lock, as stream_count is where several threads submit). */
+    uint32_t owned_unordered;
 };
 
 ordo_status_t ordo__tracker_check(const ordo_tracker_t *tracker, const char *api);

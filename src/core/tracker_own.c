@@ -48,18 +48,24 @@ ordo_status_t ordo_tracker_stream_create(ordo_tracker_t *tracker, int priority,
     /* Created outside the lock (a stream's creation takes the device's
      * locks); the list is only appended to under it. */
     (void)ordo_tracker_lock(tracker);
-    int full = tracker->owned_count == ORDO_TRACKER_MAX_STREAMS;
+    /* The tracker must be able to order it: a place is kept for it among
+     * the streams it orders (ordo__tracker_stream_attach). The owned ones
+     * it orders already are among stream_count. */
+    const uint32_t ordered = tracker->stream_count, unordered = tracker->owned_unordered;
+    int full = ordered + unordered == ORDO_TRACKER_MAX_STREAMS;
     if (!full) {
         stream->owner = tracker;
         stream->owner_kind = HAL_STREAM_OWNER_TRACKER;
         tracker->owned[tracker->owned_count++] = stream;
+        tracker->owned_unordered++;
     }
     (void)ordo_tracker_unlock(tracker);
     if (full) {
         (void)ordo_stream_destroy(stream);
         return ordo__error(ORDO_ERR_RESOURCE_EXHAUSTED, __func__,
-                           "a tracker owns at most %u streams (it orders no more)",
-                           ORDO_TRACKER_MAX_STREAMS);
+                           "the tracker orders %u streams and owns %u more it has not ordered "
+                           "yet: at most %u in all (it could not order another)",
+                           ordered, unordered, ORDO_TRACKER_MAX_STREAMS);
     }
     *out_stream = stream;
     return ORDO_OK;

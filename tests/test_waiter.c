@@ -823,6 +823,17 @@ static void cancel_prevents_a_pending_wait(void **state) {
     assert_ok(ordo_signal_destroy(s));
 }
 
+/* The message of a refused cancel names the id (as %llx) and says text. */
+#define assert_message_is_over(id, text)                                                           \
+    do {                                                                                           \
+        char expected[256];                                                                        \
+        snprintf(expected, sizeof expected, "ordo_waiter_cancel: wait 0x%llx %s",                  \
+                 (unsigned long long)(id), text);                                                  \
+        if (!strstr(ordo_error_message(), expected)) {                                             \
+            fail_msg("message \"%s\" lacks \"%s\"", ordo_error_message(), expected);               \
+        }                                                                                          \
+    } while (0)
+
 static void stale_ids_are_not_found(void **state) {
     (void)state;
     ordo_waiter_t *w = waiter_make(1);
@@ -834,17 +845,28 @@ static void stale_ids_are_not_found(void **state) {
     assert_int_equal(atomic_load(&r.calls), 1);
     ordo_cancel_result_t result;
     assert_status(ordo_waiter_cancel(w, first, 1, &result), ORDO_ERR_NOT_FOUND);
-    assert_non_null(strstr(ordo_error_message(), "completed"));
-    /* The slot is reused under a new generation: the old id stays over,
-     * the new one is live. */
+    assert_message_is_over(first, "is over: its callback has completed");
+    /* The slot is reused under a new generation: the old id stays over
+     * (its slot still knows how it ended), the new one is live. */
     ordo_wait_id_t second;
     assert_ok(ordo_waiter_wait(w, s, 2, ORDO_DEADLINE_NEVER, 0, rec_fn, &r, &second));
     assert_int_equal((uint32_t)second, (uint32_t)first);
     assert_true(second != first);
     assert_status(ordo_waiter_cancel(w, first, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_message_is_over(first, "is over: its callback has completed");
     assert_ok(ordo_waiter_cancel(w, second, 0, &result));
     assert_int_equal(result, ORDO_CANCEL_PREVENTED);
     assert_int_equal(atomic_load(&r.calls), 1);
+    assert_status(ordo_waiter_cancel(w, second, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_message_is_over(second, "was cancelled already");
+    /* Two waits on: how the first ended is no longer known, only that it
+     * is over; a later generation was never issued. */
+    assert_status(ordo_waiter_cancel(w, first, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_message_is_over(first, "is over: its callback has completed or it was cancelled "
+                                  "(which is no longer known");
+    assert_status(ordo_waiter_cancel(w, second + ((uint64_t)1 << 32), 0, &result),
+                  ORDO_ERR_NOT_FOUND);
+    assert_non_null(strstr(ordo_error_message(), "was never issued by waiter"));
     assert_ok(ordo_waiter_destroy(w));
     assert_ok(ordo_signal_destroy(s));
 }
@@ -1403,12 +1425,15 @@ static void bad_input_is_refused(void **state) {
                   ORDO_ERR_NOT_FOUND);
     assert_non_null(strstr(ordo_error_message(), "never issued"));
     assert_ok(ordo_waiter_wait(w, s, 1, ORDO_DEADLINE_NEVER, 0, noop_fn, NULL, &id));
-    assert_status(ordo_waiter_cancel(w, id + ((uint64_t)7 << 32), 0, &result), ORDO_ERR_NOT_FOUND);
-    assert_status(ordo_waiter_cancel(w, 5, 0, &result), ORDO_ERR_NOT_FOUND); /* generation 0 */
-    assert_status(ordo_waiter_cancel(w, id + 1, 0, &result), ORDO_ERR_NOT_FOUND);
+    const ordo_wait_id_t never[] = {id + ((uint64_t)7 << 32), 5 /* generation 0 */, id + 1};
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; ++i) {
+        assert_status(ordo_waiter_cancel(w, never[i], 0, &result), ORDO_ERR_NOT_FOUND);
+        assert_non_null(strstr(ordo_error_message(), "was never issued by waiter"));
+    }
     /* An id of another waiter is not one of this waiter's. */
     ordo_waiter_t *other = waiter_make(1);
     assert_status(ordo_waiter_cancel(other, id, 0, &result), ORDO_ERR_NOT_FOUND);
+    assert_non_null(strstr(ordo_error_message(), "was never issued by waiter"));
     assert_ok(ordo_waiter_destroy(other));
     assert_ok(ordo_waiter_cancel(w, id, 0, &result));
 

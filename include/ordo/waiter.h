@@ -172,10 +172,15 @@ ordo_status_t ordo_waiter_wait_event(ordo_waiter_t *waiter, ordo_event_t *event,
  *   waiting for itself. Waiting, from a callback, for another callback that
  *   in turn waits for the first deadlocks, as joining threads would.
  *
- * ORDO_ERR_NOT_FOUND when the wait is over: its callback has completed, it
- * was cancelled already, or the id was never issued by this waiter (the
- * message says which). ORDO_ERR_INVALID_ARGUMENT for id 0 or out_result
- * NULL, ORDO_ERR_INVALID_HANDLE for a bad waiter. */
+ * ORDO_ERR_NOT_FOUND when the wait is over or the id was never issued by
+ * this waiter. The message says which: "its callback has completed" or
+ * "was cancelled already" while the wait's slot has served no later wait;
+ * once it has, "its callback has completed or it was cancelled (which is
+ * no longer known ...)"; "was never issued by waiter" for an id of another
+ * waiter or one made up (told apart by its generation, which each waiter
+ * starts at its own point: a made-up id of a generation this waiter has
+ * used for that slot reads as over). ORDO_ERR_INVALID_ARGUMENT for id 0
+ * or out_result NULL, ORDO_ERR_INVALID_HANDLE for a bad waiter. */
 ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool wait_for_callback,
                                  ordo_cancel_result_t *out_result);
 

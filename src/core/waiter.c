@@ -108,6 +108,7 @@ static ordo_status_t slab_grow_locked(ordo_waiter_t *w, const char *api) {
         e->waiter = w;
         e->heap_tag = &tags[k];
         atomic_init(&e->word, WORD_MAKE(w->first_gen, PHASE_FREE));
+        atomic_init(&e->last_over, 0);
         e->next = w->free_head;
         w->free_head = e;
     }
@@ -140,7 +141,10 @@ static ordo_status_t entry_acquire(ordo_waiter_t *w, wait_entry_t **out_entry, c
 static void entry_recycle(ordo_waiter_t *w, wait_entry_t *e) {
     ordo_signal_t *signal = e->signal;
     e->signal = NULL;
-    uint32_t gen = WORD_GEN(atomic_load_explicit(&e->word, memory_order_relaxed)) + 1;
+    const uint64_t over = atomic_load_explicit(&e->word, memory_order_relaxed);
+    atomic_store_explicit(&e->last_over, WORD_MAKE(WORD_GEN(over), WORD_PHASE(over)),
+                          memory_order_relaxed);
+    uint32_t gen = WORD_GEN(over) + 1;
     atomic_store_explicit(&e->word, WORD_MAKE(gen ? gen : 1, PHASE_FREE), memory_order_release);
     if (signal) {
         ordo__signal_release_internal(signal);
@@ -861,6 +865,41 @@ static void wait_for_callback_return(ordo_waiter_t *w, wait_entry_t *e, uint32_t
     }
 }
 
+static ordo_status_t never_issued(const ordo_waiter_t *w, ordo_wait_id_t id) {
+    return ordo__error(ORDO_ERR_NOT_FOUND, "ordo_waiter_cancel",
+                       "wait id 0x%llx was never issued by waiter %p", (unsigned long long)id,
+                       (const void *)w);
+}
+
+/* ORDO_ERR_NOT_FOUND for id (generation gen), no longer its slot's wait
+ * (whose generation is now): the slot's last wait tells how it ended if
+ * it was id's; an older generation of the slot's (each waiter starts its
+ * own at first_gen) was issued and is over, which way is forgotten. */
+static ordo_status_t wait_gone(const ordo_waiter_t *w, const wait_entry_t *e, ordo_wait_id_t id,
+                               uint32_t gen, uint32_t now) {
+    const uint64_t last = atomic_load_explicit(&e->last_over, memory_order_relaxed);
+    if (WORD_GEN(last) == gen) { /* gen is not 0: last was written */
+        switch (WORD_PHASE(last)) {
+        case PHASE_DONE:
+            return ordo__error(ORDO_ERR_NOT_FOUND, "ordo_waiter_cancel",
+                               "wait 0x%llx is over: its callback has completed",
+                               (unsigned long long)id);
+        case PHASE_CANCELLED:
+            return ordo__error(ORDO_ERR_NOT_FOUND, "ordo_waiter_cancel",
+                               "wait 0x%llx was cancelled already", (unsigned long long)id);
+        default: /* a registration taken back: its id was not handed out */
+            return never_issued(w, id);
+        }
+    }
+    if ((uint32_t)(gen - w->first_gen) < (uint32_t)(now - w->first_gen)) {
+        return ordo__error(ORDO_ERR_NOT_FOUND, "ordo_waiter_cancel",
+                           "wait 0x%llx is over: its callback has completed or it was cancelled "
+                           "(which is no longer known: later waits have used its slot since)",
+                           (unsigned long long)id);
+    }
+    return never_issued(w, id);
+}
+
 ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool wait_for_callback,
                                  ordo_cancel_result_t *out_result) {
     if (out_result) {
@@ -877,17 +916,12 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool 
     uint32_t gen = (uint32_t)(id >> 32);
     wait_entry_t *e = slot_entry(w, (uint32_t)id);
     if (ORDO_UNLIKELY(!e || gen == 0)) {
-        return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
-                           "wait id 0x%llx was never issued by waiter %p", (unsigned long long)id,
-                           (void *)w);
+        return never_issued(w, id);
     }
     uint64_t word = atomic_load_explicit(&e->word, memory_order_acquire);
     for (;;) {
         if (WORD_GEN(word) != gen) {
-            return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
-                               "wait 0x%llx is over: its callback has completed or it was "
-                               "cancelled",
-                               (unsigned long long)id);
+            return wait_gone(w, e, id, gen, WORD_GEN(word));
         }
         switch (WORD_PHASE(word)) {
         case PHASE_SETUP:
@@ -941,10 +975,8 @@ ordo_status_t ordo_waiter_cancel(ordo_waiter_t *waiter, ordo_wait_id_t id, bool 
         case PHASE_CANCELLED:
             return ordo__error(ORDO_ERR_NOT_FOUND, __func__, "wait 0x%llx was cancelled already",
                                (unsigned long long)id);
-        default:
-            return ordo__error(ORDO_ERR_NOT_FOUND, __func__,
-                               "wait id 0x%llx was never issued by waiter %p, or is over",
-                               (unsigned long long)id, (void *)w);
+        default: /* PHASE_FREE: the slot's generation not handed out yet */
+            return never_issued(w, id);
         }
     }
 }

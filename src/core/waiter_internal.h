@@ -97,6 +97,10 @@ enum { OUTCOME_FIRED = 0, OUTCOME_TIMED_OUT = 1, OUTCOME_ABORTED = 2 };
 typedef struct wait_entry {
     ordo_timepoint_t timepoint;
     _Atomic uint64_t word;
+    /* The word of the slot's last wait at recycling (gen and phase: DONE,
+     * CANCELLED, or SETUP for a registration taken back), for the message
+     * of a cancel that comes after it: written before the word moves on. */
+    _Atomic uint64_t last_over;
     _Atomic uint32_t refs;
     uint32_t slot; /* the entry's index in the slab (constant) */
     /* ENTRY_*, set at registration. Atomic because a destroy's scan may

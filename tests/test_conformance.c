@@ -273,6 +273,42 @@ static void failing_task_message_reaches_waiters(void **state) {
     assert_ok(ordo_signal_destroy(plain));
 }
 
+/* Returns a value that is no ordo status, after failing an ordo call if
+ * ctx is set (its message is then the task's text). */
+static ordo_status_t foreign_value_task(void *ctx) {
+    if (ctx) {
+        (void)ordo_fail(ORDO_ERR_INTERNAL, "decoder: lost");
+    }
+    return (ordo_status_t)12345;
+}
+
+/* A host task that returns a value that is no ordo status fails its stream
+ * with ORDO_ERR_ABORTED, and the message gives the value. */
+static void a_task_returning_no_status_aborts_its_stream(void **state) {
+    (void)state;
+    SKIP_IF_LISTED();
+    for (int with_text = 0; with_text < 2; ++with_text) {
+        ordo_stream_t *stream = stream_make();
+        ordo_signal_t *after = test_signal_make(0);
+        assert_ok(ordo_stream_host_task(stream, foreign_value_task, with_text ? &with_text : NULL));
+        assert_ok(ordo_stream_signal(stream, after, 1));
+        assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
+        ordo_status_t failure = ORDO_OK;
+        char message[ORDO_SIGNAL_MESSAGE_MAX];
+        assert_ok(ordo_signal_failure(after, &failure, message, sizeof message));
+        assert_int_equal(failure, ORDO_ERR_ABORTED);
+        const char *expected = with_text ? "returned 12345, not an ordo status (ORDO_ERR_ABORTED): "
+                                           "decoder: lost"
+                                         : "returned 12345, not an ordo status (ORDO_ERR_ABORTED)";
+        const char *at = strstr(message, "host task ");
+        if (!at || strcmp(strchr(at + strlen("host task "), ' ') + 1, expected) != 0) {
+            fail_msg("failure message \"%s\", not \"host task N %s\"", message, expected);
+        }
+        assert_ok(ordo_stream_destroy(stream));
+        assert_ok(ordo_signal_destroy(after));
+    }
+}
+
 /* A failure passed along a pipeline of streams keeps its own words: each
  * stream that failed by waiting reads one wait prefix before the failing
  * task's text (not before the previous stream's, which cut the text short
@@ -1351,6 +1387,7 @@ int main(void) {
         cmocka_unit_test(host_signal_wait_inside_stream),
         cmocka_unit_test(failing_task_fails_the_stream),
         cmocka_unit_test(failing_task_message_reaches_waiters),
+        cmocka_unit_test(a_task_returning_no_status_aborts_its_stream),
         cmocka_unit_test(failure_propagates_to_other_streams),
         cmocka_unit_test(a_failure_keeps_its_text_along_a_pipeline),
         cmocka_unit_test(host_failure_fails_a_waiting_stream),

@@ -7,7 +7,8 @@
  * is a worker thread; idle workers sleep and cost nothing.
  *
  * Failure is sticky. A host task that returns an error fails its stream
- * with that status: later work does not run, every signal point still
+ * with that status (a value that is no ordo status, with
+ * ORDO_ERR_ABORTED): later work does not run, every signal point still
  * pending on the stream (and every one submitted later) fails its signal
  * with the stream's status, so work on other streams waiting on those
  * points fails in turn; a stream whose wait sees a failed signal fails the
@@ -47,9 +48,12 @@ typedef struct ordo_event ordo_event_t;
 /** Room for a stream's name, terminator included (ordo_stream_set_name). */
 #define ORDO_STREAM_NAME_MAX 48u
 
-/** A host task: runs in stream order; a non-OK return fails the stream.
- * The stream's failure message reads "host task N returned STATUS" (N:
- * the task's operation number on the stream), followed by ": " and the
+/** A host task: runs in stream order; a non-OK return fails the stream,
+ * with the status returned, or ORDO_ERR_ABORTED for a value that is no
+ * ordo status. The stream's failure message reads "host task N returned
+ * STATUS" (N: the task's operation number on the stream), or "host task N
+ * returned VALUE, not an ordo status (ORDO_ERR_ABORTED)" (VALUE in
+ * decimal), followed by ": " and the
  * task's own text when it failed with ordo_fail (or after an ordo call
  * that failed inside it), cut to ORDO_SIGNAL_MESSAGE_MAX - 1 bytes.
  * It must not wait on work queued behind it on the same stream. */

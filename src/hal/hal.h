@@ -348,13 +348,16 @@ ordo_status_t ordo__hal_stream_check_destroy_by(const ordo_stream_t *stream, uin
 ordo_status_t ordo__hal_stream_destroy(ordo_stream_t *stream, const char *api);
 
 /* Writes the failure message of a stream whose host task number seq
- * returned st into out: "host task <seq> returned <status>", followed by
- * the message the task left on the calling thread (ordo_fail, or an ordo
- * call that failed inside it) when left_message says it left one during
- * its run (its ordo__error_count moved); the thread's message is otherwise
- * an older one and is not used. */
-void ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
-                                 int left_message);
+ * returned st into out: "host task <seq> returned <status>" (for a value
+ * that is no ordo status, "returned <number>, not an ordo status
+ * (ORDO_ERR_ABORTED)"), followed by the message the task left on the
+ * calling thread (ordo_fail, or an ordo call that failed inside it) when
+ * left_message says it left one during its run (its ordo__error_count
+ * moved); the thread's message is otherwise an older one and is not used.
+ * Returns the status the stream fails with: st, or ORDO_ERR_ABORTED for a
+ * value that is no ordo status. */
+ordo_status_t ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq,
+                                          ordo_status_t st, int left_message);
 
 /* Drops the references a snapshot holds (outside every lock: a last
  * release may run callbacks). */

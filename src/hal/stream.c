@@ -82,15 +82,20 @@ void ordo__hal_stream_snapshot_release(hal_stream_snapshot_t *snapshot) {
     }
 }
 
-void ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq, ordo_status_t st,
-                                 int left_message) {
-    if (left_message) {
-        snprintf(out, capacity, "host task %llu returned %s: %s", (unsigned long long)seq,
-                 ordo_status_name(st), ordo_error_message());
-    } else {
-        snprintf(out, capacity, "host task %llu returned %s", (unsigned long long)seq,
-                 ordo_status_name(st));
+ordo_status_t ordo__hal_host_task_failure(char *out, size_t capacity, uint64_t seq,
+                                          ordo_status_t st, int left_message) {
+    /* A value that is no ordo status has no name: its number is what the
+     * task's author can look for. */
+    const int known = ordo_status_is_error(st);
+    int len = known
+                  ? snprintf(out, capacity, "host task %llu returned %s", (unsigned long long)seq,
+                             ordo_status_name(st))
+                  : snprintf(out, capacity, "host task %llu returned %d, not an ordo status (%s)",
+                             (unsigned long long)seq, (int)st, ordo_status_name(ORDO_ERR_ABORTED));
+    if (left_message && len >= 0 && (size_t)len < capacity) {
+        snprintf(out + len, capacity - (size_t)len, ": %s", ordo_error_message());
     }
+    return known ? st : ORDO_ERR_ABORTED;
 }
 
 int ordo__hal_stream_on_own_thread(const ordo_stream_t *stream) {

@@ -286,9 +286,9 @@ static ordo_signal_t *run_op(cpu_stream_t *s, cpu_op_t *op, uint64_t seq) {
             ordo_status_t st = op->u.task.fn(op->u.task.ctx);
             if (st != ORDO_OK) {
                 char what[ORDO_SIGNAL_MESSAGE_MAX];
-                ordo__hal_host_task_failure(what, sizeof what, seq, st,
-                                            ordo__error_count() != messages);
-                fail_stream(s, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED, what);
+                st = ordo__hal_host_task_failure(what, sizeof what, seq, st,
+                                                 ordo__error_count() != messages);
+                fail_stream(s, st, what);
             }
         }
         break;

@@ -326,10 +326,9 @@ static hal_lane_step_t held_task(held_op_t *op, int cancelled, ordo_signal_point
     ordo_status_t st = op->fn(op->ctx);
     if (st != ORDO_OK) {
         char what[ORDO_SIGNAL_MESSAGE_MAX];
-        ordo__hal_host_task_failure(what, sizeof what, op->seq + 1, st,
-                                    ordo__error_count() != messages);
-        ordo__hal_timeline_fail(&s->timeline, ordo_status_is_error(st) ? st : ORDO_ERR_ABORTED,
-                                what);
+        st = ordo__hal_host_task_failure(what, sizeof what, op->seq + 1, st,
+                                         ordo__error_count() != messages);
+        ordo__hal_timeline_fail(&s->timeline, st, what);
         return HAL_LANE_DONE;
     }
     /* Nothing after the task has been issued: the progress is the lane's

@@ -1056,7 +1056,13 @@ static void stream_pool_honours_classes_and_priorities(void **state) {
     assert_status(ordo_stream_pool_create(NULL, &shared_config, &pool), ORDO_ERR_INVALID_HANDLE);
     bad = (ordo_stream_pool_config_t){1, info.priority_greatest - 1, 0, 0, 0};
     assert_status(ordo_stream_pool_create(device, &bad, &pool), ORDO_ERR_OUT_OF_RANGE);
-    assert_status(ordo_stream_pool_create(device, NULL, &pool), ORDO_ERR_INVALID_ARGUMENT);
+    assert_status(ordo_stream_pool_create(device, &shared_config, NULL), ORDO_ERR_INVALID_ARGUMENT);
+    /* No config: the defaults, one compute stream. */
+    assert_ok(ordo_stream_pool_create(device, NULL, &pool));
+    size_t count = 0;
+    assert_ok(ordo_stream_pool_size(pool, ORDO_WORKLOAD_COMPUTE, &count));
+    assert_int_equal(count, 1);
+    assert_ok(ordo_stream_pool_destroy(pool));
     /* Without transfer streams, transfers share the compute streams. */
     assert_ok(ordo_stream_pool_create(device, &shared_config, &pool));
     assert_ok(ordo_stream_pool_size(pool, ORDO_WORKLOAD_TRANSFER, &n));
@@ -1222,7 +1228,6 @@ static void stream_entry_points_refuse_bad_input(void **state) {
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create, NULL, &config, &pool);
     REFUSED_CLEARS(ORDO_ERR_INVALID_HANDLE, pool, ordo_stream_pool_create,
                    AS(ordo_device_t, f.s[0]), &config, &pool);
-    REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, NULL, &pool);
     REFUSED(ORDO_ERR_INVALID_ARGUMENT, ordo_stream_pool_create, f.device, &config, NULL);
     ordo_stream_pool_config_t none = {0, 0, 0, 0, 0};
     REFUSED_CLEARS(ORDO_ERR_INVALID_ARGUMENT, pool, ordo_stream_pool_create, f.device, &none,

@@ -50,7 +50,8 @@ typedef struct ordo_stream_pool ordo_stream_pool_t;
  * priority 0 (the least urgent on every backend of today). */
 ordo_status_t ordo_stream_pool_config_default(ordo_stream_pool_config_t *out_config);
 
-/** Creates the pool and its streams on device (at most 1024 in all). */
+/** Creates the pool and its streams on device (at most 1024 in all).
+ * config NULL: the defaults (ordo_stream_pool_config_default). */
 ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
                                       const ordo_stream_pool_config_t *config,
                                       ordo_stream_pool_t **out_pool);

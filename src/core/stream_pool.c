@@ -51,9 +51,13 @@ ordo_status_t ordo_stream_pool_create(ordo_device_t *device,
         *out_pool = NULL;
     }
     ORDO_RETURN_IF_ERROR(ordo__hal_device_check(device, __func__));
-    if (!config || !out_pool) {
-        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "%s is NULL",
-                           config ? "out_pool" : "config");
+    if (!out_pool) {
+        return ordo__error(ORDO_ERR_INVALID_ARGUMENT, __func__, "out_pool is NULL");
+    }
+    ordo_stream_pool_config_t defaults;
+    if (!config) {
+        (void)ordo_stream_pool_config_default(&defaults);
+        config = &defaults;
     }
     ordo_status_t st = ordo__flags_check(config->flags, 0, __func__);
     if (st != ORDO_OK) {

@@ -293,6 +293,9 @@ static void a_task_returning_no_status_aborts_its_stream(void **state) {
         assert_ok(ordo_stream_host_task(stream, foreign_value_task, with_text ? &with_text : NULL));
         assert_ok(ordo_stream_signal(stream, after, 1));
         assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
+        /* The signal behind the task fails a little later on a device's
+         * stream (its watcher passes the failure on). */
+        assert_status(ordo_signal_wait(after, 1, test_deadline()), ORDO_ERR_ABORTED);
         ordo_status_t failure = ORDO_OK;
         char message[ORDO_SIGNAL_MESSAGE_MAX];
         assert_ok(ordo_signal_failure(after, &failure, message, sizeof message));

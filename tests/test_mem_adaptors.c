@@ -13,7 +13,6 @@
 
 #include "hal/hal.h"
 #include "mem/resource.h"
-#include "ordo/stall.h"
 #include "refusal.h"
 #include "test_util.h"
 
@@ -1674,12 +1673,12 @@ static void guard_over_a_pool_releases_on_the_program_side(void **state) {
     env_close(&e);
 }
 
-/* Over a pool, the guard's poison is one more use of the block: a free on
- * one stream while another still uses the block (a use recorded through
- * the guard) poisons it only once that use has run; a free on a stream
- * that has failed poisons nothing (the stream's point stands for none of
- * the other stream's uses), and the memory still goes back ordered after
- * them. Before, the poison overwrote data the other stream still read. */
+/* Over a pool, a free on one stream while another still uses the block (a
+ * use recorded through the guard) poisons it only once that use has run,
+ * waited for on the host; a free on a stream that has failed poisons
+ * nothing (the stream's point stands for none of the uses it was to wait
+ * for), and the memory still goes back ordered after them. Before, the
+ * poison overwrote data the other stream still read. */
 static ordo_status_t fail_now_task(void *ctx);
 
 typedef struct held_use {
@@ -1734,27 +1733,39 @@ static void guard_over_a_pool_poisons_after_every_use(void **state) {
         return;
     }
 
-    /* Freed on the idle s[1] while s[0] still reads: s[1] waits for the
-     * use before its free point (the stall report shows the wait). */
+    /* Freed on the idle s[1] while s[0] still reads: s[1] reaches the
+     * free, and the block stays pending until the use has run. */
     ordo_block_t *b = NULL;
     uint8_t *p = alloc_ok(g, 256, e.s[0], 1, &b);
     held_use_t use;
     held_use_begin(&use, g, b, p, e.s[0]);
     assert_ok(ordo_mem_deallocate(g, b, e.s[1]));
-    ordo_stall_entry_t entries[4];
-    size_t count = 0;
-    bool waits = false;
-    ordo_deadline_t deadline = test_deadline();
-    while (!waits) {
-        assert_true(ordo_deadline_remaining_ns(deadline) > 0);
-        assert_ok(ordo_stall_report(e.device, entries, 4, &count));
-        for (size_t i = 0; i < count && i < 4; ++i) {
-            waits |= entries[i].stream == e.s[1];
-        }
-    }
+    assert_ok(ordo_stream_synchronize(e.s[1], test_deadline()));
     assert_int_equal(guard_report(g).pending_blocks, 1);
     held_use_end(&use, e.s[0]);
+    ordo_deadline_t deadline = test_deadline();
+    while (guard_report(g).pending_blocks) {
+        assert_true(ordo_deadline_remaining_ns(deadline) > 0);
+        sched_yield();
+    }
+    assert_ok(ordo_mem_guard_drain(g));
+    assert_int_equal(guard_report(g).total, 0);
+
+    /* A use held by a signal the freeing stream raises only after its
+     * free: the guard does not make the free's stream wait for the use
+     * (that wait would close the cycle), so both streams finish. */
+    ordo_signal_t *after_free = test_signal_make(0);
+    p = alloc_ok(g, 256, e.s[0], 3, &b);
+    ordo_buffer_t *own = NULL;
+    assert_ok(ordo_block_buffer(b, &own));
+    assert_ok(ordo_stream_wait(e.s[0], after_free, 1));
+    ordo_access_t read = {own, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_submit_host(tracker, e.s[0], &read, 1, touch_task, NULL));
+    assert_ok(ordo_mem_deallocate(g, b, e.s[1]));
+    assert_ok(ordo_stream_signal(e.s[1], after_free, 1));
     assert_ok(ordo_stream_synchronize(e.s[1], test_deadline()));
+    assert_ok(ordo_stream_synchronize(e.s[0], test_deadline()));
+    assert_ok(ordo_signal_release(after_free));
     assert_ok(ordo_mem_guard_drain(g));
     assert_int_equal(guard_report(g).total, 0);
 

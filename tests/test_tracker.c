@@ -1213,6 +1213,51 @@ static void a_launch_function_cannot_submit_or_tear_down(void **state) {
     fixture_free(f);
 }
 
+/* The refusals hold however deep the call is: A's launch function submits
+ * on tracker B, whose launch function calls A (its destroy freed A under
+ * A's finish when only the innermost launch was known), while B's own
+ * calls from A's launch function work. */
+typedef struct nested_launch {
+    fixture_t *f;
+    ordo_tracker_t *other;
+    ordo_buffer_t *other_buffer;
+    ordo_status_t destroy_outer, submit_outer, submit_other;
+} nested_launch_t;
+
+static ordo_status_t launch_calls_the_outer_tracker(void *ctx, ordo_stream_t *stream) {
+    nested_launch_t *n = ctx;
+    n->destroy_outer = ordo_tracker_destroy(n->f->tracker);
+    ordo_access_t w = {n->f->b[1], ORDO_ACCESS_WRITE};
+    n->submit_outer = ordo_tracker_submit_host(n->f->tracker, stream, &w, 1, noop_task, NULL);
+    return ordo_stream_host_task(stream, noop_task, NULL);
+}
+
+static ordo_status_t launch_submits_on_another_tracker(void *ctx, ordo_stream_t *stream) {
+    nested_launch_t *n = ctx;
+    ordo_access_t w = {n->other_buffer, ORDO_ACCESS_WRITE};
+    n->submit_other =
+        ordo_tracker_submit(n->other, stream, &w, 1, launch_calls_the_outer_tracker, n);
+    return ORDO_OK;
+}
+
+static void a_nested_launch_still_refuses_the_outer_tracker(void **state) {
+    (void)state;
+    fixture_t *f = fixture_make();
+    nested_launch_t n = {.f = f};
+    assert_ok(ordo_tracker_create(device, &n.other));
+    assert_ok(ordo_buffer_create(n.other, &n.other_buffer));
+    ordo_access_t w = {f->b[0], ORDO_ACCESS_WRITE};
+    assert_ok(
+        ordo_tracker_submit(f->tracker, f->s[0], &w, 1, launch_submits_on_another_tracker, &n));
+    assert_ok(n.submit_other);
+    assert_status(n.destroy_outer, ORDO_ERR_BUSY);
+    assert_status(n.submit_outer, ORDO_ERR_BUSY);
+    assert_ok(ordo_buffer_release(n.other_buffer, NULL, NULL));
+    assert_ok(ordo_tracker_synchronize(n.other, test_deadline()));
+    assert_ok(ordo_tracker_destroy(n.other));
+    fixture_free(f);
+}
+
 /* A bad stream answers before a bad access list (docs/ERRORS.md), on every
  * entry point; and a tracker's synchronize from a host task of one of its
  * streams is refused at once (it waited for itself, then named that
@@ -1488,6 +1533,7 @@ int main(void) {
         cmocka_unit_test(failing_launch_is_reported),
         cmocka_unit_test(a_launch_function_cannot_release_its_buffers),
         cmocka_unit_test(a_launch_function_cannot_submit_or_tear_down),
+        cmocka_unit_test(a_nested_launch_still_refuses_the_outer_tracker),
         cmocka_unit_test(bad_streams_answer_first_and_self_waits_are_refused),
         cmocka_unit_test(a_successful_release_leaves_the_message_alone),
         cmocka_unit_test(tracker_entry_points_refuse_bad_input),

@@ -95,41 +95,9 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                            "release it after the submission",
                            (void *)b);
     }
-    /* Every stream's last use: a later use on another stream implies an
-     * earlier one only if that stream really waited, and a failed stream
-     * never does. Uses already complete need no timepoint: those a record
-     * covers that was reached, and those the stream's progress shows have
-     * run (most points are never recorded). */
-    uint32_t uses = 0;
     buffer_use_t pending[ORDO_TRACKER_MAX_STREAMS];
-    for (uint64_t mask = b->use_mask; mask; mask &= mask - 1) {
-        uint32_t s = (uint32_t)__builtin_ctzll(mask);
-        uint64_t point = buffer_last_point(b, s);
-        /* Read without ordo_signal_query, whose refusal of a failed
-         * timeline would replace the thread's message (a release that
-         * succeeds leaves it alone). */
-        uint64_t reached = ordo__signal_reached(frontier_timeline(tracker, s));
-        if (reached < point && !ordo__tracker_point_ran(tracker, s, point)) {
-            pending[uses++] = (buffer_use_t){s, point};
-        }
-    }
-    /* Record them first: if that fails nothing has changed. A record on a
-     * stream that failed meanwhile is refused by the stream, which writes
-     * the thread's message though the record (and the release) goes on:
-     * a release that succeeds puts the caller's message back. */
-    ordo__kept_message_t kept;
-    if (uses) {
-        ordo__message_keep(&kept);
-    }
-    for (uint32_t i = 0; i < uses; ++i) {
-        const tracker_record_t *record;
-        ordo_status_t st =
-            ordo__tracker_record_covering(tracker, pending[i].stream, pending[i].point, &record);
-        if (st != ORDO_OK) {
-            return ordo__error(st, __func__, "cannot record a use of the buffer: %s",
-                               ordo_error_message());
-        }
-    }
+    uint32_t uses = 0;
+    ORDO_RETURN_IF_ERROR(ordo__buffer_uses_running(b, pending, &uses, __func__));
     ordo_timepoint_t *timepoints = NULL;
     if (uses) {
         timepoints = ordo__alloc(uses * sizeof *timepoints, 0);
@@ -162,8 +130,48 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
         ordo__buffer_reclaim_now(tracker, b);
         ordo__reclaimer_finished(tracker);
     }
-    if (uses) {
-        ordo__message_restore(&kept);
-    }
     return ORDO_OK;
+}
+
+ordo_status_t ordo__buffer_uses_running(const ordo_buffer_t *b, buffer_use_t *out,
+                                        uint32_t *out_count, const char *api) {
+    ordo_tracker_t *tracker = b->tracker;
+    /* Every stream's last use: a later use on another stream implies an
+     * earlier one only if that stream really waited, and a failed stream
+     * never does. Uses already complete need no timepoint: those a record
+     * covers that was reached, and those the stream's progress shows have
+     * run (most points are never recorded). */
+    uint32_t uses = 0;
+    for (uint64_t mask = b->use_mask; mask; mask &= mask - 1) {
+        uint32_t s = (uint32_t)__builtin_ctzll(mask);
+        uint64_t point = buffer_last_point(b, s);
+        /* Read without ordo_signal_query, whose refusal of a failed
+         * timeline would replace the thread's message (a call that
+         * succeeds leaves it alone). */
+        uint64_t reached = ordo__signal_reached(frontier_timeline(tracker, s));
+        if (reached < point && !ordo__tracker_point_ran(tracker, s, point)) {
+            out[uses++] = (buffer_use_t){s, point};
+        }
+    }
+    /* Recorded before anything else changes. A record on a stream that
+     * failed meanwhile is refused by the stream, which writes the thread's
+     * message though the record goes on: put back unless this fails. */
+    ordo__kept_message_t kept;
+    ordo__message_keep(&kept);
+    for (uint32_t i = 0; i < uses; ++i) {
+        const tracker_record_t *record;
+        ordo_status_t st =
+            ordo__tracker_record_covering(tracker, out[i].stream, out[i].point, &record);
+        if (st != ORDO_OK) {
+            return ordo__error(st, api, "cannot record a use of the buffer: %s",
+                               ordo_error_message());
+        }
+    }
+    ordo__message_restore(&kept);
+    *out_count = uses;
+    return ORDO_OK;
+}
+
+ordo_signal_t *ordo__buffer_use_timeline(const ordo_buffer_t *b, uint32_t stream) {
+    return frontier_timeline(b->tracker, stream);
 }

@@ -238,11 +238,11 @@ ordo_status_t ordo_graph_replay(ordo_graph_t *graph) {
     ordo_tracker_t *tracker = graph->tracker;
     ORDO_RETURN_IF_ERROR(tracker_not_launching(tracker, API));
     /* Its launch functions (at the lowering, or op by op) run inside. */
-    const ordo_tracker_t *outer = tracker_launch_begin(tracker);
+    tracker_launch_begin(tracker);
     tracker->replaying++;
     ordo_status_t st = replay(graph);
     tracker->replaying--;
-    tracker_launch_end(tracker, outer);
+    tracker_launch_end(tracker);
     return st;
 }
 

@@ -612,11 +612,8 @@ static const char split_form_refused[] =
     "ordo_tracker_finish is enqueued where the recording does not see it): submit it with "
     "ordo_tracker_submit";
 
-_Thread_local const ordo_tracker_t *ordo__tracker_launching_here
-    __attribute__((tls_model("initial-exec")));
-
 ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, const char *api) {
-    if (ordo__tracker_launching_here != tracker) {
+    if (!tracker_launching_here(tracker)) {
         return ORDO_OK;
     }
     if (tracker->replaying) {
@@ -633,7 +630,7 @@ ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, cons
 }
 
 int ordo__tracker_launch_names(const ordo_tracker_t *tracker, const ordo_buffer_t *b) {
-    if (ordo__tracker_launching_here != tracker) {
+    if (!tracker_launching_here(tracker)) {
         return 0;
     }
     for (size_t i = 0; i < tracker->launch_access_count; ++i) {
@@ -827,12 +824,12 @@ ordo_status_t ordo_tracker_submit(ordo_tracker_t *tracker, ordo_stream_t *stream
     }
     if (st == ORDO_OK) {
         uint64_t messages = ordo__error_count();
-        const ordo_tracker_t *outer = tracker_launch_begin(tracker);
+        tracker_launch_begin(tracker);
         tracker->launch_accesses = accesses;
         tracker->launch_access_count = count;
         st = launch(ctx, stream);
         tracker->launch_access_count = 0;
-        tracker_launch_end(tracker, outer);
+        tracker_launch_end(tracker);
         if (st != ORDO_OK) {
             st = ordo__tracker_launch_failed(st, ordo__error_count() != messages, __func__);
         }

@@ -146,7 +146,7 @@ struct ordo_tracker {
      * keep their places. Written by the launching thread only (a load and
      * a store, no read-modify-write); read by others in the refusals they
      * make of their own (a tracker's close on a stream's thread), hence
-     * atomic. Which thread launches is ordo__tracker_launching_here's. */
+     * atomic. Which thread launches: launcher. */
     _Atomic uint32_t launching;
     ordo_device_t *device;
     /* Non-NULL while the tracker records a graph: submissions are captured
@@ -177,6 +177,13 @@ struct ordo_tracker {
     _Atomic uint32_t pools; /* memory pools standing on the tracker */
     /* Of launching: a replay's (the refusals name it). */
     uint32_t replaying;
+    /* The thread whose launch functions run (its ordo__rlock_marker's
+     * address). The refusals are for the calls they make, however deep
+     * in other trackers' launches: a call from another thread meanwhile
+     * (a host task the launch started, which may run before the
+     * submission returns) is the tracker's external synchronisation's to
+     * order, not a launch function's. */
+    _Atomic(const void *) launcher;
     /* The accesses of the ordo_tracker_submit whose launch function runs
      * (count 0 otherwise): a pool refuses to free a block they name. */
     const ordo_access_t *launch_accesses;
@@ -223,6 +230,17 @@ static inline void buffer_set_last_point(ordo_buffer_t *b, uint32_t s, uint64_t 
 /* Allocates b's points beyond the inline ones if it has none yet. */
 ordo_status_t ordo__buffer_reserve_points(ordo_buffer_t *b, const char *api);
 
+/* The last use of b on each stream that may still be running, each made
+ * a recorded point on the stream's tracker timeline
+ * (ordo__buffer_use_timeline): at most ORDO_TRACKER_MAX_STREAMS, in out.
+ * Under the tracker's lock when other threads use it. The thread's message
+ * is left alone unless a record is refused (api's error). */
+ordo_status_t ordo__buffer_uses_running(const ordo_buffer_t *b, buffer_use_t *out,
+                                        uint32_t *out_count, const char *api);
+
+/* The timeline a point of ordo__buffer_uses_running is on. */
+ordo_signal_t *ordo__buffer_use_timeline(const ordo_buffer_t *b, uint32_t stream);
+
 /* ORDO_ERR_BUSY for api, which names b while b is held by a prepare
  * (ORDO_BUFFER_PREPARED). */
 ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *api);
@@ -231,28 +249,23 @@ ordo_status_t ordo__buffer_refuse_prepared(const ordo_buffer_t *b, const char *a
  * (ordo_tracker_submit's, or a replay's), on its thread; else ORDO_OK. */
 ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, const char *api);
 
-/* The tracker whose launch functions this thread runs (NULL: none). The
- * refusals are for the calls those functions make: a call from another
- * thread meanwhile (a host task the launch started, which may run before
- * the submission returns) is the tracker's external synchronisation's to
- * order, not a launch function's. Initial-exec: read on every submission. */
-extern _Thread_local const ordo_tracker_t *ordo__tracker_launching_here
-    __attribute__((tls_model("initial-exec")));
-
 /* Marks the launch functions of a submission or a replay running on this
- * thread; returns what tracker_launch_end puts back. */
-static inline const ordo_tracker_t *tracker_launch_begin(ordo_tracker_t *tracker) {
-    const ordo_tracker_t *outer = ordo__tracker_launching_here;
-    ordo__tracker_launching_here = tracker;
+ * thread (one at a time per tracker: a second is refused). */
+static inline void tracker_launch_begin(ordo_tracker_t *tracker) {
+    atomic_store_explicit(&tracker->launcher, &ordo__rlock_marker, memory_order_relaxed);
     uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
     atomic_store_explicit(&tracker->launching, n + 1, memory_order_relaxed);
-    return outer;
 }
 
-static inline void tracker_launch_end(ordo_tracker_t *tracker, const ordo_tracker_t *outer) {
+static inline void tracker_launch_end(ordo_tracker_t *tracker) {
     uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
     atomic_store_explicit(&tracker->launching, n - 1, memory_order_relaxed);
-    ordo__tracker_launching_here = outer;
+}
+
+/* Non-zero when this thread runs the tracker's launch functions. */
+static inline int tracker_launching_here(const ordo_tracker_t *tracker) {
+    return atomic_load_explicit(&tracker->launching, memory_order_relaxed) &&
+           atomic_load_explicit(&tracker->launcher, memory_order_relaxed) == &ordo__rlock_marker;
 }
 
 /* ORDO_OK unless a launch function of the tracker runs on this thread:

@@ -22,6 +22,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/tracker_internal.h"
 #include "hal/hal.h"
 #include "mem/resource.h"
 #include "ordo/memory_adaptors.h"
@@ -55,6 +56,14 @@ typedef struct guard_block {
     _Atomic uint32_t reported;
     ordo_signal_t *free_timeline;
     ordo_timepoint_t free_timepoint;
+    /* Over an upstream that tracks uses: a timepoint per stream whose last
+     * use of the block may still run at its free (NULL, 0: none). The
+     * block is checked and quarantined once they and the free point have
+     * all been met, and the free call has let go (parts_pending). */
+    ordo_timepoint_t *use_timepoints;
+    uint32_t use_count;
+    _Atomic uint32_t parts_pending;
+    ordo_status_t free_status;       /* the free point's outcome */
     struct guard_block *prev, *next; /* live list; FIFOs and free list use next */
 } guard_block_t;
 
@@ -512,24 +521,28 @@ static ordo_status_t refuse_foreign(guard_resource_t *g, ordo_block_t *block, co
     return st;
 }
 
-/* The stream reached b's free (or failed, or was destroyed: then nothing
- * of it runs any more either): check, poison, quarantine. frees_pending
- * drops last: after it the guard may be destroyed.
+/* The block's free has been met: its stream reached the free (or failed,
+ * or was destroyed: then nothing of it runs any more either), and over an
+ * upstream that tracks uses, every other stream's last use of it has run.
+ * Check, poison, quarantine. frees_pending drops last: after it the guard
+ * may be destroyed.
  *
- * Over an upstream that tracks uses, a free point reached stands for every
- * use on every stream (the freeing stream waited for them: guard_deallocate).
- * One that failed stands for none of the other streams' uses (its waits may
- * never have run), so the block is quarantined unpoisoned: nothing writes
- * memory another stream may still use, and its release upstream is ordered
- * after those uses by upstream itself. */
-static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
-    (void)timepoint;
-    guard_block_t *b = ctx;
+ * A free point that failed over such an upstream stands for none of the
+ * uses the freeing stream was to wait for and the guard does not see
+ * (uses upstream was never told of, which the program ordered with waits
+ * of its own: those waits may never have run), so the block is
+ * quarantined unpoisoned: nothing writes memory another stream may still
+ * use, and upstream orders its release after the uses it knows. */
+static void free_met(guard_block_t *b) {
     guard_resource_t *g = b->owner;
     findings_t f;
     findings_init(&f);
+    if (b->use_timepoints) {
+        ordo__dealloc(b->use_timepoints, b->use_count * sizeof *b->use_timepoints, 0);
+        b->use_timepoints = NULL;
+    }
     check_canaries(b, &f); /* what the stream's own work overwrote */
-    b->poisoned = status == ORDO_OK || !g->upstream_tracks_uses;
+    b->poisoned = b->free_status == ORDO_OK || !g->upstream_tracks_uses;
     if (b->poisoned) {
         memset(inner_ptr(b), ORDO_MEM_GUARD_POISON, b->inner_bytes);
     }
@@ -546,6 +559,58 @@ static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t
     }
     findings_publish(g, &f);
     ordo__mem_frees_done(&g->frees_pending);
+}
+
+/* One part of b's free met: the last one (acquiring the others' writes,
+ * free_status among them) goes on to free_met. */
+static void free_part_met(guard_block_t *b) {
+    if (atomic_fetch_sub_explicit(&b->parts_pending, 1, memory_order_acq_rel) == 1) {
+        free_met(b);
+    }
+}
+
+static void free_point_reached(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)timepoint;
+    guard_block_t *b = ctx;
+    b->free_status = status;
+    free_part_met(b);
+}
+
+/* A stream's last use of the block has run (or that stream failed, or was
+ * destroyed: none of it runs any more). */
+static void use_met(void *ctx, ordo_status_t status, ordo_timepoint_t *timepoint) {
+    (void)status, (void)timepoint;
+    free_part_met(ctx);
+}
+
+/* Over an upstream that tracks uses: the block's uses, on every stream,
+ * that may still run (recorded points of the upstream tracker's
+ * timelines), and a timepoint for each. The free's stream is not made to
+ * wait for them (a wait could close a cycle the program's own waits make):
+ * the guard waits on the host instead. *out_buffer: the block's tracked
+ * buffer (NULL when upstream keeps none). A refusal (no memory, a record
+ * a healthy stream refused) refuses the free. */
+static ordo_status_t uses_to_meet(ordo_mem_resource_t *resource, guard_block_t *b,
+                                  buffer_use_t *uses, uint32_t *out_count,
+                                  ordo_buffer_t **out_buffer) {
+    *out_count = 0;
+    ordo_buffer_t *buffer = ordo__mem_forward_block_buffer(resource, b->inner);
+    *out_buffer = buffer;
+    if (!buffer) {
+        return ORDO_OK;
+    }
+    ordo_rlock_lock(&buffer->tracker->lock);
+    ordo_status_t st = ordo__buffer_uses_running(buffer, uses, out_count, "ordo_mem_deallocate");
+    ordo_rlock_unlock(&buffer->tracker->lock);
+    if (st == ORDO_OK && *out_count) {
+        b->use_timepoints = ordo__alloc(*out_count * sizeof *b->use_timepoints, 0);
+        if (!b->use_timepoints) {
+            st = ordo__error(ORDO_ERR_OUT_OF_MEMORY, "ordo_mem_deallocate",
+                             "cannot allocate the guard's wait for the block's uses");
+        }
+    }
+    b->use_count = st == ORDO_OK ? *out_count : 0;
+    return st;
 }
 
 /* A free while the tracker below records: it goes upstream now, past the
@@ -574,25 +639,6 @@ static ordo_status_t free_into_recording(guard_resource_t *g, guard_block_t *b,
     }
     findings_publish(g, f);
     return st;
-}
-
-/* Over an upstream that tracks uses, the free's stream first waits for
- * the block's uses on other streams (a prepared write, through upstream),
- * so that its free point stands for them all. A stream that has failed
- * cannot wait: its free point will fail, and nothing is poisoned (see
- * free_point_reached); the deallocate goes on, with the caller's message
- * left alone. Any other refusal (no memory for a wait) refuses the free. */
-static ordo_status_t free_point_after_uses(ordo_mem_resource_t *resource, guard_block_t *b,
-                                           ordo_stream_t *stream, bool *out_prepared) {
-    ordo__kept_message_t kept;
-    ordo__message_keep(&kept);
-    ordo_status_t st = ordo__mem_forward_prepare_use(resource, b->inner, stream, ORDO_ACCESS_WRITE);
-    *out_prepared = st == ORDO_OK;
-    if (st == ORDO_OK || ordo__hal_stream_failure(stream) != ORDO_OK) {
-        ordo__message_restore(&kept);
-        return ORDO_OK;
-    }
-    return ordo__error_as(st, "ordo_mem_deallocate");
 }
 
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
@@ -624,9 +670,11 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
     if (refused == ORDO_OK && stream && !recording) {
         refused = ordo__mem_free_timeline_create(&timeline, "ordo_mem_deallocate");
     }
-    bool prepared = false;
+    buffer_use_t uses[ORDO_TRACKER_MAX_STREAMS];
+    uint32_t use_count = 0;
+    ordo_buffer_t *buffer = NULL;
     if (refused == ORDO_OK && timeline && g->upstream_tracks_uses) {
-        refused = free_point_after_uses(resource, b, stream, &prepared);
+        refused = uses_to_meet(resource, b, uses, &use_count, &buffer);
     }
     if (refused != ORDO_OK) {
         if (timeline) {
@@ -649,25 +697,28 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
         f.count ? raise_first(&f, ORDO_ERR_CORRUPTED, "ordo_mem_deallocate") : ORDO_OK;
     findings_publish(g, &f);
     atomic_fetch_add_explicit(&g->frees_pending, 1, memory_order_relaxed);
+    /* The free point, each use, and this call's own part: b is not
+     * quarantined (nor reused by other threads) before this call lets go. */
+    b->free_status = ORDO_OK;
+    atomic_store_explicit(&b->parts_pending, 2 + use_count, memory_order_relaxed);
     if (!stream) {
-        free_point_reached(b, ORDO_OK, NULL);
+        free_part_met(b);
     } else {
-        /* After the arm, b may be quarantined and reused by other threads. */
+        for (uint32_t i = 0; i < use_count; ++i) {
+            b->use_timepoints[i] = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
+            /* The tracker's timelines outlive its pools, and so the guard
+             * above them, whose destroy waits for this free. */
+            (void)ordo_timepoint_arm(&b->use_timepoints[i],
+                                     ordo__buffer_use_timeline(buffer, uses[i].stream),
+                                     uses[i].point, use_met, b);
+        }
         b->free_timeline = timeline;
         b->free_timepoint = (ordo_timepoint_t)ORDO_TIMEPOINT_INIT;
         (void)ordo_timepoint_arm(&b->free_timepoint, timeline, 1, free_point_reached, b);
         /* On a failed stream the free point fails at once. */
         st = ordo__mem_free_point_enqueue(stream, timeline, st);
-        if (prepared) {
-            /* The poison is the stream's write, recorded after the point:
-             * upstream orders the reuse after it too. A failed stream's
-             * finish records all the same (ordo/tracker.h). */
-            ordo__kept_message_t kept;
-            ordo__message_keep(&kept);
-            (void)ordo__mem_forward_finish_use(resource, b->inner, stream, ORDO_ACCESS_WRITE);
-            ordo__message_restore(&kept);
-        }
     }
+    free_part_met(b); /* after it, b may be quarantined and reused by other threads */
     return g->upstream_tracks_uses ? evict_overflow(g, st) : st;
 }
 

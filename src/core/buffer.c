@@ -86,7 +86,7 @@ ordo_status_t ordo_buffer_release(ordo_buffer_t *b, ordo_reclaim_fn reclaim, voi
                            "them to another buffer (ordo_graph_rebind) or destroy them first",
                            (void *)b, b->graph_binds);
     }
-    if (atomic_load_explicit(&tracker->launching, memory_order_relaxed)) {
+    if (tracker_launching(tracker)) {
         /* The open submission may name it: released now, it could be freed
          * before the finish records its use. */
         return ordo__error(ORDO_ERR_BUSY, __func__,

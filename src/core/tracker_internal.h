@@ -144,10 +144,11 @@ struct ordo_tracker {
      * the submission names. Beside magic, which every submission reads
      * first: the check costs no other cache line, and the fields after
      * keep their places. Written by the launching thread only (a load and
-     * a store, no read-modify-write); read by others in the refusals they
-     * make of their own (a tracker's close on a stream's thread), hence
-     * atomic. Which thread launches: launcher. */
-    _Atomic uint32_t launching;
+     * a store, no read-modify-write, atomic); read plainly by its own
+     * submission paths and atomically by others (tracker_launching: a
+     * tracker's close on a stream's thread, a pool's free). Which thread
+     * launches: launcher. */
+    uint32_t launching;
     ordo_device_t *device;
     /* Non-NULL while the tracker records a graph: submissions are captured
      * (core/graph_internal.h). Set and cleared by the recording thread
@@ -253,18 +254,22 @@ ordo_status_t ordo__tracker_refuse_in_launch(const ordo_tracker_t *tracker, cons
  * thread (one at a time per tracker: a second is refused). */
 static inline void tracker_launch_begin(ordo_tracker_t *tracker) {
     atomic_store_explicit(&tracker->launcher, &ordo__rlock_marker, memory_order_relaxed);
-    uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
-    atomic_store_explicit(&tracker->launching, n + 1, memory_order_relaxed);
+    __atomic_store_n(&tracker->launching, tracker->launching + 1, __ATOMIC_RELAXED);
 }
 
 static inline void tracker_launch_end(ordo_tracker_t *tracker) {
-    uint32_t n = atomic_load_explicit(&tracker->launching, memory_order_relaxed);
-    atomic_store_explicit(&tracker->launching, n - 1, memory_order_relaxed);
+    __atomic_store_n(&tracker->launching, tracker->launching - 1, __ATOMIC_RELAXED);
+}
+
+/* launching, read by any thread (the plain reads are the launching
+ * thread's own, on the submission paths). */
+static inline uint32_t tracker_launching(const ordo_tracker_t *tracker) {
+    return __atomic_load_n(&tracker->launching, __ATOMIC_RELAXED);
 }
 
 /* Non-zero when this thread runs the tracker's launch functions. */
 static inline int tracker_launching_here(const ordo_tracker_t *tracker) {
-    return atomic_load_explicit(&tracker->launching, memory_order_relaxed) &&
+    return tracker_launching(tracker) &&
            atomic_load_explicit(&tracker->launcher, memory_order_relaxed) == &ordo__rlock_marker;
 }
 
@@ -272,9 +277,8 @@ static inline int tracker_launching_here(const ordo_tracker_t *tracker) {
  * then ordo__tracker_refuse_in_launch's refusal, for a call it must not
  * make. */
 static inline ordo_status_t tracker_not_launching(const ordo_tracker_t *tracker, const char *api) {
-    return ORDO_LIKELY(!atomic_load_explicit(&tracker->launching, memory_order_relaxed))
-               ? ORDO_OK
-               : ordo__tracker_refuse_in_launch(tracker, api);
+    return ORDO_LIKELY(!tracker->launching) ? ORDO_OK
+                                            : ordo__tracker_refuse_in_launch(tracker, api);
 }
 
 /* The split form (prepare, or finish) of one access to a pool's block,

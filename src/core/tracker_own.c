@@ -74,7 +74,9 @@ ordo_status_t ordo_tracker_stream_create(ordo_tracker_t *tracker, int priority,
 ordo_status_t ordo__tracker_teardown_check(const ordo_tracker_t *tracker, int pending_ok,
                                            const char *api) {
     /* The submission or replay around it uses the tracker once it returns. */
-    ORDO_RETURN_IF_ERROR(tracker_not_launching(tracker, api));
+    if (tracker_launching(tracker)) {
+        ORDO_RETURN_IF_ERROR(ordo__tracker_refuse_in_launch(tracker, api));
+    }
     uint32_t pools = atomic_load(&tracker->pools);
     if (pools) {
         return ordo__error(ORDO_ERR_BUSY, api,

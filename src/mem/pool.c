@@ -502,7 +502,7 @@ POOL_HOT ordo_status_t free_checked(pool_t *p, const pool_block_t *b, ordo_strea
          * handed out again before that use has run. */
         return ordo__buffer_refuse_prepared(&b->history, api);
     }
-    if (ORDO_UNLIKELY(atomic_load_explicit(&p->tracker->launching, memory_order_relaxed))) {
+    if (ORDO_UNLIKELY(tracker_launching(p->tracker))) {
         return refuse_named_by_launch(p, b, api);
     }
     return ORDO_OK;
@@ -759,7 +759,7 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     ORDO_RETURN_IF_ERROR(refused_while_recording(p, api));
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = ORDO_OK;
-    if (ORDO_UNLIKELY(atomic_load_explicit(&p->tracker->launching, memory_order_relaxed))) {
+    if (ORDO_UNLIKELY(tracker_launching(p->tracker))) {
         /* A replay's launch function may use no block: the replay writes
          * the histories of its lanes once it returns. */
         st = p->tracker->replaying ? ordo__tracker_refuse_in_launch(p->tracker, api)

@@ -633,6 +633,55 @@ static void graph_replays_draw_their_waits(void **state) {
     remove(path);
 }
 
+/* A replay whose lane breaks (its stream fails during the replay, before
+ * the lane's recorded wait) counts in waits_emitted only the waits it
+ * enqueued, each drawn as an arrow: it counted the lane's skipped wait
+ * too, one more than it drew. */
+static ordo_stream_t *to_fail;
+
+static ordo_status_t fail_now(void *ctx) {
+    (void)ctx;
+    return ordo_fail(ORDO_ERR_ABORTED, "made to fail");
+}
+
+static ordo_status_t launch_fails_the_other_lane(void *ctx, ordo_stream_t *stream) {
+    (void)ctx;
+    if (to_fail) {
+        assert_ok(ordo_stream_host_task(to_fail, fail_now, NULL));
+        assert_status(ordo_stream_synchronize(to_fail, test_deadline()), ORDO_ERR_ABORTED);
+    }
+    return ordo_stream_host_task(stream, busy_task, NULL);
+}
+
+static void a_broken_replay_counts_the_waits_it_enqueued(void **state) {
+    (void)state;
+    TEST_SKIP_IF_LISTED();
+    char path[128];
+    temp_path(path, sizeof path, "broken-replay");
+    hop_t h;
+    hop_run(&h);
+    ordo_access_t write = {h.buffer, ORDO_ACCESS_WRITE}, read = {h.buffer, ORDO_ACCESS_READ};
+    assert_ok(ordo_tracker_record_begin(h.tracker));
+    assert_ok(ordo_tracker_submit(h.tracker, h.a, &write, 1, launch_fails_the_other_lane, NULL));
+    assert_ok(ordo_tracker_submit(h.tracker, h.b, &read, 1, launch, NULL));
+    ordo_graph_t *graph = NULL;
+    assert_ok(ordo_tracker_record_end(h.tracker, &graph));
+    ordo_tracker_metrics_t before, after;
+    assert_ok(ordo_tracker_metrics(h.tracker, &before));
+    assert_ok(ordo_trace_start(NULL));
+    to_fail = h.b;
+    assert_status(ordo_graph_replay(graph), ORDO_ERR_ABORTED);
+    to_fail = NULL;
+    assert_ok(ordo_stream_synchronize(h.a, test_deadline()));
+    ordo_trace_stats_t stats;
+    assert_ok(ordo_trace_stop(path, &stats));
+    assert_ok(ordo_tracker_metrics(h.tracker, &after));
+    assert_int_equal(stats.flows, after.waits_emitted - before.waits_emitted);
+    assert_ok(ordo_graph_destroy(graph));
+    hop_free(&h);
+    remove(path);
+}
+
 /* The virtual size of this process, in KiB (from /proc/self/status). */
 static unsigned long long vm_size_kib(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -1285,6 +1334,7 @@ int main(void) {
         cmocka_unit_test(many_threads_balance),
         cmocka_unit_test(flows_join_their_own_round),
         cmocka_unit_test(graph_replays_draw_their_waits),
+        cmocka_unit_test(a_broken_replay_counts_the_waits_it_enqueued),
         cmocka_unit_test(max_events_edges),
         cmocka_unit_test(huge_max_events),
         cmocka_unit_test(threads_exhaust_room_together),

@@ -94,11 +94,27 @@ static void learn(ordo_graph_t *graph) {
     }
 }
 
+/* The waits and records a broken lane does not enqueue: its ops from
+ * index `from` (the refused one) on. */
+typedef struct unrun {
+    uint64_t waits, records;
+} unrun_t;
+
+static void count_unrun(const ordo_graph_t *graph, uint64_t from, uint32_t lane, unrun_t *unrun) {
+    for (uint64_t j = from; j < graph->op_count; ++j) {
+        const graph_op_t *op = &graph->ops[j];
+        if (op->lane == lane) {
+            unrun->waits += op->kind == GRAPH_OP_WAIT;
+            unrun->records += op->kind == GRAPH_OP_RECORD;
+        }
+    }
+}
+
 /* Enqueues the ops, in recorded order. A refused op does not stop the
  * replay (core/graph_internal.h, (e)); the first refusal's status is
- * returned, its message in message. */
+ * returned, its message in message. *unrun: what broken lanes left out. */
 static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *message,
-                             size_t capacity, uint64_t *out_broken) {
+                             size_t capacity, uint64_t *out_broken, unrun_t *unrun) {
     const hal_backend_t *backend = graph->tracker->device->backend;
     ordo_status_t (*host_task)(ordo_stream_t *, ordo_host_fn, void *) = backend->host_task;
     graph_lane_t *lanes = graph->lanes;
@@ -157,6 +173,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
                 first = st;
             }
             broken |= (uint64_t)1 << op->lane;
+            count_unrun(graph, i, op->lane, unrun);
             ordo__graph_lane_broken(lane, st, message, true);
         }
     }
@@ -166,7 +183,7 @@ static ordo_status_t run_ops(ordo_graph_t *graph, const uint64_t *base, char *me
 
 /* Each lane's point, each slot's history as the recording left it, and
  * what the lanes learnt (core/graph_internal.h, step 3). */
-static void finish(ordo_graph_t *graph, uint64_t broken, int native) {
+static void finish(ordo_graph_t *graph, uint64_t broken, int native, const unrun_t *unrun) {
     ordo_tracker_t *tracker = graph->tracker;
     uint64_t point[ORDO_TRACKER_MAX_STREAMS]; /* by the tracker's stream index */
     for (uint32_t l = 0; l < graph->lane_count; ++l) {
@@ -204,11 +221,11 @@ static void finish(ordo_graph_t *graph, uint64_t broken, int native) {
     const uint64_t joins = graph->lane_count - 1u;
     atomic_store_explicit(&tracker->waits_emitted,
                           atomic_load_explicit(&tracker->waits_emitted, memory_order_relaxed) +
-                              (native ? 2 * joins : graph->waits),
+                              (native ? 2 * joins : graph->waits - unrun->waits),
                           memory_order_relaxed);
     atomic_store_explicit(&tracker->points_recorded,
                           atomic_load_explicit(&tracker->points_recorded, memory_order_relaxed) +
-                              (native ? joins + 1 : graph->records),
+                              (native ? joins + 1 : graph->records - unrun->records),
                           memory_order_relaxed);
 }
 
@@ -302,11 +319,12 @@ static ordo_status_t replay(ordo_graph_t *graph) {
     }
     char message[512];
     uint64_t broken = 0;
+    unrun_t unrun = {0, 0};
     ordo_status_t st = native
                            ? ordo__graph_run_native(graph, base, message, sizeof message, &broken)
-                           : run_ops(graph, base, message, sizeof message, &broken);
+                           : run_ops(graph, base, message, sizeof message, &broken, &unrun);
     /* 3. The exit, whatever happened: what was enqueued may run. */
-    finish(graph, broken, native);
+    finish(graph, broken, native, &unrun);
     if (ORDO_UNLIKELY(broken) && !graph->spent_why[0]) {
         snprintf(graph->spent_why, sizeof graph->spent_why, "%s", message);
     }

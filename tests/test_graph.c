@@ -1469,6 +1469,12 @@ static void bound_and_guarded_blocks_and_recordings(void **state) {
     assert_ok(ordo_tracker_record_end(f.tracker, &g1));
     assert_status(ordo_mem_deallocate(guard, bound, f.a), ORDO_ERR_BUSY);
     check_owner_named("graph");
+    /* Named by the caller's handle, not the pool's block below the guard. */
+    char handle[64];
+    snprintf(handle, sizeof handle, "ordo_mem_deallocate: block %p ", (void *)bound);
+    if (strncmp(ordo_error_message(), handle, strlen(handle)) != 0) {
+        fail_msg("\"%s\" does not begin \"%s\"", ordo_error_message(), handle);
+    }
     assert_ok(ordo_graph_replay(g1));
     assert_ok(ordo_graph_destroy(g1));
     /* Its memory goes back to the pool at a later call on the guard, made

@@ -137,7 +137,9 @@ typedef struct ordo_access {
  * ordo_buffer_release of any buffer of the tracker, and a pool's
  * ordo_mem_deallocate or ordo_mem_prepare_use / _finish_use of a block the
  * submission names. A pool's other blocks may be allocated, used and freed
- * there (scratch memory of the work it enqueues). */
+ * there (scratch memory of the work it enqueues). It must return: a
+ * longjmp or pthread_exit out of it leaves the tracker marked as launching,
+ * and these calls refused on that thread, for good. */
 typedef ordo_status_t (*ordo_launch_fn)(void *ctx, ordo_stream_t *stream);
 
 /** The counters of a tracker (ordo_tracker_metrics). */

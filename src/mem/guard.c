@@ -641,6 +641,26 @@ static ordo_status_t free_into_recording(guard_resource_t *g, guard_block_t *b,
     return st;
 }
 
+/* A refusal of b's free that upstream made naming b's inner block, a
+ * handle the caller never saw: told again naming the caller's. */
+static ordo_status_t refusal_of_handle(ordo_status_t st, const guard_block_t *b) {
+    static const char api[] = "ordo_mem_deallocate";
+    char inner[32], detail[ORDO_ERROR_MESSAGE_MAX];
+    snprintf(inner, sizeof inner, "%p", (void *)b->inner);
+    const char *message = ordo_error_message();
+    if (strncmp(message, api, sizeof api - 1) == 0 &&
+        strncmp(message + sizeof api - 1, ": ", 2) == 0) {
+        message += sizeof api + 1;
+    }
+    const char *at = strstr(message, inner);
+    if (!at) {
+        return ordo__error(st, api, "%s", message);
+    }
+    snprintf(detail, sizeof detail, "%.*s%p%s", (int)(at - message), message,
+             (const void *)&b->base, at + strlen(inner));
+    return ordo__error(st, api, "%s", detail);
+}
+
 static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_t *block,
                                       ordo_stream_t *stream) {
     guard_resource_t *g = (guard_resource_t *)resource;
@@ -665,6 +685,9 @@ static ordo_status_t guard_deallocate(ordo_mem_resource_t *resource, ordo_block_
      * quarantine (a graph bound to it: its replays use the memory the
      * quarantine would poison, and the release would be refused). */
     ordo_status_t refused = mem_free_check(resource->upstream, b->inner);
+    if (refused != ORDO_OK) {
+        refused = refusal_of_handle(refused, b);
+    }
     ordo_signal_t *timeline = NULL;
     bool recording = mem_records(resource->upstream);
     if (refused == ORDO_OK && stream && !recording) {

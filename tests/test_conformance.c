@@ -290,8 +290,13 @@ static void a_task_returning_no_status_aborts_its_stream(void **state) {
     for (int with_text = 0; with_text < 2; ++with_text) {
         ordo_stream_t *stream = stream_make();
         ordo_signal_t *after = test_signal_make(0);
+        /* Held until the signal behind the task is queued: on a stream
+         * that has failed it would be refused. */
+        ordo_signal_t *gate = test_signal_make(0);
+        assert_ok(ordo_stream_wait(stream, gate, 1));
         assert_ok(ordo_stream_host_task(stream, foreign_value_task, with_text ? &with_text : NULL));
         assert_ok(ordo_stream_signal(stream, after, 1));
+        assert_ok(ordo_signal_advance(gate, 1));
         assert_status(ordo_stream_synchronize(stream, test_deadline()), ORDO_ERR_ABORTED);
         /* The signal behind the task fails a little later on a device's
          * stream (its watcher passes the failure on). */
@@ -309,6 +314,7 @@ static void a_task_returning_no_status_aborts_its_stream(void **state) {
         }
         assert_ok(ordo_stream_destroy(stream));
         assert_ok(ordo_signal_destroy(after));
+        assert_ok(ordo_signal_destroy(gate));
     }
 }
 

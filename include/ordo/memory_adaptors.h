@@ -236,7 +236,11 @@ ordo_status_t ordo_mem_logging_stats(ordo_mem_resource_t *resource,
  * checks); blocks leaving the quarantine meanwhile go back when the
  * recording ends.
  *
- * Over a pool (an upstream that tracks uses), memory leaves the quarantine
+ * Over a pool (an upstream that tracks uses), a freed block is poisoned
+ * only once every other stream's last recorded use of it has run as well
+ * (waited for on the host: the freeing stream is not made to wait); a
+ * free on a stream that fails before its point leaves the block
+ * unpoisoned (docs/MEMORY.md, "Guard"). Memory leaves the quarantine
  * only in the guard's calls on the program's side: ordo_mem_allocate,
  * ordo_mem_deallocate, ordo_mem_reap_pending, ordo_mem_guard_drain and
  * the destroy, never on the stream's worker that reached a free point.

@@ -146,6 +146,10 @@ step info 30 "$bin/ordo" info
 # tests would only skip) is a failure here, and so is a test that skips for
 # want of a capability (ORDO_TEST_CUDA_REQUIRE=1).
 must_pass cuda_available 30 bash -o pipefail -c "'$bin/ordo' info | grep -F 'cuda (available)'"
+# A context's streams share its hardware work queues (8 by default): a
+# stream parked at a gate holds up any stream on its queue. Tests that run
+# one stream past another parked one need queues enough for each stream.
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 export ORDO_TEST_CUDA_REQUIRE=1
 step test_cuda 90 "$bin/test_cuda"
 # The conformance suites: the HAL's (on every device listed, cuda:0

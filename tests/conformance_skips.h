@@ -76,6 +76,8 @@ static const conformance_skip_t conformance_skips[] = {
     {"cuda", "test_trace.c", "a_broken_replay_counts_the_waits_it_enqueued",
      "CUDA streams are not drawn in traces yet: no flow arrows from a CUDA stream's waits"},
     {"cuda", "test_memory.c", "direct_allocates_and_frees_in_stream_order", SKIP_HOST_MEMORY},
+    {"cuda", "test_pool_carve.c", "out_of_memory_retry_keeps_chunks_another_stream_may_use",
+     SKIP_HOST_MEMORY},
     {"cuda", "test_pool.c", "pool_use_tracking_orders_real_data", SKIP_HOST_MEMORY},
     {"cuda", "test_pool.c", "reuse_orders_third_streams_after_old_uses", SKIP_HOST_MEMORY},
     {"cuda", "test_pool.c", "failed_freeing_stream_does_not_vouch_for_its_waits", SKIP_HOST_MEMORY},

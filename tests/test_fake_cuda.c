@@ -71,8 +71,10 @@ static void get_proc_honours_the_version(void **state) {
     assert_int_equal(found, CU_GET_PROC_ADDRESS_SUCCESS);
     assert_cu(get_proc("cuCtxSynchronize", &v2, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
     assert_ptr_not_equal(v1, v2);
-    /* The 13.0 entry takes the context: a wrong one is refused. */
-    PFN_cuCtxSynchronize_v13000 sync_v2 = NULL;
+    /* The 13.0 entry takes the context: a wrong one is refused. Its type
+     * is declared here: a 12.x toolkit's cudaTypedefs.h has none. */
+    typedef CUresult (*sync_v2_fn)(CUcontext);
+    sync_v2_fn sync_v2 = NULL;
     memcpy(&sync_v2, &v2, sizeof v2);
     assert_cu_status(sync_v2((CUcontext)(uintptr_t)0x1234), CUDA_ERROR_INVALID_CONTEXT);
     assert_cu(sync_v2(NULL));

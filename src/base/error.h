@@ -27,6 +27,9 @@ ordo_status_t ordo__error(ordo_status_t status, const char *api, const char *fmt
  * called, never one ordo called on their behalf. Returns status. */
 ordo_status_t ordo__error_as(ordo_status_t status, const char *api);
 
+/* message without its leading "ordo_<name>: ", if it has one. */
+const char *ordo__message_detail(const char *message);
+
 /* How many messages this thread has recorded: a caller of user code reads
  * it before and after, to tell whether the code left a message of its own
  * or the thread's message is an older one. */

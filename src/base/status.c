@@ -169,15 +169,18 @@ void ordo__message_restore(const ordo__kept_message_t *kept) {
     }
 }
 
-ordo_status_t ordo__error_as(ordo_status_t status, const char *api) {
-    const char *detail = ordo_error_message();
-    if (strncmp(detail, "ordo_", 5) == 0) {
-        size_t name = strspn(detail, "abcdefghijklmnopqrstuvwxyz0123456789_");
-        if (detail[name] == ':' && detail[name + 1] == ' ') {
-            detail += name + 2;
+const char *ordo__message_detail(const char *message) {
+    if (strncmp(message, "ordo_", 5) == 0) {
+        size_t name = strspn(message, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (message[name] == ':' && message[name + 1] == ' ') {
+            return message + name + 2;
         }
     }
-    return ordo__error(status, api, "%s", detail);
+    return message;
+}
+
+ordo_status_t ordo__error_as(ordo_status_t status, const char *api) {
+    return ordo__error(status, api, "%s", ordo__message_detail(ordo_error_message()));
 }
 
 ordo_status_t ordo_fail(ordo_status_t status, const char *fmt, ...) {

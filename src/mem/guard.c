@@ -647,11 +647,7 @@ static ordo_status_t refusal_of_handle(ordo_status_t st, const guard_block_t *b)
     static const char api[] = "ordo_mem_deallocate";
     char inner[32], detail[ORDO_ERROR_MESSAGE_MAX];
     snprintf(inner, sizeof inner, "%p", (void *)b->inner);
-    const char *message = ordo_error_message();
-    if (strncmp(message, api, sizeof api - 1) == 0 &&
-        strncmp(message + sizeof api - 1, ": ", 2) == 0) {
-        message += sizeof api + 1;
-    }
+    const char *message = ordo__message_detail(ordo_error_message());
     const char *at = strstr(message, inner);
     if (!at) {
         return ordo__error(st, api, "%s", message);

@@ -759,9 +759,10 @@ static ordo_status_t pool_use(ordo_mem_resource_t *resource, ordo_block_t *block
     ORDO_RETURN_IF_ERROR(refused_while_recording(p, api));
     ordo_rlock_lock(&p->tracker->lock);
     ordo_status_t st = ORDO_OK;
-    if (ORDO_UNLIKELY(tracker_launching(p->tracker))) {
+    if (ORDO_UNLIKELY(tracker_launching_here(p->tracker))) {
         /* A replay's launch function may use no block: the replay writes
-         * the histories of its lanes once it returns. */
+         * the histories of its lanes once it returns. (replaying is read
+         * on the launching thread only.) */
         st = p->tracker->replaying ? ordo__tracker_refuse_in_launch(p->tracker, api)
                                    : refuse_named_by_launch(p, b, api);
     }
